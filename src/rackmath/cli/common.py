@@ -1,0 +1,104 @@
+"""Shared CLI plumbing: output (table / JSON / derivation) and input parsing.
+
+Interfaces hold no math: commands parse strings, call the engine or an analysis,
+and render what comes back.
+"""
+
+from __future__ import annotations
+
+import json as _json
+import math
+import sys
+
+import typer
+
+from ..errors import InputError
+
+JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
+EXPLAIN_OPT = typer.Option(False, "--explain", help="Print each formula with the numbers substituted.")
+
+
+def _default(o):
+    try:
+        import numpy as np
+
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+        if isinstance(o, np.generic):
+            return o.item()
+    except ImportError:  # pragma: no cover
+        pass
+    if hasattr(o, "as_dict"):
+        return o.as_dict()
+    if isinstance(o, set):
+        return sorted(o)
+    return str(o)
+
+
+def _clean(o):
+    """JSON has no NaN/inf: map them to null."""
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, dict):
+        return {k: _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    return o
+
+
+def print_json(obj) -> None:
+    text = _json.dumps(obj, default=_default)
+    sys.stdout.write(_json.dumps(_clean(_json.loads(text)), indent=2) + "\n")
+
+
+def console():
+    from rich.console import Console
+
+    return Console()
+
+
+def table(title: str, columns: list[str], rows: list[list], caption: str | None = None) -> None:
+    from rich.table import Table
+
+    t = Table(title=title, caption=caption)
+    for c in columns:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*[str(x) for x in r])
+    console().print(t)
+
+
+def print_derivation(derivation) -> None:
+    console().print(derivation.render(), highlight=False, markup=False)
+
+
+def parse_range(text: str, field: str, kind: str = "count", integer: bool = False):
+    """'1:16384:log' -> log-spaced values; '1:100:10' -> 10 linear points; '1,2,4' -> a list; '8' -> [8]."""
+    import numpy as np
+
+    from .. import units
+
+    s = str(text).strip()
+    try:
+        if ":" in s:
+            parts = s.split(":")
+            if len(parts) not in (2, 3):
+                raise ValueError
+            lo = units.parse_quantity(parts[0], kind, field)
+            hi = units.parse_quantity(parts[1], kind, field)
+            spec = parts[2] if len(parts) == 3 else "log"
+            if spec.startswith("log"):
+                n = int(spec[3:] or 0) or max(2, int(round(4 * math.log2(max(hi / max(lo, 1e-300), 2)))) + 1)
+                vals = np.geomspace(lo, hi, n)
+            else:
+                vals = np.linspace(lo, hi, int(spec))
+        else:
+            vals = np.array([units.parse_quantity(p, kind, field) for p in s.split(",") if p.strip()])
+    except (ValueError, ZeroDivisionError):
+        raise InputError(field, f"cannot read range {text!r}",
+                         "a value, a list '1,2,4', or a range 'LO:HI:log', 'LO:HI:logN' or 'LO:HI:N'") from None
+    if vals.size == 0:
+        raise InputError(field, "empty", "at least one value")
+    if integer:
+        vals = np.unique(np.maximum(1, np.round(vals))).astype(float)
+    return vals

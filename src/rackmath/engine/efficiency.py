@@ -1,0 +1,69 @@
+"""Efficiency presets: how far a real stack falls short of the ideal roofline.
+
+The lecture's roofline is the ideal: η = 1 everywhere and no fixed costs. A preset
+scales peak FLOP/s (η_compute), HBM bandwidth (η_memory) and network bandwidth
+(η_comm), and adds a fixed time per step (kernel launches, scheduling). Presets are
+data (``[[efficiency]]`` tables in the catalog), each with its source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..errors import CatalogError, InputError
+from ..specs.catalog import Index, entries, register_cache
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    name: str = "ideal"
+    eta_compute: float = 1.0
+    eta_memory: float = 1.0
+    eta_comm: float = 1.0
+    step_overhead_s: float = 0.0
+    description: str = "the lecture's ideal roofline: peak FLOP/s and bandwidth, no fixed costs"
+    source: str = "lecture 00:00 (roofline)"
+
+
+IDEAL = Efficiency()
+
+
+@lru_cache(maxsize=1)
+@register_cache
+def presets() -> Index:
+    idx = Index("efficiency", "a preset name (see `rackmath hardware efficiency`)")
+    idx.add(IDEAL, "ideal")
+    for e in entries("efficiency"):
+        d = e.data
+        try:
+            eff = Efficiency(
+                name=str(d["name"]),
+                eta_compute=float(d.get("eta_compute", 1.0)),
+                eta_memory=float(d.get("eta_memory", 1.0)),
+                eta_comm=float(d.get("eta_comm", 1.0)),
+                step_overhead_s=float(d.get("step_overhead_s", 0.0)),
+                description=str(d.get("description", "")),
+                source=str(d.get("source", "")),
+            )
+        except KeyError as exc:
+            raise CatalogError(str(e.path), f"efficiency.{exc.args[0]}", "missing") from None
+        for f in ("eta_compute", "eta_memory", "eta_comm"):
+            v = getattr(eff, f)
+            if not 0 < v <= 1:
+                raise CatalogError(str(e.path), f"efficiency.{f}", f"{v} outside (0, 1]")
+        if eff.step_overhead_s < 0:
+            raise CatalogError(str(e.path), "efficiency.step_overhead_s", "negative")
+        idx.add(eff, eff.name, d.get("aliases", ()))
+    return idx
+
+
+def load_efficiency(eff=None) -> Efficiency:
+    """None -> the ideal roofline; a name -> a catalog preset; an Efficiency -> itself."""
+    if eff is None:
+        return IDEAL
+    if isinstance(eff, Efficiency):
+        return eff
+    if isinstance(eff, str):
+        return presets().get(eff)
+    raise InputError("efficiency", f"cannot use {eff!r}", "None, a preset name or an Efficiency")

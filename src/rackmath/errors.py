@@ -1,0 +1,64 @@
+"""Errors a user can cause. Each renders as one line naming the field and what is accepted.
+
+The CLI catches :class:`RackmathError` and prints ``error: <message>`` with exit
+status 2; nothing a user types should produce a traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class RackmathError(ValueError):
+    """Base class of every error caused by input (names, numbers, files)."""
+
+
+class InputError(RackmathError):
+    """A bad value: ``field`` is what was wrong, ``accepted`` what would be right."""
+
+    def __init__(self, field: str, problem: str, accepted: str | None = None):
+        self.field, self.problem, self.accepted = field, problem, accepted
+        msg = f"{field}: {problem}"
+        if accepted:
+            msg += f" (accepted: {accepted})"
+        super().__init__(msg)
+
+
+class UnknownNameError(InputError):
+    """An unknown catalog name, with the closest known names offered."""
+
+    def __init__(self, field: str, name: str, known: Iterable[str], hint: str | None = None):
+        known = sorted(set(known))
+        close = difflib.get_close_matches(str(name).lower(), known, n=3, cutoff=0.4)
+        problem = f"unknown {field} {name!r}"
+        if close:
+            problem += "; closest: " + ", ".join(close)
+        accepted = hint or ("one of " + ", ".join(known[:40]) + (" …" if len(known) > 40 else ""))
+        self.closest = close
+        super().__init__(field, problem, accepted)
+
+
+class CatalogError(RackmathError):
+    """A catalog file (TOML, HuggingFace JSON) that fails validation: path, field and reason."""
+
+    def __init__(self, path: str, field: str, problem: str):
+        self.path, self.field, self.problem = str(path), field, problem
+        super().__init__(f"{path}: {field}: {problem}")
+
+
+def check_positive(value, field: str, accepted: str = "a positive finite number", allow_zero: bool = False,
+                   maximum: float | None = None):
+    """Validate scalars or arrays: finite, > 0 (or >= 0), and not absurd (<= maximum). Returns value."""
+    import numpy as np
+
+    arr = np.asarray(value, dtype=float)
+    bad = ~np.isfinite(arr) | (arr < 0) | ((arr == 0) & (not allow_zero))
+    if maximum is not None:
+        bad |= arr > maximum
+    if np.any(bad):
+        first = arr[bad].flat[0] if arr.ndim else arr
+        problem = f"{first!r} is out of range" if maximum is not None and first > (maximum or 0) else \
+            f"{first!r} is not {'a non-negative' if allow_zero else 'a positive'} finite number"
+        raise InputError(field, problem, accepted + (f" up to {maximum:g}" if maximum is not None else ""))
+    return value

@@ -1,0 +1,85 @@
+"""Derivations: every result can show its working, like the blackboard.
+
+A :class:`Derivation` is an ordered list of :class:`Step`: a symbol, the formula,
+the formula with the numbers substituted, the value and its unit. Analyses build
+one alongside their numbers; interfaces render it (``--explain``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .units import format_duration, format_si
+
+
+def fmt(value, unit: str = "") -> str:
+    """Format one number for a derivation: SI prefixes, durations in readable units."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if unit == "s":
+        return format_duration(v)
+    if unit in ("", "x", "×"):
+        if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3):
+            return f"{v:.3g}"
+        return f"{v:.4g}"
+    if unit.startswith("$"):
+        return f"${v:.4g}" + unit[1:]
+    return format_si(v, unit)
+
+
+@dataclass
+class Step:
+    symbol: str
+    formula: str
+    substituted: str
+    value: object
+    unit: str = ""
+    note: str = ""
+
+    def render(self) -> str:
+        line = f"{self.symbol} = {self.formula}"
+        if self.substituted and self.substituted != self.formula:
+            line += f"\n    = {self.substituted}"
+        line += f"\n    = {fmt(self.value, self.unit)}"
+        if self.note:
+            line += f"   [{self.note}]"
+        return line
+
+    def as_dict(self) -> dict:
+        try:
+            value = float(self.value)
+        except (TypeError, ValueError):
+            value = str(self.value)
+        return {"symbol": self.symbol, "formula": self.formula, "substituted": self.substituted,
+                "value": value, "unit": self.unit, "note": self.note}
+
+
+@dataclass
+class Derivation:
+    title: str = ""
+    steps: list[Step] = field(default_factory=list)
+    conclusion: str = ""
+
+    def add(self, symbol: str, formula: str, substituted: str, value, unit: str = "", note: str = ""):
+        """Append a step and return its value (so derivations read like the formulas they record)."""
+        self.steps.append(Step(symbol, formula, substituted, value, unit, note))
+        return value
+
+    def extend(self, other: "Derivation") -> "Derivation":
+        self.steps.extend(other.steps)
+        return self
+
+    def render(self) -> str:
+        out = [self.title] if self.title else []
+        out += [s.render() for s in self.steps]
+        if self.conclusion:
+            out.append(self.conclusion)
+        return "\n".join(out)
+
+    def as_dict(self) -> dict:
+        return {"title": self.title, "steps": [s.as_dict() for s in self.steps], "conclusion": self.conclusion}
+
+    def __str__(self) -> str:
+        return self.render()

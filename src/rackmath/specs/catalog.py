@@ -1,0 +1,155 @@
+"""The catalog: TOML data files shipped with the package plus the user's own.
+
+Every catalog file is TOML holding arrays of tables, one per entry, keyed by
+kind: ``[[chip]]``, ``[[system]]``, ``[[model]]``, ``[[price_sheet]]``,
+``[[efficiency]]``, ``[[memory_tier]]``. A file may hold any mix of kinds.
+
+Shipped files live in ``rackmath/specs/data/**.toml``. Users add entries by
+dropping files into a directory named by ``--catalog DIR`` (CLI) or the
+``RACKMATH_CATALOG`` environment variable (several directories separated by
+``os.pathsep``), or by calling :func:`add_catalog_dir`. A user entry with the same
+name as a shipped one replaces it. Files are read, never written.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import CatalogError, UnknownNameError
+
+DATA_DIR = Path(__file__).parent / "data"
+KINDS = ("chip", "system", "model", "price_sheet", "efficiency", "memory_tier")
+
+_user_dirs: list[Path] = []
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One raw table from a catalog file, with where it came from."""
+
+    kind: str
+    data: dict
+    path: Path
+
+    def where(self) -> str:
+        return f"{self.path} [{self.kind} {self.data.get('name', '?')!r}]"
+
+
+def add_catalog_dir(path: str | os.PathLike) -> None:
+    """Add a user catalog directory (searched after the shipped data; its entries win)."""
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise CatalogError(str(p), "catalog", "not a directory (accepted: a directory of .toml files)")
+    if p not in _user_dirs:
+        _user_dirs.append(p)
+    clear_caches()
+
+
+def clear_caches() -> None:
+    """Forget everything parsed so far (after the catalog directories change)."""
+    _files.cache_clear()
+    for fn in _cache_clearers:
+        fn()
+
+
+_cache_clearers: list = []
+
+
+def register_cache(fn):
+    """Spec modules register their lru_caches so that a new catalog directory is seen."""
+    _cache_clearers.append(fn.cache_clear)
+    return fn
+
+
+def catalog_dirs() -> list[Path]:
+    env = [Path(p).expanduser() for p in os.environ.get("RACKMATH_CATALOG", "").split(os.pathsep) if p.strip()]
+    for p in env:
+        if not p.is_dir():
+            raise CatalogError(str(p), "RACKMATH_CATALOG", "not a directory (accepted: a directory of .toml files)")
+    return [DATA_DIR, *env, *_user_dirs]
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(str(path), "toml", f"malformed TOML: {exc}") from None
+    except OSError as exc:
+        raise CatalogError(str(path), "file", f"cannot read: {exc.strerror}") from None
+
+
+@lru_cache(maxsize=1)
+def _files() -> tuple[tuple[Path, dict], ...]:
+    out = []
+    for d in catalog_dirs():
+        for path in sorted(d.rglob("*.toml")):
+            doc = _read_toml(path)
+            unknown = [k for k in doc if k not in KINDS and not k.startswith("_") and k != "meta"]
+            if unknown:
+                raise CatalogError(str(path), unknown[0],
+                                   f"unknown entry kind (accepted: [[{']], [['.join(KINDS)}]])")
+            out.append((path, doc))
+    return tuple(out)
+
+
+def entries(kind: str) -> list[Entry]:
+    """All raw entries of one kind, shipped first, user files after (later wins on name clashes)."""
+    out = []
+    for path, doc in _files():
+        tables = doc.get(kind, [])
+        if isinstance(tables, dict):
+            tables = [tables]
+        for t in tables:
+            if not isinstance(t, dict):
+                raise CatalogError(str(path), kind, "expected a table ([[%s]])" % kind)
+            out.append(Entry(kind, t, path))
+    return out
+
+
+def norm(name: str) -> str:
+    """Names are matched case-insensitively; '_' and ' ' count as '-'."""
+    return str(name).strip().lower().replace("_", "-").replace(" ", "-")
+
+
+class Index:
+    """Name -> object with aliases and closest-name suggestions."""
+
+    def __init__(self, field: str, hint: str | None = None):
+        self.field, self.hint = field, hint
+        self.by_name: dict[str, object] = {}
+        self.primary: dict[str, object] = {}
+
+    def add(self, obj, name: str, aliases=()):
+        self.primary[norm(name)] = obj
+        for n in (name, *aliases):
+            self.by_name[norm(n)] = obj
+
+    def get(self, name: str):
+        key = norm(name)
+        if key in self.by_name:
+            return self.by_name[key]
+        raise UnknownNameError(self.field, name, self.primary.keys(), self.hint)
+
+    def __contains__(self, name: str) -> bool:
+        return norm(name) in self.by_name
+
+    def names(self) -> list[str]:
+        return list(self.primary)
+
+    def values(self) -> list:
+        return list(self.primary.values())
+
+
+def require(entry: Entry, key: str, types=(int, float, str)):
+    """A required field of a catalog entry, with the file and field named when it is missing."""
+    if key not in entry.data:
+        raise CatalogError(str(entry.path), f"{entry.kind}.{key}", f"missing (entry {entry.data.get('name', '?')!r})")
+    v = entry.data[key]
+    if types and not isinstance(v, types):
+        raise CatalogError(str(entry.path), f"{entry.kind}.{key}", f"wrong type {type(v).__name__}")
+    return v

@@ -1,0 +1,259 @@
+"""Units: plain SI floats inside, human strings only at the edges.
+
+Conventions (../shared/reference/conventions.md):
+
+* bytes and byte rates use decimal prefixes (1 GB = 1e9 B, 1 TB/s = 1e12 B/s);
+  binary prefixes are always written out (1 GiB = 2**30 B);
+* bits are lower-case ``b`` ("400 Gb/s" = 50e9 B/s);
+* FLOP/s figures are dense. A string that says "sparse" (NVIDIA's 2:4 headline
+  numbers) is halved on parsing, so a sparse figure can never be mistaken for
+  a dense one;
+* counts accept K/M/B/T suffixes ("200K" tokens = 200,000).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from .errors import InputError
+
+__all__ = [
+    "DTYPE_BYTES",
+    "dtype_bytes",
+    "parse_bytes",
+    "parse_bandwidth",
+    "parse_flops",
+    "parse_usd_per_hour",
+    "parse_count",
+    "parse_duration",
+    "parse_quantity",
+    "format_si",
+    "format_bytes",
+    "format_duration",
+]
+
+# Bytes per element of each storage type. Block-scaled formats include their
+# scales: MXFP4 is 4-bit elements plus one 8-bit scale per 32 (4.25 bits);
+# NVFP4 is 4-bit elements plus one 8-bit scale per 16 (4.5 bits).
+DTYPE_BYTES: dict[str, float] = {
+    "fp32": 4.0,
+    "tf32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "fp4": 0.5,
+    "int4": 0.5,
+    "mxfp4": 4.25 / 8,
+    "nvfp4": 4.5 / 8,
+}
+
+_DTYPE_ALIASES = {
+    "float32": "fp32",
+    "float16": "fp16",
+    "half": "fp16",
+    "bfloat16": "bf16",
+    "e4m3": "fp8",
+    "fp8_e4m3": "fp8",
+    "float8": "fp8",
+    "fp6": "fp8",  # no fp6 peaks are published separately; treated as fp8 storage
+}
+
+
+def normalize_dtype(name: str, field: str = "dtype") -> str:
+    """Canonical dtype name ('bfloat16' -> 'bf16'); unknown names are an InputError."""
+    key = str(name).strip().lower()
+    key = _DTYPE_ALIASES.get(key, key)
+    if key not in DTYPE_BYTES:
+        raise InputError(field, f"unknown dtype {name!r}", "one of " + ", ".join(DTYPE_BYTES))
+    return key
+
+
+def dtype_bytes(name: str, field: str = "dtype") -> float:
+    """Bytes per element of a storage dtype (scales of block formats included)."""
+    return DTYPE_BYTES[normalize_dtype(name, field)]
+
+
+_PREFIX = {
+    "": 1.0,
+    "k": 1e3,
+    "K": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+    "Ki": 2.0**10,
+    "Mi": 2.0**20,
+    "Gi": 2.0**30,
+    "Ti": 2.0**40,
+    "Pi": 2.0**50,
+}
+
+_NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+_QTY = re.compile(r"^\s*" + _NUM + r"\s*(Ki|Mi|Gi|Ti|Pi|[kKMGTPE]?)\s*(.*?)\s*$")
+
+
+def _split(text: str, field: str, accepted: str) -> tuple[float, float, str]:
+    if isinstance(text, (int, float)):
+        return float(text), 1.0, ""
+    s = str(text).replace(",", "").replace("_", "")
+    m = _QTY.match(s)
+    if not m:
+        raise InputError(field, f"cannot read {text!r}", accepted)
+    value, prefix, rest = float(m.group(1)), m.group(2), m.group(3)
+    # "5 min": the prefix regex must not eat the 'm' of a unit; units decide below.
+    return value, _PREFIX[prefix], rest
+
+
+def _finite_positive(value: float, field: str, accepted: str, allow_zero: bool = False) -> float:
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise InputError(field, f"{value!r} is not a positive finite number", accepted)
+    return value
+
+
+def parse_bytes(text: str | float, field: str = "bytes") -> float:
+    """'141 GB' -> 1.41e11; '96 GiB' -> 103079215104.0; '1.7 KB' -> 1700.0; bare numbers are bytes."""
+    accepted = "a size such as '141 GB', '96 GiB' or '1700' (bytes)"
+    value, mult, unit = _split(text, field, accepted)
+    unit_l = unit.lower()
+    if unit in ("", "B") or unit_l in ("b", "byte", "bytes"):
+        if unit == "b":
+            mult /= 8  # bits
+        return _finite_positive(value * mult, field, accepted, allow_zero=True)
+    if unit_l in ("bit", "bits"):
+        return _finite_positive(value * mult / 8, field, accepted, allow_zero=True)
+    raise InputError(field, f"unknown size unit in {text!r}", accepted)
+
+
+def parse_bandwidth(text: str | float, field: str = "bandwidth") -> float:
+    """'3.35 TB/s' -> 3.35e12 B/s; '400 Gb/s' -> 5e10 B/s (bits); '900 GB/s' -> 9e11."""
+    accepted = "a rate such as '3.35 TB/s', '900 GB/s' or '400 Gb/s'"
+    value, mult, unit = _split(text, field, accepted)
+    u = unit.replace(" ", "")
+    if u in ("", "B/s", "Bps", "byte/s", "bytes/s"):
+        return _finite_positive(value * mult, field, accepted)
+    if u in ("b/s", "bps", "bit/s", "bits/s"):
+        return _finite_positive(value * mult / 8, field, accepted)
+    raise InputError(field, f"unknown rate unit in {text!r}", accepted)
+
+
+def parse_flops(text: str | float, field: str = "flops") -> float:
+    """'989 TFLOP/s' -> 9.89e14 (dense). '1979 TFLOP/s sparse' -> 9.895e14: 2:4-sparse figures are halved."""
+    accepted = "a rate such as '989 TFLOP/s' or '4.5 PFLOPS' (add 'sparse' for 2:4-sparse headline figures)"
+    sparse = False
+    if isinstance(text, str) and re.search(r"\bsparse\b", text, re.I):
+        sparse = True
+        text = re.sub(r"\(?\s*(2:4[- ])?sparse\s*\)?", "", text, flags=re.I)
+    if isinstance(text, str) and re.search(r"\bdense\b", text, re.I):
+        text = re.sub(r"\(?\s*dense\s*\)?", "", text, flags=re.I)
+    value, mult, unit = _split(text, field, accepted)
+    u = unit.replace(" ", "").upper()
+    if u not in ("", "FLOP/S", "FLOPS", "OP/S", "OPS"):
+        raise InputError(field, f"unknown compute unit in {text!r}", accepted)
+    flops = _finite_positive(value * mult, field, accepted)
+    return flops / 2 if sparse else flops
+
+
+def parse_usd_per_hour(text: str | float, field: str = "usd_per_hour") -> float:
+    """'$2.5/h' -> 2.5 dollars per hour; '$2/GPU-hour' and '2.5' are accepted too."""
+    accepted = "a price such as '$2.5/h' or '2.5' (dollars per chip-hour)"
+    if isinstance(text, (int, float)):
+        return _finite_positive(float(text), field, accepted, allow_zero=True)
+    s = str(text).strip().replace("$", "").replace("USD", "").strip()
+    m = re.match(r"^" + _NUM + r"\s*(?:/\s*(?:h|hr|hour|(?:gpu|chip)[- ]?h(?:ou)?r?))?\s*$", s, re.I)
+    if not m:
+        raise InputError(field, f"cannot read {text!r}", accepted)
+    return _finite_positive(float(m.group(1)), field, accepted, allow_zero=True)
+
+
+def parse_count(text: str | float, field: str = "count") -> float:
+    """'200K' -> 2e5; '1.5M' -> 1.5e6; '16384' -> 16384.0. (K = 1e3, decimal.)"""
+    accepted = "a number such as '8192', '200K' or '1.5M'"
+    if isinstance(text, (int, float)):
+        return _finite_positive(float(text), field, accepted, allow_zero=True)
+    s = str(text).strip().replace(",", "").replace("_", "")
+    m = re.match(r"^" + _NUM + r"\s*([kKMGBT]?)\s*(?:tokens?|tok)?\s*$", s)
+    if not m:
+        raise InputError(field, f"cannot read {text!r}", accepted)
+    mult = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9, "T": 1e12}[m.group(2)]
+    return _finite_positive(float(m.group(1)) * mult, field, accepted, allow_zero=True)
+
+
+_TIME = {
+    "": 1.0, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9,
+    "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
+    "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
+    "d": 86400.0, "day": 86400.0, "days": 86400.0,
+    "month": 30.4375 * 86400.0, "months": 30.4375 * 86400.0,
+    "y": 365.25 * 86400.0, "year": 365.25 * 86400.0, "years": 365.25 * 86400.0,
+}
+
+
+def parse_duration(text: str | float, field: str = "duration") -> float:
+    """'5 min' -> 300.0 s; '20 ms' -> 0.02; '2 months' -> 5.26e6; bare numbers are seconds."""
+    accepted = "a duration such as '20 ms', '5 min', '1 h' or '2 months'"
+    if isinstance(text, (int, float)):
+        return _finite_positive(float(text), field, accepted, allow_zero=True)
+    m = re.match(r"^\s*" + _NUM + r"\s*([a-zA-Zµ]*)\s*$", str(text))
+    if not m or m.group(2).lower() not in _TIME:
+        raise InputError(field, f"cannot read {text!r}", accepted)
+    return _finite_positive(float(m.group(1)) * _TIME[m.group(2).lower()], field, accepted, allow_zero=True)
+
+
+_PARSERS = {
+    "bytes": parse_bytes,
+    "bandwidth": parse_bandwidth,
+    "flops": parse_flops,
+    "usd_per_hour": parse_usd_per_hour,
+    "count": parse_count,
+    "duration": parse_duration,
+}
+
+
+def parse_quantity(text: str | float, kind: str, field: str | None = None) -> float:
+    """Parse ``text`` as a quantity of ``kind`` (bytes, bandwidth, flops, usd_per_hour, count, duration)."""
+    return _PARSERS[kind](text, field or kind)
+
+
+_SI = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""),
+       (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")]
+
+
+def format_si(value: float, unit: str = "", digits: int = 3) -> str:
+    """1.41e11, 'B' -> '141 GB'; 3.35e12, 'B/s' -> '3.35 TB/s'. Decimal prefixes only."""
+    v = float(value)
+    if not math.isfinite(v):
+        return f"{v} {unit}".strip()
+    if v == 0:
+        return f"0 {unit}".strip()
+    a = abs(v)
+    for scale, prefix in _SI:
+        if a >= scale * 0.9995:
+            break
+    num = f"{v / scale:.{digits}g}"
+    if "e" in num:  # e.g. 1e+03 at a prefix boundary
+        num = f"{v / scale:.0f}"
+    return f"{num} {prefix}{unit}".strip()
+
+
+def format_bytes(value: float, digits: int = 3) -> str:
+    """Bytes with decimal prefixes ('70.3 kB')."""
+    return format_si(value, "B", digits)
+
+
+def format_duration(seconds: float, digits: int = 3) -> str:
+    """Seconds in the most readable unit: '23.9 ms', '9.1 min', '1.02 day'."""
+    s = float(seconds)
+    if not math.isfinite(s):
+        return str(s)
+    a = abs(s)
+    if a >= 86400 * 2:
+        return f"{s / 86400:.{digits}g} days"
+    if a >= 3600 * 2:
+        return f"{s / 3600:.{digits}g} h"
+    if a >= 120:
+        return f"{s / 60:.{digits}g} min"
+    return format_si(s, "s", digits)
