@@ -45,22 +45,13 @@ for _m in sorted(m.name for m in pkgutil.iter_modules(_pkg.__path__)):
 
 
 def main(argv: list[str] | None = None) -> None:
-    import click
-
+    """Entry point: click handles its own usage errors (exit 2); ours become one line, exit 2."""
     from ..errors import RackmathError
 
     try:
-        app(args=argv, standalone_mode=False, prog_name="rackmath")
+        app(args=argv, prog_name="rackmath")
     except RackmathError as exc:
         sys.stderr.write(f"error: {exc}\n")
         sys.exit(2)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        sys.stderr.write("aborted\n")
-        sys.exit(1)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(0)

@@ -29,8 +29,8 @@ class Efficiency:
 IDEAL = Efficiency()
 
 
-@lru_cache(maxsize=1)
 @register_cache
+@lru_cache(maxsize=1)
 def presets() -> Index:
     idx = Index("efficiency", "a preset name (see `rackmath hardware efficiency`)")
     idx.add(IDEAL, "ideal")

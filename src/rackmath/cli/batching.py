@@ -1,0 +1,268 @@
+"""`rackmath batching …`: chapter one's analyses (lecture 00:00–00:32)."""
+
+from __future__ import annotations
+
+import typer
+
+from .common import EXPLAIN_OPT, JSON_OPT
+
+batching_app = typer.Typer(help="Chapter one: how batch size sets latency and cost (lecture 00:00–00:32).",
+                           no_args_is_help=True)
+
+HW_OPT = typer.Option("gb200-nvl72", "--hardware", "-H", help="System or chip name.")
+CTX_OPT = typer.Option("8192", "--context", "-L", help="Context length (tokens).")
+WDT_OPT = typer.Option(None, "--weights-dtype", help="Weights dtype (default: as published).")
+KVDT_OPT = typer.Option("bf16", "--kv-dtype")
+EFF_OPT = typer.Option(None, "--efficiency", help="Efficiency preset (default: ideal roofline).")
+
+
+def _count(text, field):
+    from .. import units
+
+    return units.parse_count(text, field)
+
+
+def _out(d: dict, derivation, json: bool, explain: bool, rows: list[tuple[str, str]], title: str):
+    from .common import print_derivation, print_json, table
+
+    if json:
+        if explain and derivation is not None:
+            d = d | {"derivation": derivation.as_dict()}
+        print_json(d)
+    elif explain and derivation is not None:
+        print_derivation(derivation)
+    else:
+        table(title, ["quantity", "value"], [list(r) for r in rows])
+
+
+@batching_app.command("ratio")
+def ratio_cmd(
+    hardware: str = typer.Option(None, "--hardware", "-H", help="One chip/system (default: every chip)."),
+    dtype: str = typer.Option(None, "--dtype", help="Weights dtype (default: bf16, fp8, fp4 where the chip has them)."),
+    json: bool = JSON_OPT,
+):
+    """The hardware ratio (FLOP/s ÷ 2) ÷ (bytes/s ÷ bytes per param) per chip and dtype (00:15, R5), and drain time."""
+    from ..explain import fmt
+    from ..specs.hardware import chips, hardware_ratio, load_chip
+    from .common import print_json, table
+
+    cs = [load_chip(hardware)] if hardware else chips().values()
+    recs = []
+    for c in cs:
+        dts = [dtype] if dtype else [d for d in ("bf16", "fp8", "fp4") if d in c.flops]
+        for d in dts:
+            recs.append({"chip": c.name, "dtype": d, "compute_dtype": c.compute_dtype(d),
+                         "ratio": hardware_ratio(c, d), "drain_time_s": c.drain_time_s})
+    if json:
+        print_json(recs)
+        return
+    table("Hardware ratio (dimensionless, lecture 00:15) and HBM drain time (00:25)",
+          ["chip", "weights", "ratio", "drain time"],
+          [[r["chip"], r["dtype"], f"{r['ratio']:.0f}", fmt(r["drain_time_s"], "s")] for r in recs])
+
+
+@batching_app.command("balance")
+def balance_cmd(
+    model: str = typer.Argument(...),
+    hardware: str = HW_OPT,
+    context: str = typer.Option("0,8192,32K,128K", "--context", "-L", help="Context lengths (list or range)."),
+    weights_dtype: str = WDT_OPT,
+    kv_dtype: str = KVDT_OPT,
+    efficiency: str = EFF_OPT,
+    json: bool = JSON_OPT,
+    explain: bool = EXPLAIN_OPT,
+):
+    """Balance batch B* = ratio × N_total/N_active (R6) and B* with the KV term, solved numerically (R7)."""
+    from ..analyses.batching import balance_batch, balance_batch_for
+    from ..explain import Derivation
+    from ..specs.hardware import hardware_ratio, load_hardware
+    from ..specs.models import load_model
+    from .common import parse_range
+
+    m, hw = load_model(model), load_hardware(hardware)
+    wdt = weights_dtype or m.native_dtype
+    ratio = hardware_ratio(hw.chip, wdt)
+    simple = float(balance_batch(ratio, m.total_params, m.active_params))
+    ctx = parse_range(context, "context")
+    full = balance_batch_for(m, hw, context=ctx, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+                             efficiency=efficiency)
+    d = Derivation(f"Balance batch for {m.name} on {hw.name}")
+    d.add("ratio", "(FLOP/s ÷ 2) / (BW ÷ bytes per param)", f"{hw.chip.name}, {wdt}", ratio, "")
+    d.add("B*", "ratio × N_total / N_active", f"{ratio:.4g} × {m.total_params:.4g} / {m.active_params:.4g}", simple, "")
+    for L, b in zip(ctx, full):
+        d.add(f"B*(L={L:g})", "smallest B with t_compute ≥ t_weights + t_kv (full roofline)", "", b, "")
+    rec = {"model": m.name, "hardware": hw.name, "ratio": ratio, "balance_batch_lecture": simple,
+           "context": ctx.tolist(), "balance_batch": full.tolist()}
+    rows = [("hardware ratio", f"{ratio:.4g}"), ("B* = ratio × N_total/N_active", f"{simple:.4g}")]
+    rows += [(f"B* with KV at context {L:g}", f"{b:.4g}") for L, b in zip(ctx, full)]
+    _out(rec, d, json, explain, rows, f"Balance batch: {m.name} on {hw.name}")
+
+
+@batching_app.command("floor")
+def floor_cmd(
+    model: str = typer.Argument(...),
+    hardware: str = HW_OPT,
+    weights_dtype: str = WDT_OPT,
+    json: bool = JSON_OPT,
+    explain: bool = EXPLAIN_OPT,
+):
+    """Latency floor = weight bytes / (scale-up size × BW) (R29), HBM drain time (R10), train schedule (R9)."""
+    from ..analyses.batching import drain_time, latency_floor, train_schedule
+    from ..explain import Derivation, fmt
+    from ..specs.hardware import load_hardware
+    from ..specs.models import load_model
+
+    m, hw = load_model(model), load_hardware(hardware)
+    w = m.weight_bytes(weights_dtype)
+    d = Derivation(f"Latency floor: {m.name} on {hw.name}")
+    floor = d.add("t_floor", "W / (scale-up size × BW per chip)",
+                  f"{fmt(w, 'B')} / ({hw.scaleup_size} × {fmt(hw.chip.hbm_bw, 'B/s')})",
+                  float(latency_floor(w, hw.scaleup_size, hw.chip.hbm_bw)), "s")
+    drain = d.add("t_drain", "HBM capacity / HBM bandwidth", f"{fmt(hw.chip.hbm_bytes, 'B')} / "
+                  f"{fmt(hw.chip.hbm_bw, 'B/s')}", float(drain_time(hw.chip.hbm_bytes, hw.chip.hbm_bw)), "s")
+    worst, mean = (float(x) for x in train_schedule(drain))
+    d.add("worst latency", "2 × t_step (wait for the next train, then ride it)", f"2 × {fmt(drain, 's')}", worst, "s")
+    d.add("mean latency", "1.5 × t_step", f"1.5 × {fmt(drain, 's')}", mean, "s")
+    rec = {"model": m.name, "hardware": hw.name, "weight_bytes": w, "latency_floor_s": floor, "drain_time_s": drain,
+           "worst_latency_s": worst, "mean_latency_s": mean}
+    _out(rec, d, json, explain, [("weights", fmt(w, "B")), ("latency floor", fmt(floor, "s")),
+                                 ("HBM drain time", fmt(drain, "s")),
+                                 ("train schedule at drain-time steps: worst / mean", f"{fmt(worst, 's')} / "
+                                                                                      f"{fmt(mean, 's')}")],
+         f"Latency floor: {m.name} on {hw.name}")
+
+
+@batching_app.command("penalty")
+def penalty_cmd(
+    model: str = typer.Argument(...),
+    hardware: str = HW_OPT,
+    context: str = CTX_OPT,
+    weights_dtype: str = WDT_OPT,
+    kv_dtype: str = KVDT_OPT,
+    efficiency: str = EFF_OPT,
+    json: bool = JSON_OPT,
+):
+    """The cost penalty of not batching: cost per token at B = 1 over the cheapest batch (R2: "~1000× worse")."""
+    from ..analyses.batching import unbatched_penalty
+
+    pen, best_b, c1, cb = unbatched_penalty(model, hardware, context=_count(context, "context"),
+                                            weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
+    rec = {"penalty": pen, "best_batch": best_b, "usd_per_mtok_batch1": c1, "usd_per_mtok_best": cb}
+    _out(rec, None, json, False, [("cost at B=1 ($/Mtok)", f"{c1:.4g}"), ("cheapest batch", f"{best_b:.4g}"),
+                                  ("cost there ($/Mtok)", f"{cb:.4g}"), ("penalty", f"{pen:.4g}×")],
+         "Cost of not batching")
+
+
+@batching_app.command("fast-mode")
+def fast_mode_cmd(
+    model: str = typer.Argument(...),
+    hardware: str = HW_OPT,
+    speedup: float = typer.Option(None, "--speedup", help="Speed multiple wanted (e.g. 2.5)."),
+    price: float = typer.Option(None, "--price", help="Price multiple paid (e.g. 6)."),
+    context: str = CTX_OPT,
+    operating_multiple: float = typer.Option(2.5, "--operating-multiple",
+                                             help="Operating batch as a multiple of B* (lecture: 'double or triple')."),
+    weights_dtype: str = WDT_OPT,
+    kv_dtype: str = KVDT_OPT,
+    efficiency: str = EFF_OPT,
+    json: bool = JSON_OPT,
+    explain: bool = EXPLAIN_OPT,
+):
+    """Fast mode by batching alone: the batch and cost multiple for a speed-up, or the speed a price multiple buys (R1)."""
+    from ..analyses.batching import fast_mode_from_price, fast_mode_from_speedup, slow_mode_floor
+    from ..errors import InputError, check_positive
+
+    if (speedup is None) == (price is None):
+        raise InputError("--speedup/--price", "give exactly one", "--speedup 2.5 or --price 6")
+    check_positive(operating_multiple, "operating_multiple", maximum=1e3)
+    ctx = _count(context, "context")
+    kw = dict(context=ctx, operating_multiple=operating_multiple, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+              efficiency=efficiency)
+    if speedup is not None:
+        check_positive(speedup, "speedup", maximum=1e4)
+        fm = fast_mode_from_speedup(model, hardware, speedup, **kw)
+    else:
+        check_positive(price, "price", maximum=1e6)
+        fm = fast_mode_from_price(model, hardware, price, **kw)
+    floor = slow_mode_floor(model, hardware, **kw)
+    rec = fm.as_dict() | {"slow_mode_cost_floor": floor}
+    rows = [("operating batch", f"{fm.operating_batch:.4g}"), ("fast batch", f"{fm.batch:.4g}"),
+            ("speed-up", f"{fm.speedup:.3g}×"), ("cost multiple", f"{fm.cost_multiple:.3g}×"),
+            ("slow-mode cost floor (B → ∞)", f"{floor:.3g}× the operating cost")]
+    _out(rec, fm.derivation, json, explain, rows, "Fast mode and slow mode by batching")
+
+
+@batching_app.command("throughput")
+def throughput_cmd(
+    model: str = typer.Argument(...),
+    hardware: str = HW_OPT,
+    context: str = CTX_OPT,
+    global_rate: str = typer.Option("500M", "--global-rate", help="A global token rate (tokens/s) to serve."),
+    weights_dtype: str = WDT_OPT,
+    kv_dtype: str = KVDT_OPT,
+    efficiency: str = EFF_OPT,
+    json: bool = JSON_OPT,
+    explain: bool = EXPLAIN_OPT,
+):
+    """System throughput at the balance batch, B*/t_step (R12), and systems needed for a global rate (R13)."""
+    from ..analyses.batching import balance_batch_for, system_throughput, systems_needed
+    from ..engine.roofline import roofline
+    from ..explain import Derivation, fmt
+
+    ctx = _count(context, "context")
+    rate = _count(global_rate, "global_rate")
+    b = float(balance_batch_for(model, hardware, context=ctx, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+                                efficiency=efficiency))
+    if b == float("inf"):
+        b = float(balance_batch_for(model, hardware, context=0, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+                                    efficiency=efficiency))
+    r = roofline(model, hardware, batch=b, context=ctx, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+                 efficiency=efficiency)
+    step = float(r.step_s)
+    d = Derivation(f"Throughput at the balance batch: {r.model.name} on {r.hardware.name}")
+    d.add("B*", "balance batch", f"context {ctx:g}", b, "")
+    d.add("t_step", "roofline at B*", "", step, "s")
+    tput = d.add("throughput", "B* / t_step", f"{b:.4g} / {fmt(step, 's')}", float(system_throughput(b, step)),
+                 "tok/s")
+    n = d.add("systems", "global rate / throughput", f"{fmt(rate, 'tok/s')} / {fmt(tput, 'tok/s')}",
+              float(systems_needed(rate, tput)), "")
+    rec = {"balance_batch": b, "step_s": step, "tokens_per_s": tput, "global_rate": rate, "systems_needed": n}
+    _out(rec, d, json, explain, [("B*", f"{b:.4g}"), ("step", fmt(step, "s")), ("tokens/s", fmt(tput, "")),
+                                 (f"systems for {fmt(rate, 'tok/s')}", f"{n:.4g}")], "Throughput at B*")
+
+
+@batching_app.command("prefill")
+def prefill_cmd(
+    model: str = typer.Argument(...),
+    hardware: str = HW_OPT,
+    batch: str = typer.Option("64", "--batch", "-b"),
+    context: str = CTX_OPT,
+    pass_len: str = typer.Option("1,16,128,1024,8192", "--pass-len", help="Pass lengths (list or range)."),
+    weights_dtype: str = WDT_OPT,
+    kv_dtype: str = KVDT_OPT,
+    efficiency: str = EFF_OPT,
+    json: bool = JSON_OPT,
+):
+    """Cost per token of prefill vs decode as the pass length grows (R38: the output/input price ratio)."""
+    from ..analyses.batching import prefill_decode_costs
+    from .common import parse_range, print_json, table
+
+    p = parse_range(pass_len, "pass_len")
+    r = prefill_decode_costs(model, hardware, p, batch=_count(batch, "batch"), context=_count(context, "context"),
+                             weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
+    cost = r.usd_per_mtok
+    decode = cost[0] if p[0] == 1 else None
+    recs = [{"pass_len": float(x), "usd_per_mtok": float(c), "bound": str(b),
+             "decode_over_this": (float(decode / c) if decode else None)}
+            for x, c, b in zip(p, cost, r.bound)]
+    if json:
+        print_json(recs)
+        return
+    table(f"Cost per token vs pass length: {r.model.name} on {r.hardware.name}",
+          ["pass length", "$/Mtok", "bound", "decode ÷ this"],
+          [[f"{x['pass_len']:g}", f"{x['usd_per_mtok']:.4g}", x["bound"],
+            f"{x['decode_over_this']:.3g}×" if x["decode_over_this"] else "–"] for x in recs])
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(batching_app, name="batching")

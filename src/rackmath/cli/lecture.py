@@ -1,0 +1,70 @@
+"""`rackmath lecture`: every claim of the lecture (R1…R43) reproduced, chapter by chapter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .common import JSON_OPT
+
+
+def _show(v) -> str:
+    from ..explain import fmt
+
+    if isinstance(v, (tuple, list)):
+        return "–".join(_show(x) for x in v)
+    if isinstance(v, (int, float)):
+        return fmt(v)
+    return str(v)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("lecture")
+    def lecture_cmd(
+        json: bool = JSON_OPT,
+        plots: Path = typer.Option(None, "--plots", metavar="DIR",
+                                   help="Also write the chapters' figures (ch*-*.png) into DIR."),
+        only: str = typer.Option(None, "--only", help="Comma-separated claim IDs, e.g. R6,R10."),
+        explain: bool = typer.Option(False, "--explain", help="Print each claim's derivation."),
+    ):
+        """The lecture's numbers reproduced: rackmath's value, its inputs, the lecture's value, agreement."""
+        from ..claims import all_claims, chapter_modules
+        from .common import console, print_json
+
+        claims = all_claims()
+        if only:
+            want = {s.strip().upper() for s in only.split(",") if s.strip()}
+            claims = [c for c in claims if c.id.upper() in want]
+        written = []
+        if plots is not None:
+            plots.mkdir(parents=True, exist_ok=True)
+            for mod in chapter_modules():
+                if hasattr(mod, "plots"):
+                    written += [str(p) for p in mod.plots(plots)]
+        if json:
+            print_json([c.as_dict() for c in claims])
+            return
+        from rich.table import Table
+
+        t = Table(title="The math behind how LLMs are trained and served — reproduced by rackmath")
+        for col in ("ID", "claim", "rackmath", "unit", "lecture", "agrees", "inputs"):
+            t.add_column(col, overflow="fold")
+        for c in claims:
+            inputs = ", ".join(f"{k}={_show(v)}" for k, v in list(c.inputs.items())[:5])
+            t.add_row(c.id, c.title, _show(c.value), c.unit, _show(c.lecture_value),
+                      "[green]yes[/]" if c.agrees else "[red]no[/]", inputs)
+        con = console()
+        con.print(t)
+        agree = sum(c.agrees for c in claims)
+        con.print(f"{agree} of {len(claims)} claims agree with the lecture.")
+        for c in claims:
+            if c.note and not c.agrees:
+                con.print(f"[bold]{c.id}[/]: {c.note}", highlight=False)
+        if explain:
+            for c in claims:
+                if c.derivation:
+                    con.print(f"\n[bold]{c.id}[/] {c.title}")
+                    con.print(c.derivation.render(), markup=False, highlight=False)
+        if written:
+            con.print(f"wrote {len(written)} figures to {plots}")

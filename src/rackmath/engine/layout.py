@@ -1,0 +1,852 @@
+"""Deployments: how a model is cut across chips, scale-up domains and racks (lecture 00:32–01:18).
+
+A deployment is ``chips`` chips of a :class:`~rackmath.specs.hardware.System`
+(scale-up domains of ``system.scaleup_size``), cut by the serving frameworks'
+flags (``reference/conventions.md``):
+
+* ``tp`` — attention tensor-parallel degree: the chips one pipeline stage of one
+  replica spans. A replica spans ``tp · pp`` chips; replicas ``dp = chips // (tp·pp)``.
+* ``ep`` — expert-parallel degree of the MoE layers within those ``tp`` chips; the
+  MoE layers are split ``ep`` ways by experts and ``moe_tp = tp/ep`` ways by tensor
+  parallelism ("TP8 EP2" = attention TP8, MoE TP4 × EP2).
+* ``attention_dp`` — attention is data-parallel over the ``tp`` chips: each chip
+  holds its own sequences and their KV, attention weights are replicated, no
+  attention all-reduce ("DEP8" = ``tp=8, ep=8, attention_dp=True``). This is the
+  lecture's layout ("the same perfect sharding of the contexts across GPUs in a rack").
+* ``pp`` — pipeline stages; in inference ``pp`` micro-batches are in flight (01:03:37).
+* ``redundant_experts`` — extra expert slots (DeepSeek: 256 + 32 = 288 slots).
+
+Two layers of API:
+
+* :func:`evaluate` — the vectorized core on plain numbers (:class:`ModelNumbers`,
+  :class:`HwNumbers`) and numpy arrays of degrees: every layout of a search at once.
+* :class:`Deployment` — one validated layout of a real model on a real system, with
+  derived quantities, memory (c_mem), communication and step time, each explainable.
+
+Modelling choices (stated once; docs/racks.md has the full list):
+
+* The most-loaded chip sets the pace: ``ceil(slots/ep)`` experts, ``ceil(layers/pp)`` layers.
+* A group of ``ep ≤ scaleup_size`` chips sits inside one domain; an EP group of ``ep >
+  S`` chips spans ``ep/S`` domains and a share ``1 − S/ep`` of its all-to-all traffic
+  leaves the domain (two racks: half).
+* Compute, memory and communication overlap by default (``overlap="max"``: DeepSeek's
+  dual micro-batch overlap); ``overlap="sum"`` adds communication serially. Hop
+  latency between racks always adds: decode is sequential across stages (01:12).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..errors import InputError
+
+OVERLAP_MODES = ("max", "sum")
+
+
+# --------------------------------------------------------------------------------------
+# Pure-number equations (one per function; all broadcast over numpy arrays)
+# --------------------------------------------------------------------------------------
+
+
+def experts_per_chip(n_slots, ep):
+    """Experts on the most-loaded chip: ceil(slots / EP)  (lecture 00:32: 256 on 64 GPUs → 4)."""
+    return np.ceil(np.asarray(n_slots, dtype=float) / np.asarray(ep, dtype=float))
+
+
+def expert_imbalance(n_slots, ep):
+    """Most-loaded over mean experts per chip: ceil(slots/EP) / (slots/EP)  (1 when EP divides)."""
+    n = np.asarray(n_slots, dtype=float)
+    ep = np.asarray(ep, dtype=float)
+    return np.where(n > 0, experts_per_chip(n, ep) / np.maximum(n / ep, 1e-300), 1.0)
+
+
+def layers_on_stage(n_layers, pp):
+    """Layers on the most-loaded pipeline stage: ceil(layers / P)  (lecture 00:47)."""
+    return np.ceil(np.asarray(n_layers, dtype=float) / np.asarray(pp, dtype=float))
+
+
+def scaleout_share(ep, scaleup_size):
+    """Share of all-to-all traffic that leaves the domain: max(0, 1 − S/EP)  (lecture 00:32: two racks → ½)."""
+    ep = np.asarray(ep, dtype=float)
+    return np.where(ep > scaleup_size, 1.0 - scaleup_size / np.maximum(ep, 1.0), 0.0)
+
+
+def scaleup_share(ep, scaleup_size):
+    """Share of all-to-all traffic to other chips inside the domain: min(EP, S)/EP − 1/EP."""
+    ep = np.asarray(ep, dtype=float)
+    return (np.minimum(ep, scaleup_size) - 1.0) / np.maximum(ep, 1.0)
+
+
+def moe_alltoall_bytes(tokens, k, d_model, act_bytes):
+    """MoE dispatch + combine bytes for one MoE layer: tokens · k · d_model · bytes · 2  (lecture 00:47)."""
+    return np.asarray(tokens, dtype=float) * k * d_model * act_bytes * 2.0
+
+
+def alltoall_split_time(nbytes, ep, scaleup_size, scaleup_bw, scaleout_bw):
+    """All-to-all time when part of the traffic leaves the domain (lecture 00:32).
+
+    t = max(bytes · share_in / BW_up, bytes · share_out / BW_out): the NVLink and the NIC
+    run at once, the slower of the two binds. EP ≤ S: share_out = 0, scale-out untouched.
+    """
+    from .comms import alltoall_time
+
+    nbytes = np.asarray(nbytes, dtype=float)
+    t_up = alltoall_time(nbytes * scaleup_share(ep, scaleup_size), scaleup_bw)
+    t_out = alltoall_time(nbytes * scaleout_share(ep, scaleup_size), scaleout_bw)
+    return np.maximum(t_up, t_out)
+
+
+def pipeline_hops(pp, tp, scaleup_size):
+    """Domain boundaries one token crosses per decode cycle (wrap-around included; lecture 01:12).
+
+    Stages pack into domains (``max(1, S // TP)`` stages per domain); with more than one
+    domain per replica a token crosses ``ceil(P / stages_per_domain)`` boundaries per cycle.
+    """
+    pp = np.asarray(pp, dtype=float)
+    per_dom = np.maximum(1.0, np.floor(scaleup_size / np.asarray(tp, dtype=float)))
+    n_dom = np.ceil(pp / per_dom)
+    return np.where((pp > 1) & (n_dom > 1), n_dom, 0.0)
+
+
+def combine_times(t_compute, t_memory, t_comm, overlap="max"):
+    """Step time: overlapped max(t_c, t_mem, t_comm) (default) or serial max(t_c, t_mem) + t_comm (lecture 00:00)."""
+    if overlap == "max":
+        return np.maximum(np.maximum(t_compute, t_memory), t_comm)
+    if overlap == "sum":
+        return np.maximum(t_compute, t_memory) + t_comm
+    raise InputError("overlap", f"unknown mode {overlap!r}", "max (overlapped) or sum (serial)")
+
+
+def c_mem(weight_bytes, kv_bytes_per_seq, micro_batch, ep, pp):
+    """The lecture's memory per chip (01:03:37): c_mem = N_total/(E·P) + (P·b)·len·bytes/(E·P) = N/(E·P) + b·len·bytes/E.
+
+    ``kv_bytes_per_seq`` = len_ctx × bytes per token; P micro-batches of b sequences are in
+    flight, so the KV term does not fall with P.
+    """
+    ep = np.asarray(ep, dtype=float)
+    pp = np.asarray(pp, dtype=float)
+    return weight_bytes / (ep * pp) + pp * np.asarray(micro_batch, dtype=float) * kv_bytes_per_seq / (ep * pp)
+
+
+# --------------------------------------------------------------------------------------
+# Plain-number views of a model and a system
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelNumbers:
+    """The numbers of a model that a layout needs, at one context length (plain SI floats)."""
+
+    name: str
+    n_layers: int
+    d_model: int
+    n_experts: int = 0
+    experts_per_token: int = 0
+    n_moe_layers: int = 0
+    kv_heads: int = 1  # KV shards under attention TP (1 for MLA latents / MQA: replicated)
+    dense_weight_bytes: float = 0.0  # read every step: attention, dense FFN, shared experts, head
+    expert_weight_bytes: float = 0.0  # one routed expert, one layer
+    other_weight_bytes: float = 0.0  # stored, not streamed (input embedding table)
+    kv_bytes_per_seq: float = 0.0  # KV one sequence holds at `context`
+    kv_read_bytes_per_seq: float = 0.0  # KV one decode step reads for one sequence
+    flops_per_seq: float = 0.0  # FLOPs one step spends on one sequence (pass_len tokens)
+    expert_flops_per_seq: float = 0.0  # part of flops_per_seq in routed experts
+    context: float = 0.0
+    pass_len: int = 1
+    hit_fraction: object = None  # callable tokens -> expected share of experts hit, or None (formula)
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.dense_weight_bytes + self.other_weight_bytes + self.n_moe_layers * self.n_experts * self.expert_weight_bytes
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0 and self.n_moe_layers > 0
+
+    def expert_hit_share(self, tokens):
+        """Expected share of one layer's experts hit by ``tokens`` tokens (engine's expected_experts_hit / E)."""
+        if not self.is_moe:
+            return np.zeros_like(np.asarray(tokens, dtype=float))
+        if self.hit_fraction is not None:
+            return self.hit_fraction(tokens)
+        return _expected_experts_hit(self.n_experts, self.experts_per_token, tokens) / self.n_experts
+
+    @classmethod
+    def from_model(cls, model, context, *, pass_len=1, weights_dtype=None, kv_dtype="bf16") -> "ModelNumbers":
+        """Read a ``specs.models.ModelSpec`` at one context (uses the roofline engine's building blocks)."""
+        from ..units import dtype_bytes
+
+        ctx = float(context)
+        n_exp = int(getattr(model, "n_experts", 0) or 0)
+        n_moe = int(getattr(model, "n_moe_layers", 0) or 0)
+        k = int(getattr(model, "experts_per_token", 0) or 0)
+        eb = float(model.expert_weight_bytes(weights_dtype)) if n_exp and n_moe else 0.0
+        dense = float(model.dense_weight_bytes(weights_dtype))
+        total = float(model.weight_bytes(weights_dtype))
+        other = max(0.0, total - dense - n_moe * n_exp * eb)
+        flops = _step_flops_per_seq(model, ctx, pass_len)
+        expert_params = float(model.expert_weight_bytes("bf16")) / dtype_bytes("bf16") if n_exp and n_moe else 0.0
+        expert_flops = 2.0 * k * n_moe * expert_params * pass_len
+        return cls(
+            name=str(model.name),
+            n_layers=int(model.n_layers),
+            d_model=int(model.d_model),
+            n_experts=n_exp,
+            experts_per_token=k,
+            n_moe_layers=n_moe,
+            kv_heads=_kv_shards(model),
+            dense_weight_bytes=dense,
+            expert_weight_bytes=eb,
+            other_weight_bytes=other,
+            kv_bytes_per_seq=float(model.kv_cache_bytes(ctx, kv_dtype)),
+            kv_read_bytes_per_seq=_kv_step_bytes_per_seq(model, ctx, pass_len, kv_dtype),
+            flops_per_seq=flops,
+            expert_flops_per_seq=min(expert_flops, flops),
+            context=ctx,
+            pass_len=int(pass_len),
+        )
+
+
+def _kv_shards(model) -> int:
+    """How many ways attention TP can split one sequence's KV: KV heads (1 for MLA latents / MQA)."""
+    for attr in ("kv_lora_rank", "mla_kv_rank"):
+        if getattr(model, attr, 0):
+            return 1
+    if str(getattr(model, "attention_type", "")).lower() in ("mla", "dsa"):
+        return 1
+    return max(1, int(getattr(model, "n_kv_heads", 1) or 1))
+
+
+def _expected_experts_hit(n_experts, k, tokens):
+    from .roofline import expected_experts_hit
+
+    return np.asarray(expected_experts_hit(n_experts, k, np.asarray(tokens, dtype=float)), dtype=float)
+
+
+def _step_flops_per_seq(model, context, pass_len) -> float:
+    from .roofline import step_flops
+
+    return float(np.asarray(step_flops(model, 1, context, pass_len)))
+
+
+def _kv_step_bytes_per_seq(model, context, pass_len, kv_dtype) -> float:
+    from .roofline import kv_step_bytes
+
+    return float(np.asarray(kv_step_bytes(model, 1, context, pass_len, kv_dtype)))
+
+
+@dataclass(frozen=True)
+class HwNumbers:
+    """The numbers of a system that a layout needs (per chip; bandwidths per direction)."""
+
+    name: str
+    scaleup_size: int
+    hbm_bytes: float
+    hbm_bw: float
+    peak_flops: float
+    scaleup_bw: float
+    scaleout_bw: float
+    usd_per_chip_hour: float
+    hop_latency_s: float = 2e-3
+    max_chips: int | None = None
+
+    @classmethod
+    def from_system(cls, system, dtype="bf16", efficiency=None) -> "HwNumbers":
+        """From a ``specs.hardware.System``; an efficiency preset scales FLOP/s, HBM and network bandwidth."""
+        from .efficiency import load_efficiency
+
+        eff = load_efficiency(efficiency)
+        c = system.chip
+        return cls(
+            name=system.name,
+            scaleup_size=int(system.scaleup_size),
+            hbm_bytes=float(c.hbm_bytes),
+            hbm_bw=float(c.hbm_bw) * eff.eta_memory,
+            peak_flops=float(c.peak_flops(dtype)) * eff.eta_compute,
+            scaleup_bw=float(c.scaleup_bw) * eff.eta_comm,
+            scaleout_bw=float(c.scaleout_bw) * eff.eta_comm,
+            usd_per_chip_hour=float(c.usd_per_hour),
+            hop_latency_s=float(getattr(system, "hop_latency_s", 2e-3)),
+            max_chips=getattr(system, "max_chips", None),
+        )
+
+
+# --------------------------------------------------------------------------------------
+# The vectorized evaluation
+# --------------------------------------------------------------------------------------
+
+_RESULT_FIELDS = (
+    "tp", "ep", "pp", "dp", "attention_dp", "micro_batch", "batch", "concurrency", "chips_billed", "chips_used",
+    "idle_chips", "moe_tp", "experts_per_chip", "layers_per_stage", "moe_layers_per_stage",
+    "weight_bytes_per_chip", "kv_bytes_per_chip", "workspace_bytes_per_chip", "mem_per_chip", "mem_capacity",
+    "headroom_bytes", "fits", "max_micro_batch", "max_concurrency",
+    "t_compute_s", "t_weights_s", "t_kv_s", "t_memory_s", "t_alltoall_s", "t_allreduce_s", "t_comm_s",
+    "t_stage_s", "t_handoff_s", "hops", "t_hop_latency_s", "tpot_s", "tokens_per_s_per_user", "tokens_per_s",
+    "tokens_per_s_per_chip", "usd_per_mtok", "scaleout_share", "scaleout_bytes_per_chip", "bound",
+)
+
+BOUND_NAMES = np.array(["compute", "weights", "kv", "comm", "hop latency"])
+
+
+@dataclass
+class LayoutArrays:
+    """Every quantity of :func:`evaluate`, as numpy arrays broadcast from the inputs (per most-loaded chip)."""
+
+    model: ModelNumbers
+    hw: HwNumbers
+    overlap: str
+    act_bytes: float
+    values: dict = field(default_factory=dict)
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["values"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __len__(self):
+        return int(np.asarray(self.values["tpot_s"]).size)
+
+    def take(self, idx) -> "LayoutArrays":
+        """A subset of the layouts (boolean mask or indices), flattened."""
+        shape = np.shape(self.values["tpot_s"])
+        vals = {k: np.broadcast_to(v, shape).reshape(-1)[idx] for k, v in self.values.items()}
+        return LayoutArrays(self.model, self.hw, self.overlap, self.act_bytes, vals)
+
+    def row(self, i=0) -> dict:
+        shape = np.shape(self.values["tpot_s"])
+        out = {}
+        for k, v in self.values.items():
+            x = np.broadcast_to(v, shape).reshape(-1)[i]
+            out[k] = x.item() if hasattr(x, "item") else x
+        return out
+
+    def as_dict(self) -> dict:
+        shape = np.shape(self.values["tpot_s"])
+        return {k: np.broadcast_to(v, shape).tolist() for k, v in self.values.items()}
+
+    def explain(self, i=0):
+        """The derivation of layout ``i`` (the equations with its numbers)."""
+        return explain_layout(self, i)
+
+
+def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attention_dp=False, chips=None,
+             redundant_experts=0, overlap="max", act_bytes=2.0, hop_latency_s=None, usable_fraction=1.0,
+             reserve_bytes=0.0) -> LayoutArrays:
+    """Evaluate layouts (arrays broadcast together): memory per chip, communication and step time.
+
+    ``micro_batch`` b is sequences per micro-batch per replica; ``pp`` micro-batches are in flight,
+    so a replica serves B = P·b sequences (lecture 01:03:37). ``chips`` (default: one replica,
+    ``tp·pp``) are billed; replicas ``dp = chips // (tp·pp)``.
+    """
+    if overlap not in OVERLAP_MODES:
+        raise InputError("overlap", f"unknown mode {overlap!r}", "max (overlapped) or sum (serial)")
+    f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
+    tp, ep, pp, b = f(tp), f(ep), f(pp), f(micro_batch)
+    adp = np.asarray(attention_dp, dtype=bool)
+    S = float(hw.scaleup_size)
+    chips = tp * pp if chips is None else f(chips)
+    dp = np.floor(chips / (tp * pp))
+    chips_used = dp * tp * pp
+    moe_tp = tp / ep
+    pl = float(mn.pass_len)
+    hop = hw.hop_latency_s if hop_latency_s is None else float(hop_latency_s)
+
+    # --- layers and experts on the most-loaded chip
+    L_stage = layers_on_stage(mn.n_layers, pp)
+    s_frac = L_stage / mn.n_layers
+    slots = mn.n_experts + f(redundant_experts)
+    if mn.is_moe:
+        L_moe = layers_on_stage(mn.n_moe_layers, pp)
+        e_chip = experts_per_chip(slots, ep)
+        imb = expert_imbalance(slots, ep)
+    else:
+        L_moe = np.zeros_like(pp)
+        e_chip = np.zeros_like(ep)
+        imb = np.ones_like(ep)
+
+    # --- memory per chip (c_mem, 01:03:37)
+    dense_shard = np.where(adp, 1.0, tp)  # attention DP replicates attention/dense weights over the TP group
+    w_dense = (mn.dense_weight_bytes + mn.other_weight_bytes) * s_frac / dense_shard
+    w_exp = L_moe * e_chip * mn.expert_weight_bytes / moe_tp
+    w_chip = w_dense + w_exp
+    kv_shard = np.where(adp, tp, np.minimum(tp, mn.kv_heads))
+    B = pp * b  # sequences in flight per replica
+    kv_chip = B * mn.kv_bytes_per_seq * s_frac / kv_shard
+    tok_chip = b * pl / np.where(adp, tp, 1.0)  # tokens whose activations a chip holds
+    ws_per_tok = (4.0 + 2.0 * mn.experts_per_token) * mn.d_model * act_bytes
+    ws_chip = tok_chip * ws_per_tok + reserve_bytes
+    mem = w_chip + kv_chip + ws_chip
+    cap = hw.hbm_bytes * usable_fraction
+    headroom = cap - mem
+    per_b = pp * mn.kv_bytes_per_seq * s_frac / kv_shard + pl / np.where(adp, tp, 1.0) * ws_per_tok
+    max_b = np.maximum(0.0, np.floor((cap - w_chip - reserve_bytes) / np.maximum(per_b, 1e-300)))
+
+    # --- one stage step on the most-loaded chip (roofline 00:00)
+    tokens = b * pl  # tokens of one micro-batch through one stage
+    moe_share = np.where(mn.n_moe_layers > 0, L_moe / max(mn.n_moe_layers, 1), 0.0)
+    flops = (b * (mn.flops_per_seq - mn.expert_flops_per_seq) * s_frac
+             + b * mn.expert_flops_per_seq * moe_share * imb) / tp
+    t_compute = flops / hw.peak_flops
+    hit = mn.expert_hit_share(tokens) if mn.is_moe else 0.0
+    w_read = mn.dense_weight_bytes * s_frac / dense_shard + L_moe * e_chip * hit * mn.expert_weight_bytes / moe_tp
+    t_weights = w_read / hw.hbm_bw
+    kv_read = b * mn.kv_read_bytes_per_seq * s_frac / kv_shard
+    t_kv = kv_read / hw.hbm_bw
+    t_mem = t_weights + t_kv
+
+    # --- communication per stage step
+    from .comms import allreduce_time, p2p_time
+
+    if mn.is_moe:
+        a2a_bytes = moe_alltoall_bytes(tokens / tp, mn.experts_per_token, mn.d_model, act_bytes)
+        t_a2a = L_moe * np.where(ep > 1, alltoall_split_time(a2a_bytes, ep, S, hw.scaleup_bw, hw.scaleout_bw), 0.0)
+        out_share = np.where(ep > 1, scaleout_share(ep, S), 0.0)
+        so_bytes = L_moe * a2a_bytes * out_share
+    else:
+        t_a2a = np.zeros_like(tokens)
+        out_share = np.zeros_like(tokens)
+        so_bytes = np.zeros_like(tokens)
+    ar_bw = np.where(tp <= S, hw.scaleup_bw, hw.scaleout_bw)
+    ar_bytes = tokens * mn.d_model * act_bytes
+    t_ar = np.where(adp, 0.0, 2.0 * L_stage * allreduce_time(ar_bytes, tp, ar_bw))
+    t_comm = t_a2a + t_ar
+    t_stage = combine_times(t_compute, t_mem, t_comm, overlap)
+
+    # --- pipeline: hand-offs and hop latency (01:12)
+    hops = pipeline_hops(pp, tp, S)
+    handoff_bytes = tokens * mn.d_model * act_bytes / tp  # each chip sends its share of the activations
+    n_inner = np.where(pp > 1, pp - hops, 0.0)
+    t_handoff = hops * p2p_time(handoff_bytes, hw.scaleout_bw) + n_inner * p2p_time(handoff_bytes, hw.scaleup_bw)
+    t_hops = hops * hop
+    tpot = pp * t_stage + t_handoff + t_hops
+
+    tps_user = pl / tpot
+    tps = dp * B * pl / tpot
+    usd = chips * hw.usd_per_chip_hour / 3600.0 / np.maximum(tps, 1e-300) * 1e6
+
+    terms = np.stack(np.broadcast_arrays(pp * t_compute, pp * t_weights, pp * t_kv, pp * t_comm, t_hops + t_handoff))
+    bound = BOUND_NAMES[np.argmax(terms, axis=0)]
+
+    vals = dict(
+        tp=tp, ep=ep, pp=pp, dp=dp, attention_dp=adp, micro_batch=b, batch=B, concurrency=dp * B,
+        chips_billed=chips, chips_used=chips_used, idle_chips=chips - chips_used, moe_tp=moe_tp,
+        experts_per_chip=e_chip, layers_per_stage=L_stage, moe_layers_per_stage=L_moe,
+        weight_bytes_per_chip=w_chip, kv_bytes_per_chip=kv_chip, workspace_bytes_per_chip=ws_chip,
+        mem_per_chip=mem, mem_capacity=np.asarray(cap), headroom_bytes=headroom, fits=(headroom >= 0) & (dp >= 1),
+        max_micro_batch=max_b, max_concurrency=dp * pp * max_b,
+        t_compute_s=t_compute, t_weights_s=t_weights, t_kv_s=t_kv, t_memory_s=t_mem, t_alltoall_s=t_a2a,
+        t_allreduce_s=t_ar, t_comm_s=t_comm, t_stage_s=t_stage, t_handoff_s=t_handoff, hops=hops,
+        t_hop_latency_s=t_hops, tpot_s=tpot, tokens_per_s_per_user=tps_user, tokens_per_s=tps,
+        tokens_per_s_per_chip=tps / chips, usd_per_mtok=usd, scaleout_share=out_share,
+        scaleout_bytes_per_chip=so_bytes, bound=bound,
+    )
+    shape = np.broadcast_shapes(*(np.shape(v) for v in vals.values()))
+    vals = {k: np.broadcast_to(v, shape) for k, v in vals.items()}
+    return LayoutArrays(mn, hw, overlap, float(act_bytes), vals)
+
+
+def explain_layout(res: LayoutArrays, i=0):
+    """Derivation of one evaluated layout: c_mem, the stage roofline, communication, TPOT and $/Mtok."""
+    from ..explain import Derivation, fmt
+
+    r = res.row(i)
+    mn, hw = res.model, res.hw
+    d = Derivation(f"{mn.name} on {int(r['chips_billed'])} × {hw.name}: TP{int(r['tp'])} EP{int(r['ep'])} "
+                   f"PP{int(r['pp'])}{' attention-DP' if r['attention_dp'] else ''}, b = {r['micro_batch']:g}")
+    d.add("dp", "floor(chips / (TP·PP))", f"floor({r['chips_billed']:g} / ({r['tp']:g}·{r['pp']:g}))", r["dp"], "",
+          "replicas (conventions.md)")
+    d.add("B", "P · b", f"{r['pp']:g} · {r['micro_batch']:g}", r["batch"], "",
+          "P micro-batches in flight per replica (01:03:37)")
+    if mn.is_moe:
+        d.add("experts/chip", "ceil((E + redundant) / EP)", f"ceil(… / {r['ep']:g})", r["experts_per_chip"], "",
+              "most-loaded chip (00:32)")
+    d.add("w_chip", "dense·(L_stage/L)/(TP or 1) + L_moe_stage·experts/chip·expert_bytes/(TP/EP)", "",
+          r["weight_bytes_per_chip"], "B", "weights ÷ (EP·TP·PP)")
+    d.add("kv_chip", "P·b · kv_seq(L) · (L_stage/L) / KV shards", "", r["kv_bytes_per_chip"], "B",
+          "does not fall with P (01:03:37)")
+    d.add("c_mem", "w_chip + kv_chip + workspace", f"{fmt(r['weight_bytes_per_chip'], 'B')} + "
+          f"{fmt(r['kv_bytes_per_chip'], 'B')} + {fmt(r['workspace_bytes_per_chip'], 'B')}", r["mem_per_chip"], "B",
+          ("fits" if r["fits"] else "does NOT fit") + f" in {fmt(r['mem_capacity'], 'B')}")
+    d.add("t_compute", "FLOPs_stage / (TP · FLOP/s)", "", r["t_compute_s"], "s")
+    d.add("t_weights", "weight bytes read per chip / HBM BW", "", r["t_weights_s"], "s",
+          "expected experts hit at this micro-batch")
+    d.add("t_kv", "b · kv_read(L) · (L_stage/L) / shards / HBM BW", "", r["t_kv_s"], "s")
+    if mn.is_moe:
+        d.add("t_a2a", "L_moe_stage · max(bytes·in/BW_up, bytes·out/BW_out), bytes = (b/TP)·k·d·bytes·2", "",
+              r["t_alltoall_s"], "s", f"scale-out share {r['scaleout_share']:.3g}")
+    d.add("t_allreduce", "2 · L_stage · allreduce(b·d·bytes, TP)", "", r["t_allreduce_s"], "s",
+          "0 with attention DP")
+    d.add("t_stage", f"{'max(t_compute, t_weights + t_kv, t_comm)' if res.overlap == 'max' else 'max(t_compute, t_mem) + t_comm'}",
+          "", r["t_stage_s"], "s", f"overlap = {res.overlap}")
+    d.add("TPOT", "P · t_stage + hand-offs + hops · hop latency",
+          f"{r['pp']:g} · {fmt(r['t_stage_s'], 's')} + {fmt(r['t_handoff_s'], 's')} + {fmt(r['t_hop_latency_s'], 's')}",
+          r["tpot_s"], "s", "hop latency: a few ms, ±10× (01:12)")
+    d.add("tok/s/user", "1 / TPOT", "", r["tokens_per_s_per_user"], "tok/s")
+    d.add("tok/s", "dp · B / TPOT", "", r["tokens_per_s"], "tok/s")
+    d.add("$/Mtok", "chips · $/chip-h / 3600 / tok/s · 1e6",
+          f"{r['chips_billed']:g} · {hw.usd_per_chip_hour:g} / 3600 / {r['tokens_per_s']:.4g} · 1e6", r["usd_per_mtok"], "$")
+    d.conclusion = f"binding term: {r['bound']}"
+    return d
+
+
+# --------------------------------------------------------------------------------------
+# Validation and the lecture's ways out
+# --------------------------------------------------------------------------------------
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, int(n) + 1) if n % d == 0]
+
+
+def ep_way_out(n_slots: int, ep: int) -> str:
+    """The lecture's ways out when experts do not divide over EP chips (00:32: 256 experts on 72 GPUs)."""
+    n_slots, ep = int(n_slots), int(ep)
+    fit = max(d for d in _divisors(n_slots) if d <= ep)
+    r = -(-n_slots // ep) * ep - n_slots
+    return (f"use ep={fit} ({fit} of the {ep} GPUs, {n_slots // fit} experts each), "
+            f"or add {r} redundant experts ({n_slots + r} = {(n_slots + r) // ep} × {ep}), "
+            f"or allow uneven placement (the most-loaded GPU holds {-(-n_slots // ep)})")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One validated layout: ``chips`` chips of ``system`` cut TP × EP × PP, replicated ``dp`` times.
+
+    Build with :meth:`Deployment.build` (validates); evaluate with :meth:`evaluate`.
+    """
+
+    system: object  # specs.hardware.System
+    chips: int
+    tp: int = 1
+    ep: int = 1
+    pp: int = 1
+    attention_dp: bool = False
+    redundant_experts: int = 0
+    uneven_experts: bool = False
+    allow_idle: bool = False
+
+    # ---- construction and validation
+    @classmethod
+    def build(cls, system, chips=None, *, tp=None, ep=1, pp=1, attention_dp=False, redundant_experts=0,
+              uneven_experts=False, allow_idle=False, model=None) -> "Deployment":
+        """Validate and build. ``chips`` defaults to one scale-up domain; ``tp`` to chips / pp."""
+        from ..specs.hardware import load_hardware
+
+        system = load_hardware(system)
+        S = int(system.scaleup_size)
+        chips = S if chips is None else chips
+        for name, v in (("chips", chips), ("ep", ep), ("pp", pp), ("redundant_experts", redundant_experts)):
+            if v is None:
+                continue
+            if int(v) != v or v < (0 if name == "redundant_experts" else 1):
+                raise InputError(name, f"{v!r} is not a {'non-negative' if name == 'redundant_experts' else 'positive'} "
+                                 "integer", "a whole number of GPUs" if name != "redundant_experts" else "0 or more")
+        chips, ep, pp, redundant_experts = int(chips), int(ep), int(pp), int(redundant_experts)
+        if tp is None:
+            if chips % pp:
+                raise InputError("pp", f"{pp} stages do not divide {chips} chips", f"a divisor of {chips}")
+            tp = chips // pp
+        if int(tp) != tp or tp < 1:
+            raise InputError("tp", f"{tp!r} is not a positive integer", "a whole number of GPUs")
+        tp = int(tp)
+        if system.max_chips is not None and chips > system.max_chips:
+            raise InputError("chips", f"{chips} exceeds the {system.max_chips} chips of one {system.name}",
+                             f"at most {system.max_chips}")
+        if tp * pp > chips:
+            raise InputError("chips", f"TP·PP = {tp}·{pp} = {tp * pp} needs more than the {chips} chips",
+                             f"chips ≥ {tp * pp}, or smaller tp/pp")
+        if chips % (tp * pp) and not allow_idle:
+            used = chips // (tp * pp) * tp * pp
+            raise InputError("chips", f"{chips} chips is not a multiple of TP·PP = {tp * pp}",
+                             f"chips = {tp * pp}·n; or use {used} of the {chips} (allow_idle) as the lecture does "
+                             "with 64 of 72 GPUs")
+        if tp % ep:
+            raise InputError("ep", f"EP {ep} does not divide TP {tp} (EP runs within the TP group, conventions.md)",
+                             "a divisor of tp: " + ", ".join(str(d) for d in _divisors(tp)))
+        if model is not None:
+            cls._validate_model(model, tp, ep, pp, redundant_experts, uneven_experts)
+        return cls(system, chips, tp, ep, pp, bool(attention_dp), redundant_experts, bool(uneven_experts),
+                   bool(allow_idle))
+
+    @staticmethod
+    def _validate_model(model, tp, ep, pp, redundant, uneven):
+        n_exp = int(getattr(model, "n_experts", 0) or 0)
+        n_layers = int(model.n_layers)
+        if pp > n_layers:
+            raise InputError("pp", f"{pp} stages for {n_layers} layers", f"at most {n_layers}")
+        if not n_exp:
+            if ep > 1:
+                raise InputError("ep", f"{model.name} is dense (no experts) but ep={ep}", "ep=1 for dense models")
+            if redundant:
+                raise InputError("redundant_experts", f"{model.name} has no experts", "0")
+            return
+        slots = n_exp + redundant
+        if ep > slots:
+            raise InputError("ep", f"ep={ep} GPUs for {slots} expert slots leaves GPUs without experts",
+                             f"ep ≤ {slots}, or add redundant experts")
+        if slots % ep and not uneven:
+            raise InputError("ep", f"{slots} experts do not divide over ep={ep} GPUs ({slots / ep:.3g} each)",
+                             ep_way_out(slots, ep))
+
+    def validate_for(self, model) -> "Deployment":
+        self._validate_model(model, self.tp, self.ep, self.pp, self.redundant_experts, self.uneven_experts)
+        return self
+
+    # ---- derived quantities
+    @property
+    def scaleup_size(self) -> int:
+        return int(self.system.scaleup_size)
+
+    @property
+    def chips_per_replica(self) -> int:
+        """tp · pp (conventions.md: replicas = GPUs ÷ (T·PP))."""
+        return self.tp * self.pp
+
+    @property
+    def dp(self) -> int:
+        """Replicas: chips // (tp · pp)."""
+        return self.chips // self.chips_per_replica
+
+    @property
+    def chips_used(self) -> int:
+        return self.dp * self.chips_per_replica
+
+    @property
+    def idle_chips(self) -> int:
+        return self.chips - self.chips_used
+
+    @property
+    def moe_tp(self) -> int:
+        """MoE tensor-parallel degree within the TP group: tp / ep."""
+        return self.tp // self.ep
+
+    @property
+    def domains_per_replica(self) -> int:
+        """Scale-up domains one replica spans: ceil(tp·pp / S) (at least 1)."""
+        return max(1, -(-self.chips_per_replica // self.scaleup_size))
+
+    @property
+    def ep_spans_domains(self) -> bool:
+        """Whether the EP all-to-all leaves the scale-up domain (ep > S)."""
+        return self.ep > self.scaleup_size
+
+    def experts_per_chip(self, model) -> int:
+        """Routed experts (slots) per layer on the most-loaded chip: ceil((E + redundant) / ep)."""
+        n = int(getattr(model, "n_experts", 0) or 0)
+        return int(experts_per_chip(n + self.redundant_experts, self.ep)) if n else 0
+
+    def label(self) -> str:
+        parts = [f"TP{self.tp}"]
+        if self.ep > 1:
+            parts.append(f"EP{self.ep}")
+        if self.attention_dp:
+            parts.append("attnDP")
+        if self.pp > 1:
+            parts.append(f"PP{self.pp}")
+        parts.append(f"×{self.dp}")
+        return " ".join(parts)
+
+    def as_dict(self) -> dict:
+        return {"system": self.system.name, "chips": self.chips, "tp": self.tp, "ep": self.ep, "pp": self.pp,
+                "dp": self.dp, "attention_dp": self.attention_dp, "redundant_experts": self.redundant_experts,
+                "moe_tp": self.moe_tp, "chips_per_replica": self.chips_per_replica, "idle_chips": self.idle_chips,
+                "domains_per_replica": self.domains_per_replica, "ep_spans_domains": self.ep_spans_domains}
+
+    # ---- evaluation
+    def hw_numbers(self, weights_dtype=None, model=None, efficiency=None) -> HwNumbers:
+        dtype = weights_dtype or (getattr(model, "native_dtype", None) if model is not None else None) or "bf16"
+        return HwNumbers.from_system(self.system, dtype, efficiency)
+
+    def evaluate(self, model, *, concurrency=None, micro_batch=None, context, pass_len=1, weights_dtype=None,
+                 kv_dtype="bf16", efficiency=None, overlap="max", act_dtype="bf16", hop_latency_s=None,
+                 usable_fraction=1.0, reserve_bytes=0.0) -> LayoutArrays:
+        """Memory, communication and step time of this deployment serving ``model``.
+
+        Give ``concurrency`` (sequences in flight over the whole deployment, conventions.md) or the
+        per-replica ``micro_batch`` b (B = P·b per replica). Vectorized in both (not in ``context``).
+        """
+        from ..units import dtype_bytes
+
+        self.validate_for(model)
+        mn = model if isinstance(model, ModelNumbers) else ModelNumbers.from_model(
+            model, context, pass_len=pass_len, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
+        if micro_batch is None:
+            if concurrency is None:
+                raise InputError("concurrency", "missing", "sequences in flight (or micro_batch per replica)")
+            micro_batch = np.asarray(concurrency, dtype=float) / (self.dp * self.pp)
+        hw = self.hw_numbers(weights_dtype, model, efficiency)
+        return evaluate(mn, hw, tp=self.tp, ep=self.ep, pp=self.pp, micro_batch=micro_batch,
+                        attention_dp=self.attention_dp, chips=self.chips, redundant_experts=self.redundant_experts,
+                        overlap=overlap, act_bytes=dtype_bytes(act_dtype), hop_latency_s=hop_latency_s,
+                        usable_fraction=usable_fraction, reserve_bytes=reserve_bytes)
+
+    def memory(self, model, *, concurrency, context, weights_dtype=None, kv_dtype="bf16", **kw) -> "MemoryFit":
+        """Memory per chip (c_mem), whether it fits, headroom, largest concurrency and longest context that fit."""
+        res = self.evaluate(model, concurrency=concurrency, context=context, weights_dtype=weights_dtype,
+                            kv_dtype=kv_dtype, **kw)
+        r = res.row(0)
+        max_ctx = self.max_context(model, concurrency=concurrency, weights_dtype=weights_dtype, kv_dtype=kv_dtype, **kw)
+        return MemoryFit(self, r["weight_bytes_per_chip"], r["kv_bytes_per_chip"], r["workspace_bytes_per_chip"],
+                         r["mem_per_chip"], r["mem_capacity"], r["headroom_bytes"], bool(r["fits"]),
+                         r["max_concurrency"], max_ctx, res.explain(0))
+
+    def max_context(self, model, *, concurrency, weights_dtype=None, kv_dtype="bf16", hi=1e8, **kw) -> float:
+        """Longest context (tokens) at which ``concurrency`` sequences still fit (bisection on log-context)."""
+        def fits(ctx):
+            return bool(self.evaluate(model, concurrency=concurrency, context=ctx, weights_dtype=weights_dtype,
+                                      kv_dtype=kv_dtype, **kw).row(0)["fits"])
+
+        lo = 1.0
+        if not fits(lo):
+            return 0.0
+        if fits(hi):
+            return float(hi)
+        for _ in range(40):
+            mid = np.sqrt(lo * hi)
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+            if hi / lo < 1.001:
+                break
+        return float(np.floor(lo))
+
+
+@dataclass
+class MemoryFit:
+    """Memory per chip of a deployment (lecture c_mem, 01:03:37)."""
+
+    deployment: Deployment
+    weight_bytes: float
+    kv_bytes: float
+    workspace_bytes: float
+    total_bytes: float
+    capacity_bytes: float
+    headroom_bytes: float
+    fits: bool
+    max_concurrency: float
+    max_context: float
+    derivation: object = None
+
+    def as_dict(self) -> dict:
+        out = {k: getattr(self, k) for k in ("weight_bytes", "kv_bytes", "workspace_bytes", "total_bytes",
+                                             "capacity_bytes", "headroom_bytes", "fits", "max_concurrency",
+                                             "max_context")}
+        out["deployment"] = self.deployment.as_dict()
+        return out
+
+
+# --------------------------------------------------------------------------------------
+# Layout search: every valid (TP, EP, PP, attention DP, micro-batch) at once
+# --------------------------------------------------------------------------------------
+
+
+def candidate_degrees(chips: int, scaleup_size: int) -> np.ndarray:
+    """TP candidates: powers of two, the domain size and its multiples, up to ``chips``."""
+    c = {1 << i for i in range(0, 20) if (1 << i) <= chips}
+    c |= {m * scaleup_size for m in range(1, chips // scaleup_size + 1)}
+    c |= {d for d in _divisors(scaleup_size) if d <= chips}
+    return np.array(sorted(x for x in c if x <= chips), dtype=float)
+
+
+def layout_grid(mn: ModelNumbers, chips: int, scaleup_size: int, *, micro_batches=None, max_pp=None,
+                redundant_experts=0, uneven_experts=True, attention_dp=(False, True)) -> dict:
+    """Arrays (tp, ep, pp, attention_dp, micro_batch) of every valid layout for ``chips`` chips."""
+    tps = candidate_degrees(chips, scaleup_size)
+    max_pp = max_pp or min(mn.n_layers, 16)
+    pps = np.array([p for p in range(1, max_pp + 1) if p <= chips], dtype=float)
+    if micro_batches is None:
+        micro_batches = np.unique(np.round(np.geomspace(1, 8192, 49)))
+    micro_batches = np.asarray(micro_batches, dtype=float)
+    rows = []
+    slots = mn.n_experts + redundant_experts
+    for tp in tps:
+        eps = [d for d in _divisors(int(tp))] if mn.is_moe else [1]
+        if mn.is_moe:
+            eps = [e for e in eps if e <= slots and (uneven_experts or slots % e == 0)]
+        for ep in eps:
+            for p in pps:
+                if tp * p > chips:
+                    continue
+                for adp in attention_dp:
+                    if adp and tp == 1:
+                        continue
+                    rows.append((tp, ep, p, adp))
+    if not rows:
+        raise InputError("chips", f"no layout fits {chips} chips", "at least 1 chip")
+    g = np.array(rows, dtype=float)
+    n_l, n_b = len(g), len(micro_batches)
+    return dict(tp=np.repeat(g[:, 0], n_b), ep=np.repeat(g[:, 1], n_b), pp=np.repeat(g[:, 2], n_b),
+                attention_dp=np.repeat(g[:, 3].astype(bool), n_b), micro_batch=np.tile(micro_batches, n_l))
+
+
+def pareto_front(cost, speed) -> np.ndarray:
+    """Indices of the Pareto frontier: no other point is both cheaper and faster (sorted by speed)."""
+    cost = np.asarray(cost, dtype=float)
+    speed = np.asarray(speed, dtype=float)
+    order = np.lexsort((cost, -speed))  # fastest first, then cheapest
+    best = np.minimum.accumulate(cost[order])
+    prev = np.concatenate(([np.inf], best[:-1]))
+    keep = cost[order] < prev
+    return order[keep][::-1]
+
+
+@dataclass
+class SearchResult:
+    """All evaluated layouts, the ones that fit and the Pareto frontier ($/Mtok vs tokens/s per user)."""
+
+    layouts: LayoutArrays
+    fits: np.ndarray
+    frontier: LayoutArrays
+    n_evaluated: int
+    seconds: float
+
+    def as_dict(self) -> dict:
+        return {"n_evaluated": self.n_evaluated, "n_fit": int(self.fits.sum()), "seconds": self.seconds,
+                "frontier": self.frontier.as_dict()}
+
+
+def search_layouts(model, system, chips, *, context, weights_dtype=None, kv_dtype="bf16", efficiency=None,
+                   overlap="max", act_dtype="bf16", micro_batches=None, max_pp=None, redundant_experts=0,
+                   uneven_experts=True, hop_latency_s=None, usable_fraction=1.0, min_tokens_per_s_per_user=0.0
+                   ) -> SearchResult:
+    """Enumerate every valid layout of ``model`` on ``chips`` chips of ``system``; return the Pareto frontier.
+
+    Vectorized: one call of :func:`evaluate` on arrays of all layouts (≥ 10⁵ layouts/s,
+    benchmarks/bench_layout.py).
+    """
+    import time
+
+    from ..specs.hardware import load_hardware
+    from ..units import dtype_bytes
+
+    system = load_hardware(system)
+    chips = int(chips)
+    if chips < 1:
+        raise InputError("chips", f"{chips} is not a positive integer", "a whole number of GPUs")
+    if system.max_chips is not None and chips > system.max_chips:
+        raise InputError("chips", f"{chips} exceeds the {system.max_chips} chips of one {system.name}",
+                         f"at most {system.max_chips}")
+    mn = model if isinstance(model, ModelNumbers) else ModelNumbers.from_model(
+        model, context, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
+    dtype = weights_dtype or getattr(model, "native_dtype", None) or "bf16"
+    hw = HwNumbers.from_system(system, dtype, efficiency)
+    t0 = time.perf_counter()
+    g = layout_grid(mn, chips, hw.scaleup_size, micro_batches=micro_batches, max_pp=max_pp,
+                    redundant_experts=redundant_experts, uneven_experts=uneven_experts)
+    res = evaluate(mn, hw, chips=chips, redundant_experts=redundant_experts, overlap=overlap,
+                   act_bytes=dtype_bytes(act_dtype), hop_latency_s=hop_latency_s, usable_fraction=usable_fraction,
+                   **g)
+    ok = res.fits & (res.tokens_per_s_per_user >= min_tokens_per_s_per_user)
+    idx = np.flatnonzero(ok)
+    front = idx[pareto_front(res.usd_per_mtok[idx], res.tokens_per_s_per_user[idx])] if idx.size else idx
+    dt = time.perf_counter() - t0
+    return SearchResult(res, ok, res.take(front), len(res), dt)
+
+
+__all__ = [
+    "Deployment", "MemoryFit", "ModelNumbers", "HwNumbers", "LayoutArrays", "SearchResult", "evaluate",
+    "search_layouts", "layout_grid", "pareto_front", "experts_per_chip", "expert_imbalance", "layers_on_stage",
+    "scaleout_share", "scaleup_share", "moe_alltoall_bytes", "alltoall_split_time", "pipeline_hops",
+    "combine_times", "c_mem", "ep_way_out", "explain_layout", "candidate_degrees", "replace",
+]

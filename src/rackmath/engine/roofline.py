@@ -1,0 +1,357 @@
+"""The roofline: time = max(compute time, memory time), for weights and KV cache.
+
+Lecture 00:00–00:15 (claim R3). For one forward pass of ``batch`` sequences, each
+advancing ``pass_len`` tokens (1 = a decode step, > 1 = a prefill chunk) after
+``context`` tokens already in its KV cache, on ``chips`` chips working together:
+
+    t_compute = FLOPs / (chips · peak · η_compute)
+    t_weights = weight bytes read / (chips · HBM bandwidth · η_memory)
+    t_kv      = KV bytes read / (chips · HBM bandwidth · η_memory)
+    t_step    = max(t_compute, t_weights + t_kv) + fixed overhead
+
+Every input broadcasts as a numpy array, so a 10⁶-point sweep is one call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InputError, check_positive
+from ..explain import Derivation, fmt
+from .efficiency import Efficiency, load_efficiency
+
+BOUND_NAMES = np.array(["compute", "weights", "kv"])
+
+
+# --------------------------------------------------------------------------- equations
+
+
+def expected_experts_hit(n_experts, k, tokens):
+    """Expected distinct experts hit when ``tokens`` tokens each route to k of E experts.
+
+    E_hit = E · (1 − (1 − k/E)^T)   (each expert is missed by one token with
+    probability 1 − k/E; routing taken as uniform and independent). At T = 1 this is
+    k; as T grows it saturates at E. Reading *every* expert at small batch, or only
+    the top-k at any batch, are the two common mistakes (reference/examples.md).
+    """
+    E = np.asarray(n_experts, dtype=float)
+    T = np.asarray(tokens, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_miss = np.where(E > 0, 1.0 - np.asarray(k, dtype=float) / np.where(E > 0, E, 1.0), 1.0)
+        hit = E * -np.expm1(T * np.log(np.maximum(p_miss, 1e-300)))
+    return np.where((E > 0) & (T > 0), np.minimum(hit, E), 0.0)
+
+
+def weights_read_bytes(model, tokens, dtype=None):
+    """Weight bytes streamed from HBM for one pass over ``tokens`` tokens.
+
+    W_read = W_dense + n_moe_layers · E_hit(T) · W_expert, where W_dense is every
+    weight read whatever the routing (attention, dense FFNs, shared experts, LM head;
+    not the input embedding table, which is only looked up) and W_expert one routed
+    expert of one layer. For a dense model this is all the weights (lecture 00:00:
+    "fetch the total number of parameters").
+    """
+    dense = model.dense_weight_bytes(dtype)
+    if not getattr(model, "n_experts", 0):
+        return np.broadcast_to(np.asarray(dense, dtype=float), np.shape(tokens)).astype(float)
+    hit = expected_experts_hit(model.n_experts, model.experts_per_token, tokens)
+    return dense + model.n_moe_layers * hit * model.expert_weight_bytes(dtype)
+
+
+def attended_context(context, pass_len):
+    """Mean number of earlier tokens each token of a pass attends to: L + (P − 1)/2 (causal chunk)."""
+    return np.asarray(context, dtype=float) + (np.asarray(pass_len, dtype=float) - 1.0) / 2.0
+
+
+def step_flops(model, batch, context, pass_len=1):
+    """FLOPs of one pass: matmuls plus attention.
+
+    F = B · P · (2 · N_active' + F_attn(L + (P − 1)/2)), N_active' = active params less
+    the input embedding table (lecture 00:00: "multiply by all of the active
+    parameters", attention FLOPs included here rather than ignored).
+    """
+    tokens = np.asarray(batch, dtype=float) * np.asarray(pass_len, dtype=float)
+    return matmul_flops(model, tokens) + attention_flops(model, batch, context, pass_len)
+
+
+def matmul_flops(model, tokens):
+    """Weight-matmul FLOPs: F_mm = 2 · N_active' · tokens."""
+    return np.asarray(tokens, dtype=float) * model.matmul_flops_per_token
+
+
+def attention_flops(model, batch, context, pass_len=1):
+    """Attention FLOPs: F_attn = B · P · attention_flops_per_token(L + (P − 1)/2)."""
+    tokens = np.asarray(batch, dtype=float) * np.asarray(pass_len, dtype=float)
+    return tokens * model.attention_flops_per_token(attended_context(context, pass_len))
+
+
+def kv_step_bytes(model, batch, context, pass_len=1, kv_dtype="bf16"):
+    """KV bytes one pass reads: B · kv_read_bytes(L) (lecture 00:00: "for every element of the
+    batch, fetch an entire context length worth of tokens").
+
+    A prefill chunk reads its cached prefix once (flash attention keeps the chunk's own
+    keys on chip; lecture 01:40: "no adjustment at all to the memory time"). Writing
+    the new tokens' KV is ignored, as in the lecture (writes are ≪ reads, R11).
+    """
+    del pass_len  # the read is per pass, independent of chunk length
+    return np.asarray(batch, dtype=float) * model.kv_read_bytes(context, kv_dtype)
+
+
+def compute_time(flops, chips, peak, eta=1.0):
+    """t_compute = FLOPs / (chips · peak · η)."""
+    return np.asarray(flops, dtype=float) / (np.asarray(chips, dtype=float) * peak * eta)
+
+
+def memory_time(nbytes, chips, bandwidth, eta=1.0):
+    """t_mem = bytes / (chips · bandwidth · η)."""
+    return np.asarray(nbytes, dtype=float) / (np.asarray(chips, dtype=float) * bandwidth * eta)
+
+
+def step_time(t_compute, t_weights, t_kv, overhead=0.0):
+    """t_step = max(t_compute, t_weights + t_kv) + overhead (lecture 00:00, R3)."""
+    return np.maximum(t_compute, t_weights + t_kv) + overhead
+
+
+def binding_term(t_compute, t_weights, t_kv):
+    """0 = compute binds, 1 = weight fetch binds, 2 = KV fetch binds (the larger memory term)."""
+    mem = np.asarray(t_weights) + np.asarray(t_kv)
+    return np.where(np.asarray(t_compute) >= mem, 0, np.where(np.asarray(t_weights) >= np.asarray(t_kv), 1, 2))
+
+
+def usd_per_mtok(step_s, chips, usd_per_chip_hour, tokens):
+    """$ per million tokens = chips · ($/h ÷ 3600) · t_step / tokens · 10⁶ (lecture 00:10: rent × time ÷ batch)."""
+    return np.asarray(chips, dtype=float) * (usd_per_chip_hour / 3600.0) * step_s / tokens * 1e6
+
+
+# --------------------------------------------------------------------------- result
+
+
+@dataclass
+class RooflineResult:
+    """Arrays broadcast from the inputs. ``bound`` names the binding term per point."""
+
+    model: object
+    hardware: object
+    chips: np.ndarray
+    batch: np.ndarray
+    context: np.ndarray
+    pass_len: np.ndarray
+    weights_dtype: str
+    kv_dtype: str
+    compute_dtype: str
+    efficiency: Efficiency
+    flops: np.ndarray
+    weight_bytes_read: np.ndarray
+    kv_bytes_read: np.ndarray
+    t_compute_s: np.ndarray
+    t_weights_s: np.ndarray
+    t_kv_s: np.ndarray
+    step_s: np.ndarray
+    bound_code: np.ndarray
+    peak_flops: float
+    usd_per_chip_hour: float
+    extras: dict = field(default_factory=dict)
+
+    # derived metrics (cheap, computed on access)
+    @property
+    def t_memory_s(self):
+        return self.t_weights_s + self.t_kv_s
+
+    @property
+    def bound(self):
+        """'compute', 'weights' or 'kv' per point (memory-bound points name the larger memory term)."""
+        return BOUND_NAMES[self.bound_code]
+
+    @property
+    def tokens(self):
+        return self.batch * self.pass_len
+
+    @property
+    def tokens_per_s(self):
+        """System throughput: B · P / t_step."""
+        return self.tokens / self.step_s
+
+    @property
+    def tokens_per_s_per_chip(self):
+        return self.tokens_per_s / self.chips
+
+    @property
+    def tokens_per_s_per_seq(self):
+        """Per-sequence speed: P / t_step (decode: tokens/s one user sees)."""
+        return self.pass_len / self.step_s
+
+    @property
+    def latency_per_token_s(self):
+        """Time per token of one sequence: t_step / P (decode: the step time, i.e. TPOT)."""
+        return self.step_s / self.pass_len
+
+    @property
+    def usd_per_mtok(self):
+        """$ per million tokens processed by this pass (P = 1: output tokens; P > 1: input tokens)."""
+        return usd_per_mtok(self.step_s, self.chips, self.usd_per_chip_hour, self.tokens)
+
+    @property
+    def mfu(self):
+        """Model FLOPs utilisation: FLOPs / (chips · peak · t_step), peak at the weights' compute dtype."""
+        return self.flops / (self.chips * self.peak_flops * self.step_s)
+
+    @property
+    def mbu(self):
+        """Memory-bandwidth utilisation: bytes read / (chips · HBM bandwidth · t_step)."""
+        return (self.weight_bytes_read + self.kv_bytes_read) / (self.chips * self.hardware.chip.hbm_bw * self.step_s)
+
+    @property
+    def memory_bytes_per_chip(self):
+        """Capacity needed per chip: (all weights + B · KV held at L + P) / chips (perfect sharding, no pipeline)."""
+        w = self.model.weight_bytes(self.weights_dtype)
+        kv = self.batch * self.model.kv_cache_bytes(self.context + self.pass_len, self.kv_dtype)
+        return (w + kv) / self.chips
+
+    @property
+    def fits(self):
+        return self.memory_bytes_per_chip <= self.hardware.chip.hbm_bytes
+
+    FIELDS = ("chips", "batch", "context", "pass_len", "step_s", "t_compute_s", "t_weights_s", "t_kv_s", "t_memory_s",
+              "bound", "tokens_per_s", "tokens_per_s_per_chip", "tokens_per_s_per_seq", "latency_per_token_s",
+              "usd_per_mtok", "mfu", "mbu", "flops", "weight_bytes_read", "kv_bytes_read", "memory_bytes_per_chip",
+              "fits")
+
+    def as_dict(self) -> dict:
+        out = {
+            "model": self.model.name,
+            "hardware": self.hardware.name,
+            "chip": self.hardware.chip.name,
+            "weights_dtype": self.weights_dtype,
+            "kv_dtype": self.kv_dtype,
+            "compute_dtype": self.compute_dtype,
+            "efficiency": self.efficiency.name,
+        }
+        for f in self.FIELDS:
+            v = np.asarray(getattr(self, f))
+            out[f] = v.item() if v.ndim == 0 else v.tolist()
+        return out
+
+    def at(self, i=0) -> dict:
+        """One configuration (flat index ``i``) as plain floats."""
+        out = {}
+        for f in self.FIELDS:
+            v = np.asarray(getattr(self, f))
+            v = np.broadcast_to(v, np.broadcast_shapes(v.shape, self.step_s.shape)).ravel()[i]
+            out[f] = v.item() if hasattr(v, "item") else v
+        return out
+
+    def explain(self, i: int = 0) -> Derivation:
+        """The blackboard derivation of configuration ``i``: each formula with its numbers."""
+        m, hw, chip = self.model, self.hardware, self.hardware.chip
+        p = self.at(i)
+        B, L, P, n = p["batch"], p["context"], p["pass_len"], p["chips"]
+        eff = self.efficiency
+        d = Derivation(f"Roofline: {m.name} on {n:g} × {chip.name} ({hw.name}), batch {B:g}, context {L:g}, "
+                       f"pass {P:g}, weights {self.weights_dtype}, KV {self.kv_dtype}, efficiency {eff.name}")
+        tokens = d.add("T", "B · P", f"{B:g} · {P:g}", B * P, "", "tokens this pass")
+        attn = float(np.asarray(m.attention_flops_per_token(attended_context(L, P))))
+        d.add("F", "T · (2·N_active' + F_attn(L + (P−1)/2))",
+              f"{tokens:g} · ({fmt(m.matmul_flops_per_token, 'FLOP')} + {fmt(attn, 'FLOP')})", p["flops"], "FLOP")
+        peak = self.peak_flops * eff.eta_compute
+        d.add("t_compute", "F / (chips · peak · η_c)",
+              f"{fmt(p['flops'], 'FLOP')} / ({n:g} · {fmt(self.peak_flops, 'FLOP/s')} [{self.compute_dtype}] · "
+              f"{eff.eta_compute:g})", p["t_compute_s"], "s")
+        if getattr(m, "n_experts", 0):
+            hit = float(expected_experts_hit(m.n_experts, m.experts_per_token, tokens))
+            d.add("E_hit", "E · (1 − (1 − k/E)^T)", f"{m.n_experts} · (1 − (1 − {m.experts_per_token}/{m.n_experts})"
+                  f"^{tokens:g})", hit, "", "distinct routed experts read per MoE layer")
+            d.add("W_read", "W_dense + n_moe_layers · E_hit · W_expert",
+                  f"{fmt(m.dense_weight_bytes(self.weights_dtype), 'B')} + {m.n_moe_layers} · {hit:.4g} · "
+                  f"{fmt(m.expert_weight_bytes(self.weights_dtype), 'B')}", p["weight_bytes_read"], "B")
+        else:
+            d.add("W_read", "weights (less the input embedding)", "", p["weight_bytes_read"], "B")
+        bw = chip.hbm_bw
+        d.add("t_weights", "W_read / (chips · BW · η_m)",
+              f"{fmt(p['weight_bytes_read'], 'B')} / ({n:g} · {fmt(bw, 'B/s')} · {eff.eta_memory:g})",
+              p["t_weights_s"], "s")
+        per_seq = float(np.asarray(m.kv_read_bytes(L, self.kv_dtype)))
+        d.add("KV_read", "B · kv_read_bytes(L)", f"{B:g} · {fmt(per_seq, 'B')}", p["kv_bytes_read"], "B")
+        d.add("t_kv", "KV_read / (chips · BW · η_m)",
+              f"{fmt(p['kv_bytes_read'], 'B')} / ({n:g} · {fmt(bw, 'B/s')} · {eff.eta_memory:g})", p["t_kv_s"], "s")
+        over = f" + {fmt(eff.step_overhead_s, 's')}" if eff.step_overhead_s else ""
+        d.add("t_step", "max(t_compute, t_weights + t_kv)" + (" + overhead" if over else ""),
+              f"max({fmt(p['t_compute_s'], 's')}, {fmt(p['t_weights_s'], 's')} + {fmt(p['t_kv_s'], 's')}){over}",
+              p["step_s"], "s", f"{p['bound']} binds")
+        d.add("throughput", "T / t_step", f"{tokens:g} / {fmt(p['step_s'], 's')}", p["tokens_per_s"], "tok/s",
+              f"{fmt(p['tokens_per_s_per_chip'], 'tok/s')} per chip, {fmt(p['tokens_per_s_per_seq'], 'tok/s')} "
+              f"per sequence")
+        d.add("cost", "chips · $/h ÷ 3600 · t_step / T · 10⁶",
+              f"{n:g} · ${self.usd_per_chip_hour:g}/h ÷ 3600 · {fmt(p['step_s'], 's')} / {tokens:g} · 10⁶",
+              p["usd_per_mtok"], "$/Mtok", "output tokens" if P == 1 else "input (prefill) tokens")
+        d.add("MFU", "F / (chips · peak · t_step)", "", p["mfu"], "", f"MBU {p['mbu']:.3f}")
+        d.conclusion = (f"→ {p['bound']}-bound: {fmt(p['step_s'], 's')} per step, "
+                        f"{fmt(p['usd_per_mtok'], '')} $/Mtok; memory/chip {fmt(p['memory_bytes_per_chip'], 'B')}"
+                        f" of {fmt(chip.hbm_bytes, 'B')} ({'fits' if p['fits'] else 'does NOT fit'})")
+        return d
+
+
+# --------------------------------------------------------------------------- entry point
+
+_MAX = {"batch": 1e9, "context": 1e10, "pass_len": 1e9, "chips": 1e7}
+
+
+def _resolve(model, hardware):
+    from ..specs.hardware import load_hardware
+    from ..specs.models import load_model
+
+    return load_model(model), load_hardware(hardware)
+
+
+def roofline(model, hardware, *, chips=None, batch, context, pass_len=1, weights_dtype=None, kv_dtype=None,
+             efficiency=None) -> RooflineResult:
+    """Roofline step time and its consequences for ``model`` on ``hardware`` (names or objects).
+
+    ``chips`` defaults to one scale-up domain of the system. ``weights_dtype`` None means
+    the model's published dtype; ``kv_dtype`` None means bf16. ``efficiency`` None is the
+    lecture's ideal roofline; a preset name or an :class:`Efficiency` derates it.
+    All of ``chips``, ``batch``, ``context``, ``pass_len`` broadcast as numpy arrays.
+    """
+    from .. import units
+
+    model, hw = _resolve(model, hardware)
+    chip = hw.chip
+    eff = load_efficiency(efficiency)
+    chips = hw.scaleup_size if chips is None else chips
+    arrs = {}
+    for name, v, lo in (("chips", chips, 1), ("batch", batch, 0), ("context", context, 0), ("pass_len", pass_len, 1)):
+        a = np.asarray(v, dtype=float)
+        check_positive(a, name, f"a positive number (≥ {lo})" if lo else "a positive number", allow_zero=(lo == 0),
+                       maximum=_MAX[name])
+        if lo and np.any(a < lo):
+            raise InputError(name, f"{a[a < lo].flat[0]:g} is below {lo}", f"a number ≥ {lo}")
+        arrs[name] = a
+    if np.any(arrs["batch"] <= 0):
+        raise InputError("batch", "0 sequences", "a positive number of sequences")
+    wdt = units.normalize_dtype(weights_dtype, "weights_dtype") if weights_dtype else None
+    kvdt = units.normalize_dtype(kv_dtype or "bf16", "kv_dtype")
+    compute_dtype = chip.compute_dtype(wdt or model.native_dtype)
+    peak = chip.flops[compute_dtype]
+    attn_peak = chip.peak_flops(kvdt)
+    n, B, L, P = arrs["chips"], arrs["batch"], arrs["context"], arrs["pass_len"]
+
+    tokens = B * P
+    f_mm = matmul_flops(model, tokens)
+    f_attn = attention_flops(model, B, L, P)
+    flops = f_mm + f_attn
+    t_c = compute_time(f_mm, n, peak, eff.eta_compute) + compute_time(f_attn, n, attn_peak, eff.eta_compute)
+    w_read = weights_read_bytes(model, tokens, wdt)
+    kv_read = kv_step_bytes(model, B, L, P, kvdt)
+    t_w = memory_time(w_read, n, chip.hbm_bw, eff.eta_memory)
+    t_kv = memory_time(kv_read, n, chip.hbm_bw, eff.eta_memory)
+    shape = np.broadcast_shapes(n.shape, B.shape, L.shape, P.shape)
+    t_c, t_w, t_kv = (np.broadcast_to(x, shape) for x in (t_c, t_w, t_kv))
+    step = step_time(t_c, t_w, t_kv, eff.step_overhead_s)
+    return RooflineResult(
+        model=model, hardware=hw, chips=n, batch=B, context=L, pass_len=P,
+        weights_dtype=wdt or model.native_dtype, kv_dtype=kvdt, compute_dtype=compute_dtype, efficiency=eff,
+        flops=np.broadcast_to(flops, shape), weight_bytes_read=np.broadcast_to(w_read, shape),
+        kv_bytes_read=np.broadcast_to(kv_read, shape), t_compute_s=t_c, t_weights_s=t_w, t_kv_s=t_kv,
+        step_s=step, bound_code=binding_term(t_c, t_w, t_kv), peak_flops=peak, usd_per_chip_hour=chip.usd_per_hour,
+    )

@@ -1,0 +1,80 @@
+"""Chapter one's blackboard figures: latency and cost vs batch, cost vs context, cost vs pass length."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import pyplot, save
+
+
+def _terms(ax, x, r, per_token: bool):
+    div = r.tokens if per_token else 1.0
+    scale = 1e3 if not per_token else 1.0
+    if per_token:  # $ per million tokens, each term priced at the chips' rent
+        k = np.asarray(r.chips) * r.usd_per_chip_hour / 3600 * 1e6 / div
+        ys = [r.t_compute_s * k, r.t_weights_s * k, r.t_kv_s * k, r.t_memory_s * k, r.step_s * k]
+    else:
+        ys = [r.t_compute_s * scale, r.t_weights_s * scale, r.t_kv_s * scale, r.t_memory_s * scale,
+              r.step_s * scale]
+    labels = ["compute", "weight fetch", "KV fetch", "weights + KV", "step = max(…)"]
+    styles = [("C0", "--"), ("C1", "--"), ("C2", "--"), ("C3", ":"), ("k", "-")]
+    for y, lab, (c, ls) in zip(ys, labels, styles):
+        ax.plot(x, np.broadcast_to(y, np.shape(x)), color=c, ls=ls, lw=2.4 if lab.startswith("step") else 1.4,
+                label=lab)
+
+
+def plot_batch(model, hardware, *, batch, context=8192, chips=None, weights_dtype=None, kv_dtype=None,
+               efficiency=None, path="batch.png"):
+    """Two panels: step time vs batch, and $ per million output tokens vs batch (log-log)."""
+    from ..engine.roofline import roofline
+
+    r = roofline(model, hardware, chips=chips, batch=batch, context=context, weights_dtype=weights_dtype,
+                 kv_dtype=kv_dtype, efficiency=efficiency)
+    plt = pyplot()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    _terms(a1, batch, r, per_token=False)
+    a1.set(xscale="log", yscale="log", xlabel="batch (sequences)", ylabel="time per decode step (ms)",
+           title="Latency vs batch")
+    _terms(a2, batch, r, per_token=True)
+    a2.set(xscale="log", yscale="log", xlabel="batch (sequences)", ylabel="$ per million output tokens",
+           title="Cost per token vs batch")
+    for a in (a1, a2):
+        a.grid(True, which="both", alpha=0.3)
+        a.legend(fontsize=8)
+    fig.suptitle(f"{r.model.name} on {r.hardware.name}, context {context:g}, weights {r.weights_dtype}, "
+                 f"KV {r.kv_dtype}")
+    return save(fig, path)
+
+
+def plot_context(model, hardware, *, context, batch=256, chips=None, weights_dtype=None, kv_dtype=None,
+                 efficiency=None, path="context.png"):
+    """$ per million output tokens vs context length at a fixed batch, each term drawn (lecture 01:35)."""
+    from ..engine.roofline import roofline
+
+    r = roofline(model, hardware, chips=chips, batch=batch, context=context, weights_dtype=weights_dtype,
+                 kv_dtype=kv_dtype, efficiency=efficiency)
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    _terms(ax, context, r, per_token=True)
+    ax.set(xscale="log", yscale="log", xlabel="context length (tokens)", ylabel="$ per million output tokens",
+           title=f"{r.model.name} on {r.hardware.name}, batch {batch:g}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return save(fig, path)
+
+
+def plot_pass_len(model, hardware, *, pass_len, batch=1, context=8192, chips=None, weights_dtype=None,
+                  kv_dtype=None, efficiency=None, path="pass_len.png"):
+    """$ per million tokens vs pass length: decode (P = 1) is memory-bound, prefill compute-bound (R38)."""
+    from ..engine.roofline import roofline
+
+    r = roofline(model, hardware, chips=chips, batch=batch, context=context, pass_len=pass_len,
+                 weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    _terms(ax, pass_len, r, per_token=True)
+    ax.set(xscale="log", yscale="log", xlabel="pass length (tokens per sequence per pass)",
+           ylabel="$ per million tokens", title=f"Prefill vs decode: {r.model.name}, batch {batch:g}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return save(fig, path)
