@@ -12,7 +12,7 @@ batching_app = typer.Typer(help="Chapter one: how batch size sets latency and co
 HW_OPT = typer.Option("gb200-nvl72", "--hardware", "-H", help="System or chip name.")
 CTX_OPT = typer.Option("8192", "--context", "-L", help="Context length (tokens).")
 WDT_OPT = typer.Option(None, "--weights-dtype", help="Weights dtype (default: as published).")
-KVDT_OPT = typer.Option("bf16", "--kv-dtype")
+KVDT_OPT = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default: the model's own).")
 EFF_OPT = typer.Option(None, "--efficiency", help="Efficiency preset (default: ideal roofline).")
 
 

@@ -11,7 +11,7 @@ from .common import EXPLAIN_OPT, JSON_OPT
 HW_OPT = typer.Option(..., "--hardware", "-H", help="System or chip name (a chip means its standard scale-up system).")
 CHIPS_OPT = typer.Option(None, "--chips", help="Chips working together (default: one scale-up domain).")
 WDT_OPT = typer.Option(None, "--weights-dtype", help="bf16, fp8, int8, fp4, mxfp4, nvfp4 … (default: as published).")
-KVDT_OPT = typer.Option("bf16", "--kv-dtype", help="KV-cache dtype.")
+KVDT_OPT = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default: the model's own, bf16 for published models).")
 EFF_OPT = typer.Option(None, "--efficiency", help="Efficiency preset (default: the ideal roofline).")
 
 
@@ -64,8 +64,10 @@ def register(app: typer.Typer) -> None:
         from ..explain import fmt
         from .common import print_derivation, print_json, table
 
-        b, c, p, n = _inputs(batch, context, pass_len, chips)
-        b, c, p, n = _grid(b, c, p, n)
+        b, c, p, n = _grid(*_inputs(batch, context, pass_len, chips))
+        if b.size == 1:  # a single configuration prints scalars, not one-element lists
+            b, c, p = float(b[0]), float(c[0]), float(p[0])
+            n = None if n is None else float(n[0])
         r = roofline(model, hardware, chips=n, batch=b, context=c, pass_len=p, weights_dtype=weights_dtype,
                      kv_dtype=kv_dtype, efficiency=efficiency)
         size = r.step_s.size

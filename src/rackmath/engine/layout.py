@@ -41,8 +41,18 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..errors import InputError
+from .comms import (alltoall_split_time, moe_alltoall_bytes, moe_fanout, scaleout_share,  # noqa: F401 (re-exported)
+                    scaleup_share)
 
 OVERLAP_MODES = ("max", "sum")
+
+#: Fixed latency of one collective (all-reduce, or one direction of the MoE all-to-all) inside a
+#: scale-up domain. Small-message NVLink collectives take a few µs (2–20 µs); the lecture's ideal
+#: roofline has none, but reference/examples.md lists ignoring per-layer collective latency as a
+#: mistake at small batch. Override with ``collective_latency_s``.
+COLLECTIVE_LATENCY_S = 5e-6
+
+BOUND_NAMES = np.array(["compute", "weights", "kv", "comm", "hop latency"])
 
 
 # --------------------------------------------------------------------------------------
@@ -67,37 +77,6 @@ def layers_on_stage(n_layers, pp):
     return np.ceil(np.asarray(n_layers, dtype=float) / np.asarray(pp, dtype=float))
 
 
-def scaleout_share(ep, scaleup_size):
-    """Share of all-to-all traffic that leaves the domain: max(0, 1 − S/EP)  (lecture 00:32: two racks → ½)."""
-    ep = np.asarray(ep, dtype=float)
-    return np.where(ep > scaleup_size, 1.0 - scaleup_size / np.maximum(ep, 1.0), 0.0)
-
-
-def scaleup_share(ep, scaleup_size):
-    """Share of all-to-all traffic to other chips inside the domain: min(EP, S)/EP − 1/EP."""
-    ep = np.asarray(ep, dtype=float)
-    return (np.minimum(ep, scaleup_size) - 1.0) / np.maximum(ep, 1.0)
-
-
-def moe_alltoall_bytes(tokens, k, d_model, act_bytes):
-    """MoE dispatch + combine bytes for one MoE layer: tokens · k · d_model · bytes · 2  (lecture 00:47)."""
-    return np.asarray(tokens, dtype=float) * k * d_model * act_bytes * 2.0
-
-
-def alltoall_split_time(nbytes, ep, scaleup_size, scaleup_bw, scaleout_bw):
-    """All-to-all time when part of the traffic leaves the domain (lecture 00:32).
-
-    t = max(bytes · share_in / BW_up, bytes · share_out / BW_out): the NVLink and the NIC
-    run at once, the slower of the two binds. EP ≤ S: share_out = 0, scale-out untouched.
-    """
-    from .comms import alltoall_time
-
-    nbytes = np.asarray(nbytes, dtype=float)
-    t_up = alltoall_time(nbytes * scaleup_share(ep, scaleup_size), scaleup_bw)
-    t_out = alltoall_time(nbytes * scaleout_share(ep, scaleup_size), scaleout_bw)
-    return np.maximum(t_up, t_out)
-
-
 def pipeline_hops(pp, tp, scaleup_size):
     """Domain boundaries one token crosses per decode cycle (wrap-around included; lecture 01:12).
 
@@ -117,6 +96,15 @@ def combine_times(t_compute, t_memory, t_comm, overlap="max"):
     if overlap == "sum":
         return np.maximum(t_compute, t_memory) + t_comm
     raise InputError("overlap", f"unknown mode {overlap!r}", "max (overlapped) or sum (serial)")
+
+
+def binding_term(t_compute, t_weights, t_kv, t_comm, t_hops):
+    """Name of the largest term of TPOT: compute, memory (weights or kv, whichever is larger), comm or hop latency."""
+    terms = np.stack(np.broadcast_arrays(t_compute, np.asarray(t_weights) + t_kv, t_comm, t_hops))
+    i = np.argmax(terms, axis=0)
+    mem_name = np.where(np.asarray(t_weights) >= np.asarray(t_kv), 1, 2)
+    return BOUND_NAMES[np.choose(i, [np.zeros_like(mem_name), mem_name, np.full_like(mem_name, 3),
+                                     np.full_like(mem_name, 4)])]
 
 
 def c_mem(weight_bytes, kv_bytes_per_seq, micro_batch, ep, pp):
@@ -287,7 +275,6 @@ _RESULT_FIELDS = (
     "tokens_per_s_per_chip", "usd_per_mtok", "scaleout_share", "scaleout_bytes_per_chip", "bound",
 )
 
-BOUND_NAMES = np.array(["compute", "weights", "kv", "comm", "hop latency"])
 
 
 @dataclass
@@ -334,7 +321,7 @@ class LayoutArrays:
 
 def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attention_dp=False, chips=None,
              redundant_experts=0, overlap="max", act_bytes=2.0, hop_latency_s=None, usable_fraction=1.0,
-             reserve_bytes=0.0) -> LayoutArrays:
+             reserve_bytes=0.0, collective_latency_s=None) -> LayoutArrays:
     """Evaluate layouts (arrays broadcast together): memory per chip, communication and step time.
 
     ``micro_batch`` b is sequences per micro-batch per replica; ``pp`` micro-batches are in flight,
@@ -353,6 +340,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     moe_tp = tp / ep
     pl = float(mn.pass_len)
     hop = hw.hop_latency_s if hop_latency_s is None else float(hop_latency_s)
+    coll_lat = COLLECTIVE_LATENCY_S if collective_latency_s is None else float(collective_latency_s)
 
     # --- layers and experts on the most-loaded chip
     L_stage = layers_on_stage(mn.n_layers, pp)
@@ -401,9 +389,10 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     from .comms import allreduce_time, p2p_time
 
     if mn.is_moe:
-        a2a_bytes = moe_alltoall_bytes(tokens / tp, mn.experts_per_token, mn.d_model, act_bytes)
-        t_a2a = L_moe * np.where(ep > 1, alltoall_split_time(a2a_bytes, ep, S, hw.scaleup_bw, hw.scaleout_bw), 0.0)
-        out_share = np.where(ep > 1, scaleout_share(ep, S), 0.0)
+        fan = moe_fanout(mn.experts_per_token, ep, moe_tp)
+        a2a_bytes = moe_alltoall_bytes(tokens / tp, fan, mn.d_model, act_bytes)  # per chip, per MoE layer
+        t_a2a = L_moe * alltoall_split_time(a2a_bytes, tp, S, hw.scaleup_bw, hw.scaleout_bw, 2.0 * coll_lat)
+        out_share = scaleout_share(tp, S)
         so_bytes = L_moe * a2a_bytes * out_share
     else:
         t_a2a = np.zeros_like(tokens)
@@ -411,7 +400,8 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
         so_bytes = np.zeros_like(tokens)
     ar_bw = np.where(tp <= S, hw.scaleup_bw, hw.scaleout_bw)
     ar_bytes = tokens * mn.d_model * act_bytes
-    t_ar = np.where(adp, 0.0, 2.0 * L_stage * allreduce_time(ar_bytes, tp, ar_bw))
+    t_ar = np.where(adp | (tp <= 1), 0.0, 2.0 * L_stage * (allreduce_time(ar_bytes, tp, ar_bw) + coll_lat))
+    so_bytes = so_bytes + np.where(adp | (tp <= S), 0.0, 2.0 * L_stage * 2.0 * ar_bytes * (tp - 1) / tp)
     t_comm = t_a2a + t_ar
     t_stage = combine_times(t_compute, t_mem, t_comm, overlap)
 
@@ -427,8 +417,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     tps = dp * B * pl / tpot
     usd = chips * hw.usd_per_chip_hour / 3600.0 / np.maximum(tps, 1e-300) * 1e6
 
-    terms = np.stack(np.broadcast_arrays(pp * t_compute, pp * t_weights, pp * t_kv, pp * t_comm, t_hops + t_handoff))
-    bound = BOUND_NAMES[np.argmax(terms, axis=0)]
+    bound = binding_term(pp * t_compute, pp * t_weights, pp * t_kv, pp * t_comm, t_hops + t_handoff)
 
     vals = dict(
         tp=tp, ep=ep, pp=pp, dp=dp, attention_dp=adp, micro_batch=b, batch=B, concurrency=dp * B,
@@ -475,7 +464,7 @@ def explain_layout(res: LayoutArrays, i=0):
           "expected experts hit at this micro-batch")
     d.add("t_kv", "b · kv_read(L) · (L_stage/L) / shards / HBM BW", "", r["t_kv_s"], "s")
     if mn.is_moe:
-        d.add("t_a2a", "L_moe_stage · max(bytes·in/BW_up, bytes·out/BW_out), bytes = (b/TP)·k·d·bytes·2", "",
+        d.add("t_a2a", "L_moe_stage · max(bytes·in/BW_up, bytes·out/BW_out), bytes = (b/TP)·fanout·d·bytes·2, fanout ≈ k", "",
               r["t_alltoall_s"], "s", f"scale-out share {r['scaleout_share']:.3g}")
     d.add("t_allreduce", "2 · L_stage · allreduce(b·d·bytes, TP)", "", r["t_allreduce_s"], "s",
           "0 with attention DP")
@@ -662,7 +651,7 @@ class Deployment:
 
     def evaluate(self, model, *, concurrency=None, micro_batch=None, context, pass_len=1, weights_dtype=None,
                  kv_dtype="bf16", efficiency=None, overlap="max", act_dtype="bf16", hop_latency_s=None,
-                 usable_fraction=1.0, reserve_bytes=0.0) -> LayoutArrays:
+                 usable_fraction=1.0, reserve_bytes=0.0, collective_latency_s=None) -> LayoutArrays:
         """Memory, communication and step time of this deployment serving ``model``.
 
         Give ``concurrency`` (sequences in flight over the whole deployment, conventions.md) or the
@@ -681,7 +670,8 @@ class Deployment:
         return evaluate(mn, hw, tp=self.tp, ep=self.ep, pp=self.pp, micro_batch=micro_batch,
                         attention_dp=self.attention_dp, chips=self.chips, redundant_experts=self.redundant_experts,
                         overlap=overlap, act_bytes=dtype_bytes(act_dtype), hop_latency_s=hop_latency_s,
-                        usable_fraction=usable_fraction, reserve_bytes=reserve_bytes)
+                        usable_fraction=usable_fraction, reserve_bytes=reserve_bytes,
+                        collective_latency_s=collective_latency_s)
 
     def memory(self, model, *, concurrency, context, weights_dtype=None, kv_dtype="bf16", **kw) -> "MemoryFit":
         """Memory per chip (c_mem), whether it fits, headroom, largest concurrency and longest context that fit."""
@@ -808,8 +798,8 @@ class SearchResult:
 
 def search_layouts(model, system, chips, *, context, weights_dtype=None, kv_dtype="bf16", efficiency=None,
                    overlap="max", act_dtype="bf16", micro_batches=None, max_pp=None, redundant_experts=0,
-                   uneven_experts=True, hop_latency_s=None, usable_fraction=1.0, min_tokens_per_s_per_user=0.0
-                   ) -> SearchResult:
+                   uneven_experts=True, hop_latency_s=None, usable_fraction=1.0, min_tokens_per_s_per_user=0.0,
+                   collective_latency_s=None) -> SearchResult:
     """Enumerate every valid layout of ``model`` on ``chips`` chips of ``system``; return the Pareto frontier.
 
     Vectorized: one call of :func:`evaluate` on arrays of all layouts (≥ 10⁵ layouts/s,
@@ -836,7 +826,7 @@ def search_layouts(model, system, chips, *, context, weights_dtype=None, kv_dtyp
                     redundant_experts=redundant_experts, uneven_experts=uneven_experts)
     res = evaluate(mn, hw, chips=chips, redundant_experts=redundant_experts, overlap=overlap,
                    act_bytes=dtype_bytes(act_dtype), hop_latency_s=hop_latency_s, usable_fraction=usable_fraction,
-                   **g)
+                   collective_latency_s=collective_latency_s, **g)
     ok = res.fits & (res.tokens_per_s_per_user >= min_tokens_per_s_per_user)
     idx = np.flatnonzero(ok)
     front = idx[pareto_front(res.usd_per_mtok[idx], res.tokens_per_s_per_user[idx])] if idx.size else idx
@@ -847,6 +837,6 @@ def search_layouts(model, system, chips, *, context, weights_dtype=None, kv_dtyp
 __all__ = [
     "Deployment", "MemoryFit", "ModelNumbers", "HwNumbers", "LayoutArrays", "SearchResult", "evaluate",
     "search_layouts", "layout_grid", "pareto_front", "experts_per_chip", "expert_imbalance", "layers_on_stage",
-    "scaleout_share", "scaleup_share", "moe_alltoall_bytes", "alltoall_split_time", "pipeline_hops",
+    "scaleout_share", "scaleup_share", "moe_alltoall_bytes", "moe_fanout", "COLLECTIVE_LATENCY_S", "alltoall_split_time", "pipeline_hops",
     "combine_times", "c_mem", "ep_way_out", "explain_layout", "candidate_degrees", "replace",
 ]

@@ -309,7 +309,7 @@ def roofline(model, hardware, *, chips=None, batch, context, pass_len=1, weights
     """Roofline step time and its consequences for ``model`` on ``hardware`` (names or objects).
 
     ``chips`` defaults to one scale-up domain of the system. ``weights_dtype`` None means
-    the model's published dtype; ``kv_dtype`` None means bf16. ``efficiency`` None is the
+    the model's published dtype; ``kv_dtype`` None means the model's own KV dtype (bf16 for published models). ``efficiency`` None is the
     lecture's ideal roofline; a preset name or an :class:`Efficiency` derates it.
     All of ``chips``, ``batch``, ``context``, ``pass_len`` broadcast as numpy arrays.
     """
@@ -330,7 +330,7 @@ def roofline(model, hardware, *, chips=None, batch, context, pass_len=1, weights
     if np.any(arrs["batch"] <= 0):
         raise InputError("batch", "0 sequences", "a positive number of sequences")
     wdt = units.normalize_dtype(weights_dtype, "weights_dtype") if weights_dtype else None
-    kvdt = units.normalize_dtype(kv_dtype or "bf16", "kv_dtype")
+    kvdt = units.normalize_dtype(kv_dtype or model.kv_dtype, "kv_dtype")
     compute_dtype = chip.compute_dtype(wdt or model.native_dtype)
     peak = chip.flops[compute_dtype]
     attn_peak = chip.peak_flops(kvdt)

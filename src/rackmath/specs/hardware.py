@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .. import units
-from ..errors import CatalogError, InputError
-from .catalog import Entry, Index, entries, register_cache, require
+from ..errors import CatalogError, InputError, UnknownNameError
+from .catalog import Entry, Index, entries, norm, register_cache, require
 
 # Wider dtypes a chip falls back to when it has no peak for the requested one.
 _FALLBACK = {
@@ -97,6 +97,37 @@ class Chip:
         """HBM drain time = capacity / bandwidth (lecture ~00:25, R10)."""
         return self.hbm_bytes / self.hbm_bw
 
+    def source(self, key: str) -> str:
+        """The source of one figure ('flops.bf16', 'hbm', 'hbm_bandwidth', ...); '' when none is given."""
+        return self.sources.get(key, "")
+
+    def describe(self) -> dict:
+        """Every figure in SI units with its source (for `hardware show --json`)."""
+        return {
+            "name": self.name,
+            "kind": "chip",
+            "vendor": self.vendor,
+            "description": self.description,
+            "status": self.status,
+            "aliases": list(self.aliases),
+            "default_system": self.default_system,
+            "flops": dict(self.flops),
+            "hbm_bytes": self.hbm_bytes,
+            "hbm_bw": self.hbm_bw,
+            "scaleup_bw": self.scaleup_bw,
+            "scaleout_bw": self.scaleout_bw,
+            "usd_per_hour": self.usd_per_hour,
+            "drain_time_s": self.drain_time_s,
+            "hardware_ratio": {dt: hardware_ratio(self, dt) for dt in self.flops},
+            "memory_tiers": [
+                {"tier": t.tier, "capacity": t.capacity, "bandwidth": t.bandwidth,
+                 "usd_per_gb_hour": t.usd_per_gb_hour, "drain_time_s": t.drain_time_s,
+                 "description": t.description, "source": t.source}
+                for t in self.memory_tiers
+            ],
+            "sources": dict(self.sources),
+        }
+
 
 @dataclass(frozen=True)
 class System:
@@ -121,27 +152,117 @@ class System:
     def hbm_bw(self) -> float:
         return self.chip.hbm_bw * self.scaleup_size
 
+    def peak_flops(self, dtype: str = "bf16") -> float:
+        """Dense peak FLOP/s of the whole scale-up domain."""
+        return self.chip.peak_flops(dtype) * self.scaleup_size
 
-def _q(entry: Entry, key: str, kind: str, required: bool = True, default=None):
+    @property
+    def dies(self) -> int:
+        return self.dies_per_chip * self.scaleup_size
+
+    @property
+    def scaleup_to_scaleout(self) -> float:
+        """Per-chip scale-up over scale-out bandwidth (lecture R19: 'about 8x')."""
+        return self.chip.scaleup_bw / self.chip.scaleout_bw
+
+    def describe(self) -> dict:
+        """The system and its chip, every figure in SI units with its source."""
+        return {
+            "name": self.name,
+            "kind": "system",
+            "description": self.description,
+            "aliases": list(self.aliases),
+            "chip": self.chip.name,
+            "scaleup_size": self.scaleup_size,
+            "max_chips": self.max_chips,
+            "dies_per_chip": self.dies_per_chip,
+            "dies": self.dies,
+            "topology": self.topology,
+            "hop_latency_s": self.hop_latency_s,
+            "hbm_bytes": self.hbm_bytes,
+            "hbm_bw": self.hbm_bw,
+            "flops": {dt: self.peak_flops(dt) for dt in self.chip.flops},
+            "scaleup_bw_total": self.chip.scaleup_bw * self.scaleup_size,
+            "scaleup_to_scaleout": self.scaleup_to_scaleout,
+            "usd_per_hour": self.chip.usd_per_hour * self.scaleup_size,
+            "sources": dict(self.sources),
+            "chip_spec": self.chip.describe(),
+        }
+
+
+def _q(entry: Entry, key: str, kind: str, required: bool = True, default=None, allow_zero: bool = False):
     if key not in entry.data:
         if required:
             require(entry, key)
         return default
     try:
-        return units.parse_quantity(entry.data[key], kind, f"{entry.kind}.{key}")
+        v = units.parse_quantity(entry.data[key], kind, f"{entry.kind}.{key}")
     except InputError as exc:
         raise CatalogError(str(entry.path), f"{entry.kind}.{key}", exc.problem) from None
+    if v == 0 and not allow_zero:
+        raise CatalogError(str(entry.path), f"{entry.kind}.{key}", f"{entry.data[key]!r} must be positive")
+    return v
+
+
+def _names(entry: Entry, key: str = "aliases") -> tuple:
+    v = entry.data.get(key, ())
+    if isinstance(v, str) or not isinstance(v, (list, tuple)) or not all(isinstance(a, str) for a in v):
+        raise CatalogError(str(entry.path), f"{entry.kind}.{key}", "expected a list of strings")
+    return tuple(v)
+
+
+def _sources(entry: Entry) -> dict:
+    v = entry.data.get("sources", {})
+    if not isinstance(v, dict):
+        raise CatalogError(str(entry.path), f"{entry.kind}.sources", "expected a table of field = \"source\"")
+    return {str(k): str(x) for k, x in v.items()}
+
+
+_TIERS = ("ddr", "flash", "disk")
+_STATUS = ("shipping", "announced")
+_TOPOLOGY = ("switched", "torus")
+
+
+def _choice(entry: Entry, key: str, choices: tuple, default: str) -> str:
+    v = entry.data.get(key, default)
+    if not isinstance(v, str) or v not in choices:
+        raise CatalogError(str(entry.path), f"{entry.kind}.{key}",
+                           f"{v!r} is not accepted (accepted: {', '.join(choices)})")
+    return v
+
+
+def _int(entry: Entry, key: str, default):
+    if key not in entry.data:
+        return default
+    v = entry.data[key]
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise CatalogError(str(entry.path), f"{entry.kind}.{key}", f"{v!r} is not a positive integer")
+    return v
+
+
+def _float(entry: Entry, key: str):
+    if key not in entry.data:
+        return None
+    v = entry.data[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v >= 0) or v == float("inf"):
+        raise CatalogError(str(entry.path), f"{entry.kind}.{key}", f"{v!r} is not a non-negative number")
+    return float(v)
 
 
 def _parse_tiers(entry: Entry) -> tuple:
+    raw = entry.data.get("memory_tiers", [])
+    if not isinstance(raw, list):
+        raise CatalogError(str(entry.path), "chip.memory_tiers", "expected an array of tables ([[chip.memory_tiers]])")
     tiers = []
-    for i, t in enumerate(entry.data.get("memory_tiers", [])):
+    for i, t in enumerate(raw):
+        if not isinstance(t, dict):
+            raise CatalogError(str(entry.path), f"chip.memory_tiers[{i}]", "expected a table")
         sub = Entry(f"chip.memory_tiers[{i}]", t, entry.path)
         tiers.append(MemoryTier(
-            tier=str(require(sub, "tier", (str,))),
+            tier=_choice(sub, "tier", _TIERS, None),
             capacity=_q(sub, "capacity", "bytes"),
             bandwidth=_q(sub, "bandwidth", "bandwidth"),
-            usd_per_gb_hour=float(t["usd_per_gb_hour"]) if "usd_per_gb_hour" in t else None,
+            usd_per_gb_hour=_float(sub, "usd_per_gb_hour"),
             description=str(t.get("description", "")),
             source=str(t.get("source", "")),
         ))
@@ -169,59 +290,89 @@ def _parse_chip(entry: Entry) -> Chip:
         hbm_bw=_q(entry, "hbm_bandwidth", "bandwidth"),
         scaleup_bw=_q(entry, "scaleup_bandwidth", "bandwidth"),
         scaleout_bw=_q(entry, "scaleout_bandwidth", "bandwidth"),
-        usd_per_hour=_q(entry, "usd_per_hour", "usd_per_hour"),
+        usd_per_hour=_q(entry, "usd_per_hour", "usd_per_hour", allow_zero=True),
         default_system=str(require(entry, "default_system", (str,))),
-        aliases=tuple(d.get("aliases", ())),
+        aliases=_names(entry),
         memory_tiers=_parse_tiers(entry),
-        status=str(d.get("status", "shipping")),
-        sources=dict(d.get("sources", {})),
+        status=_choice(entry, "status", _STATUS, "shipping"),
+        sources=_sources(entry),
     )
 
 
-@lru_cache(maxsize=1)
+def _parse_system(entry: Entry, cidx: Index) -> System:
+    d = entry.data
+    name = str(require(entry, "name", (str,)))
+    chip_name = require(entry, "chip", (str,))
+    if chip_name not in cidx:
+        raise CatalogError(str(entry.path), "system.chip",
+                           f"unknown chip {chip_name!r} (accepted: one of {', '.join(cidx.names())})")
+    size = require(entry, "scaleup_size", (int,))
+    if isinstance(size, bool) or size < 1:
+        raise CatalogError(str(entry.path), "system.scaleup_size", f"{size!r} is not a positive integer")
+    max_chips = _int(entry, "max_chips", None)
+    if max_chips is not None and max_chips < size:
+        raise CatalogError(str(entry.path), "system.max_chips", f"{max_chips} is smaller than scaleup_size {size}")
+    return System(
+        name=name,
+        chip=cidx.get(chip_name),
+        scaleup_size=int(size),
+        description=str(d.get("description", "")),
+        aliases=_names(entry),
+        max_chips=max_chips,
+        dies_per_chip=_int(entry, "dies_per_chip", 1),
+        hop_latency_s=_q(entry, "hop_latency", "duration", required=False, default=2e-3, allow_zero=True),
+        topology=_choice(entry, "topology", _TOPOLOGY, "switched"),
+        sources=_sources(entry),
+    )
+
+
+def _latest(items: list[Entry]) -> list[Entry]:
+    """Entries de-duplicated by name; a later entry (a user catalog) replaces an earlier one."""
+    out: dict[str, Entry] = {}
+    for e in items:
+        out[norm(str(require(e, "name", (str,))))] = e
+    return list(out.values())
+
+
+_chip_paths: dict[str, str] = {}
+
+
 @register_cache
+@lru_cache(maxsize=1)
 def chips() -> Index:
+    """All chips (shipped and user catalogs), by name and alias."""
     idx = Index("chip", "a chip name such as h100, b200, tpu-v5e (see `rackmath hardware list`)")
-    for e in entries("chip"):
+    _chip_paths.clear()
+    for e in _latest(entries("chip")):
         c = _parse_chip(e)
         idx.add(c, c.name, c.aliases)
+        _chip_paths[c.name] = str(e.path)
     return idx
 
 
-@lru_cache(maxsize=1)
 @register_cache
+@lru_cache(maxsize=1)
 def systems() -> Index:
+    """All scale-up systems by name and alias; every chip name and alias maps to its default system."""
     cidx = chips()
-    idx = Index("hardware", "a system or chip name such as hgx-h100, gb200-nvl72, tpu-v5e (see `rackmath hardware list`)")
-    for e in entries("system"):
-        d = e.data
-        chip_name = require(e, "chip", (str,))
-        if chip_name not in cidx:
-            raise CatalogError(str(e.path), "system.chip", f"unknown chip {chip_name!r}")
-        size = require(e, "scaleup_size", (int,))
-        if size < 1:
-            raise CatalogError(str(e.path), "system.scaleup_size", "must be a positive integer")
-        s = System(
-            name=str(require(e, "name", (str,))),
-            chip=cidx.get(chip_name),
-            scaleup_size=int(size),
-            description=str(d.get("description", "")),
-            aliases=tuple(d.get("aliases", ())),
-            max_chips=int(d["max_chips"]) if "max_chips" in d else None,
-            dies_per_chip=int(d.get("dies_per_chip", 1)),
-            hop_latency_s=_q(e, "hop_latency", "duration", required=False, default=2e-3),
-            topology=str(d.get("topology", "switched")),
-            sources=dict(d.get("sources", {})),
-        )
+    idx = Index("hardware", "a system or chip name such as hgx-h100, gb200-nvl72, tpu-v5e "
+                            "(see `rackmath hardware list`)")
+    for e in _latest(entries("system")):
+        s = _parse_system(e, cidx)
         idx.add(s, s.name, s.aliases)
     # A chip name means that chip in its standard scale-up system.
     for c in cidx.values():
         if c.default_system not in idx:
-            raise CatalogError("catalog", f"chip.default_system", f"{c.name}: unknown system {c.default_system!r}")
+            raise CatalogError(_chip_paths.get(c.name, "catalog"), "chip.default_system",
+                               f"{c.name}: unknown system {c.default_system!r} "
+                               f"(accepted: one of {', '.join(idx.names())})")
         sysobj = idx.get(c.default_system)
+        if sysobj.chip.name != c.name:
+            raise CatalogError(_chip_paths.get(c.name, "catalog"), "chip.default_system",
+                               f"{c.name}: system {sysobj.name!r} is built from {sysobj.chip.name!r}, not {c.name!r}")
         for n in (c.name, *c.aliases):
             if n not in idx:
-                idx.by_name[n.lower().replace("_", "-").replace(" ", "-")] = sysobj
+                idx.by_name[norm(n)] = sysobj
     return idx
 
 
@@ -240,7 +391,11 @@ def load_hardware(name) -> System:
         return name
     if isinstance(name, Chip):
         return systems().get(name.default_system)
-    return systems().get(name)
+    idx = systems()
+    if name in idx:
+        return idx.get(name)
+    # Offer chip names too: a chip name means its standard system.
+    raise UnknownNameError(idx.field, name, [*idx.names(), *chips().names()], idx.hint)
 
 
 def hardware_ratio(chip: Chip, dtype: str = "bf16") -> float:

@@ -1,0 +1,781 @@
+"""Model specs: parameter counts, KV-cache bytes and FLOPs per token from architecture facts.
+
+A :class:`ModelSpec` holds the architecture (the same field names in catalog TOML),
+and derives everything the engine needs. Every ``context``-dependent member is
+vectorized: pass a numpy array of 10^6 contexts and get an array back (loops are over
+layer *types*, never over elements).
+
+Sources of the built-in entries are in ``specs/data/models/*.toml`` ([model.sources]);
+HuggingFace ``config.json`` files are read by :func:`from_hf_config`. The formulas and
+the conventions (what "active" counts, MTP modules excluded, the DSA indexer cache in
+fp8) are documented in ``docs/models.md``.
+
+Conventions
+-----------
+* **Total params** = every stored weight of the main model (embedding, LM head unless
+  tied, attention incl. norms/biases/sinks/DSA indexer, FFNs, all experts, routers,
+  norms). DeepSeek's multi-token-prediction module (``mtp_layers``, 14B in V3) is
+  *not* counted: DeepSeek's 671B excludes it (the HF checkpoint's 685B includes it).
+* **Active params** = params used per token: everything except the routed experts not
+  selected (k of E per MoE layer). Publishers differ on the input embedding table:
+  DeepSeek (37B), Qwen3 (22B, 3.3B), Mixtral (12.9B), Kimi K2 (32.6B) include it;
+  OpenAI's gpt-oss (5.1B, 3.6B) excludes it (its model card counts the unembedding
+  only). ``active_counts_embedding`` records the publisher's choice so that
+  ``active_params`` matches the published figure.
+* ``matmul_flops_per_token`` = 2 × (params used in matmuls per token) = 2 × (active
+  params − input embedding table, when counted), the LM head included even when tied.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, fields, replace
+from functools import cached_property, lru_cache
+from pathlib import Path
+
+from .. import units
+from ..errors import CatalogError, InputError
+from .catalog import Entry, Index, entries, register_cache
+
+__all__ = ["ModelSpec", "load_model", "models", "from_hf_config", "model_from_entry"]
+
+# --------------------------------------------------------------------------------------
+# The spec
+# --------------------------------------------------------------------------------------
+
+_COMPONENTS = ("embedding", "lm_head", "attention", "norms", "dense_ffn", "shared_experts", "routed_experts", "router")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A transformer's architecture, with the derived quantities the engine needs.
+
+    Attention: ``attention = "gqa"`` covers MHA (n_kv_heads = n_heads), GQA and MQA
+    (n_kv_heads = 1); ``"mla"`` is DeepSeek's multi-head latent attention
+    (q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim).
+    ``layer_types`` lists "full"/"sliding" per layer (empty = all full); sliding layers
+    hold ``sliding_window`` tokens. ``kv_share`` layers share one KV cache (1 = none).
+    ``index_topk`` > 0 turns on DeepSeek sparse attention (DSA) with its indexer.
+    MoE: ``n_experts`` routed experts of width ``moe_d_ff``, ``experts_per_token``
+    selected, ``n_shared_experts`` always on; layers ``i >= first_k_dense`` with
+    ``i % moe_layer_freq == 0`` are MoE (or the explicit ``moe_layer_ids``).
+    """
+
+    name: str
+    model_type: str
+    n_layers: int
+    d_model: int
+    vocab_size: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    d_ff: int = 0  # dense FFN width (dense layers)
+    ffn_matrices: int = 3  # 3 for gated (SwiGLU/GeGLU), 2 for a plain MLP
+    # attention
+    attention: str = "gqa"  # "gqa" (MHA/GQA/MQA) or "mla"
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    attention_bias: bool = False
+    attention_sinks: bool = False
+    qk_norm: bool = False
+    norms_per_layer: int = 2
+    layer_types: tuple = ()  # per layer: "full" | "sliding"; () = all full
+    sliding_window: int = 0
+    kv_share: int = 1  # layers sharing one KV cache (Character.AI / lecture R37)
+    # DeepSeek sparse attention (V3.2)
+    index_topk: int = 0
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    index_dtype: str = "fp8"
+    # MoE
+    n_experts: int = 0
+    experts_per_token: int = 0
+    n_shared_experts: int = 0
+    moe_d_ff: int = 0
+    first_k_dense: int = 0
+    moe_layer_freq: int = 1
+    moe_layer_ids: tuple = ()  # explicit MoE layer indices (overrides first_k_dense / freq)
+    expert_bias: bool = False
+    router_bias: bool = False
+    # misc
+    tie_embeddings: bool = False
+    parallel_block: bool = False
+    native_dtype: str = "bf16"
+    component_dtypes: dict = field(default_factory=dict, compare=False, hash=False)
+    kv_dtype: str = "bf16"  # KV dtype used when a kv_dtype argument is None
+    active_counts_embedding: bool = True
+    mtp_layers: int = 0  # multi-token-prediction modules, not counted
+    max_context: int = 0
+    description: str = ""
+    aliases: tuple = ()
+    status: str = "published"  # or "hypothetical"
+    notes: str = ""
+    sources: dict = field(default_factory=dict, compare=False, hash=False)
+    path: str = field(default="", compare=False)
+
+    # ---------------------------------------------------------------- layout helpers
+    @cached_property
+    def moe_mask(self) -> tuple:
+        """Per layer: True where the FFN is a MoE block."""
+        if not self.n_experts:
+            return (False,) * self.n_layers
+        if self.moe_layer_ids:
+            ids = set(self.moe_layer_ids)
+            return tuple(i in ids for i in range(self.n_layers))
+        return tuple(i >= self.first_k_dense and i % self.moe_layer_freq == 0 for i in range(self.n_layers))
+
+    @property
+    def n_moe_layers(self) -> int:
+        return sum(self.moe_mask)
+
+    @property
+    def n_dense_layers(self) -> int:
+        return self.n_layers - self.n_moe_layers
+
+    @cached_property
+    def window_groups(self) -> tuple:
+        """((window or 0 for full, n_layers, n_unique_kv_caches), …): one entry per layer type."""
+        types = self.layer_types or ("full",) * self.n_layers
+        out = []
+        for t in ("full", "sliding"):
+            n = sum(1 for x in types if x == t)
+            if n:
+                w = 0 if t == "full" else self.sliding_window
+                out.append((w, n, math.ceil(n / self.kv_share)))
+        return tuple(out)
+
+    @property
+    def n_kv_caches(self) -> int:
+        """Distinct per-layer KV caches (layers / kv_share, per layer type)."""
+        return sum(u for _, _, u in self.window_groups)
+
+    # ---------------------------------------------------------------- parameters
+    @cached_property
+    def param_breakdown(self) -> dict:
+        """Stored parameters by component (floats)."""
+        d, L = self.d_model, self.n_layers
+        p = dict.fromkeys(_COMPONENTS, 0.0)
+        p["embedding"] = float(self.vocab_size * d)
+        p["lm_head"] = 0.0 if self.tie_embeddings else float(self.vocab_size * d)
+        p["attention"] = float(self._attention_params())
+        p["norms"] = float(L * self.norms_per_layer * d + d + (L * 2 * self.head_dim if self.qk_norm else 0))
+        p["dense_ffn"] = float(self.n_dense_layers * self.ffn_matrices * d * self.d_ff)
+        nm = self.n_moe_layers
+        p["shared_experts"] = float(nm * self.n_shared_experts * self.expert_params)
+        p["routed_experts"] = float(nm * self.n_experts * self.expert_params)
+        p["router"] = float(nm * (d * self.n_experts + (self.n_experts if self.router_bias else 0)))
+        return p
+
+    @property
+    def expert_params(self) -> float:
+        """One expert of one MoE layer: ffn_matrices · d_model · moe_d_ff (+ biases)."""
+        d, f = self.d_model, self.moe_d_ff
+        bias = ((self.ffn_matrices - 1) * f + d) if self.expert_bias else 0
+        return float(self.ffn_matrices * d * f + bias)
+
+    def _attention_params(self) -> float:
+        """All layers' attention weights (projections, biases, sinks, LoRA norms, DSA indexer)."""
+        d, H = self.d_model, self.n_heads
+        if self.attention == "mla":
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            if self.q_lora_rank:
+                q = d * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * H * qk
+            else:
+                q = d * H * qk
+            kv = d * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank \
+                + self.kv_lora_rank * H * (self.qk_nope_head_dim + self.v_head_dim)
+            o = H * self.v_head_dim * d
+            per = q + kv + o
+            if self.index_topk:
+                qsrc = self.q_lora_rank or d
+                per += qsrc * self.index_n_heads * self.index_head_dim + d * self.index_head_dim \
+                    + 2 * self.index_head_dim + d * self.index_n_heads
+            return float(self.n_layers * per)
+        hd = self.head_dim
+        q_o = 2 * d * H * hd + ((H * hd + d) if self.attention_bias else 0) + (H if self.attention_sinks else 0)
+        kv = 2 * d * self.n_kv_heads * hd + (2 * self.n_kv_heads * hd if self.attention_bias else 0)
+        # With cross-layer sharing only the layers that write a KV cache own K/V projections.
+        return float(self.n_layers * q_o + self.n_kv_caches * kv)
+
+    @property
+    def total_params(self) -> float:
+        """All stored weights of the main model (MTP modules excluded)."""
+        return float(sum(self.param_breakdown.values()))
+
+    @property
+    def embedding_params(self) -> float:
+        """The input embedding table, vocab_size · d_model (a lookup: no FLOPs, not streamed)."""
+        return self.param_breakdown["embedding"]
+
+    @property
+    def active_params(self) -> float:
+        """Params per token, as the publisher counts them.
+
+        N_active = N_total − (E − k)/E · N_routed  [− N_embedding if the publisher excludes it].
+        """
+        p = self.param_breakdown
+        unused = p["routed_experts"] * (1 - self.experts_per_token / self.n_experts) if self.n_experts else 0.0
+        act = self.total_params - unused
+        if not self.active_counts_embedding:
+            act -= p["embedding"]
+        return float(act)
+
+    @property
+    def matmul_params(self) -> float:
+        """Params multiplied per token: active params without the input embedding table, LM head
+        included (a tied table is both the lookup and the LM-head matmul)."""
+        act = self.active_params - (self.embedding_params if self.active_counts_embedding else 0.0)
+        if self.tie_embeddings:
+            act += self.embedding_params
+        return float(act)
+
+    @property
+    def matmul_flops_per_token(self) -> float:
+        """F_mm = 2 · N_matmul: one multiply-add per weight used (lecture 00:00, "2 × active params").
+
+        N_matmul = N_active − N_embedding (when the publisher counts it), LM head included.
+        For MLA this is the un-absorbed projection count; the absorbed decode form
+        differs by < 1% of the total for DeepSeek-V3.
+        """
+        return 2.0 * self.matmul_params
+
+    # ---------------------------------------------------------------- weight bytes
+    def _dtype_of(self, component: str, dtype) -> float:
+        if dtype is not None:
+            return units.dtype_bytes(dtype, "weights_dtype")
+        return units.dtype_bytes(self.component_dtypes.get(component, self.native_dtype), "native_dtype")
+
+    def weight_bytes(self, dtype=None) -> float:
+        """All stored weights: Σ_components params × bytes/param (dtype None = the checkpoint's dtypes)."""
+        return float(sum(n * self._dtype_of(c, dtype) for c, n in self.param_breakdown.items()))
+
+    def dense_weight_bytes(self, dtype=None) -> float:
+        """Weights read every step whatever the routing: attention, norms, dense FFNs, shared
+        experts, routers and the LM head (the tied table when tied) — not the input embedding
+        lookup, not routed experts."""
+        p = self.param_breakdown
+        total = sum(p[c] * self._dtype_of(c, dtype)
+                    for c in ("attention", "norms", "dense_ffn", "shared_experts", "router", "lm_head"))
+        if self.tie_embeddings:
+            total += p["embedding"] * self._dtype_of("embedding", dtype)
+        return float(total)
+
+    def expert_weight_bytes(self, dtype=None) -> float:
+        """One routed expert of one MoE layer (0 for a dense model)."""
+        if not self.n_experts:
+            return 0.0
+        return float(self.expert_params * self._dtype_of("routed_experts", dtype))
+
+    # ---------------------------------------------------------------- KV cache
+    def _kv_dtype_bytes(self, kv_dtype) -> float:
+        return units.dtype_bytes(kv_dtype or self.kv_dtype, "kv_dtype")
+
+    @property
+    def kv_elements_per_layer(self) -> int:
+        """KV elements one token stores in one layer's cache.
+
+        GQA/MHA/MQA: 2 · n_kv_heads · head_dim (K and V). MLA: kv_lora_rank + qk_rope_head_dim
+        (the compressed latent plus the decoupled rope key; DeepSeek-V2 §2.1, V3 config).
+        """
+        if self.attention == "mla":
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * self.n_kv_heads * self.head_dim
+
+    @property
+    def index_bytes_per_layer(self) -> float:
+        """DSA indexer key bytes per token per layer: index_head_dim in ``index_dtype`` (fp8 in
+        DeepSeek's V3.2 inference code) plus one fp32 scale per 128-element block."""
+        if not self.index_topk:
+            return 0.0
+        return self.index_head_dim * units.dtype_bytes(self.index_dtype) + 4.0 * math.ceil(self.index_head_dim / 128)
+
+    def kv_cache_bytes(self, context, kv_dtype=None):
+        """KV bytes one sequence holds at ``context`` tokens.
+
+        M_KV(L) = Σ_layer-types U_t · e · b · min(L, W_t) + n_layers · b_idx · L, where U_t is the
+        number of distinct caches of that type (layers / kv_share), e = kv_elements_per_layer,
+        b the KV dtype's bytes, W_t the window (∞ for full attention) and b_idx the DSA
+        indexer's bytes per token per layer (0 without DSA). Lecture 00:00 / R37.
+        """
+        L = _context(context)
+        b = self._kv_dtype_bytes(kv_dtype)
+        e = self.kv_elements_per_layer
+        out = 0.0
+        for w, _n, u in self.window_groups:
+            out = out + u * e * b * (L if not w else _np().minimum(L, w))
+        if self.index_topk:
+            out = out + self.n_layers * self.index_bytes_per_layer * L
+        return _ret(out, L)
+
+    def kv_bytes_per_token(self, context=8192, kv_dtype=None):
+        """kv_cache_bytes(L) / L: bytes per token of context at context length L."""
+        L = _context(context)
+        np = _np()
+        if np.any(np.asarray(L) <= 0):
+            raise InputError("context", "must be > 0 for bytes per token", "a positive number of tokens")
+        return _ret(self.kv_cache_bytes(L, kv_dtype) / L, L)
+
+    def kv_read_bytes(self, context, kv_dtype=None):
+        """KV bytes one decode step reads for one sequence at ``context``.
+
+        Dense attention reads everything it holds (shared caches once, as the lecture assumes
+        in R37). DSA reads min(L, index_topk) latent entries per layer plus all L indexer keys:
+        R_KV(L) = n_layers · (e · b · min(L, k) + b_idx · L)  (DeepSeek-V3.2 tech report).
+        """
+        if not self.index_topk:
+            return self.kv_cache_bytes(context, kv_dtype)
+        L = _context(context)
+        b = self._kv_dtype_bytes(kv_dtype)
+        np = _np()
+        out = self.n_layers * (self.kv_elements_per_layer * b * np.minimum(L, self.index_topk)
+                               + self.index_bytes_per_layer * L)
+        return _ret(out, L)
+
+    # ---------------------------------------------------------------- attention FLOPs
+    @property
+    def attention_flops_per_attended_token(self) -> float:
+        """FLOPs per layer per (query token, attended token) pair.
+
+        GQA/MHA/MQA: 2 · n_heads · head_dim (QKᵀ) + 2 · n_heads · head_dim (AV).
+        MLA, absorbed form DeepSeek uses in decode (W_UK folded into q, W_UV into o):
+        2 · n_heads · (kv_lora_rank + qk_rope_head_dim) for scores + 2 · n_heads · kv_lora_rank
+        for values.
+        """
+        H = self.n_heads
+        if self.attention == "mla":
+            return 2.0 * H * (self.kv_lora_rank + self.qk_rope_head_dim) + 2.0 * H * self.kv_lora_rank
+        return 4.0 * H * self.head_dim
+
+    def attention_flops_per_token(self, context):
+        """FLOPs for one token attending to ``context`` earlier tokens, all layers.
+
+        F_attn(L) = Σ_layer-types n_t · f · min(L, W_t) with f = attention_flops_per_attended_token
+        (every layer attends, shared caches or not). With DSA the main attention sees
+        min(L, index_topk) tokens and the indexer scores all L: + n_layers · 2 · index_n_heads ·
+        index_head_dim · L (its ReLU/weighting adds O(index_n_heads · L), ignored).
+        """
+        L = _context(context)
+        np = _np()
+        f = self.attention_flops_per_attended_token
+        if self.index_topk:
+            out = self.n_layers * (f * np.minimum(L, self.index_topk)
+                                   + 2.0 * self.index_n_heads * self.index_head_dim * L)
+            return _ret(out, L)
+        out = 0.0
+        for w, n, _u in self.window_groups:
+            out = out + n * f * (L if not w else np.minimum(L, w))
+        return _ret(out, L)
+
+    # ---------------------------------------------------------------- output
+    def describe(self, context=8192, kv_dtype=None) -> dict:
+        """Everything `model show --json` prints (plain floats)."""
+        kvdt = units.normalize_dtype(kv_dtype or self.kv_dtype, "kv_dtype")
+        L = float(context)
+        arch = {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("name", "description", "sources", "notes", "path", "aliases", "status")}
+        arch["layer_types"] = _compress_types(self.layer_types)
+        return {
+            "name": self.name,
+            "model_type": self.model_type,
+            "description": self.description,
+            "status": self.status,
+            "aliases": list(self.aliases),
+            "total_params": self.total_params,
+            "active_params": self.active_params,
+            "embedding_params": self.embedding_params,
+            "n_moe_layers": self.n_moe_layers,
+            "matmul_flops_per_token": self.matmul_flops_per_token,
+            "context": L,
+            "kv_dtype": kvdt,
+            "kv_bytes_per_token": float(self.kv_bytes_per_token(L, kvdt)),
+            "kv_cache_bytes": float(self.kv_cache_bytes(L, kvdt)),
+            "kv_read_bytes": float(self.kv_read_bytes(L, kvdt)),
+            "attention_flops_per_token": float(self.attention_flops_per_token(L)),
+            "weight_bytes": self.weight_bytes(),
+            "dense_weight_bytes": self.dense_weight_bytes(),
+            "expert_weight_bytes": self.expert_weight_bytes(),
+            "param_breakdown": dict(self.param_breakdown),
+            "architecture": arch,
+            "notes": self.notes,
+            "sources": dict(self.sources),
+            "path": self.path,
+        }
+
+
+def _np():
+    import numpy
+
+    return numpy
+
+
+def _context(context):
+    """Validate a context (scalar or array): finite and ≥ 0 tokens; returns a float or float array."""
+    np = _np()
+    arr = np.asarray(context, dtype=float)
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        bad = arr[~np.isfinite(arr) | (arr < 0)].flat[0] if arr.ndim else arr
+        raise InputError("context", f"{float(bad)!r} is not a non-negative finite number of tokens",
+                         "a number of tokens ≥ 0, such as 8192 or '128K'")
+    return arr if arr.ndim else float(arr)
+
+
+def _ret(value, like):
+    np = _np()
+    if np.ndim(like) == 0:
+        return float(value)
+    return np.broadcast_to(np.asarray(value, dtype=float), np.shape(like)).astype(float)
+
+
+def _compress_types(types: tuple):
+    """Show a repeating layer_types list as its pattern."""
+    if not types:
+        return []
+    for p in range(1, len(types) + 1):
+        if len(types) % p == 0 and tuple(types[:p]) * (len(types) // p) == tuple(types):
+            return {"pattern": list(types[:p]), "repeats": len(types) // p} if p < len(types) else list(types)
+    return list(types)
+
+
+# --------------------------------------------------------------------------------------
+# Catalog TOML
+# --------------------------------------------------------------------------------------
+
+_INT_FIELDS = {f.name for f in fields(ModelSpec) if f.type in ("int",)}
+_BOOL_FIELDS = {f.name for f in fields(ModelSpec) if f.type in ("bool",)}
+_STR_FIELDS = {"name", "model_type", "attention", "index_dtype", "native_dtype", "kv_dtype", "description",
+               "status", "notes"}
+_REQUIRED = ("name", "n_layers", "d_model", "vocab_size", "n_heads")
+_ALLOWED = {f.name for f in fields(ModelSpec)} - {"path"} | {"hf_config", "layer_pattern"}
+
+
+def _expand_types(types, n_layers: int, path: str, fld: str) -> tuple:
+    """'sliding'/'full' (or HF's 'sliding_attention'/'full_attention'), repeated cyclically to n_layers."""
+    out = []
+    for t in types:
+        s = str(t).lower()
+        if s.startswith("sliding") or s in ("local", "swa"):
+            out.append("sliding")
+        elif s.startswith("full") or s in ("global",):
+            out.append("full")
+        else:
+            raise CatalogError(path, fld, f"unknown layer type {t!r} (accepted: sliding, full)")
+    if not out:
+        return ()
+    # a pattern that does not divide n_layers is repeated and truncated (gemma3's 5:1 over 62 layers)
+    reps = -(-n_layers // len(out))
+    return tuple((out * reps)[:n_layers])
+
+
+def model_from_entry(entry: Entry) -> ModelSpec:
+    """A ModelSpec from one ``[[model]]`` catalog table (ModelSpec field names, or ``hf_config``)."""
+    d = dict(entry.data)
+    path = str(entry.path)
+    unknown = [k for k in d if k not in _ALLOWED]
+    if unknown:
+        raise CatalogError(path, f"model.{unknown[0]}", "unknown field (accepted: ModelSpec field names, see "
+                                                        "docs/models.md)")
+    if "hf_config" in d:
+        hf = d.pop("hf_config")
+        if not isinstance(hf, dict):
+            raise CatalogError(path, "model.hf_config", "expected an inline table of config.json keys")
+        if "name" not in d:
+            raise CatalogError(path, "model.name", "missing")
+        spec = from_hf_config(hf, path=path, name=str(d.pop("name")))
+        extra = {}
+        for k, v in d.items():
+            if k in ("aliases",):
+                v = tuple(v)
+            extra[k] = v
+        return _validate(replace(spec, **extra), path)
+    for k in _REQUIRED:
+        if k not in d:
+            raise CatalogError(path, f"model.{k}", f"missing (entry {d.get('name', '?')!r})")
+    kw = {}
+    for k, v in d.items():
+        if k in _INT_FIELDS:
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise CatalogError(path, f"model.{k}", f"expected a non-negative integer, got {v!r}")
+        elif k in _BOOL_FIELDS:
+            if not isinstance(v, bool):
+                raise CatalogError(path, f"model.{k}", f"expected true or false, got {v!r}")
+        elif k in _STR_FIELDS:
+            if not isinstance(v, str):
+                raise CatalogError(path, f"model.{k}", f"expected a string, got {v!r}")
+        kw[k] = v
+    n_layers = kw["n_layers"]
+    pattern = kw.pop("layer_pattern", None)
+    types = kw.pop("layer_types", None)
+    if pattern is not None or types is not None:
+        kw["layer_types"] = _expand_types(pattern if pattern is not None else types, n_layers, path,
+                                          "model.layer_pattern" if pattern is not None else "model.layer_types")
+        if types is not None and len(types) != n_layers and pattern is None:
+            raise CatalogError(path, "model.layer_types", f"has {len(types)} entries for {n_layers} layers "
+                                                          "(use layer_pattern for a repeating pattern)")
+    kw.setdefault("model_type", "custom")
+    kw.setdefault("n_kv_heads", kw["n_heads"])
+    if "head_dim" not in kw:
+        kw["head_dim"] = kw["d_model"] // kw["n_heads"] if kw["n_heads"] else 0
+    for k in ("aliases", "moe_layer_ids"):
+        if k in kw:
+            kw[k] = tuple(kw[k])
+    for k in ("component_dtypes", "sources"):
+        if k in kw and not isinstance(kw[k], dict):
+            raise CatalogError(path, f"model.{k}", "expected a table")
+    kw["path"] = path
+    return _validate(ModelSpec(**kw), path)
+
+
+def _validate(m: ModelSpec, path: str) -> ModelSpec:
+    def bad(fld, problem):
+        raise CatalogError(path, f"model.{fld}", problem)
+
+    for k in ("n_layers", "d_model", "vocab_size", "n_heads", "head_dim"):
+        if getattr(m, k) <= 0:
+            bad(k, "must be a positive integer")
+    if m.attention not in ("gqa", "mla"):
+        bad("attention", f"unknown {m.attention!r} (accepted: gqa, mla)")
+    if m.attention == "mla":
+        for k in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            if getattr(m, k) <= 0:
+                bad(k, "missing (required for attention = 'mla')")
+    elif m.n_kv_heads <= 0:
+        bad("n_kv_heads", "must be a positive integer")
+    if m.kv_share < 1:
+        bad("kv_share", "must be ≥ 1")
+    if m.layer_types and len(m.layer_types) != m.n_layers:
+        bad("layer_types", f"has {len(m.layer_types)} entries for {m.n_layers} layers")
+    if "sliding" in m.layer_types and m.sliding_window <= 0:
+        bad("sliding_window", "missing (sliding layers need a window)")
+    if m.n_experts:
+        if not 0 < m.experts_per_token <= m.n_experts:
+            bad("experts_per_token", f"must be in 1..n_experts ({m.n_experts})")
+        if m.moe_d_ff <= 0:
+            bad("moe_d_ff", "missing (required when n_experts > 0)")
+        if m.moe_layer_freq < 1:
+            bad("moe_layer_freq", "must be ≥ 1")
+    if m.n_dense_layers and m.d_ff <= 0:
+        bad("d_ff", "missing (dense FFN layers need a width)")
+    if m.index_topk and (m.attention != "mla" or m.index_head_dim <= 0 or m.index_n_heads <= 0):
+        bad("index_topk", "DSA needs attention = 'mla', index_n_heads and index_head_dim")
+    for k in ("native_dtype", "kv_dtype", "index_dtype"):
+        try:
+            units.normalize_dtype(getattr(m, k), k)
+        except InputError as exc:
+            bad(k, exc.problem)
+    for comp, dt in m.component_dtypes.items():
+        if comp not in _COMPONENTS:
+            bad(f"component_dtypes.{comp}", "unknown component (accepted: " + ", ".join(_COMPONENTS) + ")")
+        try:
+            units.normalize_dtype(dt)
+        except InputError as exc:
+            bad(f"component_dtypes.{comp}", exc.problem)
+    return m
+
+
+# --------------------------------------------------------------------------------------
+# HuggingFace config.json
+# --------------------------------------------------------------------------------------
+
+HF_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3", "deepseek_v32",
+                  "kimi_k2", "gpt_oss", "gemma2", "gemma3", "gemma3_text")
+_TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None) -> ModelSpec:
+    """A ModelSpec from a HuggingFace ``config.json`` dict (see HF_MODEL_TYPES)."""
+    if not isinstance(cfg, dict):
+        raise CatalogError(path, "config", "expected a JSON object")
+    mt = cfg.get("model_type")
+    if mt is None:
+        raise CatalogError(path, "model_type", "missing (accepted: " + ", ".join(HF_MODEL_TYPES) + ")")
+    if mt == "gemma3" and "text_config" in cfg:
+        cfg = {**cfg["text_config"], "model_type": "gemma3"}
+    if mt not in HF_MODEL_TYPES:
+        raise CatalogError(path, "model_type", f"unsupported {mt!r} (accepted: " + ", ".join(HF_MODEL_TYPES) + ")")
+
+    def req(key, types=(int,)):
+        if key not in cfg or cfg[key] is None:
+            raise CatalogError(path, key, f"missing (required for model_type {mt!r})")
+        v = cfg[key]
+        if not isinstance(v, types) or isinstance(v, bool):
+            raise CatalogError(path, key, f"wrong type {type(v).__name__} (expected a number)")
+        return v
+
+    def opt(key, default):
+        v = cfg.get(key)
+        return default if v is None else v
+
+    d = req("hidden_size")
+    n_layers = req("num_hidden_layers")
+    H = req("num_attention_heads")
+    kw = dict(
+        name=name or _name_from_path(path),
+        model_type=mt,
+        n_layers=n_layers,
+        d_model=d,
+        vocab_size=req("vocab_size"),
+        n_heads=H,
+        n_kv_heads=int(opt("num_key_value_heads", H)),
+        head_dim=int(opt("head_dim", d // H)),
+        max_context=int(opt("max_position_embeddings", 0)),
+        tie_embeddings=bool(opt("tie_word_embeddings", mt.startswith("gemma"))),
+        path=str(path),
+        description=f"from {Path(str(path)).name} ({', '.join(cfg.get('architectures') or [mt])})",
+    )
+    tdt = _TORCH_DTYPES.get(str(cfg.get("torch_dtype", "bfloat16")), "bf16")
+    kw["native_dtype"] = tdt
+    kw["kv_dtype"] = "bf16" if tdt == "fp32" else tdt
+
+    if mt in ("llama", "mistral", "qwen2", "qwen3", "mixtral"):
+        kw["attention_bias"] = bool(opt("attention_bias", mt == "qwen2"))
+        kw["qk_norm"] = mt == "qwen3"
+        if mt == "mixtral":
+            kw["n_experts"] = req("num_local_experts")
+            kw["experts_per_token"] = req("num_experts_per_tok")
+            kw["moe_d_ff"] = req("intermediate_size")
+        else:
+            kw["d_ff"] = req("intermediate_size")
+        sw = cfg.get("sliding_window")
+        use_sw = cfg.get("use_sliding_window", mt in ("mistral", "mixtral"))
+        if sw and use_sw:
+            kw["sliding_window"] = int(sw)
+            kw["layer_types"] = ("sliding",) * n_layers
+    elif mt == "qwen3_moe":
+        kw["qk_norm"] = True
+        kw["attention_bias"] = bool(opt("attention_bias", False))
+        kw["n_experts"] = req("num_experts")
+        kw["experts_per_token"] = req("num_experts_per_tok")
+        kw["moe_d_ff"] = req("moe_intermediate_size")
+        step = int(opt("decoder_sparse_step", 1))
+        only = set(opt("mlp_only_layers", []))
+        ids = tuple(i for i in range(n_layers) if i not in only and (i + 1) % step == 0)
+        if len(ids) != n_layers:
+            kw["moe_layer_ids"] = ids
+            kw["d_ff"] = req("intermediate_size")
+    elif mt in ("deepseek_v3", "deepseek_v32", "kimi_k2"):
+        kw["attention"] = "mla"
+        kw["q_lora_rank"] = int(opt("q_lora_rank", 0))
+        for k in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            kw[k] = req(k)
+        kw["head_dim"] = kw["qk_nope_head_dim"] + kw["qk_rope_head_dim"]
+        kw["n_kv_heads"] = H
+        kw["d_ff"] = req("intermediate_size")
+        kw["n_experts"] = req("n_routed_experts")
+        kw["experts_per_token"] = req("num_experts_per_tok")
+        kw["n_shared_experts"] = int(opt("n_shared_experts", 0))
+        kw["moe_d_ff"] = req("moe_intermediate_size")
+        kw["first_k_dense"] = int(opt("first_k_dense_replace", 0))
+        kw["moe_layer_freq"] = int(opt("moe_layer_freq", 1))
+        kw["router_bias"] = opt("topk_method", "") == "noaux_tc"  # e_score_correction_bias
+        kw["mtp_layers"] = int(opt("num_nextn_predict_layers", 0))
+        if mt == "deepseek_v32" or "index_topk" in cfg:
+            kw["index_topk"] = req("index_topk")
+            kw["index_n_heads"] = req("index_n_heads")
+            kw["index_head_dim"] = req("index_head_dim")
+    elif mt == "gpt_oss":
+        kw["attention_bias"] = bool(opt("attention_bias", True))
+        kw["attention_sinks"] = True
+        kw["n_experts"] = req("num_local_experts")
+        kw["experts_per_token"] = int(cfg.get("num_experts_per_tok") or req("experts_per_token"))
+        kw["moe_d_ff"] = req("intermediate_size")
+        kw["expert_bias"] = True
+        kw["router_bias"] = True
+        kw["active_counts_embedding"] = False  # OpenAI's 5.1B / 3.6B exclude the embedding table
+        sw = req("sliding_window")
+        kw["sliding_window"] = int(sw)
+        types = cfg.get("layer_types") or [("sliding" if i % 2 == 0 else "full") for i in range(n_layers)]
+        kw["layer_types"] = _hf_types(types, n_layers, path)
+    elif mt in ("gemma2", "gemma3", "gemma3_text"):
+        kw["norms_per_layer"] = 4
+        kw["d_ff"] = req("intermediate_size")
+        kw["attention_bias"] = bool(opt("attention_bias", False))
+        kw["qk_norm"] = mt != "gemma2"
+        kw["sliding_window"] = int(req("sliding_window"))
+        if cfg.get("layer_types"):
+            kw["layer_types"] = _hf_types(cfg["layer_types"], n_layers, path)
+        elif mt == "gemma2":  # HF Gemma2: layer i is sliding when i is even
+            kw["layer_types"] = tuple("sliding" if i % 2 == 0 else "full" for i in range(n_layers))
+        else:  # gemma3: every sliding_window_pattern-th layer is global
+            pat = int(opt("sliding_window_pattern", 6))
+            kw["layer_types"] = tuple("full" if (i + 1) % pat == 0 else "sliding" for i in range(n_layers))
+
+    q = cfg.get("quantization_config") or {}
+    method = str(q.get("quant_method", "")).lower()
+    if method == "fp8":
+        # DeepSeek/Kimi: every Linear in fp8 (128x128 block scales, ~0.02%, ignored); embedding,
+        # LM head, router gate and norms stay bf16.
+        kw["native_dtype"] = "fp8"
+        kw["component_dtypes"] = {"embedding": "bf16", "lm_head": "bf16", "router": "bf16", "norms": "bf16"}
+    elif method == "mxfp4":
+        # gpt-oss: MoE experts mxfp4, everything in modules_to_not_convert bf16.
+        kw["native_dtype"] = "mxfp4"
+        kw["component_dtypes"] = {c: "bf16" for c in _COMPONENTS if c != "routed_experts"}
+    elif method:
+        raise CatalogError(path, "quantization_config.quant_method",
+                           f"unsupported {method!r} (accepted: fp8, mxfp4, or none)")
+    return _validate(ModelSpec(**kw), str(path))
+
+
+def _hf_types(types, n_layers, path):
+    if not isinstance(types, list) or len(types) != n_layers:
+        raise CatalogError(path, "layer_types", f"expected a list of {n_layers} layer types")
+    return _expand_types(types, n_layers, path, "layer_types")
+
+
+def _name_from_path(path) -> str:
+    p = Path(str(path))
+    stem = p.parent.name if p.name == "config.json" else p.stem
+    return stem.split("__")[-1].lower()
+
+
+def read_hf_config(path) -> ModelSpec:
+    """Read a HuggingFace config.json (or a directory holding one)."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise CatalogError(str(p), "file", "not found (accepted: a config.json path, a directory holding one, "
+                                           "or a catalog name)") from None
+    except OSError as exc:
+        raise CatalogError(str(p), "file", f"cannot read: {exc.strerror}") from None
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CatalogError(str(p), "json", f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") \
+            from None
+    return from_hf_config(cfg, path=str(p))
+
+
+# --------------------------------------------------------------------------------------
+# Catalog index and the public loader
+# --------------------------------------------------------------------------------------
+
+@register_cache
+@lru_cache(maxsize=1)
+def models() -> Index:
+    """All catalog models (shipped and user TOML), by name and alias."""
+    idx = Index("model", "a model name such as deepseek-v3, llama-3.1-70b, gpt-oss-120b (see `rackmath model "
+                         "list`), or a path to a HuggingFace config.json")
+    for e in entries("model"):
+        m = model_from_entry(e)
+        idx.add(m, m.name, m.aliases)
+    return idx
+
+
+def load_model(name_or_path) -> ModelSpec:
+    """A ModelSpec from a catalog name/alias (case-insensitive), a config.json path or a directory
+    holding one; a ModelSpec is returned as is."""
+    if isinstance(name_or_path, ModelSpec):
+        return name_or_path
+    if isinstance(name_or_path, Path) or str(name_or_path).endswith(".json"):
+        return read_hf_config(name_or_path)
+    s = str(name_or_path)
+    if ("/" in s or s.startswith(".")) and Path(s).expanduser().is_dir():
+        return read_hf_config(s)
+    return models().get(s)
