@@ -51,7 +51,7 @@ def add_catalog_dir(path: str | os.PathLike) -> None:
 
 def clear_caches() -> None:
     """Forget everything parsed so far (after the catalog directories change)."""
-    _files.cache_clear()
+    _dir_files.cache_clear()
     for fn in _cache_clearers:
         fn()
 
@@ -83,24 +83,36 @@ def _read_toml(path: Path) -> dict:
         raise CatalogError(str(path), "file", f"cannot read: {exc.strerror}") from None
 
 
-@lru_cache(maxsize=1)
-def _files() -> tuple[tuple[Path, dict], ...]:
+# Shipped data is filed by kind, so a lookup parses only the folder it needs (cold start).
+_SHIPPED_DIR = {"chip": "hardware", "system": "hardware", "model": "models", "price_sheet": "prices",
+                "efficiency": "efficiency", "memory_tier": "tiers"}
+
+
+@lru_cache(maxsize=None)
+def _dir_files(d: Path) -> tuple[tuple[Path, dict], ...]:
     out = []
-    for d in catalog_dirs():
-        for path in sorted(d.rglob("*.toml")):
-            doc = _read_toml(path)
-            unknown = [k for k in doc if k not in KINDS and not k.startswith("_") and k != "meta"]
-            if unknown:
-                raise CatalogError(str(path), unknown[0],
-                                   f"unknown entry kind (accepted: [[{']], [['.join(KINDS)}]])")
-            out.append((path, doc))
+    for path in sorted(d.rglob("*.toml")):
+        doc = _read_toml(path)
+        unknown = [k for k in doc if k not in KINDS and not k.startswith("_") and k != "meta"]
+        if unknown:
+            raise CatalogError(str(path), unknown[0],
+                               f"unknown entry kind (accepted: [[{']], [['.join(KINDS)}]])")
+        out.append((path, doc))
     return tuple(out)
+
+
+def _files(kind: str) -> list[tuple[Path, dict]]:
+    dirs = catalog_dirs()
+    out = list(_dir_files(DATA_DIR / _SHIPPED_DIR[kind])) if (DATA_DIR / _SHIPPED_DIR[kind]).is_dir() else []
+    for d in dirs[1:]:
+        out += _dir_files(d)
+    return out
 
 
 def entries(kind: str) -> list[Entry]:
     """All raw entries of one kind, shipped first, user files after (later wins on name clashes)."""
     out = []
-    for path, doc in _files():
+    for path, doc in _files(kind):
         tables = doc.get(kind, [])
         if isinstance(tables, dict):
             tables = [tables]
