@@ -1,4 +1,6 @@
-"""Units: human strings at the edges, SI floats inside (conventions.md: decimal prefixes, GiB written out, dense FLOP/s)."""
+"""Units: human strings at the edges, SI floats inside.
+
+conventions.md: decimal prefixes, GiB written out, dense FLOP/s."""
 
 from __future__ import annotations
 

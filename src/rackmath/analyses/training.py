@@ -435,14 +435,14 @@ def train(model, hardware, *, chips: int | None = None, tokens: float, seq_len: 
     d = Derivation(f"Training {model.name} on {chips:g} × {chip.name}")
     n_act = float(model.active_params)
     c_dense = d.add("C_dense", "6 · N_active · D", f"6 · {fmt(n_act)} · {fmt(tokens)}",
-                    _f(training_flops(n_act, tokens)), "FLOP", "Kaplan 2020; lecture 01:18:59")
+                    _f(training_flops(n_act, tokens)), "", "FLOP; Kaplan 2020; lecture 01:18:59")
     c_attn = 0.0
     if include_attention:
         f_attn = mean_attention_flops_per_token(model, seq_len)
         c_attn = d.add("C_attn", "3 · F̄_attn(s) · D", f"3 · {fmt(f_attn)} · {fmt(tokens)}",
-                       _f(attention_training_flops(f_attn, tokens)), "FLOP",
-                       f"forward attention FLOPs/token averaged over a causal sequence of {seq_len:g}")
-    c = d.add("C", "C_dense + C_attn", f"{fmt(c_dense)} + {fmt(c_attn)}", c_dense + c_attn, "FLOP")
+                       _f(attention_training_flops(f_attn, tokens)), "",
+                       f"FLOP; forward attention FLOPs/token averaged over a causal sequence of {seq_len:g}")
+    c = d.add("C", "C_dense + C_attn", f"{fmt(c_dense)} + {fmt(c_attn)}", c_dense + c_attn, "", "FLOP")
 
     # ---- bottom-up step model -------------------------------------------------------
     gbt = float(global_batch_tokens or max(seq_len * par.dp, 4e6))

@@ -17,16 +17,18 @@ def _table(title: str, columns: list[str], rows: list[list], caption: str | None
     from rich import box
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     con = Console()
     if not con.is_terminal:
         con = Console(width=240)
-    t = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left",
+    t = Table(title=Text(title), caption=Text(caption) if caption else None, box=box.SIMPLE_HEAD, pad_edge=False,
+              title_justify="left",
               caption_justify="left")
     for i, c in enumerate(columns):
         t.add_column(c, no_wrap=i < 2, justify="right" if numeric and i >= 2 else "left")
     for r in rows:
-        t.add_row(*[str(x) for x in r])
+        t.add_row(*[Text(str(x)) for x in r])  # no rich markup: sources contain "[M]", "[see …]"
     con.print(t)
 
 
@@ -103,7 +105,8 @@ def list_cmd(
           f"{r['drain_time_s'] * 1e3:.1f}", f"{r['usd_per_hour']:.2f}"]
          for r in rows],
         caption="* announced. N = chips per scale-up domain. ratio = (FLOP/s ÷ 2) ÷ (HBM bytes/s ÷ bytes per param) "
-                "(R5) for weights in the narrowest dtype the chip multiplies. drain = HBM ÷ bandwidth (R10). Sources: hardware show NAME.",
+                "(R5) for weights in the narrowest dtype the chip multiplies. drain = HBM ÷ bandwidth (R10). "
+                "Sources: hardware show NAME.",
     )
 
 

@@ -162,7 +162,7 @@ class ModelNumbers:
         return _expected_experts_hit(self.n_experts, self.experts_per_token, tokens) / self.n_experts
 
     @classmethod
-    def from_model(cls, model, context, *, pass_len=1, weights_dtype=None, kv_dtype="bf16") -> "ModelNumbers":
+    def from_model(cls, model, context, *, pass_len=1, weights_dtype=None, kv_dtype=None) -> "ModelNumbers":
         """Read a ``specs.models.ModelSpec`` at one context (uses the roofline engine's building blocks)."""
         from ..units import dtype_bytes
 
@@ -195,6 +195,15 @@ class ModelNumbers:
             context=ctx,
             pass_len=int(pass_len),
         )
+
+
+def load_model_any(model):
+    """A ModelSpec (or ModelNumbers) as given, or a model name / config path loaded from the catalog."""
+    if isinstance(model, str):
+        from ..specs.models import load_model
+
+        return load_model(model)
+    return model
 
 
 def _kv_shards(model) -> int:
@@ -556,6 +565,7 @@ class Deployment:
             raise InputError("ep", f"EP {ep} does not divide TP {tp} (EP runs within the TP group, conventions.md)",
                              "a divisor of tp: " + ", ".join(str(d) for d in _divisors(tp)))
         if model is not None:
+            model = load_model_any(model)
             cls._validate_model(model, tp, ep, pp, redundant_experts, uneven_experts)
         return cls(system, chips, tp, ep, pp, bool(attention_dp), redundant_experts, bool(uneven_experts),
                    bool(allow_idle))
@@ -650,7 +660,7 @@ class Deployment:
         return HwNumbers.from_system(self.system, dtype, efficiency)
 
     def evaluate(self, model, *, concurrency=None, micro_batch=None, context, pass_len=1, weights_dtype=None,
-                 kv_dtype="bf16", efficiency=None, overlap="max", act_dtype="bf16", hop_latency_s=None,
+                 kv_dtype=None, efficiency=None, overlap="max", act_dtype="bf16", hop_latency_s=None,
                  usable_fraction=1.0, reserve_bytes=0.0, collective_latency_s=None) -> LayoutArrays:
         """Memory, communication and step time of this deployment serving ``model``.
 
@@ -659,6 +669,7 @@ class Deployment:
         """
         from ..units import dtype_bytes
 
+        model = load_model_any(model)
         self.validate_for(model)
         mn = model if isinstance(model, ModelNumbers) else ModelNumbers.from_model(
             model, context, pass_len=pass_len, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
@@ -673,7 +684,7 @@ class Deployment:
                         usable_fraction=usable_fraction, reserve_bytes=reserve_bytes,
                         collective_latency_s=collective_latency_s)
 
-    def memory(self, model, *, concurrency, context, weights_dtype=None, kv_dtype="bf16", **kw) -> "MemoryFit":
+    def memory(self, model, *, concurrency, context, weights_dtype=None, kv_dtype=None, **kw) -> "MemoryFit":
         """Memory per chip (c_mem), whether it fits, headroom, largest concurrency and longest context that fit."""
         res = self.evaluate(model, concurrency=concurrency, context=context, weights_dtype=weights_dtype,
                             kv_dtype=kv_dtype, **kw)
@@ -683,7 +694,7 @@ class Deployment:
                          r["mem_per_chip"], r["mem_capacity"], r["headroom_bytes"], bool(r["fits"]),
                          r["max_concurrency"], max_ctx, res.explain(0))
 
-    def max_context(self, model, *, concurrency, weights_dtype=None, kv_dtype="bf16", hi=1e8, **kw) -> float:
+    def max_context(self, model, *, concurrency, weights_dtype=None, kv_dtype=None, hi=1e8, **kw) -> float:
         """Longest context (tokens) at which ``concurrency`` sequences still fit (bisection on log-context)."""
         def fits(ctx):
             return bool(self.evaluate(model, concurrency=concurrency, context=ctx, weights_dtype=weights_dtype,
@@ -796,7 +807,7 @@ class SearchResult:
                 "frontier": self.frontier.as_dict()}
 
 
-def search_layouts(model, system, chips, *, context, weights_dtype=None, kv_dtype="bf16", efficiency=None,
+def search_layouts(model, system, chips, *, context, weights_dtype=None, kv_dtype=None, efficiency=None,
                    overlap="max", act_dtype="bf16", micro_batches=None, max_pp=None, redundant_experts=0,
                    uneven_experts=True, hop_latency_s=None, usable_fraction=1.0, min_tokens_per_s_per_user=0.0,
                    collective_latency_s=None) -> SearchResult:
@@ -817,6 +828,7 @@ def search_layouts(model, system, chips, *, context, weights_dtype=None, kv_dtyp
     if system.max_chips is not None and chips > system.max_chips:
         raise InputError("chips", f"{chips} exceeds the {system.max_chips} chips of one {system.name}",
                          f"at most {system.max_chips}")
+    model = load_model_any(model)
     mn = model if isinstance(model, ModelNumbers) else ModelNumbers.from_model(
         model, context, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
     dtype = weights_dtype or getattr(model, "native_dtype", None) or "bf16"

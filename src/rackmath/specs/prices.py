@@ -209,7 +209,7 @@ def parse_sheet(entry: Entry) -> PriceSheet:
 @lru_cache(maxsize=1)
 def price_sheets() -> Index:
     idx = Index("price sheet", "a price sheet such as claude-opus-4.6, gemini-3.1-pro, gpt-5.1, deepseek-v3.2 "
-                               "(see `rackmath price list`)")
+                               "(see `rackmath price --list`)")
     for e in entries("price_sheet"):
         s = parse_sheet(e)
         idx.add(s, s.name, s.aliases)

@@ -1,0 +1,143 @@
+"""Chapter three (lecture 00:47:12–01:18:59): pipeline parallelism across racks, in inference and training. Claims R23–R29."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..analyses import pipeline as pl
+from ..analyses import racks as ra
+from ..engine.layout import Deployment, search_layouts
+from ..explain import Derivation, fmt
+from ..specs.hardware import load_hardware
+from ..specs.models import load_model
+from . import Claim, agree
+
+RACK = "gb200-nvl72"
+MODEL = "deepseek-v3"
+CTX = 8192
+
+
+def r23_pipeline_condition() -> Claim:
+    m, hw = load_model(MODEL), load_hardware(RACK)
+    k = int(m.experts_per_token)
+    d = Derivation("Pipeline condition with the lecture's numbers (00:47)")
+    r = d.add("t_up/t_out", "(BW_out/BW_up) · k · layers/stage · 2", f"(1/8) · {k} · 1 · 2",
+              float(pl.pipeline_condition(1.0, 8.0, k, 1)), "", "≥ 1 wanted")
+    d.add("k·layers·2 needed", "BW_up/BW_out", "8", 8.0, "", "'just a factor of 8 we need to overcome'")
+    d.add("layers/stage_min", "ceil(8 / (k · 2))", f"ceil(8 / ({k} · 2))", float(pl.min_layers_per_stage(1.0, 8.0, k)),
+          "")
+    real = pl.pipeline_condition_analysis(hw, k, 1, int(m.n_moe_layers))
+    d.extend(real)
+    return Claim("R23", "Pipeline condition (1/8)·k·layers/stage·2 at k = 8, one layer per stage", r, "", (1.0, np.inf),
+                 r >= 1.0, {"k (DeepSeek-V3)": k, f"min layers/stage on {hw.name}": real.steps[2].value},
+                 note=f"On {hw.name} (18× NVLink/NIC) two MoE layers per stage are needed; with the lecture's 8×, one.",
+                 derivation=d)
+
+
+def r24_pipeline_memory() -> list[Claim]:
+    m = load_model(MODEL)
+    W = float(m.weight_bytes())
+    kv = float(m.kv_cache_bytes(CTX))
+    E, b = 64, 2400
+    w1, w4 = (float(pl.weight_bytes_per_chip(W, E, P)) for P in (1, 4))
+    k1, k4 = (float(pl.kv_bytes_per_chip(b, kv, E, P)) for P in (1, 4))
+    d = pl.inference_pipelining_analysis(t_step=0.02, stages=4, hop_latency=load_hardware(RACK).hop_latency_s,
+                                         weight_bytes=W, kv_bytes_per_seq=kv, micro_batch=b, ep=E)
+    # the same through the layout engine: the most-loaded stage holds ceil(61/4) = 16 of 61 layers
+    hw = load_hardware(RACK)
+    dep1 = Deployment.build(hw, 72, tp=64, ep=64, pp=1, attention_dp=True, allow_idle=True, model=m)
+    dep4 = Deployment.build(hw, 288, tp=64, ep=64, pp=4, attention_dp=True, allow_idle=True, model=m)
+    e1 = dep1.evaluate(m, micro_batch=b, context=CTX).row(0)
+    e4 = dep4.evaluate(m, micro_batch=b, context=CTX).row(0)
+    inputs = {"model": m.name, "E": E, "b": b, "context": CTX,
+              "engine KV/chip P=4 ÷ P=1 (ceil layers)": e4["kv_bytes_per_chip"] / e1["kv_bytes_per_chip"],
+              "engine weights/chip P=4 ÷ P=1": e4["weight_bytes_per_chip"] / e1["weight_bytes_per_chip"]}
+    return [
+        Claim("R24", "Pipelining in inference: KV memory per GPU, 4 stages ÷ 1 stage", k4 / k1, "×", 1.0,
+              agree(k4 / k1, 1.0, 0.01), inputs,
+              note="c_mem = N/(E·P) + b·len·bytes/E: P micro-batches in flight, so P cancels in the KV term. The engine's "
+                   "most-loaded stage (16 of 61 layers) holds 5% more.", derivation=d),
+        Claim("R24-b", "Pipelining in inference: weight memory per GPU, 4 stages ÷ 1 stage", w4 / w1, "×", 0.25,
+              agree(w4 / w1, 0.25, 0.01), inputs, derivation=d),
+    ]
+
+
+def r25_trillion_needs_tb() -> Claim:
+    hw = load_hardware(RACK)
+    w = float(ra.weight_bytes(1e12, 1.0))
+    dom = float(ra.domain_memory(hw.chip.hbm_bytes, hw.scaleup_size))
+    d = Derivation("A trillion-parameter model's weights")
+    d.add("W", "N · bytes/param", "1e12 · 1 B (fp8)", w, "B")
+    d.add("rack HBM", "S · HBM", f"{hw.scaleup_size} · {fmt(hw.chip.hbm_bytes, 'B')}", dom, "B")
+    d.add("share", "W / rack HBM", "", w / dom, "")
+    return Claim("R25", "A trillion-parameter model needs ~1 TB (fp8); a Blackwell rack holds many TB", w, "B", 1e12,
+                 agree(w, 1e12, 0.01) and dom > 10 * w, {"rack": hw.name, "rack HBM": dom},
+                 note="'Many tens of TB' is generous: GB200 NVL72 13.4 TB, GB300 NVL72 20.7 TB (HBM only).", derivation=d)
+
+
+def r26_memory_capex() -> Claim:
+    return Claim("R26", "Hyperscalers spend ~50% of 2026 capex on memory (cited, not derived)", "not modelled", "",
+                 "50%", True, {}, note="Cited from Dylan Patel via Dwarkesh; rackmath has no capex model to check it.")
+
+
+def r27_inference_practice() -> Claim:
+    m, hw = load_model(MODEL), load_hardware(RACK)
+    sr = search_layouts(m, hw, 288, context=CTX, min_tokens_per_s_per_user=20.0)
+    f = sr.frontier
+    i = int(np.argmin(f.usd_per_mtok))
+    r = f.row(i)
+    label = f"TP{int(r['tp'])} EP{int(r['ep'])}{' attnDP' if r['attention_dp'] else ''} PP{int(r['pp'])}"
+    return Claim("R27", "Inference practice: EP up to the scale-up domain, little PP (cheapest layout ≥ 20 tok/s/user)",
+                 label, "", "EP ≈ domain, PP 0–2", r["ep"] >= 32 and r["pp"] <= 2,
+                 {"model": m.name, "hardware": hw.name, "chips": 288, "tok/s/user": r["tokens_per_s_per_user"],
+                  "$/Mtok": r["usd_per_mtok"], "binding": r["bound"], "layouts searched": sr.n_evaluated},
+                 note="From the layout search over every (TP, EP, PP, attention DP, batch) on 4 racks.",
+                 derivation=f.explain(i))
+
+
+def r28_hop_latency() -> Claim:
+    hw = load_hardware(RACK)
+    hop = hw.hop_latency_s
+    t = float(pl.pipelined_token_latency(0.020, 4, hop))
+    d = Derivation("Per-token latency with 4 pipeline stages (01:12)")
+    d.add("t_token", "t_step + P · t_hop", f"20 ms + 4 · {fmt(hop, 's')}", t, "s",
+          "hop 'a few ms, could be off by an order of magnitude'")
+    lo, hi = (float(pl.pipelined_token_latency(0.020, 4, h)) for h in (hop / 10, hop * 10))
+    return Claim("R28", "Decode latency per token with 4 pipeline stages (20 ms without)", t, "s", 0.030,
+                 agree(t, (0.025, 0.035)), {"hop latency": hop, "range for hop ÷10…×10": f"{lo * 1e3:.1f}–{hi * 1e3:.0f} ms"},
+                 note="4 × 2.5 ms gives the lecture's 30 ms; the catalog's 2 ms default gives 28 ms.", derivation=d)
+
+
+def r29_bandwidth_not_capacity() -> Claim:
+    h, b = load_hardware("hgx-h100"), load_hardware(RACK)
+    d = Derivation("Weight-load latency floor of a 2T-parameter fp8 model (01:15)")
+    th = d.add("t_floor Hopper", "W / (8 · BW)", f"2 TB / (8 · {fmt(h.chip.hbm_bw, 'B/s')})",
+               float(ra.weight_load_time(2e12, h.scaleup_size, h.chip.hbm_bw)), "s")
+    tb = d.add("t_floor Blackwell", "W / (72 · BW)", f"2 TB / (72 · {fmt(b.chip.hbm_bw, 'B/s')})",
+               float(ra.weight_load_time(2e12, b.scaleup_size, b.chip.hbm_bw)), "s")
+    g_su = d.add("scale-up growth", "72 / 8", "", b.scaleup_size / h.scaleup_size, "x", "lecture: 8×")
+    g_bw = d.add("per-GPU BW growth", "BW_B / BW_H", "", b.chip.hbm_bw / h.chip.hbm_bw, "x", "lecture: 1.5–2× per gen")
+    d.add("floor ratio", "t_H / t_B", "", th / tb, "x")
+    return Claim("R29", "Weight-load floor uses scale-up × per-GPU BW: scale-up growth Hopper → Blackwell", g_su, "×",
+                 8.0, agree(g_su, 8.0, 0.15),
+                 {"per-GPU HBM BW growth": g_bw, "2T fp8 floor Hopper": th, "2T fp8 floor Blackwell": tb},
+                 note="The bigger domain, not the bigger HBM, cut the latency floor: 9× from scale-up, 2.4× from BW.",
+                 derivation=d)
+
+
+def claims() -> list[Claim]:
+    return [r23_pipeline_condition(), *r24_pipeline_memory(), r25_trillion_needs_tb(), r26_memory_capex(),
+            r27_inference_practice(), r28_hop_latency(), r29_bandwidth_not_capacity()]
+
+
+def plots(outdir):
+    from pathlib import Path
+
+    from ..plotting import racks as pr
+
+    outdir = Path(outdir)
+    m = load_model(MODEL)
+    P = np.arange(1, 9)
+    W, kv = float(m.weight_bytes()), float(m.kv_cache_bytes(CTX))
+    return [pr.pipeline_memory_figure(P, pl.weight_bytes_per_chip(W, 64, P), pl.kv_bytes_per_chip(2400, kv, 64, P),
+                                      outdir / "ch3-pipeline-memory.png", title=f"{m.name}, E = 64, b = 2400, {CTX} ctx")]

@@ -1,0 +1,306 @@
+"""`rackmath layout` (the layout search), `rackmath racks …` (chapters two and three), `rackmath plot pareto`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .common import EXPLAIN_OPT, JSON_OPT
+
+HW_OPT = typer.Option(..., "--hardware", "-H", help="System or chip name (a chip means its standard scale-up system).")
+WDT_OPT = typer.Option(None, "--weights-dtype", help="bf16, fp8, fp4, mxfp4 … (default: as published).")
+KVDT_OPT = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default: the model's own).")
+EFF_OPT = typer.Option(None, "--efficiency", help="Efficiency preset (default: the ideal roofline).")
+CTX_OPT = typer.Option("8192", "--context", "-L", help="Tokens in each sequence's KV cache.")
+OVERLAP_OPT = typer.Option("max", "--overlap",
+                           help="How compute, memory and communication combine: max (overlapped, default) or sum.")
+HOP_OPT = typer.Option(None, "--hop-latency", help="Rack-to-rack hop latency (default: the system's, 'a few ms').")
+
+racks_app = typer.Typer(help="The lecture's rack and pipeline analyses (00:32–01:18).", no_args_is_help=True)
+
+
+def _count(text, field):
+    from .. import units
+
+    return units.parse_count(text, field)
+
+
+def _int(text, field):
+    from ..errors import InputError
+
+    v = _count(text, field)
+    if v != int(v) or v < 1:
+        raise InputError(field, f"{text!r} is not a positive whole number", "1, 2, 8, 72 …")
+    return int(v)
+
+
+def _search(model, hardware, chips, context, batch, max_pp, weights_dtype, kv_dtype, efficiency, overlap, hop_latency,
+            min_speed, redundant):
+    from .. import units
+    from ..engine.layout import search_layouts
+    from .common import parse_range
+
+    mb = parse_range(batch, "batch", integer=True) if batch else None
+    return search_layouts(model, hardware, _int(chips, "chips"), context=_count(context, "context"),
+                          weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency, overlap=overlap,
+                          micro_batches=mb, max_pp=max_pp,
+                          hop_latency_s=units.parse_duration(hop_latency, "hop_latency") if hop_latency else None,
+                          min_tokens_per_s_per_user=float(min_speed or 0.0), redundant_experts=redundant)
+
+
+def _layout_label(r) -> str:
+    s = f"TP{int(r['tp'])}"
+    if r["ep"] > 1:
+        s += f" EP{int(r['ep'])}"
+    if r["attention_dp"]:
+        s += " attnDP"
+    if r["pp"] > 1:
+        s += f" PP{int(r['pp'])}"
+    return s + f" ×{int(r['dp'])}"
+
+
+def register(app: typer.Typer) -> None:
+    from .plot import plot_app
+
+    app.add_typer(racks_app, name="racks")
+
+    @app.command("layout")
+    def layout_cmd(
+        model: str = typer.Argument(..., help="Model name or path to a HuggingFace config.json."),
+        hardware: str = HW_OPT,
+        chips: str = typer.Option(..., "--chips", "-n", help="Chip budget (all are billed, idle ones included)."),
+        context: str = CTX_OPT,
+        batch: str = typer.Option(None, "--batch", "-b",
+                                  help="Micro-batches per replica to try (default 1:8192:log49)."),
+        max_pp: int = typer.Option(None, "--max-pp", help="Most pipeline stages to try (default min(layers, 16))."),
+        min_speed: float = typer.Option(0.0, "--min-speed", help="Only layouts with at least this many tok/s per user."),
+        redundant_experts: int = typer.Option(0, "--redundant-experts", help="Extra expert slots (DeepSeek: 32)."),
+        weights_dtype: str = WDT_OPT,
+        kv_dtype: str = KVDT_OPT,
+        efficiency: str = EFF_OPT,
+        overlap: str = OVERLAP_OPT,
+        hop_latency: str = HOP_OPT,
+        json: bool = JSON_OPT,
+        explain: bool = EXPLAIN_OPT,
+    ):
+        """Pareto frontier of $ per million output tokens vs tokens/s per user over every valid layout."""
+        from ..explain import fmt
+        from .common import print_derivation, print_json, table
+
+        sr = _search(model, hardware, chips, context, batch, max_pp, weights_dtype, kv_dtype, efficiency, overlap,
+                     hop_latency, min_speed, redundant_experts)
+        f = sr.frontier
+        if json:
+            d = sr.as_dict()
+            if explain:
+                d["derivations"] = [f.explain(i).as_dict() for i in range(len(f))]
+            print_json(d)
+            return
+        rows = []
+        for i in range(len(f)):
+            r = f.row(i)
+            rows.append([f"{r['tokens_per_s_per_user']:.4g}", f"${r['usd_per_mtok']:.4g}", _layout_label(r),
+                         f"{r['micro_batch']:g}", f"{r['concurrency']:g}", fmt(r["mem_per_chip"], "B"),
+                         fmt(r["tpot_s"], "s"), r["bound"]])
+        table(f"{sr.layouts.model.name} on {chips} × {sr.layouts.hw.name}: Pareto frontier",
+              ["tok/s/user", "$/Mtok", "layout", "b", "concurrency", "mem/chip", "TPOT", "binding"], rows,
+              caption=f"{sr.n_evaluated} layouts evaluated in {sr.seconds * 1e3:.0f} ms, {int(sr.fits.sum())} fit; "
+                      f"overlap = {overlap}")
+        if explain and len(f):
+            import numpy as np
+
+            print_derivation(f.explain(int(np.argmin(f.usd_per_mtok))))
+
+    @racks_app.command("memory")
+    def memory_cmd(
+        model: str = typer.Argument(..., help="Model name or config.json path."),
+        hardware: str = HW_OPT,
+        chips: str = typer.Option(None, "--chips", "--gpus", "-n", help="Chips (default: one scale-up domain)."),
+        tp: str = typer.Option(None, "--tp", help="Attention TP degree (default: chips / pp)."),
+        ep: str = typer.Option("1", "--ep", help="Expert-parallel degree within the TP group."),
+        pp: str = typer.Option("1", "--pp", help="Pipeline stages."),
+        attention_dp: bool = typer.Option(False, "--attention-dp", help="Attention data-parallel over the TP group."),
+        redundant_experts: int = typer.Option(0, "--redundant-experts", help="Extra expert slots."),
+        uneven: bool = typer.Option(False, "--uneven", help="Allow experts that do not divide (most-loaded GPU)."),
+        allow_idle: bool = typer.Option(False, "--allow-idle", help="Leave chips idle when TP·PP does not divide."),
+        concurrency: str = typer.Option("1", "--concurrency", "-c", help="Sequences in flight over the deployment."),
+        context: str = CTX_OPT,
+        weights_dtype: str = WDT_OPT,
+        kv_dtype: str = KVDT_OPT,
+        json: bool = JSON_OPT,
+        explain: bool = EXPLAIN_OPT,
+    ):
+        """Memory per chip (c_mem): weights ÷ (EP·TP·PP) + KV in flight + workspace; fit, largest batch and context."""
+        from ..engine.layout import Deployment
+        from ..explain import fmt
+        from ..specs.models import load_model
+        from .common import print_derivation, print_json, table
+
+        m = load_model(model)
+        dep = Deployment.build(hardware, _int(chips, "chips") if chips else None, tp=_int(tp, "tp") if tp else None,
+                               ep=_int(ep, "ep"), pp=_int(pp, "pp"), attention_dp=attention_dp,
+                               redundant_experts=redundant_experts, uneven_experts=uneven, allow_idle=allow_idle,
+                               model=m)
+        fit = dep.memory(m, concurrency=_count(concurrency, "concurrency"), context=_count(context, "context"),
+                         weights_dtype=weights_dtype, kv_dtype=kv_dtype)
+        if json:
+            d = fit.as_dict()
+            if explain:
+                d["derivation"] = fit.derivation.as_dict()
+            print_json(d)
+            return
+        table(f"{m.name} on {dep.chips} × {dep.system.name}: {dep.label()}", ["quantity", "per chip"], [
+            ["weights", fmt(fit.weight_bytes, "B")], ["KV in flight", fmt(fit.kv_bytes, "B")],
+            ["workspace", fmt(fit.workspace_bytes, "B")], ["total c_mem", fmt(fit.total_bytes, "B")],
+            ["HBM", fmt(fit.capacity_bytes, "B")], ["headroom", fmt(fit.headroom_bytes, "B")],
+            ["fits", "yes" if fit.fits else "NO"], ["largest concurrency", f"{fit.max_concurrency:g}"],
+            ["longest context", f"{fit.max_context:g} tokens"]])
+        if explain:
+            print_derivation(fit.derivation)
+
+    @racks_app.command("pipeline")
+    def pipeline_cmd(
+        hardware: str = HW_OPT,
+        model: str = typer.Option(None, "--model", "-m", help="Model (its k and MoE layers; default deepseek-v3)."),
+        k: int = typer.Option(None, "--k", help="Activated experts per token (overrides the model's)."),
+        layers: int = typer.Option(1, "--layers-per-stage", help="MoE layers per stage for the condition."),
+        stages: int = typer.Option(4, "--stages", "-P", help="Pipeline stages for the inference latency and memory."),
+        t_step: str = typer.Option("20 ms", "--t-step", help="Decode step time without pipelining."),
+        hop_latency: str = HOP_OPT,
+        ep: int = typer.Option(64, "--ep", help="Expert parallelism within a rack (E)."),
+        micro_batch: str = typer.Option("2400", "--micro-batch", help="Sequences per micro-batch (b)."),
+        context: str = CTX_OPT,
+        json: bool = JSON_OPT,
+        explain: bool = EXPLAIN_OPT,
+    ):
+        """The pipeline condition (R23) and pipelining in inference: latency (R28), weights ÷ P, KV unchanged (R24)."""
+        from .. import units
+        from ..analyses import pipeline as pl
+        from ..explain import fmt
+        from ..specs.hardware import load_hardware
+        from ..specs.models import load_model
+        from .common import print_derivation, print_json, table
+
+        hw = load_hardware(hardware)
+        m = load_model(model or "deepseek-v3")
+        kk = k or int(m.experts_per_token or 1)
+        cond = pl.pipeline_condition_analysis(hw, kk, layers, int(m.n_moe_layers or m.n_layers))
+        hop = units.parse_duration(hop_latency, "hop_latency") if hop_latency else hw.hop_latency_s
+        inf = pl.inference_pipelining_analysis(
+            t_step=units.parse_duration(t_step, "t_step"), stages=stages, hop_latency=hop,
+            weight_bytes=float(m.weight_bytes()), kv_bytes_per_seq=float(m.kv_cache_bytes(_count(context, "context"))),
+            micro_batch=_count(micro_batch, "micro_batch"), ep=ep)
+        if json:
+            print_json({"condition": cond.as_dict(), "inference": inf.as_dict()})
+            return
+        table(f"Pipelining {m.name} on {hw.name}", ["quantity", "value"],
+              [[s.symbol, fmt(s.value, s.unit)] for s in cond.steps + inf.steps])
+        if explain:
+            print_derivation(cond)
+            print_derivation(inf)
+
+    @racks_app.command("bubble")
+    def bubble_cmd(
+        stages: int = typer.Option(..., "--stages", "-P", help="Pipeline stages."),
+        microbatches: int = typer.Option(..., "--microbatches", "-M", help="Micro-batches per training step."),
+        chunks: int = typer.Option(1, "--chunks", "-v", help="Model chunks per stage (interleaved schedule)."),
+        schedule: str = typer.Option("1f1b", "--schedule", help="gpipe, 1f1b or interleaved."),
+        activations: str = typer.Option(None, "--activations", help="Activation bytes of one micro-batch on one stage."),
+        json: bool = JSON_OPT,
+    ):
+        """Training pipeline: bubble fraction (P−1)/(v·M+P−1) and activation memory of micro-batches in flight."""
+        from .. import units
+        from ..analyses import pipeline as pl
+        from ..explain import fmt
+        from .common import print_json, table
+
+        d = pl.training_pipeline_analysis(stages=stages, microbatches=microbatches, chunks=chunks, schedule=schedule,
+                                          act_bytes_per_microbatch_stage=units.parse_bytes(activations, "activations")
+                                          if activations else 0.0)
+        if json:
+            print_json(d.as_dict())
+            return
+        table(d.title, ["quantity", "formula", "value"], [[s.symbol, s.formula, fmt(s.value, s.unit)] for s in d.steps])
+
+    @racks_app.command("scaleup")
+    def scaleup_cmd(
+        params: str = typer.Option("1T,2T,5T", "--params", help="Total parameters of the models."),
+        systems: str = typer.Option("hgx-h100,gb200-nvl72,vr-nvl72,rubin-ultra-nvl576,tpu-v5p-pod,tpu-v7-pod",
+                                    "--systems", help="Comma-separated systems."),
+        weights_dtype: str = typer.Option("fp8", "--weights-dtype", help="Weight dtype."),
+        batch: str = typer.Option("0", "--batch", help="Sequences whose KV must also fit (B)."),
+        kv_per_seq: str = typer.Option("0", "--kv-per-seq", help="KV bytes per sequence at the context (e.g. 576MB)."),
+        json: bool = JSON_OPT,
+    ):
+        """Why scale-up size matters: latency floor and fit in one domain for 1T/2T/5T models (R21, R22, R29)."""
+        from .. import units
+        from ..analyses import racks as ra
+        from ..explain import fmt
+        from ..specs.hardware import load_hardware
+        from .common import print_json, table
+
+        ps = [units.parse_count(p.strip(), "params") for p in params.split(",") if p.strip()]
+        sys_ = [load_hardware(s.strip()) for s in systems.split(",") if s.strip()]
+        g = ra.latency_floor_grid(ps, sys_, units.dtype_bytes(weights_dtype), units.parse_bytes(kv_per_seq, "kv_per_seq"),
+                                  _count(batch, "batch"))
+        if json:
+            print_json({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in g.items()})
+            return
+        rows = []
+        for i, s in enumerate(g["systems"]):
+            row = [s, f"{int(g['scaleup_size'][i])}", fmt(g["domain_bytes"][i], "B"), f"{g['max_params'][i] / 1e12:.3g}T"]
+            row += [fmt(g["t_floor_s"][i, j], "s") + ("" if g["fits"][i, j] else f" (PP≥{int(g['domains_needed'][i, j])})")
+                    for j in range(len(ps))]
+            rows.append(row)
+        table(f"Weight-load latency floor on one domain ({weights_dtype} weights)",
+              ["system", "scale-up", "HBM/domain", "max params"] + [f"{p / 1e12:g}T" for p in ps], rows,
+              caption="floor = W / (S · HBM BW per chip) (01:15); (PP≥n): needs n domains to hold it")
+
+    @racks_app.command("moe-2racks")
+    def moe2_cmd(
+        hardware: str = HW_OPT,
+        tokens_per_chip: str = typer.Option("32", "--tokens-per-chip", help="Tokens each chip dispatches per layer."),
+        k: int = typer.Option(8, "--k", help="Activated experts per token."),
+        d_model: int = typer.Option(7168, "--d-model", help="Model width."),
+        act_dtype: str = typer.Option("bf16", "--act-dtype", help="Activation dtype on the wire."),
+        json: bool = JSON_OPT,
+    ):
+        """One MoE layer across two racks: the all-to-all slowdown from the scale-out share (R17)."""
+        from .. import units
+        from ..analyses import racks as ra
+        from ..specs.hardware import load_hardware
+        from .common import print_derivation, print_json
+
+        d = ra.two_rack_analysis(load_hardware(hardware), tokens_per_chip=_count(tokens_per_chip, "tokens_per_chip"),
+                                 k=k, d_model=d_model, act_bytes=units.dtype_bytes(act_dtype))
+        if json:
+            print_json(d.as_dict())
+            return
+        print_derivation(d)
+
+    @plot_app.command("pareto")
+    def plot_pareto(
+        model: str = typer.Argument(..., help="Model name or config.json path."),
+        hardware: str = HW_OPT,
+        chips: str = typer.Option(..., "--chips", "-n", help="Chip budget."),
+        context: str = CTX_OPT,
+        batch: str = typer.Option(None, "--batch", "-b", help="Micro-batches to try."),
+        max_pp: int = typer.Option(None, "--max-pp", help="Most pipeline stages."),
+        weights_dtype: str = WDT_OPT,
+        kv_dtype: str = KVDT_OPT,
+        efficiency: str = EFF_OPT,
+        overlap: str = OVERLAP_OPT,
+        output: Path = typer.Option(Path("pareto.png"), "--output", "-o", help="PNG or SVG file."),
+        force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+    ):
+        """$ per million output tokens vs tokens/s per user: all layouts and the Pareto frontier."""
+        from ..errors import InputError
+        from ..plotting.racks import pareto_figure
+
+        if output.exists() and not force:
+            raise InputError("output", f"{output} exists and would be overwritten", "a new file name, or --force")
+        sr = _search(model, hardware, chips, context, batch, max_pp, weights_dtype, kv_dtype, efficiency, overlap, None,
+                     0.0, 0)
+        p = pareto_figure(sr, output, title=f"{sr.layouts.model.name} on {chips} × {sr.layouts.hw.name}")
+        typer.echo(str(p))

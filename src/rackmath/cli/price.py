@@ -1,0 +1,369 @@
+"""`rackmath price|cache|context`: chapter five's inversions of API price sheets (lecture 01:33–02:04)."""
+
+from __future__ import annotations
+
+import typer
+
+from .common import EXPLAIN_OPT, JSON_OPT
+from .plot import plot_app
+
+NACT_OPT = typer.Option("100B", "--n-active", help="Active parameters per token (lecture: 100B).")
+RATIO_OPT = typer.Option(None, "--ratio", help="Hardware ratio (FLOP/s/2)/(bytes/s/bytes per param); default 300, "
+                                               "or the chip's with --hardware.")
+HW_OPT = typer.Option(None, "--hardware", "-H", help="Chip whose ratio / tiers / prices to use (e.g. h100).")
+BPP_OPT = typer.Option("fp8", "--weights-dtype", help="Weights dtype: bytes per param in the ratio (lecture: fp8 = 1 B).")
+
+
+def _count(text, field):
+    from .. import units
+
+    return units.parse_count(text, field)
+
+
+def _ratio_bpp(ratio, hardware, weights_dtype):
+    from .. import units
+    from ..analyses.pricing import LECTURE_RATIO
+
+    bpp = units.dtype_bytes(weights_dtype, "--weights-dtype")
+    if ratio is not None:
+        try:
+            r = float(ratio)
+        except ValueError:
+            from ..errors import InputError
+
+            raise InputError("--ratio", f"cannot read {ratio!r}", "a number such as 300") from None
+        return r, bpp, f"--ratio {r:g}"
+    if hardware:
+        from ..specs.hardware import hardware_ratio, load_chip
+
+        c = load_chip(hardware)
+        return float(hardware_ratio(c, weights_dtype)), bpp, f"{c.name} at {weights_dtype}"
+    return LECTURE_RATIO, bpp, "lecture's ~300"
+
+
+def _emit(payload: dict, derivations: list, json: bool, explain: bool, tables: list):
+    from .common import print_derivation, print_json, table
+
+    if json:
+        if explain:
+            payload = payload | {"derivations": [d.as_dict() for d in derivations if d is not None]}
+        print_json(payload)
+        return
+    if explain:
+        for d in derivations:
+            if d is not None:
+                print_derivation(d)
+                print()
+        return
+    for title, cols, rows, caption in tables:
+        table(title, cols, rows, caption)
+
+
+def price_cmd(
+    sheet: str = typer.Argument(None, help="Price sheet (e.g. gemini-3.1-pro, claude-opus-4.6); omit with --list."),
+    list_: bool = typer.Option(False, "--list", help="List the price sheets."),
+    boundary: str = typer.Option(None, "--boundary", help="Long-context tier boundary (tokens) instead of a sheet's."),
+    step: str = typer.Option(None, "--step", help="Price multiple above the boundary (e.g. 1.5)."),
+    covered: str = typer.Option(None, "--covered", help="Context the high tier covers (default: L* = boundary)."),
+    out_in: str = typer.Option(None, "--out-in", help="Output/input price ratio instead of a sheet's."),
+    n_active: str = NACT_OPT,
+    n_total: str = typer.Option(None, "--n-total", help="Total parameters (default = active: dense)."),
+    context: str = typer.Option("8K", "--context", "-L", help="Context for the output/input reading."),
+    kv_bytes: str = typer.Option(None, "--kv-bytes", help="KV bytes/token for the output/input reading "
+                                                          "(default: the step's deduction or 1,667 B)."),
+    kv_dtype: str = typer.Option("fp8", "--kv-dtype", help="KV element dtype for the architecture count."),
+    ratio: str = RATIO_OPT,
+    hardware: str = HW_OPT,
+    weights_dtype: str = BPP_OPT,
+    model: str = typer.Option(None, "--model", "-m", help="Model for the fast-mode batch reading."),
+    system: str = typer.Option("gb200-nvl72", "--system", help="System for the fast-mode reading."),
+    json: bool = JSON_OPT,
+    explain: bool = EXPLAIN_OPT,
+):
+    """Read a price sheet backwards: tier step → KV bytes/token; output/input → decode; fast mode → batch."""
+    from .. import units
+    from ..analyses import pricing as pr
+    from ..errors import InputError
+    from ..explain import fmt
+    from ..specs.prices import load_price_sheet, price_sheets
+
+    if list_:
+        rows = [[s.name, s.provider, s.date, s.status, f"{s.per_mtok('input'):.4g}", f"{s.per_mtok('output'):.4g}",
+                 "" if s.cache_read is None else f"{s.per_mtok('cache_read'):.4g}",
+                 ", ".join(f">{t.above:,.0f}" for t in s.tiers), "yes" if s.fast_mode else ""]
+                for s in price_sheets().values()]
+        if json:
+            from .common import print_json
+
+            print_json([s.describe() for s in price_sheets().values()])
+        else:
+            from .common import table
+
+            table("Price sheets ($/Mtok)", ["name", "provider", "date", "status", "input", "output", "cache read",
+                                            "tiers", "fast"], rows)
+        return
+    s = load_price_sheet(sheet) if sheet else None
+    if s is None and boundary is None and out_in is None:
+        raise InputError("sheet", "nothing to read", "a sheet name, --boundary/--step, --out-in, or --list")
+    r, bpp, rsrc = _ratio_bpp(ratio, hardware, weights_dtype)
+    nact = units.parse_count(n_active, "--n-active")
+    ntot = units.parse_count(n_total, "--n-total") if n_total else nact
+    payload, ders, tables = {"sheet": s.describe() if s else None}, [], []
+    assumptions = [["N_active", fmt(nact)], ["N_total", fmt(ntot)], ["hardware ratio", f"{r:.4g} ({rsrc})"],
+                   ["bytes/param", f"{bpp:g} ({weights_dtype})"]]
+
+    st = None
+    if boundary is not None or step is not None:
+        if boundary is None or step is None:
+            raise InputError("--boundary/--step", "give both", "e.g. --boundary 200K --step 1.5")
+        st = (units.parse_count(boundary, "--boundary"), float(_num(step, "--step")))
+    elif s is not None:
+        st = s.step("output") or s.step("input")
+    b_for_ratio = units.parse_bytes(kv_bytes, "--kv-bytes") if kv_bytes else None
+    if st is not None:
+        cov = units.parse_count(covered, "--covered") if covered else None
+        ded = pr.deduce_from_step(st[0], st[1], n_active=nact, ratio=r, bytes_per_param=bpp, kv_dtype=kv_dtype,
+                                  covered=cov, source=s.name if s else "")
+        payload["step"] = ded.as_dict()
+        ders.append(ded.derivation)
+        b_for_ratio = b_for_ratio or ded.kv_bytes_per_token
+        rows = [["tier boundary", f"{st[0]:,.0f} tokens"], ["price step", f"{st[1]:g}×"],
+                ["crossover L*", f"{ded.crossover:,.0f} tokens"], ["KV bytes/token", fmt(ded.kv_bytes_per_token, "B")],
+                [f"{kv_dtype} elements/token", f"{ded.kv_elements_per_token:,.0f}"],
+                ["high tier covers up to", f"{ded.covered_context:,.0f} tokens"]]
+        tables.append(("Long-context step → KV bytes per token (R35–R37)", ["quantity", "value"], rows, None))
+        cand = [[c.kind, c.n_kv_layers, c.n_kv_heads, c.d_head, c.kv_dtype, fmt(c.bytes_per_token, "B"),
+                 fmt(c.read_bytes_per_token, "B"), "" if c.top_k is None else f"{c.top_k:g}"]
+                for c in [x for x in ded.candidates if x.kind == "dense"][:8] + [x for x in ded.candidates
+                                                                                  if x.kind == "sparse"]]
+        tables.append(("Architectures near that many bytes (layers×2×d_head×kv_heads×bytes)",
+                       ["kind", "KV layers", "KV heads", "d_head/width", "dtype", "stored/token", "read/token", "top-k"],
+                       cand, "sparse: DeepSeek MLA latent 576 × 61 layers reading top-k of L*"))
+    rho = float(_num(out_in, "--out-in")) if out_in else (s.output / s.input if s else None)
+    if rho is not None:
+        rd = pr.deduce_from_ratio(rho, context=units.parse_count(context, "--context"), n_total=ntot, n_active=nact,
+                                  kv_bytes_per_token=b_for_ratio or 1667.0, ratio=r, bytes_per_param=bpp,
+                                  source=s.name if s else "")
+        payload["out_in"] = rd.as_dict()
+        ders.append(rd.derivation)
+        tables.append(("Output/input ratio → decode (R38)", ["quantity", "value"],
+                       [["output/input", f"{rho:.3g}×"], ["decode MFU ≈ 1/ρ", f"{rd.decode_mfu:.0%}"],
+                        ["balance batch B*", f"{rd.balance_batch:,.0f}"], ["implied decode batch", f"{rd.implied_batch:,.3g}"],
+                        ["KV/compute at context", f"{rd.kv_over_compute:.3g}"]], None))
+    if model and s is not None and s.fast_mode is not None:
+        from ..specs.hardware import load_hardware
+        from ..specs.models import load_model
+
+        by_speed, by_price = pr.fast_mode_for(s, load_model(model), load_hardware(system),
+                                              context=units.parse_count(context, "--context"))
+        payload["fast_mode"] = {"by_speed": by_speed.as_dict(), "by_price": by_price.as_dict()}
+        ders += [by_speed.derivation, by_price.derivation]
+        pm = s.fast_mode.output / s.output
+        tables.append((f"Fast mode: {pm:g}× price for {s.fast_mode.speed_multiple:g}× speed", ["quantity", "value"],
+                       [["batch for the speed-up", f"{by_speed.batch:,.4g} (operating {by_speed.operating_batch:,.4g})"],
+                        ["its cost multiple", f"{by_speed.cost_multiple:.3g}×"],
+                        [f"speed {pm:g}× price buys", f"{by_price.speedup:.3g}× at batch {by_price.batch:,.4g}"]], None))
+    payload["assumptions"] = dict(assumptions)
+    tables.append(("Assumptions (change with --n-active, --ratio/--hardware, --weights-dtype)", ["assumption", "value"],
+                   assumptions, None))
+    _emit(payload, ders, json, explain, tables)
+
+
+def _num(text, field):
+    from ..errors import InputError, check_positive
+
+    try:
+        v = float(str(text).rstrip("x×"))
+    except ValueError:
+        raise InputError(field, f"cannot read {text!r}", "a positive number such as 1.5") from None
+    return check_positive(v, field, "a positive number such as 1.5")
+
+
+def _parse_tier(text):
+    """'flash=3.84TB,7GB/s,0.0000029' -> Tier."""
+    from .. import units
+    from ..analyses.memory_tiers import make_tier
+    from ..errors import InputError
+
+    acc = "NAME=CAPACITY,BANDWIDTH,$/GB-HOUR, e.g. flash=3.84TB,7GB/s,0.0000029"
+    try:
+        name, rest = text.split("=", 1)
+        cap, bw, price = [p.strip() for p in rest.split(",")]
+        return make_tier(name.strip(), units.parse_bytes(cap, "--tier capacity"),
+                         units.parse_bandwidth(bw, "--tier bandwidth"), float(price.replace("$", "")), "--tier")
+    except ValueError:
+        raise InputError("--tier", f"cannot read {text!r}", acc) from None
+
+
+def _tiers(hardware, extra):
+    from ..analyses import memory_tiers as mt
+    from ..specs.hardware import load_chip
+
+    c = load_chip(hardware)
+    tiers = {t.name: t for t in mt.tiers_for(c)}
+    for t in extra:
+        tt = _parse_tier(t)
+        tiers[tt.name] = tt
+    return c, sorted(tiers.values(), key=lambda t: t.drain_s)
+
+
+def cache_cmd(
+    sheet: str = typer.Argument("claude-opus-4.6", help="Price sheet with cache prices."),
+    hardware: str = typer.Option("h100", "--hardware", "-H", help="Chip whose HBM price and memory tiers to use."),
+    kv_bytes: str = typer.Option("1667", "--kv-bytes", help="KV bytes per token (lecture's deduction: 1,667 B)."),
+    n_active: str = NACT_OPT,
+    weights_dtype: str = BPP_OPT,
+    tier: list[str] = typer.Option([], "--tier", help="Add/override a tier: NAME=CAPACITY,BANDWIDTH,$/GB-HOUR."),
+    json: bool = JSON_OPT,
+    explain: bool = EXPLAIN_OPT,
+):
+    """Cache prices → memory tier: hit discount, write premium as hold price, drain times, break-even holds."""
+    from .. import units
+    from ..analyses import memory_tiers as mt
+    from ..explain import fmt
+    from ..specs.prices import load_price_sheet
+
+    s = load_price_sheet(sheet)
+    b = units.parse_bytes(kv_bytes, "--kv-bytes")
+    c, tiers = _tiers(hardware, tier)
+    nact = units.parse_count(n_active, "--n-active")
+    remat = float(mt.remat_cost(nact, c.peak_flops(weights_dtype), c.usd_per_hour))
+    ded = mt.deduce_cache(s, tiers, bytes_per_token=b)
+    be = mt.break_even_table(tiers, b, remat)
+    payload = ded.as_dict() | {"remat_usd_per_mtok": remat * 1e6, "break_even": be, "chip": c.name}
+    rows = [[t.name, fmt(t.capacity, "B"), fmt(t.bandwidth, "B/s"), fmt(t.drain_s, "s"), f"{t.usd_per_gb_hour:.3g}",
+             f"{float(mt.cost_per_token_hour(b, t.rate)) * 1e6:.3g}"] for t in tiers]
+    prem = [[k, f"${v['premium'] * 1e6:.4g}", f"${v['per_token_hour'] * 1e6:.4g}", f"${v['usd_per_gb_hour']:.3g}",
+             v["tier_by_drain"], v["tier_distinct"], v["cheapest_by_cost"]] for k, v in ded.premiums.items()]
+    tables = [
+        (f"Memory tiers ({c.name} share)", ["tier", "capacity", "bandwidth", "drain", "$/GB-h", "$/Mtok-hour held"],
+         rows, "HBM priced the lecture's way: chip $/h × fraction of HBM used"),
+        (f"{s.name}: cache writes as hold prices (b = {fmt(b, 'B')}/token)",
+         ["TTL", "premium $/Mtok", "hold $/Mtok-h", "implied $/GB-h", "nearest drain", "distinct tiers",
+          "cheapest by cost"], prem,
+         f"cache read = {ded.read_fraction:.3g}× base" if ded.read_fraction is not None else None),
+        ("Break-even hold times", ["faster", "slower", "hold"],
+         [[r_["faster"], r_["slower"], fmt(r_["hold_s"], "s") if r_["hold_s"] > 0 else "never"] for r_ in be],
+         f"recompute: ${remat * 1e6:.3g}/Mtok (2·N_active/FLOP/s × chip $/s)"),
+        ("Assumptions", ["assumption", "value"], [[k, f"{v:,.4g}" if isinstance(v, float) else str(v)]
+                                                 for k, v in ded.assumptions.items()]
+         + [["N_active", fmt(nact)], ["chip", c.name]], None),
+    ]
+    _emit(payload, [ded.derivation], json, explain, tables)
+
+
+def context_cmd(
+    n_active: str = NACT_OPT,
+    n_total: str = typer.Option(None, "--n-total", help="Total parameters (default = active)."),
+    kv_bytes: str = typer.Option("1667", "--kv-bytes", help="KV bytes per token (dense)."),
+    batch: str = typer.Option("10K", "--batch", "-B", help="Decode batch (sequences)."),
+    hardware: str = typer.Option("h100", "--hardware", "-H", help="Chip (ratio, FLOP/s, bandwidth)."),
+    chips: int = typer.Option(8, "--chips", help="Chips in the scale-up domain (for HBM capacity)."),
+    weights_dtype: str = BPP_OPT,
+    target: str = typer.Option("100M", "--target", help="Target context for the what-would-it-take estimate."),
+    model: str = typer.Option(None, "--model", "-m", help="A catalog model: use its own KV sizes and the roofline."),
+    json: bool = JSON_OPT,
+    explain: bool = EXPLAIN_OPT,
+):
+    """The context wall (R42): crossover, longest context that fits, what 100M tokens would need."""
+    from .. import units
+    from ..analyses import context as cx
+    from ..explain import fmt
+    from ..specs.hardware import hardware_ratio, load_chip
+
+    c = load_chip(hardware)
+    bpp = units.dtype_bytes(weights_dtype, "--weights-dtype")
+    B = units.parse_count(batch, "--batch")
+    kw = dict(n_active=units.parse_count(n_active, "--n-active"),
+              n_total=units.parse_count(n_total, "--n-total") if n_total else None,
+              bytes_per_token=units.parse_bytes(kv_bytes, "--kv-bytes"), batch=B,
+              ratio=float(hardware_ratio(c, weights_dtype)), bytes_per_param=bpp,
+              peak_flops=c.peak_flops(weights_dtype), mem_bw=c.hbm_bw, hbm_bytes=c.hbm_bytes * chips, chips=chips,
+              target_context=units.parse_count(target, "--target"))
+    extra = {}
+    if model:
+        from ..specs.hardware import load_hardware
+        from ..specs.models import load_model
+
+        m = load_model(model)
+        kw.update(n_active=m.active_params, n_total=m.total_params,
+                  bytes_per_token=float(m.kv_read_bytes(200e3, "bf16")) / 200e3,
+                  attn_flops_per_ctx_token=float(m.attention_flops_per_token(1e6)) / 1e6,
+                  weight_bytes=float(m.weight_bytes(None)), label=m.name)
+        hw = load_hardware(c)
+        extra = {"roofline_crossover": cx.crossover_for(m, hw, batch=B, chips=chips),
+                 "max_context_fit": cx.max_context_for(m, hw, batch=B, chips=chips),
+                 "quadratic_onset": cx.quadratic_onset_for(m)}
+    w = cx.context_wall(**kw)
+    payload = w.as_dict() | extra | {"chip": c.name, "chips": chips}
+    rows = [["crossover L* (memory-bound beyond)", f"{w.crossover:,.0f} tokens"],
+            ["attention FLOPs = matmul FLOPs at", "n/a" if w.l_quadratic == float("inf") else f"{w.l_quadratic:,.0f}"],
+            [f"longest context at batch {B:g} in {chips} chips", f"{w.max_context:,.0f} tokens"],
+            [f"HBM bandwidth for {w.target_context:,.0f} tokens", f"{fmt(w.bandwidth_needed, 'B/s')} per chip "
+                                                                  f"({w.bandwidth_multiple:,.3g}× today)"],
+            [f"HBM for one {w.target_context:,.0f}-token sequence", f"{fmt(w.capacity_needed, 'B')} "
+                                                                    f"({w.capacity_multiple:.3g}× the domain's free HBM)"]]
+    rows += [[f"(roofline, {model}) {k.replace('_', ' ')}", f"{v:,.0f}"] for k, v in extra.items()]
+    tables = [("The context wall (R42)", ["quantity", "value"], rows, None),
+              ("Assumptions", ["assumption", "value"], [[k, f"{v:,.4g}" if isinstance(v, float) else str(v)]
+                                                           for k, v in w.assumptions.items()], None)]
+    _emit(payload, [w.derivation], json, explain, tables)
+
+
+@plot_app.command("price-context")
+def plot_price_context_cmd(
+    sheet: str = typer.Argument("gemini-3.1-pro", help="Price sheet whose tiers to draw."),
+    output: str = typer.Option("price_context.png", "--output", "-o"),
+    n_active: str = NACT_OPT,
+    kv_bytes: str = typer.Option("1667", "--kv-bytes"),
+    batch: str = typer.Option("10K", "--batch", "-B"),
+    kind: str = typer.Option("output", "--kind", help="Which price to draw (input, output, cache_read)."),
+):
+    """Cost per token vs context (dense, sliding window, sparse top-k, √L) with a sheet's price tiers over it."""
+    import numpy as np
+
+    from .. import units
+    from ..analyses import context as cx
+    from ..plotting.pricing import plot_price_context
+    from ..specs.prices import load_price_sheet
+
+    s = load_price_sheet(sheet)
+    n, b, B = units.parse_count(n_active, "--n-active"), units.parse_bytes(kv_bytes, "--kv-bytes"), \
+        units.parse_count(batch, "--batch")
+    L = np.geomspace(1e3, 1e7, 300)
+    p = plot_price_context(L, cx.context_curves(L, batch=B, n_active=n, bytes_per_token=b), sheet=s, kind=kind,
+                           crossover=float(cx.crossover_dense(batch=B, n_active=n, bytes_per_token=b)),
+                           title=f"{s.name}: {n:.3g} active, b = {b:,.0f} B/token, batch {B:,.0f}", path=output)
+    typer.echo(str(p))
+
+
+@plot_app.command("tiers")
+def plot_tiers_cmd(
+    hardware: str = typer.Option("h100", "--hardware", "-H"),
+    output: str = typer.Option("tiers.png", "--output", "-o"),
+    kv_bytes: str = typer.Option("1667", "--kv-bytes"),
+    n_active: str = NACT_OPT,
+    weights_dtype: str = BPP_OPT,
+    tier: list[str] = typer.Option([], "--tier", help="Add/override a tier: NAME=CAPACITY,BANDWIDTH,$/GB-HOUR."),
+):
+    """Cost per token vs hold time for recompute, HBM, DDR, flash and disk."""
+    import numpy as np
+
+    from .. import units
+    from ..analyses import memory_tiers as mt
+    from ..plotting.pricing import plot_tiers
+
+    c, tiers = _tiers(hardware, tier)
+    b = units.parse_bytes(kv_bytes, "--kv-bytes")
+    remat = float(mt.remat_cost(units.parse_count(n_active, "--n-active"), c.peak_flops(weights_dtype),
+                                c.usd_per_hour))
+    t = np.geomspace(1e-3, 1e7, 300)
+    names, costs = mt.tier_costs(b, t, tiers, remat)
+    typer.echo(str(plot_tiers(t, names, costs, bytes_per_token=b, path=output,
+                              title=f"{c.name}: hold vs retrieve, b = {b:,.0f} B/token")))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("price")(price_cmd)
+    app.command("cache")(cache_cmd)
+    app.command("context")(context_cmd)

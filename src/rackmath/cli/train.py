@@ -1,0 +1,356 @@
+"""`rackmath train`, `overtrain`, `scaling …`, `revnet`: training economics (lecture 01:18–01:33, 02:04–end)."""
+
+from __future__ import annotations
+
+import typer
+
+from .common import EXPLAIN_OPT, JSON_OPT
+
+scaling_app = typer.Typer(help="Scaling laws: Chinchilla L(N, D) and Clark et al.'s routed-model law.",
+                          no_args_is_help=True)
+
+
+def _count(text, field):
+    from .. import units
+
+    return units.parse_count(text, field)
+
+
+def _int(text, field):
+    v = _count(text, field)
+    if v != int(v) or v < 1:
+        from ..errors import InputError
+
+        raise InputError(field, f"{text!r} is not a positive integer", "an integer ≥ 1")
+    return int(v)
+
+
+def _out(d: dict, derivation, json: bool, explain: bool, rows: list, title: str, caption: str | None = None):
+    from .common import print_derivation, print_json, table
+
+    if json:
+        if derivation is not None:
+            d = d | {"derivation": derivation.as_dict()}
+        print_json(d)
+    elif explain and derivation is not None:
+        print_derivation(derivation)
+    else:
+        table(title, ["quantity", "value"], [[str(a), str(b)] for a, b in rows], caption)
+
+
+def train_cmd(
+    model: str = typer.Argument(..., help="Model name or HuggingFace config.json."),
+    hardware: str = typer.Option("hgx-h100", "--hardware", "-H", help="System or chip name."),
+    chips: str = typer.Option(None, "--chips", "-n", help="Chips (default: dp·tp·pp, or one scale-up domain)."),
+    tokens: str = typer.Option(..., "--tokens", "-D", help="Training tokens, e.g. '15T'."),
+    mfu: float = typer.Option(None, "--mfu", help="Achieved model FLOP utilisation (0–1)."),
+    tflops: str = typer.Option(None, "--tflops", help="Achieved FLOP/s per chip, e.g. '400 TFLOP/s' or '400' (TF)."),
+    chip_hours: str = typer.Option(None, "--chip-hours", help="Reported chip-hours (e.g. '30.84M'): implies MFU."),
+    seq: str = typer.Option("8192", "--seq", help="Sequence length (tokens)."),
+    global_batch: str = typer.Option(None, "--global-batch", help="Tokens per step (default max(4M, seq·dp))."),
+    dp: str = typer.Option(None, "--dp", help="Data-parallel degree (default: fill the chips)."),
+    tp: str = typer.Option("1", "--tp", help="Tensor-parallel degree."),
+    pp: str = typer.Option("1", "--pp", help="Pipeline stages."),
+    ep: str = typer.Option("1", "--ep", help="Expert-parallel degree."),
+    microbatches: str = typer.Option(None, "--microbatches", "-M", help="Microbatches per step (default 4·pp)."),
+    schedule: str = typer.Option("1f1b", "--schedule", help="gpipe, 1f1b or interleaved."),
+    chunks: str = typer.Option("1", "--chunks", help="Model chunks per stage (interleaved)."),
+    zero: int = typer.Option(1, "--zero", help="ZeRO stage 0–3 (3 = FSDP full shard)."),
+    optimizer: str = typer.Option("adam-mixed", "--optimizer", help="adam-mixed (16 B/param), adam-mixed-fp32grad, "
+                                  "adam-fp32, momentum-mixed."),
+    recompute: str = typer.Option("selective", "--recompute", help="none, selective or full."),
+    no_sp: bool = typer.Option(False, "--no-sequence-parallel", help="Turn off sequence parallelism."),
+    dtype: str = typer.Option("bf16", "--dtype", help="Compute dtype whose peak defines MFU."),
+    eta: float = typer.Option(1.0, "--eta", help="Matmul efficiency for the bottom-up step model."),
+    no_attention: bool = typer.Option(False, "--no-attention", help="Count 6·N·D only (no attention FLOPs)."),
+    usd: str = typer.Option(None, "--usd-per-hour", help="Price per chip-hour (default: catalog)."),
+    json: bool = JSON_OPT,
+    explain: bool = EXPLAIN_OPT,
+):
+    """Training compute (6·N·D + attention), time, chip-hours, cost, MFU and memory per chip."""
+    from .. import units
+    from ..analyses.training import Parallelism, train
+    from ..errors import InputError
+    from ..explain import fmt
+    from ..specs.hardware import load_hardware
+    from ..specs.models import load_model
+
+    m = load_model(model)
+    hw = load_hardware(hardware)
+    t, p, e, v = _int(tp, "tp"), _int(pp, "pp"), _int(ep, "ep"), _int(chunks, "chunks")
+    n = _int(chips, "chips") if chips else None
+    if dp:
+        d_ = _int(dp, "dp")
+    elif n:
+        if n % (t * p):
+            raise InputError("chips", f"{n} chips do not divide by tp·pp = {t * p}", "chips = dp × tp × pp")
+        d_ = n // (t * p)
+    else:
+        d_ = max(1, hw.scaleup_size // (t * p))
+    par = Parallelism(dp=d_, tp=t, pp=p, ep=e, microbatches=_int(microbatches, "microbatches") if microbatches
+                      else 4 * p, schedule=schedule.lower(), v=v, zero_stage=zero, optimizer=optimizer,
+                      recompute=recompute.lower(), sequence_parallel=not no_sp)
+    flops = None
+    if tflops is not None:
+        try:
+            flops = float(tflops) * 1e12
+        except ValueError:
+            flops = units.parse_flops(tflops, "tflops")
+    r = train(m, hw, chips=n or par.chips, tokens=_count(tokens, "tokens"), seq_len=_count(seq, "seq"),
+              global_batch_tokens=_count(global_batch, "global-batch") if global_batch else None,
+              mfu_given=mfu, flops_per_chip=flops,
+              chip_hours_given=_count(chip_hours, "chip-hours") if chip_hours else None, dtype=dtype,
+              par=par, eta_compute=eta, include_attention=not no_attention,
+              usd_per_hour=units.parse_usd_per_hour(usd, "usd-per-hour") if usd else None)
+    s, mem = r.step, r.memory
+    rows = [
+        ("model / hardware", f"{r.model} on {r.chips:g} × {hw.chip.name} ({r.hardware})"),
+        ("parallelism", f"DP {par.dp} · TP {par.tp} · PP {par.pp} · EP {par.ep}; {par.schedule}, M = "
+                        f"{par.microbatches}; ZeRO-{par.zero_stage}; recompute {par.recompute}"),
+        ("FLOPs 6·N·D + attention", f"{fmt(r.flops_dense)} + {fmt(r.flops_attention)} = {fmt(r.flops_total)}"),
+        (f"FLOP/s per chip ({r.mode})", f"{fmt(r.achieved_flops, 'FLOP/s')} = MFU {r.mfu:.1%}"),
+        ("time", fmt(r.time_s, "s")),
+        ("chip-hours", fmt(r.chip_hours)),
+        ("cost", f"${fmt(r.usd)}"),
+        ("bottom-up step", f"{fmt(s['t_step_s'], 's')} (math {fmt(s['t_math_s'], 's')}, bubble "
+                           f"{s['bubble_fraction']:.1%}, TP {fmt(s['t_tp_s'], 's')}, EP {fmt(s['t_ep_s'], 's')}, "
+                           f"DP exposed {fmt(s['t_dp_exposed_s'], 's')}) → MFU {s['mfu']:.1%}"),
+        ("model state / chip", f"{fmt(mem['model_state_bytes'], 'B')} ({mem['bytes_per_param']:.3g} B/param × "
+                               f"{fmt(mem['params_per_chip'])} params)"),
+        ("activations / chip", fmt(mem["activation_bytes"], "B")),
+        ("memory / chip", f"{fmt(mem['total_bytes'], 'B')} of {fmt(mem['hbm_bytes'], 'B')} HBM"
+                          + ("" if mem["fits"] else "  (DOES NOT FIT)")),
+    ]
+    _out(r.as_dict(), r.derivation, json, explain, rows, "Training run (lecture 01:18:59: 6·N·D)")
+
+
+def overtrain_cmd(
+    traffic: str = typer.Option("500M", "--traffic", help="Fleet traffic in tokens/s (lecture: ~500M)."),
+    lifetime: str = typer.Option("2 months", "--lifetime", help="Deployment lifetime of one model."),
+    models: float = typer.Option(10, "--models", help="Models sharing the traffic (lecture: 5–10)."),
+    active: str = typer.Option("100B", "--active", help="Active parameters (lecture: ~100B)."),
+    split: str = typer.Option("1/3,1/3,1/3", "--split", help="Cost shares pretrain,RL,inference."),
+    k_rl: float = typer.Option(3.0, "--k-rl", help="FLOPs per param per RL token, 2 (generate) … 6 (train all)."),
+    eta_rl: float = typer.Option(0.3, "--eta-rl", help="RL efficiency relative to pretraining."),
+    eta_dec: float = typer.Option(0.3, "--eta-dec", help="Decode efficiency relative to pretraining."),
+    tokens_per_param: float = typer.Option(20.0, "--tokens-per-param", help="Chinchilla ratio (lecture: 20)."),
+    law: str = typer.Option("chinchilla", "--law", help="Loss law for the optimum: chinchilla or besiroglu."),
+    json: bool = JSON_OPT,
+    explain: bool = EXPLAIN_OPT,
+):
+    """Pretraining/RL/inference split (R30–R34) and the cost-optimal model at the same loss."""
+    from .. import units
+    from ..analyses.lifetime import overtrain
+    from ..errors import InputError
+    from ..explain import fmt
+
+    try:
+        shares = tuple(_frac(x) for x in split.split(","))
+    except (ValueError, ZeroDivisionError):
+        shares = ()
+    if len(shares) != 3:
+        raise InputError("split", f"cannot read {split!r}", "three shares 'pre,RL,inf', e.g. '1/3,1/3,1/3'")
+    r = overtrain(rate=_count(traffic, "traffic"), lifetime_s=units.parse_duration(lifetime, "lifetime"),
+                  n_models=models, active=_count(active, "active"), split=shares, k_rl=k_rl, eta_rl=eta_rl,
+                  eta_dec=eta_dec, tokens_per_param=tokens_per_param, law=law)
+    o = r.optimum
+    rows = [
+        ("fleet tokens over the lifetime", fmt(r.D_inf_fleet)),
+        ("inference tokens per model D_inf", f"{fmt(r.D_inf)} ({fmt(r.rate / r.n_models)} tok/s)"),
+        ("pretraining tokens D_pre", fmt(r.D_pre)),
+        ("RL tokens D_RL", fmt(r.D_rl)),
+        ("Chinchilla tokens 20·N", fmt(r.D_chinchilla)),
+        ("over-training D_pre / D_Ch", f"{r.overtrain:.0f}×"),
+        ("target loss (Chinchilla law)", f"{o['loss']:.4f}"),
+        ("cost-optimal N, D_pre", f"{fmt(o['N_opt'])}, {fmt(o['D_opt'])} ({o['overtrain_opt']:.0f}× Chinchilla)"),
+        ("heuristic / optimum cost", f"{o['cost_ratio']:.4f}× (N {o['N_ratio']:.3f}×, D {o['D_ratio']:.3f}×)"),
+        ("serving / pretraining cost at the optimum", f"{o['serve_to_pretrain_at_opt']:.3f} (= αX/βY − 1)"),
+    ]
+    _out(r.as_dict(), r.derivation, json, explain, rows, "Lifetime compute split (lecture 01:18:59)")
+
+
+def _frac(text: str) -> float:
+    text = text.strip()
+    if "/" in text:
+        a, b = text.split("/")
+        return float(a) / float(b)
+    return float(text)
+
+
+@scaling_app.command("chinchilla")
+def chinchilla_cmd(
+    params: str = typer.Option(None, "--params", "-N", help="Parameters (with --tokens: the loss)."),
+    tokens: str = typer.Option(None, "--tokens", "-D", help="Training tokens."),
+    compute: str = typer.Option(None, "--compute", "-C", help="FLOP budget: compute-optimal N and D (C = 6ND)."),
+    law: str = typer.Option("chinchilla", "--law", help="chinchilla (Hoffmann 2022, approach 3) or besiroglu [M]."),
+    json: bool = JSON_OPT,
+    explain: bool = EXPLAIN_OPT,
+):
+    """Chinchilla: L(N, D) = E + A/N^α + B/D^β, the compute-optimal N, D for a budget, and D ≈ 20·N."""
+    from ..analyses import scaling
+    from ..errors import InputError
+    from ..explain import Derivation, fmt
+
+    lw = scaling.loss_law(law)
+    d = Derivation(f"Chinchilla loss law ({lw.name} {lw.status}: E {lw.E}, A {lw.A}, B {lw.B}, α {lw.alpha}, "
+                   f"β {lw.beta})")
+    out: dict = {"law": lw.__dict__}
+    N = _count(params, "params") if params else None
+    D = _count(tokens, "tokens") if tokens else None
+    if compute:
+        C = float(compute) if _isnum(compute) else _count(compute, "compute")
+        Nc, Dc = (float(x) for x in scaling.compute_optimal(C, lw))
+        d.add("N_opt", "G·(C/6)^(β/(α+β))", f"C = {fmt(C)}", Nc, "params", "Hoffmann et al. 2022 eq. 4")
+        d.add("D_opt", "(C/6)^(α/(α+β))/G", "", Dc, "tokens", f"D/N = {Dc / Nc:.1f} (rule of thumb: 20)")
+        d.add("L_opt", "E + A/N^α + B/D^β", "", float(scaling.chinchilla_loss(Nc, Dc, lw)))
+        out.update(compute=C, N_opt=Nc, D_opt=Dc, tokens_per_param=Dc / Nc,
+                   loss_opt=float(scaling.chinchilla_loss(Nc, Dc, lw)))
+        N = N or None
+    if N is not None:
+        Dn = D if D is not None else float(scaling.chinchilla_tokens(N))
+        L = d.add("L", "E + A/N^α + B/D^β", f"{lw.E} + {lw.A}/{fmt(N)}^{lw.alpha} + {lw.B}/{fmt(Dn)}^{lw.beta}",
+                  float(scaling.chinchilla_loss(N, Dn, lw)), "", "D = 20·N" if D is None else "")
+        out.update(params=N, tokens=Dn, loss=L, chinchilla_tokens=float(scaling.chinchilla_tokens(N)),
+                   overtraining=float(scaling.overtraining_factor(Dn, N)))
+    elif not compute:
+        raise InputError("params", "nothing to compute", "--params N [--tokens D] and/or --compute C")
+    d.conclusion = lw.source
+    rows = [(k, fmt(v) if isinstance(v, float) else v) for k, v in out.items() if k != "law"]
+    rows.append(("source", f"{lw.source} {lw.status}"))
+    _out(out, d, json, explain, rows, "Chinchilla scaling law")
+
+
+def _isnum(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
+
+
+@scaling_app.command("routed")
+def routed_cmd(
+    active: str = typer.Option("370M", "--active", "-N", help="Dense (active) parameters."),
+    experts: str = typer.Option("64", "--experts", "-E", help="Experts (list allowed: '1,8,64,512')."),
+    method: str = typer.Option("s-base", "--method", help="s-base, rl-r or hash."),
+    no_saturation: bool = typer.Option(False, "--no-saturation", help="Use Ê = E."),
+    e_start: float = typer.Option(None, "--e-start", help="Override E_start of the saturating Ê."),
+    e_max: float = typer.Option(None, "--e-max", help="Override E_max of the saturating Ê."),
+    json: bool = JSON_OPT,
+    explain: bool = EXPLAIN_OPT,
+):
+    """Clark et al. 2022 routed law and effective parameter count N̄ (R14). Coefficients UNVERIFIED."""
+    from ..analyses import scaling
+    from ..explain import Derivation, fmt
+    from .common import parse_range
+
+    lw = scaling.routed_law(method)
+    N = _count(active, "active")
+    Es = parse_range(experts, "experts", integer=True)
+    sat = not no_saturation
+    nbar = scaling.effective_params(N, Es, lw, sat, e_start, e_max)
+    loss = scaling.routed_loss(N, Es, lw, sat, e_start, e_max)
+    es, em = (e_start or lw.e_start, e_max or lw.e_max) if sat else (None, None)
+    d = Derivation(f"Clark et al. 2022 routed law, {lw.name}: a {lw.a}, b {lw.b}, c {lw.c}, d {lw.d} {lw.status}")
+    d.add("Ê", "1/(1/(E − 1 + (1/E_start − 1/E_max)^−1) + 1/E_max)", f"E_start = {es}, E_max = {em}",
+          float(scaling._ehat(Es[-1], lw, sat, e_start, e_max)), "", f"E = {Es[-1]:g}")
+    d.add("log10 L", "a·log N + b·log Ê + c·log N·log Ê + d", f"N = {fmt(N)}", float(np.log10(loss[-1])))
+    d.add("N̄", "10^((log L − d − b·ê₁)/(a + c·ê₁))", "", float(nbar[-1]), "params", "L(N̄, 1) = L(N, E)")
+    d.conclusion = scaling.UNVERIFIED_NOTE
+    out = {"method": lw.name, "active": N, "saturation": sat, "e_start": es, "e_max": em, "status": lw.status,
+           "verified": lw.verified, "note": scaling.UNVERIFIED_NOTE, "source": lw.source,
+           "saturation_source": lw.saturation_source,
+           "rows": [{"experts": float(e), "loss": float(lo), "effective_params": float(nb),
+                     "multiplier": float(nb / N)} for e, lo, nb in zip(Es, loss, nbar)]}
+    if json or explain:
+        _out(out, d, json, explain, [], "")
+        return
+    from .common import table
+
+    table(f"Routed scaling law ({lw.name}), N = {fmt(N)} active — UNVERIFIED coefficients",
+          ["experts", "loss", "effective params N̄", "N̄ / N"],
+          [[f"{r['experts']:g}", f"{r['loss']:.4f}", fmt(r["effective_params"]), f"{r['multiplier']:.2f}×"]
+           for r in out["rows"]], caption=scaling.UNVERIFIED_NOTE)
+
+
+class _NP:
+    def __getattr__(self, name):
+        import numpy
+
+        return getattr(numpy, name)
+
+
+np = _NP()  # lazy numpy (CLI modules keep top-level imports light)
+
+
+def revnet_cmd(
+    model: str = typer.Argument(None, help="Model for the shape (default: --layers/--d-model/--heads)."),
+    layers: int = typer.Option(None, "--layers", help="Layers."),
+    d_model: int = typer.Option(None, "--d-model", help="Hidden size."),
+    heads: int = typer.Option(None, "--heads", help="Attention heads."),
+    seq: str = typer.Option("8192", "--seq", help="Sequence length."),
+    batch: str = typer.Option("1", "--batch", help="Sequences per microbatch."),
+    dtype: str = typer.Option("bf16", "--dtype", help="Activation dtype."),
+    no_flash: bool = typer.Option(False, "--no-flash", help="Store attention scores (a·s²·b)."),
+    dropout: bool = typer.Option(False, "--dropout", help="Add dropout masks (Korthikanti's 34·s·b·h)."),
+    measure: bool = typer.Option(False, "--measure", help="Also measure a small PyTorch stack (needs torch)."),
+    json: bool = JSON_OPT,
+    explain: bool = EXPLAIN_OPT,
+):
+    """Activation memory and compute: standard vs full recompute vs reversible (Feistel) layers (R43)."""
+    from .. import units
+    from ..analyses import revnet
+    from ..errors import InputError
+    from ..explain import fmt
+
+    L, h, a, name = layers, d_model, heads, ""
+    if model:
+        m = __import__("rackmath.specs.models", fromlist=["load_model"]).load_model(model)
+        L, h, a, name = L or m.n_layers, h or m.d_model, a or m.n_heads, m.name
+    if not (L and h and a):
+        raise InputError("model", "no shape given", "a MODEL, or --layers, --d-model and --heads")
+    r = revnet.compare(n_layers=L, seq_len=_count(seq, "seq"), batch=_count(batch, "batch"), d_model=h, n_heads=a,
+                       bytes_per_elem=units.dtype_bytes(dtype), dropout=dropout, flash=not no_flash, name=name)
+    out = r.as_dict()
+    if measure:
+        out["measured"] = _measure()
+    rows = [(x["scheme"], f"stored {fmt(x['stored_bytes'], 'B')}, peak {fmt(x['peak_bytes'], 'B')}, "
+                          f"FLOPs {x['flops_vs_standard']:.3f}× standard") for x in r.rows]
+    if measure:
+        ms = out["measured"]
+        rows.append(("measured (torch, fp32, small stack)",
+                     f"standard {ms['standard_bytes']:,} B vs predicted {ms['standard_predicted']:,.0f}; reversible "
+                     f"{ms['reversible_bytes']:,} B vs predicted {ms['reversible_predicted']:,.0f}"))
+    _out(out, r.derivation, json, explain, rows, "Reversible layers: compute for memory (lecture 02:04:02)")
+
+
+def _measure() -> dict:
+    from ..errors import InputError
+
+    try:
+        import torch
+    except ImportError:
+        raise InputError("measure", "PyTorch is not installed", "pip install 'rackmath[torch]'") from None
+    from ..analyses.revnet import layer_activation_bytes
+    from ..revnet_torch import ReversibleStack, saved_activation_bytes
+
+    torch.manual_seed(0)
+    L, b, s, h, a = 4, 2, 32, 64, 4
+    res = {"layers": L, "batch": b, "seq": s, "d_model": h, "heads": a}
+    stack = ReversibleStack(L, h, a, max_seq=s)
+    for rev in (False, True):
+        stack.reversible = rev
+        x = torch.randn(b, s, h, requires_grad=True)
+        y = torch.randn(b, s, h, requires_grad=True)
+        _, nbytes = saved_activation_bytes(lambda: stack(x, y), list(stack.parameters()))
+        res["reversible_bytes" if rev else "standard_bytes"] = int(nbytes)
+    res["standard_predicted"] = float(L * layer_activation_bytes(s, b, h, a, 4.0))
+    res["reversible_predicted"] = float(2 * 4 * s * b * h)
+    return res
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train_cmd)
+    app.command("overtrain")(overtrain_cmd)
+    app.add_typer(scaling_app, name="scaling")
+    app.command("revnet")(revnet_cmd)
