@@ -32,8 +32,8 @@ def test_r43_claim():
 
     (c,) = ch7_revnet.claims()
     assert c.id == "R43" and c.agrees
-    # 80 layers × 32·s·h·2 B vs 2 streams × s·h·2 B: 80·32/2 = 1280/… → 640× (by hand: 80·32·2 / (2·2))
-    assert c.value == pytest.approx(80 * 32 * 2 / (2 * 2))
+    # FlashAttention, bf16: 80 layers × 16 values × 2 B per token·channel vs 2 streams × 2 B → 640×
+    assert c.value == pytest.approx(80 * 16 * 2 / (2 * 2))
 
 
 def test_cli_revnet():

@@ -52,12 +52,12 @@ def _search(model, hardware, chips, context, batch, max_pp, weights_dtype, kv_dt
 def _layout_label(r) -> str:
     s = f"TP{int(r['tp'])}"
     if r["ep"] > 1:
-        s += f" EP{int(r['ep'])}"
+        s += f"·EP{int(r['ep'])}"
     if r["attention_dp"]:
-        s += " attnDP"
+        s += "·aDP"
     if r["pp"] > 1:
-        s += f" PP{int(r['pp'])}"
-    return s + f" ×{int(r['dp'])}"
+        s += f"·PP{int(r['pp'])}"
+    return s + f"×{int(r['dp'])}"
 
 
 def register(app: typer.Typer) -> None:

@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
         json: bool = JSON_OPT,
         plots: Path = typer.Option(None, "--plots", metavar="DIR",
                                    help="Also write the chapters' figures (ch*-*.png) into DIR."),
-        only: str = typer.Option(None, "--only", help="Comma-separated claim IDs, e.g. R6,R10."),
+        only: str = typer.Option(None, "--only", help="Comma-separated claim IDs, e.g. R6,R10 (R41 includes R41-ddr, …)."),
         explain: bool = typer.Option(False, "--explain", help="Print each claim's derivation."),
     ):
         """The lecture's numbers reproduced: rackmath's value, its inputs, the lecture's value, agreement."""
@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
         claims = all_claims()
         if only:
             want = {s.strip().upper() for s in only.split(",") if s.strip()}
-            claims = [c for c in claims if c.id.upper() in want]
+            claims = [c for c in claims if c.id.upper() in want or c.id.upper().split("-")[0] in want]
         written = []
         if plots is not None:
             plots.mkdir(parents=True, exist_ok=True)

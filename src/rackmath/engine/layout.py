@@ -143,6 +143,7 @@ class ModelNumbers:
     expert_flops_per_seq: float = 0.0  # part of flops_per_seq in routed experts
     context: float = 0.0
     pass_len: int = 1
+    expert_width: int = 0  # d_ff of one routed expert (0: unknown)
     hit_fraction: object = None  # callable tokens -> expected share of experts hit, or None (formula)
 
     @property
@@ -194,6 +195,7 @@ class ModelNumbers:
             expert_flops_per_seq=min(expert_flops, flops),
             context=ctx,
             pass_len=int(pass_len),
+            expert_width=int(getattr(model, "moe_d_ff", 0) or 0),
         )
 
 
@@ -750,9 +752,20 @@ def candidate_degrees(chips: int, scaleup_size: int) -> np.ndarray:
     return np.array(sorted(x for x in c if x <= chips), dtype=float)
 
 
+#: Narrowest expert shard the search will consider (columns of d_ff per chip): below one 128-wide
+#: tensor-core tile a matmul wastes most of its work. This is the lecture's "the experts are so small
+#: now that [tensor parallelism within an expert] is not a profitable optimization" (01:10).
+MIN_EXPERT_SHARD = 128
+
+
 def layout_grid(mn: ModelNumbers, chips: int, scaleup_size: int, *, micro_batches=None, max_pp=None,
-                redundant_experts=0, uneven_experts=True, attention_dp=(False, True)) -> dict:
-    """Arrays (tp, ep, pp, attention_dp, micro_batch) of every valid layout for ``chips`` chips."""
+                redundant_experts=0, uneven_experts=True, attention_dp=(False, True),
+                min_expert_shard=MIN_EXPERT_SHARD) -> dict:
+    """Arrays (tp, ep, pp, attention_dp, micro_batch) of every valid layout for ``chips`` chips.
+
+    Valid: TP·PP ≤ chips, EP divides TP, EP ≤ expert slots (and divides them unless uneven placement is
+    allowed), experts not cut narrower than ``min_expert_shard`` columns, PP ≤ layers.
+    """
     tps = candidate_degrees(chips, scaleup_size)
     max_pp = max_pp or min(mn.n_layers, 16)
     pps = np.array([p for p in range(1, max_pp + 1) if p <= chips], dtype=float)
@@ -764,7 +777,8 @@ def layout_grid(mn: ModelNumbers, chips: int, scaleup_size: int, *, micro_batche
     for tp in tps:
         eps = [d for d in _divisors(int(tp))] if mn.is_moe else [1]
         if mn.is_moe:
-            eps = [e for e in eps if e <= slots and (uneven_experts or slots % e == 0)]
+            eps = [e for e in eps if e <= slots and (uneven_experts or slots % e == 0)
+                   and (not mn.expert_width or mn.expert_width / (tp / e) >= min_expert_shard)]
         for ep in eps:
             for p in pps:
                 if tp * p > chips:
@@ -781,11 +795,15 @@ def layout_grid(mn: ModelNumbers, chips: int, scaleup_size: int, *, micro_batche
                 attention_dp=np.repeat(g[:, 3].astype(bool), n_b), micro_batch=np.tile(micro_batches, n_l))
 
 
-def pareto_front(cost, speed) -> np.ndarray:
-    """Indices of the Pareto frontier: no other point is both cheaper and faster (sorted by speed)."""
+def pareto_front(cost, speed, tiebreak=None) -> np.ndarray:
+    """Indices of the Pareto frontier: no other point is both cheaper and faster (sorted by speed).
+
+    Ties (same speed and cost) go to the smallest ``tiebreak`` (the search uses communication time).
+    """
     cost = np.asarray(cost, dtype=float)
     speed = np.asarray(speed, dtype=float)
-    order = np.lexsort((cost, -speed))  # fastest first, then cheapest
+    tb = np.zeros_like(cost) if tiebreak is None else np.asarray(tiebreak, dtype=float)
+    order = np.lexsort((tb, cost, -speed))  # fastest first, then cheapest, then least communication
     best = np.minimum.accumulate(cost[order])
     prev = np.concatenate(([np.inf], best[:-1]))
     keep = cost[order] < prev
@@ -841,7 +859,8 @@ def search_layouts(model, system, chips, *, context, weights_dtype=None, kv_dtyp
                    collective_latency_s=collective_latency_s, **g)
     ok = res.fits & (res.tokens_per_s_per_user >= min_tokens_per_s_per_user)
     idx = np.flatnonzero(ok)
-    front = idx[pareto_front(res.usd_per_mtok[idx], res.tokens_per_s_per_user[idx])] if idx.size else idx
+    front = idx[pareto_front(res.usd_per_mtok[idx], res.tokens_per_s_per_user[idx], res.t_comm_s[idx])] \
+        if idx.size else idx
     dt = time.perf_counter() - t0
     return SearchResult(res, ok, res.take(front), len(res), dt)
 
@@ -850,5 +869,5 @@ __all__ = [
     "Deployment", "MemoryFit", "ModelNumbers", "HwNumbers", "LayoutArrays", "SearchResult", "evaluate",
     "search_layouts", "layout_grid", "pareto_front", "experts_per_chip", "expert_imbalance", "layers_on_stage",
     "scaleout_share", "scaleup_share", "moe_alltoall_bytes", "moe_fanout", "COLLECTIVE_LATENCY_S", "alltoall_split_time", "pipeline_hops",
-    "combine_times", "c_mem", "ep_way_out", "explain_layout", "candidate_degrees", "replace",
+    "combine_times", "c_mem", "MIN_EXPERT_SHARD", "load_model_any", "ep_way_out", "explain_layout", "candidate_degrees", "replace",
 ]

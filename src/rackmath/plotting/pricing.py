@@ -39,7 +39,7 @@ def plot_tiers(hold_s, names, costs, *, ttls=(300.0, 3600.0), bytes_per_token=No
     ax.plot(hold_s, costs.min(axis=0) * 1e6, color="k", lw=2.6, alpha=0.5, label="cheapest")
     for t, lab in zip(ttls, ("5 min", "1 h")):
         ax.axvline(t, color="0.4", ls=":")
-        ax.text(t, ax.get_ylim()[1] if False else np.nanmax(costs) * 1e6, f" {lab}", va="top", fontsize=8)
+        ax.text(t, np.nanmax(costs) * 1e6, f" {lab}", va="top", fontsize=8)
     ax.set(xscale="log", yscale="log", xlabel="hold time (s)", ylabel="$ per million tokens (hold + retrieve)",
            title=title or (f"Where to keep a KV cache (b = {bytes_per_token:,.0f} B/token)" if bytes_per_token
                            else "Where to keep a KV cache"))
