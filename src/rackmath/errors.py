@@ -57,8 +57,10 @@ def check_positive(value, field: str, accepted: str = "a positive finite number"
     if maximum is not None:
         bad |= arr > maximum
     if np.any(bad):
-        first = arr[bad].flat[0] if arr.ndim else arr
-        problem = f"{first!r} is out of range" if maximum is not None and first > (maximum or 0) else \
-            f"{first!r} is not {'a non-negative' if allow_zero else 'a positive'} finite number"
+        first = float(arr[bad].flat[0] if arr.ndim else arr)
+        if maximum is not None and first > maximum:
+            problem = f"{first:g} is out of range"
+        else:
+            problem = f"{first:g} is not {'a non-negative' if allow_zero else 'a positive'} finite number"
         raise InputError(field, problem, accepted + (f" up to {maximum:g}" if maximum is not None else ""))
     return value

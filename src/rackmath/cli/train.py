@@ -240,6 +240,8 @@ def routed_cmd(
     explain: bool = EXPLAIN_OPT,
 ):
     """Clark et al. 2022 routed law and effective parameter count N̄ (R14). Coefficients UNVERIFIED."""
+    import numpy as np
+
     from ..analyses import scaling
     from ..explain import Derivation, fmt
     from .common import parse_range
@@ -271,16 +273,6 @@ def routed_cmd(
           ["experts", "loss", "effective params N̄", "N̄ / N"],
           [[f"{r['experts']:g}", f"{r['loss']:.4f}", fmt(r["effective_params"]), f"{r['multiplier']:.2f}×"]
            for r in out["rows"]], caption=scaling.UNVERIFIED_NOTE)
-
-
-class _NP:
-    def __getattr__(self, name):
-        import numpy
-
-        return getattr(numpy, name)
-
-
-np = _NP()  # lazy numpy (CLI modules keep top-level imports light)
 
 
 def revnet_cmd(
