@@ -94,6 +94,8 @@ def parse_range(text: str, field: str, kind: str = "count", integer: bool = Fals
                 vals = np.linspace(lo, hi, int(spec))
         else:
             vals = np.array([units.parse_quantity(p, kind, field) for p in s.split(",") if p.strip()])
+    except InputError:
+        raise
     except (ValueError, ZeroDivisionError):
         raise InputError(field, f"cannot read range {text!r}",
                          "a value, a list '1,2,4', or a range 'LO:HI:log', 'LO:HI:logN' or 'LO:HI:N'") from None
