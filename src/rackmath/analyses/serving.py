@@ -282,15 +282,60 @@ def _efficiency(system, efficiency, ideal, regime):
 # --------------------------------------------------------------------------------------
 
 
+def serial_stage_time(t_compute, t_weights, t_kv, t_comm):
+    """Kernel-serial stage time: t = max(t_compute, t_weights) + t_kv + t_comm.
+
+    A real decode step runs its kernels one after another: the weight matmuls (bound by
+    FLOPs or by the weight fetch), then attention (bound by the KV fetch), with TP
+    all-reduces / MoE all-to-alls between them (TensorRT-LLM and vLLM do not overlap
+    them by default). The lecture's ideal overlaps everything: max(t_c, t_w + t_kv)
+    (``engine.layout.combine_times``). Calibrated presets use this serial form; it could
+    move to ``engine.layout.combine_times`` as a third mode.
+    """
+    return np.maximum(t_compute, t_weights) + t_kv + t_comm
+
+
+def composition_of(eff) -> str:
+    """How a preset composes the terms: 'overlap' (lecture's ideal) or 'serial' (calibrated presets).
+
+    The ideal roofline overlaps; a catalog preset says ``composition = "serial" | "overlap"``
+    (default serial); an ad-hoc :class:`Efficiency` is serial.
+    """
+    if eff.name == "ideal":
+        return "overlap"
+    from ..specs.catalog import entries
+
+    for e in entries("efficiency"):
+        if str(e.data.get("name")) == eff.name:
+            return str(e.data.get("composition", "serial"))
+    return "serial"
+
+
+BOUNDS = np.array(["compute", "weights", "kv", "comm", "step overhead"])
+
+
 def _evaluate(mn, system, eff, dtype, *, tp, ep, pp, attention_dp, micro_batch, chips, redundant_experts=0):
-    """One vectorized call of the layout engine (peak FLOP/s of ``dtype``), plus the preset's fixed step overhead."""
+    """One vectorized call of the layout engine (peak FLOP/s of ``dtype``), composed per the preset.
+
+    Returns (layout result, step time, bottleneck names). Step = PP · stage + hand-offs + hop
+    latency + the preset's fixed overhead.
+    """
     from ..engine.layout import HwNumbers, evaluate
 
     hw = HwNumbers.from_system(system, dtype, eff)
     res = evaluate(mn, hw, tp=tp, ep=ep, pp=pp, attention_dp=attention_dp, micro_batch=micro_batch, chips=chips,
                    redundant_experts=redundant_experts, usable_fraction=USABLE_MEMORY_FRACTION)
-    step = res.tpot_s + eff.step_overhead_s
-    return res, step
+    ppa = np.asarray(pp, dtype=float)
+    tc, tw, tkv, tcm = (np.asarray(x) for x in (res.t_compute_s, res.t_weights_s, res.t_kv_s, res.t_comm_s))
+    if composition_of(eff) == "serial":
+        stage = serial_stage_time(tc, tw, tkv, tcm)
+        step = ppa * stage + res.t_handoff_s + res.t_hop_latency_s + eff.step_overhead_s
+        terms = np.stack(np.broadcast_arrays(tc, tw, tkv, tcm, np.full_like(tc, eff.step_overhead_s / ppa.max())))
+        bound = BOUNDS[np.argmax(terms, axis=0)]
+    else:
+        step = res.tpot_s + eff.step_overhead_s
+        bound = np.asarray(res.bound)
+    return res, step, bound
 
 
 def choose_layout(mn, system, eff, dtype, gpus, concurrency, *, max_pp=8):
@@ -311,7 +356,7 @@ def choose_layout(mn, system, eff, dtype, gpus, concurrency, *, max_pp=8):
         whole &= ~adp  # attention DP replicates a dense model's FFN too: never better than DP replicas
     dp = np.floor(gpus / (tp * pp))
     b = np.maximum(np.asarray(concurrency, dtype=float) / (dp * pp), 1.0)
-    res, step = _evaluate(mn, system, eff, dtype, tp=tp, ep=ep, pp=pp, attention_dp=adp, micro_batch=b, chips=gpus)
+    res, step, _ = _evaluate(mn, system, eff, dtype, tp=tp, ep=ep, pp=pp, attention_dp=adp, micro_batch=b, chips=gpus)
     ok = whole & np.asarray(res.fits)
     if not ok.any():
         best_c = float(np.max(np.where(whole, res.max_concurrency, 0.0)))
@@ -476,7 +521,7 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
         dep = Deployment.build(system, n_dec, **lay, model=m)
     dp, ppd = dep.dp, dep.pp
     b = np.maximum(C / (dp * ppd), 1.0)
-    res, step = _evaluate(mn, system, eff, compute_dtype, tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp,
+    res, step, bound0 = _evaluate(mn, system, eff, compute_dtype, tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp,
                           micro_batch=b, chips=n_dec, redundant_experts=redundant_experts)
     t_tpot = tpot(step, a)
     x_out = output_tokens_per_s(C, step, a)
@@ -499,13 +544,13 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
         dep_p = Deployment.build(system, n_pf, **lay_p, model=m)
         # each prefill replica runs passes of max_num_tokens tokens (several prompts when they are short)
         seqs = max(1.0, np.floor(max_num_tokens / chunk))
-        res_p, step_p = _evaluate(mp, system, eff_p, compute_dtype, tp=dep_p.tp, ep=dep_p.ep, pp=dep_p.pp,
+        res_p, step_p, _ = _evaluate(mp, system, eff_p, compute_dtype, tp=dep_p.tp, ep=dep_p.ep, pp=dep_p.pp,
                                   attention_dp=dep_p.attention_dp, micro_batch=seqs, chips=n_pf)
         pf_tok_s = float(np.asarray(dep_p.dp * seqs * chunk / step_p).ravel()[0])
         cap_out = output_tokens_per_s(C, step, a)
         x_out = disaggregated_output_rate(cap_out, pf_tok_s, isl, osl, cached_share)
         prefill_bound = x_out < cap_out
-        res_1, step_1 = _evaluate(mp, system, eff_p, compute_dtype, tp=dep_p.tp, ep=dep_p.ep, pp=dep_p.pp,
+        res_1, step_1, _ = _evaluate(mp, system, eff_p, compute_dtype, tp=dep_p.tp, ep=dep_p.ep, pp=dep_p.pp,
                                   attention_dp=dep_p.attention_dp, micro_batch=1.0, chips=n_pf)
         t_pf = float(np.asarray(step_1).ravel()[0]) * n_chunks
         kv_bytes = float(np.asarray(m.kv_cache_bytes(isl, kvdt)))
@@ -519,17 +564,14 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
     else:
         mp = prefill_numbers(m, isl=isl, chunk=chunk, weights_dtype=wdt, kv_dtype=kvdt, cached_share=cached_share,
                              kv_shards=kv_shards)
-        res_c, chunk_s = _evaluate(mp, system, eff, compute_dtype, tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp,
+        res_c, chunk_s, _ = _evaluate(mp, system, eff, compute_dtype, tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp,
                                    micro_batch=1.0, chips=n_dec)
         chunk_s = float(np.asarray(chunk_s).ravel()[0])
         ttft = ttft_aggregated(chunk_s, n_chunks, step)
         prefill_bound = np.zeros_like(x_out, dtype=bool)
 
     x_tot = total_tokens_per_s(x_out, isl, osl)
-    bound = np.where(prefill_bound, "prefill pool", np.asarray(res.bound).astype(object))
-    terms_max = np.maximum.reduce([np.asarray(res.t_compute_s) * dep.pp, np.asarray(res.t_memory_s) * dep.pp,
-                                   np.asarray(res.t_comm_s) * dep.pp])
-    bound = np.where((eff.step_overhead_s > terms_max) & ~prefill_bound, "step overhead", bound)
+    bound = np.where(prefill_bound, "prefill pool", np.asarray(bound0).astype(object))
     ms = 1e3
     values = dict(
         output_tok_s=x_out, total_tok_s=x_tot, output_tok_s_per_gpu=x_out / gpus, total_tok_s_per_gpu=x_tot / gpus,
@@ -603,24 +645,25 @@ def _derive(r: ServeResult, m, system, eff, res, dep) -> Derivation:
 
 
 def decode_step(model, hardware, *, chips, batch, context, tp=None, ep=1, pp=1, attention_dp=False,
-                weights_dtype=None, kv_dtype=None, kv_shards=None, ideal=False, efficiency=None):
+                weights_dtype=None, kv_dtype=None, kv_shards=None, redundant_experts=0, ideal=False, efficiency=None):
     """Time of one decode step of ``batch`` sequences at ``context`` on one replica of ``chips`` chips (s)."""
     return _single_pass(model, hardware, chips=chips, seqs=batch, isl=context, osl=0.0, tp=tp, ep=ep, pp=pp,
                         attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
-                        kv_shards=kv_shards, ideal=ideal, efficiency=efficiency, regime="decode")
+                        kv_shards=kv_shards, ideal=ideal, efficiency=efficiency, regime="decode",
+                        redundant_experts=redundant_experts)
 
 
 def prefill_time(model, hardware, *, chips, batch, isl, tp=None, ep=1, pp=1, attention_dp=False, weights_dtype=None,
-                 kv_dtype=None, kv_shards=None, cached_share=0.0, ideal=False, efficiency=None):
+                 kv_dtype=None, kv_shards=None, cached_share=0.0, redundant_experts=0, ideal=False, efficiency=None):
     """Time to prefill ``batch`` prompts of ``isl`` tokens in one pass on ``chips`` chips (s)."""
     return _single_pass(model, hardware, chips=chips, seqs=batch, isl=isl, osl=None, tp=tp, ep=ep, pp=pp,
                         attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                         kv_shards=kv_shards, ideal=ideal, efficiency=efficiency, regime="prefill",
-                        cached_share=cached_share)
+                        cached_share=cached_share, redundant_experts=redundant_experts)
 
 
 def _single_pass(model, hardware, *, chips, seqs, isl, osl, tp, ep, pp, attention_dp, weights_dtype, kv_dtype,
-                 kv_shards, ideal, efficiency, regime, cached_share=0.0):
+                 kv_shards, ideal, efficiency, regime, cached_share=0.0, redundant_experts=0):
     from ..engine.layout import Deployment
     from ..specs.hardware import load_hardware
     from ..specs.models import load_model
@@ -632,15 +675,18 @@ def _single_pass(model, hardware, *, chips, seqs, isl, osl, tp, ep, pp, attentio
     kvdt = units.normalize_dtype(kv_dtype or "bf16", "kv_dtype")
     cdt = system.chip.compute_dtype(wdt or m.native_dtype)
     eff = _efficiency(system, efficiency, ideal, regime)
-    dep = Deployment.build(system, int(chips), tp=tp or int(chips), ep=ep, pp=pp, attention_dp=attention_dp, model=m)
+    dep = Deployment.build(system, int(chips), tp=tp or int(chips), ep=ep, pp=pp, attention_dp=attention_dp,
+                           redundant_experts=redundant_experts, model=m)
     if regime == "decode":
         mn = step_numbers(m, isl=isl, osl=1e-9, weights_dtype=wdt, kv_dtype=kvdt, prefill=False, kv_shards=kv_shards)
     else:
         isl_new = float(isl) * (1.0 - cached_share)
         mn = prefill_numbers(m, isl=isl, chunk=isl_new, weights_dtype=wdt, kv_dtype=kvdt, cached_share=cached_share,
                              kv_shards=kv_shards)
-    res, step = _evaluate(mn, system, eff, cdt, tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp,
-                          micro_batch=np.asarray(seqs, dtype=float) / dep.pp, chips=dep.chips)
+    res, step, bound = _evaluate(mn, system, eff, cdt, tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp,
+                          micro_batch=np.asarray(seqs, dtype=float) / dep.pp, chips=dep.chips,
+                          redundant_experts=redundant_experts)
+    res.values["bound"] = np.broadcast_to(bound, np.shape(res.values["tpot_s"]))
     return step, res, eff
 
 

@@ -77,7 +77,9 @@ def r25_trillion_needs_tb() -> Claim:
 
 def r26_memory_capex() -> Claim:
     return Claim("R26", "Hyperscalers spend ~50% of 2026 capex on memory (cited, not derived)", "not modelled", "",
-                 "50%", True, {}, note="Cited from Dylan Patel via Dwarkesh; rackmath has no capex model to check it.")
+                 "50%", False, {},
+                 note=("Cited from Dylan Patel via Dwarkesh; rackmath has no capex model, so it neither confirms nor "
+                       "refutes it (reported as not agreeing rather than assumed true)."))
 
 
 def r27_inference_practice() -> Claim:

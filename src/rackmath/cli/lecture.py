@@ -27,6 +27,7 @@ def register(app: typer.Typer) -> None:
                                    help="Also write the chapters' figures (ch*-*.png) into DIR."),
         only: str = typer.Option(None, "--only", help="Comma-separated claim IDs, e.g. R6,R10 (R41 includes R41-ddr, …)."),
         explain: bool = typer.Option(False, "--explain", help="Print each claim's derivation."),
+        markdown: bool = typer.Option(False, "--markdown", help="Print a Markdown table (docs/lecture.md)."),
     ):
         """The lecture's numbers reproduced: rackmath's value, its inputs, the lecture's value, agreement."""
         from ..claims import all_claims, chapter_modules
@@ -44,6 +45,19 @@ def register(app: typer.Typer) -> None:
                     written += [str(p) for p in mod.plots(plots)]
         if json:
             print_json([c.as_dict() for c in claims])
+            return
+        if markdown:
+            print("| ID | claim | rackmath | unit | lecture | agrees | inputs |")
+            print("|---|---|---|---|---|---|---|")
+            for c in claims:
+                inputs = "; ".join(f"{k} = {_show(v)}" for k, v in c.inputs.items()).replace("|", "/")
+                print(f"| {c.id} | {c.title} | {_show(c.value)} | {c.unit} | {_show(c.lecture_value)} | "
+                      f"{'yes' if c.agrees else '**no**'} | {inputs} |")
+            notes = [c for c in claims if c.note]
+            if notes:
+                print()
+                for c in notes:
+                    print(f"* **{c.id}**: {c.note}")
             return
         from rich.table import Table
 
