@@ -1,0 +1,134 @@
+"""`rackmath serve`, `rackmath validate`, `rackmath plot validate`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .common import EXPLAIN_OPT, JSON_OPT
+
+
+def _count(text, field, integer=True):
+    from .. import units
+    from ..errors import InputError
+
+    if text is None:
+        return None
+    v = units.parse_count(text, field)
+    if integer and int(v) != v:
+        raise InputError(field, f"{text!r} is not a whole number", "a whole number")
+    return int(v) if integer else v
+
+
+def register(app: typer.Typer) -> None:
+    from .plot import plot_app
+
+    @app.command("serve")
+    def serve_cmd(
+        model: str = typer.Option(..., "--model", "-m", help="Model name or HuggingFace config.json path."),
+        hardware: str = typer.Option(..., "--hardware", "-H", help="System name (hgx-h100, gb200-nvl72, …)."),
+        gpus: str = typer.Option(None, "--gpus", help="Every GPU of the deployment (prefill + decode pools)."),
+        isl: str = typer.Option(..., "--isl", help="Input (prompt) tokens per request."),
+        osl: str = typer.Option(..., "--osl", help="Output tokens per request."),
+        concurrency: str = typer.Option(..., "--concurrency", "-c", help="Sequences in flight across the deployment."),
+        tp: str = typer.Option(None, "--tp", help="Attention tensor-parallel degree (GPUs per replica stage)."),
+        ep: str = typer.Option(None, "--ep", help="Expert-parallel degree within the TP GPUs (default 1)."),
+        pp: str = typer.Option(None, "--pp", help="Pipeline stages."),
+        attention_dp: bool = typer.Option(False, "--attention-dp", help="Attention data-parallel over the TP GPUs."),
+        weights_dtype: str = typer.Option(None, "--weights-dtype", help="bf16, fp8, fp4, nvfp4, mxfp4 … (default: as published)."),
+        kv_dtype: str = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default bf16)."),
+        mtp: str = typer.Option("0", "--mtp", help="Speculative / MTP draft tokens per step (k)."),
+        acceptance: str = typer.Option(None, "--acceptance", help="Mean tokens emitted per verification step (1 … k+1)."),
+        prefill_gpus: str = typer.Option(None, "--prefill-gpus", help="Disaggregated: GPUs of the prefill pool."),
+        decode_gpus: str = typer.Option(None, "--decode-gpus", help="Disaggregated: GPUs of the decode pool."),
+        cached_share: float = typer.Option(0.0, "--cached-share", help="Share of each prompt found in the prefix cache."),
+        ideal: bool = typer.Option(False, "--ideal", help="The lecture's ideal roofline (no calibration)."),
+        efficiency: str = typer.Option(None, "--efficiency", help="Efficiency preset (default: calibrated for the chip)."),
+        price: str = typer.Option(None, "--usd-per-gpu-hour", help="$/GPU-hour (default: the chip's catalog price)."),
+        json: bool = JSON_OPT,
+        explain: bool = EXPLAIN_OPT,
+    ):
+        """Steady-state serving: tokens/s per GPU, TPOT, TTFT and $/Mtok for a request shape and concurrency."""
+        from .. import units
+        from ..analyses.serving import serve
+        from ..explain import fmt
+        from .common import print_derivation, print_json, table
+
+        acc = None if acceptance is None else float(units.parse_count(acceptance, "acceptance"))
+        r = serve(model, hardware, gpus=_count(gpus, "gpus"), isl=_count(isl, "isl", False),
+                  osl=_count(osl, "osl", False), concurrency=_count(concurrency, "concurrency", False),
+                  tp=_count(tp, "tp"), ep=_count(ep, "ep"), pp=_count(pp, "pp"),
+                  attention_dp=True if attention_dp else None, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+                  mtp=_count(mtp, "mtp"), acceptance=acc, prefill_gpus=_count(prefill_gpus, "prefill_gpus"),
+                  decode_gpus=_count(decode_gpus, "decode_gpus"), cached_share=cached_share, ideal=ideal,
+                  efficiency=efficiency,
+                  usd_per_gpu_hour=None if price is None else units.parse_usd_per_hour(price, "usd_per_gpu_hour"))
+        if json:
+            d = r.as_dict()
+            if explain:
+                d["derivation"] = r.explain().as_dict()
+            print_json(d)
+            return
+        if explain:
+            print_derivation(r.explain())
+            return
+        d = r.as_dict()
+        rows = [["output tok/s per GPU", fmt(d["output_tok_s_per_gpu"], "")],
+                ["total tok/s per GPU", fmt(d["total_tok_s_per_gpu"], "")],
+                ["TPOT", f'{d["tpot_ms"]:.4g} ms'], ["TTFT", f'{d["ttft_ms"]:.4g} ms'],
+                ["step", f'{d["step_ms"]:.4g} ms'], ["tokens/s per user", f'{d["tokens_per_s_per_user"]:.4g}'],
+                ["$/Mtok (output)", f'{d["usd_per_mtok_output"]:.4g} at ${d["usd_per_gpu_hour"]:g}/GPU-h'],
+                ["bottleneck", d["bottleneck"]], ["layout", d["layout"]["label"] + (" (chosen)" if d["layout_chosen"] else "")],
+                ["memory per GPU", f'{d["mem_per_gpu_gb"]:.4g} GB ({"fits" if d["fits"] else "does NOT fit"}; '
+                                   f'max ≈ {d["max_concurrency"]:g} sequences)'],
+                ["efficiency", d["efficiency"]]]
+        if d.get("prefill"):
+            p = d["prefill"]
+            rows.append(["prefill pool", f'{p["gpus"]} GPUs, {fmt(p["input_tok_s_per_gpu"], "")} input tok/s per GPU'])
+        table(f'{d["model"]} on {d["gpus"]} × {d["hardware"]} ({d["mode"]}), ISL {d["isl"]:g} / OSL {d["osl"]:g}, '
+              f'C = {d["concurrency"]:g}', ["quantity", "value"], rows,
+              caption="; ".join(d["notes"]) or None)
+
+    @app.command("validate")
+    def validate_cmd(
+        json: bool = JSON_OPT,
+        ideal: bool = typer.Option(False, "--ideal", help="Predict with the ideal roofline instead of the presets."),
+        refit: bool = typer.Option(False, "--refit", help="Refit the presets on the records and print them as TOML."),
+    ):
+        """Every public record (published.md §1): inputs, measured, predicted, signed error; summary."""
+        from .common import print_json, table
+
+        if refit:
+            from ..analyses.calibration import as_toml, fit_all
+
+            typer.echo(as_toml(fit_all()))
+            return
+        from ..analyses.validation import validate
+
+        v = validate(ideal=ideal)
+        if json:
+            print_json(v)
+            return
+        rows = [[r["id"], r["title"], f'{r["measured"]:.4g} {r["unit"]}', f'{r["predicted"]:.4g}',
+                 f'{r["error"]:+.1%}', r["kind"]] for r in v["records"]]
+        s = v["summary"]
+        table("rackmath validate" + (" (ideal roofline)" if ideal else " (calibrated presets)"),
+              ["id", "record", "measured", "predicted", "error", "kind"], rows,
+              caption=f'median |error| {s["median_abs_error"]:.1%} over {s["n"]} measured records; worst '
+                      f'{s["worst"]["id"]} {s["worst"]["error"]:+.1%}; within ±20%: {s["within_20pct"]}')
+
+    @plot_app.command("validate")
+    def plot_validate_cmd(
+        output: Path = typer.Option(Path("validate.png"), "--output", "-o", help="Figure file (.png or .svg)."),
+        force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+    ):
+        """Predicted vs measured for every public record, calibrated and ideal."""
+        from ..analyses.validation import validate
+        from ..errors import InputError
+        from ..plotting.validate import plot_validate
+
+        if output.exists() and not force:
+            raise InputError("output", f"{output} exists and would be overwritten", "a new file name, or --force")
+        p = plot_validate(validate(), output, ideal=validate(ideal=True))
+        typer.echo(str(p))

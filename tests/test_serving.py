@@ -1,0 +1,230 @@
+"""The serving model: limits against published hardware/model figures, MTP, dtypes, disaggregation, properties."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rackmath
+from rackmath.analyses import serving
+from rackmath.errors import InputError
+from conftest import run_cli
+
+# Published figures used as expectations (not rackmath's output):
+H200_BW = 4.8e12  # published.md H2: H200 4.8 TB/s
+H100_BF16 = 989.4e12  # published.md H1: H100 dense BF16
+H200_FP8 = 1978.9e12  # published.md H1/H2: Hopper dense FP8
+LLAMA70B_PARAMS = 70.55e9  # Llama 3.1 70B model card (70.6B)
+LLAMA8B_MATMUL_PARAMS = 8.03e9 - 128256 * 4096  # model card 8.03B less the input embedding (config: V·d)
+
+
+def test_c1_tpot_is_the_weight_fetch_floor():
+    """C = 1: TPOT = weights / HBM bandwidth (lecture 00:00), Llama 70B FP8 on one H200 = 70.6 GB / 4.8 TB/s."""
+    r = rackmath.serve("llama-3.3-70b", "hgx-h200", gpus=1, tp=1, isl=2048, osl=256, concurrency=1,
+                       weights_dtype="fp8", ideal=True)
+    floor = LLAMA70B_PARAMS * 1.0 / H200_BW
+    assert r.tpot_ms / 1e3 == pytest.approx(floor, rel=0.03)
+    assert r.bottleneck == "weights"
+
+
+def test_c1_ttft_is_prefill_plus_one_step():
+    """C = 1: TTFT = the prompt's prefill (2·N·ISL / peak) plus one decode step."""
+    r = rackmath.serve("llama-3.3-70b", "hgx-h200", gpus=1, tp=1, isl=2048, osl=256, concurrency=1,
+                       weights_dtype="fp8", ideal=True)
+    prefill = 2 * LLAMA70B_PARAMS * 2048 / H200_FP8
+    step = LLAMA70B_PARAMS / H200_BW
+    assert r.ttft_ms / 1e3 == pytest.approx(prefill + step, rel=0.05)
+
+
+def test_huge_concurrency_reaches_the_compute_roofline():
+    """C → ∞: total tokens/s per GPU → peak / (2 · N_matmul) (every input and output token costs 2N FLOPs)."""
+    r = rackmath.serve("llama-3.1-8b", "hgx-h100", gpus=1, tp=1, isl=128, osl=128, concurrency=[1e3, 1e4, 1e5],
+                       weights_dtype="bf16", ideal=True)
+    limit = H100_BF16 / (2 * LLAMA8B_MATMUL_PARAMS)
+    tot = np.asarray(r.total_tok_s_per_gpu)
+    assert tot[-1] == pytest.approx(limit, rel=0.05)
+    assert np.all(np.diff(tot) >= 0) and tot[-1] <= limit * 1.001
+    assert r.bottleneck[-1] == "compute"
+
+
+def test_throughput_counts_every_gpu_and_input_tokens():
+    r = rackmath.serve("llama-3.3-70b", "hgx-h100", gpus=8, tp=2, isl=1000, osl=250, concurrency=64,
+                       weights_dtype="fp8", usd_per_gpu_hour=2.0)
+    assert r.output_tok_s_per_gpu * 8 == pytest.approx(r.output_tok_s)
+    assert r.total_tok_s_per_gpu == pytest.approx(r.output_tok_s_per_gpu * (1 + 1000 / 250))
+    assert r.tokens_per_s_per_user * r.tpot_ms == pytest.approx(1000.0)
+    # $/Mtok = GPUs · $/h ÷ 3600 / tok/s · 1e6 at DeepSeek's $2/GPU-h (published.md D6)
+    assert r.usd_per_mtok_output == pytest.approx(8 * 2.0 / 3600 / r.output_tok_s * 1e6)
+    assert r.layout["dp"] == 4
+
+
+def test_mtp_speeds_each_user_by_about_the_acceptance():
+    """k = 1 draft, A = 1.8 tokens per step: at C = 1 (memory-bound) a user sees ~1.8× the tokens/s, less the draft."""
+    kw = dict(gpus=8, tp=8, isl=1000, osl=1000, concurrency=1, ideal=True)
+    base = rackmath.serve("llama-3.3-70b", "hgx-h100", **kw)
+    spec = rackmath.serve("llama-3.3-70b", "hgx-h100", mtp=1, acceptance=1.8, **kw)
+    gain = spec.tokens_per_s_per_user / base.tokens_per_s_per_user
+    assert 1.55 < gain < 1.8
+    # at large batch (compute-bound) verifying k+1 tokens per emitted A costs compute: less throughput gain
+    big = dict(kw, concurrency=1024)
+    g_big = (rackmath.serve("llama-3.3-70b", "hgx-h100", mtp=3, acceptance=2.0, **big).output_tok_s
+             / rackmath.serve("llama-3.3-70b", "hgx-h100", **big).output_tok_s)
+    assert g_big < 1.0
+
+
+@pytest.mark.parametrize("acc,mtp", [(0.5, 1), (3.5, 2), (1.5, 0)])
+def test_acceptance_outside_1_to_k_plus_1_is_refused(acc, mtp):
+    with pytest.raises(InputError) as e:
+        rackmath.serve("llama-3.1-8b", "hgx-h100", gpus=1, isl=10, osl=10, concurrency=1, mtp=mtp, acceptance=acc)
+    assert e.value.field == "acceptance"
+
+
+@pytest.mark.parametrize("dtype,bits", [("fp8", 8), ("fp4", 4), ("mxfp4", 4.25), ("nvfp4", 4.5)])
+def test_weight_dtypes_scale_the_weight_fetch(dtype, bits):
+    """At C = 1 the step is the weight fetch: bytes per parameter incl. block scales (MXFP4 4.25 bits, NVFP4 4.5)."""
+    kw = dict(gpus=1, tp=1, isl=100, osl=100, concurrency=1, ideal=True)
+    b16 = rackmath.serve("llama-3.1-8b", "hgx-b200", weights_dtype="bf16", **kw)
+    q = rackmath.serve("llama-3.1-8b", "hgx-b200", weights_dtype=dtype, **kw)
+    assert q.tpot_ms / b16.tpot_ms == pytest.approx(bits / 16, rel=0.02)
+
+
+def test_kv_dtype_halves_the_kv_fetch():
+    """Long context, many sequences: KV-bound; FP8 KV halves the KV term (t_kv)."""
+    kw = dict(gpus=8, tp=8, isl=60000, osl=60000, concurrency=8, ideal=True, weights_dtype="fp8")
+    a = rackmath.serve("llama-3.3-70b", "hgx-h200", kv_dtype="bf16", **kw)
+    b = rackmath.serve("llama-3.3-70b", "hgx-h200", kv_dtype="fp8", **kw)
+    assert b.as_dict()["t_kv_ms"] == pytest.approx(a.as_dict()["t_kv_ms"] / 2, rel=1e-6)
+    assert a.bottleneck == "kv"
+
+
+def test_mla_kv_is_the_latent_not_full_mha():
+    """DeepSeek-V3 MLA KV = (512 + 64) × 61 layers × 2 B = 70,272 B/token (published.md C1d), not 128 heads' K and V."""
+    mn = serving.step_numbers(rackmath.specs.models.load_model("deepseek-v3"), isl=4000, osl=2000, kv_dtype="bf16",
+                              prefill=False)
+    assert mn.kv_bytes_per_seq == pytest.approx(70272 * 5000, rel=1e-9)
+
+
+def test_disaggregated_pools_and_gpu_count():
+    kw = dict(isl=4000, osl=1000, concurrency=2048, tp=32, ep=32, attention_dp=True, weights_dtype="fp8")
+    r = rackmath.serve("deepseek-v3", "hgx-h800", gpus=64, prefill_gpus=32, decode_gpus=32, **kw)
+    assert r.mode == "disaggregated" and r.prefill["gpus"] == 32
+    assert r.output_tok_s_per_gpu == pytest.approx(r.output_tok_s / 64)  # both pools counted
+    # more prefill GPUs can only help a prefill-bound deployment
+    r2 = rackmath.serve("deepseek-v3", "hgx-h800", gpus=96, prefill_gpus=64, decode_gpus=32, **kw)
+    assert r2.output_tok_s >= r.output_tok_s * (1 - 1e-9)
+    with pytest.raises(InputError) as e:
+        rackmath.serve("deepseek-v3", "hgx-h800", gpus=60, prefill_gpus=32, decode_gpus=32, **kw)
+    assert e.value.field == "gpus"
+
+
+def test_layout_is_chosen_when_not_given():
+    r = rackmath.serve("qwen3-235b-a22b", "hgx-h200", gpus=8, isl=1000, osl=1000, concurrency=512,
+                       weights_dtype="fp8")
+    assert r.layout_chosen and any("layout chosen" in n for n in r.notes)
+    assert r.layout["tp"] * r.layout["pp"] * r.layout["dp"] == 8
+    # the chosen layout is at least as fast as the obvious TP8
+    fixed = rackmath.serve("qwen3-235b-a22b", "hgx-h200", gpus=8, tp=8, isl=1000, osl=1000, concurrency=512,
+                           weights_dtype="fp8")
+    assert r.step_ms <= fixed.step_ms * (1 + 1e-9)
+
+
+def test_does_not_fit_is_reported():
+    r = rackmath.serve("llama-3.3-70b", "hgx-h100", gpus=1, tp=1, isl=100, osl=100, concurrency=1,
+                       weights_dtype="bf16")
+    assert r.fits is False  # 141 GB of bf16 weights on one 80 GB H100
+    with pytest.raises(InputError):
+        rackmath.serve("llama-3.3-70b", "hgx-h100", gpus=1, isl=100, osl=100, concurrency=1, weights_dtype="bf16")
+
+
+def test_calibrated_is_slower_than_ideal():
+    kw = dict(gpus=8, tp=8, isl=1000, osl=1000, concurrency=256, weights_dtype="fp8")
+    ideal = rackmath.serve("llama-3.3-70b", "hgx-h100", ideal=True, **kw)
+    cal = rackmath.serve("llama-3.3-70b", "hgx-h100", **kw)
+    assert cal.efficiency == "hopper-serving" and ideal.efficiency == "ideal"
+    assert cal.step_ms > ideal.step_ms
+
+
+def test_explain_is_a_derivation():
+    r = rackmath.serve("llama-3.1-8b", "hgx-h100", gpus=1, isl=512, osl=128, concurrency=8)
+    d = r.explain()
+    syms = [s.symbol for s in d.steps]
+    assert {"L̄", "t_step", "TPOT", "X_out", "TTFT"} <= set(syms)
+    assert d.steps[0].value == pytest.approx(512 + 64)
+
+
+# --- equations -----------------------------------------------------------------------------------------------
+
+
+def test_equations():
+    assert serving.mean_decode_context(1000, 500) == 1250
+    assert serving.prefill_tokens_per_seq_step(1000, 500, 1.0, 0.5) == pytest.approx(1.0)
+    assert serving.prefill_attended_context(1000, 0.5) == pytest.approx(750)
+    assert serving.output_tokens_per_s(100, 0.05, 2.0) == pytest.approx(4000)
+    # Little's law on MLPerf M2 (published.md): 21,606 tok/s, 290 out, TTFT 0.276 s, TPOT 0.155 s → ~3,350 in flight
+    assert serving.little_concurrency(21605.8, 290, 0.276, 0.155) == pytest.approx(3350, rel=0.01)
+    x = serving.disaggregated_output_rate(np.array([100.0, 1000.0]), 2000.0, 1000, 100)
+    assert x.tolist() == [100.0, 200.0]
+
+
+# --- properties ----------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=25, deadline=None)
+@given(isl=st.integers(16, 8000), osl=st.integers(16, 4000), c=st.integers(1, 4096))
+def test_properties(isl, osl, c):
+    cs = np.array([c, 2 * c], dtype=float)
+    r = rackmath.serve("llama-3.1-8b", "hgx-h100", gpus=1, tp=1, isl=isl, osl=osl, concurrency=cs)
+    out, tpot = np.asarray(r.output_tok_s), np.asarray(r.tpot_ms)
+    assert np.all(out > 0) and np.all(tpot > 0)
+    assert out[1] >= out[0] * (1 - 1e-9)  # more sequences in flight never lowers throughput
+    assert tpot[1] >= tpot[0] * (1 - 1e-9)  # … and never shortens the step
+    assert np.allclose(np.asarray(r.total_tok_s) / out, 1 + isl / osl)
+    assert np.allclose(np.asarray(r.tokens_per_s_per_user) * tpot, 1000.0)
+    assert np.all(np.asarray(r.ttft_ms) >= tpot)
+    # Little's law ties throughput to concurrency and step: X = C · A / t_step
+    assert np.allclose(out, cs / (np.asarray(r.step_ms) / 1e3))
+
+
+@settings(max_examples=15, deadline=None)
+@given(k=st.integers(1, 4), frac=st.floats(0.0, 1.0))
+def test_mtp_property(k, frac):
+    a = 1.0 + frac * k
+    r = rackmath.serve("llama-3.1-8b", "hgx-h100", gpus=1, isl=256, osl=256, concurrency=4, mtp=k, acceptance=a)
+    assert r.tpot_ms == pytest.approx(r.step_ms / a)
+
+
+# --- CLI -----------------------------------------------------------------------------------------------------
+
+
+def test_cli_serve_json():
+    code, out, err = run_cli("serve", "--model", "llama-3.3-70b", "--hardware", "hgx-h200", "--gpus", "8",
+                             "--isl", "1000", "--osl", "1000", "--concurrency", "256", "--tp", "8",
+                             "--weights-dtype", "fp8", "--kv-dtype", "fp8", "--mtp", "2", "--acceptance", "2.2",
+                             "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    for k in ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_ms", "ttft_ms", "step_ms", "bottleneck"):
+        assert k in d
+    assert d["layout"]["tp"] == 8 and d["acceptance"] == 2.2
+
+
+def test_cli_serve_table_explain_and_ideal():
+    base = ("serve", "--model", "llama-3.1-8b", "--hardware", "hgx-h100", "--gpus", "1", "--isl", "1K", "--osl",
+            "200", "--concurrency", "16")
+    code, out, _ = run_cli(*base)
+    assert code == 0 and "TPOT" in out and "layout" in out
+    code, out, _ = run_cli(*base, "--explain")
+    assert code == 0 and "t_step" in out
+    code, out, _ = run_cli(*base, "--ideal", "--json")
+    assert code == 0 and json.loads(out)["efficiency"] == "ideal"
+
+
+def test_cli_serve_bad_input_is_one_line():
+    code, out, err = run_cli("serve", "--model", "llama-3.1-8b", "--hardware", "hgx-h100", "--gpus", "8",
+                             "--isl", "100", "--osl", "100", "--concurrency", "1", "--prefill-gpus", "2",
+                             "--decode-gpus", "2")
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
