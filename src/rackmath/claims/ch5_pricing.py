@@ -196,4 +196,4 @@ def plots(outdir) -> list:
     from ..plotting import pricing as pp
 
     outdir = Path(outdir)
-    return [pp.price_context_figure(outdir / "ch5_price_context.png"), pp.tiers_figure(outdir / "ch5_tiers.png")]
+    return [pp.price_context_figure(outdir / "ch5-price-vs-context.png"), pp.tiers_figure(outdir / "ch5-cache-tiers.png")]
