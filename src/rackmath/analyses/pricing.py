@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import InputError, check_positive
 from ..explain import Derivation, fmt
 from ..units import format_si
+from .batching import balance_batch  # B* = ratio · N_total/N_active (lecture 00:15, R6)
 
 
 def _n(x) -> str:
@@ -169,11 +170,6 @@ def architectures_for(target_bytes_per_token, *, context=LECTURE_BOUNDARY, toler
 
 
 # --------------------------------------------------------------------------- R38: output/input ratio
-
-
-def balance_batch(ratio, n_total, n_active):
-    """B* = r · N_total / N_active: the batch where weight fetch = compute (lecture 00:15, R6)."""
-    return np.asarray(ratio, dtype=float) * np.asarray(n_total, dtype=float) / np.asarray(n_active, dtype=float)
 
 
 def decode_memory_factor(batch, context, *, ratio=LECTURE_RATIO, n_total, n_active, kv_bytes_per_token,
