@@ -94,7 +94,9 @@ def balance_cmd(
     rec = {"model": m.name, "hardware": hw.name, "ratio": ratio, "balance_batch_lecture": simple,
            "context": ctx.tolist(), "balance_batch": full.tolist()}
     rows = [("hardware ratio", f"{ratio:.4g}"), ("B* = ratio × N_total/N_active", f"{simple:.4g}")]
-    rows += [(f"B* with KV at context {L:g}", f"{b:.4g}") for L, b in zip(ctx, full)]
+    rows += [(f"B* with KV at context {L:g}",
+              f"{b:.4g}" if b != float("inf") else "∞ (the KV fetch outruns compute at any batch)")
+             for L, b in zip(ctx, full)]
     _out(rec, d, json, explain, rows, f"Balance batch: {m.name} on {hw.name}")
 
 
