@@ -25,7 +25,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from functools import lru_cache
+
 import numpy as np
+
+from ..specs.catalog import register_cache
 
 PUBLISHED = "reference/published.md"
 
@@ -238,6 +242,27 @@ def max_load_concurrency(model, hardware, *, gpus, isl, osl, weights_dtype=None,
     return max(1.0, min(cap, MAX_BATCH_SIZE * r.layout["dp"] * r.layout.get("pp", 1)))
 
 
+def _inputs_key(inputs: dict) -> tuple:
+    """A hashable key of a record's inputs (for the caches below)."""
+    return tuple(sorted(inputs.items()))
+
+
+@register_cache
+@lru_cache(maxsize=512)
+def _max_load_cached(key: tuple) -> float:
+    inp = dict(key)
+    return max_load_concurrency(inp["model"], inp["hardware"], gpus=inp["gpus"], isl=inp["isl"], osl=inp["osl"],
+                                weights_dtype=inp.get("weights_dtype"), kv_dtype=inp.get("kv_dtype"),
+                                tp=inp.get("tp"))
+
+
+def _record_concurrency(inp: dict):
+    """The record's concurrency: as published, or the max-load rule (efficiency-independent, so memoised)."""
+    if inp.get("concurrency") == "max-load":
+        return _max_load_cached(_inputs_key(inp))
+    return inp["concurrency"]
+
+
 def _efficiency_for(rec: Record, efficiency):
     """Which efficiency a record is predicted with: a derived record keeps its own stated one."""
     from ..engine.efficiency import Efficiency
@@ -264,10 +289,7 @@ def predict(rec: Record, efficiency=None, ideal=False) -> tuple[float, dict]:
     inp = dict(rec.inputs)
     info = {}
     if rec.how == "serve":
-        if inp.get("concurrency") == "max-load":
-            inp["concurrency"] = max_load_concurrency(
-                inp["model"], inp["hardware"], gpus=inp["gpus"], isl=inp["isl"], osl=inp["osl"],
-                weights_dtype=inp.get("weights_dtype"), kv_dtype=inp.get("kv_dtype"), tp=inp.get("tp"))
+        inp["concurrency"] = _record_concurrency(inp)
         r = serve(**inp, efficiency=eff, ideal=ideal)
         d = r.as_dict()
         info = {k: d[k] for k in ("concurrency", "tpot_ms", "ttft_ms", "output_tok_s_per_gpu", "bottleneck",
@@ -298,6 +320,138 @@ def predict(rec: Record, efficiency=None, ideal=False) -> tuple[float, dict]:
             return batch * isl / step / inp["chips"], info
         return step, info
     raise ValueError(rec.how)
+
+
+#: Metrics of a fixed-layout serving record that :func:`predict_many` evaluates vectorized.
+_VECTOR_SERVE_METRICS = ("output_tok_s_per_gpu", "tpot_ms", "step_ms")
+
+
+@register_cache
+@lru_cache(maxsize=512)
+def _serve_step_setup(key: tuple):
+    """What a fixed-layout serving record's step carries, independent of the efficiency (memoised).
+
+    The same calls, in the same order, as :func:`serving.serve` for an aggregated deployment
+    with the layout given: step numbers, the deployment, sequences per micro-batch.
+    """
+    from .. import units
+    from ..engine.layout import Deployment
+    from ..specs.hardware import load_hardware
+    from ..specs.models import load_model
+    from .serving import _check_inputs, step_numbers
+
+    inp = dict(key)
+    m, system = load_model(inp["model"]), load_hardware(inp["hardware"])
+    gpus, isl, osl = int(inp["gpus"]), float(inp["isl"]), float(inp["osl"])
+    mtp, h = int(inp.get("mtp", 0)), float(inp.get("cached_share", 0.0))
+    a = _check_inputs(gpus, isl, osl, inp["concurrency"], mtp, inp.get("acceptance"), h, None, None)
+    wd = inp.get("weights_dtype")
+    wdt = units.normalize_dtype(wd, "weights_dtype") if wd else None
+    kvdt = units.normalize_dtype(inp.get("kv_dtype") or getattr(m, "kv_dtype", None) or "bf16", "kv_dtype")
+    cdt = system.chip.compute_dtype(wdt or m.native_dtype)
+    mn = step_numbers(m, isl=isl, osl=osl, weights_dtype=wdt, kv_dtype=kvdt, mtp=mtp, acceptance=a, cached_share=h,
+                      prefill=True, kv_shards=inp.get("kv_shards"))
+    tp = inp.get("tp")
+    rx = int(inp.get("redundant_experts", 0))
+    dep = Deployment.build(system, gpus, tp=int(tp) if tp is not None else min(gpus, int(system.scaleup_size)),
+                           ep=int(inp.get("ep") or 1), pp=int(inp.get("pp") or 1),
+                           attention_dp=bool(inp.get("attention_dp")), redundant_experts=rx, model=m)
+    C = np.asarray(inp["concurrency"], dtype=float)
+    b = np.maximum(C / (dep.dp * dep.pp), 1.0)
+    return mn, system, cdt, dep, C, b, a, gpus, rx
+
+
+def _vectorizable(rec: Record) -> bool:
+    """Records whose prediction :func:`predict_many` evaluates for many efficiencies in one call.
+
+    Single passes (decode step, prefill) and aggregated serving with the layout given and a
+    step-time metric. Records whose layout rackmath chooses (the choice depends on the
+    efficiency), TTFT (its prefill chunk is scalar inside ``serve``) and disaggregated serving
+    are predicted one efficiency at a time.
+    """
+    if rec.efficiency is not None:
+        return False
+    if rec.how in ("decode_step", "prefill"):
+        return True
+    inp = rec.inputs
+    return (rec.how == "serve" and rec.metric in _VECTOR_SERVE_METRICS and "prefill_gpus" not in inp
+            and any(inp.get(k) is not None for k in ("tp", "ep", "pp", "attention_dp")))
+
+
+def predict_many(rec: Record, params, name: str = "fit") -> np.ndarray:
+    """rackmath's prediction of one record under K candidate efficiencies at once (value in the record's unit).
+
+    ``params`` is a (K, 4) array of (η_compute, η_memory, η_comm, step overhead in s), the
+    order of ``calibration.PARAMS``; ``name`` is the efficiency's name (it sets the serial
+    composition, as for a calibrated preset). The efficiency's fields become numpy arrays of
+    length K and the engine broadcasts them: one layout-engine call per record instead of K
+    (what makes the calibration's grid search and its cross-validation fast). Equal to
+    :func:`predict` row by row (tests hold this for every record); records that cannot be
+    vectorized (:func:`_vectorizable`) fall back to :func:`predict` per row.
+    """
+    from ..engine.efficiency import Efficiency
+    from .serving import _evaluate, decode_step, output_tokens_per_s, prefill_time, tpot
+
+    X = np.atleast_2d(np.asarray(params, dtype=float))
+    if X.ndim != 2 or X.shape[1] != 4:
+        from ..errors import InputError
+
+        raise InputError("params", f"shape {X.shape}", "(K, 4): η_compute, η_memory, η_comm, overhead (s)")
+    if not _vectorizable(rec):
+        return np.array([predict(rec, efficiency=Efficiency(name, *(float(v) for v in x)))[0] for x in X])
+    eff = Efficiency(name, eta_compute=X[:, 0].copy(), eta_memory=X[:, 1].copy(), eta_comm=X[:, 2].copy(),
+                     step_overhead_s=X[:, 3].copy())
+    inp = dict(rec.inputs)
+    if rec.how == "serve":
+        inp["concurrency"] = _record_concurrency(inp)
+        mn, system, cdt, dep, C, b, a, gpus, rx = _serve_step_setup(_inputs_key(inp))
+        _, step, _ = _evaluate(mn, system, eff, cdt, tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp,
+                               micro_batch=b, chips=gpus, redundant_experts=rx)
+        if rec.metric == "output_tok_s_per_gpu":
+            out = output_tokens_per_s(C, step, a) / gpus
+        elif rec.metric == "tpot_ms":
+            out = tpot(step, a) * 1e3
+        else:
+            out = step * 1e3
+        return np.broadcast_to(np.asarray(out, dtype=float), (len(X),)).copy()
+    common = {k: inp[k] for k in ("model", "hardware", "chips", "tp", "weights_dtype", "kv_dtype") if k in inp}
+    extra = {k: inp[k] for k in ("ep", "attention_dp", "kv_shards", "redundant_experts") if k in inp}
+    if rec.how == "decode_step":
+        step, _, _ = decode_step(**common, **extra, batch=inp["batch"], context=inp["context"], efficiency=eff)
+        return np.broadcast_to(np.asarray(step, dtype=float) * 1e3, (len(X),)).copy()
+    batch = inp.get("batch")
+    isl, h = float(inp["isl"]), float(inp.get("cached_share", 0.0))
+    if batch is None:  # as predict(): each GPU's pass carries ~MAX_NUM_TOKENS computed tokens
+        from .serving import MAX_NUM_TOKENS
+
+        per_gpu = max(1.0, np.floor(MAX_NUM_TOKENS / (isl * (1.0 - h))))
+        batch = per_gpu * inp["chips"] if inp.get("attention_dp") else per_gpu
+    step, _, _ = prefill_time(**common, **extra, batch=batch, isl=isl, cached_share=h, efficiency=eff)
+    step = np.broadcast_to(np.asarray(step, dtype=float), (len(X),))
+    if rec.metric == "prefill_tok_s_per_gpu":
+        return batch * isl / step / inp["chips"]
+    return step.copy()
+
+
+def source_group(rec: Record) -> str:
+    """The publication (table) a record comes from: records of one source share a stack, a harness and its biases.
+
+    Pope et al. Table 2 → ``pope-2022``; DeepSeek's Day-6 post → ``deepseek-day6``; MLPerf v4.1 →
+    ``mlperf-v4.1``; the TensorRT-LLM perf-overview → one group per hardware column
+    (``trtllm-h100``, ``trtllm-h200``, ``trtllm-b200``, ``trtllm-gb200``): one GPU's column is one
+    benchmark campaign; rows of the other columns are other machines' runs of the same workloads.
+    """
+    if rec.id.startswith("P"):
+        return "pope-2022"
+    if rec.id.startswith("D-"):
+        return "deepseek-day6"
+    if rec.id.startswith("M"):
+        return "mlperf-v4.1"
+    if rec.id.startswith("SB"):
+        return "scaling-book"
+    if rec.id.startswith("T") and "-" in rec.id:
+        return "trtllm-" + rec.id.split("-", 1)[1].lower()
+    return rec.id
 
 
 def error(predicted, measured):
@@ -338,4 +492,5 @@ def validate(efficiency=None, ideal=False, ids=None) -> dict:
             "summary_by_family": {f: summarize([r for r in meas if r["family"] == f]) for f in fams}}
 
 
-__all__ = ["Record", "records", "predict", "validate", "summarize", "error", "max_load_concurrency"]
+__all__ = ["Record", "records", "predict", "predict_many", "source_group", "validate", "summarize", "error",
+           "max_load_concurrency"]
