@@ -102,3 +102,145 @@ def test_plot_validate(tmp_path):
     assert p.stat().st_size > 10_000
     code, _, err = run_cli("plot", "validate", "--output", str(p))
     assert code == 2  # never overwritten without --force
+
+
+# --------------------------------------------------------------------------------------
+# Cross-validation of the calibration (`rackmath validate --cv`)
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cv():
+    """The full cross-validation, as `validate --cv` runs it (~10 s on the 2-core development machine)."""
+    from rackmath.analyses.calibration import cross_validate
+
+    return cross_validate()
+
+
+def _measured():
+    return [r for r in validation.records() if r.kind == "measured"]
+
+
+def test_predict_many_equals_predict_for_every_record():
+    """The vectorized prediction (one engine call for K efficiencies) is the scalar one, record by record."""
+    import numpy as np
+
+    from rackmath.engine.efficiency import Efficiency
+
+    rng = np.random.default_rng(7)
+    X = np.column_stack([rng.uniform(0.05, 1.0, (4, 3)), rng.uniform(0.0, 0.05, 4)])
+    for rec in _measured():
+        many = validation.predict_many(rec, X, "hopper-serving")
+        one = [validation.predict(rec, efficiency=Efficiency("hopper-serving", *x))[0] for x in X]
+        assert many == pytest.approx(one, rel=1e-12), rec.id
+    # vectorized (not looped) for every record but the three whose layout rackmath chooses
+    assert {r.id for r in _measured() if not validation._vectorizable(r)} == {"M1", "M2-tpot", "M2-ttft"}
+
+
+def test_batched_fit_equals_scoring_candidates_one_by_one():
+    from rackmath.analyses.calibration import family_records, fit_preset
+
+    spec = next(s for s in PRESETS if s.name == "tpu-v4-pope")
+    recs = family_records(spec)
+    e_batch, o_batch = fit_preset(recs, name=spec.name)
+    e_one, o_one = fit_preset(recs, name=spec.name,
+                              predict=lambda rec, eff: validation.predict(rec, efficiency=eff)[0])
+    assert e_batch == e_one and o_batch == o_one
+    assert (e_batch.eta_compute, e_batch.eta_memory, e_batch.eta_comm, e_batch.step_overhead_s) == \
+        pytest.approx((1.0, 0.4, 0.825, 0.00425))
+
+
+def test_full_refit_is_the_shipped_presets(cv, result):
+    ins = cv["in_sample"]
+    assert [p["name"] for p in ins["presets"]] == ["hopper-serving", "blackwell-serving", "tpu-v4-pope"]
+    assert all(p["matches_catalog"] for p in ins["presets"])
+    assert ins["summary"]["median_abs_error"] == pytest.approx(result["summary"]["median_abs_error"], rel=1e-9)
+
+
+def test_leave_one_out_holds_out_each_record(cv):
+    from rackmath.engine.efficiency import Efficiency
+
+    n_fam = {f: s["n"] for f, s in cv["in_sample"]["summary_by_family"].items()}
+    assert n_fam == {"blackwell": 16, "hopper": 27, "tpu-v4": 4}
+    folds = cv["loo"]["folds"]
+    assert len(folds) == 47 and all(len(f["held_out"]) == 1 and f["n_train"] == n_fam[f["family"]] - 1
+                                    for f in folds)
+    recs = {r.id: r for r in _measured()}
+    moved = 0
+    for f, row in zip(folds, cv["loo"]["records"]):
+        assert row["id"] == f["held_out"][0]
+        if row["id"] in ("T9-H100", "T11-B200", "P5"):  # the held-out prediction is the fold's refit's
+            eff = Efficiency(row["preset"], *(f[k] for k in ("eta_compute", "eta_memory", "eta_comm",
+                                                              "step_overhead_s")))
+            assert row["predicted"] == pytest.approx(validation.predict(recs[row["id"]], efficiency=eff)[0],
+                                                     rel=1e-12)
+        moved += row["error"] != row["in_sample_error"]
+    assert moved >= 40  # refits without the record predict it differently from the in-sample fit
+
+
+def test_out_of_sample_error_is_bounded(cv):
+    """Measured (docs/validation.md): LOO 8.4% (hopper 8.4%, blackwell 7.9%, TPU v4 23.1%); LOSO 9.0%."""
+    loo, src = cv["loo"], cv["source"]
+    assert loo["summary"]["n"] == 47
+    assert loo["summary"]["median_abs_error"] <= 0.15
+    assert loo["summary"]["within_20pct"] >= 30
+    assert loo["summary_by_family"]["hopper"]["median_abs_error"] <= 0.15
+    assert loo["summary_by_family"]["blackwell"]["median_abs_error"] <= 0.15
+    assert loo["summary_by_family"]["tpu-v4"]["median_abs_error"] <= 0.40  # 4 records for 4 numbers
+    assert src["summary"]["n"] == 43  # Pope et al. is TPU v4's only source: nothing left to fit on
+    assert [f["group"] for f in src["not_predictable"]] == ["pope-2022"]
+    assert src["summary"]["median_abs_error"] <= 0.15
+    assert src["summary_by_family"]["hopper"]["median_abs_error"] <= 0.20
+    assert set(src["summary_by_source"]) == {"deepseek-day6", "mlperf-v4.1", "trtllm-h100", "trtllm-h200",
+                                             "trtllm-b200", "trtllm-gb200"}
+    for f in src["folds"]:  # a whole source held out, the rest of the family fitted on
+        assert f["n_train"] + len(f["held_out"]) == cv["in_sample"]["summary_by_family"][f["family"]]["n"]
+        assert all(validation.source_group(r) == f["group"] for r in _measured() if r.id in f["held_out"])
+
+
+def test_cross_validate_rejects_unknown_names():
+    from rackmath.analyses.calibration import cross_validate
+    from rackmath.errors import InputError
+
+    with pytest.raises(InputError, match="family"):
+        cross_validate(families=["tpu-v9"])
+    with pytest.raises(InputError, match="scheme"):
+        cross_validate(schemes=("kfold",))
+
+
+@pytest.fixture
+def tpu_only_cv(monkeypatch):
+    """`validate --cv` restricted to TPU v4 (real refits, a second instead of ten)."""
+    from rackmath.analyses import calibration
+
+    real = calibration.cross_validate
+    monkeypatch.setattr(calibration, "cross_validate", lambda **kw: real(families=["tpu-v4"], **kw))
+
+
+def test_cli_validate_json_shape_unchanged_without_cv():
+    code, out, err = run_cli("validate", "--json")
+    assert code == 0, err
+    assert set(json.loads(out)) == {"records", "summary", "summary_derived", "summary_by_family"}
+
+
+def test_cli_validate_cv_json(tpu_only_cv):
+    code, out, err = run_cli("validate", "--cv", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert set(d) == {"records", "summary", "summary_derived", "summary_by_family", "cross_validation"}
+    c = d["cross_validation"]
+    assert c["rounds"] == 4 and c["loo"]["summary"]["n"] == 4
+    assert 0.1 <= c["loo"]["summary"]["median_abs_error"] <= 0.40  # 23.1%: 4 numbers fitted on 3 records
+    assert c["loo"]["summary"]["median_abs_error"] > c["in_sample"]["summary"]["median_abs_error"]
+    assert c["source"]["summary"]["n"] == 0 and c["source"]["not_predictable"][0]["group"] == "pope-2022"
+
+
+def test_cli_validate_cv_table(tpu_only_cv):
+    code, out, err = run_cli("validate", "--cv")
+    assert code == 0, err
+    assert "LOO" in out and "LOSO" in out and "pope-2022" in out and "23.1%" in out
+
+
+def test_cli_validate_cv_with_ideal_is_one_line_error():
+    code, out, err = run_cli("validate", "--cv", "--ideal")
+    assert code == 2 and err.strip().startswith("error:") and len(err.strip().splitlines()) == 1

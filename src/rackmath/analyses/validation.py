@@ -263,6 +263,16 @@ def _record_concurrency(inp: dict):
     return inp["concurrency"]
 
 
+@register_cache
+@lru_cache(maxsize=64)
+def _serve_dict(key: tuple, efficiency, ideal: bool) -> dict:
+    """``serve(**inputs).as_dict()``, memoised: records that report two metrics of one run (MLPerf Server's
+    TPOT and TTFT) share it. Callers read it, never change it."""
+    from .serving import serve
+
+    return serve(**dict(key), efficiency=efficiency, ideal=ideal).as_dict()
+
+
 def _efficiency_for(rec: Record, efficiency):
     """Which efficiency a record is predicted with: a derived record keeps its own stated one."""
     from ..engine.efficiency import Efficiency
@@ -279,7 +289,7 @@ def predict(rec: Record, efficiency=None, ideal=False) -> tuple[float, dict]:
 
     ``efficiency`` None = the calibrated preset for the record's chip and regime; ``ideal`` the roofline.
     """
-    from .serving import decode_step, prefill_time, serve
+    from .serving import decode_step, prefill_time
 
     eff = _efficiency_for(rec, efficiency)
     if eff == "ideal":
@@ -290,8 +300,7 @@ def predict(rec: Record, efficiency=None, ideal=False) -> tuple[float, dict]:
     info = {}
     if rec.how == "serve":
         inp["concurrency"] = _record_concurrency(inp)
-        r = serve(**inp, efficiency=eff, ideal=ideal)
-        d = r.as_dict()
+        d = _serve_dict(_inputs_key(inp), eff, bool(ideal))
         info = {k: d[k] for k in ("concurrency", "tpot_ms", "ttft_ms", "output_tok_s_per_gpu", "bottleneck",
                                   "efficiency")}
         info["layout"] = d["layout"]["label"]

@@ -95,10 +95,16 @@ def register(app: typer.Typer) -> None:
         json: bool = JSON_OPT,
         ideal: bool = typer.Option(False, "--ideal", help="Predict with the ideal roofline instead of the presets."),
         refit: bool = typer.Option(False, "--refit", help="Refit the presets on the records and print them as TOML."),
+        cv: bool = typer.Option(False, "--cv", help="Cross-validate the presets: leave-one-record-out and "
+                                                   "leave-one-source-out refits (out-of-sample errors; ~11 s)."),
     ):
         """Every public record (published.md §1): inputs, measured, predicted, signed error; summary."""
+        from ..errors import InputError
         from .common import print_json, table
 
+        if cv and (ideal or refit):
+            raise InputError("cv", f"--cv with {'--ideal' if ideal else '--refit'}",
+                             "--cv alone (it refits the calibrated presets; the ideal roofline has nothing fitted)")
         if refit:
             from ..analyses.calibration import as_toml, fit_all
 
@@ -107,8 +113,15 @@ def register(app: typer.Typer) -> None:
         from ..analyses.validation import validate
 
         v = validate(ideal=ideal)
+        if cv:
+            from ..analyses.calibration import cross_validate
+
+            v["cross_validation"] = cross_validate()
         if json:
             print_json(v)
+            return
+        if cv:
+            _print_cv(v["cross_validation"], table)
             return
         rows = [[r["id"], r["title"], f'{r["measured"]:.4g} {r["unit"]}', f'{r["predicted"]:.4g}',
                  f'{r["error"]:+.1%}', r["kind"]] for r in v["records"]]
@@ -117,6 +130,34 @@ def register(app: typer.Typer) -> None:
               ["id", "record", "measured", "predicted", "error", "kind"], rows,
               caption=f'median |error| {s["median_abs_error"]:.1%} over {s["n"]} measured records; worst '
                       f'{s["worst"]["id"]} {s["worst"]["error"]:+.1%}; within ±20%: {s["within_20pct"]}')
+
+    def _print_cv(c, table):
+        """Per record: in-sample, leave-one-out and leave-one-source-out errors; then the summaries."""
+        na = "n/a"
+        out = {k: {r["id"]: r for r in c[k]["records"]} for k in ("loo", "source")}
+        rows = [[r["id"], r["family"], r["source"], f'{r["error"]:+.1%}']
+                + [f'{out[k][r["id"]]["error"]:+.1%}' if r["id"] in out[k] else na for k in ("loo", "source")]
+                for r in c["in_sample"]["records"]]
+        table("rackmath validate --cv: signed error, in-sample and with the record (LOO) or its whole source "
+              "(LOSO) left out of the refit", ["id", "family", "source", "in-sample", "LOO", "LOSO"], rows)
+
+        def cell(s):
+            return f'{s["median_abs_error"]:.1%}' if s.get("n") else na
+
+        def worst(s):
+            return f'{s["worst"]["id"]} {s["worst"]["error"]:+.1%}' if s.get("n") else na
+
+        srows = []
+        for fam in ["all"] + sorted(c["in_sample"]["summary_by_family"]):
+            pick = [c[k]["summary"] if fam == "all" else c[k]["summary_by_family"].get(fam, {})
+                    for k in ("in_sample", "loo", "source")]
+            srows.append([fam, str(pick[0]["n"]), cell(pick[0]), cell(pick[1]), worst(pick[1]), str(pick[2].get("n", 0)),
+                          cell(pick[2]), worst(pick[2])])
+        skipped = "; ".join(f'{f["group"]}: {f["reason"]}' for f in c["source"]["not_predictable"])
+        table("median |error|, in-sample vs out-of-sample",
+              ["family", "n", "in-sample", "LOO", "LOO worst", "n LOSO", "LOSO", "LOSO worst"], srows,
+              caption=f'each refit: the same fitter, {c["rounds"]} refinement rounds, as the shipped presets'
+                      + (f"; not predictable leaving its source out ({skipped})" if skipped else ""))
 
     @plot_app.command("validate")
     def plot_validate_cmd(
