@@ -228,3 +228,17 @@ def test_cli_serve_bad_input_is_one_line():
                              "--isl", "100", "--osl", "100", "--concurrency", "1", "--prefill-gpus", "2",
                              "--decode-gpus", "2")
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_experts_that_do_not_divide_offer_working_ways_out():
+    """256 experts over EP144 (DeepSeek's decode unit): refused with the ways out, each of which is a flag."""
+    base = ("serve", "-m", "deepseek-v3", "-H", "hgx-h800", "--gpus", "144", "--isl", "4989", "--osl", "1000",
+            "-c", "12672", "--tp", "144", "--ep", "144", "--attention-dp", "--json")
+    code, _, err = run_cli(*base)
+    assert code == 2 and err.startswith("error: ep:") and "redundant" in err and "uneven" in err
+    code, out, err = run_cli(*base, "--redundant-experts", "32")  # 288 = 2 × 144, as DeepSeek deploys
+    assert code == 0, err
+    even = json.loads(out)
+    code, out, err = run_cli(*base, "--uneven-experts")  # the most-loaded GPU holds 2 of the 256
+    assert code == 0, err
+    assert json.loads(out)["tpot_ms"] >= 0.9 * even["tpot_ms"]

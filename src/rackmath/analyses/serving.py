@@ -475,12 +475,14 @@ def _check_inputs(gpus, isl, osl, concurrency, mtp, acceptance, cached_share, pr
 def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None, pp=None, attention_dp=None,
           weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None, decode_gpus=None,
           cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None, redundant_experts=0,
-          kv_shards=None, max_num_tokens=MAX_NUM_TOKENS) -> ServeResult:
+          uneven_experts=False, kv_shards=None, max_num_tokens=MAX_NUM_TOKENS) -> ServeResult:
     """Steady-state serving of ``model`` on ``gpus`` GPUs of ``hardware`` (see the module docstring).
 
     ``concurrency`` (sequences in flight across the deployment) may be a numpy array; the
     rest are single values. Layout flags follow conventions.md; with none given, the best
-    valid layout is chosen (and reported). ``efficiency`` None picks the calibrated preset
+    valid layout is chosen (and reported). Experts that do not divide over EP GPUs are
+    refused unless ``redundant_experts`` makes them divide or ``uneven_experts`` accepts
+    modelling the most-loaded GPU (lecture 00:32). ``efficiency`` None picks the calibrated preset
     for the chip, ``ideal=True`` the lecture's roofline. Returns a :class:`ServeResult`.
     """
     from ..engine.layout import Deployment
@@ -515,7 +517,8 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
         lay = dict(tp=int(tp) if tp is not None else min(n_dec, int(system.scaleup_size)), ep=int(ep or 1),
                    pp=int(pp or 1), attention_dp=bool(attention_dp))
         dep = Deployment.build(system, n_dec, tp=lay["tp"], ep=lay["ep"], pp=lay["pp"],
-                               attention_dp=lay["attention_dp"], redundant_experts=redundant_experts, model=m)
+                               attention_dp=lay["attention_dp"], redundant_experts=redundant_experts,
+                               uneven_experts=uneven_experts, model=m)
     else:
         lay = choose_layout(mn, system, eff, compute_dtype, n_dec, float(np.max(C)))
         dep = Deployment.build(system, n_dec, **lay, model=m)

@@ -43,6 +43,10 @@ def register(app: typer.Typer) -> None:
         prefill_gpus: str = typer.Option(None, "--prefill-gpus", help="Disaggregated: GPUs of the prefill pool."),
         decode_gpus: str = typer.Option(None, "--decode-gpus", help="Disaggregated: GPUs of the decode pool."),
         cached_share: float = typer.Option(0.0, "--cached-share", help="Share of each prompt found in the prefix cache."),
+        redundant_experts: str = typer.Option("0", "--redundant-experts",
+                                              help="Extra expert replicas spread over the EP GPUs (DeepSeek: 32)."),
+        uneven_experts: bool = typer.Option(False, "--uneven-experts",
+                                            help="Allow experts that do not divide over EP; model the most-loaded GPU."),
         ideal: bool = typer.Option(False, "--ideal", help="The lecture's ideal roofline (no calibration)."),
         efficiency: str = typer.Option(None, "--efficiency", help="Efficiency preset (default: calibrated for the chip)."),
         price: str = typer.Option(None, "--usd-per-gpu-hour", help="$/GPU-hour (default: the chip's catalog price)."),
@@ -62,7 +66,8 @@ def register(app: typer.Typer) -> None:
                   attention_dp=True if attention_dp else None, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                   mtp=_count(mtp, "mtp"), acceptance=acc, prefill_gpus=_count(prefill_gpus, "prefill_gpus"),
                   decode_gpus=_count(decode_gpus, "decode_gpus"), cached_share=cached_share, ideal=ideal,
-                  efficiency=efficiency,
+                  efficiency=efficiency, redundant_experts=_count(redundant_experts, "redundant_experts") or 0,
+                  uneven_experts=uneven_experts,
                   usd_per_gpu_hour=None if price is None else units.parse_usd_per_hour(price, "usd_per_gpu_hour"))
         if json:
             d = r.as_dict()
