@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from .common import EXPLAIN_OPT, JSON_OPT
+from .common import EXPLAIN_OPT, JSON_OPT, dtype_check
 
 batching_app = typer.Typer(help="Chapter one: how batch size sets latency and cost (lecture 00:00–00:32).",
                            no_args_is_help=True)
 
 HW_OPT = typer.Option("gb200-nvl72", "--hardware", "-H", help="System or chip name.")
 CTX_OPT = typer.Option("8192", "--context", "-L", help="Context length (tokens).")
-WDT_OPT = typer.Option(None, "--weights-dtype", help="Weights dtype (default: as published).")
-KVDT_OPT = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default: the model's own).")
+WDT_OPT = typer.Option(None, "--weights-dtype", callback=dtype_check("weights_dtype"), help="Weights dtype (default: as published).")
+KVDT_OPT = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"), help="KV-cache dtype (default: the model's own).")
 EFF_OPT = typer.Option(None, "--efficiency", help="Efficiency preset (default: ideal roofline).")
 
 
@@ -38,7 +38,7 @@ def _out(d: dict, derivation, json: bool, explain: bool, rows: list[tuple[str, s
 @batching_app.command("ratio")
 def ratio_cmd(
     hardware: str = typer.Option(None, "--hardware", "-H", help="One chip/system (default: every chip)."),
-    dtype: str = typer.Option(None, "--dtype", help="Weights dtype (default: bf16, fp8, fp4 where the chip has them)."),
+    dtype: str = typer.Option(None, "--dtype", callback=dtype_check("dtype"), help="Weights dtype (default: bf16, fp8, fp4 where the chip has them)."),
     json: bool = JSON_OPT,
 ):
     """The hardware ratio (FLOP/s ÷ 2) ÷ (bytes/s ÷ bytes per param) per chip and dtype (00:15, R5), and drain time."""

@@ -18,6 +18,43 @@ JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
 EXPLAIN_OPT = typer.Option(False, "--explain", help="Print each formula with the numbers substituted.")
 
 
+def dtype_check(field: str):
+    """A typer option callback: an unknown dtype is an error naming ``field`` (the value itself is unchanged)."""
+
+    def check(value):
+        if value is not None:
+            from .. import units
+
+            units.normalize_dtype(value, field)
+        return value
+
+    return check
+
+
+def check_output(path, force: bool, field: str = "output", suffixes: tuple[str, ...] | None = None):
+    """An output file a command may write: not empty, not a directory, in a writable place, and never an existing
+    file unless ``force`` (nothing a user wrote is overwritten). Returns the path."""
+    import os
+    from pathlib import Path
+
+    text = str(path).strip()
+    if not text or text == ".":
+        raise InputError(field, "empty file name", "a file name such as out.png")
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(field, f"{p} is a directory", "a file name")
+    if suffixes is not None and p.suffix.lower() not in suffixes:
+        raise InputError(field, f"unsupported format {p.suffix!r} in {p}", " or ".join(suffixes))
+    if p.exists() and not force:
+        raise InputError(field, f"{p} exists and would be overwritten", "a new file name, or --force")
+    parent = p.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(field, f"cannot write into {parent}", "a file in a writable directory")
+    return p
+
+
 def _default(o):
     try:
         import numpy as np

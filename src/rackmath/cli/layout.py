@@ -6,11 +6,11 @@ from pathlib import Path
 
 import typer
 
-from .common import EXPLAIN_OPT, JSON_OPT
+from .common import EXPLAIN_OPT, JSON_OPT, dtype_check
 
 HW_OPT = typer.Option(..., "--hardware", "-H", help="System or chip name (a chip means its standard scale-up system).")
-WDT_OPT = typer.Option(None, "--weights-dtype", help="bf16, fp8, fp4, mxfp4 … (default: as published).")
-KVDT_OPT = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default: the model's own).")
+WDT_OPT = typer.Option(None, "--weights-dtype", callback=dtype_check("weights_dtype"), help="bf16, fp8, fp4, mxfp4 … (default: as published).")
+KVDT_OPT = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"), help="KV-cache dtype (default: the model's own).")
 EFF_OPT = typer.Option(None, "--efficiency", help="Efficiency preset (default: the ideal roofline).")
 CTX_OPT = typer.Option("8192", "--context", "-L", help="Tokens in each sequence's KV cache.")
 OVERLAP_OPT = typer.Option("max", "--overlap",
@@ -26,12 +26,17 @@ def _count(text, field):
     return units.parse_count(text, field)
 
 
-def _int(text, field):
+MAX_CHIPS = 1e6  # more chips than any deployment; also bounds the layout enumeration
+
+
+def _int(text, field, maximum: float = MAX_CHIPS):
     from ..errors import InputError
 
     v = _count(text, field)
     if v != int(v) or v < 1:
         raise InputError(field, f"{text!r} is not a positive whole number", "1, 2, 8, 72 …")
+    if v > maximum:
+        raise InputError(field, f"{text!r} is out of range", f"a whole number from 1 up to {maximum:g}")
     return int(v)
 
 
@@ -41,7 +46,12 @@ def _search(model, hardware, chips, context, batch, max_pp, weights_dtype, kv_dt
     from ..engine.layout import search_layouts
     from .common import parse_range
 
-    mb = parse_range(batch, "batch", integer=True) if batch else None
+    from ..errors import check_positive
+
+    mb = parse_range(batch, "batch", integer=True) if batch is not None else None
+    if mb is not None:
+        check_positive(mb, "batch", "micro-batches per replica", maximum=1e9)
+    check_positive(float(min_speed or 0.0), "min_speed", "tokens/s per user", allow_zero=True)
     return search_layouts(model, hardware, _int(chips, "chips"), context=_count(context, "context"),
                           weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency, overlap=overlap,
                           micro_batches=mb, max_pp=max_pp,
@@ -73,9 +83,9 @@ def register(app: typer.Typer) -> None:
         context: str = CTX_OPT,
         batch: str = typer.Option(None, "--batch", "-b",
                                   help="Micro-batches per replica to try (default 1:8192:log49)."),
-        max_pp: int = typer.Option(None, "--max-pp", help="Most pipeline stages to try (default min(layers, 16))."),
+        max_pp: int = typer.Option(None, "--max-pp", min=1, help="Most pipeline stages to try (default min(layers, 16))."),
         min_speed: float = typer.Option(0.0, "--min-speed", help="Only layouts with at least this many tok/s per user."),
-        redundant_experts: int = typer.Option(0, "--redundant-experts", help="Extra expert slots (DeepSeek: 32)."),
+        redundant_experts: int = typer.Option(0, "--redundant-experts", min=0, help="Extra expert slots (DeepSeek: 32)."),
         weights_dtype: str = WDT_OPT,
         kv_dtype: str = KVDT_OPT,
         efficiency: str = EFF_OPT,
@@ -121,7 +131,7 @@ def register(app: typer.Typer) -> None:
         ep: str = typer.Option("1", "--ep", help="Expert-parallel degree within the TP group."),
         pp: str = typer.Option("1", "--pp", help="Pipeline stages."),
         attention_dp: bool = typer.Option(False, "--attention-dp", help="Attention data-parallel over the TP group."),
-        redundant_experts: int = typer.Option(0, "--redundant-experts", help="Extra expert slots."),
+        redundant_experts: int = typer.Option(0, "--redundant-experts", min=0, help="Extra expert slots."),
         uneven: bool = typer.Option(False, "--uneven", help="Allow experts that do not divide (most-loaded GPU)."),
         allow_idle: bool = typer.Option(False, "--allow-idle", help="Leave chips idle when TP·PP does not divide."),
         concurrency: str = typer.Option("1", "--concurrency", "-c", help="Sequences in flight over the deployment."),
@@ -163,12 +173,12 @@ def register(app: typer.Typer) -> None:
     def pipeline_cmd(
         hardware: str = HW_OPT,
         model: str = typer.Option(None, "--model", "-m", help="Model (its k and MoE layers; default deepseek-v3)."),
-        k: int = typer.Option(None, "--k", help="Activated experts per token (overrides the model's)."),
-        layers: int = typer.Option(1, "--layers-per-stage", help="MoE layers per stage for the condition."),
-        stages: int = typer.Option(4, "--stages", "-P", help="Pipeline stages for the inference latency and memory."),
+        k: int = typer.Option(None, "--k", min=1, help="Activated experts per token (overrides the model's)."),
+        layers: int = typer.Option(1, "--layers-per-stage", min=1, help="MoE layers per stage for the condition."),
+        stages: int = typer.Option(4, "--stages", "-P", min=1, help="Pipeline stages for the inference latency and memory."),
         t_step: str = typer.Option("20 ms", "--t-step", help="Decode step time without pipelining."),
         hop_latency: str = HOP_OPT,
-        ep: int = typer.Option(64, "--ep", help="Expert parallelism within a rack (E)."),
+        ep: int = typer.Option(64, "--ep", min=1, help="Expert parallelism within a rack (E)."),
         micro_batch: str = typer.Option("2400", "--micro-batch", help="Sequences per micro-batch (b)."),
         context: str = CTX_OPT,
         json: bool = JSON_OPT,
@@ -202,9 +212,9 @@ def register(app: typer.Typer) -> None:
 
     @racks_app.command("bubble")
     def bubble_cmd(
-        stages: int = typer.Option(..., "--stages", "-P", help="Pipeline stages."),
-        microbatches: int = typer.Option(..., "--microbatches", "-M", help="Micro-batches per training step."),
-        chunks: int = typer.Option(1, "--chunks", "-v", help="Model chunks per stage (interleaved schedule)."),
+        stages: int = typer.Option(..., "--stages", "-P", min=1, help="Pipeline stages."),
+        microbatches: int = typer.Option(..., "--microbatches", "-M", min=1, help="Micro-batches per training step."),
+        chunks: int = typer.Option(1, "--chunks", "-v", min=1, help="Model chunks per stage (interleaved schedule)."),
         schedule: str = typer.Option("1f1b", "--schedule", help="gpipe, 1f1b or interleaved."),
         activations: str = typer.Option(None, "--activations", help="Activation bytes of one micro-batch on one stage."),
         json: bool = JSON_OPT,
@@ -228,7 +238,7 @@ def register(app: typer.Typer) -> None:
         params: str = typer.Option("1T,2T,5T", "--params", help="Total parameters of the models."),
         systems: str = typer.Option("hgx-h100,gb200-nvl72,vr-nvl72,rubin-ultra-nvl576,tpu-v5p-pod,tpu-v7-pod",
                                     "--systems", help="Comma-separated systems."),
-        weights_dtype: str = typer.Option("fp8", "--weights-dtype", help="Weight dtype."),
+        weights_dtype: str = typer.Option("fp8", "--weights-dtype", callback=dtype_check("weights_dtype"), help="Weight dtype."),
         batch: str = typer.Option("0", "--batch", help="Sequences whose KV must also fit (B)."),
         kv_per_seq: str = typer.Option("0", "--kv-per-seq", help="KV bytes per sequence at the context (e.g. 576MB)."),
         json: bool = JSON_OPT,
@@ -261,9 +271,9 @@ def register(app: typer.Typer) -> None:
     def moe2_cmd(
         hardware: str = HW_OPT,
         tokens_per_chip: str = typer.Option("32", "--tokens-per-chip", help="Tokens each chip dispatches per layer."),
-        k: int = typer.Option(8, "--k", help="Activated experts per token."),
-        d_model: int = typer.Option(7168, "--d-model", help="Model width."),
-        act_dtype: str = typer.Option("bf16", "--act-dtype", help="Activation dtype on the wire."),
+        k: int = typer.Option(8, "--k", min=1, help="Activated experts per token."),
+        d_model: int = typer.Option(7168, "--d-model", min=1, help="Model width."),
+        act_dtype: str = typer.Option("bf16", "--act-dtype", callback=dtype_check("act_dtype"), help="Activation dtype on the wire."),
         json: bool = JSON_OPT,
     ):
         """One MoE layer across two racks: the all-to-all slowdown from the scale-out share (R17)."""
@@ -272,7 +282,11 @@ def register(app: typer.Typer) -> None:
         from ..specs.hardware import load_hardware
         from .common import print_derivation, print_json
 
-        d = ra.two_rack_analysis(load_hardware(hardware), tokens_per_chip=_count(tokens_per_chip, "tokens_per_chip"),
+        from ..errors import check_positive
+
+        d = ra.two_rack_analysis(load_hardware(hardware),
+                                 tokens_per_chip=check_positive(_count(tokens_per_chip, "tokens_per_chip"),
+                                                                "tokens_per_chip", "tokens per chip such as 32"),
                                  k=k, d_model=d_model, act_bytes=units.dtype_bytes(act_dtype))
         if json:
             print_json(d.as_dict())
@@ -286,7 +300,7 @@ def register(app: typer.Typer) -> None:
         chips: str = typer.Option(..., "--chips", "-n", help="Chip budget."),
         context: str = CTX_OPT,
         batch: str = typer.Option(None, "--batch", "-b", help="Micro-batches to try."),
-        max_pp: int = typer.Option(None, "--max-pp", help="Most pipeline stages."),
+        max_pp: int = typer.Option(None, "--max-pp", min=1, help="Most pipeline stages."),
         weights_dtype: str = WDT_OPT,
         kv_dtype: str = KVDT_OPT,
         efficiency: str = EFF_OPT,
@@ -298,9 +312,13 @@ def register(app: typer.Typer) -> None:
         from ..errors import InputError
         from ..plotting.racks import pareto_figure
 
-        if output.exists() and not force:
-            raise InputError("output", f"{output} exists and would be overwritten", "a new file name, or --force")
+        from .common import check_output
+
+        check_output(output, force, "output", (".png", ".svg", ".pdf"))
         sr = _search(model, hardware, chips, context, batch, max_pp, weights_dtype, kv_dtype, efficiency, overlap, None,
                      0.0, 0)
+        if not sr.fits.any():
+            raise InputError("chips", f"no layout of {sr.layouts.model.name} fits in memory on {chips} chips",
+                             "more --chips, a shorter --context or smaller --batch")
         p = pareto_figure(sr, output, title=f"{sr.layouts.model.name} on {chips} × {sr.layouts.hw.name}")
         typer.echo(str(p))

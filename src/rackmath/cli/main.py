@@ -44,14 +44,65 @@ for _m in sorted(m.name for m in pkgutil.iter_modules(_pkg.__path__)):
         importlib.import_module(f"{_pkg.__name__}.{_m}").register(app)
 
 
+def _usage_line(exc) -> str:
+    """One line for click's usage errors (bad option value, missing argument, unknown option or command)."""
+    import click
+
+    param = getattr(exc, "param", None)
+    hint = getattr(exc, "param_hint", None)
+    if param is not None:
+        names = [o for o in (getattr(param, "opts", None) or []) if o.startswith("--")] or \
+            (param.opts if getattr(param, "opts", None) else [param.name or "value"])
+        field = names[0] if param.param_type_name == "option" else str(param.human_readable_name)
+    elif hint:
+        field = hint if isinstance(hint, str) else " / ".join(hint)
+    elif isinstance(exc, (click.NoSuchOption, click.BadOptionUsage)):
+        field = exc.option_name
+    elif str(exc.message).startswith("No such command"):
+        field = "command"
+    else:
+        field = "usage"
+    if isinstance(exc, click.MissingParameter):
+        problem = "missing"
+    elif isinstance(exc, click.NoSuchOption):
+        problem = "no such option"
+        if exc.possibilities:
+            problem += "; closest: " + ", ".join(sorted(exc.possibilities))
+    else:
+        problem = " ".join(str(exc.message).split()).rstrip(".")
+    cmd = exc.ctx.command_path if getattr(exc, "ctx", None) is not None else "rackmath"
+    return f"{field}: {problem} (accepted: see `{cmd} --help`)"
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: click handles its own usage errors (exit 2); ours become one line, exit 2."""
+    """Entry point: every error a user can cause (ours and click's usage errors) is one line, exit status 2."""
+    import click
+
     from ..errors import RackmathError
 
     try:
-        app(args=argv, prog_name="rackmath")
+        rc = app(args=argv, prog_name="rackmath", standalone_mode=False)
     except RackmathError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {' '.join(str(exc).split())}\n")
         sys.exit(2)
+    except click.exceptions.NoArgsIsHelpError as exc:  # `rackmath`, `rackmath batching`: the help, as before
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        sys.stderr.write(f"error: {_usage_line(exc)}\n")
+        sys.exit(2)
+    except click.ClickException as exc:
+        sys.stderr.write(f"error: {' '.join(exc.format_message().split())}\n")
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        sys.stderr.write("error: aborted\n")
+        sys.exit(1)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as exc:  # a file that cannot be read or written: the user's environment, not a bug
+        if exc.filename is None:
+            raise
+        sys.stderr.write(f"error: file: {exc.filename}: {exc.strerror or exc}\n")
+        sys.exit(2)
+    if isinstance(rc, int) and rc:
+        sys.exit(rc)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .common import JSON_OPT
+from .common import JSON_OPT, dtype_check
 
 model_app = typer.Typer(help="Model specs: parameters, KV bytes per token, FLOPs per token.", no_args_is_help=True)
 
@@ -39,7 +39,7 @@ def show(
     name: str = typer.Argument(..., metavar="NAME|PATH", help="Catalog name, or a HuggingFace config.json path."),
     json: bool = JSON_OPT,
     context: str = typer.Option("8192", "--context", "-L", help="Context length in tokens (e.g. 8192, 128K)."),
-    kv_dtype: str = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default: the model's, bf16 for "
+    kv_dtype: str = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"), help="KV-cache dtype (default: the model's, bf16 for "
                                                           "published models)."),
 ):
     """Show one model: parameters, weight bytes, KV bytes and FLOPs per token at a context."""

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from .common import EXPLAIN_OPT, JSON_OPT
+from .common import EXPLAIN_OPT, JSON_OPT, dtype_check
 from .plot import plot_app
 
 NACT_OPT = typer.Option("100B", "--n-active", help="Active parameters per token (lecture: 100B).")
 RATIO_OPT = typer.Option(None, "--ratio", help="Hardware ratio (FLOP/s/2)/(bytes/s/bytes per param); default 300, "
                                                "or the chip's with --hardware.")
 HW_OPT = typer.Option(None, "--hardware", "-H", help="Chip whose ratio / tiers / prices to use (e.g. h100).")
-BPP_OPT = typer.Option("fp8", "--weights-dtype", help="Weights dtype: bytes per param in the ratio (lecture: fp8 = 1 B).")
+BPP_OPT = typer.Option("fp8", "--weights-dtype", callback=dtype_check("weights_dtype"), help="Weights dtype: bytes per param in the ratio (lecture: fp8 = 1 B).")
 
 
 def _count(text, field):
@@ -71,7 +71,7 @@ def price_cmd(
     context: str = typer.Option("8K", "--context", "-L", help="Context for the output/input reading."),
     kv_bytes: str = typer.Option(None, "--kv-bytes", help="KV bytes/token for the output/input reading "
                                                           "(default: the step's deduction or 1,667 B)."),
-    kv_dtype: str = typer.Option("fp8", "--kv-dtype", help="KV element dtype for the architecture count."),
+    kv_dtype: str = typer.Option("fp8", "--kv-dtype", callback=dtype_check("kv_dtype"), help="KV element dtype for the architecture count."),
     ratio: str = RATIO_OPT,
     hardware: str = HW_OPT,
     weights_dtype: str = BPP_OPT,
@@ -258,7 +258,7 @@ def context_cmd(
     kv_bytes: str = typer.Option("1667", "--kv-bytes", help="KV bytes per token (dense)."),
     batch: str = typer.Option("10K", "--batch", "-B", help="Decode batch (sequences)."),
     hardware: str = typer.Option("h100", "--hardware", "-H", help="Chip (ratio, FLOP/s, bandwidth)."),
-    chips: int = typer.Option(8, "--chips", help="Chips in the scale-up domain (for HBM capacity)."),
+    chips: int = typer.Option(8, "--chips", min=1, max=1_000_000, help="Chips in the scale-up domain (for HBM capacity)."),
     weights_dtype: str = BPP_OPT,
     target: str = typer.Option("100M", "--target", help="Target context for the what-would-it-take estimate."),
     model: str = typer.Option(None, "--model", "-m", help="A catalog model: use its own KV sizes and the roofline."),
@@ -313,7 +313,8 @@ def context_cmd(
 @plot_app.command("price-context")
 def plot_price_context_cmd(
     sheet: str = typer.Argument("gemini-3.1-pro", help="Price sheet whose tiers to draw."),
-    output: str = typer.Option("price_context.png", "--output", "-o"),
+    output: str = typer.Option("price_context.png", "--output", "-o", help=".png or .svg (never overwritten without --force)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
     n_active: str = NACT_OPT,
     kv_bytes: str = typer.Option("1667", "--kv-bytes"),
     batch: str = typer.Option("10K", "--batch", "-B"),
@@ -327,6 +328,9 @@ def plot_price_context_cmd(
     from ..plotting.pricing import plot_price_context
     from ..specs.prices import load_price_sheet
 
+    from .common import check_output
+
+    check_output(output, force, "output", (".png", ".svg", ".pdf"))
     s = load_price_sheet(sheet)
     n, b, B = units.parse_count(n_active, "--n-active"), units.parse_bytes(kv_bytes, "--kv-bytes"), \
         units.parse_count(batch, "--batch")
@@ -340,7 +344,8 @@ def plot_price_context_cmd(
 @plot_app.command("tiers")
 def plot_tiers_cmd(
     hardware: str = typer.Option("h100", "--hardware", "-H"),
-    output: str = typer.Option("tiers.png", "--output", "-o"),
+    output: str = typer.Option("tiers.png", "--output", "-o", help=".png or .svg (never overwritten without --force)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
     kv_bytes: str = typer.Option("1667", "--kv-bytes"),
     n_active: str = NACT_OPT,
     weights_dtype: str = BPP_OPT,
@@ -353,6 +358,9 @@ def plot_tiers_cmd(
     from ..analyses import memory_tiers as mt
     from ..plotting.pricing import plot_tiers
 
+    from .common import check_output
+
+    check_output(output, force, "output", (".png", ".svg", ".pdf"))
     c, tiers = _tiers(hardware, tier)
     b = units.parse_bytes(kv_bytes, "--kv-bytes")
     remat = float(mt.remat_cost(units.parse_count(n_active, "--n-active"), c.peak_flops(weights_dtype),

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import typer
 
-from .common import EXPLAIN_OPT, JSON_OPT
+from .common import EXPLAIN_OPT, JSON_OPT, dtype_check
 
 HW_OPT = typer.Option(..., "--hardware", "-H", help="System or chip name (a chip means its standard scale-up system).")
 CHIPS_OPT = typer.Option(None, "--chips", help="Chips working together (default: one scale-up domain).")
-WDT_OPT = typer.Option(None, "--weights-dtype", help="bf16, fp8, int8, fp4, mxfp4, nvfp4 … (default: as published).")
-KVDT_OPT = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default: the model's own, bf16 for published models).")
+WDT_OPT = typer.Option(None, "--weights-dtype", callback=dtype_check("weights_dtype"), help="bf16, fp8, int8, fp4, mxfp4, nvfp4 … (default: as published).")
+KVDT_OPT = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"), help="KV-cache dtype (default: the model's own, bf16 for published models).")
 EFF_OPT = typer.Option(None, "--efficiency", help="Efficiency preset (default: the ideal roofline).")
 
 
@@ -35,11 +35,10 @@ def _grid(*arrays):
     return [next(it) if a is not None else None for a in arrays]
 
 
-def _check_output(path: Path, force: bool) -> None:
-    from ..errors import InputError
+def _check_output(path: Path, force: bool, field: str = "output", suffixes=(".png", ".svg", ".pdf")) -> None:
+    from .common import check_output
 
-    if path.exists() and not force:
-        raise InputError("output", f"{path} exists and would be overwritten", "a new file name, or --force")
+    check_output(path, force, field, suffixes)
 
 
 def register(app: typer.Typer) -> None:
@@ -114,7 +113,7 @@ def register(app: typer.Typer) -> None:
 
         from ..engine.roofline import roofline
 
-        _check_output(csv, force)
+        _check_output(csv, force, "csv", None)
         b, c, p, n = _grid(*_inputs(batch, context, pass_len, chips))
         r = roofline(model, hardware, chips=n, batch=b, context=c, pass_len=p, weights_dtype=weights_dtype,
                      kv_dtype=kv_dtype, efficiency=efficiency)

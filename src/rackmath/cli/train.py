@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .common import EXPLAIN_OPT, JSON_OPT
+from .common import EXPLAIN_OPT, JSON_OPT, dtype_check
 
 scaling_app = typer.Typer(help="Scaling laws: Chinchilla L(N, D) and Clark et al.'s routed-model law.",
                           no_args_is_help=True)
@@ -16,12 +16,15 @@ def _count(text, field):
     return units.parse_count(text, field)
 
 
-def _int(text, field):
+MAX_CHIPS = 1e6  # chips, and any parallel degree: more than any cluster
+
+
+def _int(text, field, maximum: float = MAX_CHIPS):
     v = _count(text, field)
-    if v != int(v) or v < 1:
+    if v != int(v) or v < 1 or v > maximum:
         from ..errors import InputError
 
-        raise InputError(field, f"{text!r} is not a positive integer", "an integer ≥ 1")
+        raise InputError(field, f"{text!r} is not a positive integer up to {maximum:g}", "an integer ≥ 1")
     return int(v)
 
 
@@ -60,7 +63,7 @@ def train_cmd(
                                   "adam-fp32, momentum-mixed."),
     recompute: str = typer.Option("selective", "--recompute", help="none, selective or full."),
     no_sp: bool = typer.Option(False, "--no-sequence-parallel", help="Turn off sequence parallelism."),
-    dtype: str = typer.Option("bf16", "--dtype", help="Compute dtype whose peak defines MFU."),
+    dtype: str = typer.Option("bf16", "--dtype", callback=dtype_check("dtype"), help="Compute dtype whose peak defines MFU."),
     eta: float = typer.Option(1.0, "--eta", help="Matmul efficiency for the bottom-up step model."),
     no_attention: bool = typer.Option(False, "--no-attention", help="Count 6·N·D only (no attention FLOPs)."),
     usd: str = typer.Option(None, "--usd-per-hour", help="Price per chip-hour (default: catalog)."),
@@ -75,6 +78,9 @@ def train_cmd(
     from ..specs.hardware import load_hardware
     from ..specs.models import load_model
 
+    from ..errors import check_positive
+
+    check_positive(eta, "eta", "a matmul efficiency such as 0.5", maximum=1.0)
     m = load_model(model)
     hw = load_hardware(hardware)
     t, p, e, v = _int(tp, "tp"), _int(pp, "pp"), _int(ep, "ep"), _int(chunks, "chunks")
@@ -148,6 +154,10 @@ def overtrain_cmd(
         shares = tuple(_frac(x) for x in split.split(","))
     except (ValueError, ZeroDivisionError):
         shares = ()
+    from ..errors import check_positive
+
+    check_positive(tokens_per_param, "tokens_per_param", "tokens per parameter such as 20", maximum=1e6)
+    check_positive(models, "models", "a number of models such as 10", maximum=1e6)
     if len(shares) != 3:
         raise InputError("split", f"cannot read {split!r}", "three shares 'pre,RL,inf', e.g. '1/3,1/3,1/3'")
     r = overtrain(rate=_count(traffic, "traffic"), lifetime_s=units.parse_duration(lifetime, "lifetime"),
@@ -188,7 +198,7 @@ def chinchilla_cmd(
 ):
     """Chinchilla: L(N, D) = E + A/N^α + B/D^β, the compute-optimal N, D for a budget, and D ≈ 20·N."""
     from ..analyses import scaling
-    from ..errors import InputError
+    from ..errors import InputError, check_positive
     from ..explain import Derivation, fmt
 
     lw = scaling.loss_law(law)
@@ -199,6 +209,7 @@ def chinchilla_cmd(
     D = _count(tokens, "tokens") if tokens else None
     if compute:
         C = float(compute) if _isnum(compute) else _count(compute, "compute")
+        check_positive(C, "compute", "a FLOP budget such as 1e24 or 5.8e23")
         Nc, Dc = (float(x) for x in scaling.compute_optimal(C, lw))
         d.add("N_opt", "G·(C/6)^(β/(α+β))", f"C = {fmt(C)}", Nc, "params", "Hoffmann et al. 2022 eq. 4")
         d.add("D_opt", "(C/6)^(α/(α+β))/G", "", Dc, "tokens", f"D/N = {Dc / Nc:.1f} (rule of thumb: 20)")
@@ -246,7 +257,15 @@ def routed_cmd(
     from ..explain import Derivation, fmt
     from .common import parse_range
 
+    from ..errors import InputError, check_positive
+
     lw = scaling.routed_law(method)
+    for value, field in ((e_start, "e_start"), (e_max, "e_max")):
+        if value is not None:
+            check_positive(value, field, "a positive number of experts such as 2 or 300", maximum=1e9)
+    es_, em_ = e_start or lw.e_start or 1.0, e_max or lw.e_max
+    if not no_saturation and em_ is not None and (1 / es_ - 1 / em_) <= 0:
+        raise InputError("e_start", f"E_start {es_:g} is not below E_max {em_:g}", "E_start < E_max")
     N = _count(active, "active")
     Es = parse_range(experts, "experts", integer=True)
     sat = not no_saturation
@@ -277,12 +296,12 @@ def routed_cmd(
 
 def revnet_cmd(
     model: str = typer.Argument(None, help="Model for the shape (default: --layers/--d-model/--heads)."),
-    layers: int = typer.Option(None, "--layers", help="Layers."),
-    d_model: int = typer.Option(None, "--d-model", help="Hidden size."),
-    heads: int = typer.Option(None, "--heads", help="Attention heads."),
+    layers: int = typer.Option(None, "--layers", min=1, help="Layers."),
+    d_model: int = typer.Option(None, "--d-model", min=1, help="Hidden size."),
+    heads: int = typer.Option(None, "--heads", min=1, help="Attention heads."),
     seq: str = typer.Option("8192", "--seq", help="Sequence length."),
     batch: str = typer.Option("1", "--batch", help="Sequences per microbatch."),
-    dtype: str = typer.Option("bf16", "--dtype", help="Activation dtype."),
+    dtype: str = typer.Option("bf16", "--dtype", callback=dtype_check("dtype"), help="Activation dtype."),
     no_flash: bool = typer.Option(False, "--no-flash", help="Store attention scores (a·s²·b)."),
     dropout: bool = typer.Option(False, "--dropout", help="Add dropout masks (Korthikanti's 34·s·b·h)."),
     measure: bool = typer.Option(False, "--measure", help="Also measure a small PyTorch stack (needs torch)."),

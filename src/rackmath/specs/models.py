@@ -470,6 +470,13 @@ def _expand_types(types, n_layers: int, path: str, fld: str) -> tuple:
     return tuple((out * reps)[:n_layers])
 
 
+
+def _str_list(v, path, field) -> tuple:
+    """A catalog list of names (aliases): a TOML array of strings."""
+    if not isinstance(v, (list, tuple)) or not all(isinstance(a, str) for a in v):
+        raise CatalogError(path, field, f"expected a list of strings, got {v!r}")
+    return tuple(v)
+
 def model_from_entry(entry: Entry) -> ModelSpec:
     """A ModelSpec from one ``[[model]]`` catalog table (ModelSpec field names, or ``hf_config``)."""
     d = dict(entry.data)
@@ -488,7 +495,7 @@ def model_from_entry(entry: Entry) -> ModelSpec:
         extra = {}
         for k, v in d.items():
             if k in ("aliases",):
-                v = tuple(v)
+                v = _str_list(v, path, f"model.{k}")
             extra[k] = v
         return _validate(replace(spec, **extra), path)
     for k in _REQUIRED:
@@ -519,9 +526,14 @@ def model_from_entry(entry: Entry) -> ModelSpec:
     kw.setdefault("n_kv_heads", kw["n_heads"])
     if "head_dim" not in kw:
         kw["head_dim"] = kw["d_model"] // kw["n_heads"] if kw["n_heads"] else 0
-    for k in ("aliases", "moe_layer_ids"):
-        if k in kw:
-            kw[k] = tuple(kw[k])
+    if "aliases" in kw:
+        kw["aliases"] = _str_list(kw["aliases"], path, "model.aliases")
+    if "moe_layer_ids" in kw:
+        ids = kw["moe_layer_ids"]
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                                                for i in ids):
+            raise CatalogError(path, "model.moe_layer_ids", f"expected a list of layer indices, got {ids!r}")
+        kw["moe_layer_ids"] = tuple(ids)
     for k in ("component_dtypes", "sources"):
         if k in kw and not isinstance(kw[k], dict):
             raise CatalogError(path, f"model.{k}", "expected a table")

@@ -168,6 +168,22 @@ def _tiers(entry: Entry, tables, where: str, kinds=PRICE_KINDS) -> tuple:
     return tuple(sorted(out, key=lambda t: t.above))
 
 
+def _aliases(entry: Entry) -> tuple:
+    v = entry.data.get("aliases", ())
+    if not isinstance(v, (list, tuple)) or not all(isinstance(a, str) for a in v):
+        raise CatalogError(str(entry.path), "price_sheet.aliases", f"expected a list of strings, got {v!r}")
+    return tuple(v)
+
+
+def _base_price(entry: Entry, table: dict, key: str, where: str) -> float:
+    """A sheet's input or output price: required and positive (ratios such as output/input divide by it)."""
+    v = _price(entry, table, key, where, True)
+    if v == 0:
+        raise CatalogError(str(entry.path), f"{where}.{key}",
+                           "0 is not a price here (accepted: a positive number of $ per million tokens)")
+    return v
+
+
 def parse_sheet(entry: Entry) -> PriceSheet:
     """Validate one ``[[price_sheet]]`` table; errors name the file and the field."""
     d = entry.data
@@ -188,8 +204,8 @@ def parse_sheet(entry: Entry) -> PriceSheet:
             raise CatalogError(str(entry.path), f"{w}.fast_mode.speed_multiple",
                                f"{sm!r} (accepted: a positive number, e.g. 2.5)")
         fm = FastMode(
-            input=_price(entry, f, "input", f"{w}.fast_mode", True),
-            output=_price(entry, f, "output", f"{w}.fast_mode", True),
+            input=_base_price(entry, f, "input", f"{w}.fast_mode"),
+            output=_base_price(entry, f, "output", f"{w}.fast_mode"),
             speed_multiple=float(sm),
             tiers=_tiers(entry, f.get("tiers", []), f"{w}.fast_mode.tiers", ("input", "output")),
             status=str(f.get("status", status)), source=str(f.get("source", d["source"])), note=str(f.get("note", "")),
@@ -197,11 +213,11 @@ def parse_sheet(entry: Entry) -> PriceSheet:
     storage = _price(entry, d, "cache_storage_per_hour", w)
     return PriceSheet(
         name=name, provider=d["provider"], model=d["model"], date=d["date"], source=d["source"], status=status,
-        input=_price(entry, d, "input", w, True), output=_price(entry, d, "output", w, True),
+        input=_base_price(entry, d, "input", w), output=_base_price(entry, d, "output", w),
         cache_read=_price(entry, d, "cache_read", w), cache_write_5m=_price(entry, d, "cache_write_5m", w),
         cache_write_1h=_price(entry, d, "cache_write_1h", w), cache_storage_per_hour=storage,
         tiers=_tiers(entry, d.get("tiers", []), f"{w}.tiers"), fast_mode=fm,
-        aliases=tuple(d.get("aliases", ())), note=str(d.get("note", "")), path=str(entry.path),
+        aliases=_aliases(entry), note=str(d.get("note", "")), path=str(entry.path),
     )
 
 
