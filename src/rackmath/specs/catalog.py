@@ -79,6 +79,8 @@ def _read_toml(path: Path) -> dict:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(str(path), "toml", f"malformed TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise CatalogError(str(path), "toml", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise CatalogError(str(path), "file", f"cannot read: {exc.strerror}") from None
 

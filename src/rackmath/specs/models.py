@@ -614,16 +614,34 @@ def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None
             raise CatalogError(path, key, f"missing (required for model_type {mt!r})")
         v = cfg[key]
         if not isinstance(v, types) or isinstance(v, bool):
-            raise CatalogError(path, key, f"wrong type {type(v).__name__} (expected a number)")
+            raise CatalogError(path, key, f"wrong type {type(v).__name__} (expected "
+                                            + ("an integer)" if types == (int,) else "a number)"))
         return v
 
     def opt(key, default):
         v = cfg.get(key)
-        return default if v is None else v
+        if v is None:
+            return default
+        if isinstance(default, bool):
+            ok, want = isinstance(v, bool), "true or false"
+        elif isinstance(default, int):
+            ok, want = isinstance(v, int) and not isinstance(v, bool), "an integer"
+        elif isinstance(default, list):
+            ok, want = isinstance(v, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in v), \
+                "a list of integers"
+        elif isinstance(default, str):
+            ok, want = isinstance(v, str), "a string"
+        else:
+            ok, want = True, ""
+        if not ok:
+            raise CatalogError(path, key, f"wrong type {type(v).__name__} (expected {want})")
+        return v
 
     d = req("hidden_size")
     n_layers = req("num_hidden_layers")
     H = req("num_attention_heads")
+    if H < 1:
+        raise CatalogError(path, "num_attention_heads", f"{H} is not a positive integer")
     kw = dict(
         name=name or _name_from_path(path),
         model_type=mt,
@@ -636,7 +654,7 @@ def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None
         max_context=int(opt("max_position_embeddings", 0)),
         tie_embeddings=bool(opt("tie_word_embeddings", mt.startswith("gemma"))),
         path=str(path),
-        description=f"from {Path(str(path)).name} ({', '.join(cfg.get('architectures') or [mt])})",
+        description=f"from {Path(str(path)).name} ({', '.join(_arch_names(cfg.get('architectures')) or [mt])})",
     )
     tdt = _TORCH_DTYPES.get(str(cfg.get("torch_dtype", "bfloat16")), "bf16")
     kw["native_dtype"] = tdt
@@ -654,7 +672,7 @@ def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None
         sw = cfg.get("sliding_window")
         use_sw = cfg.get("use_sliding_window", mt in ("mistral", "mixtral"))
         if sw and use_sw:
-            kw["sliding_window"] = int(sw)
+            kw["sliding_window"] = req("sliding_window")
             kw["layer_types"] = ("sliding",) * n_layers
     elif mt == "qwen3_moe":
         kw["qk_norm"] = True
@@ -663,6 +681,8 @@ def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None
         kw["experts_per_token"] = req("num_experts_per_tok")
         kw["moe_d_ff"] = req("moe_intermediate_size")
         step = int(opt("decoder_sparse_step", 1))
+        if step < 1:
+            raise CatalogError(path, "decoder_sparse_step", f"{step} is not a positive integer")
         only = set(opt("mlp_only_layers", []))
         ids = tuple(i for i in range(n_layers) if i not in only and (i + 1) % step == 0)
         if len(ids) != n_layers:
@@ -692,13 +712,13 @@ def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None
         kw["attention_bias"] = bool(opt("attention_bias", True))
         kw["attention_sinks"] = True
         kw["n_experts"] = req("num_local_experts")
-        kw["experts_per_token"] = int(cfg.get("num_experts_per_tok") or req("experts_per_token"))
+        kw["experts_per_token"] = req("num_experts_per_tok") if cfg.get("num_experts_per_tok") is not None \
+            else req("experts_per_token")
         kw["moe_d_ff"] = req("intermediate_size")
         kw["expert_bias"] = True
         kw["router_bias"] = True
         kw["active_counts_embedding"] = False  # OpenAI's 5.1B / 3.6B exclude the embedding table
-        sw = req("sliding_window")
-        kw["sliding_window"] = int(sw)
+        kw["sliding_window"] = req("sliding_window")
         types = cfg.get("layer_types") or [("sliding" if i % 2 == 0 else "full") for i in range(n_layers)]
         kw["layer_types"] = _hf_types(types, n_layers, path)
     elif mt in ("gemma2", "gemma3", "gemma3_text"):
@@ -713,9 +733,13 @@ def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None
             kw["layer_types"] = tuple("sliding" if i % 2 == 0 else "full" for i in range(n_layers))
         else:  # gemma3: every sliding_window_pattern-th layer is global
             pat = int(opt("sliding_window_pattern", 6))
+            if pat < 1:
+                raise CatalogError(path, "sliding_window_pattern", f"{pat} is not a positive integer")
             kw["layer_types"] = tuple("full" if (i + 1) % pat == 0 else "sliding" for i in range(n_layers))
 
     q = cfg.get("quantization_config") or {}
+    if not isinstance(q, dict):
+        raise CatalogError(path, "quantization_config", f"wrong type {type(q).__name__} (expected a JSON object)")
     method = str(q.get("quant_method", "")).lower()
     if method == "fp8":
         # DeepSeek/Kimi: every Linear in fp8 (128x128 block scales, ~0.02%, ignored); embedding,
@@ -730,6 +754,11 @@ def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None
         raise CatalogError(path, "quantization_config.quant_method",
                            f"unsupported {method!r} (accepted: fp8, mxfp4, or none)")
     return _validate(ModelSpec(**kw), str(path))
+
+
+def _arch_names(v) -> list:
+    """HF ``architectures`` (informational): a list of names; anything else is ignored."""
+    return [str(a) for a in v] if isinstance(v, list) else []
 
 
 def _hf_types(types, n_layers, path):
@@ -750,7 +779,9 @@ def read_hf_config(path) -> ModelSpec:
     if p.is_dir():
         p = p / "config.json"
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CatalogError(str(p), "json", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except FileNotFoundError:
         raise CatalogError(str(p), "file", "not found (accepted: a config.json path, a directory holding one, "
                                            "or a catalog name)") from None

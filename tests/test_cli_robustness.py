@@ -1,0 +1,204 @@
+"""Bad input never produces a traceback: one line on stderr naming the field, exit status 2.
+
+Covers click's own usage errors (bad option values, missing arguments, unknown options and commands), numbers that
+used to reach a division by zero or an endless layout enumeration, dtypes named by their option, output files
+(never overwritten without --force, unwritable places refused up front), malformed catalog TOML and HuggingFace
+config.json files.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+
+M = "llama-3.1-8b"
+
+
+def _assert_one_line(code, err, field):
+    assert "Traceback" not in err
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("error: "), err
+    assert field in err, err
+
+
+@pytest.mark.parametrize("args,field", [
+    # click's usage errors: one line, the option or argument named
+    (("batching", "fast-mode", "frontier-100b", "--speedup", "abc"), "--speedup"),
+    (("roofline",), "MODEL"),
+    (("roofline", M), "--hardware"),
+    (("roofline", M, "-H", "h100", "--batchh", "3"), "--batchh"),
+    (("roofline", M, "-H"), "-H"),
+    (("bogus",), "command"),
+    (("racks", "bubble", "--stages", "0", "--microbatches", "4"), "--stages"),
+    (("racks", "bubble", "--stages", "4", "--microbatches", "-1"), "--microbatches"),
+    (("racks", "pipeline", "-H", "gb200-nvl72", "--ep", "0"), "--ep"),
+    (("revnet", "--layers", "0", "--d-model", "64", "--heads", "4"), "--layers"),
+    (("context", "--chips", "0"), "--chips"),
+    (("layout", M, "-H", "h100", "--chips", "8", "--max-pp", "0"), "--max-pp"),
+    (("layout", M, "-H", "h100", "--chips", "8", "--redundant-experts", "-1"), "--redundant-experts"),
+    # dtypes: the option's own name, not a generic "dtype"
+    (("batching", "balance", M, "-H", "h100", "--weights-dtype", "abc"), "weights_dtype"),
+    (("batching", "penalty", M, "-H", "h100", "--kv-dtype", ""), "kv_dtype"),
+    (("price", "gemini-3.1-pro", "--kv-dtype", "fp7"), "kv_dtype"),
+    (("cache", "--weights-dtype", "x"), "weights_dtype"),
+    (("racks", "moe-2racks", "-H", "gb200-nvl72", "--act-dtype", "nan"), "act_dtype"),
+    # values that used to divide by zero
+    (("racks", "moe-2racks", "-H", "gb200-nvl72", "--tokens-per-chip", "0"), "tokens_per_chip"),
+    (("racks", "moe-2racks", "-H", "gb200-nvl72", "--k", "0"), "--k"),
+    (("racks", "moe-2racks", "-H", "gb200-nvl72", "--d-model", "-1"), "--d-model"),
+    (("overtrain", "--tokens-per-param", "0"), "tokens_per_param"),
+    (("overtrain", "--tokens-per-param", "nan"), "tokens_per_param"),
+    (("scaling", "chinchilla", "--compute", "0"), "compute"),
+    (("scaling", "chinchilla", "--compute", "-1"), "compute"),
+    (("scaling", "chinchilla", "--compute", "inf"), "compute"),
+    (("scaling", "routed", "--e-start", "0"), "e_start"),
+    (("scaling", "routed", "--e-max", "nan"), "e_max"),
+    (("scaling", "routed", "--e-start", "400"), "e_start"),
+    # NaN, negative and absurd numbers that used to be accepted
+    (("layout", M, "-H", "h100", "--chips", "8", "--batch", "1,64", "--min-speed", "nan"), "min_speed"),
+    (("layout", M, "-H", "h100", "--chips", "8", "--batch", "1e30"), "batch"),
+    (("train", M, "--tokens", "1T", "--mfu", "0.4", "--eta", "nan"), "eta"),
+    (("train", M, "--tokens", "1T", "--mfu", "0.4", "--eta", "-1"), "eta"),
+    (("train", M, "--tokens", "1T", "--mfu", "0.4", "--chips", "1e30"), "chips"),
+    # used to enumerate layouts for ever
+    (("layout", M, "-H", "h100", "--chips", "1e30", "--batch", "1,64"), "chips"),
+    (("racks", "memory", M, "-H", "h100", "--chips", "1e30"), "chips"),
+])
+def test_bad_values(args, field):
+    code, out, err = run_cli(*args)
+    _assert_one_line(code, err, field)
+
+
+def test_plot_pareto_nothing_fits(tmp_path):
+    """No layout fits in memory: an error, not matplotlib's 'cannot be log-scaled' traceback."""
+    f = tmp_path / "p.png"
+    code, _, err = run_cli("plot", "pareto", M, "-H", "h100", "--chips", "8", "--batch", "1,64", "--context", "1e30",
+                           "-o", str(f))
+    _assert_one_line(code, err, "chips")
+    assert not f.exists()
+
+
+@pytest.mark.parametrize("cmd", [
+    ("plot", "tiers"),
+    ("plot", "price-context"),
+    ("plot", "batch", "frontier-100b", "-H", "gb200-nvl72", "--batch", "1:100:5"),
+    ("plot", "pareto", M, "-H", "h100", "--chips", "8", "--batch", "1,64"),
+])
+def test_plots_never_overwrite(tmp_path, cmd):
+    f = tmp_path / "mine.png"
+    f.write_text("mine")
+    code, _, err = run_cli(*cmd, "-o", str(f))
+    _assert_one_line(code, err, "output")
+    assert "exists" in err and f.read_text() == "mine"
+
+
+def test_plot_tiers_force_overwrites(tmp_path):
+    f = tmp_path / "t.png"
+    f.write_text("mine")
+    code, _, err = run_cli("plot", "tiers", "-o", str(f), "--force")
+    assert code == 0, err
+    assert f.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("make,args,field", [
+    (lambda d: "", ("sweep", M, "-H", "h100", "--csv"), "csv"),
+    (lambda d: str(d), ("sweep", M, "-H", "h100", "--csv"), "csv"),  # a directory
+    (lambda d: (d / "f.txt").write_text("x") and str(d / "f.txt" / "sub" / "s.csv"),
+     ("sweep", M, "-H", "h100", "--csv"), "csv"),  # under a file
+    (lambda d: (d / "f.txt").write_text("x") and str(d / "f.txt" / "p.png"), ("plot", "tiers", "-o"), "output"),
+    (lambda d: str(d / "tiers.txt"), ("plot", "tiers", "-o"), "output"),  # not a figure format
+])
+def test_output_paths(tmp_path, make, args, field):
+    code, _, err = run_cli(*args, make(tmp_path))
+    _assert_one_line(code, err, field)
+
+
+_TOML = {
+    "malformed": ('[[chip]]\nname = "x"\nflops = {bf16 = \n', ("hardware", "list"), "toml"),
+    "missing field": ('[[chip]]\nname = "zz1"\nflops = {bf16 = "100 TFLOP/s"}\nhbm = "80 GB"\n',
+                      ("hardware", "list"), "chip.hbm_bandwidth"),
+    "aliases not a list": ('[[model]]\nname = "mm"\naliases = 3\nn_layers = 2\nd_model = 64\nvocab_size = 100\n'
+                           'n_heads = 4\nd_ff = 128\n', ("model", "list"), "model.aliases"),
+    "free price sheet": ('[[price_sheet]]\nname = "pp"\nprovider = "p"\nmodel = "m"\ndate = "2026-01-01"\n'
+                         'source = "s"\ninput = 0\noutput = 10\n', ("price", "pp"), "price_sheet.input"),
+    "price aliases a number": ('[[price_sheet]]\nname = "pp"\nprovider = "p"\nmodel = "m"\ndate = "2026-01-01"\n'
+                               'source = "s"\ninput = 1\noutput = 10\naliases = 1\n', ("price", "--list"),
+                               "price_sheet.aliases"),
+    "bad system size": ('[[system]]\nname = "s1"\nchip = "h100"\nscaleup_size = -3\n', ("hardware", "list"),
+                        "system.scaleup_size"),
+}
+
+
+@pytest.mark.parametrize("case", list(_TOML))
+def test_bad_catalog_files(tmp_path, case):
+    text, args, field = _TOML[case]
+    (tmp_path / "mine.toml").write_text(text)
+    code, _, err = run_cli("--catalog", str(tmp_path), *args)
+    _assert_one_line(code, err, field)
+    assert str(tmp_path / "mine.toml") in err
+
+
+def test_catalog_not_utf8_and_not_a_directory(tmp_path):
+    (tmp_path / "bin.toml").write_bytes(b"\xff\xfe[[chip]]")
+    code, _, err = run_cli("--catalog", str(tmp_path), "hardware", "list")
+    _assert_one_line(code, err, "toml")
+    code, _, err = run_cli("--catalog", str(tmp_path / "nope"), "hardware", "list")
+    _assert_one_line(code, err, "catalog")
+
+
+_LLAMA = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+          "vocab_size": 1000, "intermediate_size": 512}
+_QWEN_MOE = {"model_type": "qwen3_moe", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+             "vocab_size": 1000, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128,
+             "intermediate_size": 512}
+
+
+@pytest.mark.parametrize("cfg,field", [
+    ({"model_type": "llama", "hidden_size": 4096}, "num_hidden_layers"),
+    ([1, 2], "config"),
+    (_LLAMA | {"num_attention_heads": 0}, "num_attention_heads"),
+    (_LLAMA | {"hidden_size": 256.5}, "hidden_size"),
+    (_LLAMA | {"head_dim": "abc"}, "head_dim"),
+    (_LLAMA | {"num_key_value_heads": [4]}, "num_key_value_heads"),
+    (_LLAMA | {"max_position_embeddings": {}}, "max_position_embeddings"),
+    (_LLAMA | {"quantization_config": "fp8"}, "quantization_config"),
+    (_LLAMA | {"sliding_window": "abc", "use_sliding_window": True}, "sliding_window"),
+    (_QWEN_MOE | {"decoder_sparse_step": 0}, "decoder_sparse_step"),
+    (_QWEN_MOE | {"mlp_only_layers": 3}, "mlp_only_layers"),
+])
+def test_bad_hf_configs(tmp_path, cfg, field):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    code, _, err = run_cli("model", "show", str(p))
+    _assert_one_line(code, err, field)
+    code, _, err = run_cli("roofline", str(p), "-H", "h100", "--json")
+    _assert_one_line(code, err, field)
+
+
+def test_hf_config_architectures_are_informational(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(_LLAMA | {"architectures": 7}))
+    code, out, err = run_cli("model", "show", str(p), "--json")
+    assert code == 0, err
+    assert json.loads(out)["model_type"] == "llama"
+
+
+def test_bad_json_files(tmp_path):
+    (tmp_path / "bad.json").write_text('{"hidden_size": 4096,')
+    code, _, err = run_cli("model", "show", str(tmp_path / "bad.json"))
+    _assert_one_line(code, err, "json")
+    (tmp_path / "bin.json").write_bytes(b"\xff\xfe{}")
+    code, _, err = run_cli("model", "show", str(tmp_path / "bin.json"))
+    _assert_one_line(code, err, "json")
+    code, _, err = run_cli("roofline", str(tmp_path / "nope.json"), "-H", "h100")
+    _assert_one_line(code, err, "file")
+
+
+def test_help_still_works():
+    code, out, _ = run_cli("--help")
+    assert code == 0 and "roofline" in out
+    code, out, _ = run_cli("roofline", "--help")
+    assert code == 0 and "--hardware" in out
