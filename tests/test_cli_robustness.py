@@ -202,3 +202,37 @@ def test_help_still_works():
     assert code == 0 and "roofline" in out
     code, out, _ = run_cli("roofline", "--help")
     assert code == 0 and "--hardware" in out
+
+
+_SERVE = ("serve", "-m", "llama-3.1-8b", "-H", "h100", "--isl", "100", "--osl", "100", "-c", "8")
+
+
+@pytest.mark.parametrize("extra,field", [
+    (("--ep", "0"), "ep"),  # 0 is not "default"
+    (("--pp", "0"), "pp"),
+    (("--tp", "-2"), "tp"),
+    (("--usd-per-gpu-hour", "1e30"), "usd_per_gpu_hour"),
+    (("--prefill-gpus", "1e30", "--decode-gpus", "8"), "prefill_gpus"),
+    (("--redundant-experts", "-3"), "redundant_experts"),
+])
+def test_serve_layout_flags(extra, field):
+    code, _, err = run_cli(*_SERVE, *extra)
+    _assert_one_line(code, err, field)
+
+
+def test_lecture_unknown_claim_id():
+    code, _, err = run_cli("lecture", "--only", "R99")
+    _assert_one_line(code, err, "claim")
+
+
+@pytest.mark.parametrize("body,field", [
+    ('eta_compute = "fast"', "efficiency"),
+    ("step_overhead_s = nan", "step_overhead_s"),
+    ("eta_memory = 1.5", "eta_memory"),
+])
+def test_bad_efficiency_preset_file(tmp_path, body, field):
+    (tmp_path / "e.toml").write_text(f'[[efficiency]]\nname = "mine"\n{body}\n')
+    code, _, err = run_cli("--catalog", str(tmp_path), "roofline", "llama-3.1-8b", "-H", "h100",
+                           "--efficiency", "mine")
+    _assert_one_line(code, err, field)
+    assert "e.toml" in err

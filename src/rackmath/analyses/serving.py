@@ -437,6 +437,18 @@ class ServeResult:
 # --------------------------------------------------------------------------------------
 
 
+def _check_layout_flags(tp, ep, pp, redundant_experts, usd_per_gpu_hour):
+    """Given layout degrees are whole numbers ≥ 1 (0 is not 'default'); a price is finite and not absurd."""
+    for name, v in (("tp", tp), ("ep", ep), ("pp", pp)):
+        if v is not None and (not np.isfinite(v) or int(v) != v or v < 1 or v > 1e6):
+            raise InputError(name, f"{v!r} is not a whole number from 1 to 10⁶", "a parallel degree ≥ 1")
+    if not np.isfinite(redundant_experts) or int(redundant_experts) != redundant_experts or redundant_experts < 0:
+        raise InputError("redundant_experts", f"{redundant_experts!r}", "a whole number ≥ 0")
+    if usd_per_gpu_hour is not None:
+        check_positive(usd_per_gpu_hour, "usd_per_gpu_hour", "a price in $ per GPU-hour", allow_zero=True,
+                       maximum=1e4)
+
+
 def _check_inputs(gpus, isl, osl, concurrency, mtp, acceptance, cached_share, prefill_gpus, decode_gpus):
     for name, v, mx in (("gpus", gpus, 1e6), ("isl", isl, 1e8), ("osl", osl, 1e8)):
         check_positive(v, name, "a positive number", maximum=mx)
@@ -493,6 +505,10 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
     m = load_model(model)
     system = load_hardware(hardware)
     chip = system.chip
+    _check_layout_flags(tp, ep, pp, redundant_experts, usd_per_gpu_hour)
+    for name, v in (("prefill_gpus", prefill_gpus), ("decode_gpus", decode_gpus)):
+        if v is not None:  # before they are summed into gpus, so the error names the flag
+            check_positive(v, name, "a positive number of GPUs", maximum=1e6)
     if gpus is None:
         gpus = (prefill_gpus + decode_gpus) if prefill_gpus is not None and decode_gpus is not None \
             else int(system.scaleup_size)

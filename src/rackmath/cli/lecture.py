@@ -36,6 +36,12 @@ def register(app: typer.Typer) -> None:
         claims = all_claims()
         if only:
             want = {s.strip().upper() for s in only.split(",") if s.strip()}
+            known = {c.id.upper() for c in claims} | {c.id.upper().split("-")[0] for c in claims}
+            unknown = sorted(want - known)
+            if unknown:
+                from ..errors import UnknownNameError
+
+                raise UnknownNameError("claim", unknown[0], known, "claim IDs R1 … R43 (see `rackmath lecture`)")
             claims = [c for c in claims if c.id.upper() in want or c.id.upper().split("-")[0] in want]
         written = []
         if plots is not None:

@@ -48,12 +48,15 @@ def presets() -> Index:
             )
         except KeyError as exc:
             raise CatalogError(str(e.path), f"efficiency.{exc.args[0]}", "missing") from None
+        except (TypeError, ValueError) as exc:
+            raise CatalogError(str(e.path), "efficiency", f"{d.get('name', '?')!r}: a non-numeric value ({exc})") \
+                from None
         for f in ("eta_compute", "eta_memory", "eta_comm"):
             v = getattr(eff, f)
-            if not 0 < v <= 1:
+            if not 0 < v <= 1:  # also rejects NaN
                 raise CatalogError(str(e.path), f"efficiency.{f}", f"{v} outside (0, 1]")
-        if eff.step_overhead_s < 0:
-            raise CatalogError(str(e.path), "efficiency.step_overhead_s", "negative")
+        if not 0 <= eff.step_overhead_s < 10:  # also rejects NaN
+            raise CatalogError(str(e.path), "efficiency.step_overhead_s", f"{eff.step_overhead_s} outside [0, 10) s")
         idx.add(eff, eff.name, d.get("aliases", ()))
     return idx
 
