@@ -41,6 +41,18 @@ def _check_output(path: Path, force: bool, field: str = "output", suffixes=(".pn
     check_output(path, force, field, suffixes)
 
 
+def _figure(draw, output, force, model, hardware, chips, *, sweep, fixed, **kw):
+    """Check the output, parse one swept range and one fixed value, draw, say where it went."""
+    from .common import parse_range
+
+    _check_output(output, force)
+    n = float(parse_range(chips, "chips")[0]) if chips else None
+    (xs, xtext), (fs, ftext) = sweep, fixed
+    p = draw(model, hardware, chips=n, path=output, **{xs: parse_range(xtext, xs)},
+             **{fs: float(parse_range(ftext, fs)[0])}, **kw)
+    typer.echo(f"wrote {p}")
+
+
 def register(app: typer.Typer) -> None:
     from .plot import plot_app
 
@@ -144,13 +156,9 @@ def register(app: typer.Typer) -> None:
     ):
         """Latency and cost per token vs batch, each term drawn (lecture 00:05–00:12)."""
         from ..plotting.batching import plot_batch as draw
-        from .common import parse_range
 
-        _check_output(output, force)
-        n = float(parse_range(chips, "chips")[0]) if chips else None
-        p = draw(model, hardware, batch=parse_range(batch, "batch"), context=float(parse_range(context, "context")[0]),
-                 chips=n, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency, path=output)
-        typer.echo(f"wrote {p}")
+        _figure(draw, output, force, model, hardware, chips, sweep=("batch", batch), fixed=("context", context),
+                weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
 
     @plot_app.command("context")
     def plot_context(
@@ -167,10 +175,6 @@ def register(app: typer.Typer) -> None:
     ):
         """Cost per token vs context length, each term drawn (lecture 01:35)."""
         from ..plotting.batching import plot_context as draw
-        from .common import parse_range
 
-        _check_output(output, force)
-        n = float(parse_range(chips, "chips")[0]) if chips else None
-        p = draw(model, hardware, context=parse_range(context, "context"), batch=float(parse_range(batch, "batch")[0]),
-                 chips=n, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency, path=output)
-        typer.echo(f"wrote {p}")
+        _figure(draw, output, force, model, hardware, chips, sweep=("context", context), fixed=("batch", batch),
+                weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)

@@ -8,11 +8,11 @@ data (``[[efficiency]]`` tables in the catalog), each with its source.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..errors import CatalogError, InputError
-from ..specs.catalog import Index, entries, register_cache
+from ..specs.catalog import Index, build_index, register_cache
 
 
 @dataclass(frozen=True)
@@ -24,41 +24,45 @@ class Efficiency:
     step_overhead_s: float = 0.0
     description: str = "the lecture's ideal roofline: peak FLOP/s and bandwidth, no fixed costs"
     source: str = "lecture 00:00 (roofline)"
+    aliases: tuple = field(default=(), compare=False)
 
 
 IDEAL = Efficiency()
 
 
+def _parse(e) -> Efficiency:
+    d = e.data
+    try:
+        eff = Efficiency(
+            name=str(d["name"]),
+            eta_compute=float(d.get("eta_compute", 1.0)),
+            eta_memory=float(d.get("eta_memory", 1.0)),
+            eta_comm=float(d.get("eta_comm", 1.0)),
+            step_overhead_s=float(d.get("step_overhead_s", 0.0)),
+            description=str(d.get("description", "")),
+            source=str(d.get("source", "")),
+            aliases=tuple(str(a) for a in d.get("aliases", ())),
+        )
+    except KeyError as exc:
+        raise CatalogError(str(e.path), f"efficiency.{exc.args[0]}", "missing") from None
+    except (TypeError, ValueError) as exc:
+        raise CatalogError(str(e.path), "efficiency", f"{d.get('name', '?')!r}: a non-numeric value ({exc})") from None
+    for f in ("eta_compute", "eta_memory", "eta_comm"):
+        v = getattr(eff, f)
+        if not 0 < v <= 1:  # also rejects NaN
+            raise CatalogError(str(e.path), f"efficiency.{f}", f"{v} outside (0, 1]")
+    if not 0 <= eff.step_overhead_s < 10:  # also rejects NaN
+        raise CatalogError(str(e.path), "efficiency.step_overhead_s", f"{eff.step_overhead_s} outside [0, 10) s")
+    return eff
+
+
 @register_cache
 @lru_cache(maxsize=1)
 def presets() -> Index:
-    idx = Index("efficiency", "a preset name (see `rackmath hardware efficiency`)")
+    idx = Index("efficiency", "ideal or a calibrated preset such as hopper-serving, blackwell-serving "
+                              "(see docs/serving.md)")
     idx.add(IDEAL, "ideal")
-    for e in entries("efficiency"):
-        d = e.data
-        try:
-            eff = Efficiency(
-                name=str(d["name"]),
-                eta_compute=float(d.get("eta_compute", 1.0)),
-                eta_memory=float(d.get("eta_memory", 1.0)),
-                eta_comm=float(d.get("eta_comm", 1.0)),
-                step_overhead_s=float(d.get("step_overhead_s", 0.0)),
-                description=str(d.get("description", "")),
-                source=str(d.get("source", "")),
-            )
-        except KeyError as exc:
-            raise CatalogError(str(e.path), f"efficiency.{exc.args[0]}", "missing") from None
-        except (TypeError, ValueError) as exc:
-            raise CatalogError(str(e.path), "efficiency", f"{d.get('name', '?')!r}: a non-numeric value ({exc})") \
-                from None
-        for f in ("eta_compute", "eta_memory", "eta_comm"):
-            v = getattr(eff, f)
-            if not 0 < v <= 1:  # also rejects NaN
-                raise CatalogError(str(e.path), f"efficiency.{f}", f"{v} outside (0, 1]")
-        if not 0 <= eff.step_overhead_s < 10:  # also rejects NaN
-            raise CatalogError(str(e.path), "efficiency.step_overhead_s", f"{eff.step_overhead_s} outside [0, 10) s")
-        idx.add(eff, eff.name, d.get("aliases", ()))
-    return idx
+    return build_index("efficiency", "efficiency", "", _parse, idx)
 
 
 def load_efficiency(eff=None) -> Efficiency:

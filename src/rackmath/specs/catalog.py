@@ -125,6 +125,23 @@ def entries(kind: str) -> list[Entry]:
     return out
 
 
+def latest(kind: str) -> list[Entry]:
+    """Entries of one kind de-duplicated by name: a later entry (a user catalog) replaces an earlier one whole."""
+    out: dict[str, Entry] = {}
+    for e in entries(kind):
+        out[norm(str(require(e, "name", (str,))))] = e
+    return list(out.values())
+
+
+def build_index(kind: str, field: str, hint: str, parse, idx: "Index | None" = None) -> "Index":
+    """Parse every (latest) entry of ``kind`` with ``parse(entry)`` into an :class:`Index` by name and aliases."""
+    idx = idx or Index(field, hint)
+    for e in latest(kind):
+        obj = parse(e)
+        idx.add(obj, obj.name, getattr(obj, "aliases", ()))
+    return idx
+
+
 def norm(name: str) -> str:
     """Names are matched case-insensitively; '_' and ' ' count as '-'."""
     return str(name).strip().lower().replace("_", "-").replace(" ", "-")

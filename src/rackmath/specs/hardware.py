@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from .. import units
 from ..errors import CatalogError, InputError, UnknownNameError
-from .catalog import Entry, Index, entries, norm, register_cache, require
+from .catalog import Entry, Index, latest, norm, register_cache, require
 
 # Wider dtypes a chip falls back to when it has no peak for the requested one.
 _FALLBACK = {
@@ -326,14 +326,6 @@ def _parse_system(entry: Entry, cidx: Index) -> System:
     )
 
 
-def _latest(items: list[Entry]) -> list[Entry]:
-    """Entries de-duplicated by name; a later entry (a user catalog) replaces an earlier one."""
-    out: dict[str, Entry] = {}
-    for e in items:
-        out[norm(str(require(e, "name", (str,))))] = e
-    return list(out.values())
-
-
 _chip_paths: dict[str, str] = {}
 
 
@@ -343,7 +335,7 @@ def chips() -> Index:
     """All chips (shipped and user catalogs), by name and alias."""
     idx = Index("chip", "a chip name such as h100, b200, tpu-v5e (see `rackmath hardware list`)")
     _chip_paths.clear()
-    for e in _latest(entries("chip")):
+    for e in latest("chip"):
         c = _parse_chip(e)
         idx.add(c, c.name, c.aliases)
         _chip_paths[c.name] = str(e.path)
@@ -357,7 +349,7 @@ def systems() -> Index:
     cidx = chips()
     idx = Index("hardware", "a system or chip name such as hgx-h100, gb200-nvl72, tpu-v5e "
                             "(see `rackmath hardware list`)")
-    for e in _latest(entries("system")):
+    for e in latest("system"):
         s = _parse_system(e, cidx)
         idx.add(s, s.name, s.aliases)
     # A chip name means that chip in its standard scale-up system.

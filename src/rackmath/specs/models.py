@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .. import units
 from ..errors import CatalogError, InputError
-from .catalog import Entry, Index, entries, register_cache
+from .catalog import Entry, Index, build_index, register_cache
 
 __all__ = ["ModelSpec", "load_model", "models", "from_hf_config", "model_from_entry"]
 
@@ -803,12 +803,8 @@ def read_hf_config(path) -> ModelSpec:
 @lru_cache(maxsize=1)
 def models() -> Index:
     """All catalog models (shipped and user TOML), by name and alias."""
-    idx = Index("model", "a model name such as deepseek-v3, llama-3.1-70b, gpt-oss-120b (see `rackmath model "
-                         "list`), or a path to a HuggingFace config.json")
-    for e in entries("model"):
-        m = model_from_entry(e)
-        idx.add(m, m.name, m.aliases)
-    return idx
+    return build_index("model", "model", "a model name such as deepseek-v3, llama-3.1-70b, gpt-oss-120b (see "
+                       "`rackmath model list`), or a path to a HuggingFace config.json", model_from_entry)
 
 
 def load_model(name_or_path) -> ModelSpec:

@@ -25,7 +25,7 @@ from functools import lru_cache
 
 from .. import units
 from ..errors import CatalogError, InputError
-from .catalog import Entry, Index, entries, register_cache, require
+from .catalog import Entry, Index, build_index, register_cache, require
 
 PER_MTOK = 1e-6  # $/Mtok -> $/token
 PRICE_KINDS = ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h")
@@ -224,12 +224,8 @@ def parse_sheet(entry: Entry) -> PriceSheet:
 @register_cache
 @lru_cache(maxsize=1)
 def price_sheets() -> Index:
-    idx = Index("price sheet", "a price sheet such as claude-opus-4.6, gemini-3.1-pro, gpt-5.1, deepseek-v3.2 "
-                               "(see `rackmath price --list`)")
-    for e in entries("price_sheet"):
-        s = parse_sheet(e)
-        idx.add(s, s.name, s.aliases)
-    return idx
+    return build_index("price_sheet", "price sheet", "a price sheet such as claude-opus-4.6, gemini-3.1-pro, gpt-5.1, "
+                       "deepseek-v3.2 (see `rackmath price --list`)", parse_sheet)
 
 
 def load_price_sheet(name) -> PriceSheet:
