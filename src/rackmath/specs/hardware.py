@@ -281,6 +281,11 @@ def _parse_chip(entry: Entry) -> Chip:
             raise CatalogError(str(entry.path), f"chip.flops.{dt}", exc.problem) from None
     if "bf16" not in flops:
         raise CatalogError(str(entry.path), "chip.flops.bf16", "missing (every chip needs a dense bf16 peak)")
+    for dt, v in flops.items():  # a narrower format never runs slower than bf16 (a typo or a sparse figure)
+        if units.DTYPE_BYTES[dt] < units.DTYPE_BYTES["bf16"] and v < flops["bf16"]:
+            raise CatalogError(str(entry.path), f"chip.flops.{dt}",
+                               f"{v:.4g} FLOP/s is below the bf16 peak {flops['bf16']:.4g} "
+                               f"(accepted: a dense {dt} peak ≥ the bf16 peak)")
     return Chip(
         name=str(require(entry, "name", (str,))),
         vendor=str(d.get("vendor", "")),
@@ -337,7 +342,7 @@ def chips() -> Index:
     _chip_paths.clear()
     for e in latest("chip"):
         c = _parse_chip(e)
-        idx.add(c, c.name, c.aliases)
+        idx.add(c, c.name, c.aliases, where=str(e.path))
         _chip_paths[c.name] = str(e.path)
     return idx
 
@@ -351,7 +356,7 @@ def systems() -> Index:
                             "(see `rackmath hardware list`)")
     for e in latest("system"):
         s = _parse_system(e, cidx)
-        idx.add(s, s.name, s.aliases)
+        idx.add(s, s.name, s.aliases, where=str(e.path))
     # A chip name means that chip in its standard scale-up system.
     for c in cidx.values():
         if c.default_system not in idx:
