@@ -20,6 +20,7 @@ not below bf16) in the kind's parser.
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 from dataclasses import dataclass, fields
 
@@ -61,6 +62,8 @@ SCHEMAS: dict[str, dict[str, F]] = {
         "default_system": F("str", required=True, max_len=bounds.MAX_NAME_LEN),
         "memory_tiers": F("tables", sub="chip.memory_tiers"),
         "status": F("str", choices=("shipping", "announced")),
+        "generation": F("str", max_len=100), "memory_kind": F("str", max_len=32),
+        "tdp_w": F("float", 0, 1e7), "host_power_w": F("float", 0, 1e7), "typical_power_w": F("float", 0, 1e7),
     },
     "chip.memory_tiers": {
         "tier": F("str", required=True, choices=("ddr", "flash", "disk")),
@@ -75,6 +78,7 @@ SCHEMAS: dict[str, dict[str, F]] = {
         "max_chips": F("int", 1, 1e8), "dies_per_chip": F("int", 1, 64),
         "hop_latency": F("quantity", 0, 60, kind="duration"),
         "topology": F("str", choices=("switched", "torus")),
+        "system_power_w": F("float", 0, 1e8),
     },
     "memory_tier": {
         "name": _NAME, "description": _TEXT, "aliases": _NAMES, "sources": _SOURCES, "source": _TEXT,
@@ -154,27 +158,43 @@ def _model_schema() -> dict[str, F]:
     return out
 
 
-def _efficiency_schema() -> dict[str, F]:
-    """[[efficiency]]: the fields above plus any later Efficiency dataclass field (typed from the dataclass)."""
-    out = dict(SCHEMAS["efficiency"])
+# Kinds whose dataclass may grow fields in other modules: a new dataclass field is accepted in TOML under its own
+# name, typed from its annotation (float/int/bool/str; "| None" allowed), so adding a field needs no change here.
+# Fields the TOML spells differently (hbm -> hbm_bytes …) are excluded so a misspelling is still an error.
+_DATACLASS = {
+    "chip": ("rackmath.specs.hardware", "Chip", {"hbm_bytes", "hbm_bw", "scaleup_bw", "scaleout_bw"}),
+    "system": ("rackmath.specs.hardware", "System", {"hop_latency_s", "dies"}),
+    "efficiency": ("rackmath.engine.efficiency", "Efficiency", set()),
+    "price_sheet": ("rackmath.specs.prices", "PriceSheet", {"path"}),
+}
+
+
+def _with_dataclass_fields(kind: str, base: dict[str, F]) -> dict[str, F]:
+    import importlib
+
+    mod, cls, skip = _DATACLASS[kind]
+    out = dict(base)
     try:
-        from ..engine.efficiency import Efficiency
-    except ImportError:  # pragma: no cover
+        dc = getattr(importlib.import_module(mod), cls)
+    except (ImportError, AttributeError):  # pragma: no cover
         return out
-    for f in fields(Efficiency):
-        if f.name in out:
+    for f in fields(dc):
+        if f.name in out or f.name in skip:
             continue
         t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "any")
-        out[f.name] = {"float": F("float", 0, 1e6), "int": F("int", 0, 10**9), "bool": F("bool"),
-                       "str": _TEXT}.get(t.split(" |")[0].strip(), F("any"))
+        t = t.split("|")[0].strip()
+        out[f.name] = {"float": F("float", 0, 1e12), "int": F("int", 0, 10**9), "bool": F("bool"),
+                       "str": _TEXT}.get(t, F("any"))
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def schema(kind: str) -> dict[str, F]:
+    """The field schema of one catalog kind (or sub-table 'kind.field')."""
     if kind == "model":
         return _model_schema()
-    if kind == "efficiency":
-        return _efficiency_schema()
+    if kind in _DATACLASS:
+        return _with_dataclass_fields(kind, SCHEMAS[kind])
     return SCHEMAS[kind]
 
 
