@@ -43,7 +43,7 @@ HOSTILE_TOML = ["true", "false", "-1", "0", "1e308", "-1e308", "nan", "inf", "-i
 HOSTILE_JSON = [None, True, False, -1, 0, 1e308, -1e308, 5e-324, 10**18, 10**9, 2**63, "abc", "", [], [1, 2],
                 ["a", 3], {}, {"a": 1}, 0.5, 1.5, "x" * 5000]
 
-MODELS = ["llama-3.1-8b", "deepseek-v3", "gpt-oss-120b", "frontier-100b", "qwen3-235b-a22b", "gemma-3-27b",
+MODELS = ["llama-3.1-8b", "deepseek-v3", "gpt-oss-120b", "frontier-100b", "qwen3-235b-a22b", "gemma-2-9b",
           "mixtral-8x7b", "kimi-k2"]
 HARDWARE = ["h100", "hgx-h100", "gb200-nvl72", "b200", "tpu-v5e", "mi300x", "h200"]
 SHEETS = ["claude-opus-4.6", "gemini-3.1-pro", "gpt-5.1", "deepseek-v3.2"]

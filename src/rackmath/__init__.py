@@ -30,5 +30,11 @@ def __getattr__(name):  # lazy: `import rackmath` stays fast
         import importlib
 
         mod, attr = _LAZY[name]
-        return getattr(importlib.import_module(mod), attr)
+        obj = getattr(importlib.import_module(mod), attr)
+        if callable(obj) and not isinstance(obj, type):
+            from .bounds import api  # bad inputs raise rackmath's errors; fractional batches refused
+
+            obj = api(obj)
+        globals()[name] = obj
+        return obj
     raise AttributeError(f"module 'rackmath' has no attribute {name!r}")

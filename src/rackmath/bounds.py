@@ -303,6 +303,8 @@ def api(fn):
             if "argument" in str(exc) and fn.__name__ in str(exc):  # a wrong call: let Python report it
                 raise
             raise InputError("input", f"wrong type ({exc})", "numbers, arrays of numbers or names") from None
+        except ValueError as exc:  # numpy's "could not convert string to float" and the like
+            raise InputError("input", str(exc)[:200], "numbers, arrays of numbers or names") from None
 
     wrapper.__wrapped_api__ = True
     return wrapper
@@ -313,7 +315,9 @@ def _check_whole(v, field: str) -> None:
 
     try:
         a = np.asarray(v, dtype=float)
-    except (TypeError, ValueError, OverflowError):
+    except OverflowError:
+        raise InputError(field, f"{_show(v)} is out of range", "a whole number up to 1e30") from None
+    except (TypeError, ValueError):
         raise InputError(field, f"{_show(v)} is not a number", "a whole number") from None
     bad = ~np.isfinite(a) | (a != np.round(a))
     if np.any(bad):
