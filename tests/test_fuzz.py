@@ -90,7 +90,7 @@ def test_every_command_hostile(cmd):
             _check(inv)
 
 
-@settings(max_examples=80, deadline=None, derandomize=True, database=None,
+@settings(max_examples=250, deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_fuzz_slice(data):

@@ -24,8 +24,14 @@ from .errors import CatalogError, InputError, RackmathError
 MAX_RANGE_POINTS = 10_000
 """Values in one range option ('LO:HI:logN', 'LO:HI:N' or a comma list)."""
 
-MAX_GRID_POINTS = 10_000_000
-"""Points in one broadcast grid (range × range × …) an analysis may evaluate."""
+MAX_GRID_POINTS = 1_000_000
+"""Points in one broadcast grid (range × range × …) an analysis may evaluate (`sweep --csv`)."""
+
+MAX_LAYOUTS = 1_000_000
+"""Layouts × micro-batches one layout search evaluates (`layout`, `plot pareto`): ~8 s and ~0.6 GB here."""
+
+MAX_TABLE_ROWS = 10_000
+"""Configurations a command prints as a table or JSON (`roofline`); `sweep --csv` takes up to MAX_GRID_POINTS."""
 
 # ---------------------------------------------------------------------------------- CLI integers
 MAX_INT_OPTION = 1_000_000
@@ -159,13 +165,13 @@ def check_points(n, field: str, maximum: int = MAX_RANGE_POINTS) -> int:
     return n
 
 
-def check_grid(shape, field: str = "ranges", maximum: int = MAX_GRID_POINTS) -> None:
+def check_grid(shape, field: str = "ranges", maximum: int = MAX_GRID_POINTS, hint: str = "use shorter ranges") -> None:
     """A broadcast grid of ranges: at most ``maximum`` points in all."""
     n = 1
     for s in shape:
         n *= int(s)
     if n > maximum:
-        raise InputError(field, f"{n:,} combinations is too many", f"at most {maximum:,} (use shorter ranges)")
+        raise InputError(field, f"{n:,} combinations is too many", f"at most {maximum:,}; {hint}")
 
 
 def _show(v) -> str:
