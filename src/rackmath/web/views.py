@@ -140,7 +140,7 @@ def _dtype_inputs() -> list[Input]:
 
 
 def _chips_input(label="chips", hi=4096) -> Input:
-    return slider("chips", label, 0, hi, 0, help="GPUs/chips working together; 0 means one scale-up domain",
+    return slider("chips", label, 0, hi, 0, log=True, help="GPUs/chips working together; 0 means one scale-up domain",
                   zero="one domain")
 
 
@@ -188,7 +188,7 @@ def batch_view(p):
                num("memory per chip", pt["memory_bytes_per_chip"], "B", "mem"),
                num("fits in HBM", "yes" if pt["fits"] else "NO", key="fits"),
                num("balance batch B* (compute = memory)", bstar if np.isfinite(bstar) else
-                   "∞ (the KV fetch outruns compute at any batch)", "", "bstar")]
+                   "∞ (KV fetch outruns compute)", "", "bstar")]
     t1 = chart("time", f"Step time vs batch: {m.name}, {int(np.asarray(r.chips).ravel()[0])} × {hw.chip.name}",
                [line(grid, r.t_compute_s, "compute"), line(grid, r.t_weights_s, "weight fetch"),
                 line(grid, r.t_kv_s, "KV fetch"), line(grid, r.step_s, "step = max(compute, memory)",
@@ -522,7 +522,7 @@ def _layout(lay) -> str:
 
 def serve_inputs():
     return _common() + [
-        slider("gpus", "GPUs", 0, 4096, 0, zero="one domain"),
+        slider("gpus", "GPUs", 0, 4096, 0, log=True, zero="one domain"),
         slider("isl", "input tokens per request (ISL)", 16, 1048576, 1024, log=True),
         slider("osl", "output tokens per request (OSL)", 1, 131072, 1024, log=True),
         slider("concurrency", "concurrency (sequences in flight)", 1, 65536, 256, log=True),

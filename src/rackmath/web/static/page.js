@@ -60,8 +60,14 @@ let seq = 0;            // request sequence: only the latest answer is drawn
 let timer = null;
 let renders = 0;
 
-function sliderPos(inp, v) { return inp.log ? Math.log2(Math.max(v, inp.lo)) : v; }
+// Log sliders move in powers of 2; one whose range starts at 0 ("the default") keeps 0 one notch below 1.
+function sliderPos(inp, v) {
+  if (!inp.log) return v;
+  if (inp.lo === 0 && v <= 0) return -1;
+  return Math.log2(Math.max(v, inp.lo || 1));
+}
 function sliderVal(inp, x) {
+  if (inp.log && inp.lo === 0 && x < 0) return 0;
   let v = inp.log ? Math.pow(2, x) : x;
   v = Math.min(inp.hi, Math.max(inp.lo, v));
   return inp.integer ? Math.round(v) : +v.toPrecision(4);
@@ -105,8 +111,10 @@ function buildControls() {
       ctl.value = sliderPos(inp, v);
       state[inp.name] = v;
       ctl.addEventListener("input", () => {
-        state[inp.name] = sliderVal(inp, Number(ctl.value));
-        out.textContent = shown(state[inp.name]);
+        const nv = sliderVal(inp, Number(ctl.value));
+        if (nv === state[inp.name]) return;
+        state[inp.name] = nv;
+        out.textContent = shown(nv);
         changed();
       });
     }
