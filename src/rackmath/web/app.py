@@ -316,6 +316,56 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4) -> FastAPI:
 
         return await compute(run)
 
+    @app.get("/api/price", tags=["library"], summary="a price sheet read backwards: tier step → KV bytes/token")
+    async def api_price(sheet: str = Query(..., max_length=100, description="price sheet, e.g. gemini-3.1-pro"),
+                        hardware: str = Query("h100", max_length=100, description="chip whose ratio to use"),
+                        n_active: str = Query("100B", max_length=20, description="active parameters")):
+        def run():
+            from .. import units
+            from ..analyses import pricing as pr
+            from ..specs.hardware import hardware_ratio, load_chip
+            from ..specs.prices import load_price_sheet
+
+            s, c = load_price_sheet(sheet), load_chip(hardware)
+            st = s.step("output") or s.step("input")
+            if st is None:
+                raise InputError("sheet", f"{s.name} has no long-context price step", "a sheet with a context tier")
+            ded = pr.deduce_from_step(st[0], st[1], n_active=units.parse_count(n_active, "n_active"),
+                                      ratio=float(hardware_ratio(c, "fp8")), bytes_per_param=1.0, source=s.name)
+            return {"sheet": s.describe(), "step": ded.as_dict()}
+
+        return await compute(run)
+
+    @app.get("/api/overtrain", tags=["library"], summary="pretraining/RL/inference split and over-training")
+    async def api_overtrain(traffic: str = Query("500M", max_length=20, description="fleet tokens/s"),
+                            lifetime_days: float = Query(61, gt=0, le=36500), models: float = Query(10, gt=0, le=1e6),
+                            active: str = Query("100B", max_length=20, description="active parameters")):
+        def run():
+            from .. import units
+            from ..analyses.lifetime import overtrain
+
+            return overtrain(rate=units.parse_count(traffic, "traffic"), lifetime_s=lifetime_days * 86400,
+                             n_models=models, active=units.parse_count(active, "active")).as_dict()
+
+        return await compute(run)
+
+    @app.get("/api/context", tags=["library"], summary="the context wall for a model on a system (R42)")
+    async def api_context(model: str = Query(..., max_length=100), hardware: str = Query(..., max_length=100),
+                          batch: str = Query("8192", max_length=20), chips: str | None = Query(None, max_length=20),
+                          kv_dtype: str | None = Query(None, max_length=20)):
+        def run():
+            from .. import units
+            from ..errors import check_positive
+
+            q = {"model": model, "hardware": hardware, "batch": batch, "kv_dtype": kv_dtype or ""}
+            if chips:
+                q["chips"] = str(int(check_positive(units.parse_count(chips, "chips"), "chips", "chips",
+                                                    maximum=4096)))
+            v = views.PAGES["context"].view(parse_params(views.PAGES["context"].inputs(), q))
+            return {"numbers": {n["key"]: n["value"] for n in v["numbers"]}, "derivations": v["derivations"]}
+
+        return await compute(run)
+
     @app.get("/api/validate", tags=["library"], summary="every public record predicted vs measured")
     async def api_validate(ideal: bool = Query(False)):
         return await compute(views._validate_cached, ideal)

@@ -376,6 +376,7 @@ def _chip_names():
 def pricing_view(p):
     from ..analyses import memory_tiers as mt
     from ..analyses import pricing as pr
+    from ..errors import RackmathError
     from ..specs.hardware import hardware_ratio, load_chip
     from ..specs.prices import load_price_sheet
 
@@ -406,16 +407,10 @@ def pricing_view(p):
     numbers += [num("cheapest place at this hold time", str(best[0]), key="cheapest"),
                 num("its cost per million tokens", float(best_cost[0]) * 1e6, "$", "cheapest_cost"),
                 num("recompute cost per million tokens", remat * 1e6, "$", "remat")]
-    if any(getattr(s, "cache", None) for _ in [0]) or True:
-        try:
-            cd = mt.deduce_cache(s, tiers, bytes_per_token=b)
-            ders.append(derivation(cd.derivation))
-        except Exception as e:  # a sheet without cache prices has nothing to deduce
-            from ..errors import RackmathError
-
-            if not isinstance(e, RackmathError):
-                raise
-            notes.append(str(e))
+    try:
+        ders.append(derivation(mt.deduce_cache(s, tiers, bytes_per_token=b).derivation))
+    except RackmathError as e:  # a sheet without cache prices has nothing to deduce
+        notes.append(str(e))
     return {"header": IDEAL, "numbers": numbers, "charts": [c1], "derivations": ders, "notes": notes}
 
 
