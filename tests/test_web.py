@@ -275,3 +275,51 @@ def test_any_query_is_200_or_a_400_one_liner(client):
             assert "\n" not in r.json()["error"]
 
     check()
+
+
+def test_rackmath_web_command_serves(tmp_path):
+    """The README line: `rackmath web` starts a server on 127.0.0.1 that answers; it stops on SIGTERM."""
+    import http.client
+    import os
+    import socket
+    import time
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = dict(os.environ, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "rackmath", "web", "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, status = time.time() + 30, None
+        while time.time() < deadline and status is None:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                c.request("GET", "/api/view/batch?batch=32")
+                r = c.getresponse()
+                status, body = r.status, r.read()
+            except OSError:
+                assert proc.poll() is None, proc.communicate()[1]
+                time.sleep(0.2)
+        assert status == 200 and b'"step_s"' in body
+        with pytest.raises(OSError):  # loopback only by default
+            hostname = socket.gethostbyname(socket.gethostname())
+            if hostname.startswith("127."):
+                raise OSError("no non-loopback address to try")
+            socket.create_connection((hostname, port), timeout=2).close()
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    assert f"127.0.0.1:{port}" in err
+
+
+def test_without_the_web_extra_is_one_line():
+    """No FastAPI installed: `rackmath web` says which extra to install, in one line, exit status 2."""
+    code = ("import sys; sys.modules['fastapi'] = None; sys.modules['uvicorn'] = None\n"
+            "from rackmath.cli.main import main\n"
+            "try:\n    main(['web'])\nexcept SystemExit as e:\n    sys.exit(e.code)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "rackmath[web]" in p.stderr

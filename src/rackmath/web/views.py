@@ -421,7 +421,7 @@ def context_inputs():
     return _common("deepseek-v3", "gb200-nvl72") + [
         slider("batch", "batch (sequences)", 1, 65536, 8192, log=True),
         slider("context", "context (tokens)", 128, 16777216, 8192, log=True),
-        _chips_input(), select("kv_dtype", "KV dtype", dtypes(), "")]
+        _chips_input(), select("kv_dtype", "KV dtype", dtypes(), ""), _price_input()]
 
 
 def context_view(p):
@@ -434,6 +434,7 @@ def context_view(p):
     n = chips or int(hw.scaleup_size)
     grid = np.unique(np.concatenate([np.geomspace(128, 16777216, GRID), [p["context"]]]))
     r = roofline(m, hw, chips=chips, batch=p["batch"], context=grid, kv_dtype=_kvdt(p))
+    r = replace(r, usd_per_chip_hour=_price_of(p, hw.chip))
     i = int(np.searchsorted(grid, p["context"]))
     pt = r.at(i)
     cross = cx.crossover_for(m, hw, batch=p["batch"], chips=chips, kv_dtype=_kvdt(p))
@@ -550,6 +551,14 @@ def serve_view(p):
     traces.append(marker(d["tokens_per_s_per_user"], d["output_tok_s_per_gpu"], f"concurrency {p['concurrency']:g}"))
     c1 = chart("pareto", f"Throughput vs interactivity — {d['model']} on {d['gpus']} × {hw.chip.name}", traces,
                "tokens/s per user", "output tokens/s per GPU")
+    charts = [c1]
+    if sweep is not None:
+        ok = np.asarray(sweep["fits"], bool)
+        lat = [line(grid, np.where(ok, sweep[k], np.nan), lab) for k, lab in (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT"))
+               if k in sweep]
+        lat.append(marker(p["concurrency"], d["tpot_ms"], "TPOT here"))
+        charts.append(chart("latency", "Time per output token and time to first token vs concurrency", lat,
+                            "concurrency (sequences in flight)", "ms"))
     keys = [("output tokens/s per GPU", "output_tok_s_per_gpu", "tok/s"), ("TPOT", "tpot_ms", "ms"),
             ("TTFT", "ttft_ms", "ms"), ("tokens/s per user", "tokens_per_s_per_user", "tok/s"),
             ("$ per million output tokens", "usd_per_mtok_output", "$/Mtok"), ("bottleneck", "bottleneck", ""),
@@ -558,7 +567,7 @@ def serve_view(p):
     numbers.append(num("layout", _layout(d.get("layout", {})), key="layout"))
     header = IDEAL if p["ideal"] else f"calibrated prediction, preset {d.get('efficiency')}"
     der = r.explain()
-    return {"header": header, "numbers": numbers, "charts": [c1], "derivations": [derivation(der)] if der else [],
+    return {"header": header, "numbers": numbers, "charts": charts, "derivations": [derivation(der)] if der else [],
             "notes": list(d.get("notes", []))}
 
 
