@@ -116,7 +116,7 @@ def _chart_data(pg) -> str:
 
 def _shot(pg, name):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 
 @pytest.mark.parametrize("pid", list(MOVES))
@@ -129,7 +129,6 @@ def test_page_moves_with_its_inputs(server, page, pid):
     if pid not in ("validate", "plan"):
         assert page.locator(".derivation tr").count() >= 3, "no derivation panel"
     before, chart_before = _number(page, key), _chart_data(page)
-    _shot(page, f"{pid}-before")
 
     n = _renders(page)
     ctl = page.locator(f"#in-{control}")
@@ -146,7 +145,7 @@ def test_page_moves_with_its_inputs(server, page, pid):
     assert after != before, f"{key} did not change when {control} moved"
     assert _chart_data(page) != chart_before, "the chart did not change"
     assert f"{control}=" in page.url, "the address bar does not hold the input"
-    _shot(page, f"{pid}-after")
+    _shot(page, pid)
 
     # the link reproduces the view
     url = page.url
