@@ -138,7 +138,8 @@ def test_openapi_lists_library_endpoints(client):
     for p in ("/api/roofline", "/api/serve", "/api/train", "/api/revnet", "/api/validate", "/api/view/{page}",
               "/api/price", "/api/overtrain", "/api/context", "/api/models", "/api/hardware"):
         assert p in paths
-    assert client.get("/docs").status_code == 200
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and "cdn" not in docs.text.lower() and "/static/api.js" in docs.text
 
 
 def test_plotly_served_locally(client):

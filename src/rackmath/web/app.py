@@ -5,8 +5,9 @@ Routes:
   /p/{page}               one page (a generic HTML shell; static/page.js builds it from /api/pages/{page})
   /api/pages              every page's title and inputs;  /api/pages/{page}: one page's inputs
   /api/view/{page}        a page's numbers, Plotly charts and derivations for the query's inputs
-  /api/roofline, /api/serve, /api/train, /api/revnet, /api/validate, /api/models, /api/hardware
-                          the library, mirrored (JSON; OpenAPI docs at /docs)
+  /api/roofline, /api/serve, /api/train, /api/revnet, /api/price, /api/overtrain, /api/context, /api/validate,
+  /api/models, /api/hardware
+                          the library, mirrored (JSON; /openapi.json, rendered offline at /docs)
   /static/…               our page files and plotly.min.js from the installed plotly package (no CDN)
 
 Safety: errors a request can cause are HTTP 400 with the library's one-line message
@@ -79,7 +80,7 @@ def _field_of(loc) -> str:
 
 
 def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4) -> FastAPI:
-    app = FastAPI(title="rackmath web", version=__import__("rackmath").__version__,
+    app = FastAPI(title="rackmath web", version=__import__("rackmath").__version__, docs_url=None, redoc_url=None,
                   description="The lecture's blackboard, live: every chapter's equations on real chips, models and "
                               "prices. Numbers accept the CLI's strings ('8K', '$2/h'). Errors are HTTP 400 with one "
                               "line naming the field and what is accepted.")
@@ -132,6 +133,10 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4) -> FastAPI:
     @app.get("/", include_in_schema=False)
     async def index():
         return FileResponse(STATIC / "index.html")
+
+    @app.get("/docs", include_in_schema=False)
+    async def api_docs():  # our own reference page: FastAPI's /docs fetches Swagger UI from a CDN (no internet here)
+        return FileResponse(STATIC / "api.html")
 
     @app.get("/favicon.ico", include_in_schema=False)
     async def favicon():
