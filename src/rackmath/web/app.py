@@ -175,7 +175,9 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4) -> FastAPI:
         return await compute(lambda: _describe(_page(page)))
 
     @app.get("/api/view/{page}", tags=["pages"],
-             summary="A page's numbers, Plotly figures and derivations for the inputs in the query string")
+             summary="A page's numbers, Plotly figures and derivations for the inputs in the query string",
+             description="The query parameters are the page's inputs, listed with their ranges by /api/pages/{page}; "
+                         "unknown parameters are refused.")
     async def api_view(page: str, request: Request):
         p = _page(page)
         query = dict(request.query_params)

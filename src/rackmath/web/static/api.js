@@ -23,6 +23,7 @@
         });
         const box = el("section", { class: "op", id: op.operationId || path },
           el("h3", {}, el("code", { text: method.toUpperCase() + " " + path }), " — " + (op.summary || "")),
+          op.description ? el("p", { text: op.description }) : "",
           (op.tags || []).length ? el("p", { class: "hint", text: "tags: " + op.tags.join(", ") }) : "");
         if (rows.length) {
           box.append(el("table", {}, el("thead", {}, el("tr", {}, ...["parameter", "in", "type", "default",
