@@ -670,8 +670,8 @@ def validate_view(p):
     res = _validate_cached(ideal)
     rows = [r for r in res["records"] if not p["family"] or r.get("family") == p["family"]]
     traces = []
-    for kind in sorted({r.get("kind", "measured") for r in rows}):
-        rs = [r for r in rows if r.get("kind", "measured") == kind]
+    for kind in sorted({r.get("status", "measured") for r in rows}):  # measured / approximate / derived
+        rs = [r for r in rows if r.get("status", "measured") == kind]
         traces.append({"type": "scatter", "mode": "markers", "name": kind,
                        "x": _list([r["measured"] for r in rs]), "y": _list([r["predicted"] for r in rs]),
                        "text": [f"{r['id']}: {r.get('title', '')}<br>{r.get('metric', '')} measured "
@@ -687,8 +687,8 @@ def validate_view(p):
     c1 = chart("validate", f"Predicted vs measured, {len(rows)} public records (hover for the source)", traces,
                "measured", "predicted")
     s = res["summary"]
-    errs = np.abs([r["error"] for r in rows if r.get("kind", "measured") == "measured"])
-    numbers = [num("measured records", s.get("n", 0), "", "n"),
+    errs = np.abs([r["error"] for r in rows if r.get("fitted", True)])
+    numbers = [num("fitted records (measured + approximate)", s.get("n", 0), "", "n"),
                num("median |error| (all measured)", s.get("median_abs_error", float("nan")), "", "median"),
                num("within ±20% (all measured)", s.get("within_20pct", 0), "", "within20"),
                num("median |error| (this filter)", float(np.median(errs)) if errs.size else float("nan"), "",
