@@ -119,6 +119,29 @@ def _efficiency_header(eff) -> str:
     return f"calibrated prediction, preset {eff.name}"
 
 
+def _supports(fn, name: str) -> bool:
+    """Whether a library function takes keyword ``name`` (pages offer only what the library has)."""
+    import inspect
+
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _weight_read_inputs() -> list[Input]:
+    from ..engine.roofline import roofline
+
+    if not _supports(roofline, "weight_read"):
+        return []
+    return [select("weight_read", "weight reads", [["hit", "experts the batch routes to"],
+                                                   ["all", "all N_total weights (the lecture)"]], "hit")]
+
+
+def _weight_read(p) -> dict:
+    return {"weight_read": p["weight_read"]} if p.get("weight_read") else {}
+
+
 def _wdt(p):
     return p.get("weights_dtype") or None
 
@@ -160,7 +183,7 @@ def batch_inputs():
     return _common() + [
         slider("batch", "batch (sequences)", 1, 65536, 64, log=True),
         slider("context", "context (tokens)", 128, 1048576, 8192, log=True),
-        _chips_input(), *_dtype_inputs(),
+        _chips_input(), *_dtype_inputs(), *_weight_read_inputs(),
         select("efficiency", "efficiency", _preset_names(), ""), _price_input()]
 
 
@@ -173,7 +196,7 @@ def batch_view(p):
     grid = np.unique(np.concatenate([np.geomspace(1, 65536, GRID), [p["batch"]]]))
     kw = dict(chips=chips, context=p["context"], weights_dtype=_wdt(p), kv_dtype=_kvdt(p),
               efficiency=p["efficiency"] or None)
-    r = roofline(m, hw, batch=grid, **kw)
+    r = roofline(m, hw, batch=grid, **kw, **_weight_read(p))
     r = replace(r, usd_per_chip_hour=_price_of(p, hw.chip))
     i = int(np.searchsorted(grid, p["batch"]))
     pt = r.at(i)
