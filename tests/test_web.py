@@ -324,3 +324,30 @@ def test_without_the_web_extra_is_one_line():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and "rackmath[web]" in p.stderr
+
+
+def test_every_catalog_entry_on_every_page():
+    """Each page with each catalog model, and the pages whose logic depends on the system with each catalog system:
+    numbers or a one-line RackmathError (e.g. does not fit), never another exception. (This found a one-chip
+    system making the two-rack comparison divide by zero.)"""
+    from rackmath.errors import RackmathError
+    from rackmath.web.inputs import parse_params
+    from rackmath.web.views import hardware_names, model_names
+
+    bad = []
+    for pid, page in PAGES.items():
+        inputs = page.inputs()
+        names = {i.name for i in inputs}
+        queries = [{"model": m} for m in model_names()] if "model" in names else []
+        if pid in ("racks", "pipeline", "context", "serve", "plan"):
+            queries += [{"hardware": h} for h in hardware_names()]
+        for q in queries:
+            try:
+                v = page.view(parse_params(inputs, q))
+                assert v["numbers"] and v["charts"]
+            except RackmathError as e:
+                if "\n" in str(e):
+                    bad.append((pid, q, str(e)))
+            except Exception as e:  # noqa: BLE001 — the point of the test
+                bad.append((pid, q, f"{type(e).__name__}: {e}"))
+    assert bad == []

@@ -10,6 +10,7 @@ objects ``--explain`` prints.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -187,8 +188,16 @@ def batch_inputs():
         select("efficiency", "efficiency", _preset_names(), ""), _price_input()]
 
 
-def batch_view(p):
+@lru_cache(maxsize=512)
+def _balance_batch(model_name, hw_name, context, chips, wdt, kvdt, eff) -> float:
+    """B* does not depend on the batch slider: solved once per (model, hardware, context, …), then cached."""
     from ..analyses.batching import balance_batch_for
+
+    return float(np.asarray(balance_batch_for(model(model_name), hardware(hw_name), context=context, chips=chips,
+                                              weights_dtype=wdt, kv_dtype=kvdt, efficiency=eff)).ravel()[0])
+
+
+def batch_view(p):
     from ..engine.roofline import roofline
 
     m, hw = model(p["model"]), hardware(p["hardware"])
@@ -200,8 +209,7 @@ def batch_view(p):
     r = replace(r, usd_per_chip_hour=_price_of(p, hw.chip))
     i = int(np.searchsorted(grid, p["batch"]))
     pt = r.at(i)
-    bstar = float(np.asarray(balance_batch_for(m, hw, context=p["context"], chips=chips, weights_dtype=_wdt(p),
-                                               kv_dtype=_kvdt(p), efficiency=p["efficiency"] or None)).ravel()[0])
+    bstar = _balance_batch(m.name, hw.name, p["context"], chips, _wdt(p), _kvdt(p), p["efficiency"] or None)
     B = p["batch"]
     numbers = [num("step time", pt["step_s"], "s", "step_s"), num("binding term", pt["bound"], key="bound"),
                num("$ per million output tokens", pt["usd_per_mtok"], "$/Mtok", "usd_per_mtok"),
@@ -266,13 +274,17 @@ def racks_view(p):
                      "yaxis": {"title": {"text": "ms per step (one domain)"}, "type": "log"},
                      "margin": {"l": 70, "r": 20, "t": 50, "b": 110}}}
     k = int(m.experts_per_token or 8)
-    two = ra.two_rack_analysis(hw, tokens_per_chip=float(p["tokens_per_chip"]), k=k, d_model=int(m.d_model))
     mem = ra.scaleup_memory_analysis(hw, params=float(m.total_params), bytes_per_param=bpp)
-    numbers += [num("two-rack all-to-all slowdown", two.steps[-1].value, "x", "slowdown"),
-                num("latency floor on one domain", mem.steps[-1].value, "s", "floor"),
+    ders, notes = [derivation(mem)], []
+    if int(hw.scaleup_size) > 1:
+        two = ra.two_rack_analysis(hw, tokens_per_chip=float(p["tokens_per_chip"]), k=k, d_model=int(m.d_model))
+        numbers.append(num("two-rack all-to-all slowdown", two.steps[-1].value, "x", "slowdown"))
+        ders.insert(0, derivation(two))
+    else:
+        notes.append(f"{hw.name} is one chip per scale-up domain: no in-rack all-to-all to compare a second rack with")
+    numbers += [num("latency floor on one domain", mem.steps[-1].value, "s", "floor"),
                 num("fits one domain", "yes" if mem.steps[3].value else "NO", key="fits")]
-    return {"header": IDEAL, "numbers": numbers, "charts": [c1, c2],
-            "derivations": [derivation(two), derivation(mem)], "notes": []}
+    return {"header": IDEAL, "numbers": numbers, "charts": [c1, c2], "derivations": ders, "notes": notes}
 
 
 # --------------------------------------------------------------------------- chapter 3: pipelining and memory
@@ -644,6 +656,7 @@ def plan_view(p):
             j = int(np.argmax(np.where(ok, t, -1)))
             rows.append((t[j], g, conc[j], u[j], d["layout"]))
     numbers, notes = [], []
+    n_curves = len(traces)
     if rows:
         best = max(rows, key=lambda x: x[0])
         traces.append(marker(best[3], best[0], "best meeting the target"))
@@ -652,6 +665,8 @@ def plan_view(p):
                    num("layout", _layout(best[4]), key="layout")]
     else:
         notes.append("no GPU count up to the limit meets the per-user target")
+    numbers.append(num("deployments meeting the target (of GPU counts searched)", f"{len(rows)} of {n_curves}",
+                       key="meeting"))
     if _plan_fn() is None:
         notes.append("search over serve() on a bounded grid (GPU counts × 29 concurrencies)")
     traces.append({"type": "scatter", "mode": "lines", "x": [p["min_tok_s_user"]] * 2, "y": [1e-3, 1e7],
