@@ -77,7 +77,10 @@ def num(label, value, unit="", key=None):
         raw = v if np.isfinite(v) else str(v)
     except (TypeError, ValueError):
         raw = str(value)
-    shown = fmt(value, unit) if isinstance(raw, float) else str(value)
+    if unit == "%":
+        shown = f"{raw:.1%}" if isinstance(raw, float) else str(value)
+    else:
+        shown = fmt(value, unit) if isinstance(raw, float) else str(value)
     return {"key": key or label, "label": label, "value": raw, "shown": shown, "unit": unit}
 
 
@@ -727,9 +730,9 @@ def validate_view(p):
     s = res["summary"]
     errs = np.abs([r["error"] for r in rows if r.get("fitted", True)])
     numbers = [num("fitted records (measured + approximate)", s.get("n", 0), "", "n"),
-               num("median |error| (all measured)", s.get("median_abs_error", float("nan")), "", "median"),
-               num("within ±20% (all measured)", s.get("within_20pct", 0), "", "within20"),
-               num("median |error| (this filter)", float(np.median(errs)) if errs.size else float("nan"), "",
+               num("median |error| (all fitted)", s.get("median_abs_error", float("nan")), "%", "median"),
+               num("within ±20% (all fitted)", s.get("within_20pct", 0), "", "within20"),
+               num("median |error| (this filter)", float(np.median(errs)) if errs.size else float("nan"), "%",
                    "median_filter")]
     return {"header": IDEAL if ideal else "calibrated prediction (auto preset per chip family)", "numbers": numbers,
             "charts": [c1], "derivations": [], "notes": []}
