@@ -351,3 +351,15 @@ def test_every_catalog_entry_on_every_page():
             except Exception as e:  # noqa: BLE001 — the point of the test
                 bad.append((pid, q, f"{type(e).__name__}: {e}"))
     assert bad == []
+
+
+def test_loopback_server_refuses_foreign_host_header():
+    """DNS rebinding: a page on evil.example resolving to 127.0.0.1 sends Host: evil.example; refused in one line."""
+    from rackmath.web.app import LOOPBACK_HOSTS
+
+    c = TestClient(create_app(allowed_hosts=LOOPBACK_HOSTS), base_url="http://127.0.0.1:8000")
+    assert c.get("/api/pages").status_code == 200
+    assert TestClient(create_app(allowed_hosts=LOOPBACK_HOSTS), base_url="http://localhost:8000").get(
+        "/api/pages").status_code == 200
+    r = c.get("/api/pages", headers={"host": "evil.example:8000"})
+    assert one_line_400(r, "host")

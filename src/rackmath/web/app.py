@@ -79,7 +79,12 @@ def _field_of(loc) -> str:
     return ".".join(parts) or "request"
 
 
-def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4) -> FastAPI:
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
+
+
+def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts=None) -> FastAPI:
+    """The app. ``allowed_hosts``: Host header names accepted (None = any); `rackmath web` on a loopback address
+    passes the loopback names, so a web page elsewhere cannot reach the server by DNS rebinding."""
     app = FastAPI(title="rackmath web", version=__import__("rackmath").__version__, docs_url=None, redoc_url=None,
                   description="The lecture's blackboard, live: every chapter's equations on real chips, models and "
                               "prices. Numbers accept the CLI's strings ('8K', '$2/h'). Errors are HTTP 400 with one "
@@ -123,6 +128,11 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4) -> FastAPI:
             return error(400, f"query: {len(request.url.query)} bytes (accepted: at most {MAX_QUERY})")
         if request.method not in ("GET", "HEAD"):
             return error(405, f"method: {request.method} (accepted: GET)")
+        if allowed_hosts is not None:
+            host = request.headers.get("host", "")
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if name not in allowed_hosts:
+                return error(400, f"host: {host[:60]!r} not served (accepted: {', '.join(allowed_hosts)})")
         response = await call_next(request)
         response.headers["X-Content-Type-Options"] = "nosniff"
         return response
