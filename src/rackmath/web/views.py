@@ -764,7 +764,7 @@ PAGES = {p.id: p for p in [
          training_inputs, training_view, "rackmath train / overtrain"),
     Page("pricing", "Prices read backwards and memory tiers", "01:33", "a long-context price step gives KV bytes "
          "per token; cache prices pick a memory tier.", pricing_inputs, pricing_view, "rackmath price / cache"),
-    Page("context", "The context wall", "01:40", "past the crossover, cost per token grows with context.",
+    Page("context", "The context wall", "01:50", "past the crossover, cost per token grows with context.",
          context_inputs, context_view, "rackmath context"),
     Page("revnet", "Reversible networks", "02:04", "spend 4/3 the compute to store two activations instead of L.",
          revnet_inputs, revnet_view, "rackmath revnet"),
