@@ -612,16 +612,33 @@ def serve_view(p):
 # --------------------------------------------------------------------------- plan (adapts to what the library has)
 
 
-def _plan_fn():
-    import rackmath
+_PLAN_KW = {"users", "isl", "osl", "tok_s_user", "ttft", "confirm", "weights_dtype", "kv_dtype"}
 
+
+def _plan_fn():
+    """The library's deployment planner (`rackmath plan`), if this build has one with the keywords used here."""
     try:
-        return getattr(rackmath, "plan")
-    except AttributeError:
+        from ..analyses.planner import plan
+    except ImportError:
         return None
+    return plan if all(_supports(plan, k) for k in _PLAN_KW) else None
+
+
+PLAN_CHIPS = ["h100", "h200", "b200", "gb200", "mi300x", "mi355x", "tpu-v5e", "tpu-v6e"]
 
 
 def plan_inputs():
+    if _plan_fn() is not None:
+        choices = [["h100,h200,b200,mi355x", "compare h100, h200, b200, mi355x"]] + \
+            [c for c in PLAN_CHIPS if c in _chip_names()]
+        return [select("model", "model", model_names(), "deepseek-v3"),
+                select("hardware", "chips", choices, "h100,h200,b200,mi355x"),
+                slider("isl", "input tokens per request (ISL)", 16, 262144, 1024, log=True),
+                slider("osl", "output tokens per request (OSL)", 1, 65536, 1024, log=True),
+                slider("users", "concurrent users", 1, 1048576, 1024, log=True),
+                slider("tok_s_user", "at least tokens/s per user", 1, 1000, 20, log=True),
+                slider("ttft_s", "TTFT at most (s)", 0, 60, 0, step=0.1, integer=False, zero="no limit"),
+                *_dtype_inputs()]
     return _common() + [
         slider("isl", "input tokens per request (ISL)", 16, 1048576, 1024, log=True),
         slider("osl", "output tokens per request (OSL)", 1, 131072, 1024, log=True),
@@ -629,10 +646,65 @@ def plan_inputs():
         slider("max_gpus", "at most GPUs", 1, 4096, 72, log=True)]
 
 
+def _plan_with_planner(p, plan):
+    """The library planner: cheapest deployment per chip meeting the SLOs, and each chip's $/Mtok-vs-speed front.
+    The simulator replay (`--confirm`) is left out to keep one request bounded."""
+    from ..specs.hardware import load_chip
+
+    chips_ = [load_chip(c).name for c in str(p["hardware"]).split(",")]  # catalog names only
+    r = plan(model(p["model"]).name, ",".join(chips_), users=p["users"], isl=p["isl"], osl=p["osl"],
+             tok_s_user=p["tok_s_user"], ttft=p["ttft_s"] or None, confirm=False, weights_dtype=_wdt(p),
+             kv_dtype=_kvdt(p))
+    d = r.as_dict()
+    traces, notes, numbers = [], list(d.get("notes", [])), []
+    for chip, pts in (d.get("pareto") or {}).items():
+        front = pts.get("front") or []
+        xs, ys = pts.get("tok_s_user", []), pts.get("usd_per_mtok", [])
+        if front and isinstance(front[0], (int, bool)) and len(front) == len(xs):  # a mask
+            idx = [i for i, f in enumerate(front) if f]
+        elif front and isinstance(front[0], int):  # indices
+            idx = list(front)
+        else:
+            idx = list(range(len(xs)))
+        idx = sorted(idx, key=lambda i: xs[i])
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": chip, "marker": {"size": 4},
+                       "x": _list([xs[i] for i in idx]), "y": _list([ys[i] for i in idx])})
+    ranking = d.get("ranking") or d.get("rows") or []
+    best = next((row for row in ranking if row.get("deployment")), None)
+    for row in ranking:
+        if not row.get("deployment") and row.get("why"):
+            notes.append(f"{row.get('chip')}: {row['why']}")
+    if best:
+        dep = best["deployment"]
+        traces.append(marker(dep.get("tokens_per_s_per_user"), dep.get("usd_per_mtok"), f"cheapest: {best['chip']}"))
+        lay = dep.get("layout", {})
+        numbers = [num("cheapest chip", best.get("chip"), key="chip"), num("GPUs", dep.get("gpus"), "", "gpus"),
+                   num("mode", dep.get("mode"), key="mode"),
+                   num("layout", lay.get("label") if isinstance(lay, dict) else lay, key="layout"),
+                   num("$ per hour", dep.get("usd_per_hour"), "$/h", "usd_h"),
+                   num("$ per million output tokens", dep.get("usd_per_mtok"), "$/Mtok", "usd_mtok"),
+                   num("tokens/s per user", dep.get("tokens_per_s_per_user"), "tok/s", "tok_s_user"),
+                   num("TTFT", dep.get("ttft_s"), "s", "ttft")]
+    else:
+        notes.append("no chip has a deployment meeting these targets")
+    numbers.append(num("chips with a deployment meeting the targets",
+                       f"{sum(1 for row in ranking if row.get('deployment'))} of {len(ranking)}", key="meeting"))
+    traces.append({"type": "scatter", "mode": "lines", "x": [p["tok_s_user"]] * 2, "y": [1e-3, 1e4],
+                   "name": "per-user target", "line": {"dash": "dash", "color": "gray"}})
+    c1 = chart("pareto", f"Cost vs speed per chip for {d.get('model', p['model'])} (Pareto fronts)", traces,
+               "tokens/s per user", "$ per million output tokens")
+    return {"header": "calibrated prediction (auto preset per chip) — the library planner (`rackmath plan`)",
+            "numbers": numbers, "charts": [c1], "derivations": [], "notes": notes}
+
+
 def plan_view(p):
-    """Deployment search: every GPU count and concurrency on the hardware, best throughput per GPU meeting the
-    interactivity target (library serve() over a bounded grid until `rackmath.plan` lands)."""
+    """With the library planner: its ranking and fronts. Without it: every GPU count and concurrency on one system,
+    the best throughput per GPU meeting the interactivity target (serve() over a bounded grid)."""
     import rackmath
+
+    planner = _plan_fn()
+    if planner is not None:
+        return _plan_with_planner(p, planner)
 
     m, hw = model(p["model"]), hardware(p["hardware"])
     S = int(hw.scaleup_size)
