@@ -677,6 +677,8 @@ def _plan_with_planner(p, plan):
     if best:
         dep = best["deployment"]
         traces.append(marker(dep.get("tokens_per_s_per_user"), dep.get("usd_per_mtok"), f"cheapest: {best['chip']}"))
+        notes.append("curves: each chip's steady-state cost/speed front at full load; circle: the planned deployment "
+                     "at the offered load (whole replicas, so its cost per token can sit off the curve)")
         lay = dep.get("layout", {})
         numbers = [num("cheapest chip", best.get("chip"), key="chip"), num("GPUs", dep.get("gpus"), "", "gpus"),
                    num("mode", dep.get("mode"), key="mode"),
