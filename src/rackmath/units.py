@@ -316,6 +316,8 @@ def human(value, unit: str = "", digits: int = 3) -> str:
         sign = "−" if v < 0 else ""
         return f"{sign}${num.lstrip('-')}{unit[1:]}"
     if unit in _SI_UNITS:
+        if abs(v) >= 1e21:  # past the E prefix: scientific notation, as FLOP budgets are written (6.35e27 FLOP)
+            return f"{v:.{digits}g}".replace("e+", "e") + f" {unit}"
         return format_si(v, unit, digits)
     a = abs(v)
     if a >= 1e6 * 0.9995:

@@ -94,7 +94,7 @@ def output_opt(default, help: str = "Output file (.png, .svg or .pdf; never over
     return typer.Option(default, "--output", "-o", help=help)
 
 
-_ALIASES = {"--chips": "--gpus"}  # hidden aliases: old spellings keep working, help shows one vocabulary
+_ALIASES = {"--chips": "--gpus", "--usd-per-hour": "--usd-per-gpu-hour"}  # hidden aliases: old spellings keep working, help shows one vocabulary
 _HOISTED = {"--wide": 0, "--columns": 1}  # table options valid anywhere on the line; moved before the command
 
 

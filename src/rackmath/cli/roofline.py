@@ -159,7 +159,7 @@ def register(app: typer.Typer) -> None:
         bound = np.broadcast_to(r.bound, shape).ravel()
         if csv is not None:
             with open_output(csv, force, "csv") as fh:
-                fh.write(",".join(["gpus"] + cols[1:] + ["bound"]) + "\n")
+                fh.write(",".join(cols + ["bound"]) + "\n")
                 lines = (",".join(f"{x:.6g}" for x in row) + "," + bnd for row, bnd in zip(data, bound))
                 fh.write("\n".join(lines) + "\n")
         if json:
