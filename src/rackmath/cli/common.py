@@ -98,9 +98,37 @@ _ALIASES = {"--chips": "--gpus", "--usd-per-hour": "--usd-per-gpu-hour"}  # hidd
 _HOISTED = {"--wide": 0, "--columns": 1}  # table options valid anywhere on the line; moved before the command
 
 
+# commands whose model used to be an option: `--model X` / `-m X` still works (hidden), X becomes the positional
+_MODEL_WAS_OPTION = {("serve",), ("context",), ("racks", "pipeline")}
+
+
+def _model_option_to_positional(argv: list[str]) -> list[str]:
+    path = []
+    for a in argv:
+        if a.startswith("-"):
+            break
+        path.append(a)
+    n = next((len(c) for c in _MODEL_WAS_OPTION if tuple(path[:len(c)]) == c), 0)
+    if not n:
+        return argv
+    rest, model, i = [], None, n
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--model", "-m") and i + 1 < len(argv) and model is None:
+            model, i = argv[i + 1], i + 2
+            continue
+        if a.startswith("--model=") and model is None:
+            model, i = a.split("=", 1)[1], i + 1
+            continue
+        rest.append(a)
+        i += 1
+    return argv[:n] + ([model] if model is not None else []) + rest
+
+
 def normalize_argv(argv: list[str]) -> list[str]:
-    """Rewrite hidden aliases (``--chips`` → ``--gpus``) and move the table options ``--wide``/``--columns X``
-    (accepted anywhere, documented in ``rackmath --help``) in front of the command, where the root takes them."""
+    """Rewrite hidden aliases (``--chips`` → ``--gpus``; ``serve --model X`` → ``serve X``) and move the table
+    options ``--wide``/``--columns X`` (accepted anywhere, documented in ``rackmath --help``) in front of the
+    command, where the root takes them."""
     out, front, i = [], [], 0
     while i < len(argv):
         a = argv[i]
@@ -119,7 +147,7 @@ def normalize_argv(argv: list[str]) -> list[str]:
         else:
             out.append(a)
         i += 1
-    return front + out
+    return front + _model_option_to_positional(out)
 
 
 # --- efficiency: ideal bound vs calibrated prediction ---------------------------------------------------------------
@@ -298,7 +326,8 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
 
     def build(idx):
         t = Table(title=Text(cite(title)) if title else None, caption=Text(cite(caption)) if caption else None,
-                  box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left", caption_justify="left", expand=False)
+                  box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left", caption_justify="left", expand=False,
+                  min_width=min(max((len(x) for x in str(title or "").splitlines()), default=0), width or 10_000))
         for i in idx:
             c = cols[i]
             if numeric[i]:

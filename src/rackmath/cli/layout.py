@@ -147,29 +147,36 @@ def register(app: typer.Typer) -> None:
     ):
         """Memory per chip (c_mem): weights ÷ (EP·TP·PP) + KV in flight + workspace; fit, largest batch and context."""
         from ..engine.layout import Deployment
-        from ..explain import fmt
         from ..specs.models import load_model
-        from .common import print_derivation, print_json, table
+        from .common import human, print_derivation, print_json, table
 
         m = load_model(model)
         dep = Deployment.build(hardware, _int(chips, "gpus") if chips else None, tp=_int(tp, "tp") if tp else None,
                                ep=_int(ep, "ep"), pp=_int(pp, "pp"), attention_dp=attention_dp,
                                redundant_experts=redundant_experts, uneven_experts=uneven, allow_idle=allow_idle,
                                model=m)
-        fit = dep.memory(m, concurrency=_count(concurrency, "concurrency"), context=_count(context, "context"),
-                         weights_dtype=weights_dtype, kv_dtype=kv_dtype)
+        from ..analyses.context import context_warning, max_context
+
+        conc, ctx = _count(concurrency, "concurrency"), _count(context, "context")
+        fit = dep.memory(m, concurrency=conc, context=ctx, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
+        mc = max_context(m, hardware, concurrency=conc, weights_dtype=weights_dtype, kv_dtype=kv_dtype, deployment=dep)
+        warnings = [w for w in (context_warning(m, ctx), mc.warning) if w]
         if json:
-            d = fit.as_dict()
+            d = fit.as_dict() | {"max_context": mc.tokens, "model_max_context": mc.model_limit,
+                                 "usable_context": mc.usable, "warnings": warnings}
             if explain:
                 d["derivation"] = fit.derivation.as_dict()
             print_json(d)
             return
-        table(f"{m.name} on {dep.chips} × {dep.system.name}: {dep.label()}", ["quantity", "per chip"], [
-            ["weights", fmt(fit.weight_bytes, "B")], ["KV in flight", fmt(fit.kv_bytes, "B")],
-            ["workspace", fmt(fit.workspace_bytes, "B")], ["total c_mem", fmt(fit.total_bytes, "B")],
-            ["HBM", fmt(fit.capacity_bytes, "B")], ["headroom", fmt(fit.headroom_bytes, "B")],
-            ["fits", "yes" if fit.fits else "NO"], ["largest concurrency", f"{fit.max_concurrency:g}"],
-            ["longest context", f"{fit.max_context:g} tokens"]])
+        lim = f"{mc.model_limit:,.0f} tokens" if mc.model_limit else "not published"
+        table(f"{m.name} on {dep.chips} × {dep.system.name}: {dep.label()}, {human(conc)} sequences at "
+              f"{human(ctx)} tokens", ["quantity", "per GPU"], [
+            ["weights", human(fit.weight_bytes, "B")], ["KV in flight", human(fit.kv_bytes, "B")],
+            ["workspace", human(fit.workspace_bytes, "B")], ["total c_mem", human(fit.total_bytes, "B")],
+            ["HBM", human(fit.capacity_bytes, "B")], ["headroom", human(fit.headroom_bytes, "B")],
+            ["fits", "yes" if fit.fits else "NO"], ["largest concurrency", human(fit.max_concurrency)],
+            ["longest context (memory)", f"{human(mc.tokens)} tokens"], ["model's own limit", lim]],
+              caption="; ".join(f"WARNING: {w}" for w in warnings) or None)
         if explain:
             print_derivation(fit.derivation)
 

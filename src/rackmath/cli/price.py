@@ -253,15 +253,17 @@ def cache_cmd(
 
 
 def context_cmd(
+    model: str = typer.Argument(None, metavar="[MODEL]",
+                                help="A model: use its own sizes, the roofline and its memory (default: the lecture's "
+                                     "abstract 100B model)."),
     n_active: str = NACT_OPT,
     n_total: str = typer.Option(None, "--n-total", help="Total parameters (default = active)."),
     kv_bytes: str = typer.Option("1667", "--kv-bytes", help="KV bytes per token (dense)."),
-    batch: str = typer.Option("10K", "--batch", "-B", help="Decode batch (sequences)."),
+    batch: str = typer.Option("10K", "--batch", "-b", "-B", help="Decode batch (sequences in flight)."),
     hardware: str = typer.Option("h100", "--hardware", "-H", help="Chip (ratio, FLOP/s, bandwidth)."),
-    chips: int = typer.Option(8, "--chips", min=1, max=1_000_000, help="Chips in the scale-up domain (for HBM capacity)."),
+    chips: int = typer.Option(8, "--gpus", "-n", min=1, max=1_000_000, help="GPUs holding the model (HBM capacity)."),
     weights_dtype: str = BPP_OPT,
     target: str = typer.Option("100M", "--target", help="Target context for the what-would-it-take estimate."),
-    model: str = typer.Option(None, "--model", "-m", help="A catalog model: use its own KV sizes and the roofline."),
     json: bool = JSON_OPT,
     explain: bool = EXPLAIN_OPT,
 ):
@@ -270,6 +272,7 @@ def context_cmd(
     from ..analyses import context as cx
     from ..explain import fmt
     from ..specs.hardware import hardware_ratio, load_chip
+    from .common import human
 
     c = load_chip(hardware)
     bpp = units.dtype_bytes(weights_dtype, "--weights-dtype")
@@ -291,20 +294,28 @@ def context_cmd(
                   attn_flops_per_ctx_token=float(m.attention_flops_per_token(1e6)) / 1e6,
                   weight_bytes=float(m.weight_bytes(None)), label=m.name)
         hw = load_hardware(c)
+        mc = cx.max_context(m, hw, gpus=chips, concurrency=B)
         extra = {"roofline_crossover": cx.crossover_for(m, hw, batch=B, chips=chips),
-                 "max_context_fit": cx.max_context_for(m, hw, batch=B, chips=chips),
+                 "max_context_fit": mc.tokens, "model_max_context": mc.model_limit,
                  "quadratic_onset": cx.quadratic_onset_for(m)}
     w = cx.context_wall(**kw)
     payload = w.as_dict() | extra | {"chip": c.name, "chips": chips}
     rows = [["crossover L* (memory-bound beyond)", f"{w.crossover:,.0f} tokens"],
             ["attention FLOPs = matmul FLOPs at", "n/a" if w.l_quadratic == float("inf") else f"{w.l_quadratic:,.0f}"],
-            [f"longest context at batch {B:g} in {chips} chips", f"{w.max_context:,.0f} tokens"],
+            [f"longest context at batch {B:,.0f} in {chips} GPUs",
+             f"{(mc.tokens if model else w.max_context):,.0f} tokens"],
             [f"HBM bandwidth for {w.target_context:,.0f} tokens", f"{fmt(w.bandwidth_needed, 'B/s')} per chip "
-                                                                  f"({w.bandwidth_multiple:,.3g}× today)"],
+                                                                  f"({human(w.bandwidth_multiple, 'x')} today)"],
             [f"HBM for one {w.target_context:,.0f}-token sequence", f"{fmt(w.capacity_needed, 'B')} "
                                                                     f"({w.capacity_multiple:.3g}× the domain's free HBM)"]]
-    rows += [[f"(roofline, {model}) {k.replace('_', ' ')}", f"{v:,.0f}"] for k, v in extra.items()]
-    tables = [("The context wall (R42)", ["quantity", "value"], rows, None),
+    rows += [[f"({model}) {k.replace('_', ' ')}", "—" if v is None else f"{v:,.0f}"]
+             for k, v in extra.items() if k != "max_context_fit"]
+    warn = mc.warning if model else None
+    if warn:
+        payload["warning"] = warn
+    tables = [("The context wall (R42)", ["quantity", "value"], rows,
+               ("max context fit = rackmath.analyses.context.max_context (the same answer as `racks memory`)"
+                + (f"; WARNING: {warn}" if warn else "")) if model else None),
               ("Assumptions", ["assumption", "value"], [[k, f"{v:,.4g}" if isinstance(v, float) else str(v)]
                                                            for k, v in w.assumptions.items()], None)]
     _emit(payload, [w.derivation], json, explain, tables)

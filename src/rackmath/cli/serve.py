@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import EXPLAIN_OPT, JSON_OPT
+from .common import EFF_OPT, EXPLAIN_OPT, IDEAL_OPT, JSON_OPT, MODEL_ARG, USD_OPT, gpus_opt, hardware_opt
 
 
 def _count(text, field, integer=True):
@@ -26,9 +26,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("serve")
     def serve_cmd(
-        model: str = typer.Option(..., "--model", "-m", help="Model name or HuggingFace config.json path."),
-        hardware: str = typer.Option(..., "--hardware", "-H", help="System name (hgx-h100, gb200-nvl72, …)."),
-        gpus: str = typer.Option(None, "--gpus", help="Every GPU of the deployment (prefill + decode pools)."),
+        model: str = MODEL_ARG,
+        hardware: str = hardware_opt(..., "System name (hgx-h100, gb200-nvl72, …)."),
+        gpus: str = gpus_opt(None, "Every GPU of the deployment (prefill + decode pools)."),
         isl: str = typer.Option(..., "--isl", help="Input (prompt) tokens per request."),
         osl: str = typer.Option(..., "--osl", help="Output tokens per request."),
         concurrency: str = typer.Option(..., "--concurrency", "-c", help="Sequences in flight across the deployment."),
@@ -47,17 +47,16 @@ def register(app: typer.Typer) -> None:
                                               help="Extra expert replicas spread over the EP GPUs (DeepSeek: 32)."),
         uneven_experts: bool = typer.Option(False, "--uneven-experts",
                                             help="Allow experts that do not divide over EP; model the most-loaded GPU."),
-        ideal: bool = typer.Option(False, "--ideal", help="The lecture's ideal roofline (no calibration)."),
-        efficiency: str = typer.Option(None, "--efficiency", help="Efficiency preset (default: calibrated for the chip)."),
-        price: str = typer.Option(None, "--usd-per-gpu-hour", help="$/GPU-hour (default: the chip's catalog price)."),
+        ideal: bool = IDEAL_OPT,
+        efficiency: str = EFF_OPT,
+        price: str = USD_OPT,
         json: bool = JSON_OPT,
         explain: bool = EXPLAIN_OPT,
     ):
         """Steady-state serving: tokens/s per GPU, TPOT, TTFT and $/Mtok for a request shape and concurrency."""
         from .. import units
         from ..analyses.serving import serve
-        from ..explain import fmt
-        from .common import print_derivation, print_json, table
+        from .common import human, mode_dict, mode_label, print_derivation, print_json, table
 
         acc = None if acceptance is None else float(units.parse_count(acceptance, "acceptance"))
         r = serve(model, hardware, gpus=_count(gpus, "gpus"), isl=_count(isl, "isl", False),
@@ -69,8 +68,9 @@ def register(app: typer.Typer) -> None:
                   efficiency=efficiency, redundant_experts=_count(redundant_experts, "redundant_experts") or 0,
                   uneven_experts=uneven_experts,
                   usd_per_gpu_hour=None if price is None else units.parse_usd_per_hour(price, "usd_per_gpu_hour"))
+        mode = mode_dict(r.efficiency)
         if json:
-            d = r.as_dict()
+            d = mode | r.as_dict()
             if explain:
                 d["derivation"] = r.explain().as_dict()
             print_json(d)
@@ -79,20 +79,21 @@ def register(app: typer.Typer) -> None:
             print_derivation(r.explain())
             return
         d = r.as_dict()
-        rows = [["output tok/s per GPU", fmt(d["output_tok_s_per_gpu"], "")],
-                ["total tok/s per GPU", fmt(d["total_tok_s_per_gpu"], "")],
-                ["TPOT", f'{d["tpot_ms"]:.4g} ms'], ["TTFT", f'{d["ttft_ms"]:.4g} ms'],
-                ["step", f'{d["step_ms"]:.4g} ms'], ["tokens/s per user", f'{d["tokens_per_s_per_user"]:.4g}'],
-                ["$/Mtok (output)", f'{d["usd_per_mtok_output"]:.4g} at ${d["usd_per_gpu_hour"]:g}/GPU-h'],
+        rows = [["output tok/s per GPU", human(d["output_tok_s_per_gpu"])],
+                ["total tok/s per GPU", human(d["total_tok_s_per_gpu"])],
+                ["TPOT", human(d["tpot_ms"] / 1e3, "s")], ["TTFT", human(d["ttft_ms"] / 1e3, "s")],
+                ["step", human(d["step_ms"] / 1e3, "s")], ["tokens/s per user", human(d["tokens_per_s_per_user"])],
+                ["$/Mtok (output)", f'{human(d["usd_per_mtok_output"], "$")} at '
+                                    f'{human(d["usd_per_gpu_hour"], "$")}/GPU-hour'],
                 ["bottleneck", d["bottleneck"]], ["layout", d["layout"]["label"] + (" (chosen)" if d["layout_chosen"] else "")],
-                ["memory per GPU", f'{d["mem_per_gpu_gb"]:.4g} GB ({"fits" if d["fits"] else "does NOT fit"}; '
-                                   f'max ≈ {d["max_concurrency"]:g} sequences)'],
+                ["memory per GPU", f'{human(d["mem_per_gpu_gb"] * 1e9, "B")} ({"fits" if d["fits"] else "does NOT fit"}; '
+                                   f'max ≈ {human(d["max_concurrency"])} sequences)'],
                 ["efficiency", d["efficiency"]]]
         if d.get("prefill"):
             p = d["prefill"]
-            rows.append(["prefill pool", f'{p["gpus"]} GPUs, {fmt(p["input_tok_s_per_gpu"], "")} input tok/s per GPU'])
-        table(f'{d["model"]} on {d["gpus"]} × {d["hardware"]} ({d["mode"]}), ISL {d["isl"]:g} / OSL {d["osl"]:g}, '
-              f'C = {d["concurrency"]:g}', ["quantity", "value"], rows,
+            rows.append(["prefill pool", f'{p["gpus"]} GPUs, {human(p["input_tok_s_per_gpu"])} input tok/s per GPU'])
+        table(f'{d["model"]} on {d["gpus"]} × {d["hardware"]} ({d["mode"]}), ISL {human(d["isl"])} / '
+              f'OSL {human(d["osl"])}, C = {human(d["concurrency"])}\n{mode["label"]}', ["quantity", "value"], rows,
               caption="; ".join(d["notes"]) or None)
 
     @app.command("validate")
@@ -103,7 +104,7 @@ def register(app: typer.Typer) -> None:
         cv: bool = typer.Option(False, "--cv", help="Cross-validate the presets: leave-one-record-out and "
                                                    "leave-one-source-out refits (out-of-sample errors; ~11 s)."),
     ):
-        """Every public record (published.md §1): inputs, measured, predicted, signed error; summary."""
+        """Every public record (docs/reference/published.md §1): inputs, measured, predicted, signed error; summary."""
         from ..errors import InputError
         from .common import print_json, table
 
@@ -168,13 +169,16 @@ def register(app: typer.Typer) -> None:
     def plot_validate_cmd(
         output: Path = typer.Option(Path("validate.png"), "--output", "-o", help="Figure file (.png or .svg)."),
         force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+        json: bool = JSON_OPT,
     ):
         """Predicted vs measured for every public record, calibrated and ideal."""
         from ..analyses.validation import validate
-        from ..errors import InputError
         from ..plotting.validate import plot_validate
+        from .common import check_output, print_json, wrote
 
-        if output.exists() and not force:
-            raise InputError("output", f"{output} exists and would be overwritten", "a new file name, or --force")
-        p = plot_validate(validate(), output, ideal=validate(ideal=True))
-        typer.echo(str(p))
+        check_output(output, force, "output", (".png", ".svg", ".pdf"))
+        v = validate()
+        p = plot_validate(v, output, ideal=validate(ideal=True))
+        wrote(p)
+        if json:
+            print_json({"output": str(p)} | v)
