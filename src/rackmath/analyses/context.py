@@ -307,7 +307,7 @@ def context_warning(model, context) -> str | None:
     lim = model_context_limit(model)
     c = float(np.max(np.asarray(context, dtype=float)))
     if lim and c > lim:
-        return (f"{format_si(c)} tokens is past {model.name}'s own limit of {lim:,.0f} tokens "
+        return (f"{c:,.0f} tokens is past {model.name}'s own limit of {lim:,.0f} tokens "
                 f"(max_position_embeddings): the numbers are the hardware's, the model cannot use that context")
     return None
 

@@ -324,44 +324,66 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
     width = _width()
     wide = TABLE_SETTINGS.get("wide") or width is None
 
-    def build(idx):
-        t = Table(title=Text(cite(title)) if title else None, caption=Text(cite(caption)) if caption else None,
-                  box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left", caption_justify="left", expand=False,
-                  min_width=min(max((len(x) for x in str(title or "").splitlines()), default=0), width or 10_000))
-        for i in idx:
-            c = cols[i]
-            if numeric[i]:
-                w = max([len(r[i]) for r in rows if i < len(r)] + [1])
-                t.add_column(c.name, justify=c.justify or "right", no_wrap=True, min_width=w, overflow="fold")
-            else:
-                t.add_column(c.name, justify=c.justify or "left", overflow="fold")
-        for r in rows:
-            t.add_row(*[Text(r[i]) if i < len(r) else Text("") for i in idx])  # no markup: sources hold "[M]"
-        return t
+    def col_width(i):
+        c = cols[i]
+        if numeric[i]:
+            return max([len(r[i]) for r in rows if i < len(r)] + [len(c.name), 1])
+        words = [len(x) for r in rows if i < len(r) for x in r[i].split()] or [1]
+        return max(max(len(x) for x in c.name.split() or [""]), min(max(words), 30), 1)
 
-    measure_con = Console(width=10_000)
+    widths = {i: col_width(i) for i in range(len(cols))}
+
+    def need(idx):
+        return sum(widths[i] for i in idx) + 3 * (len(idx) - 1)
+
     if not wide:
         order = sorted((i for i in keep if cols[i].priority > 0), key=lambda i: (-cols[i].priority, -i))
-        while True:
-            t = build(keep)
-            need = measure_con.measure(t).minimum
-            if need <= width or not order:
-                break
+        while need(keep) > width and order:
             drop = order.pop(0)
             keep.remove(drop)
             hidden.append(cols[drop].name)
-    t = build(keep)
-    if hidden:
-        note = f"hidden to fit {width} columns: {', '.join(hidden)} (rackmath … --wide, or --columns NAME,…)"
-        t.caption = Text((cite(caption) + "\n" if caption else "") + note)
+
+    squeeze = width is not None and not TABLE_SETTINGS.get("wide") and need(keep) > width
+    caps = {}
+    texts = [i for i in keep if not numeric[i]]
+    if width is not None and not TABLE_SETTINGS.get("wide") and texts:
+        # text columns share what the numbers leave (by their natural widths); longer words fold
+        avail = width - sum(widths[i] for i in keep if numeric[i]) - 3 * (len(keep) - 1)
+        natural = {i: max([len(r[i]) for r in rows if i < len(r)] + [len(cols[i].name), 1]) for i in texts}
+        if sum(natural.values()) > avail:
+            floor = {i: min(widths[i], natural[i]) if not squeeze else 6 for i in texts}
+            spare = max(0, avail - sum(floor.values()))
+            extra = {i: natural[i] - floor[i] for i in texts}
+            tot = sum(extra.values()) or 1
+            caps = {i: max(6, floor[i] + int(spare * extra[i] / tot)) for i in texts}
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, expand=False)
+    for i in keep:
+        c = cols[i]
+        if numeric[i]:
+            t.add_column(c.name, justify=c.justify or "right", no_wrap=True, min_width=widths[i], overflow="fold")
+        else:  # wraps at spaces; a word longer than 30 characters (a URL) may be folded
+            t.add_column(c.name, justify=c.justify or "left", overflow="fold",
+                         min_width=min(widths[i], caps.get(i, widths[i])), max_width=caps.get(i))
+    for r in rows:
+        t.add_row(*[Text(r[i]) if i < len(r) else Text("") for i in keep])  # no markup: sources hold "[M]"
+    total = need(keep)
     if width is None:
-        full = measure_con.measure(t).maximum
-        con = Console(width=max(80, min(full, 10_000)))
+        w = max(80, total)
+        full = sum(max([len(r[i]) for r in rows if i < len(r)] + [len(cols[i].name)]) for i in keep) + 3 * len(keep)
+        w = max(w, min(full, 400))
     elif wide:
-        con = Console(width=max(width, measure_con.measure(t).minimum))
+        w = max(width, total)
     else:
-        con = Console(width=width)
+        w = width
+    con = Console(width=w, highlight=False)
+    if title:
+        con.print(Text(cite(title), style="bold"))
     con.print(t)
+    notes = ([cite(caption)] if caption else []) + (
+        [f"hidden to fit {width} columns: {', '.join(hidden)} (rackmath … --wide, or --columns NAME,…)"]
+        if hidden else [])
+    for n in notes:
+        con.print(Text(n, style="dim"))
 
 
 # --- sources ---------------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .common import EXPLAIN_OPT, JSON_OPT, dtype_check
+from .common import EXPLAIN_OPT, FORCE_OPT, JSON_OPT, USD_OPT, dtype_check
 from .plot import plot_app
 
 NACT_OPT = typer.Option("100B", "--n-active", help="Active parameters per token (lecture: 100B).")
@@ -197,9 +197,9 @@ def _parse_tier(text):
 
 def _tiers(hardware, extra):
     from ..analyses import memory_tiers as mt
-    from ..specs.hardware import load_chip
+    from ..specs.hardware import Chip, load_chip
 
-    c = load_chip(hardware)
+    c = hardware if isinstance(hardware, Chip) else load_chip(hardware)
     tiers = {t.name: t for t in mt.tiers_for(c)}
     for t in extra:
         tt = _parse_tier(t)
@@ -214,6 +214,7 @@ def cache_cmd(
     n_active: str = NACT_OPT,
     weights_dtype: str = BPP_OPT,
     tier: list[str] = typer.Option([], "--tier", help="Add/override a tier: NAME=CAPACITY,BANDWIDTH,$/GB-HOUR."),
+    price: str = USD_OPT,
     json: bool = JSON_OPT,
     explain: bool = EXPLAIN_OPT,
 ):
@@ -222,6 +223,9 @@ def cache_cmd(
     from ..analyses import memory_tiers as mt
     from ..explain import fmt
     from ..specs.prices import load_price_sheet
+    from .common import priced
+
+    hardware = priced(hardware, price).chip if price is not None else hardware
 
     s = load_price_sheet(sheet)
     b = units.parse_bytes(kv_bytes, "--kv-bytes")
@@ -330,6 +334,7 @@ def plot_price_context_cmd(
     kv_bytes: str = typer.Option("1667", "--kv-bytes"),
     batch: str = typer.Option("10K", "--batch", "-B"),
     kind: str = typer.Option("output", "--kind", help="Which price to draw (input, output, cache_read)."),
+    json: bool = JSON_OPT,
 ):
     """Cost per token vs context (dense, sliding window, sparse top-k, √L) with a sheet's price tiers over it."""
     import numpy as np
@@ -349,7 +354,12 @@ def plot_price_context_cmd(
     p = plot_price_context(L, cx.context_curves(L, batch=B, n_active=n, bytes_per_token=b), sheet=s, kind=kind,
                            crossover=float(cx.crossover_dense(batch=B, n_active=n, bytes_per_token=b)),
                            title=f"{s.name}: {n:.3g} active, b = {b:,.0f} B/token, batch {B:,.0f}", path=output)
-    typer.echo(str(p))
+    from .common import print_json, wrote
+
+    wrote(p)
+    if json:
+        print_json({"output": str(p), "sheet": s.describe(), "context": L,
+                    "curves": cx.context_curves(L, batch=B, n_active=n, bytes_per_token=b)})
 
 
 @plot_app.command("tiers")
@@ -361,6 +371,8 @@ def plot_tiers_cmd(
     n_active: str = NACT_OPT,
     weights_dtype: str = BPP_OPT,
     tier: list[str] = typer.Option([], "--tier", help="Add/override a tier: NAME=CAPACITY,BANDWIDTH,$/GB-HOUR."),
+    price: str = USD_OPT,
+    json: bool = JSON_OPT,
 ):
     """Cost per token vs hold time for recompute, HBM, DDR, flash and disk."""
     import numpy as np
@@ -372,14 +384,19 @@ def plot_tiers_cmd(
     from .common import check_output
 
     check_output(output, force, "output", (".png", ".svg", ".pdf"))
-    c, tiers = _tiers(hardware, tier)
+    from .common import print_json, priced, wrote
+
+    c, tiers = _tiers(priced(hardware, price).chip if price is not None else hardware, tier)
     b = units.parse_bytes(kv_bytes, "--kv-bytes")
     remat = float(mt.remat_cost(units.parse_count(n_active, "--n-active"), c.peak_flops(weights_dtype),
                                 c.usd_per_hour))
     t = np.geomspace(1e-3, 1e7, 300)
     names, costs = mt.tier_costs(b, t, tiers, remat)
-    typer.echo(str(plot_tiers(t, names, costs, bytes_per_token=b, path=output,
-                              title=f"{c.name}: hold vs retrieve, b = {b:,.0f} B/token")))
+    p = plot_tiers(t, names, costs, bytes_per_token=b, path=output,
+                   title=f"{c.name}: hold vs retrieve, b = {b:,.0f} B/token")
+    wrote(p)
+    if json:
+        print_json({"output": str(p), "chip": c.name, "hold_s": t, "usd_per_token": dict(zip(names, costs))})
 
 
 def register(app: typer.Typer) -> None:

@@ -21,6 +21,27 @@ def _count(text, field, integer=True):
     return int(v) if integer else v
 
 
+def _context_limits(r, model, hardware, weights_dtype, kv_dtype, redundant) -> dict:
+    """The one max-context answer (analyses.context.max_context) for the decode layout serve used, and warnings
+    when the request (ISL + OSL) or the memory limit passes the model's own context limit."""
+    from ..analyses.context import context_warning, max_context
+    from ..errors import InputError
+
+    out = {"max_context": None, "model_max_context": None, "warnings": []}
+    lay = r.as_dict().get("layout") or {}
+    try:
+        mc = max_context(model, hardware, gpus=lay.get("gpus"), concurrency=float(r.concurrency),
+                         weights_dtype=weights_dtype, kv_dtype=kv_dtype, tp=lay.get("tp"), ep=lay.get("ep", 1),
+                         pp=lay.get("pp", 1), attention_dp=bool(lay.get("attention_dp")), redundant_experts=redundant,
+                         uneven_experts=True, allow_idle=True)
+    except (InputError, TypeError, ValueError):
+        return out
+    w = context_warning(r.model if hasattr(r.model, "name") else __import__(
+        "rackmath.specs.models", fromlist=["load_model"]).load_model(model), float(r.isl) + float(r.osl))
+    out.update(max_context=mc.tokens, model_max_context=mc.model_limit, warnings=[x for x in (w,) if x])
+    return out
+
+
 def register(app: typer.Typer) -> None:
     from .plot import plot_app
 
@@ -68,7 +89,8 @@ def register(app: typer.Typer) -> None:
                   efficiency=efficiency, redundant_experts=_count(redundant_experts, "redundant_experts") or 0,
                   uneven_experts=uneven_experts,
                   usd_per_gpu_hour=None if price is None else units.parse_usd_per_hour(price, "usd_per_gpu_hour"))
-        mode = mode_dict(r.efficiency)
+        mode = mode_dict(r.efficiency) | _context_limits(r, model, hardware, weights_dtype, kv_dtype,
+                                                          _count(redundant_experts, "redundant_experts") or 0)
         if json:
             d = mode | r.as_dict()
             if explain:
@@ -88,13 +110,17 @@ def register(app: typer.Typer) -> None:
                 ["bottleneck", d["bottleneck"]], ["layout", d["layout"]["label"] + (" (chosen)" if d["layout_chosen"] else "")],
                 ["memory per GPU", f'{human(d["mem_per_gpu_gb"] * 1e9, "B")} ({"fits" if d["fits"] else "does NOT fit"}; '
                                    f'max ≈ {human(d["max_concurrency"])} sequences)'],
+                ["longest context at this concurrency",
+                 "—" if mode["max_context"] is None else
+                 f'{human(mode["max_context"])} tokens (model limit '
+                 f'{human(mode["model_max_context"]) if mode["model_max_context"] else "not published"})'],
                 ["efficiency", d["efficiency"]]]
         if d.get("prefill"):
             p = d["prefill"]
             rows.append(["prefill pool", f'{p["gpus"]} GPUs, {human(p["input_tok_s_per_gpu"])} input tok/s per GPU'])
         table(f'{d["model"]} on {d["gpus"]} × {d["hardware"]} ({d["mode"]}), ISL {human(d["isl"])} / '
               f'OSL {human(d["osl"])}, C = {human(d["concurrency"])}\n{mode["label"]}', ["quantity", "value"], rows,
-              caption="; ".join(d["notes"]) or None)
+              caption="; ".join(d["notes"] + [f"WARNING: {w}" for w in mode["warnings"]]) or None)
 
     @app.command("validate")
     def validate_cmd(
