@@ -36,7 +36,7 @@ def _assert_one_line(code, err, field):
     (("racks", "bubble", "--stages", "4", "--microbatches", "-1"), "--microbatches"),
     (("racks", "pipeline", "-H", "gb200-nvl72", "--ep", "0"), "--ep"),
     (("revnet", "--layers", "0", "--d-model", "64", "--heads", "4"), "--layers"),
-    (("context", "--chips", "0"), "--chips"),
+    (("context", "--chips", "0"), "--gpus"),
     (("layout", M, "-H", "h100", "--chips", "8", "--max-pp", "0"), "--max-pp"),
     (("layout", M, "-H", "h100", "--chips", "8", "--redundant-experts", "-1"), "--redundant-experts"),
     # dtypes: the option's own name, not a generic "dtype"
