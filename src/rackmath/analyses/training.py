@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..results import ResultMixin
+
 from ..errors import InputError, check_positive
 from ..explain import Derivation, fmt
 
@@ -341,8 +343,10 @@ class Parallelism:
             raise InputError("pp", f"{self.pp} pipeline stages for {n_layers} layers", f"pp ≤ {n_layers}")
 
 
-@dataclass
-class TrainingResult:
+@dataclass(repr=False)
+class TrainingResult(ResultMixin):
+    _SUMMARY = (("time_s", "s"), ("chip_hours", ""), ("usd", "$"), ("mfu", "%"))
+
     model: str
     hardware: str
     chips: int
