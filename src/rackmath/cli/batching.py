@@ -72,7 +72,8 @@ def ratio_cmd(
 def balance_cmd(
     model: str = MODEL_ARG,
     hardware: str = HW_OPT,
-    context: str = typer.Option("0,8192,32K,128K", "--context", "-L", help="Context lengths (list or range)."),
+    context: str = typer.Option("0,8192,32K,128K", "--context", "-L",
+                               help="Context lengths (list or range; 8K = 8,000, 8Ki = 8,192)."),
     weights_dtype: str = WDT_OPT,
     kv_dtype: str = KVDT_OPT,
     efficiency: str = EFF_OPT,

@@ -94,7 +94,8 @@ def output_opt(default, help: str = "Output file (.png, .svg or .pdf; never over
     return typer.Option(default, "--output", "-o", help=help)
 
 
-_ALIASES = {"--chips": "--gpus", "--usd-per-hour": "--usd-per-gpu-hour"}  # hidden aliases: old spellings keep working, help shows one vocabulary
+_ALIASES = {"--chips": "--gpus", "--usd-per-hour": "--usd-per-gpu-hour", "--chip-hours": "--gpu-hours",
+            "--tokens-per-chip": "--tokens-per-gpu"}  # hidden aliases: old spellings keep working, help shows one vocabulary
 _HOISTED = {"--wide": 0, "--columns": 1}  # table options valid anywhere on the line; moved before the command
 
 
@@ -380,7 +381,7 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
         con.print(Text(cite(title), style="bold"))
     con.print(t)
     notes = ([cite(caption)] if caption else []) + (
-        [f"hidden to fit {width} columns: {', '.join(hidden)} (rackmath … --wide, or --columns NAME,…)"]
+        [f"hidden to fit {width} columns: {', '.join(hidden)} (show all with --wide, or pick with --columns A,B)"]
         if hidden else [])
     for n in notes:
         con.print(Text(n, style="dim"))

@@ -120,7 +120,7 @@ def register(app: typer.Typer) -> None:
               [Col("tok/s/user", 0), Col("$/Mtok", 0), Col("layout", 0), Col("b", 2), Col("concurrency", 1),
                Col("mem/GPU", 2), Col("TPOT", 1), Col("binding", 3)], rows,
               caption=f"{sr.n_evaluated} layouts evaluated in {sr.seconds * 1e3:.0f} ms, {int(sr.fits.sum())} fit; "
-                      f"overlap = {overlap}; $ at {human(sr.layouts.hw.chip.usd_per_hour, '$')}/GPU-hour")
+                      f"overlap = {overlap}; $ at {human(sr.layouts.hw.usd_per_chip_hour, '$')}/GPU-hour")
         if explain and len(f):
             import numpy as np
 
@@ -281,7 +281,7 @@ def register(app: typer.Typer) -> None:
     @racks_app.command("moe-2racks")
     def moe2_cmd(
         hardware: str = HW_OPT,
-        tokens_per_chip: str = typer.Option("32", "--tokens-per-chip", help="Tokens each chip dispatches per layer."),
+        tokens_per_chip: str = typer.Option("32", "--tokens-per-gpu", help="Tokens each GPU dispatches per layer."),
         k: int = typer.Option(8, "--k", min=1, help="Activated experts per token."),
         d_model: int = typer.Option(7168, "--d-model", min=1, help="Model width."),
         act_dtype: str = typer.Option("bf16", "--act-dtype", callback=dtype_check("act_dtype"), help="Activation dtype on the wire."),

@@ -68,7 +68,7 @@ def price_cmd(
     out_in: str = typer.Option(None, "--out-in", help="Output/input price ratio instead of a sheet's."),
     n_active: str = NACT_OPT,
     n_total: str = typer.Option(None, "--n-total", help="Total parameters (default = active: dense)."),
-    context: str = typer.Option("8K", "--context", "-L", help="Context for the output/input reading."),
+    context: str = typer.Option("8K", "--context", "-L", help="Context for the output/input reading (8K = 8,000, 8Ki = 8,192)."),
     kv_bytes: str = typer.Option(None, "--kv-bytes", help="KV bytes/token for the output/input reading "
                                                           "(default: the step's deduction or 1,667 B)."),
     kv_dtype: str = typer.Option("fp8", "--kv-dtype", callback=dtype_check("kv_dtype"), help="KV element dtype for the architecture count."),

@@ -50,7 +50,7 @@ def train_cmd(
     tokens: str = typer.Option(..., "--tokens", "-D", help="Training tokens, e.g. '15T'."),
     mfu: float = typer.Option(None, "--mfu", help="Achieved model FLOP utilisation (0–1)."),
     tflops: str = typer.Option(None, "--tflops", help="Achieved FLOP/s per chip, e.g. '400 TFLOP/s' or '400' (TF)."),
-    chip_hours: str = typer.Option(None, "--chip-hours", help="Reported chip-hours (e.g. '30.84M'): implies MFU."),
+    chip_hours: str = typer.Option(None, "--gpu-hours", help="Reported GPU-hours (e.g. '30.84M'): implies MFU."),
     seq: str = typer.Option("8192", "--seq", help="Sequence length (tokens; 8K = 8,000, 8Ki = 8,192)."),
     global_batch: str = typer.Option(None, "--global-batch", help="Tokens per step (default max(4M, seq·dp))."),
     dp: str = typer.Option(None, "--dp", help="Data-parallel degree (default: searched)."),
