@@ -21,7 +21,7 @@ def _assert_one_line(code, err, field):
     assert "Traceback" not in err
     assert code == 2, err
     assert err.count("\n") == 1 and err.startswith("error: "), err
-    assert field in err, err
+    assert field in err or field.replace("_", "-") in err, err
 
 
 @pytest.mark.parametrize("args,field", [

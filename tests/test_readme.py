@@ -18,6 +18,7 @@ from conftest import MODEL_CONFIGS, REPO, run_cli
 
 README = REPO / "README.md"
 HEAVY = ("lecture", "validate --cv")  # a few seconds each: still run, marked slow
+SERVERS = ("web",)  # run until stopped: checked with --help (the command and its options exist)
 
 
 def _blocks(lang: str) -> list[str]:
@@ -73,6 +74,8 @@ def test_readme_has_commands():
 def test_readme_command_runs(cmd, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = [_local(a) for a in shlex.split(cmd)[1:]]
+    if argv and argv[0] in SERVERS:
+        argv.append("--help")
     code, out, err = run_cli(*argv, env={"COLUMNS": "100"})
     assert code == 0, f"`{cmd}` exited {code}: {err}"
     assert out.strip() or err.startswith("wrote "), f"`{cmd}` printed nothing"

@@ -112,10 +112,11 @@ def _split(text: str, field: str, accepted: str) -> tuple[float, float, str]:
     return value, _PREFIX[prefix], rest
 
 
-def _finite_positive(value: float, field: str, accepted: str, allow_zero: bool = False) -> float:
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        raise InputError(field, f"{value!r} is not a positive finite number", accepted)
-    return value
+def _finite_positive(value: float, field: str, accepted: str, allow_zero: bool = False, kind: str = "count") -> float:
+    """Finite, ≥ 0 (> 0 unless allow_zero), not denormal, and within rackmath.bounds.QUANTITY_MAX[kind]."""
+    from .bounds import check_quantity
+
+    return check_quantity(value, kind, field, accepted, allow_zero)
 
 
 def parse_bytes(text: str | float, field: str = "bytes") -> float:
@@ -126,9 +127,9 @@ def parse_bytes(text: str | float, field: str = "bytes") -> float:
     if unit in ("", "B") or unit_l in ("b", "byte", "bytes"):
         if unit == "b":
             mult /= 8  # bits
-        return _finite_positive(value * mult, field, accepted, allow_zero=True)
+        return _finite_positive(value * mult, field, accepted, allow_zero=True, kind="bytes")
     if unit_l in ("bit", "bits"):
-        return _finite_positive(value * mult / 8, field, accepted, allow_zero=True)
+        return _finite_positive(value * mult / 8, field, accepted, allow_zero=True, kind="bytes")
     raise InputError(field, f"unknown size unit in {text!r}", accepted)
 
 
@@ -138,9 +139,9 @@ def parse_bandwidth(text: str | float, field: str = "bandwidth") -> float:
     value, mult, unit = _split(text, field, accepted)
     u = unit.replace(" ", "")
     if u in ("", "B/s", "Bps", "byte/s", "bytes/s"):
-        return _finite_positive(value * mult, field, accepted)
+        return _finite_positive(value * mult, field, accepted, kind="bandwidth")
     if u in ("b/s", "bps", "bit/s", "bits/s"):
-        return _finite_positive(value * mult / 8, field, accepted)
+        return _finite_positive(value * mult / 8, field, accepted, kind="bandwidth")
     raise InputError(field, f"unknown rate unit in {text!r}", accepted)
 
 
@@ -157,7 +158,7 @@ def parse_flops(text: str | float, field: str = "flops") -> float:
     u = unit.replace(" ", "").upper()
     if u not in ("", "FLOP/S", "FLOPS", "OP/S", "OPS"):
         raise InputError(field, f"unknown compute unit in {text!r}", accepted)
-    flops = _finite_positive(value * mult, field, accepted)
+    flops = _finite_positive(value * mult, field, accepted, kind="flops")
     return flops / 2 if sparse else flops
 
 
@@ -165,26 +166,26 @@ def parse_usd_per_hour(text: str | float, field: str = "usd_per_hour") -> float:
     """'$2.5/h' -> 2.5 dollars per hour; '$2/GPU-hour' and '2.5' are accepted too."""
     accepted = "a price such as '$2.5/h' or '2.5' (dollars per chip-hour)"
     if isinstance(text, (int, float)):
-        return _finite_positive(float(text), field, accepted, allow_zero=True)
+        return _finite_positive(float(text), field, accepted, allow_zero=True, kind="usd_per_hour")
     s = str(text).strip().replace("$", "").replace("USD", "").strip()
     m = re.match(r"^" + _NUM + r"\s*(?:/\s*(?:h|hr|hour|(?:gpu|chip)[- ]?h(?:ou)?r?))?\s*$", s, re.I)
     if not m:
         raise InputError(field, f"cannot read {text!r}", accepted)
-    return _finite_positive(float(m.group(1)), field, accepted, allow_zero=True)
+    return _finite_positive(float(m.group(1)), field, accepted, allow_zero=True, kind="usd_per_hour")
 
 
 def parse_count(text: str | float, field: str = "count") -> float:
     """'200K' -> 2e5; '1.5M' -> 1.5e6; '16384' -> 16384.0; '8Ki' -> 8192.0. (K = 1e3 decimal, Ki = 1024.)"""
     accepted = "a number such as '8192', '200K' (= 200,000), '8Ki' (= 8,192) or '1.5M'"
     if isinstance(text, (int, float)):
-        return _finite_positive(float(text), field, accepted, allow_zero=True)
+        return _finite_positive(float(text), field, accepted, allow_zero=True, kind="count")
     s = str(text).strip().replace(",", "").replace("_", "")
     m = re.match(r"^" + _NUM + r"\s*([kK]i|Mi|Gi|Ti|[kKMGBT]?)\s*(?:tokens?|tok)?\s*$", s)
     if not m:
         raise InputError(field, f"cannot read {text!r}", accepted)
     mult = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9, "T": 1e12,
             "ki": 2.0**10, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}[m.group(2)]
-    return _finite_positive(float(m.group(1)) * mult, field, accepted, allow_zero=True)
+    return _finite_positive(float(m.group(1)) * mult, field, accepted, allow_zero=True, kind="count")
 
 
 _TIME = {
@@ -202,11 +203,11 @@ def parse_duration(text: str | float, field: str = "duration") -> float:
     """'5 min' -> 300.0 s; '20 ms' -> 0.02; '2 months' -> 5.26e6; bare numbers are seconds."""
     accepted = "a duration such as '20 ms', '5 min', '1 h' or '2 months'"
     if isinstance(text, (int, float)):
-        return _finite_positive(float(text), field, accepted, allow_zero=True)
+        return _finite_positive(float(text), field, accepted, allow_zero=True, kind="duration")
     m = re.match(r"^\s*" + _NUM + r"\s*([a-zA-Zµ]*)\s*$", str(text))
     if not m or m.group(2).lower() not in _TIME:
         raise InputError(field, f"cannot read {text!r}", accepted)
-    return _finite_positive(float(m.group(1)) * _TIME[m.group(2).lower()], field, accepted, allow_zero=True)
+    return _finite_positive(float(m.group(1)) * _TIME[m.group(2).lower()], field, accepted, allow_zero=True, kind="duration")
 
 
 _PARSERS = {

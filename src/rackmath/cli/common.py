@@ -473,6 +473,7 @@ def parse_range(text: str, field: str, kind: str = "count", integer: bool | None
     import numpy as np
 
     from .. import units
+    from ..bounds import check_points
 
     if integer is None:
         integer = field in INTEGER_FIELDS
@@ -484,18 +485,25 @@ def parse_range(text: str, field: str, kind: str = "count", integer: bool | None
                 raise ValueError
             lo = units.parse_quantity(parts[0], kind, field)
             hi = units.parse_quantity(parts[1], kind, field)
-            spec = parts[2] if len(parts) == 3 else "log"
+            spec = parts[2].strip() if len(parts) == 3 else "log"
+            if len(spec) > 24:
+                raise ValueError
             if spec.startswith("log"):
                 n = int(spec[3:] or 0) or max(2, int(round(4 * math.log2(max(hi / max(lo, 1e-300), 2)))) + 1)
+                check_points(n, field)
+                if lo <= 0:
+                    raise InputError(field, f"a log range cannot start at {lo:g}", "a range 'LO:HI:log' with LO > 0")
                 vals = np.geomspace(lo, hi, n)
             else:
-                vals = np.linspace(lo, hi, int(spec))
+                vals = np.linspace(lo, hi, check_points(int(spec), field))
             if integer:
                 vals = np.round(vals)
                 _, first = np.unique(vals, return_index=True)
                 vals = vals[np.sort(first)]
         else:
-            vals = np.array([units.parse_quantity(p, kind, field) for p in s.split(",") if p.strip()])
+            items = [p for p in s.split(",") if p.strip()]
+            check_points(len(items), field)
+            vals = np.array([units.parse_quantity(p, kind, field) for p in items])
     except InputError:
         raise
     except (ValueError, ZeroDivisionError):

@@ -8,7 +8,7 @@ from .common import JSON_OPT
 
 hardware_app = typer.Typer(help="Chips and scale-up systems in the catalog.", no_args_is_help=True)
 
-_VENDOR_ORDER = {"NVIDIA": 0, "AMD": 1, "Google": 2}
+_VENDOR_ORDER = {"NVIDIA": 0, "AMD": 1, "Google": 2, "Intel": 3, "AWS": 4}
 
 
 def _table(title: str, columns: list, rows: list[list], caption: str | None = None,
@@ -22,6 +22,14 @@ def _table(title: str, columns: list, rows: list[list], caption: str | None = No
     table(title, cols, rows, caption)
 
 
+def _group_key(chip) -> tuple:
+    """Vendor, then generation in release order (specs.hardware.GENERATIONS), then catalog order."""
+    from ..specs.hardware import GENERATIONS
+
+    gen = GENERATIONS.index(chip.generation) if chip.generation in GENERATIONS else len(GENERATIONS)
+    return (_VENDOR_ORDER.get(chip.vendor, len(_VENDOR_ORDER)), chip.vendor, gen, chip.generation)
+
+
 def _chip_row(chip) -> dict:
     from ..specs.hardware import hardware_ratio, systems
     from ..units import dtype_bytes
@@ -31,6 +39,8 @@ def _chip_row(chip) -> dict:
     return {
         "chip": chip.name,
         "vendor": chip.vendor,
+        "generation": chip.generation,
+        "tdp_w": chip.tdp_w,
         "status": chip.status,
         "system": system.name,
         "scaleup_size": system.scaleup_size,
@@ -79,7 +89,7 @@ def list_cmd(
                 f"${s.chip.usd_per_hour * s.scaleup_size:,.0f}"] for s in ordered],
               caption="bandwidths per chip, per direction; up/out = scale-up ÷ scale-out bandwidth per chip")
         return
-    ordered = sorted(chips().values(), key=lambda c: _VENDOR_ORDER.get(c.vendor, len(_VENDOR_ORDER)))
+    ordered = sorted(chips().values(), key=_group_key)
     rows = [_chip_row(c) for c in ordered]
     if json:
         print_json(rows)
@@ -92,10 +102,11 @@ def list_cmd(
 
     _table(
         "Chips: dense peaks, HBM, hardware ratio, drain time",
-        [Col("chip", 0), Col("system", 2), Col("N", 2), Col("bf16 TF/s", 1), Col("fp8 TF/s", 1),
-         Col("fp4 TF/s", 2), Col("HBM GB", 0), Col("HBM TB/s", 0), Col("ratio", 1), Col("drain ms", 3),
-         Col("$/h", 1)],
-        [[r["chip"] + ("*" if r["status"] == "announced" else ""), r["system"], r["scaleup_size"],
+        [Col("chip", 0), Col("generation", 3), Col("system", 2), Col("N", 2), Col("bf16 TF/s", 1),
+         Col("fp8 TF/s", 1), Col("fp4 TF/s", 2), Col("HBM GB", 0), Col("HBM TB/s", 0), Col("ratio", 1),
+         Col("drain ms", 3), Col("$/h", 1)],
+        [[r["chip"] + ("*" if r["status"] == "announced" else ""), f"{r['vendor']} {r['generation']}".strip(),
+          r["system"], r["scaleup_size"],
           tf(r["bf16_flops"]), tf(r["fp8_flops"]), tf(r["fp4_flops"]), f"{r['hbm_bytes'] / 1e9:.0f}",
           f"{r['hbm_bw'] / 1e12:.2f}", f"{r['ratio_low']:.0f} {r['ratio_low_dtype']}",
           f"{r['drain_time_s'] * 1e3:.1f}", f"{r['usd_per_hour']:.2f}"]
@@ -120,6 +131,10 @@ def _chip_lines(chip) -> list[list[str]]:
         ["$/chip-hour", f"${chip.usd_per_hour:g}", src("usd_per_hour")],
         ["HBM drain time", format_duration(chip.drain_time_s), "capacity ÷ bandwidth (lecture R10)"],
     ]
+    if chip.tdp_w is not None:
+        rows.append(["board power (TDP)", f"{chip.tdp_w:,.0f} W", src("tdp_w")])
+    if chip.host_power_w is not None:
+        rows.append(["host share of server power", f"{chip.host_power_w:,.0f} W", src("host_power_w")])
     rows += [[f"hardware ratio {dt}", f"{hardware_ratio(chip, dt):.0f}",
               "(FLOP/s ÷ 2) ÷ (HBM bytes/s ÷ bytes per param) (lecture R5)"] for dt in chip.flops]
     for t in chip.memory_tiers:

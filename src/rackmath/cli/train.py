@@ -223,8 +223,8 @@ def chinchilla_cmd(
     d = Derivation(f"Chinchilla loss law ({lw.name} {lw.status}: E {lw.E}, A {lw.A}, B {lw.B}, α {lw.alpha}, "
                    f"β {lw.beta})")
     out: dict = {"law": lw.__dict__}
-    N = _count(params, "params") if params else None
-    D = _count(tokens, "tokens") if tokens else None
+    N = check_positive(_count(params, "params"), "params", "a parameter count such as 70B") if params else None
+    D = check_positive(_count(tokens, "tokens"), "tokens", "a token count such as 1.4T") if tokens else None
     if compute:
         C = float(compute) if _isnum(compute) else _count(compute, "compute")
         check_positive(C, "compute", "a FLOP budget such as 1e24 or 5.8e23")
