@@ -257,12 +257,14 @@ def format_duration(seconds: float, digits: int = 3) -> str:
     if not math.isfinite(s):
         return str(s)
     a = abs(s)
+    if a >= 365.25 * 86400 * 2:
+        return f"{_sig(s / (365.25 * 86400), digits)} years"
     if a >= 86400 * 2:
-        return f"{s / 86400:.{digits}g} days"
+        return f"{_sig(s / 86400, digits)} days"
     if a >= 3600 * 2:
-        return f"{s / 3600:.{digits}g} h"
+        return f"{_sig(s / 3600, digits)} h"
     if a >= 120:
-        return f"{s / 60:.{digits}g} min"
+        return f"{_sig(s / 60, digits)} min"
     return format_si(s, "s", digits)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from ..units import human
+
 from .common import EFF_OPT, EXPLAIN_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, MODEL_ARG, USD_OPT, WDT_OPT, context_opt, \
     dtype_check, hardware_opt
 
@@ -98,14 +100,14 @@ def balance_cmd(
                              efficiency=efficiency)
     d = Derivation(f"Balance batch for {m.name} on {hw.name}")
     d.add("ratio", "(FLOP/s ÷ 2) / (BW ÷ bytes per param)", f"{hw.chip.name}, {wdt}", ratio, "")
-    d.add("B*", "ratio × N_total / N_active", f"{ratio:.4g} × {m.total_params:.4g} / {m.active_params:.4g}", simple, "")
+    d.add("B*", "ratio × N_total / N_active", f"{human(ratio)} × {human(m.total_params)} / {human(m.active_params)}", simple, "")
     for L, b in zip(ctx, full):
         d.add(f"B*(L={L:g})", "smallest B with t_compute ≥ t_weights + t_kv (full roofline)", "", b, "")
     rec = {"model": m.name, "hardware": hw.name, "ratio": ratio, "balance_batch_lecture": simple,
            "context": ctx.tolist(), "balance_batch": full.tolist()}
-    rows = [("hardware ratio", f"{ratio:.4g}"), ("B* = ratio × N_total/N_active", f"{simple:.4g}")]
+    rows = [("hardware ratio", f"{human(ratio)}"), ("B* = ratio × N_total/N_active", f"{human(simple)}")]
     rows += [(f"B* with KV at context {L:g}",
-              f"{b:.4g}" if b != float("inf") else "∞ (the KV fetch outruns compute at any batch)")
+              f"{human(b)}" if b != float("inf") else "∞ (the KV fetch outruns compute at any batch)")
              for L, b in zip(ctx, full)]
     _out(rec, d, json, explain, rows, f"Balance batch: {m.name} on {hw.name}", eff=efficiency)
 
@@ -208,9 +210,9 @@ def fast_mode_cmd(
         fm = fast_mode_from_price(model, hardware, price, **kw)
     floor = slow_mode_floor(model, hardware, **kw)
     rec = fm.as_dict() | {"slow_mode_cost_floor": floor}
-    rows = [("operating batch", f"{fm.operating_batch:.4g}"), ("fast batch", f"{fm.batch:.4g}"),
-            ("speed-up", f"{fm.speedup:.3g}×"), ("cost multiple", f"{fm.cost_multiple:.3g}×"),
-            ("slow-mode cost floor (B → ∞)", f"{floor:.3g}× the operating cost")]
+    rows = [("operating batch", f"{human(fm.operating_batch)}"), ("fast batch", f"{human(fm.batch)}"),
+            ("speed-up", f"{human(fm.speedup, 'x')}"), ("cost multiple", f"{human(fm.cost_multiple, 'x')}"),
+            ("slow-mode cost floor (B → ∞)", f"{human(floor, 'x')} the operating cost")]
     _out(rec, fm.derivation, json, explain, rows, "Fast mode and slow mode by batching", eff=efficiency)
 
 
@@ -246,13 +248,13 @@ def throughput_cmd(
     d = Derivation(f"Throughput at the balance batch: {r.model.name} on {r.hardware.name}")
     d.add("B*", "balance batch", f"context {ctx:g}", b, "")
     d.add("t_step", "roofline at B*", "", step, "s")
-    tput = d.add("throughput", "B* / t_step", f"{b:.4g} / {fmt(step, 's')}", float(system_throughput(b, step)),
+    tput = d.add("throughput", "B* / t_step", f"{human(b)} / {fmt(step, 's')}", float(system_throughput(b, step)),
                  "tok/s")
     n = d.add("systems", "global rate / throughput", f"{fmt(rate, 'tok/s')} / {fmt(tput, 'tok/s')}",
               float(systems_needed(rate, tput)), "")
     rec = {"balance_batch": b, "step_s": step, "tokens_per_s": tput, "global_rate": rate, "systems_needed": n}
-    _out(rec, d, json, explain, [("B*", f"{b:.4g}"), ("step", fmt(step, "s")), ("tokens/s", fmt(tput, "")),
-                                 (f"systems for {fmt(rate, 'tok/s')}", f"{n:.4g}")], "Throughput at B*", eff=efficiency)
+    _out(rec, d, json, explain, [("B*", f"{human(b)}"), ("step", fmt(step, "s")), ("tokens/s", fmt(tput, "")),
+                                 (f"systems for {fmt(rate, 'tok/s')}", f"{human(n)}")], "Throughput at B*", eff=efficiency)
 
 
 @batching_app.command("prefill")

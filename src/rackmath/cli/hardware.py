@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from ..units import human
+
 from .common import JSON_OPT
 
 hardware_app = typer.Typer(help="Chips and scale-up systems in the catalog.", no_args_is_help=True)
@@ -138,7 +140,7 @@ def _chip_lines(chip) -> list[list[str]]:
     rows += [[f"hardware ratio {dt}", f"{hardware_ratio(chip, dt):.0f}",
               "(FLOP/s ÷ 2) ÷ (HBM bytes/s ÷ bytes per param) (lecture R5)"] for dt in chip.flops]
     for t in chip.memory_tiers:
-        cost = f", ${t.usd_per_gb_hour:.3g}/GB-h" if t.usd_per_gb_hour is not None else ""
+        cost = f", {human(t.usd_per_gb_hour, '$')}/GB-h" if t.usd_per_gb_hour is not None else ""
         rows.append([f"{t.tier} tier", f"{format_si(t.capacity, 'B')} at {format_si(t.bandwidth, 'B/s')}, "
                      f"drain {format_duration(t.drain_time_s)}{cost}", f"{t.description}; {t.source}"])
     return rows

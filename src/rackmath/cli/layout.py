@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from ..units import human
+
 from .common import (EFF_OPT, EXPLAIN_OPT, FORCE_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, MODEL_ARG, USD_OPT, WDT_OPT,
                      context_opt, dtype_check, gpus_opt, hardware_opt, output_opt)
 
@@ -270,7 +272,7 @@ def register(app: typer.Typer) -> None:
             return
         rows = []
         for i, s in enumerate(g["systems"]):
-            row = [s, f"{int(g['scaleup_size'][i])}", fmt(g["domain_bytes"][i], "B"), f"{g['max_params'][i] / 1e12:.3g}T"]
+            row = [s, f"{int(g['scaleup_size'][i])}", fmt(g["domain_bytes"][i], "B"), f"{human(g['max_params'][i] / 1e12)}T"]
             row += [fmt(g["t_floor_s"][i, j], "s") + ("" if g["fits"][i, j] else f" (PP≥{int(g['domains_needed'][i, j])})")
                     for j in range(len(ps))]
             rows.append(row)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from ..units import human
+
 from .common import EXPLAIN_OPT, FORCE_OPT, JSON_OPT, USD_OPT, dtype_check
 from .plot import plot_app
 
@@ -88,8 +90,8 @@ def price_cmd(
     from ..specs.prices import load_price_sheet, price_sheets
 
     if list_:
-        rows = [[s.name, s.provider, s.date, s.status, f"{s.per_mtok('input'):.4g}", f"{s.per_mtok('output'):.4g}",
-                 "" if s.cache_read is None else f"{s.per_mtok('cache_read'):.4g}",
+        rows = [[s.name, s.provider, s.date, s.status, f"{human(s.per_mtok('input'))}", f"{human(s.per_mtok('output'))}",
+                 "" if s.cache_read is None else f"{human(s.per_mtok('cache_read'))}",
                  ", ".join(f">{t.above:,.0f}" for t in s.tiers), "yes" if s.fast_mode else ""]
                 for s in price_sheets().values()]
         if json:
@@ -109,7 +111,7 @@ def price_cmd(
     nact = units.parse_count(n_active, "--n-active")
     ntot = units.parse_count(n_total, "--n-total") if n_total else nact
     payload, ders, tables = {"sheet": s.describe() if s else None}, [], []
-    assumptions = [["N_active", fmt(nact)], ["N_total", fmt(ntot)], ["hardware ratio", f"{r:.4g} ({rsrc})"],
+    assumptions = [["N_active", fmt(nact)], ["N_total", fmt(ntot)], ["hardware ratio", f"{human(r)} ({rsrc})"],
                    ["bytes/param", f"{bpp:g} ({weights_dtype})"]]
 
     st = None
@@ -147,9 +149,9 @@ def price_cmd(
         payload["out_in"] = rd.as_dict()
         ders.append(rd.derivation)
         tables.append(("Output/input ratio → decode (R38)", ["quantity", "value"],
-                       [["output/input", f"{rho:.3g}×"], ["decode MFU ≈ 1/ρ", f"{rd.decode_mfu:.0%}"],
-                        ["balance batch B*", f"{rd.balance_batch:,.0f}"], ["implied decode batch", f"{rd.implied_batch:,.3g}"],
-                        ["KV/compute at context", f"{rd.kv_over_compute:.3g}"]], None))
+                       [["output/input", f"{human(rho, 'x')}"], ["decode MFU ≈ 1/ρ", f"{rd.decode_mfu:.0%}"],
+                        ["balance batch B*", f"{rd.balance_batch:,.0f}"], ["implied decode batch", f"{human(rd.implied_batch)}"],
+                        ["KV/compute at context", f"{human(rd.kv_over_compute)}"]], None))
     if model and s is not None and s.fast_mode is not None:
         from ..specs.hardware import load_hardware
         from ..specs.models import load_model
@@ -160,9 +162,9 @@ def price_cmd(
         ders += [by_speed.derivation, by_price.derivation]
         pm = s.fast_mode.output / s.output
         tables.append((f"Fast mode: {pm:g}× price for {s.fast_mode.speed_multiple:g}× speed", ["quantity", "value"],
-                       [["batch for the speed-up", f"{by_speed.batch:,.4g} (operating {by_speed.operating_batch:,.4g})"],
-                        ["its cost multiple", f"{by_speed.cost_multiple:.3g}×"],
-                        [f"speed {pm:g}× price buys", f"{by_price.speedup:.3g}× at batch {by_price.batch:,.4g}"]], None))
+                       [["batch for the speed-up", f"{human(by_speed.batch)} (operating {human(by_speed.operating_batch)})"],
+                        ["its cost multiple", f"{human(by_speed.cost_multiple, 'x')}"],
+                        [f"speed {pm:g}× price buys", f"{human(by_price.speedup, 'x')} at batch {human(by_price.batch)}"]], None))
     payload["assumptions"] = dict(assumptions)
     tables.append(("Assumptions (change with --n-active, --ratio/--hardware, --weights-dtype)", ["assumption", "value"],
                    assumptions, None))
@@ -235,9 +237,9 @@ def cache_cmd(
     ded = mt.deduce_cache(s, tiers, bytes_per_token=b)
     be = mt.break_even_table(tiers, b, remat)
     payload = ded.as_dict() | {"remat_usd_per_mtok": remat * 1e6, "break_even": be, "chip": c.name}
-    rows = [[t.name, fmt(t.capacity, "B"), fmt(t.bandwidth, "B/s"), fmt(t.drain_s, "s"), f"{t.usd_per_gb_hour:.3g}",
-             f"{float(mt.cost_per_token_hour(b, t.rate)) * 1e6:.3g}"] for t in tiers]
-    prem = [[k, f"${v['premium'] * 1e6:.4g}", f"${v['per_token_hour'] * 1e6:.4g}", f"${v['usd_per_gb_hour']:.3g}",
+    rows = [[t.name, fmt(t.capacity, "B"), fmt(t.bandwidth, "B/s"), fmt(t.drain_s, "s"), f"{human(t.usd_per_gb_hour)}",
+             f"{human(float(mt.cost_per_token_hour(b, t.rate)) * 1e6)}"] for t in tiers]
+    prem = [[k, f"{human(v['premium'] * 1e6, '$')}", f"{human(v['per_token_hour'] * 1e6, '$')}", f"{human(v['usd_per_gb_hour'], '$')}",
              v["tier_by_drain"], v["tier_distinct"], v["cheapest_by_cost"]] for k, v in ded.premiums.items()]
     tables = [
         (f"Memory tiers ({c.name} share)", ["tier", "capacity", "bandwidth", "drain", "$/GB-h", "$/Mtok-hour held"],
@@ -245,11 +247,11 @@ def cache_cmd(
         (f"{s.name}: cache writes as hold prices (b = {fmt(b, 'B')}/token)",
          ["TTL", "premium $/Mtok", "hold $/Mtok-h", "implied $/GB-h", "nearest drain", "distinct tiers",
           "cheapest by cost"], prem,
-         f"cache read = {ded.read_fraction:.3g}× base" if ded.read_fraction is not None else None),
+         f"cache read = {human(ded.read_fraction, 'x')} base" if ded.read_fraction is not None else None),
         ("Break-even hold times", ["faster", "slower", "hold"],
          [[r_["faster"], r_["slower"], fmt(r_["hold_s"], "s") if r_["hold_s"] > 0 else "never"] for r_ in be],
-         f"recompute: ${remat * 1e6:.3g}/Mtok (2·N_active/FLOP/s × chip $/s)"),
-        ("Assumptions", ["assumption", "value"], [[k, f"{v:,.4g}" if isinstance(v, float) else str(v)]
+         f"recompute: {human(remat * 1e6, '$')}/Mtok (2·N_active/FLOP/s × chip $/s)"),
+        ("Assumptions", ["assumption", "value"], [[k, f"{human(v)}" if isinstance(v, float) else str(v)]
                                                  for k, v in ded.assumptions.items()]
          + [["N_active", fmt(nact)], ["chip", c.name]], None),
     ]
@@ -311,7 +313,7 @@ def context_cmd(
             [f"HBM bandwidth for {w.target_context:,.0f} tokens", f"{fmt(w.bandwidth_needed, 'B/s')} per chip "
                                                                   f"({human(w.bandwidth_multiple, 'x')} today)"],
             [f"HBM for one {w.target_context:,.0f}-token sequence", f"{fmt(w.capacity_needed, 'B')} "
-                                                                    f"({w.capacity_multiple:.3g}× the domain's free HBM)"]]
+                                                                    f"({human(w.capacity_multiple, 'x')} the domain's free HBM)"]]
     rows += [[f"({model}) {k.replace('_', ' ')}", "—" if v is None else f"{v:,.0f}"]
              for k, v in extra.items() if k != "max_context_fit"]
     warn = mc.warning if model else None
@@ -320,7 +322,7 @@ def context_cmd(
     tables = [("The context wall (R42)", ["quantity", "value"], rows,
                ("max context fit = rackmath.analyses.context.max_context (the same answer as `racks memory`)"
                 + (f"; WARNING: {warn}" if warn else "")) if model else None),
-              ("Assumptions", ["assumption", "value"], [[k, f"{v:,.4g}" if isinstance(v, float) else str(v)]
+              ("Assumptions", ["assumption", "value"], [[k, f"{human(v)}" if isinstance(v, float) else str(v)]
                                                            for k, v in w.assumptions.items()], None)]
     _emit(payload, [w.derivation], json, explain, tables)
 
@@ -353,7 +355,7 @@ def plot_price_context_cmd(
     L = np.geomspace(1e3, 1e7, 300)
     p = plot_price_context(L, cx.context_curves(L, batch=B, n_active=n, bytes_per_token=b), sheet=s, kind=kind,
                            crossover=float(cx.crossover_dense(batch=B, n_active=n, bytes_per_token=b)),
-                           title=f"{s.name}: {n:.3g} active, b = {b:,.0f} B/token, batch {B:,.0f}", path=output)
+                           title=f"{s.name}: {human(n)} active, b = {b:,.0f} B/token, batch {B:,.0f}", path=output)
     from .common import print_json, wrote
 
     wrote(p)

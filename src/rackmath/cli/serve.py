@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from ..units import human
+
 from .common import EFF_OPT, EXPLAIN_OPT, IDEAL_OPT, JSON_OPT, MODEL_ARG, USD_OPT, gpus_opt, hardware_opt
 
 
@@ -155,7 +157,7 @@ def register(app: typer.Typer) -> None:
         if cv:
             _print_cv(v["cross_validation"], table)
             return
-        rows = [[r["id"], r["title"], f'{r["measured"]:.4g} {r["unit"]}', f'{r["predicted"]:.4g}',
+        rows = [[r["id"], r["title"], f'{human(r["measured"])} {r["unit"]}', f'{human(r["predicted"])}',
                  f'{r["error"]:+.1%}', r["kind"]] for r in v["records"]]
         s = v["summary"]
         table("rackmath validate" + (" (ideal roofline)" if ideal else " (calibrated presets)"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from ..units import human
+
 from .common import EXPLAIN_OPT, JSON_OPT, MODEL_ARG, USD_OPT, dtype_check, gpus_opt, hardware_opt
 
 scaling_app = typer.Typer(help="Scaling laws: Chinchilla L(N, D) and Clark et al.'s routed-model law.",
@@ -134,7 +136,7 @@ def train_cmd(
                            f"{human(s['bubble_fraction'], '%')}, TP {human(s['t_tp_s'], 's')}, EP "
                            f"{human(s['t_ep_s'], 's')}, DP exposed {human(s['t_dp_exposed_s'], 's')}) → MFU "
                            f"{human(s['mfu'], '%')}"),
-        ("model state / GPU", f"{human(mem['model_state_bytes'], 'B')} ({mem['bytes_per_param']:.3g} B/param × "
+        ("model state / GPU", f"{human(mem['model_state_bytes'], 'B')} ({human(mem['bytes_per_param'])} B/param × "
                               f"{human(mem['params_per_chip'])} params)"),
         ("activations / GPU", human(mem["activation_bytes"], "B")),
         ("memory / GPU", f"{human(mem['total_bytes'], 'B')} of {human(mem['hbm_bytes'], 'B')} HBM"
