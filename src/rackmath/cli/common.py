@@ -103,7 +103,14 @@ _HOISTED = {"--wide": 0, "--columns": 1}  # table options valid anywhere on the 
 _MODEL_WAS_OPTION = {("serve",), ("context",), ("racks", "pipeline")}
 
 
+_ROOT_VALUE_OPTIONS = {"--catalog", "--columns"}
+
+
 def _model_option_to_positional(argv: list[str]) -> list[str]:
+    start = 0
+    while start < len(argv) and argv[start].startswith("-"):  # root options before the command
+        start += 2 if argv[start] in _ROOT_VALUE_OPTIONS else 1
+    head, argv = argv[:start], argv[start:]
     path = []
     for a in argv:
         if a.startswith("-"):
@@ -111,7 +118,7 @@ def _model_option_to_positional(argv: list[str]) -> list[str]:
         path.append(a)
     n = next((len(c) for c in _MODEL_WAS_OPTION if tuple(path[:len(c)]) == c), 0)
     if not n:
-        return argv
+        return head + argv
     rest, model, i = [], None, n
     while i < len(argv):
         a = argv[i]
@@ -123,7 +130,7 @@ def _model_option_to_positional(argv: list[str]) -> list[str]:
             continue
         rest.append(a)
         i += 1
-    return argv[:n] + ([model] if model is not None else []) + rest
+    return head + argv[:n] + ([model] if model is not None else []) + rest
 
 
 def normalize_argv(argv: list[str]) -> list[str]:
