@@ -59,6 +59,22 @@ def test_roofline_grid_and_human_numbers(client):
     assert cost[0] > cost[1] > 30 * cost[2]
 
 
+def test_price_sheet_read_backwards(client):
+    """R35–R37: a 1.5× step at 200K tokens, 100B active, ratio ~300 → ~1,667 bytes of KV per token (lecture 01:35)."""
+    r = client.get("/api/price", params={"sheet": "gemini-3.1-pro", "hardware": "h100", "n_active": "100B"})
+    assert r.status_code == 200, r.text
+    step = r.json()["step"]
+    assert step["boundary"] == pytest.approx(200e3)
+    assert step["kv_bytes_per_token"] == pytest.approx(1667, rel=0.03)
+
+
+def test_overtrain_fleet_tokens(client):
+    """500M tokens/s for 61 days = 2.64e15 tokens over the fleet, 2.64e14 per model of 10 (hand arithmetic)."""
+    d = client.get("/api/overtrain", params={"traffic": "500M", "lifetime_days": 61, "models": 10}).json()
+    assert d["D_inf_fleet"] == pytest.approx(500e6 * 61 * 86400)
+    assert d["D_inf"] == pytest.approx(500e6 * 61 * 86400 / 10)
+
+
 def test_view_matches_cli_explain(client):
     """The batch page's derivation is the same Derivation object `roofline --explain` renders."""
     import numpy as np
@@ -119,9 +135,11 @@ def test_validate_page_hover_names_source(client):
 
 def test_openapi_lists_library_endpoints(client):
     paths = client.get("/openapi.json").json()["paths"]
-    for p in ("/api/roofline", "/api/serve", "/api/train", "/api/revnet", "/api/validate", "/api/view/{page}"):
+    for p in ("/api/roofline", "/api/serve", "/api/train", "/api/revnet", "/api/validate", "/api/view/{page}",
+              "/api/price", "/api/overtrain", "/api/context", "/api/models", "/api/hardware"):
         assert p in paths
-    assert client.get("/docs").status_code == 200
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and "cdn" not in docs.text.lower() and "/static/api.js" in docs.text
 
 
 def test_plotly_served_locally(client):
@@ -156,6 +174,10 @@ def test_plotly_served_locally(client):
     ("/api/serve?model=deepseek-v3&hardware=gb200-nvl72&isl=-5&osl=1K", "isl"),
     ("/api/train?model=llama-3.1-70b&tokens=15T&chips=2048&mfu=2", "mfu"),
     ("/api/revnet?model=llama-3.1-70b&seq=1e30", "seq"),
+    ("/api/price?sheet=claude-opus-4.6", "sheet"),
+    ("/api/price?sheet=../../x", "price sheet"),
+    ("/api/overtrain?lifetime_days=-1", "lifetime_days"),
+    ("/api/context?model=deepseek-v3&hardware=gb200-nvl72&chips=99999", "chips"),
     ("/api/view/batch?model=" + "x" * 5000, "query"),
 ])
 def test_hostile_input_is_a_400_one_liner(client, url, field):
@@ -217,3 +239,88 @@ def test_cli_web_is_lazy_and_validates_port():
 
     rc, _, err = run_cli("web", "--port", "70000")
     assert rc == 2 and "--port" in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_web_port_in_use_is_one_line():
+    import socket
+
+    from conftest import run_cli
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        rc, _, err = run_cli("web", "--port", str(s.getsockname()[1]))
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "--port" in err and "in use" in err
+    rc, _, err = run_cli("web", "--host", "no-such-host.invalid")
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "--host" in err
+
+
+def test_any_query_is_200_or_a_400_one_liner(client):
+    """Fuzz every page's inputs with hostile strings: only 200 or a one-line 400, never a 500 or a hang."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    names = {pid: [i["name"] for i in client.get(f"/api/pages/{pid}").json()["inputs"]] for pid in PAGES}
+    junk = st.one_of(st.text(max_size=30), st.sampled_from(
+        ["-1", "0", "1e308", "inf", "nan", "8K", "1:1e9:log", "../../etc/passwd", "%00", "true", "1" * 40,
+         "deepseek-v3", "h100", "fp8", "", " ", "1,2,3", "$2/h", "2.5"]))
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(pid=st.sampled_from(list(PAGES)), data=st.data())
+    def check(pid, data):
+        keys = data.draw(st.lists(st.sampled_from(names[pid]), max_size=3, unique=True))
+        q = {k: data.draw(junk) for k in keys}
+        r = client.get(f"/api/view/{pid}", params=q)
+        assert r.status_code in (200, 400), (pid, q, r.status_code, r.text[:300])
+        if r.status_code == 400:
+            assert "\n" not in r.json()["error"]
+
+    check()
+
+
+def test_rackmath_web_command_serves(tmp_path):
+    """The README line: `rackmath web` starts a server on 127.0.0.1 that answers; it stops on SIGTERM."""
+    import http.client
+    import os
+    import socket
+    import time
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = dict(os.environ, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "rackmath", "web", "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, status = time.time() + 30, None
+        while time.time() < deadline and status is None:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                c.request("GET", "/api/view/batch?batch=32")
+                r = c.getresponse()
+                status, body = r.status, r.read()
+            except OSError:
+                assert proc.poll() is None, proc.communicate()[1]
+                time.sleep(0.2)
+        assert status == 200 and b'"step_s"' in body
+        with pytest.raises(OSError):  # loopback only by default
+            hostname = socket.gethostbyname(socket.gethostname())
+            if hostname.startswith("127."):
+                raise OSError("no non-loopback address to try")
+            socket.create_connection((hostname, port), timeout=2).close()
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    assert f"127.0.0.1:{port}" in err
+
+
+def test_without_the_web_extra_is_one_line():
+    """No FastAPI installed: `rackmath web` says which extra to install, in one line, exit status 2."""
+    code = ("import sys; sys.modules['fastapi'] = None; sys.modules['uvicorn'] = None\n"
+            "from rackmath.cli.main import main\n"
+            "try:\n    main(['web'])\nexcept SystemExit as e:\n    sys.exit(e.code)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "rackmath[web]" in p.stderr

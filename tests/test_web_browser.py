@@ -91,7 +91,8 @@ def browser():
 def page(browser):
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     pg = ctx.new_page()
-    pg.errors = []
+    pg.errors, pg.requests = [], []
+    pg.on("request", lambda r: pg.requests.append(r.url))
     pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
     pg.on("pageerror", lambda e: pg.errors.append(str(e)))
     yield pg
@@ -116,7 +117,7 @@ def _chart_data(pg) -> str:
 
 def _shot(pg, name):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 
 @pytest.mark.parametrize("pid", list(MOVES))
@@ -129,7 +130,6 @@ def test_page_moves_with_its_inputs(server, page, pid):
     if pid not in ("validate", "plan"):
         assert page.locator(".derivation tr").count() >= 3, "no derivation panel"
     before, chart_before = _number(page, key), _chart_data(page)
-    _shot(page, f"{pid}-before")
 
     n = _renders(page)
     ctl = page.locator(f"#in-{control}")
@@ -146,7 +146,7 @@ def test_page_moves_with_its_inputs(server, page, pid):
     assert after != before, f"{key} did not change when {control} moved"
     assert _chart_data(page) != chart_before, "the chart did not change"
     assert f"{control}=" in page.url, "the address bar does not hold the input"
-    _shot(page, f"{pid}-after")
+    _shot(page, pid)
 
     # the link reproduces the view
     url = page.url
@@ -155,6 +155,8 @@ def test_page_moves_with_its_inputs(server, page, pid):
     _wait_render(page, 0)
     assert _number(page, key) == after
     assert page.errors == [], page.errors
+    outside = [u for u in page.requests if not u.startswith((server, "about:", "data:"))]
+    assert outside == [], f"requests left the machine (no CDN allowed): {outside}"
 
 
 def test_index_lists_every_chapter(server, page):
@@ -173,3 +175,13 @@ def test_bad_link_shows_one_line_error(server, page):
     page.wait_for_selector("#error:not([hidden])")
     assert page.locator("#error").inner_text().startswith("batch:")
     _shot(page, "batch-bad-link")
+
+
+def test_api_reference_renders_offline(server, page):
+    """/docs is rendered from /openapi.json by our own script: no CDN, no console errors."""
+    page.goto(server + "/docs")
+    page.wait_for_selector("section.op")
+    heads = page.locator("section.op h3").all_inner_texts()
+    assert any("GET /api/roofline" in h for h in heads) and any("GET /api/serve" in h for h in heads)
+    assert all(u.startswith(server) for u in page.requests), page.requests
+    assert page.errors == []

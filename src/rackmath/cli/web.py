@@ -21,6 +21,7 @@ def web_cmd(
         app = create_app()
     except ImportError as e:
         raise InputError("web", f"missing package {e.name!r}", "pip install 'rackmath[web]'") from None
+    _check_listen(host, port)
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/"
     typer.echo(f"rackmath web on {url} (Ctrl-C stops it)", err=True)
     if open_browser:
@@ -28,11 +29,28 @@ def web_cmd(
         import webbrowser
 
         threading.Timer(1.0, webbrowser.open, args=(url,)).start()
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Fail with one line (exit 2) before uvicorn would print its own error: unknown host, port in use."""
+    import socket
+
+    from ..errors import InputError
+
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
-    except OSError as e:
-        raise InputError("port", f"cannot listen on {host}:{port}: {e.strerror or e}",
-                         "a free port (--port) and a local address (--host)") from None
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (OSError, UnicodeError) as e:
+        raise InputError("--host", f"cannot resolve {host!r} ({getattr(e, 'strerror', None) or e})",
+                         "a local address such as 127.0.0.1 (default), ::1 or 0.0.0.0") from None
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(addr)
+        except OSError as e:
+            field = "--port" if e.errno in (98, 48, 10048, 13) else "--host"  # in use / permission: the port
+            raise InputError(field, f"cannot listen on {host}:{port}: {e.strerror or e}",
+                             "a free port (--port) on a local address (--host)") from None
 
 
 def register(app: typer.Typer) -> None:

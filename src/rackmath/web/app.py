@@ -5,8 +5,9 @@ Routes:
   /p/{page}               one page (a generic HTML shell; static/page.js builds it from /api/pages/{page})
   /api/pages              every page's title and inputs;  /api/pages/{page}: one page's inputs
   /api/view/{page}        a page's numbers, Plotly charts and derivations for the query's inputs
-  /api/roofline, /api/serve, /api/train, /api/revnet, /api/validate, /api/models, /api/hardware
-                          the library, mirrored (JSON; OpenAPI docs at /docs)
+  /api/roofline, /api/serve, /api/train, /api/revnet, /api/price, /api/overtrain, /api/context, /api/validate,
+  /api/models, /api/hardware
+                          the library, mirrored (JSON; /openapi.json, rendered offline at /docs)
   /static/…               our page files and plotly.min.js from the installed plotly package (no CDN)
 
 Safety: errors a request can cause are HTTP 400 with the library's one-line message
@@ -79,7 +80,7 @@ def _field_of(loc) -> str:
 
 
 def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4) -> FastAPI:
-    app = FastAPI(title="rackmath web", version=__import__("rackmath").__version__,
+    app = FastAPI(title="rackmath web", version=__import__("rackmath").__version__, docs_url=None, redoc_url=None,
                   description="The lecture's blackboard, live: every chapter's equations on real chips, models and "
                               "prices. Numbers accept the CLI's strings ('8K', '$2/h'). Errors are HTTP 400 with one "
                               "line naming the field and what is accepted.")
@@ -133,6 +134,10 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4) -> FastAPI:
     async def index():
         return FileResponse(STATIC / "index.html")
 
+    @app.get("/docs", include_in_schema=False)
+    async def api_docs():  # our own reference page: FastAPI's /docs fetches Swagger UI from a CDN (no internet here)
+        return FileResponse(STATIC / "api.html")
+
     @app.get("/favicon.ico", include_in_schema=False)
     async def favicon():
         return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
@@ -170,7 +175,9 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4) -> FastAPI:
         return await compute(lambda: _describe(_page(page)))
 
     @app.get("/api/view/{page}", tags=["pages"],
-             summary="A page's numbers, Plotly figures and derivations for the inputs in the query string")
+             summary="A page's numbers, Plotly figures and derivations for the inputs in the query string",
+             description="The query parameters are the page's inputs, listed with their ranges by /api/pages/{page}; "
+                         "unknown parameters are refused.")
     async def api_view(page: str, request: Request):
         p = _page(page)
         query = dict(request.query_params)
@@ -313,6 +320,56 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4) -> FastAPI:
                                   batch=check_positive(units.parse_count(batch, "batch"), "batch", "sequences",
                                                        maximum=1e7),
                                   bytes_per_elem=units.dtype_bytes(dtype, "dtype"), flash=flash, name=m.name).as_dict()
+
+        return await compute(run)
+
+    @app.get("/api/price", tags=["library"], summary="a price sheet read backwards: tier step → KV bytes/token")
+    async def api_price(sheet: str = Query(..., max_length=100, description="price sheet, e.g. gemini-3.1-pro"),
+                        hardware: str = Query("h100", max_length=100, description="chip whose ratio to use"),
+                        n_active: str = Query("100B", max_length=20, description="active parameters")):
+        def run():
+            from .. import units
+            from ..analyses import pricing as pr
+            from ..specs.hardware import hardware_ratio, load_chip
+            from ..specs.prices import load_price_sheet
+
+            s, c = load_price_sheet(sheet), load_chip(hardware)
+            st = s.step("output") or s.step("input")
+            if st is None:
+                raise InputError("sheet", f"{s.name} has no long-context price step", "a sheet with a context tier")
+            ded = pr.deduce_from_step(st[0], st[1], n_active=units.parse_count(n_active, "n_active"),
+                                      ratio=float(hardware_ratio(c, "fp8")), bytes_per_param=1.0, source=s.name)
+            return {"sheet": s.describe(), "step": ded.as_dict()}
+
+        return await compute(run)
+
+    @app.get("/api/overtrain", tags=["library"], summary="pretraining/RL/inference split and over-training")
+    async def api_overtrain(traffic: str = Query("500M", max_length=20, description="fleet tokens/s"),
+                            lifetime_days: float = Query(61, gt=0, le=36500), models: float = Query(10, gt=0, le=1e6),
+                            active: str = Query("100B", max_length=20, description="active parameters")):
+        def run():
+            from .. import units
+            from ..analyses.lifetime import overtrain
+
+            return overtrain(rate=units.parse_count(traffic, "traffic"), lifetime_s=lifetime_days * 86400,
+                             n_models=models, active=units.parse_count(active, "active")).as_dict()
+
+        return await compute(run)
+
+    @app.get("/api/context", tags=["library"], summary="the context wall for a model on a system (R42)")
+    async def api_context(model: str = Query(..., max_length=100), hardware: str = Query(..., max_length=100),
+                          batch: str = Query("8192", max_length=20), chips: str | None = Query(None, max_length=20),
+                          kv_dtype: str | None = Query(None, max_length=20)):
+        def run():
+            from .. import units
+            from ..errors import check_positive
+
+            q = {"model": model, "hardware": hardware, "batch": batch, "kv_dtype": kv_dtype or ""}
+            if chips:
+                q["chips"] = str(int(check_positive(units.parse_count(chips, "chips"), "chips", "chips",
+                                                    maximum=4096)))
+            v = views.PAGES["context"].view(parse_params(views.PAGES["context"].inputs(), q))
+            return {"numbers": {n["key"]: n["value"] for n in v["numbers"]}, "derivations": v["derivations"]}
 
         return await compute(run)
 

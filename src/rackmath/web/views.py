@@ -376,6 +376,7 @@ def _chip_names():
 def pricing_view(p):
     from ..analyses import memory_tiers as mt
     from ..analyses import pricing as pr
+    from ..errors import RackmathError
     from ..specs.hardware import hardware_ratio, load_chip
     from ..specs.prices import load_price_sheet
 
@@ -406,16 +407,10 @@ def pricing_view(p):
     numbers += [num("cheapest place at this hold time", str(best[0]), key="cheapest"),
                 num("its cost per million tokens", float(best_cost[0]) * 1e6, "$", "cheapest_cost"),
                 num("recompute cost per million tokens", remat * 1e6, "$", "remat")]
-    if any(getattr(s, "cache", None) for _ in [0]) or True:
-        try:
-            cd = mt.deduce_cache(s, tiers, bytes_per_token=b)
-            ders.append(derivation(cd.derivation))
-        except Exception as e:  # a sheet without cache prices has nothing to deduce
-            from ..errors import RackmathError
-
-            if not isinstance(e, RackmathError):
-                raise
-            notes.append(str(e))
+    try:
+        ders.append(derivation(mt.deduce_cache(s, tiers, bytes_per_token=b).derivation))
+    except RackmathError as e:  # a sheet without cache prices has nothing to deduce
+        notes.append(str(e))
     return {"header": IDEAL, "numbers": numbers, "charts": [c1], "derivations": ders, "notes": notes}
 
 
@@ -426,7 +421,7 @@ def context_inputs():
     return _common("deepseek-v3", "gb200-nvl72") + [
         slider("batch", "batch (sequences)", 1, 65536, 8192, log=True),
         slider("context", "context (tokens)", 128, 16777216, 8192, log=True),
-        _chips_input(), select("kv_dtype", "KV dtype", dtypes(), "")]
+        _chips_input(), select("kv_dtype", "KV dtype", dtypes(), ""), _price_input()]
 
 
 def context_view(p):
@@ -439,6 +434,7 @@ def context_view(p):
     n = chips or int(hw.scaleup_size)
     grid = np.unique(np.concatenate([np.geomspace(128, 16777216, GRID), [p["context"]]]))
     r = roofline(m, hw, chips=chips, batch=p["batch"], context=grid, kv_dtype=_kvdt(p))
+    r = replace(r, usd_per_chip_hour=_price_of(p, hw.chip))
     i = int(np.searchsorted(grid, p["context"]))
     pt = r.at(i)
     cross = cx.crossover_for(m, hw, batch=p["batch"], chips=chips, kv_dtype=_kvdt(p))
@@ -555,6 +551,14 @@ def serve_view(p):
     traces.append(marker(d["tokens_per_s_per_user"], d["output_tok_s_per_gpu"], f"concurrency {p['concurrency']:g}"))
     c1 = chart("pareto", f"Throughput vs interactivity — {d['model']} on {d['gpus']} × {hw.chip.name}", traces,
                "tokens/s per user", "output tokens/s per GPU")
+    charts = [c1]
+    if sweep is not None:
+        ok = np.asarray(sweep["fits"], bool)
+        lat = [line(grid, np.where(ok, sweep[k], np.nan), lab) for k, lab in (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT"))
+               if k in sweep]
+        lat.append(marker(p["concurrency"], d["tpot_ms"], "TPOT here"))
+        charts.append(chart("latency", "Time per output token and time to first token vs concurrency", lat,
+                            "concurrency (sequences in flight)", "ms"))
     keys = [("output tokens/s per GPU", "output_tok_s_per_gpu", "tok/s"), ("TPOT", "tpot_ms", "ms"),
             ("TTFT", "ttft_ms", "ms"), ("tokens/s per user", "tokens_per_s_per_user", "tok/s"),
             ("$ per million output tokens", "usd_per_mtok_output", "$/Mtok"), ("bottleneck", "bottleneck", ""),
@@ -563,7 +567,7 @@ def serve_view(p):
     numbers.append(num("layout", _layout(d.get("layout", {})), key="layout"))
     header = IDEAL if p["ideal"] else f"calibrated prediction, preset {d.get('efficiency')}"
     der = r.explain()
-    return {"header": header, "numbers": numbers, "charts": [c1], "derivations": [derivation(der)] if der else [],
+    return {"header": header, "numbers": numbers, "charts": charts, "derivations": [derivation(der)] if der else [],
             "notes": list(d.get("notes", []))}
 
 

@@ -137,7 +137,7 @@ function changed() {
   history.replaceState(null, "", location.pathname + (qs ? "?" + qs : ""));
   document.body.dataset.busy = "1";  // until the answer to the latest inputs is drawn
   clearTimeout(timer);
-  timer = setTimeout(refresh, 40);
+  timer = setTimeout(() => { timer = null; refresh(); }, 40);
 }
 
 async function refresh() {
@@ -151,7 +151,7 @@ async function refresh() {
   } catch (e) {
     if (mine === seq) showError(e.message);
   }
-  if (mine === seq) document.body.dataset.busy = "0";
+  if (mine === seq && timer === null) document.body.dataset.busy = "0";  // nothing newer asked for or pending
 }
 
 function render(v) {
