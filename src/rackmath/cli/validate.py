@@ -23,9 +23,9 @@ def _worst(s):
 
 
 def _fmt_value(v, unit):
-    if unit == "s":
-        return f"{v * 1e3:.4g} ms" if v < 1 else f"{v:.4g} s"
-    return f"{v:.4g} {unit}"
+    from ..units import human
+
+    return human(v, unit, digits=4)
 
 
 def _group_rows(by: dict) -> list[list]:
@@ -158,6 +158,7 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
         records: list[Path] = RECORDS_OPT,
         only_records: bool = ONLY_OPT,
+        json: bool = JSON_OPT,
     ):
         """Predicted vs measured for every validation record, colored by source."""
         from ..analyses.validation import records as load
@@ -167,5 +168,10 @@ def register(app: typer.Typer) -> None:
 
         check_output(output, force, "output", (".png", ".svg", ".pdf"))
         recs = load(tuple(records or ()), only=only_records)
-        p = plot_validate(validate(recs=recs), output, ideal=validate(ideal=True, recs=recs))
+        v = validate(recs=recs)
+        p = plot_validate(v, output, ideal=validate(ideal=True, recs=recs))
         typer.echo(f"wrote {p}", err=True)
+        if json:
+            from .common import print_json
+
+            print_json({"output": str(p)} | v)
