@@ -34,7 +34,7 @@ def one_line_400(r, field: str):
 
 def test_roofline_scaling_book_step(client):
     """Scaling book: Llama-3.1-70B, int8 weights + KV, 8 TPU v5e, batch 32, 8K context -> ~17 ms per step."""
-    r = client.get("/api/roofline", params=dict(model="llama-3.1-70b", hardware="tpu-v5e", chips="8", batch="32",
+    r = client.get("/api/roofline", params=dict(model="llama-3.1-70b", hardware="tpu-v5e", gpus="8", batch="32",
                                                 context="8192", weights_dtype="int8", kv_dtype="int8", explain="1"))
     assert r.status_code == 200, r.text
     d = r.json()
@@ -81,11 +81,11 @@ def test_view_matches_cli_explain(client):
 
     import rackmath
 
-    r = client.get("/api/view/batch", params=dict(model="llama-3.1-70b", hardware="tpu-v5e", chips="8", batch="32",
+    r = client.get("/api/view/batch", params=dict(model="llama-3.1-70b", hardware="tpu-v5e", gpus="8", batch="32",
                                                   context="8192", weights_dtype="int8", kv_dtype="int8"))
     assert r.status_code == 200, r.text
     v = r.json()
-    lib = rackmath.roofline("llama-3.1-70b", "tpu-v5e", chips=8, batch=np.array([32.0]), context=8192,
+    lib = rackmath.roofline("llama-3.1-70b", "tpu-v5e", gpus=8, batch=np.array([32.0]), context=8192,
                             weights_dtype="int8", kv_dtype="int8")
     assert v["derivations"][0]["text"] == lib.explain(0).render()
     nums = {n["key"]: n for n in v["numbers"]}
@@ -167,17 +167,18 @@ def test_plotly_served_locally(client):
     ("/api/roofline?model=deepseek-v3&hardware=h100&batch=1:1e9:log999999999", "batch"),
     ("/api/roofline?model=deepseek-v3&hardware=h100&batch=" + ",".join(["1"] * 600), "batch"),
     ("/api/roofline?model=deepseek-v3&hardware=h100&batch=1:1e6:log500&context=1:1e6:log500", "batch × context"),
-    ("/api/roofline?model=deepseek-v3&hardware=h100&chips=-3", "chips"),
+    ("/api/roofline?model=deepseek-v3&hardware=h100&gpus=-3", "gpus"),
+    ("/api/roofline?model=deepseek-v3&hardware=h100&chips=-3", "gpus"),
     ("/api/roofline?model=deepseek-v3&hardware=h100&explain=perhaps", "explain"),
     ("/api/roofline?model=deepseek-v3&hardware=h100&efficiency=../x", "efficiency"),
     ("/api/serve?model=deepseek-v3&hardware=gb200-nvl72&isl=1K&osl=1K&tp=0", "tp"),
     ("/api/serve?model=deepseek-v3&hardware=gb200-nvl72&isl=-5&osl=1K", "isl"),
-    ("/api/train?model=llama-3.1-70b&tokens=15T&chips=2048&mfu=2", "mfu"),
+    ("/api/train?model=llama-3.1-70b&tokens=15T&gpus=2048&mfu=2", "mfu"),
     ("/api/revnet?model=llama-3.1-70b&seq=1e30", "seq"),
     ("/api/price?sheet=claude-opus-4.6", "sheet"),
     ("/api/price?sheet=../../x", "price sheet"),
     ("/api/overtrain?lifetime_days=-1", "lifetime_days"),
-    ("/api/context?model=deepseek-v3&hardware=gb200-nvl72&chips=99999", "chips"),
+    ("/api/context?model=deepseek-v3&hardware=gb200-nvl72&gpus=99999", "gpus"),
     ("/api/view/batch?model=" + "x" * 5000, "query"),
 ])
 def test_hostile_input_is_a_400_one_liner(client, url, field):

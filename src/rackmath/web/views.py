@@ -9,7 +9,7 @@ objects ``--explain`` prints.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -64,7 +64,8 @@ def _sheet_names() -> list[str]:
 def _preset_names() -> list:
     from ..engine.efficiency import presets
 
-    return [["", "ideal (lecture)"]] + [n for n in presets().names() if n != "ideal"]
+    return [["", "ideal (lecture)"], ["auto", "auto: the chip's calibrated preset"]] + \
+        [n for n in presets().names() if n != "ideal"]
 
 
 # --------------------------------------------------------------------------- output helpers
@@ -118,9 +119,10 @@ def chart(cid, title, traces, xtitle, ytitle, xlog=True, ylog=True, **layout) ->
 
 
 def _efficiency_header(eff) -> str:
-    if eff is None or getattr(eff, "name", "ideal") == "ideal":
-        return IDEAL
-    return f"calibrated prediction, preset {eff.name}"
+    """The CLI's header: 'ideal roofline — a lower bound on time' or 'calibrated prediction, preset X (…)'."""
+    from ..cli.common import mode_label
+
+    return mode_label(eff)
 
 
 def _supports(fn, name: str) -> bool:
@@ -166,8 +168,8 @@ def _dtype_inputs() -> list[Input]:
     return [select("weights_dtype", "weights dtype", dtypes(), ""), select("kv_dtype", "KV dtype", dtypes(), "")]
 
 
-def _chips_input(label="chips", hi=4096) -> Input:
-    return slider("chips", label, 0, hi, 0, log=True, help="GPUs/chips working together; 0 means one scale-up domain",
+def _gpus_input(label="GPUs", hi=4096) -> Input:
+    return slider("gpus", label, 0, hi, 0, log=True, help="GPUs (chips) working together; 0 means one scale-up domain",
                   zero="one domain")
 
 
@@ -187,7 +189,7 @@ def batch_inputs():
     return _common() + [
         slider("batch", "batch (sequences)", 1, 65536, 64, log=True),
         slider("context", "context (tokens)", 128, 1048576, 8192, log=True),
-        _chips_input(), *_dtype_inputs(), *_weight_read_inputs(),
+        _gpus_input(), *_dtype_inputs(), *_weight_read_inputs(),
         select("efficiency", "efficiency", _preset_names(), ""), _price_input()]
 
 
@@ -197,22 +199,22 @@ def _balance_batch(model_name, hw_name, context, chips, wdt, kvdt, eff) -> float
     from ..analyses.batching import balance_batch_for
 
     return float(np.asarray(balance_batch_for(model(model_name), hardware(hw_name), context=context, chips=chips,
-                                              weights_dtype=wdt, kv_dtype=kvdt, efficiency=eff)).ravel()[0])
+                                              weights_dtype=wdt, kv_dtype=kvdt,
+                                              efficiency=None if eff == "ideal" else eff)).ravel()[0])
 
 
 def batch_view(p):
-    from ..engine.roofline import roofline
+    import rackmath
 
     m, hw = model(p["model"]), hardware(p["hardware"])
-    chips = p["chips"] or None
+    gpus = p["gpus"] or None
     grid = np.unique(np.concatenate([np.geomspace(1, 65536, GRID), [p["batch"]]]))
-    kw = dict(chips=chips, context=p["context"], weights_dtype=_wdt(p), kv_dtype=_kvdt(p),
-              efficiency=p["efficiency"] or None)
-    r = roofline(m, hw, batch=grid, **kw, **_weight_read(p))
-    r = replace(r, usd_per_chip_hour=_price_of(p, hw.chip))
+    r = rackmath.roofline(m, hw, gpus=gpus, batch=grid, context=p["context"], weights_dtype=_wdt(p),
+                          kv_dtype=_kvdt(p), efficiency=p["efficiency"] or None,
+                          usd_per_gpu_hour=p["usd_per_gpu_hour"] or None, **_weight_read(p))
     i = int(np.searchsorted(grid, p["batch"]))
     pt = r.at(i)
-    bstar = _balance_batch(m.name, hw.name, p["context"], chips, _wdt(p), _kvdt(p), p["efficiency"] or None)
+    bstar = _balance_batch(m.name, hw.name, p["context"], gpus, _wdt(p), _kvdt(p), r.efficiency.name)
     B = p["batch"]
     numbers = [num("step time", pt["step_s"], "s", "step_s"), num("binding term", pt["bound"], key="bound"),
                num("$ per million output tokens", pt["usd_per_mtok"], "$/Mtok", "usd_per_mtok"),
@@ -353,7 +355,7 @@ def pipeline_view(p):
 def training_inputs():
     return _common("llama-3.1-70b", "hgx-h100") + [
         slider("tokens", "training tokens D", 1e9, 1e14, 15e12, log=True),
-        slider("chips", "chips", 8, 131072, 2048, log=True),
+        slider("gpus", "GPUs", 8, 131072, 2048, log=True),
         slider("mfu", "MFU", 0.05, 0.9, 0.4, step=0.01, integer=False),
         _price_input(),
         slider("traffic", "fleet traffic (tokens/s)", 1e6, 1e10, 500e6, log=True),
@@ -367,12 +369,12 @@ def training_view(p):
 
     m, hw = model(p["model"]), hardware(p["hardware"])
     price = _price_of(p, hw.chip)
-    par = Parallelism(dp=int(p["chips"]))
-    r = train(m, hw, chips=int(p["chips"]), tokens=p["tokens"], mfu_given=p["mfu"], par=par, usd_per_hour=price)
+    par = Parallelism(dp=int(p["gpus"]))
+    r = train(m, hw, chips=int(p["gpus"]), tokens=p["tokens"], mfu_given=p["mfu"], par=par, usd_per_hour=price)
     D = np.geomspace(1e9, 1e14, 16)
-    runs = [train(m, hw, chips=int(p["chips"]), tokens=float(x), mfu_given=p["mfu"], par=par, usd_per_hour=price)
+    runs = [train(m, hw, chips=int(p["gpus"]), tokens=float(x), mfu_given=p["mfu"], par=par, usd_per_hour=price)
             for x in D]  # 16 scalar calls: train() is one configuration at a time
-    c1 = chart("train", f"Training {m.name} on {int(p['chips'])} × {hw.chip.name} at MFU {p['mfu']:.0%}",
+    c1 = chart("train", f"Training {m.name} on {int(p['gpus'])} × {hw.chip.name} at MFU {p['mfu']:.0%}",
                [{**line(D, [x.time_s / 86400 for x in runs], "days"),
                  "text": [f"{fmt(x.time_s, 's')}, ${fmt(x.usd)}, {fmt(x.chip_hours)} chip-hours" for x in runs]},
                 marker(p["tokens"], r.time_s / 86400, text=[f"${fmt(r.usd)}"])], "training tokens D", "days")
@@ -459,20 +461,21 @@ def context_inputs():
     return _common("deepseek-v3", "gb200-nvl72") + [
         slider("batch", "batch (sequences)", 1, 65536, 8192, log=True),
         slider("context", "context (tokens)", 128, 16777216, 8192, log=True),
-        _chips_input(), select("kv_dtype", "KV dtype", dtypes(), ""), _price_input()]
+        _gpus_input(), select("kv_dtype", "KV dtype", dtypes(), ""), _price_input()]
 
 
 def context_view(p):
+    import rackmath
+
     from ..analyses import context as cx
-    from ..engine.roofline import roofline
     from ..specs.hardware import hardware_ratio
 
     m, hw = model(p["model"]), hardware(p["hardware"])
-    chips = p["chips"] or None
+    chips = p["gpus"] or None
     n = chips or int(hw.scaleup_size)
     grid = np.unique(np.concatenate([np.geomspace(128, 16777216, GRID), [p["context"]]]))
-    r = roofline(m, hw, chips=chips, batch=p["batch"], context=grid, kv_dtype=_kvdt(p))
-    r = replace(r, usd_per_chip_hour=_price_of(p, hw.chip))
+    r = rackmath.roofline(m, hw, gpus=chips, batch=p["batch"], context=grid, kv_dtype=_kvdt(p),
+                          usd_per_gpu_hour=p["usd_per_gpu_hour"] or None)
     i = int(np.searchsorted(grid, p["context"]))
     pt = r.at(i)
     cross = cx.crossover_for(m, hw, batch=p["batch"], chips=chips, kv_dtype=_kvdt(p))
