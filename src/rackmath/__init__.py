@@ -18,6 +18,9 @@ _LAZY = {
     "load_chip": ("rackmath.specs.hardware", "load_chip"),
     "roofline": ("rackmath.engine.roofline", "roofline"),
     "serve": ("rackmath.analyses.serving", "serve"),
+    "simulate": ("rackmath.analyses.simulate", "simulate"),
+    "plan": ("rackmath.analyses.planner", "plan"),
+    "compare": ("rackmath.analyses.planner", "compare"),
     "add_catalog_dir": ("rackmath.specs.catalog", "add_catalog_dir"),
     "RackmathError": ("rackmath.errors", "RackmathError"),
 }
