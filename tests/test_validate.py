@@ -452,3 +452,19 @@ def test_shipped_presets_name_records_that_exist(recs):
         src = load_efficiency(name).source
         fitted = re.findall(r"[A-Z][\w-]*", src.split("records:")[-1])
         assert fitted and set(fitted) <= ids, name
+
+
+def test_the_efficiency_model_declares_the_fitted_vector(monkeypatch):
+    """engine.efficiency.FIT_PARAMS replaces the default spec: names, bounds, shared vs per family."""
+    from rackmath.engine import efficiency as E
+
+    monkeypatch.setattr(E, "FIT_PARAMS", [
+        {"name": "eta_memory", "lo": 0.05, "hi": 1.0, "x0": 0.6, "width": 0.4},
+        {"name": "step_overhead_s", "lo": 0.0, "hi": 0.05, "x0": 0.002, "width": 0.008, "per_family": False,
+         "decimals": 6}], raising=False)
+    spec = calibration.default_spec()
+    assert spec.names == ("eta_memory", "step_overhead_s") and [p.per_family for p in spec.params] == [True, False]
+    sub = [r for r in R.shipped_records() if r.source_group in ("trtllm-h200", "trtllm-b200")]
+    f = calibration.fit(sub)
+    assert f.n_params == 3 and set(f.values) == {("eta_memory", "hopper"), ("eta_memory", "blackwell"),
+                                                 ("step_overhead_s", None)}

@@ -94,6 +94,27 @@ DEFAULT_SPEC = ParamSpec((
 PARAMS = DEFAULT_SPEC.names
 
 
+def default_spec() -> ParamSpec:
+    """The parameter vector the efficiency model declares.
+
+    ``engine.efficiency.FIT_PARAMS`` (if the efficiency model defines it): a sequence of dicts
+    ``{"name", "lo", "hi", "x0", "width", "per_family" (default True), "decimals" (default 4),
+    "description"}`` — one per fitted ``Efficiency`` field; optional ``FIT_FAMILY_OF`` (a record
+    attribute, default ``"hardware_family"``), ``FIT_ROUNDS``, ``FIT_SWEEPS``. Otherwise
+    :data:`DEFAULT_SPEC` (today's four per-family numbers).
+    """
+    from ..engine import efficiency as E
+
+    declared = getattr(E, "FIT_PARAMS", None)
+    if not declared:
+        return DEFAULT_SPEC
+    params = tuple(Param(d["name"], float(d["lo"]), float(d["hi"]), float(d["x0"]), float(d["width"]),
+                         bool(d.get("per_family", True)), int(d.get("decimals", 4)), str(d.get("description", "")))
+                   for d in declared)
+    return ParamSpec(params, family_of=getattr(E, "FIT_FAMILY_OF", "hardware_family"),
+                     rounds=int(getattr(E, "FIT_ROUNDS", 4)), sweeps=int(getattr(E, "FIT_SWEEPS", 1)))
+
+
 def objective(predicted, measured):
     """Mean |log(predicted / measured)| (symmetric in over- and under-prediction)."""
     p = np.asarray(predicted, dtype=float)
@@ -128,7 +149,8 @@ class PredictionCache:
     the cache changes how often the model is evaluated, never a value.
     """
 
-    def __init__(self, names=PARAMS, predictor=None):
+    def __init__(self, names=None, predictor=None):
+        names = default_spec().names if names is None else names
         self.names = tuple(names)
         self.predictor = predictor or default_predictor
         self._memo = {}
@@ -198,7 +220,7 @@ class Fit:
                 "n_records": len(self.record_ids), "n_sources": len(self.sources), "families": list(self.families)}
 
 
-def fit(recs, spec: ParamSpec = DEFAULT_SPEC, predictor=None, cache: PredictionCache | None = None,
+def fit(recs, spec: ParamSpec | None = None, predictor=None, cache: PredictionCache | None = None,
         rounds: int | None = None) -> Fit:
     """Fit ``spec``'s parameters on ``recs`` by coordinate descent on a grid; returns a :class:`Fit`.
 
@@ -207,6 +229,7 @@ def fit(recs, spec: ParamSpec = DEFAULT_SPEC, predictor=None, cache: PredictionC
     a candidate whenever it is strictly better than the best so far (what scoring them one by one
     would do). ``predictor`` (see :class:`PredictionCache`) or a shared ``cache`` may be given.
     """
+    spec = default_spec() if spec is None else spec
     recs = [r for r in recs]
     if not recs:
         raise InputError("records", "no records to fit on", "at least one measured or approximate record")
@@ -348,7 +371,7 @@ def fitted_records(recs=None) -> list:
     return [r for r in (records() if recs is None else recs) if r.fitted]
 
 
-def cross_validate(recs=None, spec: ParamSpec = DEFAULT_SPEC, predictor=None, schemes=DEFAULT_CV,
+def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, schemes=DEFAULT_CV,
                    rounds: int | None = None, progress=None) -> dict:
     """Out-of-group error of the calibration: refit without each group, predict the group.
 
@@ -362,6 +385,7 @@ def cross_validate(recs=None, spec: ParamSpec = DEFAULT_SPEC, predictor=None, sc
     """
     from .validation import error, summarize, summarize_by
 
+    spec = default_spec() if spec is None else spec
     bad = [s for s in schemes if s not in CV_SCHEMES]
     if bad:
         raise InputError("schemes", f"unknown cross-validation scheme {bad[0]!r}", ", ".join(CV_SCHEMES))
@@ -425,6 +449,6 @@ def cross_validate(recs=None, spec: ParamSpec = DEFAULT_SPEC, predictor=None, sc
     return out
 
 
-__all__ = ["Param", "ParamSpec", "DEFAULT_SPEC", "PARAMS", "Fit", "fit", "predict_with", "PredictionCache",
+__all__ = ["Param", "ParamSpec", "DEFAULT_SPEC", "default_spec", "PARAMS", "Fit", "fit", "predict_with", "PredictionCache",
            "cross_validate", "fitted_records", "presets_from_fit", "as_toml", "objective", "CV_SCHEMES",
            "DEFAULT_CV", "SCHEME_LABEL"]

@@ -99,21 +99,25 @@ def serve_kwargs(rec: Record) -> dict:
 
 def _metric_of_serve(d: dict, rec: Record) -> float:
     m = rec.metric
+    v = {k: np.asarray(d[k], dtype=float) for k in ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_ms",
+                                                    "ttft_ms", "step_ms", "tokens_per_s_per_user")}
     if m == "output_tok_s_per_gpu":
-        return float(d["output_tok_s_per_gpu"])
-    if m == "total_tok_s_per_gpu":
-        return float(d["total_tok_s_per_gpu"])
-    if m == "tpot_s":
-        return float(d["tpot_ms"]) / 1e3
-    if m == "ttft_s":
-        return float(d["ttft_ms"]) / 1e3
-    if m == "step_s":
-        return float(d["step_ms"]) / 1e3
-    if m == "tok_s_per_user":
-        return float(d["tokens_per_s_per_user"])
-    if m == "e2e_s":
-        return (float(d["ttft_ms"]) + (rec.inputs["osl"] - 1.0) * float(d["tpot_ms"])) / 1e3
-    raise ValueError(m)
+        out = v["output_tok_s_per_gpu"]
+    elif m == "total_tok_s_per_gpu":
+        out = v["total_tok_s_per_gpu"]
+    elif m == "tpot_s":
+        out = v["tpot_ms"] / 1e3
+    elif m == "ttft_s":
+        out = v["ttft_ms"] / 1e3
+    elif m == "step_s":
+        out = v["step_ms"] / 1e3
+    elif m == "tok_s_per_user":
+        out = v["tokens_per_s_per_user"]
+    elif m == "e2e_s":
+        out = (v["ttft_ms"] + (rec.inputs["osl"] - 1.0) * v["tpot_ms"]) / 1e3
+    else:
+        raise ValueError(m)
+    return float(out) if out.ndim == 0 else out
 
 
 @register_cache
@@ -143,7 +147,16 @@ def _pass_args(rec: Record) -> tuple[dict, dict]:
     common = {k: inp[k] for k in ("model", "hardware", "tp", "weights_dtype", "kv_dtype") if k in inp}
     common["chips"] = inp["gpus"]
     extra = {k: inp[k] for k in ("ep", "attention_dp", "kv_shards", "redundant_experts") if k in inp}
+    if "framework" in inp and "framework" in _pass_params():
+        extra["framework"] = inp["framework"]
     return common, extra
+
+
+@lru_cache(maxsize=1)
+def _pass_params() -> frozenset:
+    from .serving import decode_step, prefill_time
+
+    return frozenset(inspect.signature(decode_step).parameters) & frozenset(inspect.signature(prefill_time).parameters)
 
 
 def _prefill_batch(rec: Record) -> float:
@@ -325,6 +338,22 @@ def _vector_prediction(rec: Record, eff, K: int) -> np.ndarray:
     return np.asarray(_pass_metric(rec, step, batch), dtype=float).copy()
 
 
+_SERVE_BROADCASTS: dict = {}
+
+
+def _serve_broadcast(rec: Record, eff, K: int) -> np.ndarray:
+    """``serve(**record inputs, efficiency=eff)`` with K-long efficiency fields, the record's metric per row."""
+    from .serving import serve
+
+    r = serve(**serve_kwargs(rec), efficiency=eff)
+    d = {k: np.asarray(r.values[k], dtype=float) for k in ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_ms",
+                                                            "ttft_ms", "step_ms", "tokens_per_s_per_user")}
+    out = np.asarray(_metric_of_serve(d, rec), dtype=float)
+    if out.shape != (K,):
+        raise ValueError("serve() did not broadcast the efficiency")
+    return out
+
+
 def predict_many(rec: Record, params, names=None, name: str = "fit") -> np.ndarray:
     """rackmath's prediction of one record under K candidate efficiencies at once (SI, the record's metric).
 
@@ -337,12 +366,21 @@ def predict_many(rec: Record, params, names=None, name: str = "fit") -> np.ndarr
     """
     if names is None or isinstance(names, str):  # predict_many(rec, X, "preset-name") (older signature)
         name = names if isinstance(names, str) else name
-        from .calibration import PARAMS as names
+        from .calibration import default_spec
+
+        names = default_spec().names
     X = np.atleast_2d(np.asarray(params, dtype=float))
     if X.ndim != 2 or X.shape[1] != len(names):
         from ..errors import InputError
 
         raise InputError("params", f"shape {X.shape}", f"(K, {len(names)}): " + ", ".join(names))
+    if vectorizable(rec) and rec.kind == "serve" and _SERVE_BROADCASTS.get("ok", True):
+        try:  # the public serve() itself, if it broadcasts an efficiency whose fields are arrays
+            out = _serve_broadcast(rec, _efficiency_from(X, names, name), len(X))
+            _SERVE_BROADCASTS["ok"] = True
+            return out
+        except Exception:  # noqa: BLE001 — any failure means: it does not broadcast; never ask again
+            _SERVE_BROADCASTS["ok"] = False
     if vectorizable(rec):
         try:
             return _vector_prediction(rec, _efficiency_from(X, names, name), len(X))

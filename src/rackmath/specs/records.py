@@ -39,7 +39,7 @@ METRICS = {
 UNITS = {"output_tok_s_per_gpu": "tok/s/GPU", "total_tok_s_per_gpu": "tok/s/GPU", "tpot_s": "s", "ttft_s": "s",
          "tok_s_per_user": "tok/s", "step_s": "s", "e2e_s": "s", "prefill_s": "s", "prefill_tok_s_per_gpu": "tok/s/GPU"}
 STATUSES = ("measured", "approximate", "derived")
-FRAMEWORKS = ("trtllm", "vllm", "sglang", "atom", "dynamo", "jax", "other")
+FRAMEWORKS = ("trtllm", "vllm", "sglang", "atom", "dynamo", "jax", "torch", "other")
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,79}$")
 
