@@ -245,6 +245,10 @@ def test_fit_recovers_known_per_family_and_shared_parameters():
     assert f.values == {("eta", "A"): 0.5, ("eta", "B"): 0.25, ("ovh", None): 0.1}
     assert f.n_params == 3 and f.objective == pytest.approx(0.0, abs=1e-12)
     assert f.as_dict()["per_family"] == {"A": {"eta": 0.5}, "B": {"eta": 0.25}}
+    from dataclasses import replace
+
+    g = calibration.fit(_syn_records(), replace(SPEC, weighting="source"), predictor=_syn_predictor)
+    assert g.values == f.values  # consistent data: the weighting changes nothing
 
 
 def test_cross_validation_groups_and_errors_are_the_hand_derived_ones():
