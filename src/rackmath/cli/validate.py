@@ -68,6 +68,8 @@ def register(app: typer.Typer) -> None:
                              "one of them (the ideal roofline has nothing fitted)")
         if cv and refit:
             raise InputError("cv", "--cv with --refit", "one of them")
+        if scheme != "source,hardware,model" and not cv:
+            raise InputError("scheme", "--scheme without --cv", "--cv --scheme source,hardware,model,loo")
         if (output is not None or force or prefix is not None) and not refit:
             raise InputError("output", "--output/--force/--prefix without --refit", "--refit --output FILE")
         from ..analyses.validation import records as load
