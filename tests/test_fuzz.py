@@ -42,7 +42,7 @@ def run(argv: list) -> tuple[int | None, str, str, bool]:
     old = signal.signal(signal.SIGALRM, _alarm)
     with runner.isolation() as streams:  # (stdout, stderr[, combined]) depending on click's version
         out, err = streams[0], streams[1]
-        signal.setitimer(signal.ITIMER_REAL, LIMIT_S)
+        signal.setitimer(signal.ITIMER_REAL, LIMIT_S, 0.5)  # re-fires: an alarm swallowed by a gc callback recurs
         try:
             main([str(a) for a in argv])
         except SystemExit as exc:
@@ -90,7 +90,7 @@ def test_every_command_hostile(cmd):
             _check(inv)
 
 
-@settings(max_examples=250, deadline=None, derandomize=True, database=None,
+@settings(max_examples=150, deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_fuzz_slice(data):
