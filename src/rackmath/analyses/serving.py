@@ -29,6 +29,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..results import ResultMixin
+
 from ..errors import InputError, check_positive
 from ..explain import Derivation, fmt
 
@@ -212,7 +214,8 @@ STACKS = {
                     "unless --disable-overlap-schedule"),
 }
 _STACK_ALIASES = {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "tensorrt_llm": "trtllm", "dynamo": "trtllm",
-                  "atom": "vllm", "sgl": "sglang"}
+                  "atom": "vllm", "sgl": "sglang", "other": "generic", "jax": "generic", "torch": "generic",
+                  "none": "generic"}
 
 
 def load_stack(framework=None) -> Stack:
@@ -225,7 +228,7 @@ def load_stack(framework=None) -> Stack:
     key = _STACK_ALIASES.get(key, key)
     if key not in STACKS:
         raise InputError("framework", f"unknown serving stack {framework!r}",
-                         "trtllm, vllm, sglang (or tensorrt-llm, dynamo, atom), or none for the generic stack")
+                         "trtllm, vllm, sglang (or tensorrt-llm, dynamo, atom), generic/other")
     return STACKS[key]
 
 
@@ -457,6 +460,11 @@ def _run(plan, mn, layout, eff, micro_batch, *, gpus=None, sched=True):
 
     if not sched:
         eff = replace(eff, step_overhead_s=0.0)
+    else:  # the stack's own scheduler time on top of the chip family's host time
+        st = plan.stack.name if plan.stack.name in ("trtllm", "vllm", "sglang") else "generic"
+        extra = getattr(eff, f"sched_{st}_s", 0.0)
+        if np.any(np.asarray(extra) != 0):
+            eff = replace(eff, step_overhead_s=eff.step_overhead_s + extra)
     return layout_evaluate(mn, plan.hw(), tp=layout.tp, ep=layout.ep, pp=layout.pp, micro_batch=micro_batch,
                            attention_dp=layout.attention_dp, chips=gpus or layout.gpus,
                            redundant_experts=layout.redundant_experts, usable_fraction=USABLE_MEMORY_FRACTION,
@@ -511,9 +519,11 @@ FIELDS = ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_ms", "ttft_ms", "
           "concurrency", "fits", "mem_per_gpu_gb", "max_concurrency")
 
 
-@dataclass
-class ServeResult:
+@dataclass(repr=False)
+class ServeResult(ResultMixin):
     """Steady-state serving numbers (arrays broadcast over concurrency; scalars for one point)."""
+
+    _SUMMARY = (("output_tok_s_per_gpu", "tok/s"), ("tpot_ms", "ms"), ("usd_per_mtok_output", "$"))
 
     model: str
     hardware: str
@@ -748,7 +758,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         kv_bytes = float(np.asarray(m.kv_cache_bytes(w.isl, p.kv_dtype)))
         t_xfer = kv_transfer_time(kv_bytes, p.system.chip.scaleout_bw * lp.tp * eff.eta_comm)
         rho = x_out * isl_new / w.osl / pf_tok_s
-        ttft = t_pf + t_xfer + prefill_wait(0.0 * t_pf, res_p.tpot_s, rho)
+        ttft = t_pf + t_xfer + prefill_wait(0.0 * t_pf, res_p.tpot_s, rho) + eff.request_overhead_s
         info.update(prefill=dict(gpus=lp.gpus, layout=dict(tp=lp.tp, ep=lp.ep, pp=lp.pp, attention_dp=lp.attention_dp,
                                                            dp=lp.dp, label=lp.label()),
                                  input_tok_s=pf_tok_s, input_tok_s_per_gpu=pf_tok_s / lp.gpus, prefill_s=t_pf,
@@ -773,15 +783,12 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         x_out = x_rep * dp * ppd
         n_mix = p_step / c_tot
         t_pf = np.ceil(isl_new / c_rank) * t_mix
-        ttft = t_pf + prefill_wait(t_bar, t_pf, n_mix)
+        ttft = t_pf + prefill_wait(t_bar, t_pf, n_mix) + eff.request_overhead_s
         little = C * w.osl / x_out - (w.osl - 1.0) * t_tpot
         ttft = np.where(prefill_bound, np.maximum(ttft, little), ttft)
         info.update(chunk=c_rank, chunk_total=c_tot, prefill_per_step=p_step, t_mixed=t_mix, n_mixed=n_mix)
         if np.any(prefill_bound):
             notes.append(f"the prefill budget ({st.max_num_tokens} tokens per step) binds: prompts wait")
-        if st.max_num_tokens is None:
-            notes.append("generic stack: prefill runs in whole prompts (no token budget; give --framework for a "
-                         "stack's chunked-prefill budget)")
     x_tot = total_tokens_per_s(x_out, w.isl, w.osl)
     bound = np.where(prefill_bound, "prefill", np.asarray(res_d.bound).astype(object))
     ms = 1e3
@@ -898,8 +905,9 @@ def _derive(r: "ServeResult") -> Derivation:
           "tok/s", "every GPU counted, prefill pool included", expr=f"X / {r.gpus}")
     d.add("X_total/GPU", "X_out · (1 + ISL/OSL) / N_GPU", "", v["total_tok_s_per_gpu"], "tok/s",
           expr=f"X * (1 + {w.isl!r} / {w.osl!r}) / {r.gpus}")
-    d.add("TTFT", "ceil(ISL_new/c)·t_mixed + t̄/2 + ρ/(2(1−ρ))·t_prefill (M/D/1 wait)" if r.mode == "aggregated"
-          else "t_prefill + KV transfer + wait", "", v["ttft_ms"] / 1e3, "s")
+    d.add("TTFT", "ceil(ISL_new/c)·t_mixed + t̄/2 + ρ/(2(1−ρ))·t_prefill (M/D/1 wait) + t_request"
+          if r.mode == "aggregated" else "t_prefill + KV transfer + wait + t_request", "", v["ttft_ms"] / 1e3, "s",
+          f"t_request = {fmt(_f(eff.request_overhead_s), 's')} host time per request")
     d.add("$/Mtok", "N_GPU · $/GPU-h / 3600 / X_out · 10⁶", f"{r.gpus} · ${r.usd_per_gpu_hour:g}/h …",
           v["usd_per_mtok_output"], "$/Mtok", "output tokens",
           expr=f"{r.gpus} * {r.usd_per_gpu_hour!r} / 3600 / X * 1e6")

@@ -14,7 +14,9 @@ preset says, with physical meaning:
 * ``eta_comm`` — achieved share of scale-up / scale-out bandwidth in collectives;
 * ``kernel_latency_s`` — launch + tail of one kernel (CUDA/HIP graphs included);
 * ``collective_latency_s`` — fixed cost of one collective (all-reduce, one all-to-all direction);
-* ``step_overhead_s`` — per-step scheduler / sampling time on the host;
+* ``step_overhead_s`` — per-step host time of this chip family; ``sched_<stack>_s`` — the per-step scheduler
+  time of each serving stack (TensorRT-LLM, vLLM, SGLang, generic), the same on every chip; a step pays both;
+* ``request_overhead_s`` — per-request host time before the first token (HTTP, tokenisation, admission);
 * ``composition`` — ``serial`` (kernels one after another, as TensorRT-LLM, vLLM and SGLang run a
   step) or ``overlap`` (the lecture's max(compute, memory, network)).
 
@@ -46,7 +48,15 @@ NUMERIC = {
     "gemm_half_tokens": (0.0, 1e5, 0.0),
     "kernel_latency_s": (0.0, 1e-2, 0.0),
     "collective_latency_s": (0.0, 1e-1, 0.0),
+    "request_overhead_s": (0.0, 10.0, 0.0),
+    "sched_trtllm_s": (0.0, 1.0, 0.0),
+    "sched_vllm_s": (0.0, 1.0, 0.0),
+    "sched_sglang_s": (0.0, 1.0, 0.0),
+    "sched_generic_s": (0.0, 1.0, 0.0),
 }
+
+#: Serving stacks with their own fitted per-step scheduler time (``sched_<stack>_s``); others use generic.
+STACK_NAMES = ("trtllm", "vllm", "sglang", "generic")
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,11 @@ class Efficiency:
     gemm_half_tokens: float = 0.0
     kernel_latency_s: float = 0.0
     collective_latency_s: float = 0.0
+    request_overhead_s: float = 0.0
+    sched_trtllm_s: float = 0.0  # per-step host scheduler time of each serving stack (shared by every chip)
+    sched_vllm_s: float = 0.0
+    sched_sglang_s: float = 0.0
+    sched_generic_s: float = 0.0
     composition: str = "serial"
     description: str = "the lecture's ideal roofline: peak FLOP/s and bandwidth, no fixed costs"
     source: str = "lecture 00:00 (roofline)"
@@ -98,15 +113,16 @@ FIT_PARAMS = (
          description="achieved share of HBM bandwidth"),
     dict(name="kernel_latency_s", lo=0.0, hi=4e-5, x0=4e-6, width=1.6e-5, per_family=True, decimals=8,
          description="launch + tail of one kernel (s)"),
-    dict(name="step_overhead_s", lo=0.0, hi=0.03, x0=0.002, width=0.008, per_family=True, decimals=6,
-         description="per-step scheduler / sampling time (s)"),
     dict(name="gemm_half_tokens", lo=0.0, hi=512.0, x0=32.0, width=128.0, per_family=False, decimals=1,
          description="GEMM rows (tokens) at which a GEMM reaches half its large-M efficiency"),
     dict(name="eta_comm", lo=0.05, hi=1.0, x0=0.6, width=0.4, per_family=False, decimals=4,
          description="achieved share of network bandwidth in collectives"),
     dict(name="collective_latency_s", lo=0.0, hi=1e-4, x0=1e-5, width=4e-5, per_family=False, decimals=8,
          description="fixed cost of one collective (s)"),
-)
+    dict(name="request_overhead_s", lo=0.0, hi=0.3, x0=0.03, width=0.12, per_family=False, decimals=5,
+         description="per-request host time before the first token (s)"),
+) + tuple(dict(name=f"sched_{st}_s", lo=0.0, hi=0.03, x0=0.002, width=0.008, per_family=False, decimals=6,
+               description=f"per-step scheduler time of the {st} serving stack (s)") for st in STACK_NAMES)
 
 
 def _num(d, k, path, name):

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..results import ResultMixin
+
 from ..errors import InputError
 from .comms import (alltoall_split_time, moe_alltoall_bytes, moe_fanout, scaleout_share,  # noqa: F401 (re-exported)
                     scaleup_share)
@@ -186,6 +188,7 @@ class ModelNumbers:
     expert_params: float = 0.0  # one routed expert of one layer (params)
     head_tokens_per_seq: float = -1.0  # tokens per sequence through the LM head (-1: pass_len)
     n_dense_ffn_layers: int = 0
+    mla: bool = False  # multi-head latent attention (more, smaller kernels per layer)
 
     @property
     def weight_bytes(self) -> float:
@@ -258,6 +261,7 @@ class ModelNumbers:
             attn_flops_per_seq=attn,
             expert_params=expert_params,
             n_dense_ffn_layers=int(model.n_dense_layers),
+            mla=str(getattr(model, "attention", "")) == "mla",
         )
 
 
@@ -475,7 +479,8 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     for name, nbytes, params in comps:
         tok = np.where(adp, b * head_tok / tp * adp_imb, b * head_tok) if name == "lm_head" else t_attn
         ops.append(Op(name, flops=2.0 * tok * params * frac[name] / ashard, bytes=nbytes * frac[name] / ashard,
-                      peak=hw.peak_flops, m=tok, kernels=KERNELS[name] * layers[name]))
+                      peak=hw.peak_flops, m=tok,
+                      kernels=KERNELS["qkv_o_mla" if name == "qkv_o" and mn.mla else name] * layers[name]))
     kv_shard = np.where(adp, tp, np.minimum(tp, mn.kv_heads))
     head_shard = np.where(adp, tp, tp)  # attention heads: split by TP, or by sequences under attention DP
     ops.append(Op("attention", flops=b * mn.attn_flops_per_seq * s_frac / head_shard * adp_imb,
@@ -924,9 +929,15 @@ def pareto_front(cost, speed, tiebreak=None) -> np.ndarray:
     return order[keep][::-1]
 
 
-@dataclass
-class SearchResult:
-    """All evaluated layouts, the ones that fit and the Pareto frontier ($/Mtok vs tokens/s per user)."""
+@dataclass(repr=False)
+class SearchResult(ResultMixin):
+    """All evaluated layouts, the ones that fit and the Pareto frontier ($/Mtok vs tokens/s per user).
+    ``to_frame()``: one row per frontier layout."""
+
+    _SUMMARY = (("tokens_per_s_per_user", "tok/s"), ("usd_per_mtok", "$"))
+
+    def _frame_dict(self) -> dict:
+        return {"model": self.layouts.model.name, "hardware": self.layouts.hw.name} | self.frontier.as_dict()
 
     layouts: LayoutArrays
     fits: np.ndarray

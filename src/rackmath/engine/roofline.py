@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import InputError, check_positive
 from ..explain import Derivation, fmt
 from .efficiency import Efficiency, load_efficiency
+from ..results import ResultMixin, broadcast_fields
 from .step import compose
 
 BOUND_NAMES = np.array(["compute", "weights", "kv"])
@@ -140,7 +141,9 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None)
              ("shared_experts", wb("shared_experts"), pb["shared_experts"], model.n_moe_layers),
              ("lm_head", wb("lm_head") + (wb("embedding") if tied else 0.0),
               pb["lm_head"] + (pb["embedding"] if tied else 0.0), 1))
-    ops = [Op(name, flops=2.0 * T * params / n, bytes=nbytes / n, peak=peak, m=T, kernels=KERNELS[name] * layers)
+    mla = getattr(model, "attention", "") == "mla"
+    ops = [Op(name, flops=2.0 * T * params / n, bytes=nbytes / n, peak=peak, m=T,
+              kernels=KERNELS["qkv_o_mla" if name == "qkv_o" and mla else name] * layers)
            for name, nbytes, params, layers in comps if nbytes > 0 or params > 0]
     if getattr(model, "n_experts", 0):
         k, nm = model.experts_per_token, model.n_moe_layers
@@ -168,9 +171,12 @@ def usd_per_mtok(step_s, chips, usd_per_chip_hour, tokens):
 # --------------------------------------------------------------------------- result
 
 
-@dataclass
-class RooflineResult:
-    """Arrays broadcast from the inputs. ``bound`` names the binding term per point."""
+@dataclass(repr=False)
+class RooflineResult(ResultMixin):
+    """Arrays broadcast from the inputs. ``bound`` names the binding term per point. ``as_dict()`` broadcasts
+    every field to one shape; ``to_frame()``, a concise repr and ``_repr_html_`` come from ``ResultMixin``."""
+
+    _SUMMARY = (("step_s", "s"), ("tokens_per_s_per_chip", "tok/s"), ("usd_per_mtok", "$"))
 
     model: object
     hardware: object
@@ -234,8 +240,12 @@ class RooflineResult:
 
     @property
     def mfu(self):
-        """Model FLOPs utilisation: FLOPs / (chips · peak · t_step), peak at the weights' compute dtype."""
-        return self.flops / (self.chips * self.peak_flops * self.step_s)
+        """Model FLOPs utilisation: Σ_ops FLOPs_op / (chips · peak_op · t_step) = t_compute · η_c / t_step.
+
+        Each operation counts against the peak of the dtype it is timed at (matmuls at the weights'
+        compute dtype, attention at the KV dtype's), so MFU ≤ 1 under every dtype mix; with one dtype it
+        is the usual FLOPs / (chips · peak · t_step)."""
+        return self.t_compute_s * self.efficiency.eta_compute / self.step_s
 
     @property
     def mbu(self):
@@ -268,10 +278,7 @@ class RooflineResult:
             "compute_dtype": self.compute_dtype,
             "efficiency": self.efficiency.name,
         }
-        for f in self.FIELDS:
-            v = np.asarray(getattr(self, f))
-            out[f] = v.item() if v.ndim == 0 else v.tolist()
-        return out
+        return broadcast_fields(out | {f: getattr(self, f) for f in self.FIELDS}, self.FIELDS)
 
     def at(self, i=0) -> dict:
         """One configuration (flat index ``i``) as plain floats."""
@@ -281,6 +288,12 @@ class RooflineResult:
             v = np.broadcast_to(v, np.broadcast_shapes(v.shape, self.step_s.shape)).ravel()[i]
             out[f] = v.item() if hasattr(v, "item") else v
         return out
+
+    def ops(self, i: int = 0) -> list[dict]:
+        """Per-operator breakdown of configuration ``i`` (``--ops``): FLOPs, bytes, intensity, time, binding term."""
+        from .step import ops_table
+
+        return ops_table(self.extras["times"], index=i)
 
     def explain(self, i: int = 0) -> Derivation:
         """The blackboard derivation of configuration ``i``: each formula with its numbers."""
@@ -295,7 +308,7 @@ class RooflineResult:
         d.add("F", "T · (2·N_active' + F_attn(L + (P−1)/2))",
               f"{tokens:g} · ({fmt(m.matmul_flops_per_token, 'FLOP')} + {fmt(attn, 'FLOP')})", p["flops"], "FLOP")
         peak = self.peak_flops * eff.eta_compute
-        d.add("t_compute", "F / (chips · peak · η_c)",
+        d.add("t_compute", "Σ_ops F_op / (chips · peak_op · η_c(M))  (attention at the KV dtype's peak)",
               f"{fmt(p['flops'], 'FLOP')} / ({n:g} · {fmt(self.peak_flops, 'FLOP/s')} [{self.compute_dtype}] · "
               f"{eff.eta_compute:g})", p["t_compute_s"], "s")
         if getattr(m, "n_experts", 0):
@@ -323,19 +336,20 @@ class RooflineResult:
             d.add("t_step", "max(t_compute, t_weights + t_kv)" + (" + latencies" if lat else "")
                   + (" + overhead" if ov else ""),
                   f"max({fmt(p['t_compute_s'], 's')}, {fmt(p['t_weights_s'], 's')} + {fmt(p['t_kv_s'], 's')}){extra}",
-                  p["step_s"], "s", f"{p['bound']} binds")
+                  p["step_s"], "s", f"{p['bound']} binds", expr=f"max(t_compute, t_weights + t_kv) + {lat!r} + {ov!r}")
         else:
             parts = [(name, float(np.broadcast_to(t, self.step_s.shape).ravel()[i])) for name, t in times.time.items()]
             d.add("t_step", "Σ_ops [n_kernels·τ + max(F_op/(peak·η_c(M)), B_op/(BW·η_m))] + t_sched",
                   " + ".join(f"{fmt(v, 's')} [{name}]" for name, v in parts) + f" + {fmt(ov, 's')}",
-                  p["step_s"], "s", f"kernel-serial ({eff.name}); {p['bound']} is the largest term")
+                  p["step_s"], "s", f"kernel-serial ({eff.name}); {p['bound']} is the largest term",
+                  expr=" + ".join(repr(v) for _, v in parts) + f" + {ov!r}")
         d.add("throughput", "T / t_step", f"{tokens:g} / {fmt(p['step_s'], 's')}", p["tokens_per_s"], "tok/s",
               f"{fmt(p['tokens_per_s_per_chip'], 'tok/s')} per chip, {fmt(p['tokens_per_s_per_seq'], 'tok/s')} "
-              f"per sequence")
+              f"per sequence", expr="T / t_step")
         d.add("cost", "chips · $/h ÷ 3600 · t_step / T · 10⁶",
               f"{n:g} · ${self.usd_per_chip_hour:g}/h ÷ 3600 · {fmt(p['step_s'], 's')} / {tokens:g} · 10⁶",
               p["usd_per_mtok"], "$/Mtok", "output tokens" if P == 1 else "input (prefill) tokens")
-        d.add("MFU", "F / (chips · peak · t_step)", "", p["mfu"], "", f"MBU {p['mbu']:.3f}")
+        d.add("MFU", "t_compute · η_c / t_step (each op at its dtype's peak)", "", p["mfu"], "", f"MBU {p['mbu']:.3f}")
         d.conclusion = (f"→ {p['bound']}-bound: {fmt(p['step_s'], 's')} per step, "
                         f"{fmt(p['usd_per_mtok'], '')} $/Mtok; memory/chip {fmt(p['memory_bytes_per_chip'], 'B')}"
                         f" of {fmt(chip.hbm_bytes, 'B')} ({'fits' if p['fits'] else 'does NOT fit'})")

@@ -27,9 +27,13 @@ import numpy as np
 #: Kernels per layer that carry no weight GEMM (norms, RoPE, activation, residual adds, KV write).
 ELEMENTWISE_KERNELS_PER_LAYER = 4
 
-#: Kernels each operator launches per layer (per step, for the LM head).
-KERNELS = {"qkv_o": 2, "attention": 1, "router": 2, "dense_ffn": 2, "shared_experts": 2, "experts": 4,
-           "lm_head": 2, "dense": 4}
+#: Kernels each operator launches per layer (per step, for the LM head), as the decode graphs of vLLM / SGLang /
+#: TensorRT-LLM run them: GQA projections = fused QKV GEMM, RoPE, O GEMM; MLA (absorbed) = q_a, q_a norm, q_b,
+#: kv_a, kv norm, RoPE, the two absorbed BMMs and O (8); router = gate GEMM, softmax/top-k, grouped top-k;
+#: routed experts = permute, grouped up-GEMM, activation, grouped down-GEMM, un-permute, combine; gated FFN =
+#: gate-up GEMM, activation, down GEMM; LM head = GEMM and sampling.
+KERNELS = {"qkv_o": 3, "qkv_o_mla": 8, "attention": 1, "router": 3, "dense_ffn": 3, "shared_experts": 3,
+           "experts": 6, "lm_head": 2, "dense": 6}
 
 #: Display order and which layer type each operator belongs to (``--ops``).
 OP_ORDER = ("qkv_o", "attention", "router", "dense_ffn", "shared_experts", "experts", "dense", "lm_head",
@@ -164,11 +168,11 @@ def ops_table(times: OpTimes, scale=1.0, index=0) -> list[dict]:
     rows = []
     for op in times.ops:
         f, b = at(op.flops) * s, at(op.bytes) * s
+        t = at(times.time[op.name]) * s
+        bind = np.asarray(times.binding(op.name)).reshape(-1)
         rows.append({"op": op.name, "layer_type": LAYER_TYPE.get(op.name, op.name), "flops": f, "bytes": b,
-                     "intensity": f / b if b else float("inf") if f else 0.0,
-                     "time_s": at(times.time[op.name]) * s,
-                     "binding": str(np.asarray(times.binding(op.name)).reshape(-1)[index if np.size(
-                         times.binding(op.name)) > 1 else 0])})
+                     "intensity": f / b if b else float("inf") if f else 0.0, "time_s": t,
+                     "binding": str(bind[index if bind.size > 1 else 0]) if t > 0 else "—"})
     for name, v in times.extra.items():
         rows.append({"op": name, "layer_type": LAYER_TYPE.get(name, name), "flops": 0.0, "bytes": 0.0,
                      "intensity": 0.0, "time_s": at(v), "binding": "network"})
