@@ -197,8 +197,10 @@ def predict(rec: Record, efficiency=None, ideal=False) -> tuple[float, dict]:
     elif rec.efficiency is not None:
         ideal = False
     if rec.kind == "serve":
+        from .serving import evaluate
+
         kw = serve_kwargs(rec)
-        d = _serve_dict(_key(kw), eff, bool(ideal))
+        d = evaluate(_serve_plan(_key(kw)), "ideal" if ideal else eff).as_dict()
         info = {k: d[k] for k in ("concurrency", "tpot_ms", "ttft_ms", "output_tok_s_per_gpu", "bottleneck",
                                   "efficiency")}
         info["layout"] = d["layout"]["label"]

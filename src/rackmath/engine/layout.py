@@ -370,9 +370,11 @@ class LayoutArrays:
 
     def __getattr__(self, name):
         try:
-            return self.__dict__["values"][name]
+            v = self.__dict__["values"][name]
         except KeyError:
             raise AttributeError(name) from None
+        shape = np.shape(self.__dict__["values"]["tpot_s"])
+        return v if np.shape(v) == shape else np.broadcast_to(v, shape)  # fields are stored unbroadcast
 
     def __len__(self):
         return int(np.asarray(self.values["tpot_s"]).size)
@@ -559,7 +561,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
         scaleout_bytes_per_chip=so_bytes, bound=bound,
     )
     shape = np.broadcast_shapes(*(np.shape(v) for v in vals.values()))
-    vals = {k: np.broadcast_to(v, shape) for k, v in vals.items()}
+    vals["tpot_s"] = np.broadcast_to(vals["tpot_s"], shape)  # the full shape; other fields broadcast on access
     out = LayoutArrays(mn, hw, times.composition, float(act_bytes), vals)
     out.__dict__["times"] = times
     out.__dict__["scale"] = pp
