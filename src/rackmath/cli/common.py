@@ -394,6 +394,7 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
         if hidden else [])
     for n in notes:
         con.print(Text(n, style="dim"))
+    con.print()  # tables printed one after another stay apart
 
 
 # --- sources ---------------------------------------------------------------------------------------------------------
