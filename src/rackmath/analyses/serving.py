@@ -212,10 +212,12 @@ STACKS = {
                     "SGLang: chunked_prefill_size 8,192, overlap scheduler on",
                     "SGLang ServerArgs defaults on ≥ 80 GB GPUs: chunked_prefill_size=8192; overlap schedule on "
                     "unless --disable-overlap-schedule"),
+    "other": Stack("other", None, 10**9, False,
+                   "a named stack that is none of the three (JAX, a vendor server): as generic, its own scheduler time",
+                   "validation records whose framework is 'other', 'jax' or 'torch'"),
 }
 _STACK_ALIASES = {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "tensorrt_llm": "trtllm", "dynamo": "trtllm",
-                  "atom": "vllm", "sgl": "sglang", "other": "generic", "jax": "generic", "torch": "generic",
-                  "none": "generic"}
+                  "atom": "vllm", "sgl": "sglang", "jax": "other", "torch": "other", "none": "generic"}
 
 
 def load_stack(framework=None) -> Stack:
@@ -228,7 +230,7 @@ def load_stack(framework=None) -> Stack:
     key = _STACK_ALIASES.get(key, key)
     if key not in STACKS:
         raise InputError("framework", f"unknown serving stack {framework!r}",
-                         "trtllm, vllm, sglang (or tensorrt-llm, dynamo, atom), generic/other")
+                         "trtllm, vllm, sglang (or tensorrt-llm, dynamo, atom), other, or none for the generic stack")
     return STACKS[key]
 
 
@@ -461,8 +463,9 @@ def _run(plan, mn, layout, eff, micro_batch, *, gpus=None, sched=True):
     if not sched:
         eff = replace(eff, step_overhead_s=0.0)
     else:  # the stack's own scheduler time on top of the chip family's host time
-        st = plan.stack.name if plan.stack.name in ("trtllm", "vllm", "sglang") else "generic"
-        extra = getattr(eff, f"sched_{st}_s", 0.0)
+        from ..engine.efficiency import stack_sched_s
+
+        extra = stack_sched_s(eff, plan.stack.name)
         if np.any(np.asarray(extra) != 0):
             eff = replace(eff, step_overhead_s=eff.step_overhead_s + extra)
     return layout_evaluate(mn, plan.hw(), tp=layout.tp, ep=layout.ep, pp=layout.pp, micro_batch=micro_batch,

@@ -200,7 +200,7 @@ def predict(rec: Record, efficiency=None, ideal=False) -> tuple[float, dict]:
         from .serving import evaluate
 
         kw = serve_kwargs(rec)
-        d = evaluate(_serve_plan(_key(kw)), "ideal" if ideal else eff).as_dict()
+        d = evaluate(_serve_plan(_key(kw)), "ideal" if ideal else (eff if eff is not None else "auto")).as_dict()
         info = {k: d[k] for k in ("concurrency", "tpot_ms", "ttft_ms", "output_tok_s_per_gpu", "bottleneck",
                                   "efficiency")}
         info["layout"] = d["layout"]["label"]
@@ -265,11 +265,12 @@ def _vector_prediction(rec: Record, eff, K: int) -> np.ndarray:
 @register_cache
 @lru_cache(maxsize=2048)
 def _serve_plan(key: tuple):
-    """``serving.plan(**record inputs)`` (memoised): workload, layout (chosen with the chip's default preset when
-    the record does not give one), stack and dtypes — everything an efficiency does not change."""
+    """``serving.plan(**record inputs)`` (memoised): workload, layout, stack and dtypes — everything an efficiency
+    does not change. A layout the record does not give is chosen on the ideal roofline, so that what is fitted
+    never moves the layouts it is fitted on."""
     from .serving import plan
 
-    return plan(**dict(key))
+    return plan(**dict(key), ideal=True)
 
 
 def _serve_broadcast(rec: Record, eff, K: int) -> np.ndarray:

@@ -15,7 +15,8 @@ preset says, with physical meaning:
 * ``kernel_latency_s`` — launch + tail of one kernel (CUDA/HIP graphs included);
 * ``collective_latency_s`` — fixed cost of one collective (all-reduce, one all-to-all direction);
 * ``step_overhead_s`` — per-step host time of this chip family; ``sched_<stack>_s`` — the per-step scheduler
-  time of each serving stack (TensorRT-LLM, vLLM, SGLang, generic), the same on every chip; a step pays both;
+  time of each serving stack (TensorRT-LLM, vLLM, SGLang, other named stacks), the same on every chip; a step
+  pays both; the generic stack (no ``--framework``) pays the mean of the three;
 * ``request_overhead_s`` — per-request host time before the first token (HTTP, tokenisation, admission);
 * ``composition`` — ``serial`` (kernels one after another, as TensorRT-LLM, vLLM and SGLang run a
   step) or ``overlap`` (the lecture's max(compute, memory, network)).
@@ -52,11 +53,23 @@ NUMERIC = {
     "sched_trtllm_s": (0.0, 1.0, 0.0),
     "sched_vllm_s": (0.0, 1.0, 0.0),
     "sched_sglang_s": (0.0, 1.0, 0.0),
-    "sched_generic_s": (0.0, 1.0, 0.0),
+    "sched_other_s": (0.0, 1.0, 0.0),
 }
 
+#: The fit's loss is |log(predicted/measured)| up to this cap (≈ ±50%), nearly flat beyond it
+#: (calibration._logerr): records no parameter vector can describe do not drag the others.
+FIT_ROBUST_CAP = 0.4
+
 #: Serving stacks with their own fitted per-step scheduler time (``sched_<stack>_s``); others use generic.
-STACK_NAMES = ("trtllm", "vllm", "sglang", "generic")
+STACK_NAMES = ("trtllm", "vllm", "sglang", "other")
+
+
+def stack_sched_s(eff, stack: str):
+    """Per-step scheduler time of a stack: its fitted ``sched_<stack>_s``; the generic stack (no --framework)
+    takes the mean of TensorRT-LLM's, vLLM's and SGLang's."""
+    if stack in STACK_NAMES:
+        return getattr(eff, f"sched_{stack}_s")
+    return (eff.sched_trtllm_s + eff.sched_vllm_s + eff.sched_sglang_s) / 3.0
 
 
 @dataclass(frozen=True)
@@ -75,7 +88,7 @@ class Efficiency:
     sched_trtllm_s: float = 0.0  # per-step host scheduler time of each serving stack (shared by every chip)
     sched_vllm_s: float = 0.0
     sched_sglang_s: float = 0.0
-    sched_generic_s: float = 0.0
+    sched_other_s: float = 0.0  # records whose stack is named but not one of the three (jax, tt, …)
     composition: str = "serial"
     description: str = "the lecture's ideal roofline: peak FLOP/s and bandwidth, no fixed costs"
     source: str = "lecture 00:00 (roofline)"
@@ -111,8 +124,8 @@ FIT_PARAMS = (
          description="achieved share of peak FLOP/s by a large GEMM"),
     dict(name="eta_memory", lo=0.05, hi=1.0, x0=0.7, width=0.4, per_family=True, decimals=4,
          description="achieved share of HBM bandwidth"),
-    dict(name="kernel_latency_s", lo=0.0, hi=4e-5, x0=4e-6, width=1.6e-5, per_family=True, decimals=8,
-         description="launch + tail of one kernel (s)"),
+    dict(name="kernel_latency_s", lo=1e-6, hi=8e-6, x0=4e-6, width=3e-6, per_family=True, decimals=8,
+         description="launch + tail of one kernel in a captured graph (s), physically 1–8 µs"),
     dict(name="gemm_half_tokens", lo=0.0, hi=512.0, x0=32.0, width=128.0, per_family=False, decimals=1,
          description="GEMM rows (tokens) at which a GEMM reaches half its large-M efficiency"),
     dict(name="eta_comm", lo=0.05, hi=1.0, x0=0.6, width=0.4, per_family=False, decimals=4,
