@@ -15,6 +15,15 @@ KVDT_OPT = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"), he
 EFF_OPT = typer.Option(None, "--efficiency", help="Efficiency preset (default: the ideal roofline).")
 
 
+def _wr_opt():
+    from .batching import WR_OPT
+
+    return WR_OPT
+
+
+WR_OPT = _wr_opt()
+
+
 def _inputs(batch, context, pass_len, chips):
     from .common import parse_range
 
@@ -67,6 +76,7 @@ def register(app: typer.Typer) -> None:
         weights_dtype: str = WDT_OPT,
         kv_dtype: str = KVDT_OPT,
         efficiency: str = EFF_OPT,
+        weight_read: str = WR_OPT,
         json: bool = JSON_OPT,
         explain: bool = EXPLAIN_OPT,
     ):
@@ -80,7 +90,7 @@ def register(app: typer.Typer) -> None:
             b, c, p = float(b[0]), float(c[0]), float(p[0])
             n = None if n is None else float(n[0])
         r = roofline(model, hardware, chips=n, batch=b, context=c, pass_len=p, weights_dtype=weights_dtype,
-                     kv_dtype=kv_dtype, efficiency=efficiency)
+                     kv_dtype=kv_dtype, efficiency=efficiency, weight_read=weight_read)
         size = r.step_s.size
         if json:
             d = r.as_dict()
@@ -102,7 +112,7 @@ def register(app: typer.Typer) -> None:
                          fmt(q["tokens_per_s_per_seq"], ""), f"{q['usd_per_mtok']:.4g}", f"{q['mfu']:.1%}",
                          "yes" if q["fits"] else "NO"])
         table(f"{r.model.name} on {r.hardware.name} ({r.hardware.chip.name}; weights {r.weights_dtype}, "
-              f"KV {r.kv_dtype}, {r.efficiency.name})",
+              f"KV {r.kv_dtype}, {r.efficiency.name}, weight read {weight_read})",
               ["chips", "batch", "context", "pass", "t_compute", "t_weights", "t_kv", "step", "bound",
                "tok/s/chip", "tok/s/seq", "$/Mtok", "MFU", "fits"], rows)
 
@@ -117,6 +127,7 @@ def register(app: typer.Typer) -> None:
         weights_dtype: str = WDT_OPT,
         kv_dtype: str = KVDT_OPT,
         efficiency: str = EFF_OPT,
+        weight_read: str = WR_OPT,
         csv: Path = typer.Option(..., "--csv", help="CSV file to write (never overwritten without --force)."),
         force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
     ):
@@ -128,7 +139,7 @@ def register(app: typer.Typer) -> None:
         _check_output(csv, force, "csv", None)
         b, c, p, n = _grid(*_inputs(batch, context, pass_len, chips))
         r = roofline(model, hardware, chips=n, batch=b, context=c, pass_len=p, weights_dtype=weights_dtype,
-                     kv_dtype=kv_dtype, efficiency=efficiency)
+                     kv_dtype=kv_dtype, efficiency=efficiency, weight_read=weight_read)
         cols = ["chips", "batch", "context", "pass_len", "t_compute_s", "t_weights_s", "t_kv_s", "step_s",
                 "tokens_per_s", "tokens_per_s_per_chip", "tokens_per_s_per_seq", "usd_per_mtok", "mfu", "mbu"]
         shape = r.step_s.shape
@@ -151,6 +162,9 @@ def register(app: typer.Typer) -> None:
         weights_dtype: str = WDT_OPT,
         kv_dtype: str = KVDT_OPT,
         efficiency: str = EFF_OPT,
+        weight_read: str = typer.Option("hit", "--weight-read", metavar="hit|all|both",
+                                        help="Weights read per step: hit (experts routed to, default), all (the "
+                                             "lecture's every weight: a flat line), or both drawn."),
         output: Path = typer.Option(Path("batch.png"), "--output", "-o", help=".png or .svg"),
         force: bool = typer.Option(False, "--force"),
     ):
@@ -158,7 +172,7 @@ def register(app: typer.Typer) -> None:
         from ..plotting.batching import plot_batch as draw
 
         _figure(draw, output, force, model, hardware, chips, sweep=("batch", batch), fixed=("context", context),
-                weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
+                weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency, weight_read=weight_read)
 
     @plot_app.command("context")
     def plot_context(
@@ -170,6 +184,9 @@ def register(app: typer.Typer) -> None:
         weights_dtype: str = WDT_OPT,
         kv_dtype: str = KVDT_OPT,
         efficiency: str = EFF_OPT,
+        weight_read: str = typer.Option("hit", "--weight-read", metavar="hit|all|both",
+                                        help="Weights read per step: hit (experts routed to, default), all (the "
+                                             "lecture's every weight: a flat line), or both drawn."),
         output: Path = typer.Option(Path("context.png"), "--output", "-o", help=".png or .svg"),
         force: bool = typer.Option(False, "--force"),
     ):
@@ -177,4 +194,4 @@ def register(app: typer.Typer) -> None:
         from ..plotting.batching import plot_context as draw
 
         _figure(draw, output, force, model, hardware, chips, sweep=("context", context), fixed=("batch", batch),
-                weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
+                weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency, weight_read=weight_read)
