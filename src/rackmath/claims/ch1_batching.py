@@ -156,7 +156,7 @@ def r6_balance() -> list[Claim]:
               note="'Take this and maybe double or triple it' in practice; '2,000 unique sequences'."),
         Claim("R6", "Balance batch B* for the real DeepSeek-V3 on GB200 NVL72 (engine, experts hit)", full,
               "sequences", 2400.0, agree(full, 2400.0), kind="real",
-              inputs={"model": m.name, "hardware": hw.name, "300×671/37": simple, "engine, all weights": full_all},
+              inputs={"model": m.name, "hardware": hw.name, "300×671/37": simple},
               reason=(f"DeepSeek-V3 routes 8 of 256 experts plus 1 shared (sparsity "
                       f"{m.total_params / m.active_params:.1f}), not 32 of 256: B* ≈ {simple:,.0f} "
                       "(published.md §5: ~5,440)."), derivation=d),

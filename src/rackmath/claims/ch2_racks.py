@@ -42,15 +42,13 @@ def r17_two_racks() -> Claim:
 
 
 def r18_rack_size() -> Claim:
-    hw = load_hardware(RACK)
-    S = int(hw.scaleup_size)
     lim = ra.rack_limits("gb200-nvl72")
-    return Claim("R18", "GPUs in one rack (scale-up domain)", S, "GPUs", 64,
-                 within_factor(S, 64, ABOUT, "'typically about 64'"),
-                 {"hardware": hw.name, "binding limit (rack model)": lim.binding,
-                  **{f"max GPUs by {k}": round(v) for k, v in lim.max_gpus.items()}},
-                 note="NVL72 racks hold 72. Rack-size model (power, weight, copper reach, switch radix): "
-                      + lim.summary, derivation=lim.derivation)
+    n = min(lim.max_gpus.values())
+    return Claim("R18", "GPUs one rack can hold: the binding physical limit (GB200 NVL72 rack model)", n, "GPUs", 64,
+                 within_factor(n, 64, ABOUT, "'typically about 64'"),
+                 {"hardware": "gb200-nvl72", "binding limit": lim.binding},
+                 note="Power, weight, copper reach and switch radix each bound the rack; " + lim.summary,
+                 derivation=lim.derivation)
 
 
 def r19_scaleout_slower() -> Claim:
@@ -64,7 +62,9 @@ def r19_scaleout_slower() -> Claim:
         c = load_hardware(n).chip
         d.add(n, "BW_up / BW_out", f"{fmt(c.scaleup_bw, 'B/s')} / {fmt(c.scaleout_bw, 'B/s')}", r, "x")
     return Claim("R19", "Scale-out is ~8× slower than scale-up (H100: NVLink vs one 400 Gb/s NIC)", v, "×", 8.0,
-                 within_factor(v, 8.0, ABOUT, "'about eight times slower'"), ratios,
+                 within_factor(v, 8.0, ABOUT, "'about eight times slower'"),
+                 {"H100 NVLink per direction": load_hardware("hgx-h100").chip.scaleup_bw,
+                  "H100 NIC": load_hardware("hgx-h100").chip.scaleout_bw},
                  note="Between 4.5× (Rubin, 1.6 Tb/s NICs) and 18× (GB200 with one 400 Gb/s NIC per GPU).", derivation=d)
 
 

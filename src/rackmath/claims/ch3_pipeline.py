@@ -29,7 +29,7 @@ def r23_pipeline_condition() -> Claim:
     real = pl.pipeline_condition_analysis(hw, k, 1, int(m.n_moe_layers))
     d.extend(real)
     return Claim("R23", "Pipeline condition (1/8)·k·layers/stage·2 at k = 8, one layer per stage", r, "", "≥ 1",
-                 qualitative(r >= 1.0, "≥ 1"), {"k (DeepSeek-V3)": k, f"min layers/stage on {hw.name}": real.steps[2].value},
+                 qualitative(r >= 1.0, "≥ 1"), {"k (DeepSeek-V3)": k, f"min layers/stage on {hw.name}": f"{real.steps[2].value:g} MoE layers"},
                  note=f"On {hw.name} (18× NVLink/NIC) two MoE layers per stage are needed; with the lecture's 8×, one.",
                  derivation=d)
 

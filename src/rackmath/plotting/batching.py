@@ -73,8 +73,15 @@ def plot_batch(model, hardware, *, batch, context=8192, chips=None, weights_dtyp
         _lecture_overlay(a2, batch, rs["all"], per_token=True)
     a2.set(xscale="log", yscale="log", xlabel="batch (sequences)", ylabel="$ per million output tokens",
            title="Cost per token vs batch")
+    from ..analyses.batching import memory_batch_limit
+
+    bmem = float(memory_batch_limit(r.model, r.hardware, context=context, chips=chips, weights_dtype=weights_dtype,
+                                    kv_dtype=kv_dtype))
     for a in (a1, a2):
         a.grid(True, which="both", alpha=0.3)
+        if 0 < bmem < float(np.max(batch)):
+            a.axvspan(bmem, float(np.max(batch)), color="0.85", alpha=0.5, zorder=0)
+            a.axvline(bmem, color="0.3", lw=1, ls=":", label=f"memory full: B_mem = {bmem:,.0f}")
         a.legend(fontsize=8)
     fig.suptitle(f"{r.model.name} on {r.hardware.name}, context {context:g}, weights {r.weights_dtype}, "
                  f"KV {r.kv_dtype}, weight read: {' + '.join(rs)}")
