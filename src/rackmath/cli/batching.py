@@ -155,22 +155,30 @@ def floor_cmd(
           "= roofline -b 1 -L 0 (compute at B = 1 is negligible)")
     drain = d.add("t_drain", "HBM capacity / HBM bandwidth", f"{fmt(hw.chip.hbm_bytes, 'B')} / "
                   f"{fmt(hw.chip.hbm_bw, 'B/s')}", float(drain_time(hw.chip.hbm_bytes, hw.chip.hbm_bw)), "s")
-    op = operating_point(m, hw, context=_count(context, "context"), weights_dtype=weights_dtype, kv_dtype=kv_dtype,
-                         weight_read=weight_read, usable=usable)
-    d.steps.extend(op.derivation.steps)
-    worst, mean = (float(x) for x in train_schedule(op.step_s))
-    d.add("worst latency", "2 × t_step (wait for the next train, then ride it)", f"2 × {fmt(op.step_s, 's')}", worst,
-          "s")
-    d.add("mean latency", "1.5 × t_step", f"1.5 × {fmt(op.step_s, 's')}", mean, "s")
+    from ..errors import InputError
+
     rec = {"model": m.name, "hardware": hw.name, "weight_read": weight_read, "weight_bytes_read": w,
-           "latency_floor_s": floor, "drain_time_s": drain, "operating_batch": op.batch, "operating_step_s": op.step_s,
-           "operating_limited_by": op.limited_by, "worst_latency_s": worst, "mean_latency_s": mean}
-    _out(rec, d, json, explain, [("weights read at B = 1", fmt(w, "B")), ("latency floor", fmt(floor, "s")),
-                                 ("HBM drain time", fmt(drain, "s")),
-                                 (f"operating batch at {op.context:g} context", f"{op.batch:,.0f} ({op.limited_by})"),
-                                 ("operating step", fmt(op.step_s, "s")),
-                                 ("train schedule: worst / mean", f"{fmt(worst, 's')} / {fmt(mean, 's')}")],
-         f"Latency floor: {m.name} on {hw.name} (weight read: {weight_read})")
+           "latency_floor_s": floor, "drain_time_s": drain}
+    rows = [("weights read at B = 1", fmt(w, "B")), ("latency floor", fmt(floor, "s")),
+            ("HBM drain time", fmt(drain, "s"))]
+    try:
+        op = operating_point(m, hw, context=_count(context, "context"), weights_dtype=weights_dtype,
+                             kv_dtype=kv_dtype, weight_read=weight_read, usable=usable)
+    except InputError as e:  # the weights (plus one sequence) do not fit: no operating point on this system
+        rec.update(operating_batch=None, operating_step_s=None, operating_limited_by=f"does not fit: {e}")
+        rows.append(("operating point", "none: weights + one sequence exceed usable HBM (pipeline or more chips)"))
+    else:
+        d.steps.extend(op.derivation.steps)
+        worst, mean = (float(x) for x in train_schedule(op.step_s))
+        d.add("worst latency", "2 × t_step (wait for the next train, then ride it)", f"2 × {fmt(op.step_s, 's')}",
+              worst, "s")
+        d.add("mean latency", "1.5 × t_step", f"1.5 × {fmt(op.step_s, 's')}", mean, "s")
+        rec.update(operating_batch=op.batch, operating_step_s=op.step_s, operating_limited_by=op.limited_by,
+                   worst_latency_s=worst, mean_latency_s=mean)
+        rows += [(f"operating batch at {op.context:g} context", f"{op.batch:,.0f} ({op.limited_by})"),
+                 ("operating step", fmt(op.step_s, "s")),
+                 ("train schedule: worst / mean", f"{fmt(worst, 's')} / {fmt(mean, 's')}")]
+    _out(rec, d, json, explain, rows, f"Latency floor: {m.name} on {hw.name} (weight read: {weight_read})")
 
 
 @batching_app.command("penalty")
