@@ -80,8 +80,10 @@ def test_fast_mode_from_the_memory_bounded_operating_point():
     assert fm.cost_multiple == pytest.approx(0.4 / x, rel=0.03)
     assert fm.batch == pytest.approx(x * fm.operating_batch, rel=0.03)
     # a speed-up beyond t_step(B_op)/t_step(1) is out of reach by batching
-    out = ba.fast_mode_from_speedup("deepseek-v3", "gb200-nvl72", 1e4, context=8192)
-    assert np.isnan(out.batch)
+    from rackmath.errors import InputError
+
+    with pytest.raises(InputError, match="speedup: 10000× is out of reach"):
+        ba.fast_mode_from_speedup("deepseek-v3", "gb200-nvl72", 1e4, context=8192)
 
 
 def test_fast_mode_from_speedup_inverse_of_price():

@@ -342,9 +342,16 @@ def fast_mode_from_speedup(model, hardware, speedup, *, context=8192, chips=None
     grid, step, speed, cost = _fast_grid(model, hardware, b_op, ctx, chips, weights_dtype, kv_dtype, efficiency,
                                          weight_read)
     reachable = speedup <= speed[0]
-    b = float(np.interp(speedup, speed[::-1], grid[::-1])) if reachable else float("nan")
-    cm = float(np.interp(speedup, speed[::-1], cost[::-1])) if reachable else float("nan")
-    st = float(np.interp(speedup, speed[::-1], step[::-1])) if reachable else float("nan")
+    if not reachable:  # an unreachable result is a one-line error, never NaN (issue 11)
+        from ..errors import InputError
+
+        raise InputError("speedup", f"{speedup:g}× is out of reach by batching alone on {getattr(model, 'name', model)}"
+                                    f" (the roofline's best is {speed[0]:.3g}×, at batch 1)",
+                         f"a speed-up up to {speed[0]:.3g}")
+    # speed decreases with batch: interpolate on the reversed (increasing) arrays
+    b = float(np.interp(speedup, speed[::-1], grid[::-1]))
+    cm = float(np.interp(speedup, speed[::-1], cost[::-1]))
+    st = float(np.interp(speedup, speed[::-1], step[::-1]))
     d = Derivation(f"Fast mode by batching: {speedup:g}× speed on {getattr(model, 'name', model)}")
     d.steps.extend(op.derivation.steps)
     d.add("max speed-up", "t_step(B_op) / t_step(1)", f"{fmt(step[-1], 's')} / {fmt(step[0], 's')}", speed[0], "×")

@@ -98,8 +98,9 @@ def register(app: typer.Typer) -> None:
     def lecture_cmd(
         json: bool = JSON_OPT,
         plots: Path = typer.Option(None, "--plots", metavar="DIR",
-                                   help="Also write the chapters' figures (ch*-*.png) into DIR."),
-        force: bool = typer.Option(False, "--force", help="Overwrite figures already in DIR."),
+                                   help="Also write the chapters' figures (ch*-*.png) into DIR (created if missing; "
+                                        "existing figures are not overwritten without --force)."),
+        force: bool = typer.Option(False, "--force", help="Overwrite existing figures in --plots DIR."),
         only: str = typer.Option(None, "--only", help="Comma-separated claim IDs, e.g. R6,R10 (R41 includes R41-ddr, …)."),
         explain: bool = typer.Option(False, "--explain", help="Print each claim's derivation and the chapters' "
                                                               "reasoning in words."),
@@ -171,31 +172,35 @@ def register(app: typer.Typer) -> None:
             for head, text in REASONING:
                 con.print(f"\n[bold]{head}[/]", highlight=False)
                 con.print(text, markup=False, highlight=False)
-        if written:
-            import sys
-
-            for p in written:
-                print(f"wrote {p}", file=sys.stderr)
 
 
-def _write_plots(plots: Path, force: bool, modules) -> list[str]:
+def _write_plots(outdir: Path, force: bool, modules) -> list[str]:
+    """Draw every chapter's figures in a scratch directory, then move them into ``outdir`` — all or nothing:
+    if any would overwrite an existing file and not ``force``, nothing is written (error naming --plots)."""
+    import shutil
+    import tempfile
+
     from ..errors import InputError
+    from .common import wrote
 
-    if plots.exists() and not plots.is_dir():
-        raise InputError("plots", f"{plots} is a file", "a directory for the figures")
-    if not plots.parent.exists():
-        raise InputError("plots", f"parent directory {plots.parent} does not exist", "an existing parent directory")
-    plots.mkdir(exist_ok=True)
-    if not force:
-        clash = sorted(p.name for p in plots.glob("ch*-*.png"))
-        if clash:
-            raise InputError("plots", f"{plots} already holds {clash[0]} (and {len(clash) - 1} more)",
-                             "an empty directory, or --force to overwrite")
-    written = []
-    for mod in modules:
-        if hasattr(mod, "plots"):
-            written += [str(p) for p in mod.plots(plots)]
-    return written
+    if outdir.exists() and not outdir.is_dir():
+        raise InputError("plots", f"{outdir} is not a directory", "a directory for the figures")
+    with tempfile.TemporaryDirectory() as tmp:
+        made = []
+        for mod in modules:
+            if hasattr(mod, "plots"):
+                made += [Path(p) for p in mod.plots(Path(tmp))]
+        clash = [outdir / p.name for p in made if (outdir / p.name).exists()]
+        if clash and not force:
+            raise InputError("plots", f"{clash[0]} exists and would be overwritten"
+                             + (f" (and {len(clash) - 1} more)" if len(clash) > 1 else ""), "a new directory, or --force")
+        outdir.mkdir(parents=True, exist_ok=True)
+        out = []
+        for p in made:
+            shutil.move(str(p), outdir / p.name)
+            out.append(str(outdir / p.name))
+    wrote(outdir, f"{len(out)} figures")
+    return out
 
 
 def _markdown(claims, tally) -> None:
