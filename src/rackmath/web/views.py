@@ -774,8 +774,6 @@ def validate_inputs():
 
 
 def _families():
-    from ..analyses.validation import validate
-
     return sorted({r.get("family", "") for r in _validate_cached(False)["records"]} - {""})
 
 
