@@ -622,7 +622,7 @@ def serve_view(p):
 # --------------------------------------------------------------------------- plan (adapts to what the library has)
 
 
-_PLAN_KW = {"users", "isl", "osl", "tok_s_user", "ttft", "confirm", "weights_dtype", "kv_dtype"}
+_PLAN_KW = {"users", "isl", "osl", "tok_s_user", "ttft", "confirm", "weights_dtype", "kv_dtype", "usd_per_gpu_hour"}
 
 
 def _plan_fn():
@@ -648,7 +648,7 @@ def plan_inputs():
                 slider("users", "concurrent users", 1, 1048576, 1024, log=True),
                 slider("tok_s_user", "at least tokens/s per user", 1, 1000, 20, log=True),
                 slider("ttft_s", "TTFT at most (s)", 0, 60, 0, step=0.1, integer=False, zero="no limit"),
-                *_dtype_inputs()]
+                *_dtype_inputs(), _price_input()]
     return _common() + [
         slider("isl", "input tokens per request (ISL)", 16, 1048576, 1024, log=True),
         slider("osl", "output tokens per request (OSL)", 1, 131072, 1024, log=True),
@@ -664,7 +664,7 @@ def _plan_with_planner(p, plan):
     chips_ = [load_chip(c).name for c in str(p["hardware"]).split(",")]  # catalog names only
     r = plan(model(p["model"]).name, ",".join(chips_), users=p["users"], isl=p["isl"], osl=p["osl"],
              tok_s_user=p["tok_s_user"], ttft=p["ttft_s"] or None, confirm=False, weights_dtype=_wdt(p),
-             kv_dtype=_kvdt(p))
+             kv_dtype=_kvdt(p), **({"usd_per_gpu_hour": p["usd_per_gpu_hour"]} if p["usd_per_gpu_hour"] else {}))
     d = r.as_dict()
     traces, notes, numbers = [], list(d.get("notes", [])), []
     for chip, pts in (d.get("pareto") or {}).items():
