@@ -136,7 +136,7 @@ def _supports(fn, name: str) -> bool:
 
 
 def _weight_read_inputs() -> list[Input]:
-    from ..engine.roofline import roofline
+    from ..api import roofline  # the function the pages call
 
     if not _supports(roofline, "weight_read"):
         return []
