@@ -22,7 +22,7 @@ from pathlib import Path
 from ..errors import CatalogError, UnknownNameError
 
 DATA_DIR = Path(__file__).parent / "data"
-KINDS = ("chip", "system", "model", "price_sheet", "efficiency", "memory_tier")
+KINDS = ("chip", "system", "model", "price_sheet", "efficiency", "memory_tier", "record")  # record: validate --records
 
 _user_dirs: list[Path] = []
 
