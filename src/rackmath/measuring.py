@@ -227,7 +227,8 @@ def save(result: dict, directory, *, force: bool = False) -> list:
     cat.write_text(am.catalog_toml(system, spec, result["preset"], head))
     recs = am.step_records(result["sweep"], model=spec.name, hardware=system.name, dtype=result["dtype"],
                            source=result["how"], source_group=f"measure-{system.chip.name}",
-                           assumptions=("random weights; prefix KV cache filled with random values (no prefill); "
+                           assumptions=("random weights; KV cache of exactly `context` tokens filled with a constant, new tokens "
+                                        "written as a ring buffer (no prefill); "
                                         "median of the timed decode steps; eager PyTorch, no CUDA graphs; "
                                         f"model scaled from {result['model']['source']}"),
                            id_prefix=system.chip.name)
