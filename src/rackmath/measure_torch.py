@@ -5,10 +5,12 @@ real decode sweep. Import this module only when torch is installed; the math liv
 What is timed
 -------------
 * **matmul peak** per dtype: square M = K = N GEMMs of a few sizes; the best FLOP/s is the chip's peak.
-* **small-M curve**: an M×K activation against a fixed K×N weight, M = 1, 2, 4, … (tokens per GEMM);
-  fitted to η(M) = η_max · M / (M + M_half).
+* **small-M curve**: M tokens through every weight matrix of the decode model, back to back (a "GEMM pass",
+  no attention), M = 1, 2, 4, … (tokens per GEMM); fitted to η(M) = η_max · M / (M + M_half).
 * **memory bandwidth**: a reduction (``x.sum()``, reads the buffer once) and a copy (reads + writes) over a
   buffer at least as large as the decode model's weights; the best is the chip's bandwidth.
+* **attention**: the attention core of one layer (GEMVs against the KV cache, softmax) over a cache of a few
+  tens of MB: the rate at which it reads KV.
 * **dispatch time**: one small operator (what a decode step pays per kernel when weights are tiny).
 * **collective** (CUDA, > 1 device): a peer copy device 0 → device 1 and a ``torch.cuda.comm.reduce_add``.
 * **decode sweep**: :class:`DecodeModel` (GQA/MHA/MQA or absorbed MLA attention; dense SwiGLU/GELU or MoE
@@ -112,29 +114,30 @@ def bench_matmul(dev, dtype: str, sizes=(512, 1024, 2048), min_time=0.05) -> lis
     return out
 
 
-def bench_small_m(dev, dtype: str, k: int, n: int, tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096),
-                  stream_bytes: float = 0.0, min_time=0.03) -> list[dict]:
-    """M×K activations against a fixed-size K×N weight: FLOP/s and weight-streaming bandwidth per M.
+def bench_gemm_pass(dev, dtype: str, shapes, tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+                    min_time=0.02, reps=2) -> list[dict]:
+    """One "GEMM pass" per token count M: an M×K activation times every weight matrix in ``shapes``
+    ((name, K, N, count) — count distinct matrices of each shape, as in the model), back to back.
 
-    As in a decode step, where every layer reads different weights, the calls cycle through enough
-    distinct K×N weights to cover ``stream_bytes`` (so that small M streams from memory, not from cache).
+    As in a decode step every matrix is a different one, so at small M the pass streams all of them from
+    memory. Returns FLOP/s = Σ 2·M·K·N / t and the weight bytes streamed per second, per M.
     """
     dt = DTYPES[dtype]
     esz = torch.finfo(dt).bits // 8
-    copies = max(1, math.ceil(stream_bytes / (k * n * esz)))
-    ws = [_rand((n, k), dt, dev, 0.02) for _ in range(copies)]
+    mats = [(k, _rand((n, k), dt, dev, 0.02)) for _name, k, n, c in shapes for _ in range(c)]
+    flops_per_m = sum(2.0 * k * w.shape[0] for k, w in mats)
+    wbytes = float(sum(w.numel() for _k, w in mats) * esz)
     out = []
     for m in tokens:
-        x = _rand((m, k), dt, dev)
-        it = [0]
+        xs = {k: _rand((m, k), dt, dev) for k in {k for k, _w in mats}}
 
-        def call():
-            it[0] = (it[0] + 1) % copies
-            return x @ ws[it[0]].T
+        def gemm_pass():
+            for k, w in mats:
+                xs[k] @ w.T
 
-        s = timeit(call, dev, min_time=min_time)
-        out.append({"m": int(m), "k": k, "n": n, "seconds": s, "flops_per_s": 2.0 * m * k * n / s,
-                    "weight_bytes_per_s": k * n * esz / s})
+        s = timeit(gemm_pass, dev, min_time=min_time, reps=reps)
+        out.append({"m": int(m), "seconds": s, "flops_per_s": m * flops_per_m / s, "weight_bytes_per_s": wbytes / s})
+    del mats
     return out
 
 
@@ -238,6 +241,53 @@ class MoE(nn.Module):
         return out
 
 
+def gqa_core(qg, K, V):
+    """softmax(q·Kᵀ/√d)·V for q [B, kvh, G, hd] against K, V [B, kvh, L, hd]: one GEMV per KV head, so each
+    cached key and value is read once per step."""
+    s = torch.matmul(qg, K.transpose(-1, -2)) * (1.0 / math.sqrt(qg.shape[-1]))
+    p = torch.softmax(s.float(), dim=-1).to(qg.dtype)
+    return torch.matmul(p, V)
+
+
+def mla_core(q_lat, q_rope, C, R, scale):
+    """Absorbed MLA: scores = q_lat·Cᵀ + q_rope·Rᵀ over the latent cache C [B, L, r] and rope keys R [B, L, p];
+    output = softmax(scores)·C (the latent; W_UV is applied by the caller)."""
+    s = (torch.matmul(q_lat, C.transpose(1, 2)) + torch.matmul(q_rope, R.transpose(1, 2))) * scale
+    p = torch.softmax(s.float(), dim=-1).to(q_lat.dtype)
+    return torch.matmul(p, C)
+
+
+def bench_attention(dev, dtype: str, spec, kv_bytes: float = 64e6, context: int = 512, min_time=0.02) -> dict:
+    """The attention core of one layer of ``spec`` over a KV cache of about ``kv_bytes`` (batch × ``context``
+    tokens): KV bytes read per second (what the roofline's KV term assumes runs at the memory bandwidth)."""
+    dt = DTYPES[dtype]
+    esz = torch.finfo(dt).bits // 8
+    L = int(context)
+    if spec.attention == "mla":
+        per_seq = L * (spec.kv_lora_rank + spec.qk_rope_head_dim) * esz
+        B = max(1, int(kv_bytes // per_seq))
+        H, r, p = spec.n_heads, spec.kv_lora_rank, spec.qk_rope_head_dim
+        C, R = torch.full((B, L, r), 0.01, dtype=dt, device=dev), torch.full((B, L, p), 0.01, dtype=dt, device=dev)
+        q_lat, q_rope = _rand((B, H, r), dt, dev), _rand((B, H, p), dt, dev)
+
+        def fn():
+            return mla_core(q_lat, q_rope, C, R, 0.1)
+    else:
+        kvh, hd, G = spec.n_kv_heads, spec.head_dim, spec.n_heads // spec.n_kv_heads
+        per_seq = 2 * L * kvh * hd * esz
+        B = max(1, int(kv_bytes // per_seq))
+        K = torch.full((B, kvh, L, hd), 0.01, dtype=dt, device=dev)
+        V = torch.full((B, kvh, L, hd), 0.01, dtype=dt, device=dev)
+        qg = _rand((B, kvh, G, hd), dt, dev)
+
+        def fn():
+            return gqa_core(qg, K, V)
+
+    t = timeit(fn, dev, min_time=min_time)
+    return {"batch": B, "context": L, "kv_bytes": float(B * per_seq), "seconds": t,
+            "kv_bytes_per_s": B * per_seq / t}
+
+
 class GQAAttention(nn.Module):
     """Multi-/grouped-query/multi-query attention over a preallocated KV cache (rotary embedding omitted)."""
 
@@ -258,10 +308,7 @@ class GQAAttention(nn.Module):
         K, V = cache
         K[:, :, pos] = k.reshape(B, kvh, hd)
         V[:, :, pos] = v.reshape(B, kvh, hd)
-        qg = q.view(B, kvh, H // kvh, hd)  # one GEMV per KV head: each cached key is read once
-        s = torch.matmul(qg, K.transpose(-1, -2)) * (1.0 / math.sqrt(hd))
-        p = torch.softmax(s.float(), dim=-1).to(x.dtype)
-        out = torch.matmul(p, V).reshape(B, H * hd)
+        out = gqa_core(q.view(B, kvh, H // kvh, hd), K, V).reshape(B, H * hd)
         return self.o(out)
 
 
@@ -302,10 +349,7 @@ class MLAAttention(nn.Module):
         R[:, pos] = kr
         w_uk, w_uv = self.kv_b[..., : self.nope], self.kv_b[..., self.nope:]
         q_lat = torch.einsum("bhn,rhn->bhr", q_nope, w_uk)
-        s = (torch.matmul(q_lat, C.transpose(1, 2)) + torch.matmul(q_rope, R.transpose(1, 2)))
-        s = s * (1.0 / math.sqrt(self.nope + self.rope))
-        p = torch.softmax(s.float(), dim=-1).to(x.dtype)
-        o_lat = torch.matmul(p, C)  # [B, H, r]
+        o_lat = mla_core(q_lat, q_rope, C, R, 1.0 / math.sqrt(self.nope + self.rope))  # [B, H, r]
         o = torch.einsum("bhr,rhv->bhv", o_lat, w_uv).reshape(B, H * self.vdim)
         return self.o(o)
 
@@ -351,7 +395,7 @@ class DecodeModel(nn.Module):
             x = b(x, c, pos)
         x = self.norm(x)
         logits = self.head(x) if self.head is not None else x @ self.embed.weight.T
-        return torch.argmax(logits, dim=-1)
+        return torch.topk(logits, 1, dim=-1).indices[:, 0]  # greedy (topk: faster than argmax on CPU)
 
 
 def build_model(spec, dtype: str, dev) -> DecodeModel:

@@ -19,10 +19,10 @@ from .errors import InputError
 PLANS = {
     ("cpu", True): dict(budget=256e6, kv_budget=1e9, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
                         contexts=(128, 1024), steps=3, warmup=1, square=(1024, 2048),
-                        tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), min_time=0.02),
+                        tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), min_time=0.02),
     ("cpu", False): dict(budget=1e9, kv_budget=4e9, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), contexts=(128, 2048),
                          steps=6, warmup=2, square=(512, 1024, 2048, 4096),
-                         tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), min_time=0.05),
+                         tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048), min_time=0.05),
     ("cuda", True): dict(budget=4e9, kv_budget=20e9, batches=(1, 4, 16, 64, 128, 256, 512, 1024), contexts=(256, 4096), steps=5,
                          warmup=2, square=(4096, 8192),
                          tokens=(1, 4, 16, 64, 128, 256, 512, 1024, 4096), min_time=0.05),
@@ -34,6 +34,8 @@ PLANS = {
 
 def _torch():
     try:
+        import torch  # noqa: F401
+
         from . import measure_torch
     except ImportError as exc:  # torch is the optional extra
         raise InputError("torch", f"not installed ({exc.msg})",
@@ -112,13 +114,14 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
     adv = stage("memory bandwidth", 1)
     bw = mt.bench_bandwidth(dev, max(spec.weight_bytes(), 64e6), min_time=plan["min_time"])
     adv()
-    adv = stage(f"GEMM efficiency vs tokens ({dtype})", 1)
-    k, n = am.ffn_gemm_shape(spec)  # the decode model's own FFN up-projection
-    small = mt.bench_small_m(dev, dtype, k, n, plan["tokens"], stream_bytes=spec.weight_bytes(),
-                             min_time=plan["min_time"])
+    shapes = am.gemm_shapes(spec)
+    adv = stage(f"GEMM efficiency vs tokens ({dtype}, the model's matrices)", 1)
+    small = mt.bench_gemm_pass(dev, dtype, shapes, plan["tokens"], min_time=plan["min_time"])
     adv()
     peaks[dtype] = max(peaks[dtype], max(r["flops_per_s"] for r in small))
     fit = am.fit_gemm_efficiency([r["m"] for r in small], [r["flops_per_s"] for r in small], peaks[dtype])
+    attn = mt.bench_attention(dev, dtype, spec, kv_bytes=max(64e6, min(spec.weight_bytes(), 512e6)),
+                              context=plan["contexts"][-1], min_time=plan["min_time"])
     dispatch = mt.bench_dispatch(dev, min_time=plan["min_time"])
     coll = mt.bench_collective(dev) if not quick else None
 
@@ -146,7 +149,7 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
     ops = mt.count_ops(net, dev, dtype, plan["contexts"][0])
     gemv_bw = small[0]["weight_bytes_per_s"]
     preset_d = am.preset_from_microbenchmarks(f"{cname}-eager", cname, fit, gemv_bw, bw["bytes_per_s"], ops,
-                                              dispatch)
+                                              dispatch, attn["kv_bytes_per_s"])
     rows = []
     # (batch, context) points whose KV cache fits the KV budget
     points = [(B, L) for L in plan["contexts"] for B in plan["batches"]
@@ -154,7 +157,8 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
     adv = stage(f"decode sweep ({spec.name})", len(points))
     for B, L in points:
         ts = mt.decode_steps(net, dev, dtype, B, L, plan["steps"], plan["warmup"])
-        rows.append({"batch": B, "context": L, "measured_s": _median(ts), "min_s": min(ts), "max_s": max(ts)})
+        # best of the timed steps, as for the micro-benchmarks (on a quiet machine ≈ the median)
+        rows.append({"batch": B, "context": L, "measured_s": min(ts), "median_s": _median(ts), "max_s": max(ts)})
         adv()
     del net
     if dev.type == "cuda":
@@ -162,7 +166,8 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
     B = np.array([r["batch"] for r in rows], dtype=float)
     L = np.array([r["context"] for r in rows], dtype=float)
     ideal = roofline(spec, system, chips=1, batch=B, context=L, weights_dtype=dtype, kv_dtype=dtype)
-    eta_kw = dict(eta_max=preset_d["eta_compute"], m_half=preset_d["gemm_m_half"], eta_memory=preset_d["eta_memory"])
+    eta_kw = dict(eta_max=preset_d["eta_compute"], m_half=preset_d["gemm_m_half"], eta_memory=preset_d["eta_memory"],
+                  eta_kv=preset_d["eta_kv"])
     cal = am.calibrated_times(spec, system, B, L, dtype, overhead_s=preset_d["step_overhead_s"], **eta_kw)
     for i, r in enumerate(rows):
         r.update(roofline_s=float(ideal.step_s[i]), t_compute_s=float(ideal.t_compute_s[i]),
@@ -187,9 +192,9 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
     return {
         "device": info, "dtype": dtype, "quick": bool(quick), "how": how,
         "matmul": matmul, "peak_flops": peaks,
-        "gemm_curve": {"dtype": dtype, "k": k, "n": n, "rows": small, "fit": fit,
+        "gemm_curve": {"dtype": dtype, "shapes": [list(x) for x in shapes], "rows": small, "fit": fit,
                        "form": "eta(M) = eta_max * M / (M + M_half)"},
-        "bandwidth": bw, "dispatch_s": dispatch, "ops_per_step": ops, "collective": coll,
+        "bandwidth": bw, "attention": attn, "dispatch_s": dispatch, "ops_per_step": ops, "collective": coll,
         "chip": system.chip.describe(), "system": system.name,
         "model": {"source": src.name, "name": spec.name, "description": spec.description,
                   "n_layers": spec.n_layers, "d_model": spec.d_model, "weight_bytes": spec.weight_bytes(),
@@ -229,7 +234,7 @@ def save(result: dict, directory, *, force: bool = False) -> list:
                            source=result["how"], source_group=f"measure-{system.chip.name}",
                            assumptions=("random weights; KV cache of exactly `context` tokens filled with a constant, new tokens "
                                         "written as a ring buffer (no prefill); "
-                                        "median of the timed decode steps; eager PyTorch, no CUDA graphs; "
+                                        "best of the timed decode steps; eager PyTorch, no CUDA graphs; "
                                         f"model scaled from {result['model']['source']}"),
                            id_prefix=system.chip.name)
     rec.write_text(am.records_toml(recs, head))

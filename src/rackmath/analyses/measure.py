@@ -87,12 +87,14 @@ def _shrunk(spec, f: float, n_layers: int, dtype: str, vocab_cap: int, max_exper
     else:
         G = max(1, H // kvh)  # query heads per KV head: the GQA ratio is kept
         kv_new = max(1, int(round(kvh * f)))
-        if kv_new == 1 and H * f < G:  # MQA-like, narrower than one group: fewer query heads
-            G = max(1, int(round(H * f)))
-        kw.update(n_heads=kv_new * G, n_kv_heads=kv_new, head_dim=min(spec.head_dim, 128))
+        hd = min(spec.head_dim, 128)
+        d_new = _round_to(spec.d_model * f, 64, 64)
+        if kv_new * G * hd > d_new:  # narrower than one KV group of full heads: narrower heads, same ratio
+            hd = max(16, (d_new // (kv_new * G)) // 16 * 16)
+        kw.update(n_heads=kv_new * G, n_kv_heads=kv_new, head_dim=hd)
     d = _round_to(spec.d_model * f, 64, 64)
     kw.update(d_model=d, d_ff=_round_to(spec.d_ff * f, 64, 64) if spec.d_ff else 0,
-              vocab_size=min(spec.vocab_size, vocab_cap), n_layers=n_layers)
+              vocab_size=min(spec.vocab_size, vocab_cap, 8 * d), n_layers=n_layers)
     if spec.n_experts:
         E = min(spec.n_experts, max_experts)
         k = spec.experts_per_token if E == spec.n_experts else \
@@ -115,11 +117,13 @@ def scale_model(spec, weight_budget_bytes: float, dtype: str, *, min_layers: int
                 max_experts: int = 16, name: str | None = None):
     """The widest same-family copy of ``spec`` with at least ``min_layers`` layers whose weights fit the budget.
 
-    Widths (d_model, d_ff, moe_d_ff, heads, MLA ranks) are multiplied by f = 1, ½, ¼, … (head dims kept,
-    capped at 128; query heads per KV head kept: GQA stays GQA, MQA stays MQA); then as many layers as
+    Widths (d_model, d_ff, moe_d_ff, KV heads, MLA ranks) are multiplied by f = 1, ½, ¼, … (head dims kept,
+    capped at 128, narrowed only when one KV group would be wider than d_model; query heads per KV head
+    kept: GQA stays GQA with the same ratio, MQA stays MQA); then as many layers as
     the budget allows (at most the original count). MoE keeps its routing (at most ``max_experts``
     routed experts, top-k scaled to keep k/E, one shared expert kept); MLA keeps its latent KV cache;
-    the vocabulary is capped at ``vocab_cap``. Sliding windows, DSA, attention sinks, biases and
+    the vocabulary is capped at ``vocab_cap`` and at 8 × d_model (sampling over the vocabulary is
+    work the roofline does not count). Sliding windows, DSA, attention sinks, biases and
     QK-norm are dropped (documented in docs/measure.md): the returned spec describes exactly the
     network that ``measure_torch`` runs, so the roofline of the spec is the roofline of what is timed.
     """
@@ -159,11 +163,36 @@ def scale_model(spec, weight_budget_bytes: float, dtype: str, *, min_layers: int
     return replace(best, name=label, description=desc, notes=f"scaled from {spec.name}")
 
 
-def ffn_gemm_shape(spec) -> tuple[int, int]:
-    """(K, N) of the model's FFN up-projection (gate and up fused for a gated FFN): the GEMM the small-M
-    efficiency curve is measured on, so that the curve describes the matrices a decode step streams."""
-    f = spec.moe_d_ff if spec.n_experts and not spec.d_ff else spec.d_ff
-    return int(spec.d_model), int(f * (2 if spec.ffn_matrices == 3 else 1))
+def gemm_shapes(spec) -> list[tuple[str, int, int, int]]:
+    """The weight matrices one decode step multiplies by: (name, K, N, count per step).
+
+    The small-M efficiency curve is measured on exactly these matrices, back to back (one "GEMM pass"),
+    so that η(M) describes the shapes a decode step streams (narrow K, the LM head) rather than one
+    square matrix. Routed experts count k per MoE layer (the experts one token uses); the MLA
+    up-projections absorbed into attention (W_UK, W_UV) are attention work and are not included.
+    """
+    d, nm, nd = spec.d_model, spec.n_moe_layers, spec.n_dense_layers
+    L = spec.n_layers
+    g = 2 if spec.ffn_matrices == 3 else 1
+    out = []
+    if spec.attention == "mla":
+        qk = spec.qk_nope_head_dim + spec.qk_rope_head_dim
+        if spec.q_lora_rank:
+            out += [("q_a", d, spec.q_lora_rank, L), ("q_b", spec.q_lora_rank, spec.n_heads * qk, L)]
+        else:
+            out += [("q", d, spec.n_heads * qk, L)]
+        out += [("kv_a", d, spec.kv_lora_rank + spec.qk_rope_head_dim, L), ("o", spec.n_heads * spec.v_head_dim, d, L)]
+    else:
+        hd = spec.head_dim
+        out += [("qkv", d, (spec.n_heads + 2 * spec.n_kv_heads) * hd, L), ("o", spec.n_heads * hd, d, L)]
+    if nd:
+        out += [("ffn_up", d, spec.d_ff * g, nd), ("ffn_down", spec.d_ff, d, nd)]
+    if nm:
+        per = spec.experts_per_token + spec.n_shared_experts
+        out += [("router", d, spec.n_experts, nm), ("expert_up", d, spec.moe_d_ff * g, nm * per),
+                ("expert_down", spec.moe_d_ff, d, nm * per)]
+    out.append(("lm_head", d, spec.vocab_size, 1))
+    return out
 
 
 # --------------------------------------------------------------------------------------------- the machine
@@ -209,11 +238,11 @@ def predicted_knee(model, system, context, dtype: str, efficiency=None, b_max: f
 
 
 def calibrated_times(model, system, batch, context, dtype: str, eta_max: float, m_half: float, eta_memory: float,
-                     overhead_s: float = 0.0) -> dict:
+                     eta_kv: float | None = None, overhead_s: float = 0.0) -> dict:
     """The roofline with the measured efficiencies: GEMMs follow η(M), memory streams at η_memory · BW.
 
     t_compute = F_dense / (P · η(B)) + F_experts / (P · η(B·k / E_hit)) + F_attn / (P · η_max)
-    t_memory  = (W_read(B) + KV_read(B, L)) / (BW · η_memory)
+    t_memory  = W_read(B) / (BW · η_memory) + KV_read(B, L) / (BW · η_kv)
     t_step    = max(t_compute, t_memory) + overhead
 
     M (tokens per GEMM) is the batch for dense matrices and the tokens routed to one expert,
@@ -237,8 +266,8 @@ def calibrated_times(model, system, batch, context, dtype: str, eta_max: float, 
     t_c = (compute_time(f_dense, 1, P, gemm_efficiency(B, eta_max, m_half))
            + compute_time(f_exp, 1, P, gemm_efficiency(m_exp, eta_max, m_half))
            + compute_time(attention_flops(model, B, L), 1, chip.peak_flops(dtype), eta_max))
-    t_m = memory_time(weights_read_bytes(model, B, dtype) + kv_step_bytes(model, B, L, 1, dtype), 1, chip.hbm_bw,
-                      eta_memory)
+    t_m = (memory_time(weights_read_bytes(model, B, dtype), 1, chip.hbm_bw, eta_memory)
+           + memory_time(kv_step_bytes(model, B, L, 1, dtype), 1, chip.hbm_bw, eta_kv or eta_memory))
     t_c, t_m = np.broadcast_arrays(t_c, t_m)
     return {"t_compute_s": t_c, "t_memory_s": t_m, "step_s": np.maximum(t_c, t_m) + overhead_s}
 
@@ -261,8 +290,8 @@ def measured_knee(batch, step_s, tail: int = 3) -> dict:
     """The knee of a measured step-time curve: where the batch-proportional time catches up with the fixed time.
 
     s_∞ = slope of the least-squares line through the ``tail`` largest batches (seconds per extra sequence
-    once the batch is large); t₀ = t(B_min) − s_∞ · B_min (the step time with no batch: weights + fixed
-    costs). B* = t₀ / s_∞. For the lecture's roofline, max(W/BW, B·c), this is exactly its knee W/(BW·c);
+    once the batch is large); t₀ = median over the three smallest batches of t(B) − s_∞ · B (the step time
+    with no batch: weights + fixed costs). B* = t₀ / s_∞. For the lecture's roofline, max(W/BW, B·c), this is exactly its knee W/(BW·c);
     for a curve with no sharp corner (t ≈ t₀ + s·B, kernels that do not overlap math with weight
     streaming, as eager PyTorch on a CPU) it is the batch at which the step time has doubled.
     Returns ``{"knee", "t0_s", "slope_s"}`` (knee None when the large-batch slope is not positive).
@@ -276,7 +305,7 @@ def measured_knee(batch, step_s, tail: int = 3) -> dict:
     slope = float(np.polyfit(x, y, 1)[0]) if k >= 2 else 0.0
     if not slope > 0:
         return {"knee": None, "t0_s": float(t[0]), "slope_s": slope}
-    t0 = float(t[0] - slope * B[0])
+    t0 = float(np.median((t - slope * B)[: min(3, B.size)]))  # median over the 3 smallest batches (noise)
     if not t0 > 0:
         return {"knee": None, "t0_s": t0, "slope_s": slope}
     return {"knee": t0 / slope, "t0_s": t0, "slope_s": slope}
@@ -286,12 +315,15 @@ def measured_knee(batch, step_s, tail: int = 3) -> dict:
 
 
 def preset_from_microbenchmarks(name: str, chip_name: str, gemm_fit: dict, gemv_bandwidth: float,
-                                bandwidth: float, ops_per_step: int, dispatch_s: float) -> dict:
+                                bandwidth: float, ops_per_step: int, dispatch_s: float,
+                                kv_bandwidth: float | None = None) -> dict:
     """An ``[[efficiency]]`` preset from the micro-benchmarks alone (the decode sweep is kept for validation):
 
     η_compute = η_max of the GEMM fit (large-M matmul FLOP/s over the peak), capped at 1;
     gemm_m_half = M_half of the same fit (tokens per GEMM at which η = η_max / 2; read by the η(M) model);
     η_memory  = weight-streaming bandwidth of the M = 1 GEMM (a GEMV) over the peak bandwidth, capped at 1;
+    η_kv      = KV bytes/s of the attention core over a cache of tens of MB, over the peak bandwidth, capped
+                at 1 (read by :func:`calibrated_times`; the engine's roofline uses η_memory for KV too);
     overhead  = operators per decode step × measured dispatch time of one small operator.
     """
     return {
@@ -302,12 +334,14 @@ def preset_from_microbenchmarks(name: str, chip_name: str, gemm_fit: dict, gemv_
         "eta_compute": round(min(1.0, max(gemm_fit["eta_max"], 1e-3)), 4),
         "gemm_m_half": float(f"{gemm_fit['m_half']:.4g}"),
         "eta_memory": round(min(1.0, max(gemv_bandwidth / bandwidth, 1e-3)), 4),
+        "eta_kv": round(min(1.0, max((kv_bandwidth or gemv_bandwidth) / bandwidth, 1e-3)), 4),
         "eta_comm": 1.0,
         "step_overhead_s": float(f"{min(max(ops_per_step * dispatch_s, 0.0), 9.0):.4g}"),
         "description": f"{chip_name} as measured by rackmath measure (decode, framework: eager PyTorch)",
         "source": (f"rackmath measure micro-benchmarks: GEMM fit η_max {gemm_fit['eta_max']:.3f} "
                    f"(M_half {gemm_fit['m_half']:.3g}); GEMV {gemv_bandwidth / 1e9:.3g} GB/s of "
-                   f"{bandwidth / 1e9:.3g} GB/s; {ops_per_step} ops/step × {dispatch_s * 1e6:.3g} µs dispatch"),
+                   f"{bandwidth / 1e9:.3g} GB/s; attention reads KV at "
+                   f"{(kv_bandwidth or gemv_bandwidth) / 1e9:.3g} GB/s; {ops_per_step} ops/step × {dispatch_s * 1e6:.3g} µs dispatch"),
     }
 
 

@@ -149,7 +149,9 @@ def _render(res: dict) -> None:
     rows += [["memory bandwidth", f"{fmt(bw['bytes_per_s'], 'B/s')} (read {fmt(bw['read_bytes_per_s'], 'B/s')}, "
                                   f"copy {fmt(bw['copy_bytes_per_s'], 'B/s')}, {fmt(bw['buffer_bytes'], 'B')} buffer)"],
              ["GEMM η(M) fit", f"η_max {g['fit']['eta_max']:.3f}, M_half {g['fit']['m_half']:.3g} tokens "
-                               f"({g['k']}×{g['n']} {g['dtype']} weight; rms error {g['fit']['rms_rel_error']:.1%})"],
+                               f"({len(g['shapes'])} weight shapes of the model, {g['dtype']}; rms error {g['fit']['rms_rel_error']:.1%})"],
+             ["attention (KV read)", f"{fmt(res['attention']['kv_bytes_per_s'], 'B/s')} (batch "
+                                     f"{res['attention']['batch']}, context {res['attention']['context']:,})"],
              ["dispatch / op", f"{fmt(res['dispatch_s'], 's')} × {res['ops_per_step']} ops per decode step"],
              ["hardware ratio", f"{chip['hardware_ratio'].get(res['dtype'], 0):.0f} ({res['dtype']})"]]
     if res.get("collective"):

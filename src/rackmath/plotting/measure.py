@@ -33,7 +33,7 @@ def plot_measure(result: dict, path):
         ax.plot(grid, r.step_s * 1e3, "-", color=c, lw=1.6, label=f"ideal roofline (measured peaks), {L:,}")
         ct = am.calibrated_times(spec, system, grid, L, dtype, eta_max=preset["eta_compute"],
                                  m_half=preset["gemm_m_half"], eta_memory=preset["eta_memory"],
-                                 overhead_s=preset["step_overhead_s"])
+                                 eta_kv=preset.get("eta_kv"), overhead_s=preset["step_overhead_s"])
         ax.plot(grid, ct["step_s"] * 1e3, "--", color=c, lw=1.2, alpha=0.8, label=f"calibrated (η(M), η_mem), {L:,}")
         if k.get("measured"):
             ax.axvline(k["measured"], color=c, lw=1.0, alpha=0.7)
@@ -56,7 +56,7 @@ def plot_measure(result: dict, path):
     M = np.array([r["m"] for r in g["rows"]], dtype=float)
     F = np.array([r["flops_per_s"] for r in g["rows"]], dtype=float)
     peak = result["peak_flops"][g["dtype"]]
-    ax2.plot(M, F / 1e9, "o", label=f"measured {g['k']}×{g['n']} weight")
+    ax2.plot(M, F / 1e9, "o", label="measured: the model's weight matrices")
     mm = np.geomspace(M.min(), M.max(), 200)
     fit = g["fit"]
     ax2.plot(mm, am.gemm_efficiency(mm, fit["eta_max"], fit["m_half"]) * peak / 1e9, "-",
