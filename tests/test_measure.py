@@ -219,3 +219,13 @@ def test_saved_catalog_is_used_by_other_commands(quick_run):
     # never overwritten without --force (checked before anything is measured)
     code, out, e = run_cli("measure", "--quick", "--name", "ci-cpu", "--save", str(d), "--no-progress")
     assert code == 2 and "would be overwritten" in e
+
+
+def test_default_threads_leave_busy_cores_alone():
+    from rackmath.measuring import default_threads
+
+    assert default_threads(2, 0.1) == 2
+    assert default_threads(2, 1.0) == 1
+    assert default_threads(2, 12.0) == 1  # a shared machine: one thread, never zero
+    assert default_threads(16, 3.4) == 13
+    assert default_threads(8, None) == 8

@@ -18,6 +18,7 @@ _LAZY = {
     "load_chip": ("rackmath.specs.hardware", "load_chip"),
     "roofline": ("rackmath.engine.roofline", "roofline"),
     "serve": ("rackmath.analyses.serving", "serve"),
+    "measure": ("rackmath.measuring", "measure"),  # needs the optional extra rackmath[torch]
     "add_catalog_dir": ("rackmath.specs.catalog", "add_catalog_dir"),
     "RackmathError": ("rackmath.errors", "RackmathError"),
 }

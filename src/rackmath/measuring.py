@@ -11,6 +11,7 @@ Needs torch (``pip install rackmath[torch]``); everything else is rackmath's own
 from __future__ import annotations
 
 import math
+import os
 import time
 
 from .errors import InputError
@@ -43,6 +44,24 @@ def _torch():
     return measure_torch
 
 
+def _load() -> float | None:
+    import os
+
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
+def default_threads(torch_threads: int, load: float | None) -> int:
+    """CPU threads when --threads is not given: torch's choice, less the cores other processes keep busy
+    (1-minute load average), at least 1. Threads that must wait for a busy core stall every parallel kernel
+    at its barrier: on a shared 2-core machine two threads ran a decode step 10–30× slower than one."""
+    if load is None:
+        return torch_threads
+    return max(1, min(torch_threads, int(round(torch_threads - load))))
+
+
 def _median(xs):
     s = sorted(xs)
     n = len(s)
@@ -72,11 +91,19 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
     import torch
 
     dev = mt.resolve_device(device)
+    load = _load()
     if threads is not None:
         if not 1 <= int(threads) <= 1024:
             raise InputError("threads", f"{threads!r}", "1 to 1024 CPU threads")
         torch.set_num_threads(int(threads))
+    elif dev.type == "cpu":
+        torch.set_num_threads(default_threads(torch.get_num_threads(), load))
     info = mt.device_info(dev)
+    info["load_average"] = load
+    info["cores"] = os.cpu_count()
+    busy = dev.type == "cpu" and load is not None and load > 0.5 * (os.cpu_count() or 1)
+    info["warning"] = (f"load average {load} on {os.cpu_count()} cores: other processes compete for the CPU, the "
+                       "timings are noisy (measure on a quiet machine)") if busy else None
     plan = dict(PLANS[(dev.type, bool(quick))])
     dts = [units.normalize_dtype(d, "dtype") for d in (dtypes or ["bf16", "fp32"])]
     for d in dts:
@@ -116,7 +143,7 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
     adv()
     shapes = am.gemm_shapes(spec)
     adv = stage(f"GEMM efficiency vs tokens ({dtype}, the model's matrices)", 1)
-    small = mt.bench_gemm_pass(dev, dtype, shapes, plan["tokens"], min_time=plan["min_time"])
+    small = mt.bench_gemm_pass(dev, dtype, shapes, plan["tokens"], min_time=plan["min_time"], reps=3)
     adv()
     peaks[dtype] = max(peaks[dtype], max(r["flops_per_s"] for r in small))
     fit = am.fit_gemm_efficiency([r["m"] for r in small], [r["flops_per_s"] for r in small], peaks[dtype])
@@ -129,7 +156,9 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
     cname = name or ("measured-" + ("cpu" if dev.type == "cpu" else
                                     "".join(c if c.isalnum() else "-" for c in info["name"].lower()).strip("-")))
     when = time.strftime("%Y-%m-%d", time.gmtime())
-    how = f"rackmath measure{' --quick' if quick else ''} on {info['name']} ({dev.type}, torch {info['torch']}), {when}"
+    cond = f", {info['threads']} threads, load {load}" if dev.type == "cpu" else ""
+    how = (f"rackmath measure{' --quick' if quick else ''} on {info['name']} ({dev.type}, torch {info['torch']}"
+           f"{cond}), {when}")
     sources = {f"flops.{d}": f"{how}: best of square GEMMs {list(plan['square'])}" for d in peaks}
     sources.update(hbm=f"{how}: device memory", hbm_bandwidth=(
         f"{how}: best of read (sum) {bw['read_bytes_per_s'] / 1e9:.3g} GB/s and copy {bw['copy_bytes_per_s'] / 1e9:.3g}"

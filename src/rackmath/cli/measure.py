@@ -41,7 +41,8 @@ def register(app: typer.Typer) -> None:
                                                                  "128 and 1024 on CPU quick)."),
         weight_budget: str = typer.Option(None, "--weight-budget", help="Weight bytes of the scaled-down model "
                                                                        "(default 256 MB quick / 1 GB on CPU)."),
-        threads: str = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's choice)."),
+        threads: str = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's choice less the cores busy with other work, "
+                                                      "from the load average; at least 1)."),
         name: str = typer.Option(None, "--name", help="Chip name to save under (default measured-cpu or "
                                                      "measured-<gpu>)."),
         save: Path = typer.Option(None, "--save", help="Directory to write <chip>.toml (chip, system, model, "
@@ -97,6 +98,8 @@ def register(app: typer.Typer) -> None:
         finally:
             if prog is not None:
                 prog.stop()
+        if res["device"].get("warning"):
+            typer.echo(f"warning: {res['device']['warning']}", err=True)
         written = []
         if save is not None:
             written += save_result(res, save, force=force)
@@ -157,7 +160,8 @@ def _render(res: dict) -> None:
     if res.get("collective"):
         co = res["collective"]
         rows.append(["peer copy", f"{fmt(co['p2p_bytes_per_s'], 'B/s')} ({co['devices']} devices)"])
-    table(f"{chip['name']}: {dev['name']} ({dev['type']}, torch {dev['torch']}) — measured peaks", ["", "value"],
+    thr = f", {dev['threads']} threads, load average {dev.get('load_average')}" if dev["type"] == "cpu" else ""
+    table(f"{chip['name']}: {dev['name']} ({dev['type']}, torch {dev['torch']}{thr}) — measured peaks", ["", "value"],
           rows)
     m = res["model"]
     p = res["preset"]
