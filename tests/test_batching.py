@@ -78,8 +78,10 @@ def test_fast_mode_six_times_price_buys_about_two_and_a_half():
     assert fm.batch < fm.operating_batch / 2.5  # below B*: memory-bound
     # a speed-up beyond t_step(B_op)/t_step(1) is out of reach (an MoE at B=1 reads only its active experts,
     # so the reachable range is wide, but not 10,000×)
-    out = ba.fast_mode_from_speedup("frontier-100b", "gb200-nvl72", 1e4, context=8192)
-    assert np.isnan(out.batch)
+    from rackmath.errors import InputError
+
+    with pytest.raises(InputError, match="speedup: 10000× is out of reach"):
+        ba.fast_mode_from_speedup("frontier-100b", "gb200-nvl72", 1e4, context=8192)
 
 
 def test_fast_mode_from_speedup_inverse_of_price():

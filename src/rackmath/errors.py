@@ -52,14 +52,21 @@ def check_positive(value, field: str, accepted: str = "a positive finite number"
     """Validate scalars or arrays: finite, > 0 (or >= 0), and not absurd (<= maximum). Returns value."""
     import numpy as np
 
-    arr = np.asarray(value, dtype=float)
-    bad = ~np.isfinite(arr) | (arr < 0) | ((arr == 0) & (not allow_zero))
-    if maximum is not None:
-        bad |= arr > maximum
+    from .bounds import MIN_MAGNITUDE, QUANTITY_MAX
+
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(field, f"{str(value)[:40]!r} is not a number", accepted) from None
+    limit = QUANTITY_MAX["count"] if maximum is None else maximum
+    bad = ~np.isfinite(arr) | (arr < 0) | ((arr == 0) & (not allow_zero)) | ((arr > 0) & (arr < MIN_MAGNITUDE))
+    bad |= arr > limit
     if np.any(bad):
         first = float(arr[bad].flat[0] if arr.ndim else arr)
-        if maximum is not None and first > maximum:
+        if first > limit:
             problem = f"{first:g} is out of range"
+        elif 0 < first < MIN_MAGNITUDE:
+            problem = f"{first:g} is too small (non-zero values start at {MIN_MAGNITUDE:g})"
         else:
             problem = f"{first:g} is not {'a non-negative' if allow_zero else 'a positive'} finite number"
         raise InputError(field, problem, accepted + (f" up to {maximum:g}" if maximum is not None else ""))

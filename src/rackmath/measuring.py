@@ -195,7 +195,7 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
     B = np.array([r["batch"] for r in rows], dtype=float)
     L = np.array([r["context"] for r in rows], dtype=float)
     ideal = roofline(spec, system, chips=1, batch=B, context=L, weights_dtype=dtype, kv_dtype=dtype)
-    eta_kw = dict(eta_max=preset_d["eta_compute"], m_half=preset_d["gemm_m_half"], eta_memory=preset_d["eta_memory"],
+    eta_kw = dict(eta_max=preset_d["eta_compute"], m_half=preset_d["gemm_half_tokens"], eta_memory=preset_d["eta_memory"],
                   eta_kv=preset_d["eta_kv"])
     cal = am.calibrated_times(spec, system, B, L, dtype, overhead_s=preset_d["step_overhead_s"], **eta_kw)
     for i, r in enumerate(rows):
@@ -219,7 +219,7 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
     err_i = np.abs(np.log([r["roofline_s"] / r["measured_s"] for r in rows]))
     err_c = np.abs(np.log([r["calibrated_s"] / r["measured_s"] for r in rows]))
     return {
-        "device": info, "dtype": dtype, "quick": bool(quick), "how": how,
+        "device": info, "dtype": dtype, "quick": bool(quick), "how": how, "date": when,
         "matmul": matmul, "peak_flops": peaks,
         "gemm_curve": {"dtype": dtype, "shapes": [list(x) for x in shapes], "rows": small, "fit": fit,
                        "form": "eta(M) = eta_max * M / (M + M_half)"},
@@ -257,7 +257,7 @@ def save(result: dict, directory, *, force: bool = False) -> list:
             raise InputError("save", f"{p} exists and would be overwritten", "another --save DIR, or --force")
     d.mkdir(parents=True, exist_ok=True)
     head = (f"Written by {result['how']}.\nUse with: rackmath --catalog {d} hardware show {system.chip.name}\n"
-            f"           rackmath --catalog {d} validate --records {d}")
+            f"           rackmath --catalog {d} validate --records {d} --only-records")
     cat.write_text(am.catalog_toml(system, spec, result["preset"], head))
     recs = am.step_records(result["sweep"], model=spec.name, hardware=system.name, dtype=result["dtype"],
                            source=result["how"], source_group=f"measure-{system.chip.name}",
@@ -265,6 +265,6 @@ def save(result: dict, directory, *, force: bool = False) -> list:
                                         "written as a ring buffer (no prefill); "
                                         "best of the timed decode steps; eager PyTorch, no CUDA graphs; "
                                         f"model scaled from {result['model']['source']}"),
-                           id_prefix=system.chip.name)
+                           id_prefix=system.chip.name, date=result.get("date"))
     rec.write_text(am.records_toml(recs, head))
     return [cat, rec]

@@ -178,10 +178,16 @@ def fast_mode_from_speedup(model, hardware, speedup, *, context=8192, chips=None
                                    weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
     grid, step, speed, cost = _fast_grid(model, hardware, b_op, context, chips, weights_dtype, kv_dtype, efficiency)
     reachable = speedup <= speed[0]
+    if not reachable:  # an unreachable result is a one-line error, never NaN (issue 11)
+        from ..errors import InputError
+
+        raise InputError("speedup", f"{speedup:g}× is out of reach by batching alone on {getattr(model, 'name', model)}"
+                                    f" (the roofline's best is {speed[0]:.3g}×, at batch 1)",
+                         f"a speed-up up to {speed[0]:.3g}")
     # speed decreases with batch: interpolate on the reversed (increasing) arrays
-    b = float(np.interp(speedup, speed[::-1], grid[::-1])) if reachable else float("nan")
-    cm = float(np.interp(speedup, speed[::-1], cost[::-1])) if reachable else float("nan")
-    st = float(np.interp(speedup, speed[::-1], step[::-1])) if reachable else float("nan")
+    b = float(np.interp(speedup, speed[::-1], grid[::-1]))
+    cm = float(np.interp(speedup, speed[::-1], cost[::-1]))
+    st = float(np.interp(speedup, speed[::-1], step[::-1]))
     d = Derivation(f"Fast mode by batching: {speedup:g}× speed on {getattr(model, 'name', model)}")
     d.add("B*", "balance batch (t_compute = t_weights + t_kv)", f"context {context:g}", b_star, "")
     d.add("B_op", "multiple × B*", f"{operating_multiple:g} × {b_star:.4g}", b_op, "")

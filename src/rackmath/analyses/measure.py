@@ -320,7 +320,7 @@ def preset_from_microbenchmarks(name: str, chip_name: str, gemm_fit: dict, gemv_
     """An ``[[efficiency]]`` preset from the micro-benchmarks alone (the decode sweep is kept for validation):
 
     η_compute = η_max of the GEMM fit (large-M matmul FLOP/s over the peak), capped at 1;
-    gemm_m_half = M_half of the same fit (tokens per GEMM at which η = η_max / 2; read by the η(M) model);
+    gemm_half_tokens = M_half of the same fit (tokens per GEMM at which η = η_max / 2; read by the η(M) model);
     η_memory  = weight-streaming bandwidth of the M = 1 GEMM (a GEMV) over the peak bandwidth, capped at 1;
     η_kv      = KV bytes/s of the attention core over a cache of tens of MB, over the peak bandwidth, capped
                 at 1 (read by :func:`calibrated_times`; the engine's roofline uses η_memory for KV too);
@@ -332,7 +332,7 @@ def preset_from_microbenchmarks(name: str, chip_name: str, gemm_fit: dict, gemv_
         "regime": "decode",
         "composition": "overlap",
         "eta_compute": round(min(1.0, max(gemm_fit["eta_max"], 1e-3)), 4),
-        "gemm_m_half": float(f"{gemm_fit['m_half']:.4g}"),
+        "gemm_half_tokens": float(f"{gemm_fit['m_half']:.4g}"),
         "eta_memory": round(min(1.0, max(gemv_bandwidth / bandwidth, 1e-3)), 4),
         "eta_kv": round(min(1.0, max((kv_bandwidth or gemv_bandwidth) / bandwidth, 1e-3)), 4),
         "eta_comm": 1.0,
@@ -424,20 +424,34 @@ def catalog_toml(system, model, preset: dict, header: str) -> str:
         "description": system.description,
     })
     lines += [""] + _table("[[model]]", model_table(model))
-    lines += [""] + _table("[[efficiency]]", preset)
+    try:  # fields this installation's preset schema does not know (yet) go into a comment, not the table
+        from ..specs.schema import schema
+
+        known = set(schema("efficiency"))
+    except ImportError:  # pragma: no cover
+        known = set(preset)
+    extra = {k: v for k, v in preset.items() if k not in known}
+    lines += [""]
+    if extra:
+        lines.append("# measured too (not preset fields here): " + ", ".join(f"{k} = {_tv(v)}" for k, v in extra.items()))
+    lines += _table("[[efficiency]]", {k: v for k, v in preset.items() if k in known})
     return "\n".join(lines) + "\n"
 
 
 def step_records(rows, *, model: str, hardware: str, dtype: str, source: str, source_group: str,
-                 assumptions: str, id_prefix: str) -> list[dict]:
+                 assumptions: str, id_prefix: str, date: str | None = None) -> list[dict]:
     """``[[record]]`` tables (kind = "step") for measured decode steps: one per (batch, context)."""
     out = []
     for r in rows:
         out.append({
             "id": f"{id_prefix}-b{int(r['batch'])}-L{int(r['context'])}",
+            "title": f"decode step, batch {int(r['batch'])}, context {int(r['context'])}: {model} on {hardware} "
+                     f"(eager PyTorch, measured by rackmath measure)",
             "kind": "step",
+            "framework": "torch",
             "source": source,
             "source_group": source_group,
+            **({"date": date} if date else {}),
             "status": "measured",
             "assumptions": assumptions,
             "model": model,

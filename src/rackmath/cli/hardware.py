@@ -4,32 +4,32 @@ from __future__ import annotations
 
 import typer
 
+from ..units import human
+
 from .common import JSON_OPT
 
 hardware_app = typer.Typer(help="Chips and scale-up systems in the catalog.", no_args_is_help=True)
 
-_VENDOR_ORDER = {"NVIDIA": 0, "AMD": 1, "Google": 2}
+_VENDOR_ORDER = {"NVIDIA": 0, "AMD": 1, "Google": 2, "Intel": 3, "AWS": 4}
 
 
-def _table(title: str, columns: list[str], rows: list[list], caption: str | None = None,
+def _table(title: str, columns: list, rows: list[list], caption: str | None = None,
            numeric: bool = True) -> None:
-    """A compact rich table; a pipe or file gets the full width instead of wrapped cells."""
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
+    """The shared table (cli.common.table): fits the terminal, numbers never cut, sources wrap."""
+    from .common import Col, table
 
-    con = Console()
-    if not con.is_terminal:
-        con = Console(width=240)
-    t = Table(title=Text(title), caption=Text(caption) if caption else None, box=box.SIMPLE_HEAD, pad_edge=False,
-              title_justify="left",
-              caption_justify="left")
-    for i, c in enumerate(columns):
-        t.add_column(c, no_wrap=i < 2, justify="right" if numeric and i >= 2 else "left")
-    for r in rows:
-        t.add_row(*[Text(str(x)) for x in r])  # no rich markup: sources contain "[M]", "[see …]"
-    con.print(t)
+    cols = [c if not isinstance(c, str) else Col(c, 0 if (i < 2 or not numeric) else 1,
+                                                  text=None if (numeric or i < 2) else True)
+            for i, c in enumerate(columns)]
+    table(title, cols, rows, caption)
+
+
+def _group_key(chip) -> tuple:
+    """Vendor, then generation in release order (specs.hardware.GENERATIONS), then catalog order."""
+    from ..specs.hardware import GENERATIONS
+
+    gen = GENERATIONS.index(chip.generation) if chip.generation in GENERATIONS else len(GENERATIONS)
+    return (_VENDOR_ORDER.get(chip.vendor, len(_VENDOR_ORDER)), chip.vendor, gen, chip.generation)
 
 
 def _chip_row(chip) -> dict:
@@ -41,6 +41,8 @@ def _chip_row(chip) -> dict:
     return {
         "chip": chip.name,
         "vendor": chip.vendor,
+        "generation": chip.generation,
+        "tdp_w": chip.tdp_w,
         "status": chip.status,
         "system": system.name,
         "scaleup_size": system.scaleup_size,
@@ -78,15 +80,18 @@ def list_cmd(
         if json:
             print_json(rows)
             return
-        _table("Scale-up systems", ["system", "chip", "chips", "dies", "topology", "HBM", "HBM BW", "bf16 dense",
-                                   "scale-up BW/chip", "up/out", "$/h"],
+        from .common import Col
+
+        _table("Scale-up systems", [Col("system", 0), Col("chip", 1), Col("GPUs", 0), Col("dies", 3),
+                                    Col("topology", 3), Col("HBM", 1), Col("HBM BW", 1), Col("bf16 dense", 1),
+                                    Col("scale-up BW/GPU", 2), Col("up/out", 2), Col("$/h", 1)],
               [[s.name, s.chip.name, s.scaleup_size, s.dies, s.topology, format_si(s.hbm_bytes, "B"),
                 format_si(s.hbm_bw, "B/s"), format_si(s.peak_flops("bf16"), "FLOP/s"),
                 format_si(s.chip.scaleup_bw, "B/s"), f"{s.scaleup_to_scaleout:.1f}×",
                 f"${s.chip.usd_per_hour * s.scaleup_size:,.0f}"] for s in ordered],
               caption="bandwidths per chip, per direction; up/out = scale-up ÷ scale-out bandwidth per chip")
         return
-    ordered = sorted(chips().values(), key=lambda c: _VENDOR_ORDER.get(c.vendor, len(_VENDOR_ORDER)))
+    ordered = sorted(chips().values(), key=_group_key)
     rows = [_chip_row(c) for c in ordered]
     if json:
         print_json(rows)
@@ -95,11 +100,15 @@ def list_cmd(
     def tf(v):
         return "—" if v is None else f"{v / 1e12:,.0f}"
 
+    from .common import Col
+
     _table(
         "Chips: dense peaks, HBM, hardware ratio, drain time",
-        ["chip", "system", "N", "bf16 TF/s", "fp8 TF/s", "fp4 TF/s", "HBM GB", "HBM TB/s", "ratio",
-         "drain ms", "$/h"],
-        [[r["chip"] + ("*" if r["status"] == "announced" else ""), r["system"], r["scaleup_size"],
+        [Col("chip", 0), Col("generation", 3), Col("system", 2), Col("N", 2), Col("bf16 TF/s", 1),
+         Col("fp8 TF/s", 1), Col("fp4 TF/s", 2), Col("HBM GB", 0), Col("HBM TB/s", 0), Col("ratio", 1),
+         Col("drain ms", 3), Col("$/h", 1)],
+        [[r["chip"] + ("*" if r["status"] == "announced" else ""), f"{r['vendor']} {r['generation']}".strip(),
+          r["system"], r["scaleup_size"],
           tf(r["bf16_flops"]), tf(r["fp8_flops"]), tf(r["fp4_flops"]), f"{r['hbm_bytes'] / 1e9:.0f}",
           f"{r['hbm_bw'] / 1e12:.2f}", f"{r['ratio_low']:.0f} {r['ratio_low_dtype']}",
           f"{r['drain_time_s'] * 1e3:.1f}", f"{r['usd_per_hour']:.2f}"]
@@ -124,10 +133,14 @@ def _chip_lines(chip) -> list[list[str]]:
         ["$/chip-hour", f"${chip.usd_per_hour:g}", src("usd_per_hour")],
         ["HBM drain time", format_duration(chip.drain_time_s), "capacity ÷ bandwidth (lecture R10)"],
     ]
+    if chip.tdp_w is not None:
+        rows.append(["board power (TDP)", f"{chip.tdp_w:,.0f} W", src("tdp_w")])
+    if chip.host_power_w is not None:
+        rows.append(["host share of server power", f"{chip.host_power_w:,.0f} W", src("host_power_w")])
     rows += [[f"hardware ratio {dt}", f"{hardware_ratio(chip, dt):.0f}",
               "(FLOP/s ÷ 2) ÷ (HBM bytes/s ÷ bytes per param) (lecture R5)"] for dt in chip.flops]
     for t in chip.memory_tiers:
-        cost = f", ${t.usd_per_gb_hour:.3g}/GB-h" if t.usd_per_gb_hour is not None else ""
+        cost = f", {human(t.usd_per_gb_hour, '$')}/GB-h" if t.usd_per_gb_hour is not None else ""
         rows.append([f"{t.tier} tier", f"{format_si(t.capacity, 'B')} at {format_si(t.bandwidth, 'B/s')}, "
                      f"drain {format_duration(t.drain_time_s)}{cost}", f"{t.description}; {t.source}"])
     return rows

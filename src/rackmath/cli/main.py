@@ -29,8 +29,14 @@ def _root(
     catalog: list[str] = typer.Option(
         [], "--catalog", metavar="DIR", help="Extra catalog directory of .toml files (also RACKMATH_CATALOG)."
     ),
+    wide: bool = typer.Option(False, "--wide", help="Tables: every column, however wide (any command; "
+                                                   "may also follow the command)."),
+    columns: str = typer.Option(None, "--columns", metavar="A,B,…", help="Tables: only these columns (any command)."),
 ):
     """The math behind how LLMs are trained and served: rooflines on real chips, models and prices."""
+    from .common import TABLE_SETTINGS
+
+    TABLE_SETTINGS.update(wide=wide, columns=columns)
     if catalog:
         from ..specs.catalog import add_catalog_dir
 
@@ -74,35 +80,107 @@ def _usage_line(exc) -> str:
     return f"{field}: {problem} (accepted: see `{cmd} --help`)"
 
 
+_COMMAND = None
+
+
+def command():
+    """The click command tree of the app, with every integer and float option bounded (rackmath.bounds)."""
+    global _COMMAND
+    if _COMMAND is None:
+        from ..bounds import bound_cli
+
+        cmd = typer.main.get_command(app)
+        bound_cli(cmd)
+        _COMMAND = cmd
+    return _COMMAND
+
+
+def _fail(line: str, code: int = 2):
+    sys.stderr.write("error: " + " ".join(str(line).split()) + "\n")
+    sys.exit(code)
+
+
+def _bug(exc: BaseException):
+    """Anything not caused by input: one line with the version, never a bare traceback
+    (RACKMATH_DEBUG=1 re-raises it for a developer)."""
+    import os
+
+    if os.environ.get("RACKMATH_DEBUG"):
+        raise exc
+    from .. import __version__
+
+    where = ""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None:
+        where = f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+    _fail(f"internal error in rackmath {__version__}: {type(exc).__name__}: {str(exc)[:300]}{where} — "
+          "this is a bug; please report it with the command line", 3)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: every error a user can cause (ours and click's usage errors) is one line, exit status 2."""
+    """Entry point: every error a user can cause (ours and click's usage errors) is one line, exit status 2.
+
+    The funnel (docs/architecture.md, "Bounds and errors"): RackmathError and click usage errors name the field;
+    OS errors name the file (or the output when the OS gives none, e.g. ENOSPC on /dev/full); arithmetic that
+    absurd input drives past float range (Overflow/ZeroDivision/FloatingPointError), nesting too deep to read
+    (RecursionError), Python's int-digit limit and exhausted memory are one line with exit 2; anything else
+    is a one-line bug report with the version (exit 3). Numerical warnings are silenced (rackmath.bounds.quiet).
+    """
+    import errno
+
     import click
 
+    from ..bounds import quiet
     from ..errors import RackmathError
 
+    from .common import normalize_argv
+
+    argv = normalize_argv(list(sys.argv[1:] if argv is None else argv))
     try:
-        rc = app(args=argv, prog_name="rackmath", standalone_mode=False)
+        with quiet():
+            rc = command().main(args=argv, prog_name="rackmath", standalone_mode=False)
     except RackmathError as exc:
-        sys.stderr.write(f"error: {' '.join(str(exc).split())}\n")
-        sys.exit(2)
+        _fail(str(exc))
     except click.exceptions.NoArgsIsHelpError as exc:  # `rackmath`, `rackmath batching`: the help, as before
         exc.show()
         sys.exit(exc.exit_code)
     except click.UsageError as exc:
-        sys.stderr.write(f"error: {_usage_line(exc)}\n")
-        sys.exit(2)
+        _fail(_usage_line(exc))
     except click.ClickException as exc:
-        sys.stderr.write(f"error: {' '.join(exc.format_message().split())}\n")
-        sys.exit(exc.exit_code)
+        _fail(exc.format_message(), exc.exit_code)
     except click.Abort:
-        sys.stderr.write("error: aborted\n")
-        sys.exit(1)
+        _fail("aborted", 1)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
     except BrokenPipeError:
+        import os
+
+        try:  # nobody reads the rest: silence the flush at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
         sys.exit(0)
     except OSError as exc:  # a file that cannot be read or written: the user's environment, not a bug
-        if exc.filename is None:
-            raise
-        sys.stderr.write(f"error: file: {exc.filename}: {exc.strerror or exc}\n")
-        sys.exit(2)
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        if exc.filename is not None:
+            _fail(f"file: {exc.filename}: {reason}")
+        if exc.errno == errno.ENOSPC:
+            _fail(f"output: {reason} (accepted: a writable place with free space)")
+        _fail(f"output: {reason}")
+    except RecursionError:
+        _fail("input: nested too deeply to read (accepted: files nested at most 64 levels)")
+    except MemoryError:
+        _fail("input: needs more memory than this machine has (accepted: smaller ranges, counts or sizes)")
+    except (OverflowError, ZeroDivisionError, FloatingPointError) as exc:
+        _fail(f"input: a value is outside the range rackmath can compute ({exc}) "
+              "(accepted: physically sensible, finite values; see the command's --help)")
+    except ValueError as exc:
+        if "digits" in str(exc) and "int" in str(exc):  # Python's int-digit limit (sys.set_int_max_str_digits)
+            _fail("input: a number with too many digits (accepted: numbers up to 30 digits)")
+        _bug(exc)
+    except Exception as exc:  # noqa: BLE001 — the last line of defence: a bug report, never a traceback
+        _bug(exc)
     if isinstance(rc, int) and rc:
         sys.exit(rc)

@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
         batch: str = typer.Option(None, "--batch", "-b", help="Batch sizes of the sweep (list or range; default "
                                                               "1…512 on CPU quick, more otherwise)."),
         context: str = typer.Option(None, "--context", "-L", help="Context lengths of the sweep (default two: "
-                                                                 "128 and 1024 on CPU quick)."),
+                                                                 "128 and 1024 on CPU quick; 8K = 8,000, 8Ki = 8,192)."),
         weight_budget: str = typer.Option(None, "--weight-budget", help="Weight bytes of the scaled-down model "
                                                                        "(default 256 MB quick / 1 GB on CPU)."),
         threads: str = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's choice less the cores busy with other work, "

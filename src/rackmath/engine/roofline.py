@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import InputError, check_positive
 from ..explain import Derivation, fmt
 from .efficiency import Efficiency, load_efficiency
+from ..results import ResultMixin, broadcast_fields
 
 BOUND_NAMES = np.array(["compute", "weights", "kv"])
 
@@ -128,9 +129,12 @@ def usd_per_mtok(step_s, chips, usd_per_chip_hour, tokens):
 # --------------------------------------------------------------------------- result
 
 
-@dataclass
-class RooflineResult:
-    """Arrays broadcast from the inputs. ``bound`` names the binding term per point."""
+@dataclass(repr=False)
+class RooflineResult(ResultMixin):
+    """Arrays broadcast from the inputs. ``bound`` names the binding term per point. ``as_dict()`` broadcasts
+    every field to one shape; ``to_frame()``, a concise repr and ``_repr_html_`` come from ``ResultMixin``."""
+
+    _SUMMARY = (("step_s", "s"), ("tokens_per_s_per_chip", "tok/s"), ("usd_per_mtok", "$"))
 
     model: object
     hardware: object
@@ -194,8 +198,12 @@ class RooflineResult:
 
     @property
     def mfu(self):
-        """Model FLOPs utilisation: FLOPs / (chips · peak · t_step), peak at the weights' compute dtype."""
-        return self.flops / (self.chips * self.peak_flops * self.step_s)
+        """Model FLOPs utilisation: Σ_ops FLOPs_op / (chips · peak_op · t_step) = t_compute · η_c / t_step.
+
+        Each operation counts against the peak of the dtype it is timed at (matmuls at the weights'
+        compute dtype, attention at the KV dtype's), so MFU ≤ 1 under every dtype mix; with one dtype it
+        is the usual FLOPs / (chips · peak · t_step)."""
+        return self.t_compute_s * self.efficiency.eta_compute / self.step_s
 
     @property
     def mbu(self):
@@ -228,10 +236,7 @@ class RooflineResult:
             "compute_dtype": self.compute_dtype,
             "efficiency": self.efficiency.name,
         }
-        for f in self.FIELDS:
-            v = np.asarray(getattr(self, f))
-            out[f] = v.item() if v.ndim == 0 else v.tolist()
-        return out
+        return broadcast_fields(out | {f: getattr(self, f) for f in self.FIELDS}, self.FIELDS)
 
     def at(self, i=0) -> dict:
         """One configuration (flat index ``i``) as plain floats."""
@@ -285,7 +290,7 @@ class RooflineResult:
         d.add("cost", "chips · $/h ÷ 3600 · t_step / T · 10⁶",
               f"{n:g} · ${self.usd_per_chip_hour:g}/h ÷ 3600 · {fmt(p['step_s'], 's')} / {tokens:g} · 10⁶",
               p["usd_per_mtok"], "$/Mtok", "output tokens" if P == 1 else "input (prefill) tokens")
-        d.add("MFU", "F / (chips · peak · t_step)", "", p["mfu"], "", f"MBU {p['mbu']:.3f}")
+        d.add("MFU", "t_compute · η_c / t_step (each op at its dtype's peak)", "", p["mfu"], "", f"MBU {p['mbu']:.3f}")
         d.conclusion = (f"→ {p['bound']}-bound: {fmt(p['step_s'], 's')} per step, "
                         f"{fmt(p['usd_per_mtok'], '')} $/Mtok; memory/chip {fmt(p['memory_bytes_per_chip'], 'B')}"
                         f" of {fmt(chip.hbm_bytes, 'B')} ({'fits' if p['fits'] else 'does NOT fit'})")

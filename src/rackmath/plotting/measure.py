@@ -32,7 +32,7 @@ def plot_measure(result: dict, path):
         r = roofline(spec, system, chips=1, batch=grid, context=L, weights_dtype=dtype, kv_dtype=dtype)
         ax.plot(grid, r.step_s * 1e3, "-", color=c, lw=1.6, label=f"ideal roofline (measured peaks), {L:,}")
         ct = am.calibrated_times(spec, system, grid, L, dtype, eta_max=preset["eta_compute"],
-                                 m_half=preset["gemm_m_half"], eta_memory=preset["eta_memory"],
+                                 m_half=preset["gemm_half_tokens"], eta_memory=preset["eta_memory"],
                                  eta_kv=preset.get("eta_kv"), overhead_s=preset["step_overhead_s"])
         ax.plot(grid, ct["step_s"] * 1e3, "--", color=c, lw=1.2, alpha=0.8, label=f"calibrated (η(M), η_mem), {L:,}")
         if k.get("measured"):

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..errors import CatalogError, UnknownNameError
 
 DATA_DIR = Path(__file__).parent / "data"
-KINDS = ("chip", "system", "model", "price_sheet", "efficiency", "memory_tier", "record")  # record: validate --records
+KINDS = ("chip", "system", "model", "price_sheet", "efficiency", "memory_tier", "record")
 
 _user_dirs: list[Path] = []
 
@@ -74,20 +74,33 @@ def catalog_dirs() -> list[Path]:
 
 
 def _read_toml(path: Path) -> dict:
+    from .. import bounds
+
     try:
         with open(path, "rb") as fh:
-            return tomllib.load(fh)
+            raw = fh.read(bounds.MAX_FILE_BYTES + 1)
+        if len(raw) > bounds.MAX_FILE_BYTES:
+            raise CatalogError(str(path), "file", f"larger than {bounds.MAX_FILE_BYTES:,} bytes")
+        doc = tomllib.loads(raw.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(str(path), "toml", f"malformed TOML: {exc}") from None
     except UnicodeDecodeError as exc:
         raise CatalogError(str(path), "toml", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except RecursionError:
+        raise CatalogError(str(path), "toml", f"nested too deeply (accepted: at most {bounds.MAX_NESTING} levels)") \
+            from None
+    except ValueError as exc:  # e.g. an integer past Python's digit limit
+        raise CatalogError(str(path), "toml", f"malformed TOML: {str(exc)[:200]}") from None
     except OSError as exc:
-        raise CatalogError(str(path), "file", f"cannot read: {exc.strerror}") from None
+        raise CatalogError(str(path), "file", f"cannot read: {exc.strerror or exc}") from None
+    bounds.check_document(doc, str(path), "toml")
+    return doc
 
 
 # Shipped data is filed by kind, so a lookup parses only the folder it needs (cold start).
 _SHIPPED_DIR = {"chip": "hardware", "system": "hardware", "model": "models", "price_sheet": "prices",
-                "efficiency": "efficiency", "memory_tier": "tiers"}
+                "efficiency": "efficiency", "memory_tier": "tiers",
+                "record": "records"}
 
 
 @lru_cache(maxsize=None)
@@ -112,15 +125,29 @@ def _files(kind: str) -> list[tuple[Path, dict]]:
 
 
 def entries(kind: str) -> list[Entry]:
-    """All raw entries of one kind, shipped first, user files after (later wins on name clashes)."""
+    """All raw entries of one kind, shipped first, user files after (later wins on name clashes).
+
+    Every table is checked against its kind's schema (:mod:`rackmath.specs.schema`: unknown fields, types,
+    ranges), and one file may not define the same name twice."""
+    from .schema import check_entry
+
     out = []
     for path, doc in _files(kind):
         tables = doc.get(kind, [])
         if isinstance(tables, dict):
             tables = [tables]
-        for t in tables:
+        if not isinstance(tables, list):
+            raise CatalogError(str(path), kind, "expected an array of tables ([[%s]])" % kind)
+        seen: dict[str, int] = {}
+        for i, t in enumerate(tables):
             if not isinstance(t, dict):
                 raise CatalogError(str(path), kind, "expected a table ([[%s]])" % kind)
+            check_entry(kind, t, str(path))
+            key = norm(t["name"])
+            if key in seen:
+                raise CatalogError(str(path), f"{kind}.name",
+                                   f"{t['name']!r} is defined twice in this file (entries {seen[key] + 1} and {i + 1})")
+            seen[key] = i
             out.append(Entry(kind, t, path))
     return out
 
@@ -138,7 +165,7 @@ def build_index(kind: str, field: str, hint: str, parse, idx: "Index | None" = N
     idx = idx or Index(field, hint)
     for e in latest(kind):
         obj = parse(e)
-        idx.add(obj, obj.name, getattr(obj, "aliases", ()))
+        idx.add(obj, obj.name, getattr(obj, "aliases", ()), where=str(e.path))
     return idx
 
 
@@ -154,11 +181,23 @@ class Index:
         self.field, self.hint = field, hint
         self.by_name: dict[str, object] = {}
         self.primary: dict[str, object] = {}
+        self._owner: dict[str, tuple[str, str]] = {}  # key -> (entry name, file)
 
-    def add(self, obj, name: str, aliases=()):
+    def add(self, obj, name: str, aliases=(), where: str | None = None):
+        """Add ``obj`` under its name and aliases. A name or alias already used by another entry is a
+        CatalogError: an alias can never take over another entry's name (nor be ambiguous)."""
+        keys = [norm(name)] + [norm(a) for a in aliases if norm(a) != norm(name)]
+        for k, label in zip(keys, ["name"] + ["alias"] * (len(keys) - 1)):
+            if k in self._owner and self._owner[k][0] != norm(name):
+                other, other_where = self._owner[k]
+                raise CatalogError(where or "catalog", f"{self.field}.{'aliases' if label == 'alias' else 'name'}",
+                                   f"{label} {k!r} of {name!r} is already taken by {other!r}"
+                                   + (f" ({other_where})" if other_where else "")
+                                   + " (accepted: a name or alias no other entry uses)")
         self.primary[norm(name)] = obj
-        for n in (name, *aliases):
-            self.by_name[norm(n)] = obj
+        for k in keys:
+            self.by_name[k] = obj
+            self._owner[k] = (norm(name), where or "")
 
     def get(self, name: str):
         key = norm(name)

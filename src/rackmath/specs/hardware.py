@@ -69,6 +69,11 @@ class Chip:
     memory_tiers: tuple = ()  # host tiers below HBM (MemoryTier), chip's share
     status: str = "shipping"  # or "announced"
     sources: dict = field(default_factory=dict, compare=False, hash=False)
+    memory_kind: str = "HBM"  # the main memory behind `hbm_bytes`/`hbm_bw`: HBM, or GDDR on PCIe/consumer cards
+    generation: str = ""  # architecture generation ("Hopper", "CDNA 3", "Trillium" …), for grouping
+    tdp_w: float | None = None  # board power (TDP/TGP), W
+    host_power_w: float | None = None  # the chip's share of the rest of its server at full load, W
+    typical_power_w: float | None = None  # measured draw while serving, W (None: a share of tdp_w, analyses/energy)
 
     def compute_dtype(self, dtype: str) -> str:
         """The dtype whose peak is used for matmuls with operands of ``dtype`` (fp4 on H100 -> fp8)."""
@@ -117,6 +122,11 @@ class Chip:
             "scaleup_bw": self.scaleup_bw,
             "scaleout_bw": self.scaleout_bw,
             "usd_per_hour": self.usd_per_hour,
+            "generation": self.generation,
+            "memory_kind": self.memory_kind,
+            "tdp_w": self.tdp_w,
+            "host_power_w": self.host_power_w,
+            "typical_power_w": self.typical_power_w,
             "drain_time_s": self.drain_time_s,
             "hardware_ratio": {dt: hardware_ratio(self, dt) for dt in self.flops},
             "memory_tiers": [
@@ -143,6 +153,7 @@ class System:
     hop_latency_s: float = 2e-3  # scale-out hop between domains (lecture 01:12: "a few ms", ±10x)
     topology: str = "switched"  # "switched" (all-to-all crossbar) or "torus"
     sources: dict = field(default_factory=dict, compare=False, hash=False)
+    system_power_w: float | None = None  # published maximum power of one scale-up system, W
 
     @property
     def hbm_bytes(self) -> float:
@@ -179,6 +190,7 @@ class System:
             "dies": self.dies,
             "topology": self.topology,
             "hop_latency_s": self.hop_latency_s,
+            "system_power_w": self.system_power_w,
             "hbm_bytes": self.hbm_bytes,
             "hbm_bw": self.hbm_bw,
             "flops": {dt: self.peak_flops(dt) for dt in self.chip.flops},
@@ -218,7 +230,12 @@ def _sources(entry: Entry) -> dict:
     return {str(k): str(x) for k, x in v.items()}
 
 
+#: Architecture generations in release order within each vendor (for `hardware list`).
+GENERATIONS = ("Ampere", "Ada", "Hopper", "Blackwell", "Blackwell Ultra", "Rubin", "Rubin Ultra",
+               "CDNA 3", "CDNA 4", "TPU v4", "TPU v5e", "TPU v5p", "Trillium", "Ironwood", "Gaudi 3", "Trainium 2")
+
 _TIERS = ("ddr", "flash", "disk")
+_MEMORY_KINDS = ("HBM", "GDDR6", "GDDR6X", "GDDR7")
 _STATUS = ("shipping", "announced")
 _TOPOLOGY = ("switched", "torus")
 
@@ -247,6 +264,21 @@ def _float(entry: Entry, key: str):
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v >= 0) or v == float("inf"):
         raise CatalogError(str(entry.path), f"{entry.kind}.{key}", f"{v!r} is not a non-negative number")
     return float(v)
+
+
+#: Largest power figure accepted in a catalog (W): a whole NVL576-class rack is ~600 kW.
+MAX_POWER_W = 1e7
+
+
+def _power(entry: Entry, key: str, allow_zero: bool = False):
+    """A power figure in watts (a plain number), or None when absent."""
+    v = _float(entry, key)
+    if v is None:
+        return None
+    if (v == 0 and not allow_zero) or v > MAX_POWER_W:
+        raise CatalogError(str(entry.path), f"{entry.kind}.{key}",
+                           f"{v!r} W is not accepted (accepted: {'0' if allow_zero else 'above 0'} to {MAX_POWER_W:.0e} W)")
+    return v
 
 
 def _parse_tiers(entry: Entry) -> tuple:
@@ -281,6 +313,11 @@ def _parse_chip(entry: Entry) -> Chip:
             raise CatalogError(str(entry.path), f"chip.flops.{dt}", exc.problem) from None
     if "bf16" not in flops:
         raise CatalogError(str(entry.path), "chip.flops.bf16", "missing (every chip needs a dense bf16 peak)")
+    for dt, v in flops.items():  # a narrower format never runs slower than bf16 (a typo or a sparse figure)
+        if units.DTYPE_BYTES[dt] < units.DTYPE_BYTES["bf16"] and v < flops["bf16"]:
+            raise CatalogError(str(entry.path), f"chip.flops.{dt}",
+                               f"{v:.4g} FLOP/s is below the bf16 peak {flops['bf16']:.4g} "
+                               f"(accepted: a dense {dt} peak ≥ the bf16 peak)")
     return Chip(
         name=str(require(entry, "name", (str,))),
         vendor=str(d.get("vendor", "")),
@@ -296,6 +333,11 @@ def _parse_chip(entry: Entry) -> Chip:
         memory_tiers=_parse_tiers(entry),
         status=_choice(entry, "status", _STATUS, "shipping"),
         sources=_sources(entry),
+        generation=str(d.get("generation", "")),
+        memory_kind=_choice(entry, "memory_kind", _MEMORY_KINDS, "HBM"),
+        tdp_w=_power(entry, "tdp_w"),
+        host_power_w=_power(entry, "host_power_w", allow_zero=True),
+        typical_power_w=_power(entry, "typical_power_w"),
     )
 
 
@@ -323,6 +365,7 @@ def _parse_system(entry: Entry, cidx: Index) -> System:
         hop_latency_s=_q(entry, "hop_latency", "duration", required=False, default=2e-3, allow_zero=True),
         topology=_choice(entry, "topology", _TOPOLOGY, "switched"),
         sources=_sources(entry),
+        system_power_w=_power(entry, "system_power_w"),
     )
 
 
@@ -337,7 +380,7 @@ def chips() -> Index:
     _chip_paths.clear()
     for e in latest("chip"):
         c = _parse_chip(e)
-        idx.add(c, c.name, c.aliases)
+        idx.add(c, c.name, c.aliases, where=str(e.path))
         _chip_paths[c.name] = str(e.path)
     return idx
 
@@ -351,7 +394,7 @@ def systems() -> Index:
                             "(see `rackmath hardware list`)")
     for e in latest("system"):
         s = _parse_system(e, cidx)
-        idx.add(s, s.name, s.aliases)
+        idx.add(s, s.name, s.aliases, where=str(e.path))
     # A chip name means that chip in its standard scale-up system.
     for c in cidx.values():
         if c.default_system not in idx:

@@ -545,9 +545,23 @@ def _validate(m: ModelSpec, path: str) -> ModelSpec:
     def bad(fld, problem):
         raise CatalogError(path, f"model.{fld}", problem)
 
+    from ..bounds import MODEL_INT_MAX
+
+    for k, hi in MODEL_INT_MAX.items():  # every count bounded (a Python-API ModelSpec too)
+        v = getattr(m, k)
+        if isinstance(v, bool) or not isinstance(v, int):
+            bad(k, f"expected an integer, got {v!r}")
+        if not 0 <= v <= hi:
+            bad(k, f"{v:,} is out of range (accepted: 0 to {hi:,})")
     for k in ("n_layers", "d_model", "vocab_size", "n_heads", "head_dim"):
         if getattr(m, k) <= 0:
             bad(k, "must be a positive integer")
+    if m.moe_layer_ids and (max(m.moe_layer_ids) >= m.n_layers or min(m.moe_layer_ids) < 0):
+        bad("moe_layer_ids", f"a layer index is outside 0..{m.n_layers - 1} (n_layers = {m.n_layers})")
+    if m.moe_layer_ids and not m.n_experts:
+        bad("moe_layer_ids", "given for a model without experts (n_experts = 0)")
+    if m.first_k_dense > m.n_layers:
+        bad("first_k_dense", f"{m.first_k_dense} is more than n_layers ({m.n_layers})")
     if m.attention not in ("gqa", "mla"):
         bad("attention", f"unknown {m.attention!r} (accepted: gqa, mla)")
     if m.attention == "mla":
@@ -593,29 +607,58 @@ def _validate(m: ModelSpec, path: str) -> ModelSpec:
 # --------------------------------------------------------------------------------------
 
 HF_MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3", "deepseek_v32",
-                  "kimi_k2", "gpt_oss", "gemma2", "gemma3", "gemma3_text")
+                  "kimi_k2", "gpt_oss", "gemma2", "gemma3", "gemma3_text", "llama4", "llama4_text", "glm4_moe")
+# Architectures recognised but refused, with the reason (a one-line error rather than a wrong number).
+HF_REFUSED = {
+    "qwen3_next": "mixes Gated DeltaNet linear-attention layers with full attention; linear-attention state is not "
+                  "modelled, so its KV cache and attention FLOPs would be wrong",
+    "qwen3_next_moe": "mixes linear-attention layers with full attention (not modelled)",
+}
+# HuggingFace's Gemma3TextConfig defaults: the multimodal configs' text_config leaves these out.
+_GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262_208, "head_dim": 256, "num_attention_heads": 8, "num_key_value_heads": 4,
+                         "sliding_window": 4096, "max_position_embeddings": 131_072}
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None) -> ModelSpec:
     """A ModelSpec from a HuggingFace ``config.json`` dict (see HF_MODEL_TYPES)."""
-    if not isinstance(cfg, dict):
-        raise CatalogError(path, "config", "expected a JSON object")
+    from .schema import check_hf_config
+
+    check_hf_config(cfg, str(path))
     mt = cfg.get("model_type")
     if mt is None:
         raise CatalogError(path, "model_type", "missing (accepted: " + ", ".join(HF_MODEL_TYPES) + ")")
-    if mt == "gemma3" and "text_config" in cfg:
-        cfg = {**cfg["text_config"], "model_type": "gemma3"}
+    if "text_config" in cfg and mt in ("gemma3", "llama4"):
+        # multimodal checkpoints: the language model is text_config (vision tower not counted)
+        tc = cfg["text_config"]
+        if not isinstance(tc, dict):
+            raise CatalogError(path, "text_config", f"wrong type {type(tc).__name__} (expected a JSON object)")
+        inner = {k: cfg[k] for k in ("torch_dtype", "quantization_config", "tie_word_embeddings", "architectures")
+                 if k in cfg}
+        defaults = _GEMMA3_TEXT_DEFAULTS if mt == "gemma3" else {}
+        cfg = {**defaults, **inner, **tc, "model_type": mt}
+        check_hf_config(cfg, f"{path} text_config")
+    if mt in HF_REFUSED:
+        raise CatalogError(path, "model_type", f"{mt!r} is not supported: {HF_REFUSED[mt]} "
+                                               "(accepted: " + ", ".join(HF_MODEL_TYPES) + ")")
     if mt not in HF_MODEL_TYPES:
-        raise CatalogError(path, "model_type", f"unsupported {mt!r} (accepted: " + ", ".join(HF_MODEL_TYPES) + ")")
+        raise CatalogError(path, "model_type", f"unsupported {str(mt)[:60]!r} (accepted: "
+                           + ", ".join(HF_MODEL_TYPES) + ")")
+    lt = cfg.get("layer_types")
+    if isinstance(lt, list) and any("linear" in str(t).lower() for t in lt):
+        raise CatalogError(path, "layer_types", "linear-attention layers are not modelled (their state is not a KV "
+                                                "cache), so the KV and attention figures would be wrong (accepted: "
+                                                "full and sliding attention layers)")
 
-    def req(key, types=(int,)):
+    def req(key, types=(int,), lo=1):
         if key not in cfg or cfg[key] is None:
             raise CatalogError(path, key, f"missing (required for model_type {mt!r})")
         v = cfg[key]
         if not isinstance(v, types) or isinstance(v, bool):
             raise CatalogError(path, key, f"wrong type {type(v).__name__} (expected "
                                             + ("an integer)" if types == (int,) else "a number)"))
+        if lo is not None and v < lo:
+            raise CatalogError(path, key, f"{v} is below {lo} (required for model_type {mt!r})")
         return v
 
     def opt(key, default):
@@ -721,6 +764,45 @@ def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None
         kw["sliding_window"] = req("sliding_window")
         types = cfg.get("layer_types") or [("sliding" if i % 2 == 0 else "full") for i in range(n_layers)]
         kw["layer_types"] = _hf_types(types, n_layers, path)
+    elif mt in ("llama4", "llama4_text"):
+        # Llama 4 (HF Llama4TextConfig): MoE every interleave_moe_layer_step-th layer (or moe_layers), one shared
+        # expert of the routed width, dense layers of intermediate_size_mlp; RoPE layers use chunked attention
+        # (attention_chunk_size tokens: held like a sliding window of that size), NoPE layers attend globally.
+        kw["attention_bias"] = bool(opt("attention_bias", False))
+        kw["n_experts"] = req("num_local_experts")
+        kw["experts_per_token"] = req("num_experts_per_tok")
+        kw["moe_d_ff"] = req("intermediate_size")
+        kw["n_shared_experts"] = 1
+        step = int(opt("interleave_moe_layer_step", 1))
+        if step < 1:
+            raise CatalogError(path, "interleave_moe_layer_step", f"{step} is not a positive integer")
+        ids = cfg.get("moe_layers")
+        ids = tuple(ids) if ids is not None else tuple(range(step - 1, n_layers, step))
+        if any(i >= n_layers for i in ids):
+            raise CatalogError(path, "moe_layers", f"a layer index is not below num_hidden_layers ({n_layers})")
+        if len(ids) != n_layers:
+            kw["moe_layer_ids"] = ids
+            kw["d_ff"] = req("intermediate_size_mlp")
+        chunk = cfg.get("attention_chunk_size")
+        if chunk:
+            rope = cfg.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(n_layers)]
+            if len(rope) != n_layers:
+                raise CatalogError(path, "no_rope_layers", f"expected a list of {n_layers} entries")
+            kw["sliding_window"] = req("attention_chunk_size")
+            kw["layer_types"] = tuple("sliding" if r else "full" for r in rope)
+    elif mt == "glm4_moe":
+        # GLM-4.5 (HF Glm4MoeConfig): GQA with biases and optional QK norm, DeepSeek-style MoE (first_k_dense_replace
+        # dense layers, shared experts, e_score_correction_bias), MTP layers not counted.
+        kw["attention_bias"] = bool(opt("attention_bias", False))
+        kw["qk_norm"] = bool(opt("use_qk_norm", False))
+        kw["d_ff"] = req("intermediate_size")
+        kw["n_experts"] = req("n_routed_experts")
+        kw["experts_per_token"] = req("num_experts_per_tok")
+        kw["n_shared_experts"] = int(opt("n_shared_experts", 0))
+        kw["moe_d_ff"] = req("moe_intermediate_size")
+        kw["first_k_dense"] = int(opt("first_k_dense_replace", 0))
+        kw["router_bias"] = True
+        kw["mtp_layers"] = int(opt("num_nextn_predict_layers", 0))
     elif mt in ("gemma2", "gemma3", "gemma3_text"):
         kw["norms_per_layer"] = 4
         kw["d_ff"] = req("intermediate_size")
@@ -779,7 +861,10 @@ def read_hf_config(path) -> ModelSpec:
     if p.is_dir():
         p = p / "config.json"
     try:
-        text = p.read_text(encoding="utf-8")
+        from ..bounds import MAX_FILE_BYTES
+
+        with open(p, "rb") as fh:
+            text = fh.read(MAX_FILE_BYTES + 1).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CatalogError(str(p), "json", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except FileNotFoundError:
@@ -787,11 +872,19 @@ def read_hf_config(path) -> ModelSpec:
                                            "or a catalog name)") from None
     except OSError as exc:
         raise CatalogError(str(p), "file", f"cannot read: {exc.strerror}") from None
+    from ..bounds import MAX_FILE_BYTES, MAX_NESTING
+
+    if len(text) > MAX_FILE_BYTES:
+        raise CatalogError(str(p), "file", f"larger than {MAX_FILE_BYTES:,} bytes (accepted: a config.json)")
     try:
         cfg = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CatalogError(str(p), "json", f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") \
             from None
+    except RecursionError:
+        raise CatalogError(str(p), "json", f"nested too deeply (accepted: at most {MAX_NESTING} levels)") from None
+    except ValueError as exc:  # e.g. an integer past Python's digit limit
+        raise CatalogError(str(p), "json", f"malformed JSON: {str(exc)[:200]}") from None
     return from_hf_config(cfg, path=str(p))
 
 
@@ -807,11 +900,35 @@ def models() -> Index:
                        "`rackmath model list`), or a path to a HuggingFace config.json", model_from_entry)
 
 
+HF_CONFIGS = Path(__file__).parent / "data" / "hf-configs"
+
+
+def shipped_configs() -> dict[str, Path]:
+    """The HuggingFace config.json files shipped with rackmath (specs/data/hf-configs, sources in its README.md),
+    by repository name: {'openai/gpt-oss-120b': path, …}."""
+    return {p.stem.replace("__", "/", 1): p for p in sorted(HF_CONFIGS.glob("*.json"))}
+
+
+def shipped_config(name: str) -> Path:
+    """'hf:openai/gpt-oss-120b' (or 'hf:gpt-oss-120b', case-insensitive) -> the shipped config.json path."""
+    from ..errors import UnknownNameError
+
+    key = str(name).strip()[3:].strip().lower()
+    known = shipped_configs()
+    for repo, path in known.items():
+        if key in (repo.lower(), repo.split("/", 1)[-1].lower()):
+            return path
+    raise UnknownNameError("model", name, ["hf:" + r for r in known],
+                           "hf:ORG/NAME of a shipped HuggingFace config (see `rackmath model list --hf`)")
+
+
 def load_model(name_or_path) -> ModelSpec:
     """A ModelSpec from a catalog name/alias (case-insensitive), a config.json path or a directory
     holding one; a ModelSpec is returned as is."""
     if isinstance(name_or_path, ModelSpec):
         return name_or_path
+    if isinstance(name_or_path, str) and name_or_path.strip().lower().startswith("hf:"):
+        return read_hf_config(shipped_config(name_or_path))
     if isinstance(name_or_path, Path) or str(name_or_path).endswith(".json"):
         return read_hf_config(name_or_path)
     s = str(name_or_path)

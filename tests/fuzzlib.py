@@ -1,0 +1,403 @@
+"""Hostile-input generator for the CLI, shared by tests/test_fuzz.py (a fast in-process slice in CI) and
+benchmarks/fuzz.py (≥ 10⁴ invocations in forked children with a memory limit and a timeout).
+
+The command tree is enumerated from the click command built by ``rackmath.cli.main.command()``, so a
+command or option another module adds is fuzzed without touching this file. Values are drawn through a
+``Chooser`` so the same generator runs under hypothesis (``HypothesisChooser``) or a seeded
+``random.Random`` (``RandomChooser``).
+
+Outcome classes (:func:`classify`): ``ok`` (exit 0), ``clean`` (exit 2, one line ``error: …``),
+``traceback`` (a traceback, a bug-report line, any other exit status, or a multi-line error), ``hang``
+(past the time limit), ``oom`` (out of memory, or killed by a signal), ``overwritten`` (a file that existed
+changed without ``--force``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import random
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+HF_DIR = HERE / "data" / "hf"
+SENTINEL = "precious user data\n"
+
+# ----------------------------------------------------------------------------------- values
+HOSTILE = [
+    "-1", "0", "-0", "nan", "NaN", "-nan", "inf", "-inf", "Infinity", "1e308", "-1e308", "1.8e308", "1e-320",
+    "5e-324", "1" + "0" * 400, "-" + "9" * 400, "1e400", "1" * 5000, "9223372036854775808", "-9223372036854775809",
+    "1e30", "1e15", "0.5", "1.5", "2.5e-9", "", " ", "abc", "∞", "１２", "🦙", "ñ", "\u202e8", "8\u200b",
+    "1:2:log1000000000", "1:1e9:1000000000", "1:2:log99999999999999999999", "0:0", "1:0:log", "0:8:log", ":", "::",
+    "1:2:3:4", "1,,2", ",", ",,,", "1:2:log-5", "1:2:0", "1:2:-3", "-5:5", "1e308:1e308", "nan:1", "1:inf",
+    "8K", "8Ki", "1.5M", "2T", "1e-320:1", "3 TB/s", "1 XB", "$-1/h", "%s%n", "../../etc/passwd", "-", "--",
+    "--help", "-x", "1 2", "0x10", "1_000", "1,000,000", "+5", ".5", "5.", "1e", "e5",
+]
+HOSTILE_TOML = ["true", "false", "-1", "0", "1e308", "-1e308", "nan", "inf", "-inf", "5e-324", "1e-320",
+                "9223372036854775807", '"abc"', '""', '"1 XB"', "[]", "[1, 2]", '["a", 3]', "{}", '{ a = 1 }', "0.5",
+                '"' + "x" * 5000 + '"', "1000000000", '"-3 TB/s"', '"nan TB/s"', '"1e400 GB"']
+HOSTILE_JSON = [None, True, False, -1, 0, 1e308, -1e308, 5e-324, 10**18, 10**9, 2**63, "abc", "", [], [1, 2],
+                ["a", 3], {}, {"a": 1}, 0.5, 1.5, "x" * 5000]
+
+MODELS = ["llama-3.1-8b", "deepseek-v3", "gpt-oss-120b", "frontier-100b", "qwen3-235b-a22b", "gemma-3-27b",
+          "mixtral-8x7b", "kimi-k2"]
+HARDWARE = ["h100", "hgx-h100", "gb200-nvl72", "b200", "tpu-v5e", "mi300x", "h200"]
+SHEETS = ["claude-opus-4.6", "gemini-3.1-pro", "gpt-5.1", "deepseek-v3.2"]
+DTYPES = ["bf16", "fp8", "fp4", "int8", "mxfp4", "fp16", "nvfp4"]
+
+# plausible values by option name (the option's own default is plausible too)
+PLAUSIBLE = {
+    "--hardware": HARDWARE, "-H": HARDWARE, "--systems": ["hgx-h100,gb200-nvl72", "h100"],
+    "--weights-dtype": DTYPES, "--kv-dtype": DTYPES, "--dtype": DTYPES, "--act-dtype": DTYPES,
+    "--efficiency": ["ideal", "auto", "hopper-serving", "blackwell-serving"],
+    "--model": MODELS, "-m": MODELS,
+    "--batch": ["1", "8", "64", "1:256:log", "1,16,256", "4096"], "--context": ["0", "8192", "8K", "128Ki", "1M",
+                                                                                  "1K:128K:log"],
+    "--chips": ["1", "8", "16", "72", "64"], "--gpus": ["1", "8", "16", "72"],
+    "--tokens": ["1T", "15T", "1e9"], "--isl": ["1000", "8K"], "--osl": ["100", "1K"],
+    "--concurrency": ["1", "8", "64", "1,8,64"], "--schedule": ["1f1b", "gpipe", "interleaved"],
+    "--law": ["chinchilla", "besiroglu"], "--method": ["s-base", "rl-r", "hash"],
+    "--framework": ["trtllm", "vllm", "sglang"], "--weight-read": ["hit", "all"], "--tier": ["ddr", "flash", "disk"],
+    "--recompute": ["none", "selective", "full"], "--optimizer": ["adam-mixed", "adam-fp32"],
+    "--only": ["R1", "R5", "R1,R3"], "--kind": ["input", "output"], "--speedup": ["2.5", "1.5"],
+    "--price": ["6", "2"], "--compute": ["1e24", "5.8e23"], "--params": ["70B", "1e9"],
+}
+ARGUMENT_VALUES = {"model": MODELS, "sheet": SHEETS, "name": MODELS + HARDWARE}
+GENERIC = ["1", "2", "4", "8", "64", "0.5", "8192", "1K", "1,2,4", "1:64:log"]
+
+
+class Chooser:
+    """Where random choices come from."""
+
+    def choice(self, seq):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def chance(self, p: float) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def integer(self, lo: int, hi: int) -> int:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class RandomChooser(Chooser):
+    def __init__(self, seed):
+        self.r = random.Random(seed)
+
+    def choice(self, seq):
+        return seq[self.r.randrange(len(seq))]
+
+    def chance(self, p):
+        return self.r.random() < p
+
+    def integer(self, lo, hi):
+        return self.r.randint(lo, hi)
+
+
+class HypothesisChooser(Chooser):
+    def __init__(self, data):
+        self.data = data
+
+    def choice(self, seq):
+        from hypothesis import strategies as st
+
+        return self.data.draw(st.sampled_from(list(seq)))
+
+    def chance(self, p):
+        from hypothesis import strategies as st
+
+        return self.data.draw(st.integers(0, 999)) < p * 1000
+
+    def integer(self, lo, hi):
+        from hypothesis import strategies as st
+
+        return self.data.draw(st.integers(lo, hi))
+
+
+# ----------------------------------------------------------------------------------- the CLI tree
+@dataclass
+class Param:
+    name: str  # longest option name, or the argument's name
+    opts: list
+    kind: str  # "flag", "option", "argument"
+    required: bool
+    default: object
+    is_path: bool
+    choices: list = field(default_factory=list)
+
+
+@dataclass
+class Command:
+    path: list
+    params: list
+
+
+def command_tree() -> list[Command]:
+    """Every leaf command of the app with its parameters, from the click tree (nothing hard-coded)."""
+    import click
+
+    from rackmath.cli.main import command
+
+    out = []
+    stack = [([], command())]
+    while stack:
+        path, c = stack.pop()
+        if isinstance(c, click.Group):
+            for n, sub in sorted(c.commands.items()):
+                if not getattr(sub, "hidden", False):
+                    stack.append((path + [n], sub))
+            continue
+        params = []
+        for p in c.params:
+            if isinstance(p, click.Argument):
+                kind = "argument"
+            elif getattr(p, "is_flag", False):
+                kind = "flag"
+            else:
+                kind = "option"
+            opts = list(p.opts)
+            name = max(opts, key=len) if kind != "argument" else (p.name or "arg")
+            lname = name.lower()
+            is_path = isinstance(p.type, click.Path) or any(
+                o in ("--output", "-o", "--csv", "--plots", "--out") for o in opts) or "output" in lname
+            choices = list(getattr(p.type, "choices", []) or [])
+            params.append(Param(name, opts, kind, bool(p.required), p.default, is_path, choices))
+        out.append(Command(path, params))
+    return sorted(out, key=lambda c: c.path)
+
+
+# ----------------------------------------------------------------------------------- files
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    return json.dumps(str(v))
+
+
+def toml_entry(kind: str, entry: dict, raw: dict | None = None) -> str:
+    """One [[kind]] table; ``raw`` maps keys to literal TOML text (hostile values tomllib must parse)."""
+    lines = [f"[[{kind}]]"]
+    for k, v in entry.items():
+        lines.append(f"{json.dumps(str(k))} = {_toml_value(v)}")
+    for k, text in (raw or {}).items():
+        lines.append(f"{json.dumps(str(k))} = {text}")
+    return "\n".join(lines) + "\n"
+
+
+_SHIPPED: dict | None = None
+
+
+def shipped_entries() -> dict:
+    """{kind: [tables]} from the package's own catalog data (mutation seeds)."""
+    global _SHIPPED
+    if _SHIPPED is None:
+        import rackmath.specs.catalog as cat
+
+        out: dict = {}
+        for f in sorted(cat.DATA_DIR.rglob("*.toml")):
+            doc = tomllib.loads(f.read_text(encoding="utf-8"))
+            for kind in cat.KINDS:
+                for t in doc.get(kind, []) or []:
+                    if isinstance(t, dict):
+                        out.setdefault(kind, []).append(t)
+        _SHIPPED = out
+    return _SHIPPED
+
+
+def mutated_catalog(ch: Chooser, directory: Path) -> str:
+    """Write one mutated catalog file into ``directory``; returns a short description."""
+    kinds = sorted(shipped_entries())
+    kind = ch.choice(kinds)
+    base = copy.deepcopy(ch.choice(shipped_entries()[kind]))
+    base["name"] = ch.choice([base["name"] + "-fz", base["name"], "fz-" + str(ch.integer(0, 9))])
+    raw: dict = {}
+    what = ch.choice(["value", "value", "value", "unknown", "drop", "duplicate", "hijack", "huge", "nest",
+                      "aliases", "sub"])
+    keys = sorted(base)
+    if what == "value":
+        k = ch.choice(keys)
+        base.pop(k)
+        raw[k] = ch.choice(HOSTILE_TOML)
+    elif what == "unknown":
+        k = ch.choice(keys)
+        raw[k[:-1] + "x" if len(k) > 1 else "zz"] = "1"
+    elif what == "drop":
+        base.pop(ch.choice(keys), None)
+    elif what == "hijack":
+        base["aliases"] = [ch.choice(MODELS + HARDWARE + SHEETS + ["ideal"])]
+    elif what == "huge":
+        for k in ("n_layers", "scaleup_size", "d_model", "vocab_size", "n_experts"):
+            if k in base:
+                base[k] = ch.choice([10**9, 10**18, 2**63 - 1, 0, -1])
+    elif what == "nest":
+        raw["notes" if kind == "model" else "description"] = "[" * 400 + "]" * 400
+    elif what == "aliases":
+        raw["aliases"] = ch.choice(['"abc"', "5", "[1]", '[""]', '["' + "a" * 500 + '"]'])
+    elif what == "sub":
+        for k in ("flops", "fast_mode", "component_dtypes", "sources", "memory_tiers", "tiers", "hf_config"):
+            if k in base:
+                v = base.pop(k)
+                raw[k] = ch.choice(HOSTILE_TOML) if not isinstance(v, dict) or ch.chance(0.5) else \
+                    _toml_value({**v, ch.choice(list(v) or ["x"]): ch.choice([True, -1.0, "abc", 1e308, [1]])})
+                break
+    text = toml_entry(kind, base, raw)
+    if what == "duplicate":
+        text = text + text
+    (directory / "fuzz.toml").write_text(text, encoding="utf-8")
+    return f"{kind}:{what}"
+
+
+def mutated_hf_config(ch: Chooser, directory: Path) -> Path:
+    """Write a mutated HuggingFace config.json; returns its path."""
+    files = sorted(HF_DIR.glob("*.json"))
+    base = json.loads(ch.choice(files).read_text()) if files else {"model_type": "llama"}
+    target = base.get("text_config") if isinstance(base.get("text_config"), dict) and ch.chance(0.5) else base
+    what = ch.choice(["value", "value", "drop", "text_config", "nest", "model_type", "none"])
+    keys = sorted(target)
+    if what == "value" and keys:
+        target[ch.choice(keys)] = ch.choice(HOSTILE_JSON)
+    elif what == "drop" and keys:
+        target.pop(ch.choice(keys))
+    elif what == "text_config":
+        base["text_config"] = ch.choice([None, [], "abc", 5, {}, {"hidden_size": -1}])
+    elif what == "model_type":
+        base["model_type"] = ch.choice(["llama4", "gemma3", "glm4_moe", "qwen3_next", "mamba", None, 7, ""])
+    p = directory / "config.json"
+    if what == "nest":
+        p.write_text('{"model_type": "llama", "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    else:
+        p.write_text(json.dumps(base))
+    return p
+
+
+# ----------------------------------------------------------------------------------- invocations
+@dataclass
+class Invocation:
+    argv: list
+    sentinels: list  # files that must be unchanged afterwards (no --force given)
+    note: str = ""
+
+
+def _value(ch: Chooser, p: Param, hostile: float) -> str:
+    if p.choices and ch.chance(0.7):
+        return str(ch.choice(p.choices))
+    if ch.chance(hostile):
+        return ch.choice(HOSTILE)
+    pool = []
+    for o in p.opts:
+        pool += PLAUSIBLE.get(o, [])
+    if p.kind == "argument":
+        pool += ARGUMENT_VALUES.get(p.name, [])
+    if p.default not in (None, "", [], ()) and not isinstance(p.default, bool) and not callable(p.default):
+        pool.append(str(p.default))
+    return ch.choice(pool or GENERIC)
+
+
+def _path_value(ch: Chooser, tmp: Path, sentinels: list, force: bool) -> str:
+    what = ch.choice(["new", "new", "existing", "existing", "dir", "full", "missing-dir", "empty", "under-file",
+                      "stdout"])
+    suffix = ch.choice([".png", ".csv", ".svg", ".pdf", ".txt", ""])
+    if what == "new":
+        return str(tmp / f"out{ch.integer(0, 99)}{suffix}")
+    if what == "existing":
+        f = tmp / f"mine{ch.integer(0, 99)}{suffix}"
+        f.write_text(SENTINEL)
+        if not force:
+            sentinels.append(str(f))
+        return str(f)
+    if what == "dir":
+        return str(tmp)
+    if what == "full":
+        return "/dev/full"
+    if what == "missing-dir":
+        return "/nonexistent-rackmath/x" + suffix
+    if what == "under-file":
+        f = tmp / "afile"
+        f.write_text(SENTINEL)
+        sentinels.append(str(f))
+        return str(f / ("x" + suffix))
+    if what == "stdout":
+        return "-"
+    return ""
+
+
+def invocation(ch: Chooser, tree: list[Command], tmp: Path, hostile: float = 0.3) -> Invocation:
+    """One random command line: a command from the tree, its required parameters and a random subset of the rest,
+    each value plausible or hostile; sometimes a mutated catalog, an HF config as the model, output paths."""
+    cmd = ch.choice(tree)
+    argv: list = []
+    sentinels: list = []
+    note = ""
+    if ch.chance(0.12):
+        d = tmp / "cat"
+        d.mkdir(exist_ok=True)
+        note = "catalog " + mutated_catalog(ch, d)
+        argv += ["--catalog", str(d)]
+    argv += list(cmd.path)
+    force = any(p.name == "--force" for p in cmd.params) and ch.chance(0.3)
+    for p in cmd.params:
+        if p.name == "--help":
+            continue
+        if p.kind == "flag":
+            if p.name == "--force":
+                if force:
+                    argv.append("--force")
+            elif ch.chance(0.25):
+                argv.append(p.name)
+            continue
+        if not p.required and not ch.chance(0.35):
+            continue
+        if p.is_path:
+            v = _path_value(ch, tmp, sentinels, force)
+        elif p.kind == "argument" and p.name == "model" and ch.chance(0.15):
+            v = str(mutated_hf_config(ch, tmp))
+            note = (note + " hf").strip()
+        else:
+            v = _value(ch, p, hostile)
+        if p.kind == "argument":
+            argv.append(v)
+        else:
+            argv += [ch.choice(p.opts) if ch.chance(0.2) else p.name, v]
+    return Invocation(argv, sentinels, note)
+
+
+def classify(code, err: str, sentinels: list, timed_out: bool = False, signal: int | None = None) -> str:
+    """The outcome class of one run (see the module docstring)."""
+    for f in sentinels:
+        try:
+            if Path(f).read_text() != SENTINEL:
+                return "overwritten"
+        except (OSError, UnicodeDecodeError):
+            return "overwritten"
+    if timed_out:
+        return "hang"
+    if signal is not None or "MemoryError" in err or "needs more memory" in err:
+        return "oom"
+    if "Traceback" in err or "internal error in rackmath" in err:
+        return "traceback"
+    if code == 0:
+        return "ok"
+    lines = [x for x in err.splitlines() if x.strip()]
+    if code == 2 and len(lines) == 1 and lines[0].startswith("error: "):
+        return "clean"
+    return "traceback"
+
+
+def is_help(argv) -> bool:
+    return "--help" in argv
