@@ -143,7 +143,7 @@ def train_cmd(
                          + ("" if mem["fits"] else "  (DOES NOT FIT: no layout fits; more GPUs or ZeRO-3)")),
     ]
     d = r.as_dict() | {"layout_search": searched, "usd_per_gpu_hour": hw.chip.usd_per_hour,
-                       "prediction": "given efficiency" if r.mode != "bottom-up" else "ideal bottom-up step model",
+                       "prediction": "given" if r.mode != "bottom-up" else ("ideal" if eta == 1 else "derated"),
                        "label": (f"time from the {r.mode}" if r.mode != "bottom-up" else
                                  f"bottom-up step model at η_compute = {eta:g} — a lower bound on time" if eta == 1
                                  else f"bottom-up step model at η_compute = {eta:g}")}
