@@ -563,7 +563,14 @@ def serve_inputs():
         slider("isl", "input tokens per request (ISL)", 16, 1048576, 1024, log=True),
         slider("osl", "output tokens per request (OSL)", 1, 131072, 1024, log=True),
         slider("concurrency", "concurrency (sequences in flight)", 1, 65536, 256, log=True),
-        *_dtype_inputs(), check("ideal", "ideal roofline instead of the calibrated preset", False), _price_input()]
+        *_dtype_inputs(), select("efficiency", "efficiency", _serve_presets(), ""), _price_input()]
+
+
+def _serve_presets() -> list:
+    from ..engine.efficiency import presets
+
+    return [["", "auto: the chip's calibrated preset"], ["ideal", "ideal roofline (a lower bound on time)"]] + \
+        [n for n in presets().names() if n != "ideal"]
 
 
 def serve_view(p):
@@ -572,7 +579,7 @@ def serve_view(p):
     from ..errors import RackmathError
 
     kw = dict(gpus=p["gpus"] or None, isl=p["isl"], osl=p["osl"], weights_dtype=_wdt(p), kv_dtype=_kvdt(p),
-              ideal=p["ideal"], usd_per_gpu_hour=p["usd_per_gpu_hour"] or None)
+              efficiency=p["efficiency"] or None, usd_per_gpu_hour=p["usd_per_gpu_hour"] or None)
     m, hw = model(p["model"]), hardware(p["hardware"])
     r = rackmath.serve(m, hw, concurrency=p["concurrency"], **kw)
     d = r.as_dict()
@@ -606,7 +613,7 @@ def serve_view(p):
             ("memory per GPU (GB)", "mem_per_gpu_gb", ""), ("largest concurrency that fits", "max_concurrency", "")]
     numbers = [num(lab, d[k] / 1e3 if u == "ms" else d[k], "s" if u == "ms" else u, k) for lab, k, u in keys if k in d]
     numbers.append(num("layout", _layout(d.get("layout", {})), key="layout"))
-    header = IDEAL if p["ideal"] else f"calibrated prediction, preset {d.get('efficiency')}"
+    header = _efficiency_header(d.get("efficiency") or None)
     der = r.explain()
     return {"header": header, "numbers": numbers, "charts": charts, "derivations": [derivation(der)] if der else [],
             "notes": list(d.get("notes", []))}
@@ -615,7 +622,7 @@ def serve_view(p):
 # --------------------------------------------------------------------------- plan (adapts to what the library has)
 
 
-_PLAN_KW = {"users", "isl", "osl", "tok_s_user", "ttft", "confirm", "weights_dtype", "kv_dtype"}
+_PLAN_KW = {"users", "isl", "osl", "tok_s_user", "ttft", "confirm", "weights_dtype", "kv_dtype", "usd_per_gpu_hour"}
 
 
 def _plan_fn():
@@ -641,7 +648,7 @@ def plan_inputs():
                 slider("users", "concurrent users", 1, 1048576, 1024, log=True),
                 slider("tok_s_user", "at least tokens/s per user", 1, 1000, 20, log=True),
                 slider("ttft_s", "TTFT at most (s)", 0, 60, 0, step=0.1, integer=False, zero="no limit"),
-                *_dtype_inputs()]
+                *_dtype_inputs(), _price_input()]
     return _common() + [
         slider("isl", "input tokens per request (ISL)", 16, 1048576, 1024, log=True),
         slider("osl", "output tokens per request (OSL)", 1, 131072, 1024, log=True),
@@ -657,7 +664,7 @@ def _plan_with_planner(p, plan):
     chips_ = [load_chip(c).name for c in str(p["hardware"]).split(",")]  # catalog names only
     r = plan(model(p["model"]).name, ",".join(chips_), users=p["users"], isl=p["isl"], osl=p["osl"],
              tok_s_user=p["tok_s_user"], ttft=p["ttft_s"] or None, confirm=False, weights_dtype=_wdt(p),
-             kv_dtype=_kvdt(p))
+             kv_dtype=_kvdt(p), **({"usd_per_gpu_hour": p["usd_per_gpu_hour"]} if p["usd_per_gpu_hour"] else {}))
     d = r.as_dict()
     traces, notes, numbers = [], list(d.get("notes", [])), []
     for chip, pts in (d.get("pareto") or {}).items():
@@ -767,8 +774,6 @@ def validate_inputs():
 
 
 def _families():
-    from ..analyses.validation import validate
-
     return sorted({r.get("family", "") for r in _validate_cached(False)["records"]} - {""})
 
 
