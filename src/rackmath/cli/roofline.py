@@ -174,7 +174,7 @@ def register(app: typer.Typer) -> None:
         data = np.column_stack([np.broadcast_to(np.asarray(getattr(r, k), dtype=float), shape).ravel() for k in cols])
         bound = np.broadcast_to(r.bound, shape).ravel()
         if csv is not None:
-            with open_output(csv, force, "csv") as fh:
+            with open_output(csv, force, "csv", f"{data.shape[0]:,} configurations") as fh:
                 fh.write(",".join(cols + ["bound"]) + "\n")
                 lines = (",".join(f"{x:.6g}" for x in row) + "," + bnd for row, bnd in zip(data, bound))
                 fh.write("\n".join(lines) + "\n")
