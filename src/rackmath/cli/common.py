@@ -460,16 +460,16 @@ def check_output(path, force: bool, field: str = "output", suffixes: tuple[str, 
 
 
 @contextlib.contextmanager
-def open_output(path, force: bool = False, field: str = "output"):
+def open_output(path, force: bool = False, field: str = "output", what: str = ""):
     """Open a text output: '-' is stdout; a file is checked with :func:`check_output` and announced with
-    :func:`wrote` once written."""
+    :func:`wrote` (``what`` says what it holds) once written."""
     if str(path).strip() == "-":
         yield sys.stdout
         return
     p = check_output(path, force, field)
     with open(p, "w") as fh:
         yield fh
-    wrote(p)
+    wrote(p, what)
 
 
 def wrote(path, what: str = "") -> None:
