@@ -136,9 +136,10 @@ def _supports(fn, name: str) -> bool:
 
 
 def _weight_read_inputs() -> list[Input]:
-    from ..engine.roofline import roofline
+    from ..api import roofline as api_roofline
+    from ..engine.roofline import roofline as engine_roofline
 
-    if not _supports(roofline, "weight_read"):
+    if not (_supports(api_roofline, "weight_read") or _supports(engine_roofline, "weight_read")):
         return []
     return [select("weight_read", "weight reads", [["hit", "experts the batch routes to"],
                                                    ["all", "all N_total weights (the lecture)"]], "hit")]
@@ -146,6 +147,24 @@ def _weight_read_inputs() -> list[Input]:
 
 def _weight_read(p) -> dict:
     return {"weight_read": p["weight_read"]} if p.get("weight_read") else {}
+
+
+def _roofline(m, hw, *, gpus, usd_per_gpu_hour, efficiency, weight_read=None, **kw):
+    """rackmath.roofline (the public API); the engine's when a weight-read mode is asked for that only it takes."""
+    import rackmath
+
+    from ..api import roofline as api_roofline
+
+    if weight_read is None or _supports(api_roofline, "weight_read"):
+        extra = {} if weight_read is None else {"weight_read": weight_read}
+        return rackmath.roofline(m, hw, gpus=gpus, usd_per_gpu_hour=usd_per_gpu_hour, efficiency=efficiency,
+                                 **kw, **extra)
+    from ..cli.common import efficiency_for, priced
+    from ..engine.roofline import roofline as engine_roofline
+
+    return engine_roofline(m, priced(hw, usd_per_gpu_hour), chips=gpus, efficiency=efficiency_for(hw, efficiency,
+                                                                                                  False),
+                           weight_read=weight_read, **kw)
 
 
 def _wdt(p):
@@ -194,27 +213,27 @@ def batch_inputs():
 
 
 @lru_cache(maxsize=512)
-def _balance_batch(model_name, hw_name, context, chips, wdt, kvdt, eff) -> float:
+def _balance_batch(model_name, hw_name, context, chips, wdt, kvdt, eff, weight_read=None) -> float:
     """B* does not depend on the batch slider: solved once per (model, hardware, context, …), then cached."""
     from ..analyses.batching import balance_batch_for
 
+    extra = {"weight_read": weight_read} if weight_read and _supports(balance_batch_for, "weight_read") else {}
     return float(np.asarray(balance_batch_for(model(model_name), hardware(hw_name), context=context, chips=chips,
                                               weights_dtype=wdt, kv_dtype=kvdt,
-                                              efficiency=None if eff == "ideal" else eff)).ravel()[0])
+                                              efficiency=None if eff == "ideal" else eff, **extra)).ravel()[0])
 
 
 def batch_view(p):
-    import rackmath
-
     m, hw = model(p["model"]), hardware(p["hardware"])
     gpus = p["gpus"] or None
     grid = np.unique(np.concatenate([np.geomspace(1, 65536, GRID).round(), [p["batch"]]]))  # whole sequences
-    r = rackmath.roofline(m, hw, gpus=gpus, batch=grid, context=p["context"], weights_dtype=_wdt(p),
-                          kv_dtype=_kvdt(p), efficiency=p["efficiency"] or None,
-                          usd_per_gpu_hour=p["usd_per_gpu_hour"] or None, **_weight_read(p))
+    r = _roofline(m, hw, gpus=gpus, batch=grid, context=p["context"], weights_dtype=_wdt(p), kv_dtype=_kvdt(p),
+                  efficiency=p["efficiency"] or None, usd_per_gpu_hour=p["usd_per_gpu_hour"] or None,
+                  **_weight_read(p))
     i = int(np.searchsorted(grid, p["batch"]))
     pt = r.at(i)
-    bstar = _balance_batch(m.name, hw.name, p["context"], gpus, _wdt(p), _kvdt(p), r.efficiency.name)
+    bstar = _balance_batch(m.name, hw.name, p["context"], gpus, _wdt(p), _kvdt(p), r.efficiency.name,
+                           p.get("weight_read"))
     B = p["batch"]
     numbers = [num("step time", pt["step_s"], "s", "step_s"), num("binding term", pt["bound"], key="bound"),
                num("$ per million output tokens", pt["usd_per_mtok"], "$/Mtok", "usd_per_mtok"),
@@ -563,7 +582,14 @@ def serve_inputs():
         slider("isl", "input tokens per request (ISL)", 16, 1048576, 1024, log=True),
         slider("osl", "output tokens per request (OSL)", 1, 131072, 1024, log=True),
         slider("concurrency", "concurrency (sequences in flight)", 1, 65536, 256, log=True),
-        *_dtype_inputs(), check("ideal", "ideal roofline instead of the calibrated preset", False), _price_input()]
+        *_dtype_inputs(), select("efficiency", "efficiency", _serve_presets(), ""), _price_input()]
+
+
+def _serve_presets() -> list:
+    from ..engine.efficiency import presets
+
+    return [["", "auto: the chip's calibrated preset"], ["ideal", "ideal roofline (a lower bound on time)"]] + \
+        [n for n in presets().names() if n != "ideal"]
 
 
 def serve_view(p):
@@ -572,7 +598,7 @@ def serve_view(p):
     from ..errors import RackmathError
 
     kw = dict(gpus=p["gpus"] or None, isl=p["isl"], osl=p["osl"], weights_dtype=_wdt(p), kv_dtype=_kvdt(p),
-              ideal=p["ideal"], usd_per_gpu_hour=p["usd_per_gpu_hour"] or None)
+              efficiency=p["efficiency"] or None, usd_per_gpu_hour=p["usd_per_gpu_hour"] or None)
     m, hw = model(p["model"]), hardware(p["hardware"])
     r = rackmath.serve(m, hw, concurrency=p["concurrency"], **kw)
     d = r.as_dict()
@@ -606,7 +632,7 @@ def serve_view(p):
             ("memory per GPU (GB)", "mem_per_gpu_gb", ""), ("largest concurrency that fits", "max_concurrency", "")]
     numbers = [num(lab, d[k] / 1e3 if u == "ms" else d[k], "s" if u == "ms" else u, k) for lab, k, u in keys if k in d]
     numbers.append(num("layout", _layout(d.get("layout", {})), key="layout"))
-    header = IDEAL if p["ideal"] else f"calibrated prediction, preset {d.get('efficiency')}"
+    header = _efficiency_header(d.get("efficiency") or None)
     der = r.explain()
     return {"header": header, "numbers": numbers, "charts": charts, "derivations": [derivation(der)] if der else [],
             "notes": list(d.get("notes", []))}
@@ -615,7 +641,7 @@ def serve_view(p):
 # --------------------------------------------------------------------------- plan (adapts to what the library has)
 
 
-_PLAN_KW = {"users", "isl", "osl", "tok_s_user", "ttft", "confirm", "weights_dtype", "kv_dtype"}
+_PLAN_KW = {"users", "isl", "osl", "tok_s_user", "ttft", "confirm", "weights_dtype", "kv_dtype", "usd_per_gpu_hour"}
 
 
 def _plan_fn():
@@ -641,7 +667,7 @@ def plan_inputs():
                 slider("users", "concurrent users", 1, 1048576, 1024, log=True),
                 slider("tok_s_user", "at least tokens/s per user", 1, 1000, 20, log=True),
                 slider("ttft_s", "TTFT at most (s)", 0, 60, 0, step=0.1, integer=False, zero="no limit"),
-                *_dtype_inputs()]
+                *_dtype_inputs(), _price_input()]
     return _common() + [
         slider("isl", "input tokens per request (ISL)", 16, 1048576, 1024, log=True),
         slider("osl", "output tokens per request (OSL)", 1, 131072, 1024, log=True),
@@ -657,7 +683,7 @@ def _plan_with_planner(p, plan):
     chips_ = [load_chip(c).name for c in str(p["hardware"]).split(",")]  # catalog names only
     r = plan(model(p["model"]).name, ",".join(chips_), users=p["users"], isl=p["isl"], osl=p["osl"],
              tok_s_user=p["tok_s_user"], ttft=p["ttft_s"] or None, confirm=False, weights_dtype=_wdt(p),
-             kv_dtype=_kvdt(p))
+             kv_dtype=_kvdt(p), **({"usd_per_gpu_hour": p["usd_per_gpu_hour"]} if p["usd_per_gpu_hour"] else {}))
     d = r.as_dict()
     traces, notes, numbers = [], list(d.get("notes", [])), []
     for chip, pts in (d.get("pareto") or {}).items():
@@ -767,8 +793,6 @@ def validate_inputs():
 
 
 def _families():
-    from ..analyses.validation import validate
-
     return sorted({r.get("family", "") for r in _validate_cached(False)["records"]} - {""})
 
 
