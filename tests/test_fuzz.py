@@ -66,6 +66,12 @@ def run(argv: list) -> tuple[int | None, str, str, bool]:
 TREE = fuzzlib.command_tree()
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    """Commands with default output names (plot validate → validate.png) write into a scratch directory."""
+    monkeypatch.chdir(tmp_path)
+
+
 def _check(inv: fuzzlib.Invocation):
     code, out, err, timed_out = run(inv.argv)
     cls = fuzzlib.classify(code, err, inv.sentinels, timed_out)
