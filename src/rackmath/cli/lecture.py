@@ -150,7 +150,7 @@ def register(app: typer.Typer) -> None:
                        Col("lecture", 0), Col("ratio", 1), Col("tolerance", 1, text=True),
                        Col("verdict", 0, text=False, justify="left")],
                   [[c.id, _short(c.title), human(c.value, c.unit), human(c.lecture_value, c.unit), _ratio(c),
-                    c.tolerance.split(" (")[0], Text.from_markup(_verdict(c, True))] for c in cs])
+                    c.tolerance.split(":")[0].split(" (")[0], Text.from_markup(_verdict(c, True))] for c in cs])
             for c in cs:
                 for n in _notes(c):
                     con.print(f"  [bold]{c.id}[/]{' (real)' if c.kind == 'real' else ''}: {n}", highlight=False)
