@@ -282,8 +282,8 @@ def test_emit_sglang_flags():
 
     cmd = emit("sglang", DEP8)["commands"][0]["command"]
     assert cmd.startswith("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3")
-    for flag in ("--tp 8", "--dp 8", "--enable-dp-attention", "--ep-size 8", "--max-running-requests 512",
-                 "--chunked-prefill-size 8192", "--kv-cache-dtype fp8_e4m3", "--speculative-algorithm EAGLE",
+    for flag in ("--tp 8", "--dp 8", "--enable-dp-attention", "--ep-size 8", "--max-running-requests 4096",
+                 "--chunked-prefill-size 65536", "--kv-cache-dtype fp8_e4m3", "--speculative-algorithm EAGLE",
                  "--speculative-num-steps 3", "--speculative-num-draft-tokens 4"):
         assert flag in cmd
 

@@ -16,7 +16,8 @@ Aggregated (continuous batching with chunked prefill), per replica of g GPUs at 
 * TPOT = t / A;  TTFT = t/2 (waiting for the next step) + ceil(ISL / (budget − n)) chunk steps
 * end-to-end E = TTFT + (OSL − 1)·TPOT; a replica completes n / E requests/s (Little's law)
 * rate mode: replicas R = ceil(λ·E / n); users mode: R = ceil(U / n)
-* the scheduler's max running sequences is n / ρ (ρ = 0.85 headroom) and must fit memory
+* the scheduler's max running sequences is n / ρ (ρ = 0.85 headroom) and must fit memory; with
+  attention-DP over T GPUs a replica has T schedulers, each with max n/(ρT) sequences and its own budget
 
 Disaggregated: a decode pool as above with P̄ = 0; a prefill pool of replicas running passes of
 ``budget`` tokens, R_P = ceil(λ·ISL / (ρ_P·X_P)); TTFT = M/D/1 wait ρ_P·t_pass / (2(1 − ρ_P))
@@ -82,6 +83,11 @@ def _price_for(prices: dict, chip: str, system: str):
     return prices.get("*")
 
 
+def _ranks(lays):
+    """Schedulers per replica: one per attention-DP rank (TP of the replica), else one."""
+    return np.where(np.asarray(lays["attention_dp"], dtype=bool), np.asarray(lays["tp"], dtype=float), 1.0)
+
+
 def _lay_row(lays, i) -> dict:
     return dict(tp=int(lays["tp"][i]), ep=int(lays["ep"][i]), pp=int(lays["pp"][i]),
                 attention_dp=bool(lays["attention_dp"][i]))
@@ -113,6 +119,7 @@ def aggregated_points(st, lays, isl, osl, budget, n=CONCURRENCY_GRID, rho=RHO) -
     L = isl + osl / 2.0
     n = np.asarray(n, dtype=float)[None, :]
     lay = {k: v[:, None] for k, v in lays.items()}
+    budget = budget * _ranks(lay)  # one scheduler (and step budget) per attention-DP rank
     m = n * A / osl  # prompts arriving per step (finished sequences are replaced)
     room = np.maximum(budget - n, 1.0)
     c = np.minimum(np.maximum(m * isl, isl), room)  # tokens of a step that carries prefill
@@ -150,6 +157,7 @@ def _decode_points(st, lays, isl, osl, n=CONCURRENCY_GRID, rho=RHO) -> dict:
 def _prefill_points(st, lays, isl, budget) -> dict:
     from . import step_table as stt
 
+    budget = budget * _ranks(lays)
     t_pass = stt.prefill_grid(st, lays, budget, isl)
     t_one = stt.prefill_grid(st, lays, isl, isl)
     fit = stt.decode_grid(st, lays, 1.0, isl)["fits"]
@@ -187,7 +195,8 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
             out["aggregated"] = dict(
                 mode="aggregated", gpus=int(gp[i, j]), replicas=int(R[i, j]), gpus_per_replica=int(pts["gpus"][i, j]),
                 layout=dict(lay, label=layout_label(lay)), concurrency_per_replica=float(n[i, j]),
-                max_batch=int(pts["max_batch"][i, j]), budget=int(budget), tpot_s=float(pts["tpot"][i, j]),
+                max_batch=int(math.ceil(pts["max_batch"][i, j] / _ranks(lay))), schedulers=int(_ranks(lay)),
+                budget=int(budget), tpot_s=float(pts["tpot"][i, j]),
                 ttft_s=float(pts["ttft"][i, j]), request_rate=float(lam[i, j]))
     if "disaggregated" in modes:
         dp = _decode_points(st, lays, isl, osl)
@@ -231,7 +240,8 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
                     mode="disaggregated", gpus=g_d + g_p, prefill_gpus=g_p, decode_gpus=g_d,
                     replicas=int(Rd[i, j]), prefill_replicas=Rp_ac, gpus_per_replica=int(dp["gpus"][i, j]),
                     layout=dict(lay_d, label=layout_label(lay_d)), prefill_layout=dict(lay_p, label=layout_label(lay_p)),
-                    concurrency_per_replica=float(n[i, j]), max_batch=int(dp["max_batch"][i, j]), budget=int(budget),
+                    concurrency_per_replica=float(n[i, j]), max_batch=int(math.ceil(dp["max_batch"][i, j] / _ranks(lay_d))),
+                    schedulers=int(_ranks(lay_d)), budget=int(budget),
                     tpot_s=tpot_d, ttft_s=float(ttft[a, c]), request_rate=float(lam),
                     prefill_load=float(PREFILL_RHO[c]), kv_transfer_s=float(pf["xfer"][a]),
                     pd_ratio=f"{g_p}:{g_d}")

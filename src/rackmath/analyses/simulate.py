@@ -4,8 +4,9 @@ The steady-state ``serve`` model answers "how fast at C sequences in flight"; re
 arrives at random, queues, bursts and preempts. This module replays requests through the
 scheduler that vLLM, SGLang and TensorRT-LLM share, one replica at a time:
 
-* **Continuous batching** with at most ``max_batch`` sequences running per replica
-  (``--max-num-seqs`` / ``--max-running-requests`` / ``max_batch_size``).
+* **Continuous batching** with at most ``max_batch`` sequences running per scheduler
+  (``--max-num-seqs`` / ``--max-running-requests`` / ``max_batch_size``; a replica with attention-DP
+  over T GPUs has T schedulers, so T·max_batch sequences and T·budget tokens per step).
 * **Chunked prefill**: each scheduler iteration has a token budget (``--max-num-batched-tokens``
   / ``--chunked-prefill-size`` / ``max_num_tokens``); decoding sequences take one token each,
   waiting prompts fill the rest in arrival order.
@@ -673,6 +674,10 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
     # ---- layouts and step tables
     lay = _pick_layout(st, n_dec, dict(tp=tp, ep=ep, pp=pp, attention_dp=attention_dp), B, mean_ctx)
     g = int(lay["tp"] * lay["pp"])
+    # the frameworks' max running sequences and step budget are per scheduler: one per attention-DP rank
+    ranks = int(lay["tp"]) if lay["attention_dp"] else 1
+    B_rank, T_rank = B, T
+    B, T = B * ranks, T * ranks
     if n_dec % g:
         raise InputError("gpus", f"{n_dec} GPUs is not a whole number of TP·PP = {g} replicas", f"a multiple of {g}")
     R = n_dec // g
@@ -685,7 +690,8 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
     total_gpus = n_dec
     cfg = dict(model=st.model.name, hardware=st.system.name, chip=st.chip, mode="disaggregated" if disagg else
                "aggregated", traffic=src, requests=n, replicas=R, layout=table.as_dict()["layout"], max_batch=B,
-               budget=T, kv_tokens_per_replica=table.kv_tokens, cadence_s=cadence, efficiency=st.efficiency,
+               budget=T, max_batch_per_rank=B_rank, budget_per_rank=T_rank, schedulers_per_replica=ranks,
+               kv_tokens_per_replica=table.kv_tokens, cadence_s=cadence, efficiency=st.efficiency,
                header=st.label, weights_dtype=st.weights_label, kv_dtype=st.kv_dtype, mtp=st.mtp,
                acceptance=st.acceptance, framework=framework or "generic", seed=seed)
 
@@ -705,17 +711,18 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
     pstats = []
     if disagg:
         n_pf = int(prefill_gpus)
-        lay_p = prefill_layout or _pick_prefill_layout(st, n_pf, T, mean_isl)
+        lay_p = prefill_layout or _pick_prefill_layout(st, n_pf, T_rank, mean_isl)
         gp = int(lay_p["tp"] * lay_p["pp"])
         if n_pf % gp:
             raise InputError("prefill_gpus", f"{n_pf} is not a multiple of the prefill replica's {gp} GPUs",
                              f"a multiple of {gp}")
         Rp = n_pf // gp
-        ptable = stt.StepTable(st, lay_p, max_batch=max(1, T), max_context=max_ctx, prompt=mean_isl, budget=T,
-                               role="prefill", n_context=4)
+        Tp = T_rank * (int(lay_p["tp"]) if lay_p["attention_dp"] else 1)
+        ptable = stt.StepTable(st, lay_p, max_batch=max(1, min(Tp, 4096)), max_context=max_ctx, prompt=mean_isl,
+                               budget=Tp, role="prefill", n_context=4)
         pout = _Out(admit=[math.nan] * n, first=[math.nan] * n, finish=[math.nan] * n, preempted=[0] * n)
         one = [1.0] * n
-        pstats = _pool_run(ptable, arr, ids, isl_l, one, pout, replicas=Rp, max_batch=max(1, T), budget=T,
+        pstats = _pool_run(ptable, arr, ids, isl_l, one, pout, replicas=Rp, max_batch=max(1, min(Tp, 4096)), budget=Tp,
                            acceptance=1.0, cadence=0.0, prefill=True, progress=progress and
                            (lambda k: progress(k // 2)))
         pf_done = np.asarray(pout.finish)

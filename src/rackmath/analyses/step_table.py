@@ -201,11 +201,25 @@ def decode_grid(st: Stack, lay: dict, batch, context: float) -> dict:
                 max_batch=np.asarray(res.max_micro_batch, dtype=float) * pp)
 
 
-def prefill_grid(st: Stack, lay: dict, tokens: float, prompt: float) -> np.ndarray:
-    """Time of one prefill pass of ``tokens`` prompt tokens (prompts of ``prompt`` tokens) per layout (s)."""
-    mn = _prefill_numbers(st, tokens, prompt)
-    _, step, _ = _eval(st, mn, st.eff_prefill, lay, 1.0)
-    return step
+def prefill_grid(st: Stack, lay: dict, tokens, prompt: float) -> np.ndarray:
+    """Time of one prefill pass of ``tokens`` prompt tokens (prompts of ``prompt`` tokens) per layout (s).
+
+    ``tokens`` is one number or one per layout (e.g. a budget per attention-DP rank × ranks).
+    """
+    tok = np.asarray(tokens, dtype=float)
+    if tok.ndim == 0:
+        mn = _prefill_numbers(st, float(tok), prompt)
+        _, step, _ = _eval(st, mn, st.eff_prefill, lay, 1.0)
+        return step
+    out = np.empty(np.broadcast_shapes(tok.shape, np.shape(lay["tp"])))
+    tok = np.broadcast_to(tok, out.shape)
+    for v in np.unique(tok):
+        sel = tok == v
+        sub = {k: np.broadcast_to(np.asarray(x), out.shape)[sel] for k, x in lay.items()}
+        mn = _prefill_numbers(st, float(v), prompt)
+        _, step, _ = _eval(st, mn, st.eff_prefill, sub, 1.0)
+        out[sel] = step
+    return out
 
 
 def kv_bytes_per_token(st: Stack, context: float = 8192.0) -> float:
