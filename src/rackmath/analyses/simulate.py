@@ -161,12 +161,23 @@ def parse_trace(text: str, name: str = "trace") -> dict:
     import json
 
     lines = [("" if ln.lstrip().startswith("#") else ln) for ln in text.splitlines()]  # '#' comment lines
-    text = "\n".join(lines)
-    body = [ln for ln in lines if ln.strip()]
-    if not body:
+    body = next((ln for ln in lines if ln.strip()), None)
+    if body is None:
         raise InputError(name, "empty trace", "CSV with a header arrival_s,isl,osl or JSON lines")
-    rows = []
-    if body[0].lstrip().startswith("{"):
+
+    def columns_of(keys):
+        cols = {}
+        for f, names in _TRACE_FIELDS.items():
+            hit = [k for k in names if k in keys]
+            if not hit:
+                raise InputError(name, f"no {f} column (columns: {', '.join(sorted(keys))})", " or ".join(names))
+            cols[f] = hit[0]
+        return cols
+
+    rownum = []  # 1-based line number of each request
+    raw = {f: [] for f in _TRACE_FIELDS}
+    if body.lstrip().startswith("{"):
+        cols = None
         for i, ln in enumerate(lines, 1):
             if not ln.strip():
                 continue
@@ -176,51 +187,65 @@ def parse_trace(text: str, name: str = "trace") -> dict:
                 raise InputError(f"{name} row {i}", f"not JSON ({e.msg})", "one JSON object per line") from None
             if not isinstance(obj, dict):
                 raise InputError(f"{name} row {i}", "not a JSON object", '{"arrival_s": 0.1, "isl": 1000, "osl": 200}')
-            rows.append((i, {str(k).strip().lower(): v for k, v in obj.items()}))
+            if cols is None:
+                obj = {str(k).strip().lower(): v for k, v in obj.items()}
+                cols = columns_of(obj.keys())
+            elif any(c not in obj for c in cols.values()):
+                obj = {str(k).strip().lower(): v for k, v in obj.items()}
+            rownum.append(i)
+            for f, c in cols.items():
+                v = obj.get(c)
+                raw[f].append(v if isinstance(v, (int, float)) and not isinstance(v, bool) else
+                              (v if isinstance(v, str) else repr(v)))
+            if len(rownum) > MAX_REQUESTS:
+                raise InputError(name, f"more than {MAX_REQUESTS:,} requests", f"at most {MAX_REQUESTS:,} requests")
     else:
-        reader = csv.reader(io.StringIO(text))
-        header = None
+        reader = csv.reader(io.StringIO("\n".join(lines)))
+        idx = None
+        width = 0
         for i, rec in enumerate(reader, 1):
             if not rec or not any(c.strip() for c in rec):
                 continue
-            if header is None:
+            if idx is None:
                 header = [c.strip().lower() for c in rec]
+                cols = columns_of(header)
+                idx = {f: header.index(c) for f, c in cols.items()}
+                width = len(header)
                 continue
-            if len(rec) != len(header):
-                raise InputError(f"{name} row {i}", f"{len(rec)} fields, the header has {len(header)}",
+            if len(rec) != width:
+                raise InputError(f"{name} row {i}", f"{len(rec)} fields, the header has {width}",
                                  "one value per header column")
-            rows.append((i, dict(zip(header, (c.strip() for c in rec)))))
-        if header is None:
+            rownum.append(i)
+            for f, k in idx.items():
+                raw[f].append(rec[k])
+            if len(rownum) > MAX_REQUESTS:
+                raise InputError(name, f"more than {MAX_REQUESTS:,} requests", f"at most {MAX_REQUESTS:,} requests")
+        if idx is None:
             raise InputError(name, "no header", "a header row naming arrival_s, isl, osl")
-    if not rows:
+        cols = {f: header[k] for f, k in idx.items()}
+    if not rownum:
         raise InputError(name, "no requests", "at least one row")
-    keys = rows[0][1].keys()
-    cols = {}
-    for f, names in _TRACE_FIELDS.items():
-        hit = [k for k in names if k in keys]
-        if not hit:
-            raise InputError(name, f"no {f} column (columns: {', '.join(sorted(keys))})", " or ".join(names))
-        cols[f] = hit[0]
-    if len(rows) > MAX_REQUESTS:
-        raise InputError(name, f"{len(rows)} requests", f"at most {MAX_REQUESTS:,} requests")
-    out = {f: np.empty(len(rows)) for f in _TRACE_FIELDS}
-    for j, (i, row) in enumerate(rows):
-        for f, col in cols.items():
-            raw = row.get(col)
-            try:
-                v = float(raw)
-            except (TypeError, ValueError):
-                raise InputError(f"{name} row {i} field {col}", f"{raw!r} is not a number",
-                                 "seconds ≥ 0" if f == "arrival_s" else "a whole number of tokens ≥ 1") from None
-            if f == "arrival_s":
-                ok = math.isfinite(v) and 0 <= v <= 1e9
-                acc = "seconds from 0 to 10⁹"
-            else:
-                ok = math.isfinite(v) and v >= 1 and v == round(v) and v <= 1e7
-                acc = "a whole number of tokens from 1 to 10⁷"
-            if not ok:
-                raise InputError(f"{name} row {i} field {col}", f"{raw!r}", acc)
-            out[f][j] = v
+    out = {}
+    for f, vals in raw.items():
+        col = cols[f]
+        acc = "seconds from 0 to 10⁹" if f == "arrival_s" else "a whole number of tokens from 1 to 10⁷"
+        try:
+            v = np.asarray(vals, dtype=float)
+        except (TypeError, ValueError):  # find the first value that is not a number, for the error
+            for r, x in zip(rownum, vals):
+                try:
+                    float(x)
+                except (TypeError, ValueError):
+                    raise InputError(f"{name} row {r} field {col}", f"{x!r} is not a number", acc) from None
+            raise  # pragma: no cover
+        if f == "arrival_s":
+            bad = ~np.isfinite(v) | (v < 0) | (v > 1e9)
+        else:
+            bad = ~np.isfinite(v) | (v < 1) | (v > 1e7) | (v != np.round(v))
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise InputError(f"{name} row {rownum[k]} field {col}", f"{vals[k]!r}", acc)
+        out[f] = v
     o = np.argsort(out["arrival_s"], kind="stable")
     return {f: v[o] for f, v in out.items()}
 
@@ -811,7 +836,7 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
         goodput_tok_s=out_tok / span * float(np.sum(osl_a[good])) / max(float(np.sum(osl_a[count])), 1e-300),
         slo_attainment=int(good.sum()) / max(n_ok, 1), ttft_slo_s=ttft_slo, tpot_slo_s=tpot_slo,
         utilization=busy / max(spans, 1e-12), mean_running=area / max(spans, 1e-12) * len(dstats),
-        running_per_replica=area / max(spans, 1e-12),
+        running_per_replica=area / max(spans, 1e-12), batch_occupancy=area / max(spans, 1e-12) / B,
         usd_per_hour=total_gpus * price, usd_per_mtok_output=total_gpus * price / 3600.0 / max(x_out, 1e-300) * 1e6,
         usd_per_gpu_hour=price,
     )

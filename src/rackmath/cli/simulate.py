@@ -154,8 +154,9 @@ def register(app: typer.Typer) -> None:
                 ["throughput", f"{s['request_rate']:.4g} req/s, {units.format_si(s['output_tok_s'])} output tok/s "
                                f"({s['output_tok_s_per_gpu']:.4g} per GPU)"],
                 ["tokens/s per user", f"{s['tokens_per_s_per_user']:.4g}"],
-                ["GPU utilization", f"{s['utilization']:.1%} busy; {s['running_per_replica']:.4g} "
-                                    "sequences running per replica on average"],
+                ["GPU utilization", f"{s['utilization']:.1%} of the time a step is running; on average "
+                                    f"{s['running_per_replica']:.4g} of {c['max_batch']:,} sequence slots per replica "
+                                    f"used ({s['batch_occupancy']:.0%})"],
                 ["cost", f"${s['usd_per_hour']:.4g}/h, ${s['usd_per_mtok_output']:.4g}/Mtok output at "
                          f"${s['usd_per_gpu_hour']:g}/GPU-h"]]
         if s["ttft_slo_s"] is not None or s["tpot_slo_s"] is not None:
