@@ -289,3 +289,17 @@ def test_api_strings_defaults_and_results():
     assert 1.5e7 < t.time_s < 1.8e7 and "TrainingResult(" in repr(t)
     s = rackmath.serve("llama-3.1-8b", "hgx-h100", gpus=1, isl="1K", osl="1K", concurrency="8")
     assert s.as_dict()["concurrency"] == 8 and len(s.to_frame()) == 1
+
+
+def test_every_result_has_a_frame_and_a_short_repr():
+    pytest.importorskip("pandas")
+    import rackmath
+
+    results = [rackmath.layout("llama-3.1-8b", "hgx-h100", gpus=8),
+               rackmath.train("llama-3.1-8b", "hgx-h100", gpus=8, tokens="1T"),
+               rackmath.simulate("llama-3.1-8b", "h100", rate=2, requests=100)]
+    for r in results:
+        f = r.to_frame()
+        assert len(f) == len(r) >= 1 and len(repr(r)) < 400
+    sim = results[-1].to_frame()
+    assert len(sim) == 100 and (sim["ttft_s"] > 0).all()  # one row per request

@@ -245,6 +245,10 @@ def test_fit_recovers_known_per_family_and_shared_parameters():
     assert f.values == {("eta", "A"): 0.5, ("eta", "B"): 0.25, ("ovh", None): 0.1}
     assert f.n_params == 3 and f.objective == pytest.approx(0.0, abs=1e-12)
     assert f.as_dict()["per_family"] == {"A": {"eta": 0.5}, "B": {"eta": 0.25}}
+    from dataclasses import replace
+
+    g = calibration.fit(_syn_records(), replace(SPEC, weighting="source"), predictor=_syn_predictor)
+    assert g.values == f.values  # consistent data: the weighting changes nothing
 
 
 def test_cross_validation_groups_and_errors_are_the_hand_derived_ones():
@@ -468,3 +472,25 @@ def test_the_efficiency_model_declares_the_fitted_vector(monkeypatch):
     f = calibration.fit(sub)
     assert f.n_params == 3 and set(f.values) == {("eta_memory", "hopper"), ("eta_memory", "blackwell"),
                                                  ("step_overhead_s", None)}
+
+
+def test_records_in_a_catalog_dir_and_other_kinds_skipped(tmp_path):
+    from rackmath.specs import catalog
+
+    (tmp_path / "both.toml").write_text(USER + '\n[[efficiency]]\nname = "x-eff"\neta_compute = 0.5\n')
+    assert [r.id for r in R.read_records_file(tmp_path / "both.toml")] == ["my-h100-8b", "T1-H100"]
+    try:
+        catalog.add_catalog_dir(tmp_path)
+        ids = [r.id for r in validation.records()]
+        assert "my-h100-8b" in ids and len(ids) == len(R.shipped_records()) + 1
+    finally:
+        catalog._user_dirs.clear()
+        catalog.clear_caches()
+    with pytest.raises(CatalogError, match=r"records: unknown table in a records file; did you mean \[\[record\]\]"):
+        R.parse_records({"records": [GOOD]}, "f.toml")
+
+
+def test_validate_names_the_preset_each_record_used(result):
+    by = result["summary_by_efficiency"]
+    assert by["hopper-serving"]["n"] > 50 and by["blackwell-serving"]["n"] > 30
+    assert sum(s["n"] for s in by.values()) == result["summary"]["n"]

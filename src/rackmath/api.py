@@ -82,8 +82,8 @@ def roofline(model, hardware, *, gpus=None, chips=None, batch=1, context=8192, p
                      efficiency=_eff(hardware, efficiency, ideal, "ideal"))
 
 
-def serve(model, hardware, *, gpus=None, chips=None, isl=1024, osl=1024, concurrency=1, efficiency=None,
-          ideal=False, usd_per_gpu_hour=None, **kw):
+def serve(model, hardware, *, isl, osl, concurrency, gpus=None, chips=None, efficiency=None, ideal=False,
+          usd_per_gpu_hour=None, **kw):
     """Steady-state serving (``rackmath serve``): tokens/s per GPU, TPOT, TTFT, $/Mtok. Default: the chip's
     calibrated preset. Other keywords as ``analyses.serving.serve`` (tp, ep, pp, attention_dp, mtp, …)."""
     from .analyses.serving import serve as _serve

@@ -51,6 +51,7 @@ class ResultMixin:
     """``to_frame()``, concise ``__repr__``, ``_repr_html_`` and ``__len__`` from ``as_dict()``."""
 
     _SUMMARY: tuple = ()  # ((field, unit), …) shown by repr
+    _ROW = "configuration"  # what one row of to_frame() is
 
     def _frame_dict(self) -> dict:
         return self.as_dict()
@@ -90,7 +91,7 @@ class ResultMixin:
     def __repr__(self) -> str:
         cols, shape = self._columns()
         n = int(np.prod(shape)) if shape else 1
-        bits = [self._title() or type(self).__name__, f"{n} configuration{'s' * (n != 1)}"]
+        bits = [self._title() or type(self).__name__, f"{n} {self._ROW}{'s' * (n != 1)}"]
         eff = cols.get("efficiency")
         if isinstance(eff, str):
             bits.append("ideal roofline" if eff == "ideal" else f"calibrated ({eff})")

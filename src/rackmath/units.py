@@ -1,6 +1,6 @@
 """Units: plain SI floats inside, human strings only at the edges.
 
-Conventions (../shared/reference/conventions.md):
+Conventions (docs/reference/conventions.md):
 
 * bytes and byte rates use decimal prefixes (1 GB = 1e9 B, 1 TB/s = 1e12 B/s);
   binary prefixes are always written out (1 GiB = 2**30 B);

@@ -65,6 +65,7 @@ class ParamSpec:
     points: int = 9
     name: str = "fit"
     sweeps: int = 1  # sweeps over every coordinate per round (more: coupled parameters converge further)
+    weighting: str = "record"  # "record": every record counts 1; "source": every source_group counts 1 in total
 
     @property
     def names(self) -> tuple:
@@ -252,9 +253,18 @@ def fit(recs, spec: ParamSpec | None = None, predictor=None, cache: PredictionCa
         return [theta[(p.name, rec_fam[i] if p.per_family else None)] for p in spec.params]
 
     base = np.array([vec(i) for i in range(len(recs))])
-    loss = _logerr(np.array([cache.table([r], [base[i]])[0, 0] for i, r in enumerate(recs)]), meas)
-    best = float(loss.mean())
+    if spec.weighting not in ("record", "source"):
+        raise InputError("weighting", f"{spec.weighting!r}", "record or source")
     N = len(recs)
+    if spec.weighting == "source":
+        counts = {}
+        for r in recs:
+            counts[r.source_group] = counts.get(r.source_group, 0) + 1
+        w = np.array([N / (len(counts) * counts[r.source_group]) for r in recs])  # mean weight 1
+    else:
+        w = np.ones(N)
+    loss = w * _logerr(np.array([cache.table([r], [base[i]])[0, 0] for i, r in enumerate(recs)]), meas)
+    best = float(loss.mean())
     for rnd in range(int(rounds)):
         scale = 0.5 ** rnd
         for _sweep in range(spec.sweeps):
@@ -268,7 +278,7 @@ def fit(recs, spec: ParamSpec | None = None, predictor=None, cache: PredictionCa
                 for row, i in enumerate(idx):
                     X = np.tile(np.array(vec(i), dtype=float), (len(cands), 1))
                     X[:, j] = cands
-                    L[row] = _logerr(cache.table([recs[i]], X)[0], meas[i])
+                    L[row] = w[i] * _logerr(cache.table([recs[i]], X)[0], meas[i])
                 rest = loss.sum() - loss[idx].sum()
                 scores = (rest + L.sum(axis=0)) / N
                 for k, sc in enumerate(scores):  # as if scored one by one: keep each strict improvement

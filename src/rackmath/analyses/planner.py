@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..results import ResultMixin
+
 from ..errors import InputError
 
 #: Default chips of ``plan`` and ``compare`` (the issue's set).
@@ -273,9 +275,19 @@ def pareto_points(st, pts, isl, osl) -> dict:
     return dict(tok_s_user=speed.tolist(), usd_per_mtok=usd.tolist(), front=np.asarray(front).tolist())
 
 
-@dataclass
-class PlanResult:
-    """Per chip: the cheapest deployment meeting the SLOs (aggregated and disaggregated), ranked by cost."""
+@dataclass(repr=False)
+class PlanResult(ResultMixin):
+    """Per chip: the cheapest deployment meeting the SLOs (aggregated and disaggregated), ranked by cost.
+    ``to_frame()``: one row per chip of the ranking."""
+
+    _SUMMARY = ()
+    _ROW = "chip"
+
+    def _frame_dict(self) -> dict:
+        keys = [k for r in self.rows for k, v in r.items()
+                if isinstance(v, (int, float, str, bool)) or v is None]
+        keys = list(dict.fromkeys(keys))
+        return {"model": self.model} | {k: [r.get(k) for r in self.rows] for k in keys}
 
     model: str
     workload: dict

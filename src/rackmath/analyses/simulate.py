@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..results import ResultMixin
+
 from ..errors import InputError
 
 #: Defaults of the generic stack when no ``framework`` is named: vLLM's ``max_num_seqs`` (256) and the
@@ -542,9 +544,19 @@ def _merge_timelines(tls: list, points: int = 1000):
     return dict(t_s=grid.tolist(), queue=q.tolist(), batch=b.tolist())
 
 
-@dataclass
-class SimResult:
-    """What a simulation measured: latency percentiles, throughput, goodput, utilization, timeline."""
+@dataclass(repr=False)
+class SimResult(ResultMixin):
+    """What a simulation measured: latency percentiles, throughput, goodput, utilization, timeline.
+    ``to_frame()``: one row per request (arrival, first token, finish, TTFT, TPOT, end-to-end, seconds)."""
+
+    _SUMMARY = (("ttft_s", "s"), ("tpot_s", "s"), ("e2e_s", "s"))
+    _ROW = "request"
+
+    def _frame_dict(self) -> dict:
+        per = {k: getattr(self, k) for k in ("arrival_s", "first_token_s", "finish_s", "ttft_s", "tpot_s", "e2e_s")
+               if getattr(self, k) is not None}
+        scal = {k: v for k, v in self.config.items() if isinstance(v, (int, float, str, bool))}
+        return scal | {k: np.asarray(v, dtype=float) for k, v in per.items()}
 
     summary: dict
     config: dict

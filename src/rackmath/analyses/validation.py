@@ -425,7 +425,8 @@ def validate(efficiency=None, ideal=False, ids=None, recs=None) -> dict:
     """Every record predicted and compared.
 
     Returns ``{"records": [...], "summary", "summary_by_source", "summary_by_hardware_family",
-    "summary_by_model_family", "summary_by_status", "summary_derived", "excluded", "counts"}``.
+    "summary_by_model_family", "summary_by_status", "summary_by_efficiency" (the preset each record
+    was predicted with: "ideal" names chips without one), "summary_derived", "excluded", "counts"}``.
     ``summary`` covers the fitted records (measured and approximate, not excluded): the headline.
     ``recs`` defaults to the shipped records (:func:`records`).
     """
@@ -448,6 +449,8 @@ def validate(efficiency=None, ideal=False, ids=None, recs=None) -> dict:
             "summary_by_model_family": summarize_by(fit, "model_family"),
             "summary_by_status": summarize_by(fit, "status"),
             "summary_by_family": summarize_by(fit, "hardware_family"),
+            "summary_by_efficiency": summarize_by([dict(r, efficiency_used=r["operating_point"].get("efficiency", "?"))
+                                                   for r in fit], "efficiency_used"),
             "summary_derived": summarize([r for r in rows if r["status"] == "derived"]),
             "excluded": excluded,
             "counts": {"records": len(rows) + len(excluded), "fitted": len(fit),

@@ -243,9 +243,11 @@ def _default(o):
 
 
 def _clean(o):
-    """JSON has no NaN/inf: map them to null."""
+    """JSON has no NaN/inf: map them to null. Sources are cited by the names a reader has (:func:`cite`)."""
     if isinstance(o, float) and not math.isfinite(o):
         return None
+    if isinstance(o, str) and "published.md" in o:
+        return cite(o)
     if isinstance(o, dict):
         return {k: _clean(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):

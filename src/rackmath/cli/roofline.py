@@ -103,6 +103,7 @@ def register(app: typer.Typer) -> None:
             print_json(d)
             return
         if explain:
+            print(mode_label(r.efficiency))
             for i in range(min(size, 16)):
                 print_derivation(r.explain(i))
                 print()

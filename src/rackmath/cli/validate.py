@@ -68,6 +68,8 @@ def register(app: typer.Typer) -> None:
                              "one of them (the ideal roofline has nothing fitted)")
         if cv and refit:
             raise InputError("cv", "--cv with --refit", "one of them")
+        if scheme != "source,hardware,model" and not cv:
+            raise InputError("scheme", "--scheme without --cv", "--cv --scheme source,hardware,model,loo")
         if (output is not None or force or prefix is not None) and not refit:
             raise InputError("output", "--output/--force/--prefix without --refit", "--refit --output FILE")
         from ..analyses.validation import records as load
@@ -106,7 +108,9 @@ def register(app: typer.Typer) -> None:
               caption=f'median |error| {_pct(s)} over {s["n"]} records from {n["sources"]} sources; p90 '
                       f'{_pct(s, "p90_abs_error")}; within ±20%: {s["within_20pct"]}, within 2×: {s["within_2x"]}; '
                       f'worst {_worst(s)}')
-        for key, title in (("summary_by_hardware_family", "by hardware family"),
+        for key, title in (("summary_by_efficiency", "by the efficiency preset each record was predicted with "
+                                                     "(ideal = no preset for that chip)"),
+                           ("summary_by_hardware_family", "by hardware family"),
                            ("summary_by_model_family", "by model family"), ("summary_by_source", "by source")):
             table(f"rackmath validate, {title}", GROUP_COLS, _group_rows(v[key]))
         if v["excluded"]:

@@ -818,6 +818,7 @@ class SearchResult(ResultMixin):
     ``to_frame()``: one row per frontier layout."""
 
     _SUMMARY = (("tokens_per_s_per_user", "tok/s"), ("usd_per_mtok", "$"))
+    _ROW = "frontier layout"
 
     def _frame_dict(self) -> dict:
         return {"model": self.layouts.model.name, "hardware": self.layouts.hw.name} | self.frontier.as_dict()

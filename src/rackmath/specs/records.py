@@ -365,16 +365,30 @@ def parse_record(t: dict, path="<records>", i: int = 0, check_names: bool = True
                   path=str(path), chip=chip)
 
 
+MAX_RECORDS = 100_000  # per load: more is a mistake (or hostile), not a validation set
+MAX_FILE_BYTES = 64 * 2**20
+
+
 def parse_records(doc: dict, path="<records>", check_names: bool = True) -> list[Record]:
-    """Every ``[[record]]`` of one parsed TOML document; ids must be unique within it."""
-    unknown = [k for k in doc if k != "record" and not k.startswith("_") and k != "meta"]
+    """Every ``[[record]]`` of one parsed TOML document; ids must be unique within it.
+
+    Tables of other catalog kinds (``[[efficiency]]``, ``[[model]]`` …) are skipped: they belong
+    to ``--catalog``; any other table name is an error.
+    """
+    from .catalog import KINDS as CATALOG_KINDS
+
+    unknown = [k for k in doc if k not in CATALOG_KINDS and not k.startswith("_") and k != "meta"]
     if unknown:
-        raise CatalogError(str(path), unknown[0], "unknown table in a records file (accepted: [[record]])")
+        close = difflib.get_close_matches(unknown[0], ["record"], n=1, cutoff=0.5)
+        raise CatalogError(str(path), unknown[0], "unknown table in a records file"
+                           + ("; did you mean [[record]]?" if close else "") + " (accepted: [[record]])")
     tables = doc.get("record", [])
     if isinstance(tables, dict):
         tables = [tables]
     if not isinstance(tables, list):
         raise CatalogError(str(path), "record", "expected tables ([[record]])")
+    if len(tables) > MAX_RECORDS:
+        raise CatalogError(str(path), "record", f"{len(tables):,} records (accepted: at most {MAX_RECORDS:,})")
     out, seen = [], {}
     for i, t in enumerate(tables):
         r = parse_record(t, path, i, check_names)
@@ -389,7 +403,14 @@ def parse_records(doc: dict, path="<records>", check_names: bool = True) -> list
 def read_records_file(path, check_names: bool = True) -> list[Record]:
     from .catalog import _read_toml
 
-    return parse_records(_read_toml(Path(path)), path, check_names)
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+    except OSError as exc:
+        raise CatalogError(str(p), "file", f"cannot read: {exc.strerror}") from None
+    if size > MAX_FILE_BYTES:
+        raise CatalogError(str(p), "file", f"{size / 2**20:.0f} MiB (accepted: at most {MAX_FILE_BYTES // 2**20} MiB)")
+    return parse_records(_read_toml(p), path, check_names)
 
 
 def records_dir_files(d) -> list[Path]:
@@ -456,6 +477,9 @@ def load_records(dirs=(), only: bool = False) -> list[Record]:
         for f in records_dir_files(d):
             user += read_records_file(f)
     _check_unique(user)
+    if len(user) > MAX_RECORDS:
+        raise CatalogError(", ".join(str(d) for d in dirs), "records",
+                           f"{len(user):,} records (accepted: at most {MAX_RECORDS:,})")
     if only and not user:
         raise CatalogError(", ".join(str(d) for d in dirs) or "--records", "records",
                            "no records to validate (--only-records needs --records DIR with [[record]] tables)")
