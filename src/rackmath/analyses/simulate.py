@@ -868,12 +868,22 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
 
 
 def framework_defaults(framework) -> dict:
-    """Scheduler defaults of a serving stack: max running sequences and the step token budget."""
+    """Scheduler defaults of a serving stack: max running sequences and the step token budget (per scheduler).
+
+    The stacks' numbers are the serving model's (``serving.load_stack``: the same presets ``serve
+    --framework`` uses); the generic stack (no framework) runs at most 256 sequences and 8,192 tokens a step.
+    """
+    from . import serving
     from .launch import framework_info
 
     if framework is None:
         return dict(max_batch=DEFAULT_MAX_BATCH, budget=DEFAULT_BUDGET, name="generic")
-    f = framework_info(framework)
+    name = framework_info(framework)["name"]
+    if hasattr(serving, "load_stack"):
+        s = serving.load_stack(name)
+        return dict(max_batch=int(min(s.max_batch_size, 65536)), budget=int(s.max_num_tokens or DEFAULT_BUDGET),
+                    name=s.name)
+    f = framework_info(name)
     return dict(max_batch=int(f["max_batch"]), budget=int(f["budget"]), name=f["name"])
 
 
