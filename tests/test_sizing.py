@@ -179,6 +179,9 @@ def test_bad_trace_on_the_cli_is_one_line_exit_2(tmp_path):
     (["--rate", "1", "--budget", "16", "--max-batch", "64"], "budget"),
     (["--rate", "1", "--arrivals", "weibull"], "arrivals"),
     (["--rate", "1", "--requests", "1e12"], "requests"),
+    (["--rate", "1", "--max-batch", "0"], "max_batch"),
+    (["--rate", "1", "--isl", "0"], "isl: 0 tokens"),
+    (["--rate", "1", "--price", "b200=3"], "usd_per_gpu_hour: no price for h100"),
 ])
 def test_bad_simulate_inputs(args, field):
     code, out, err = run_cli("simulate", "llama-3.1-8b", "-H", "h100", *args)

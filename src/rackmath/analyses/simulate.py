@@ -88,6 +88,8 @@ def parse_lengths(text, field: str) -> tuple:
             spec = ("uniform", float(round(lo)), float(round(hi)))
         else:
             raise ValueError
+    except InputError:
+        raise
     except ValueError:
         raise InputError(field, f"cannot read {text!r}", _LEN_ACCEPTED) from None
     if any(not (1 <= x <= 1e7) for x in spec[1:2]):
@@ -641,8 +643,8 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
     st = stt.stack(model, hardware, weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance,
                    efficiency=efficiency, ideal=ideal, usd_per_gpu_hour=usd_per_gpu_hour, framework=framework)
     fw = framework_defaults(framework)
-    B = int(max_batch or fw["max_batch"])
-    T = int(budget or fw["budget"])
+    B = int(fw["max_batch"] if max_batch is None else max_batch)
+    T = int(fw["budget"] if budget is None else budget)
     for name, v, lo, hi in (("max_batch", B, 1, 65536), ("budget", T, 1, 10**7)):
         if not lo <= v <= hi:
             raise InputError(name, f"{v}", f"a whole number from {lo} to {hi}")
