@@ -29,7 +29,7 @@ _LAZY = {
     "plan": ("rackmath.analyses.planner", "plan"),
     "simulate": ("rackmath.analyses.simulate", "simulate"),
     "compare": ("rackmath.analyses.planner", "compare"),
-    "measure": ("rackmath.measure", "measure"),
+    "measure": ("rackmath.measuring", "measure"),  # needs the optional extra rackmath[torch]
     "load_model": ("rackmath.specs.models", "load_model"),
     "load_hardware": ("rackmath.specs.hardware", "load_hardware"),
     "load_chip": ("rackmath.specs.hardware", "load_chip"),

@@ -246,7 +246,7 @@ def _clean(o):
     """JSON has no NaN/inf: map them to null. Sources are cited by the names a reader has (:func:`cite`)."""
     if isinstance(o, float) and not math.isfinite(o):
         return None
-    if isinstance(o, str) and "published.md" in o:
+    if isinstance(o, str) and ("published.md" in o or "]" in o):
         return cite(o)
     if isinstance(o, dict):
         return {k: _clean(v) for k, v in o.items()}
@@ -394,19 +394,23 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
         if hidden else [])
     for n in notes:
         con.print(Text(n, style="dim"))
+    con.print()  # tables printed one after another stay apart
 
 
 # --- sources ---------------------------------------------------------------------------------------------------------
 
 _TAG = {"V": "verified", "S": "secondary source", "D": "derived", "M": "unverified"}
+_TAGS = re.compile(r"\[([VSDM])\]")  # published.md's status tags, written out
 _PUB = re.compile(r"(?:\.\./shared/reference/|(?<![/\w]))published\.md")
 
 
 def cite(text: str) -> str:
     """Sources by names a reader has: 'published.md H1 [V]: glennklockwood.com…' → 'glennklockwood.com… (verified;
     docs/reference/published.md H1)'. The compilation itself ships as docs/reference/published.md."""
-    if not text or "published.md" not in text:
+    if not text or ("published.md" not in text and "]" not in text):
         return text
+    if "published.md" not in text:
+        return _TAGS.sub(lambda m: f"[{_TAG[m.group(1)]}]", text)
 
     def one(m):
         ref, tag, rest = m.group(1).strip(), m.group(2), m.group(3).strip()
@@ -416,7 +420,7 @@ def cite(text: str) -> str:
 
     out = re.sub(r"(?:\.\./shared/reference/|(?<![/\w]))published\.md\s*([^\[\]:;()]{0,24}?)\s*(?:\[([VSDM])\])?\s*:\s*"
                  r"([^;\n]*)", one, text)
-    return _PUB.sub("docs/reference/published.md", out)
+    return _TAGS.sub(lambda m: f"[{_TAG[m.group(1)]}]", _PUB.sub("docs/reference/published.md", out))
 
 
 # --- files -----------------------------------------------------------------------------------------------------------

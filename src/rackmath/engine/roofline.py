@@ -45,8 +45,24 @@ def expected_experts_hit(n_experts, k, tokens):
     return np.where((E > 0) & (T > 0), np.minimum(hit, E), 0.0)
 
 
-def weights_read_bytes(model, tokens, dtype=None):
+WEIGHT_READ_MODES = ("hit", "all")
+
+
+def check_weight_read(weight_read):
+    """Validate a weight-read mode: "hit" (experts the batch routes to) or "all" (the lecture's N_total)."""
+    if weight_read not in WEIGHT_READ_MODES:
+        raise InputError("weight_read", f"{weight_read!r} is not a weight-read mode",
+                         "hit (only the experts the batch routes to) or all (every weight, every step: the lecture)")
+    return weight_read
+
+
+def weights_read_bytes(model, tokens, dtype=None, weight_read="hit"):
     """Weight bytes streamed from HBM for one pass over ``tokens`` tokens.
+
+    ``weight_read="all"`` is the lecture's premise (00:00, R3: "fetch all of the weights …
+    the total number of parameters, not just the active parameters"): every routed
+    expert is read every step whatever the batch, E_hit = E. ``"hit"`` (default) reads
+    only the expected distinct experts the batch routes to (below).
 
     W_read = W_dense + n_moe_layers · E_hit(T) · W_expert, where W_dense is every
     weight read whatever the routing (attention, dense FFNs, shared experts, LM head;
@@ -54,10 +70,14 @@ def weights_read_bytes(model, tokens, dtype=None):
     expert of one layer. For a dense model this is all the weights (lecture 00:00:
     "fetch the total number of parameters").
     """
+    check_weight_read(weight_read)
     dense = model.dense_weight_bytes(dtype)
     if not getattr(model, "n_experts", 0):
         return np.broadcast_to(np.asarray(dense, dtype=float), np.shape(tokens)).astype(float)
-    hit = expected_experts_hit(model.n_experts, model.experts_per_token, tokens)
+    if weight_read == "all":
+        hit = np.broadcast_to(np.asarray(float(model.n_experts)), np.shape(tokens))
+    else:
+        hit = expected_experts_hit(model.n_experts, model.experts_per_token, tokens)
     return dense + model.n_moe_layers * hit * model.expert_weight_bytes(dtype)
 
 
@@ -235,6 +255,7 @@ class RooflineResult(ResultMixin):
             "kv_dtype": self.kv_dtype,
             "compute_dtype": self.compute_dtype,
             "efficiency": self.efficiency.name,
+            "weight_read": self.extras.get("weight_read", "hit"),
         }
         return broadcast_fields(out | {f: getattr(self, f) for f in self.FIELDS}, self.FIELDS)
 
@@ -263,7 +284,11 @@ class RooflineResult(ResultMixin):
         d.add("t_compute", "F / (chips · peak · η_c)",
               f"{fmt(p['flops'], 'FLOP')} / ({n:g} · {fmt(self.peak_flops, 'FLOP/s')} [{self.compute_dtype}] · "
               f"{eff.eta_compute:g})", p["t_compute_s"], "s")
-        if getattr(m, "n_experts", 0):
+        if getattr(m, "n_experts", 0) and self.extras.get("weight_read") == "all":
+            hit = float(m.n_experts)
+            d.add("E_hit", "E (weight read = all: every expert, every step, as the lecture)", f"{m.n_experts}", hit, "",
+                  "routed experts read per MoE layer")
+        elif getattr(m, "n_experts", 0):
             hit = float(expected_experts_hit(m.n_experts, m.experts_per_token, tokens))
             d.add("E_hit", "E · (1 − (1 − k/E)^T)", f"{m.n_experts} · (1 − (1 − {m.experts_per_token}/{m.n_experts})"
                   f"^{tokens:g})", hit, "", "distinct routed experts read per MoE layer")
@@ -310,13 +335,15 @@ def _resolve(model, hardware):
 
 
 def roofline(model, hardware, *, chips=None, batch, context, pass_len=1, weights_dtype=None, kv_dtype=None,
-             efficiency=None) -> RooflineResult:
+             efficiency=None, weight_read="hit") -> RooflineResult:
     """Roofline step time and its consequences for ``model`` on ``hardware`` (names or objects).
 
     ``chips`` defaults to one scale-up domain of the system. ``weights_dtype`` None means
     the model's published dtype; ``kv_dtype`` None means the model's own KV dtype (bf16 for published models). ``efficiency`` None is the
     lecture's ideal roofline; a preset name or an :class:`Efficiency` derates it.
     All of ``chips``, ``batch``, ``context``, ``pass_len`` broadcast as numpy arrays.
+    ``weight_read`` "hit" (default) reads the experts the batch routes to; "all" reads
+    every weight every step, as the lecture does (see :func:`weights_read_bytes`).
     """
     from .. import units
 
@@ -346,7 +373,7 @@ def roofline(model, hardware, *, chips=None, batch, context, pass_len=1, weights
     f_attn = attention_flops(model, B, L, P)
     flops = f_mm + f_attn
     t_c = compute_time(f_mm, n, peak, eff.eta_compute) + compute_time(f_attn, n, attn_peak, eff.eta_compute)
-    w_read = weights_read_bytes(model, tokens, wdt)
+    w_read = weights_read_bytes(model, tokens, wdt, check_weight_read(weight_read))
     kv_read = kv_step_bytes(model, B, L, P, kvdt)
     t_w = memory_time(w_read, n, chip.hbm_bw, eff.eta_memory)
     t_kv = memory_time(kv_read, n, chip.hbm_bw, eff.eta_memory)
@@ -359,4 +386,5 @@ def roofline(model, hardware, *, chips=None, batch, context, pass_len=1, weights
         flops=np.broadcast_to(flops, shape), weight_bytes_read=np.broadcast_to(w_read, shape),
         kv_bytes_read=np.broadcast_to(kv_read, shape), t_compute_s=t_c, t_weights_s=t_w, t_kv_s=t_kv,
         step_s=step, bound_code=binding_term(t_c, t_w, t_kv), peak_flops=peak, usd_per_chip_hour=chip.usd_per_hour,
+        extras={"weight_read": weight_read},
     )
