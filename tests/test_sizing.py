@@ -71,6 +71,28 @@ def test_simulation_agrees_with_serve_at_fixed_concurrency():
     assert r.summary["running_per_replica"] == pytest.approx(64, rel=0.02)
 
 
+def _time_sliced_serve() -> bool:
+    from rackmath.analyses.step_table import _new_api
+
+    return _new_api()
+
+
+@pytest.mark.skipif(not _time_sliced_serve(), reason="serve amortises prefill evenly until issue 9's time-sliced "
+                                                      "step model is on this branch")
+@pytest.mark.parametrize("isl, osl, c, framework", [(1000, 1000, 64, None), (128, 1024, 256, "vllm"),
+                                                    (4000, 500, 32, "trtllm"), (1000, 1000, 64, "sglang")])
+def test_simulation_agrees_with_time_sliced_serve_with_long_prompts(isl, osl, c, framework):
+    """With prefill time-sliced into the token stream (serve, issue 9), prompt-heavy loads agree too."""
+    from rackmath.analyses.serving import serve
+    from rackmath.analyses.simulate import simulate
+
+    r = simulate("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, concurrency=c, requests=2000, isl=isl, osl=osl,
+                 framework=framework)
+    s = serve("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, isl=isl, osl=osl, concurrency=c, framework=framework)
+    assert r.summary["tpot_s"]["mean"] == pytest.approx(s.tpot_ms / 1e3, rel=0.05)
+    assert r.summary["output_tok_s"] == pytest.approx(s.output_tok_s, rel=0.05)
+
+
 def test_train_schedule_steps_leave_on_the_clock():
     """--cadence: every first token leaves on a multiple of the step period (lecture's train)."""
     from rackmath.analyses.simulate import simulate

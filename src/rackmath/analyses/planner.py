@@ -121,24 +121,14 @@ def aggregated_points(st, lays, isl, osl, budget, n=CONCURRENCY_GRID, rho=RHO) -
     L = isl + osl / 2.0
     n = np.asarray(n, dtype=float)[None, :]
     lay = {k: v[:, None] for k, v in lays.items()}
-    budget = budget * _ranks(lay)  # one scheduler (and step budget) per attention-DP rank
-    m = n * A / osl  # prompts arriving per step (finished sequences are replaced)
-    room = np.maximum(budget - n, 1.0)
-    c = np.minimum(np.maximum(m * isl, isl), room)  # tokens of a step that carries prefill
-    f = np.minimum(1.0, m * isl / c)  # share of steps that carry prefill
-    Lg = np.full_like(n, L)
-    t_dec = stt._mixed_grid(st, lay, n, np.zeros_like(n), Lg, isl)
-    t_chunk = stt._mixed_grid(st, lay, n, c, Lg, isl)
-    t = (1.0 - f) * t_dec + f * t_chunk
-    n_chunks = np.ceil(isl / room)
-    tpot = t / A
-    ttft = 0.5 * t + n_chunks * t_chunk
+    ss = stt.steady_state(st, lay, n, isl, osl, budget)
+    tpot, ttft, x = ss["tpot_s"], ss["ttft_s"], ss["out_tok_s"]
     mx = np.ceil(n / rho)
     fit = stt.decode_grid(st, lay, mx, L)
     ok = fit["fits"] & (mx <= fit["max_batch"] + 1e-9)
     e2e = ttft + (osl - 1.0) * tpot
     return dict(tpot=tpot, ttft=ttft, e2e=e2e, n=np.broadcast_to(n, tpot.shape), max_batch=np.broadcast_to(mx, tpot.shape),
-                ok=ok, gpus=np.broadcast_to(lay["gpus"], tpot.shape), out_tok_s=n * A / t)
+                ok=ok & ~ss["prefill_bound"], gpus=np.broadcast_to(lay["gpus"], tpot.shape), out_tok_s=x)
 
 
 def _decode_points(st, lays, isl, osl, n=CONCURRENCY_GRID, rho=RHO) -> dict:
