@@ -71,14 +71,6 @@ def test_simulation_agrees_with_serve_at_fixed_concurrency():
     assert r.summary["running_per_replica"] == pytest.approx(64, rel=0.02)
 
 
-def _time_sliced_serve() -> bool:
-    from rackmath.analyses.step_table import _new_api
-
-    return _new_api()
-
-
-@pytest.mark.skipif(not _time_sliced_serve(), reason="serve amortises prefill evenly until issue 9's time-sliced "
-                                                      "step model is on this branch")
 @pytest.mark.parametrize("isl, osl, c, framework", [(1000, 1000, 64, None), (128, 1024, 256, "vllm"),
                                                     (4000, 500, 32, "trtllm"), (1000, 1000, 64, "sglang")])
 def test_simulation_agrees_with_time_sliced_serve_with_long_prompts(isl, osl, c, framework):

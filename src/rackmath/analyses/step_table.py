@@ -39,9 +39,6 @@ KV capacity            the engine's ``max_micro_batch`` at context L × PP × L 
 KV hand-off            ``serving.kv_transfer_time`` over the prefill replica's scale-out NICs
 =====================  ===============================================================
 
-Until that model is on the branch this runs on, the same functions fall back to the earlier serving API
-(``step_numbers`` / ``prefill_numbers`` / ``_evaluate``; functions named ``_legacy_*``), so the sizing
-commands work on either; delete the fallbacks once issue 9's model has landed everywhere.
 """
 
 from __future__ import annotations
@@ -53,14 +50,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
-
-
-def _new_api() -> bool:
-    """True when the serving module has issue 9's step model (plan/evaluate, mixed_numbers, _run)."""
-    from . import serving
-
-    return all(hasattr(serving, n) for n in ("mixed_numbers", "_run", "decode_numbers", "load_stack",
-                                             "time_sliced_schedule"))
 
 
 @dataclass
@@ -133,14 +122,6 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
     if not math.isfinite(price) or price < 0 or price > 1e4:
         raise InputError("usd_per_gpu_hour", f"{price:g}", "a price in $ per GPU-hour from 0 to 10⁴")
     cdt = system.chip.compute_dtype(wdt or m.native_dtype)
-    if not _new_api():
-        from .serving import _efficiency
-
-        return Stack(model=m, system=system, weights_dtype=wdt, kv_dtype=kvdt, compute_dtype=cdt, mtp=mtp,
-                     acceptance=a, eff_decode=_efficiency(system, efficiency, ideal, "decode"),
-                     eff_prefill=_efficiency(system, efficiency, ideal, "prefill"),
-                     eff_serving=_efficiency(system, efficiency, ideal, "serving"), usd_per_gpu_hour=price,
-                     framework=framework)
     from ..engine.efficiency import resolve
     from .serving import load_stack
 
@@ -156,12 +137,6 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
 
 
 def _decode_numbers(st: Stack, context: float):
-    if not _new_api():
-        from .serving import step_numbers
-
-        # the earlier model's mean context is ISL + OSL/2: ask for context L with a vanishing OSL
-        return step_numbers(st.model, isl=max(float(context), 1.0), osl=1e-9, weights_dtype=st.weights_dtype,
-                            kv_dtype=st.kv_dtype, mtp=st.mtp, acceptance=1.0, prefill=False)
     from .serving import decode_numbers
 
     return decode_numbers(st.model, max(float(context), 1.0), st.mtp, st.weights_dtype, st.kv_dtype)
@@ -186,8 +161,6 @@ def _eval(st: Stack, mn, eff, lay: dict, micro_batch, sched: bool = True):
 
     Returns (layout result, step time, bound).
     """
-    if not _new_api():
-        return _legacy_eval(st, mn, eff, lay, micro_batch)
     from types import SimpleNamespace
 
     from .serving import _run
@@ -201,18 +174,7 @@ def _eval(st: Stack, mn, eff, lay: dict, micro_batch, sched: bool = True):
     return res, np.asarray(res.tpot_s, dtype=float), res.bound
 
 
-def _legacy_eval(st: Stack, mn, eff, lay: dict, micro_batch):
-    from .serving import _evaluate
-
-    res, step, bound = _evaluate(mn, st.system, eff, st.compute_dtype, tp=lay["tp"], ep=lay["ep"], pp=lay["pp"],
-                                 attention_dp=lay["attention_dp"], micro_batch=micro_batch,
-                                 chips=np.asarray(lay["tp"], dtype=float) * np.asarray(lay["pp"], dtype=float))
-    return res, np.asarray(step, dtype=float), bound
-
-
 def _speculative_step(t_verify, t_draft, mtp):
-    if not _new_api():
-        return t_verify  # the earlier model prices the drafts inside the step's numbers
     from .serving import speculative_step
 
     return speculative_step(t_verify, t_draft, mtp)
@@ -220,7 +182,7 @@ def _speculative_step(t_verify, t_draft, mtp):
 
 def _draft_time(st: Stack, lay: dict, b, L: float):
     """Time of one draft token for b sequences (speculative decoding: k of them per step), 0 without --mtp."""
-    if not st.mtp or not _new_api():
+    if not st.mtp:
         return 0.0
     lay1 = dict(lay, pp=np.ones_like(np.asarray(lay["pp"], dtype=float)))
     _, t, _ = _eval(st, _draft_numbers(st, L), st.eff_decode, lay1, np.maximum(np.asarray(b, dtype=float), 1.0),
@@ -319,8 +281,6 @@ def _mixed_grid(st: Stack, lay: dict, b, P, L, prompt: float, role: str = "aggre
     token; the chunk attends to its prompt's earlier part). b = 0 is a prefill pass alone
     (``serving.prefill_numbers``). Under speculative decoding, ``serving.speculative_step`` adds k drafts.
     """
-    if not _new_api():
-        return _legacy_mixed_grid(st, lay, b, P, L, prompt, role)
     from .serving import mixed_numbers, speculative_step
 
     b, P, L = (np.asarray(x, dtype=float) for x in (b, P, L))
@@ -359,8 +319,6 @@ def steady_state(st: Stack, lay: dict, n, isl: float, osl: float, budget) -> dic
     plus ``serving.prefill_wait``), on this adapter's step times. Returns mean step, TPOT, TTFT,
     output tokens/s per replica and the prefill-bound mask.
     """
-    if not _new_api():
-        return _legacy_steady_state(st, lay, n, isl, osl, budget)
     from .serving import prefill_wait, time_sliced_schedule
 
     A, k = st.acceptance, st.mtp
@@ -380,59 +338,6 @@ def steady_state(st: Stack, lay: dict, n, isl: float, osl: float, budget) -> dic
     t_pf = np.ceil(isl_new / c_rank) * t_mix
     ttft = t_pf + prefill_wait(t_bar, t_pf, p_step / c_tot)
     return dict(step_s=t_bar, tpot_s=t_tpot, ttft_s=ttft, out_tok_s=x_rep, prefill_bound=bound)
-
-
-def _legacy_mixed_grid(st: Stack, lay: dict, b, P, L, prompt: float, role: str = "aggregated") -> np.ndarray:
-    """Earlier serving API: step time of b decoding sequences at context L plus P prefill tokens (one call).
-
-    The serving API prices a step from per-sequence numbers × sequences. A mixed step is priced as
-    ``tokens = b·(k + 1) + P`` unit "sequences" whose per-unit numbers are the step's averages (FLOPs,
-    expert FLOPs, KV held and read), so weights are read once, experts hit and collectives use every
-    token of the step, and attention reads the decoding sequences' KV — exactly what the serving
-    model computes for a step of that content, for the whole grid at once.
-    """
-    from dataclasses import replace
-
-    b, P, L = (np.asarray(x, dtype=float) for x in (b, P, L))
-    k1 = st.mtp + 1.0
-    Ls = np.unique(L)
-    f_d, ef_d, kvr_d, kv_d = (np.empty_like(Ls) for _ in range(4))
-    for i, c in enumerate(Ls):
-        mn = _decode_numbers(st, float(c))
-        f_d[i], ef_d[i] = mn.flops_per_seq, mn.expert_flops_per_seq
-        kvr_d[i], kv_d[i] = mn.kv_read_bytes_per_seq, mn.kv_bytes_per_seq
-    idx = np.searchsorted(Ls, L)
-    f_d, ef_d, kvr_d, kv_d = f_d[idx], ef_d[idx], kvr_d[idx], kv_d[idx]
-    mp = _prefill_numbers(st, 1.0, prompt)
-    tok = np.maximum(b * k1 + P, 1.0)
-    mn = replace(mn, flops_per_seq=(b * f_d + P * mp.flops_per_seq) / tok,
-                 expert_flops_per_seq=(b * ef_d + P * mp.expert_flops_per_seq) / tok,
-                 kv_read_bytes_per_seq=b * kvr_d / tok, kv_bytes_per_seq=b * kv_d / tok, pass_len=1)
-    eff = st.eff_prefill if role == "prefill" else st.eff_decode
-    _, step, _ = _eval(st, mn, eff, lay, tok / np.asarray(lay["pp"], dtype=float))
-    out = np.array(np.broadcast_to(step, np.broadcast_shapes(np.shape(step), b.shape, P.shape, L.shape)))
-    out[np.broadcast_to((b == 0) & (P == 0), out.shape)] = 0.0
-    return out
-
-
-def _legacy_steady_state(st: Stack, lay: dict, n, isl: float, osl: float, budget) -> dict:
-    """Earlier serving API: prompts arrive m = n·A/OSL per step; a share f = min(1, m·ISL/c) of steps carries
-    c = min(max(m, 1)·ISL, budget − n) prompt tokens; t = (1 − f)·t(n, L̄, 0) + f·t(n, L̄, c)."""
-    A = st.acceptance
-    n = np.asarray(n, dtype=float)
-    L = float(isl) + float(osl) / 2.0
-    ranks = np.where(np.asarray(lay["attention_dp"], dtype=bool), np.asarray(lay["tp"], dtype=float), 1.0)
-    budget = np.asarray(budget, dtype=float) * ranks
-    m = n * A / osl
-    room = np.maximum(budget - n, 1.0)
-    c = np.minimum(np.maximum(m * isl, isl), room)
-    f = np.minimum(1.0, m * isl / c)
-    Lg = np.full_like(n, L)
-    t_dec = _mixed_grid(st, lay, n, np.zeros_like(n), Lg, isl)
-    t_chunk = _mixed_grid(st, lay, n, c, Lg, isl)
-    t = (1.0 - f) * t_dec + f * t_chunk
-    ttft = 0.5 * t + np.ceil(isl / room) * t_chunk
-    return dict(step_s=t, tpot_s=t / A, ttft_s=ttft, out_tok_s=n * A / t, prefill_bound=np.zeros(np.shape(t), bool))
 
 
 # --------------------------------------------------------------------------------------

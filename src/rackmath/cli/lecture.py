@@ -152,7 +152,7 @@ def register(app: typer.Typer) -> None:
             t.add_column("verdict", no_wrap=True)
             for c in cs:
                 t.add_row(c.id, _short(c.title), human(c.value, c.unit), human(c.lecture_value, c.unit), _ratio(c),
-                          c.tolerance.split(" (")[0], _verdict(c, True))
+                          c.tolerance.split(":")[0].split(" (")[0], _verdict(c, True))
             con.print(t)
             for c in cs:
                 for n in _notes(c):

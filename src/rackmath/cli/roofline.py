@@ -23,11 +23,15 @@ def _inputs(batch, context, pass_len, chips):
     return b, c, p, n
 
 
-def _grid(*arrays):
-    """Cartesian product of 1-D arrays as broadcastable arrays (None passes through)."""
+def _grid(*arrays, maximum=None, hint="use shorter ranges"):
+    """Cartesian product of 1-D arrays as broadcastable arrays (None passes through), at most ``maximum`` points
+    (rackmath.bounds.MAX_GRID_POINTS by default), checked before allocating."""
     import numpy as np
 
+    from ..bounds import MAX_GRID_POINTS, check_grid
+
     present = [a for a in arrays if a is not None]
+    check_grid([a.size for a in present], "ranges", maximum or MAX_GRID_POINTS, hint)
     mesh = np.meshgrid(*present, indexing="ij")
     it = iter(m.ravel() for m in mesh)
     return [next(it) if a is not None else None for a in arrays]
@@ -98,18 +102,45 @@ def register(app: typer.Typer) -> None:
         ideal: bool = IDEAL_OPT,
         price: str = USD_OPT,
         weight_read: str = WR_OPT,
+        ops: bool = typer.Option(False, "--ops", help="Per-operator breakdown of the (first) configuration: FLOPs, "
+                                                      "bytes, intensity, time, binding term."),
+        ops_plot: str = typer.Option(None, "--ops-plot", help="Write the per-operator breakdown as a stacked bar."),
+        force: bool = typer.Option(False, "--force", help="Overwrite an existing --ops-plot file."),
         json: bool = JSON_OPT,
         explain: bool = EXPLAIN_OPT,
     ):
         """Roofline step time, throughput and cost: max(compute, weight fetch + KV fetch). Default: the ideal bound."""
         from .common import Col, human, mode_label, print_derivation, print_json, table
 
-        b, c, p, n = _grid(*_inputs(batch, context, pass_len, chips))
+        from ..bounds import MAX_TABLE_ROWS
+
+        b, c, p, n = _grid(*_inputs(batch, context, pass_len, chips), maximum=MAX_TABLE_ROWS,
+                           hint="use `rackmath sweep --csv` for more")
         if b.size == 1:  # a single configuration prints scalars, not one-element lists
             b, c, p = float(b[0]), float(c[0]), float(p[0])
             n = None if n is None else float(n[0])
         r = _roofline(model, hardware, n, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price, weight_read)
         size = r.step_s.size
+        if ops or ops_plot:
+            from .common import check_output, print_ops, wrote
+
+            rows = r.ops(0)
+            title = (f"{r.model.name} on {r.hardware.name}, batch {human(r.at(0)['batch'])}, context "
+                     f"{human(r.at(0)['context'])}: step of {human(r.at(0)['step_s'], 's')} by operator")
+            if ops_plot:
+                from ..plotting.ops import plot_ops
+
+                plot_ops(rows, check_output(ops_plot, force, "ops_plot", (".png", ".svg", ".pdf")), title)
+                wrote(ops_plot)
+            if ops:
+                if json:
+                    print_json({"ops": rows, "step_s": r.at(0)["step_s"], "composition": r.extras["times"].composition,
+                                "efficiency": r.efficiency.name})
+                else:
+                    print_ops(rows, title + "\n" + mode_label(r.efficiency)
+                              + ("  (overlapped: the step is max of the columns' sums, not the rows' sum)"
+                                 if r.extras["times"].composition == "overlap" else ""))
+                return
         if json:
             d = _payload(r)
             if explain:
@@ -174,7 +205,7 @@ def register(app: typer.Typer) -> None:
         data = np.column_stack([np.broadcast_to(np.asarray(getattr(r, k), dtype=float), shape).ravel() for k in cols])
         bound = np.broadcast_to(r.bound, shape).ravel()
         if csv is not None:
-            with open_output(csv, force, "csv") as fh:
+            with open_output(csv, force, "csv", f"{data.shape[0]:,} configurations") as fh:
                 fh.write(",".join(cols + ["bound"]) + "\n")
                 lines = (",".join(f"{x:.6g}" for x in row) + "," + bnd for row, bnd in zip(data, bound))
                 fh.write("\n".join(lines) + "\n")
