@@ -1,13 +1,12 @@
-"""Benchmark: `rackmath validate`, the calibration refit and its cross-validation — figures and timings.
+"""Benchmark: `rackmath validate` and `rackmath validate --cv` — figures and timings.
 
-    python benchmarks/bench_validate.py [--rounds 4] [--compare-serial] [--json FILE]
+    python benchmarks/bench_validate.py [--schemes source,hardware,model] [--records DIR] [--json FILE]
 
-Prints the in-sample accuracy of the calibrated presets (what `rackmath validate` reports), the
-out-of-sample accuracy from leave-one-out (LOO) and leave-one-source-out (LOSO) refits
-(`rackmath validate --cv`), overall and per family, and how long each step takes: `validate()`,
-a full refit of the three presets (`validate --refit`) and the whole cross-validation.
-``--compare-serial`` also times the refit with candidates scored one at a time (the fitter before
-it was vectorized, ~20 s) and checks that both give the same presets. Pins numpy to one thread.
+Prints the in-sample accuracy of the shipped presets (what `rackmath validate` reports), the
+in-sample accuracy of a full refit, and the out-of-group errors of `validate --cv`: leave one
+source out, one hardware family out, one model family out — overall and by held-out group — with
+the number of fitted parameters, records and independent sources; then how long each step takes
+(`validate()`, one full fit, the whole cross-validation). Pins numpy to one thread.
 """
 
 from __future__ import annotations
@@ -24,14 +23,14 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 def _fmt(s):
     if not s.get("n"):
         return "n/a"
-    return f'{s["median_abs_error"]:6.1%} (n={s["n"]:2d}, {s["within_20pct"]:2d} within ±20%, worst ' \
-           f'{s["worst"]["id"]} {s["worst"]["error"]:+.1%})'
+    return (f'median {s["median_abs_error"]:6.1%}  p90 {s["p90_abs_error"]:7.1%}  within 2× {s["within_2x"]:3d}/'
+            f'{s["n"]:<3d} worst {s["worst_ratio"]:5.2f}× ({s["worst"]["id"]})')
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=4, help="refinement rounds per refit (shipped presets: 4)")
-    ap.add_argument("--compare-serial", action="store_true", help="also time the one-candidate-at-a-time refit")
+    ap.add_argument("--schemes", default="source,hardware,model")
+    ap.add_argument("--records", action="append", default=[], help="extra records directory (repeatable)")
     ap.add_argument("--json", help="write the cross-validation result to this file")
     args = ap.parse_args()
 
@@ -39,56 +38,36 @@ def main() -> None:
     from rackmath.analyses import calibration, validation
 
     t_import = time.perf_counter() - t0
+    recs = validation.records(tuple(args.records))
     t0 = time.perf_counter()
-    v = validation.validate()
+    v = validation.validate(recs=recs)
     t_validate = time.perf_counter() - t0
     t0 = time.perf_counter()
-    presets = calibration.fit_all()
-    t_refit = time.perf_counter() - t0
+    f = calibration.fit(calibration.fitted_records(recs))
+    t_fit = time.perf_counter() - t0
+    schemes = tuple(s for s in args.schemes.split(",") if s)
     t0, c0 = time.perf_counter(), time.process_time()
-    cv = calibration.cross_validate(rounds=args.rounds)
+    cv = calibration.cross_validate(recs, schemes=schemes)
     t_cv, c_cv = time.perf_counter() - t0, time.process_time() - c0
 
-    print(f"in-sample (shipped presets, `rackmath validate`): {_fmt(v['summary'])}")
-    for scheme, label in (("in_sample", "in-sample refit"), ("loo", "leave-one-out"),
-                          ("source", "leave-one-source-out")):
+    n = cv["counts"]
+    print(f"{n['fitted_params']} fitted parameters ({n['params_per_family']} per hardware family × "
+          f"{n['hardware_families']} families + {n['shared_params']} shared) on {n['records']} records from "
+          f"{n['sources']} sources, {n['model_families']} model families")
+    print(f"shipped presets (`rackmath validate`): {_fmt(v['summary'])}")
+    for fam, s in v["summary_by_hardware_family"].items():
+        print(f"   {fam:10s} {_fmt(s)}")
+    print(f"in-sample refit:                       {_fmt(cv['in_sample']['summary'])}")
+    for scheme in schemes:
         c = cv[scheme]
-        print(f"{label:22s} all      : {_fmt(c['summary'])}")
-        for fam, s in c["summary_by_family"].items():
-            print(f"{'':22s} {fam:9s}: {_fmt(s)}")
-    for f in cv["source"]["not_predictable"]:
-        print(f"  LOSO not predictable: {f['group']} ({f['reason']})")
-    print("leave-one-source-out, by held-out source:")
-    for src, s in cv["source"]["summary_by_source"].items():
-        print(f"  {src:14s}: {_fmt(s)}")
-    same = all(p["matches_catalog"] for p in cv["in_sample"]["presets"])
-    print(f"full refit equals the shipped presets: {same}")
-    for fam in ("hopper", "blackwell", "tpu-v4"):
-        folds = [f for f in cv["loo"]["folds"] if f["family"] == fam]
-        if folds:
-            rng = ", ".join(f"{k} {min(f[k] for f in folds):.4g}…{max(f[k] for f in folds):.4g}"
-                            for k in calibration.PARAMS)
-            print(f"LOO refits, {fam}: {rng}")
-    print(f"timings (s): import {t_import:.2f}; validate() {t_validate:.2f}; refit of 3 presets {t_refit:.2f}; "
-          f"cross-validation (full refit + {len(cv['loo']['folds'])} LOO + {len(cv['source']['folds'])} LOSO "
-          f"refits, {cv['rounds']} rounds) {t_cv:.2f} wall, {c_cv:.2f} CPU; "
-          f"{cv['predictions_evaluated']:,} record predictions; load average {os.getloadavg()[0]:.1f}")
-    if args.compare_serial:
-        def one(rec, eff):
-            return validation.predict(rec, efficiency=eff)[0]
-
-        t0 = time.perf_counter()
-        serial = []
-        for spec in calibration.PRESETS:
-            recs = calibration.family_records(spec)
-            eff, _ = calibration.fit_preset(recs, name=spec.name, predict=one)
-            serial.append(eff)
-        t_serial = time.perf_counter() - t0
-        ok = all(abs(e.eta_compute - p["eta_compute"]) + abs(e.eta_memory - p["eta_memory"])
-                 + abs(e.eta_comm - p["eta_comm"]) + abs(e.step_overhead_s - p["step_overhead_s"]) == 0
-                 for e, p in zip(serial, presets))
-        print(f"refit scoring candidates one at a time: {t_serial:.2f} s (vectorized {t_refit:.2f} s); "
-              f"same presets: {ok}")
+        print(f"{calibration.SCHEME_LABEL[scheme]:38s} {_fmt(c['summary'])}")
+        for g, s in c["summary_by_group"].items():
+            print(f"   {g:34s} {_fmt(s)}")
+    print(f"full refit: {json.dumps(f.as_dict()['per_family'])}")
+    print(f"timings (s): import {t_import:.2f}; validate() {t_validate:.2f}; one full fit {t_fit:.2f}; "
+          f"cross-validation ({', '.join(schemes)}: {sum(len(cv[s]['folds']) for s in schemes)} refits) "
+          f"{t_cv:.2f} wall, {c_cv:.2f} CPU; {cv['predictions_evaluated']:,} record predictions; "
+          f"load average {os.getloadavg()[0]:.1f}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(cv, fh, indent=1)

@@ -1,8 +1,9 @@
 """Shared test fixtures.
 
-Tests that read ../shared (lecture claims, published figures, real HuggingFace
-configs) use the ``shared`` / ``model_configs`` fixtures, which skip with a clear
-reason when the folder is absent (a user's clone); CI always has it.
+Tests that check against published figures and real HuggingFace configs use the
+``shared`` / ``model_configs`` fixtures: copies shipped in this repository
+(docs/reference/published.md, docs/reference/conventions.md and the package's
+specs/data/hf-configs/*.json), so they run on a fresh clone and in CI; nothing reads ../shared.
 """
 
 from __future__ import annotations
@@ -12,19 +13,21 @@ from pathlib import Path
 
 import pytest
 
-SHARED = Path(os.environ.get("RACKMATH_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO / "docs"  # holds reference/published.md and reference/conventions.md (shipped copies)
+MODEL_CONFIGS = REPO / "src" / "rackmath" / "specs" / "data" / "hf-configs"
 
 
 @pytest.fixture
 def shared() -> Path:
-    if not SHARED.is_dir():
-        pytest.skip(f"../shared not found at {SHARED} (only in the development checkout; CI has it)")
+    """The shipped reference folder: ``shared / "reference" / "published.md"``."""
     return SHARED
 
 
 @pytest.fixture
-def model_configs(shared) -> Path:
-    return shared / "model-configs"
+def model_configs() -> Path:
+    """The shipped HuggingFace config.json files (``hf:ORG/NAME`` in the CLI)."""
+    return MODEL_CONFIGS
 
 
 def run_cli(*args, env=None):

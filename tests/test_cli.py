@@ -71,7 +71,7 @@ def test_batching_commands():
     code, out, _ = run_cli("batching", "throughput", "frontier-100b", "--json")
     assert code == 0 and json.loads(out)["systems_needed"] > 1
     code, out, _ = run_cli("batching", "prefill", "llama-3.1-70b", "-H", "hgx-h100", "--json")
-    assert code == 0 and json.loads(out)[-1]["bound"] == "compute"
+    assert code == 0 and json.loads(out)["rows"][-1]["bound"] == "compute"
 
 
 def test_lecture_json_records():

@@ -36,7 +36,7 @@ def _assert_one_line(code, err, field):
     (("racks", "bubble", "--stages", "4", "--microbatches", "-1"), "--microbatches"),
     (("racks", "pipeline", "-H", "gb200-nvl72", "--ep", "0"), "--ep"),
     (("revnet", "--layers", "0", "--d-model", "64", "--heads", "4"), "--layers"),
-    (("context", "--chips", "0"), "--chips"),
+    (("context", "--chips", "0"), "--gpus"),
     (("layout", M, "-H", "h100", "--chips", "8", "--max-pp", "0"), "--max-pp"),
     (("layout", M, "-H", "h100", "--chips", "8", "--redundant-experts", "-1"), "--redundant-experts"),
     # dtypes: the option's own name, not a generic "dtype"
@@ -62,10 +62,10 @@ def _assert_one_line(code, err, field):
     (("layout", M, "-H", "h100", "--chips", "8", "--batch", "1e30"), "batch"),
     (("train", M, "--tokens", "1T", "--mfu", "0.4", "--eta", "nan"), "eta"),
     (("train", M, "--tokens", "1T", "--mfu", "0.4", "--eta", "-1"), "eta"),
-    (("train", M, "--tokens", "1T", "--mfu", "0.4", "--chips", "1e30"), "chips"),
+    (("train", M, "--tokens", "1T", "--mfu", "0.4", "--chips", "1e30"), "gpus"),
     # used to enumerate layouts for ever
-    (("layout", M, "-H", "h100", "--chips", "1e30", "--batch", "1,64"), "chips"),
-    (("racks", "memory", M, "-H", "h100", "--chips", "1e30"), "chips"),
+    (("layout", M, "-H", "h100", "--chips", "1e30", "--batch", "1,64"), "gpus"),
+    (("racks", "memory", M, "-H", "h100", "--chips", "1e30"), "gpus"),
 ])
 def test_bad_values(args, field):
     code, out, err = run_cli(*args)
@@ -77,7 +77,7 @@ def test_plot_pareto_nothing_fits(tmp_path):
     f = tmp_path / "p.png"
     code, _, err = run_cli("plot", "pareto", M, "-H", "h100", "--chips", "8", "--batch", "1,64", "--context", "1e30",
                            "-o", str(f))
-    _assert_one_line(code, err, "chips")
+    _assert_one_line(code, err, "gpus")
     assert not f.exists()
 
 

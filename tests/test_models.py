@@ -1,4 +1,4 @@
-"""Model specs against published figures (../shared/reference/published.md §5, §1g; model cards)."""
+"""Model specs against published figures (docs/reference/published.md §5, §1g; model cards)."""
 
 from __future__ import annotations
 

@@ -115,7 +115,7 @@ def test_cli_layout_json_and_plot(tmp_path):
     d = json.loads(out)
     assert d["n_evaluated"] > 10_000 and len(d["frontier"]["usd_per_mtok"]) > 3
     code, out, err = run_cli("layout", "deepseek-v3", "--hardware", "gb200-nvl72", "--chips", "0")
-    assert code == 2 and "chips" in err
+    assert code == 2 and "gpus" in err
     p = tmp_path / "pareto.png"
     code, out, err = run_cli("plot", "pareto", "deepseek-v3", "--hardware", "gb200-nvl72", "--chips", "72",
                              "--output", str(p))

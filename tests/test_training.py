@@ -158,12 +158,12 @@ def test_bad_parallelism():
 
 def test_cli_train_json_and_explain():
     pytest.importorskip("rackmath.specs.models")
-    code, out, err = run_cli("train", "llama-3.1-70b", "-H", "tpu-v5p-pod", "--chips", "8960", "--tokens", "15T",
+    code, out, err = run_cli("train", "llama-3.1-70b", "-H", "tpu-v5p-pod", "--gpus", "8960", "--tokens", "15T",
                              "--mfu", "0.4", "--no-attention", "--json")
     assert code == 0, err
     d = json.loads(out)
     assert rel(d["time_s"] / 86400, 44) < 0.05 and d["derivation"]["steps"]
-    code, out, err = run_cli("train", "llama-3.1-70b", "-H", "tpu-v5p-pod", "--chips", "8960", "--tokens", "15T",
+    code, out, err = run_cli("train", "llama-3.1-70b", "-H", "tpu-v5p-pod", "--gpus", "8960", "--tokens", "15T",
                              "--mfu", "0.4", "--explain")
     assert code == 0 and "6 · N_active · D" in out
 
@@ -171,6 +171,6 @@ def test_cli_train_json_and_explain():
 def test_cli_train_bad_input():
     pytest.importorskip("rackmath.specs.models")
     code, out, err = run_cli("train", "llama-3.1-8b", "--tokens", "1T", "--chips", "10", "--tp", "4")
-    assert code == 2 and err.startswith("error: chips") and len(err.strip().splitlines()) == 1
+    assert code == 2 and err.startswith("error: gpus") and len(err.strip().splitlines()) == 1
     code, out, err = run_cli("train", "llama-3.1-8b", "--tokens", "1T", "--schedule", "zigzag")
     assert code == 2 and "schedule" in err

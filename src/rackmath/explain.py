@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .units import format_duration, format_si
+from .units import format_duration, format_si, human
 
 
 def fmt(value, unit: str = "") -> str:
-    """Format one number for a derivation: SI prefixes, durations in readable units."""
+    """Format one number for a derivation: the same human units as every table (``units.human``), with four
+    significant figures for plain numbers (a derivation shows its working)."""
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -21,11 +22,9 @@ def fmt(value, unit: str = "") -> str:
     if unit == "s":
         return format_duration(v)
     if unit in ("", "x", "×"):
-        if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3):
-            return f"{v:.3g}"
-        return f"{v:.4g}"
+        return human(v, "", digits=4 if 1e-3 <= abs(v) < 1e5 else 3)
     if unit.startswith("$"):
-        return f"${v:.4g}" + unit[1:]
+        return human(v, "$", digits=4) + unit[1:]
     return format_si(v, unit)
 
 

@@ -1,6 +1,6 @@
 """Units: plain SI floats inside, human strings only at the edges.
 
-Conventions (../shared/reference/conventions.md):
+Conventions (docs/reference/conventions.md):
 
 * bytes and byte rates use decimal prefixes (1 GB = 1e9 B, 1 TB/s = 1e12 B/s);
   binary prefixes are always written out (1 GiB = 2**30 B);
@@ -8,7 +8,11 @@ Conventions (../shared/reference/conventions.md):
 * FLOP/s figures are dense. A string that says "sparse" (NVIDIA's 2:4 headline
   numbers) is halved on parsing, so a sparse figure can never be mistaken for
   a dense one;
-* counts accept K/M/B/T suffixes ("200K" tokens = 200,000).
+* counts accept K/M/B/T suffixes ("200K" tokens = 200,000, decimal) and binary
+  Ki/Mi/Gi suffixes ("8Ki" = 8,192).
+
+Formatting for people goes through one helper, :func:`human` ("24.7 h", "$7.65M",
+"131,072", "3.35 TB/s").
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ __all__ = [
     "format_si",
     "format_bytes",
     "format_duration",
+    "human",
 ]
 
 # Bytes per element of each storage type. Block-scaled formats include their
@@ -170,15 +175,16 @@ def parse_usd_per_hour(text: str | float, field: str = "usd_per_hour") -> float:
 
 
 def parse_count(text: str | float, field: str = "count") -> float:
-    """'200K' -> 2e5; '1.5M' -> 1.5e6; '16384' -> 16384.0. (K = 1e3, decimal.)"""
-    accepted = "a number such as '8192', '200K' or '1.5M'"
+    """'200K' -> 2e5; '1.5M' -> 1.5e6; '16384' -> 16384.0; '8Ki' -> 8192.0. (K = 1e3 decimal, Ki = 1024.)"""
+    accepted = "a number such as '8192', '200K' (= 200,000), '8Ki' (= 8,192) or '1.5M'"
     if isinstance(text, (int, float)):
         return _finite_positive(float(text), field, accepted, allow_zero=True, kind="count")
     s = str(text).strip().replace(",", "").replace("_", "")
-    m = re.match(r"^" + _NUM + r"\s*([kKMGBT]?)\s*(?:tokens?|tok)?\s*$", s)
+    m = re.match(r"^" + _NUM + r"\s*([kK]i|Mi|Gi|Ti|[kKMGBT]?)\s*(?:tokens?|tok)?\s*$", s)
     if not m:
         raise InputError(field, f"cannot read {text!r}", accepted)
-    mult = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9, "T": 1e12}[m.group(2)]
+    mult = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9, "T": 1e12,
+            "ki": 2.0**10, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}[m.group(2)]
     return _finite_positive(float(m.group(1)) * mult, field, accepted, allow_zero=True, kind="count")
 
 
@@ -251,10 +257,79 @@ def format_duration(seconds: float, digits: int = 3) -> str:
     if not math.isfinite(s):
         return str(s)
     a = abs(s)
+    if a >= 365.25 * 86400 * 2:
+        return f"{_sig(s / (365.25 * 86400), digits)} years"
     if a >= 86400 * 2:
-        return f"{s / 86400:.{digits}g} days"
+        return f"{_sig(s / 86400, digits)} days"
     if a >= 3600 * 2:
-        return f"{s / 3600:.{digits}g} h"
+        return f"{_sig(s / 3600, digits)} h"
     if a >= 120:
-        return f"{s / 60:.{digits}g} min"
+        return f"{_sig(s / 60, digits)} min"
     return format_si(s, "s", digits)
+
+
+_COUNT_SUFFIX = [(1e12, "T"), (1e9, "B"), (1e6, "M")]
+_SI_UNITS = {"B", "B/s", "b/s", "FLOP", "FLOP/s", "W", "Hz"}
+
+
+def _sig(v: float, digits: int) -> str:
+    """``digits`` significant figures without scientific notation ('0.000114', '1.19', '689')."""
+    if v == 0 or not math.isfinite(v):
+        return f"{v:g}"
+    a = abs(v)
+    if a >= 10 ** digits:
+        return f"{v:,.0f}"
+    decimals = max(0, digits - 1 - int(math.floor(math.log10(a))))
+    text = f"{v:,.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def human(value, unit: str = "", digits: int = 3) -> str:
+    """The one formatter for people: a number with its unit, never in scientific notation.
+
+    ``unit``: 's' -> '23.9 ms', '24.7 h', '15.9 days'; '$' -> '$0.67', '$7.65M'; '$/Mtok' -> '$1.84/Mtok';
+    '%' (a fraction) -> '42.0%'; 'x' -> '3.2×'; '' (a count) -> '8,192', '1.19', '131,072', '1.7M', '671B';
+    SI units (B, B/s, FLOP, FLOP/s) -> '141 GB', '3.35 TB/s'; any other unit follows a count ('1.2M tok/s').
+    Non-numbers are returned as text; NaN/inf as 'n/a'/'∞'.
+    """
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if math.isnan(v):
+        return "n/a"
+    if math.isinf(v):
+        return ("−∞" if v < 0 else "∞") + (f" {unit}" if unit and unit not in ("$", "%", "x", "×") else "")
+    if unit == "s":
+        return format_duration(v, digits)
+    if unit == "%":
+        return f"{v * 100:.{max(1, digits - 2)}f}%"
+    if unit in ("x", "×"):
+        return f"{_sig(v, digits)}×"
+    if unit.startswith("$"):
+        a = abs(v)
+        for scale, suffix in _COUNT_SUFFIX + [(1e3, "K")]:
+            if a >= scale * 0.9995:
+                num = f"{_sig(v / scale, digits)}{suffix}"
+                break
+        else:
+            num = _sig(v, digits)
+        sign = "−" if v < 0 else ""
+        return f"{sign}${num.lstrip('-')}{unit[1:]}"
+    if unit in _SI_UNITS:
+        if abs(v) >= 1e21:  # past the E prefix: scientific notation, as FLOP budgets are written (6.35e27 FLOP)
+            return f"{v:.{digits}g}".replace("e+", "e") + f" {unit}"
+        return format_si(v, unit, digits)
+    a = abs(v)
+    if a >= 1e6 * 0.9995:
+        for scale, suffix in _COUNT_SUFFIX:
+            if a >= scale * 0.9995:
+                num = f"{_sig(v / scale, digits)}{suffix}"
+                break
+    elif v == int(v):
+        num = f"{int(v):,}"
+    else:
+        num = _sig(v, max(digits, 4) if a >= 1 else digits)
+    return f"{num} {unit}".strip()

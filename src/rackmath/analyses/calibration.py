@@ -1,56 +1,119 @@
-"""Calibration: fit the efficiency presets on the public records (and only on them).
+"""Calibration: fit efficiency parameters on validation records, and measure how well they transfer.
 
-A preset has four numbers (``engine.efficiency.Efficiency``): η_compute, η_memory and
-η_comm scale peak FLOP/s, HBM bandwidth and network bandwidth; ``step_overhead_s`` is a
-fixed time per step (kernel launches, scheduling, sampling). Calibrated presets
-compose the terms kernel-serially (``serving.serial_stage_time``).
+Generic over the parameter vector the efficiency model declares. A :class:`ParamSpec` lists
+the parameters (:class:`Param`: name = an ``Efficiency`` field, bounds, start, initial grid
+half-width, and whether it is **shared** by every hardware family or fitted **per family**);
+a *predictor* ``predictor(record, X, names) -> (K,)`` predicts one record under K candidate
+parameter vectors at once (default :func:`validation.predict_many`, which builds
+``Efficiency(**dict(zip(names, columns)))`` and lets the engine broadcast). Nothing here knows
+what the parameters mean.
 
-One preset per hardware family (the serving stacks differ more between families than
-between regimes within a family, and the per-regime records are too few to fit apart):
+* :func:`fit` — minimise the mean |log(predicted / measured)| over the records by coordinate
+  descent on a grid (each coordinate: 9 values around the current one, within bounds; the grid
+  half-width halves each round). Free coordinates: one per shared parameter, one per
+  (per-family parameter, family present). A family absent from the records (a chip never
+  fitted) uses the **cross-family** values: the same parameters fitted with every family tied.
+* :func:`cross_validate` — out-of-group errors: leave one source out (``source_group``), one
+  hardware family out (hopper / blackwell / amd / tpu …), one model family out (deepseek,
+  qwen, llama, gpt-oss, kimi …), and leave one record out on request. Each fold refits on what
+  remains and predicts what was left out; median, p90, worst ratio overall and by group, with
+  the number of fitted parameters next to the number of records and independent sources.
 
-* ``hopper-serving`` — H100 / H200 / H800: TensorRT-LLM perf-overview rows, MLPerf v4.1
-  Llama 2 70B, DeepSeek's decode and prefill units.
-* ``blackwell-serving`` — B200 / GB200: TensorRT-LLM perf-overview rows.
-* ``tpu-v4-pope`` — TPU v4: Pope et al.'s four Table 2 rows.
-
-Method (docs/validation.md): minimise the mean |log(predicted / measured)| over the
-family's measured records by coordinate descent on a grid (η in [0.05, 1], overhead in
-[0, 50 ms]), a few rounds with the grid refined around the best point. The log error
-treats over- and under-prediction alike; the mean (not the median) keeps every record
-pulling. Nothing is fitted per record: one preset per family, and the unpublished
-inputs (concurrency at max load, KV dtype) follow one documented rule per table.
-
-:func:`cross_validate` measures how well that generalises: the same fitter refitted without
-each record (leave one out) or each source (leave one source out), predicting what it left out
-(``rackmath validate --cv``; figures in docs/validation.md, "How far to trust it").
+Objective: symmetric in over- and under-prediction; the mean (not the median) keeps every record
+pulling. Nothing is fitted per record: the unpublished inputs (concurrency at max load, KV dtype,
+mean lengths of variable-length runs) follow the rules written on the records.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-PARAMS = ("eta_compute", "eta_memory", "eta_comm", "step_overhead_s")
+from ..errors import InputError
+
+# --------------------------------------------------------------------------------------
+# The parameter vector
+# --------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class PresetSpec:
+class Param:
+    """One fitted parameter: an efficiency field, its bounds, start, initial grid half-width, sharing."""
+
     name: str
-    families: tuple  # validation Record.family values it is fitted on
-    chips: tuple  # chips it is the default for
-    regime: str
-    description: str
+    lo: float
+    hi: float
+    x0: float
+    width: float  # initial half-width of the 9-point grid (halves each round)
+    per_family: bool = True  # False: one value shared by every hardware family
+    decimals: int = 4  # grid values are rounded (so folds meet the same candidates and reuse predictions)
+    description: str = ""
+
+    def grid(self, center: float, width: float, points: int = 9) -> np.ndarray:
+        lo, hi = max(self.lo, center - width), min(self.hi, center + width)
+        return np.unique(np.round(np.linspace(lo, hi, points), self.decimals))
 
 
-PRESETS = (
-    PresetSpec("hopper-serving", ("hopper",), ("h100", "h200", "h800", "h20"), "serving",
-               "Hopper GPUs under TensorRT-LLM-class serving stacks (continuous batching, FP8)"),
-    PresetSpec("blackwell-serving", ("blackwell",), ("b200", "gb200", "b300", "gb300"), "serving",
-               "Blackwell GPUs under TensorRT-LLM (continuous batching, NVFP4)"),
-    PresetSpec("tpu-v4-pope", ("tpu-v4",), ("tpu-v4",), "serving",
-               "TPU v4 running PaLM 540B with Pope et al.'s partitioned JAX inference"),
-)
+@dataclass(frozen=True)
+class ParamSpec:
+    """The parameters a fit adjusts, which are per family, and how records are grouped into families."""
+
+    params: tuple
+    family_of: str = "hardware_family"  # Record attribute naming a record's family
+    rounds: int = 4
+    points: int = 9
+    name: str = "fit"
+    sweeps: int = 1  # sweeps over every coordinate per round (more: coupled parameters converge further)
+    weighting: str = "record"  # "record": every record counts 1; "source": every source_group counts 1 in total
+
+    @property
+    def names(self) -> tuple:
+        return tuple(p.name for p in self.params)
+
+    def family(self, rec) -> str:
+        return str(getattr(rec, self.family_of))
+
+    def tied(self) -> "ParamSpec":
+        """Every parameter shared (the cross-family fit)."""
+        return replace(self, params=tuple(replace(p, per_family=False) for p in self.params))
+
+    def describe(self) -> list[dict]:
+        return [{"name": p.name, "lo": p.lo, "hi": p.hi, "x0": p.x0,
+                 "sharing": "per family" if p.per_family else "shared", "description": p.description}
+                for p in self.params]
+
+
+#: Today's efficiency model (``engine.efficiency.Efficiency``): four numbers per hardware family.
+DEFAULT_SPEC = ParamSpec((
+    Param("eta_compute", 0.05, 1.0, 0.6, 0.4, description="achieved share of peak FLOP/s"),
+    Param("eta_memory", 0.05, 1.0, 0.8, 0.4, description="achieved share of HBM bandwidth"),
+    Param("eta_comm", 0.05, 1.0, 0.6, 0.4, description="achieved share of network bandwidth"),
+    Param("step_overhead_s", 0.0, 0.05, 0.002, 0.008, decimals=6, description="fixed time per step (s)"),
+))
+
+PARAMS = DEFAULT_SPEC.names
+
+
+def default_spec() -> ParamSpec:
+    """The parameter vector the efficiency model declares.
+
+    ``engine.efficiency.FIT_PARAMS`` (if the efficiency model defines it): a sequence of dicts
+    ``{"name", "lo", "hi", "x0", "width", "per_family" (default True), "decimals" (default 4),
+    "description"}`` — one per fitted ``Efficiency`` field; optional ``FIT_FAMILY_OF`` (a record
+    attribute, default ``"hardware_family"``), ``FIT_ROUNDS``, ``FIT_SWEEPS``. Otherwise
+    :data:`DEFAULT_SPEC` (today's four per-family numbers).
+    """
+    from ..engine import efficiency as E
+
+    declared = getattr(E, "FIT_PARAMS", None)
+    if not declared:
+        return DEFAULT_SPEC
+    params = tuple(Param(d["name"], float(d["lo"]), float(d["hi"]), float(d["x0"]), float(d["width"]),
+                         bool(d.get("per_family", True)), int(d.get("decimals", 4)), str(d.get("description", "")))
+                   for d in declared)
+    return ParamSpec(params, family_of=getattr(E, "FIT_FAMILY_OF", "hardware_family"),
+                     rounds=int(getattr(E, "FIT_ROUNDS", 4)), sweeps=int(getattr(E, "FIT_SWEEPS", 1)))
 
 
 def objective(predicted, measured):
@@ -60,40 +123,39 @@ def objective(predicted, measured):
     return float(np.mean(np.abs(np.log(np.maximum(p, 1e-300) / m))))
 
 
-def _eff(name, x):
-    from ..engine.efficiency import Efficiency
+def _logerr(p, m):
+    p = np.asarray(p, dtype=float)
+    ok = np.isfinite(p) & (p > 0)
+    return np.where(ok, np.abs(np.log(np.where(ok, p, 1.0) / m)), 50.0)  # a failed prediction is very wrong
 
-    return Efficiency(name=name, eta_compute=float(x[0]), eta_memory=float(x[1]), eta_comm=float(x[2]),
-                      step_overhead_s=float(x[3]))
+
+# --------------------------------------------------------------------------------------
+# Predictions, memoised
+# --------------------------------------------------------------------------------------
 
 
-def _grid(i, center, width):
-    """Candidate values of parameter ``i`` around ``center`` (η in [0.05, 1], overhead in [0, 50 ms])."""
-    if i < 3:
-        lo, hi = max(0.05, center - width), min(1.0, center + width)
-        return np.unique(np.round(np.linspace(lo, hi, 9), 4))
-    w = width * 0.02  # seconds
-    return np.unique(np.round(np.clip(np.linspace(center - w, center + w, 9), 0.0, 0.05), 6))
+def default_predictor(rec, X, names):
+    from .validation import predict_many
+
+    return predict_many(rec, X, tuple(names), name="fit")
 
 
 class PredictionCache:
-    """Predictions of records at candidate parameter sets, evaluated in vectorized batches and memoised.
+    """Predictions of records at candidate parameter vectors, evaluated in batches and memoised.
 
     ``table(recs, X)`` returns the (len(recs), K) predictions of each record at each row of ``X``
-    (PARAMS order). Candidates not seen before for a record are evaluated together in one
-    ``predict_many(record, X_missing, name)`` call (``validation.predict_many``: the engine
-    broadcasts the efficiency's fields). The grid is rounded (``_grid``), so refits on
-    overlapping subsets of records — cross-validation folds — meet the same candidates and reuse
-    them; the cache changes how often the model is evaluated, never a value.
+    (columns = ``names``). Rows not seen before for a record are evaluated together in one
+    ``predictor(record, X_missing, names)`` call. Grid values are rounded, so refits on
+    overlapping record sets (cross-validation folds) meet the same candidates and reuse them;
+    the cache changes how often the model is evaluated, never a value.
     """
 
-    def __init__(self, name="fit", predict_many=None):
-        if predict_many is None:
-            from .validation import predict_many
-        self.name = name
-        self._many = predict_many
-        self._memo = {}  # (record id, candidate tuple) -> prediction
-        self.evaluated = 0  # predictions computed (not memoised)
+    def __init__(self, names=None, predictor=None):
+        names = default_spec().names if names is None else names
+        self.names = tuple(names)
+        self.predictor = predictor or default_predictor
+        self._memo = {}
+        self.evaluated = 0
 
     def table(self, recs, X) -> np.ndarray:
         X = np.atleast_2d(np.asarray(X, dtype=float))
@@ -102,7 +164,7 @@ class PredictionCache:
         for i, rec in enumerate(recs):
             missing = [j for j, k in enumerate(keys) if (rec.id, k) not in self._memo]
             if missing:
-                vals = np.asarray(self._many(rec, X[missing], self.name), dtype=float).reshape(-1)
+                vals = np.asarray(self.predictor(rec, X[missing], self.names), dtype=float).reshape(-1)
                 self.evaluated += len(missing)
                 for j, v in zip(missing, vals):
                     self._memo[(rec.id, keys[j])] = float(v)
@@ -110,214 +172,293 @@ class PredictionCache:
         return out
 
 
-def fit_preset(recs, name="fit", x0=(0.6, 0.8, 0.6, 0.002), rounds=4, predict=None, cache=None):
-    """Fit (η_c, η_m, η_comm, overhead) on ``recs`` by coordinate descent; returns (Efficiency, objective).
-
-    What is fitted: the four numbers of one preset, on exactly the records ``recs`` (a family's
-    measured records, or any subset of them: cross-validation passes a family without its held-out
-    records). How: start at ``x0``; each round sweeps the four parameters in turn, scoring the 9 grid
-    values of :func:`_grid` around the current value (the others held) with :func:`objective`, and
-    keeps the first strictly better one; the grid width halves each round (η ± 0.4, 0.2, 0.1, 0.05;
-    overhead ± 8, 4, 2, 1 ms). The 9 candidates of a sweep are predicted in one vectorized call per
-    record (:class:`PredictionCache`), which picks exactly what scoring them one by one would.
-
-    ``predict(record, efficiency) -> value`` replaces ``validation.predict`` (scored one by one);
-    ``cache`` (a :class:`PredictionCache` named ``name``) shares predictions between fits.
-    """
-    if cache is None:
-        many = None
-        if predict is not None:
-            def many(rec, X, nm):
-                return np.array([predict(rec, _eff(nm, x)) for x in X])
-        cache = PredictionCache(name, many)
-    recs = list(recs)
-    if not recs:
-        from ..errors import InputError
-
-        raise InputError("records", "no records to fit on", "at least one measured record")
-    meas = np.array([r.measured for r in recs], dtype=float)
-
-    def scores(X):
-        P = cache.table(recs, X)
-        return [objective(P[:, j], meas) for j in range(P.shape[1])]
-
-    x = [float(v) for v in x0]
-    best = scores([x])[0]
-    width = 0.4
-    for _ in range(rounds):
-        for i in range(4):
-            cands = []
-            for v in _grid(i, x[i], width):
-                cand = list(x)
-                cand[i] = float(v)
-                cands.append(cand)
-            for cand, s in zip(cands, scores(cands)):  # as if scored one by one: the first strict improvement
-                if s < best - 1e-12:
-                    best, x = s, cand
-        width /= 2.0
-    return _eff(name, x), best
+# --------------------------------------------------------------------------------------
+# The fit
+# --------------------------------------------------------------------------------------
 
 
-def family_records(spec: PresetSpec, recs=None) -> list:
-    """The measured records a preset is fitted on (``recs`` default: every public record)."""
-    from .validation import records
+@dataclass
+class Fit:
+    """A fitted parameter vector: shared values, per-family values, and how to get cross-family ones."""
 
-    return [r for r in (records() if recs is None else recs) if r.kind == "measured" and r.family in spec.families]
+    spec: ParamSpec
+    values: dict  # (param name, family or None) -> value
+    families: tuple
+    objective: float
+    record_ids: tuple
+    sources: tuple
+    _records: list = field(default_factory=list, repr=False)
+    _cache: object = field(default=None, repr=False)
+    _cross: "Fit | None" = field(default=None, repr=False)
 
+    @property
+    def n_params(self) -> int:
+        """Free parameters fitted: shared ones + per-family ones × families present."""
+        return len(self.values)
 
-def fit_all(progress=None, cache=None) -> list[dict]:
-    """Fit every preset of :data:`PRESETS` on its family's measured records (no I/O; returns dicts).
-
-    ``cache`` maps a preset name to its :class:`PredictionCache` (shared with a cross-validation run).
-    """
-    out = []
-    for spec in PRESETS:
-        recs = family_records(spec)
-        if not recs:
-            continue
-        c = None if cache is None else cache.setdefault(spec.name, PredictionCache(spec.name))
-        eff, obj = fit_preset(recs, name=spec.name, cache=c)
-        if progress:
-            progress(spec.name, obj)
-        out.append(dict(name=spec.name, chips=list(spec.chips), regime=spec.regime, composition="serial",
-                        eta_compute=eff.eta_compute, eta_memory=eff.eta_memory, eta_comm=eff.eta_comm,
-                        step_overhead_s=eff.step_overhead_s, description=spec.description,
-                        fitted_on=[r.id for r in recs], objective_mean_abs_log=obj))
-    return out
-
-
-CV_SCHEMES = ("loo", "source")
-
-
-def cross_validate(schemes=CV_SCHEMES, rounds=4, families=None, progress=None) -> dict:
-    """Out-of-sample error of the calibration: refit without the held-out records, predict them.
-
-    What is fitted: for every fold, the held-out records' family preset, refitted by
-    :func:`fit_preset` (the same fitter, grid and ``rounds`` as the shipped presets) on the
-    family's other measured records; the held-out records are then predicted with that refit.
-    Nothing else changes between folds (concurrency rules, KV dtype and request shapes are fixed
-    rules, not fitted). Schemes:
-
-    * ``"loo"`` — leave one record out: one fold per measured record.
-    * ``"source"`` — leave one source out: every record of one publication / table is held out
-      together (``validation.source_group``: Pope et al., DeepSeek, MLPerf, one TensorRT-LLM hardware
-      column), since records of one source share a stack, a harness and its biases. A source that
-      is its family's only one (Pope et al. for TPU v4) leaves nothing to fit: it is listed under
-      ``not_predictable`` and not in the summaries.
-
-    ``families`` limits the run to those families (e.g. ``["tpu-v4"]``). Returns a dict:
-    ``in_sample`` (the full-family refit: its presets, whether they equal the shipped catalog
-    presets, its ``records`` and the summaries of its in-sample errors) and one entry per scheme with ``records``
-    (held-out predictions and errors), ``summary``, ``summary_by_family``, ``folds`` (each fold's
-    refit) and, for ``"source"``, ``summary_by_source``. Summaries are ``validation.summarize``
-    (median |error|, mean |log ratio|, within ±20%, worst).
-    """
-    from ..engine.efficiency import load_efficiency
-    from ..errors import InputError, RackmathError
-    from .validation import error, source_group, summarize
-
-    if int(rounds) != rounds or rounds < 1:
-        raise InputError("rounds", f"{rounds!r}", "a whole number of refinement rounds ≥ 1 (shipped presets: 4)")
-    bad = [s for s in schemes if s not in CV_SCHEMES]
-    if bad:
-        raise InputError("schemes", f"unknown cross-validation scheme {bad[0]!r}", ", ".join(CV_SCHEMES))
-    specs = [sp for sp in PRESETS if families is None or any(f in families for f in sp.families)]
-    if families is not None:
-        known = {f for sp in PRESETS for f in sp.families}
-        unknown = [f for f in families if f not in known]
-        if unknown:
-            raise InputError("families", f"no preset is fitted on family {unknown[0]!r}", ", ".join(sorted(known)))
-
-    def pdict(eff):
-        return {k: float(getattr(eff, k)) for k in PARAMS}
-
-    def row(rec, pred, spec, fit_err=None):
-        r = {"id": rec.id, "family": rec.family, "source": source_group(rec), "preset": spec.name,
-             "measured": rec.measured, "unit": rec.unit, "predicted": float(pred),
-             "error": float(error(pred, rec.measured))}
-        if fit_err is not None:
-            r["in_sample_error"] = fit_err
-        return r
-
-    caches, fams = {}, {}
-    in_rows, presets = [], []
-    for spec in specs:
-        recs = family_records(spec)
-        if not recs:
-            continue
-        cache = caches[spec.name] = PredictionCache(spec.name)
-        eff, obj = fit_preset(recs, name=spec.name, rounds=rounds, cache=cache)
-        x = [[eff.eta_compute, eff.eta_memory, eff.eta_comm, eff.step_overhead_s]]
-        pred = cache.table(recs, x)[:, 0]
-        try:
-            shipped = load_efficiency(spec.name)
-            same = all(abs(float(getattr(shipped, k)) - v) <= 5e-4 * max(abs(v), 1e-3)
-                       for k, v in pdict(eff).items())
-        except RackmathError:  # a user catalog without the preset
-            same = False
-        presets.append(dict(name=spec.name, **pdict(eff), objective_mean_abs_log=obj, n=len(recs),
-                            matches_catalog=same))
-        fams[spec.name] = (spec, recs, {r.id: float(e) for r, e in zip(recs, error(pred, [r.measured for r in recs]))})
-        in_rows += [row(r, p, spec) for r, p in zip(recs, pred)]
-        if progress:
-            progress("in-sample", spec.name)
-
-    def by(rows, key):
-        return {k: summarize([r for r in rows if r[key] == k]) for k in sorted({r[key] for r in rows})}
-
-    out = {"method": "refit each family's preset without the held-out records (same fitter, grid and rounds as "
-                     "the shipped presets), predict the held-out records",
-           "rounds": int(rounds),
-           "in_sample": {"presets": presets, "records": in_rows, "summary": summarize(in_rows),
-                         "summary_by_family": by(in_rows, "family")}}
-    for scheme in schemes:
-        rows, folds, skipped = [], [], []
-        for name, (spec, recs, fit_errs) in fams.items():
-            if scheme == "loo":
-                groups = [(r.id, [r]) for r in recs]
+    def cross_family(self) -> "Fit":
+        """The same parameters fitted with every family tied (for a family absent from the records)."""
+        if self._cross is None:
+            if all(f is None for (_, f) in self.values):
+                self._cross = self
             else:
-                order = list(dict.fromkeys(source_group(r) for r in recs))
-                groups = [(g, [r for r in recs if source_group(r) == g]) for g in order]
-            for g, held in groups:
-                ids = {r.id for r in held}
-                train = [r for r in recs if r.id not in ids]
-                if not train:
-                    skipped.append({"held_out": sorted(ids), "family": spec.families[0], "group": g,
-                                    "reason": f"no other {spec.families[0]} record to fit {spec.name} on"})
-                    continue
-                eff, obj = fit_preset(train, name=spec.name, rounds=rounds, cache=caches[name])
-                x = [[eff.eta_compute, eff.eta_memory, eff.eta_comm, eff.step_overhead_s]]
-                pred = caches[name].table(held, x)[:, 0]
-                rows += [row(r, p, spec, fit_errs[r.id]) for r, p in zip(held, pred)]
-                folds.append({"group": g, "family": spec.families[0], "held_out": [r.id for r in held],
-                              "n_train": len(train), **pdict(eff), "objective_mean_abs_log": obj})
-                if progress:
-                    progress(scheme, g)
-        order = {r["id"]: i for i, r in enumerate(in_rows)}
-        rows.sort(key=lambda r: order[r["id"]])
-        res = {"records": rows, "summary": summarize(rows), "summary_by_family": by(rows, "family"),
-               "folds": folds, "not_predictable": skipped}
-        if scheme == "source":
-            res["summary_by_source"] = by(rows, "source")
-        out[scheme] = res
-    out["predictions_evaluated"] = int(sum(c.evaluated for c in caches.values()))
+                self._cross = fit(self._records, self.spec.tied(), cache=self._cache)
+        return self._cross
+
+    def vector_for(self, family: str) -> tuple[np.ndarray, str]:
+        """The parameter vector of one family and where it came from ('family' or 'cross-family')."""
+        if family in self.families or all(not p.per_family for p in self.spec.params):
+            return np.array([self.values[(p.name, family if p.per_family else None)] for p in self.spec.params]), \
+                "family"
+        cross = self.cross_family()
+        return np.array([cross.values[(p.name, None)] for p in self.spec.params]), "cross-family"
+
+    def as_dict(self) -> dict:
+        shared = {n: v for (n, f), v in self.values.items() if f is None}
+        per = {fam: {n: v for (n, f), v in self.values.items() if f == fam} for fam in self.families}
+        return {"params": list(self.spec.names), "shared": shared, "per_family": {k: v for k, v in per.items() if v},
+                "objective_mean_abs_log": self.objective, "n_params": self.n_params,
+                "n_records": len(self.record_ids), "n_sources": len(self.sources), "families": list(self.families)}
+
+
+def fit(recs, spec: ParamSpec | None = None, predictor=None, cache: PredictionCache | None = None,
+        rounds: int | None = None) -> Fit:
+    """Fit ``spec``'s parameters on ``recs`` by coordinate descent on a grid; returns a :class:`Fit`.
+
+    Coordinates are swept parameter by parameter (per-family ones family by family); each sweep
+    scores the grid's candidates, predicted in one batched call per affected record, and keeps
+    a candidate whenever it is strictly better than the best so far (what scoring them one by one
+    would do). ``predictor`` (see :class:`PredictionCache`) or a shared ``cache`` may be given.
+    """
+    spec = default_spec() if spec is None else spec
+    recs = [r for r in recs]
+    if not recs:
+        raise InputError("records", "no records to fit on", "at least one measured or approximate record")
+    rounds = spec.rounds if rounds is None else rounds
+    if int(rounds) != rounds or rounds < 1:
+        raise InputError("rounds", f"{rounds!r}", "a whole number of refinement rounds ≥ 1")
+    if cache is None:
+        cache = PredictionCache(spec.names, predictor)
+    elif tuple(cache.names) != spec.names:
+        raise InputError("cache", f"a cache for {cache.names}", f"one for {spec.names}")
+    fams = tuple(sorted({spec.family(r) for r in recs}))
+    coords = []
+    for p in spec.params:
+        coords += [(p.name, f) for f in fams] if p.per_family else [(p.name, None)]
+    theta = {c: float(next(p for p in spec.params if p.name == c[0]).x0) for c in coords}
+    meas = np.array([r.value for r in recs], dtype=float)
+    rec_fam = [spec.family(r) for r in recs]
+
+    def vec(i):
+        return [theta[(p.name, rec_fam[i] if p.per_family else None)] for p in spec.params]
+
+    base = np.array([vec(i) for i in range(len(recs))])
+    if spec.weighting not in ("record", "source"):
+        raise InputError("weighting", f"{spec.weighting!r}", "record or source")
+    N = len(recs)
+    if spec.weighting == "source":
+        counts = {}
+        for r in recs:
+            counts[r.source_group] = counts.get(r.source_group, 0) + 1
+        w = np.array([N / (len(counts) * counts[r.source_group]) for r in recs])  # mean weight 1
+    else:
+        w = np.ones(N)
+    loss = w * _logerr(np.array([cache.table([r], [base[i]])[0, 0] for i, r in enumerate(recs)]), meas)
+    best = float(loss.mean())
+    for rnd in range(int(rounds)):
+        scale = 0.5 ** rnd
+        for _sweep in range(spec.sweeps):
+            before = dict(theta)
+            for (name, fam) in coords:
+                j = spec.names.index(name)
+                prm = spec.params[j]
+                cands = prm.grid(theta[(name, fam)], prm.width * scale, spec.points)
+                idx = [i for i in range(N) if fam is None or rec_fam[i] == fam]
+                L = np.empty((len(idx), len(cands)))
+                for row, i in enumerate(idx):
+                    X = np.tile(np.array(vec(i), dtype=float), (len(cands), 1))
+                    X[:, j] = cands
+                    L[row] = w[i] * _logerr(cache.table([recs[i]], X)[0], meas[i])
+                rest = loss.sum() - loss[idx].sum()
+                scores = (rest + L.sum(axis=0)) / N
+                for k, sc in enumerate(scores):  # as if scored one by one: keep each strict improvement
+                    if sc < best - 1e-12:
+                        best = float(sc)
+                        theta[(name, fam)] = float(cands[k])
+                        loss[idx] = L[:, k]
+            if theta == before:
+                break
+    return Fit(spec=spec, values=dict(theta), families=fams, objective=best,
+               record_ids=tuple(r.id for r in recs), sources=tuple(sorted({r.source_group for r in recs})),
+               _records=recs, _cache=cache)
+
+
+def predict_with(fit_: Fit, recs, cache: PredictionCache) -> tuple[np.ndarray, list]:
+    """Predictions of ``recs`` with a fit (per family, or cross-family for an unseen family)."""
+    out, how = np.empty(len(recs)), []
+    for i, r in enumerate(recs):
+        v, h = fit_.vector_for(fit_.spec.family(r))
+        out[i] = cache.table([r], [v])[0, 0]
+        how.append(h)
+    return out, how
+
+
+# --------------------------------------------------------------------------------------
+# Presets out of a fit (what `validate --refit` writes)
+# --------------------------------------------------------------------------------------
+
+
+def presets_from_fit(f: Fit, prefix: str = "", regime: str = "serving") -> list[dict]:
+    """One preset per family (chips: every catalog chip of that family) plus the cross-family one."""
+    from ..specs.hardware import chips as catalog_chips
+    from ..specs.records import HARDWARE_FAMILIES
+
+    known = set(catalog_chips().names())
+
+    recs_by_fam = {}
+    for r in f._records:
+        recs_by_fam.setdefault(f.spec.family(r), []).append(r)
+    out = []
+    pre = f"{prefix}-" if prefix else ""
+    for fam in f.families:
+        v, _ = f.vector_for(fam)
+        rs = recs_by_fam.get(fam, [])
+        chips = sorted({r.chip for r in rs if r.chip} | {c for c, fm in HARDWARE_FAMILIES.items()
+                                                          if fm == fam and c in known})
+        if fam == "tpu":
+            chips = sorted({r.chip for r in rs if r.chip})
+        out.append(dict(name=f"{pre}{fam}-fit", chips=chips, regime=regime, composition="serial",
+                        **{n: float(x) for n, x in zip(f.spec.names, v)},
+                        description=f"fitted on {len(rs)} {fam} records from "
+                                    f"{len({r.source_group for r in rs})} sources",
+                        fitted_on=[r.id for r in rs], objective_mean_abs_log=f.objective))
+    if any(p.per_family for p in f.spec.params):
+        c = f.cross_family()
+        v = [c.values[(p.name, None)] for p in f.spec.params]
+        out.append(dict(name=f"{pre}cross-family-fit", chips=[], regime=regime, composition="serial",
+                        **{n: float(x) for n, x in zip(f.spec.names, v)},
+                        description=f"every family tied: for chips without a fitted preset ({len(f.record_ids)} "
+                                    f"records, {len(f.sources)} sources)",
+                        fitted_on=list(f.record_ids), objective_mean_abs_log=c.objective))
     return out
 
 
-def as_toml(presets: list[dict]) -> str:
-    """The fitted presets as ``[[efficiency]]`` TOML tables (what ships in specs/data/efficiency/)."""
-    lines = []
+def as_toml(presets: list[dict], header: str = "") -> str:
+    """Presets as ``[[efficiency]]`` TOML tables (loadable with --catalog DIR)."""
+    from ..specs.records import toml_value
+
+    skip = {"fitted_on", "objective_mean_abs_log"}
+    lines = [f"# {ln}" for ln in header.splitlines()] + ([""] if header else [])
     for p in presets:
-        lines += ["[[efficiency]]", f'name = "{p["name"]}"',
-                  "chips = [" + ", ".join(f'"{c}"' for c in p["chips"]) + "]",
-                  f'regime = "{p["regime"]}"', f'composition = "{p["composition"]}"',
-                  f'eta_compute = {p["eta_compute"]:.4g}', f'eta_memory = {p["eta_memory"]:.4g}',
-                  f'eta_comm = {p["eta_comm"]:.4g}', f'step_overhead_s = {p["step_overhead_s"]:.4g}',
-                  f'description = "{p["description"]}"',
-                  f'source = "fitted by rackmath.analyses.calibration (mean |log error| {p["objective_mean_abs_log"]:.3f}) '
-                  f'on published.md §1 records: {", ".join(p["fitted_on"])}"', ""]
+        lines.append("[[efficiency]]")
+        for k, v in p.items():
+            if k in skip:
+                continue
+            lines.append(f"{k} = {toml_value(round(v, 6) if isinstance(v, float) else v)}")
+        ids = p.get("fitted_on", [])
+        shown = ", ".join(ids[:60]) + (f" … (+{len(ids) - 60})" if len(ids) > 60 else "")
+        lines.append("source = " + toml_value(f"fitted by rackmath validate --refit (mean |log error| "
+                                              f"{p.get('objective_mean_abs_log', float('nan')):.3f}) on records: {shown}"))
+        lines.append("")
     return "\n".join(lines)
 
 
-__all__ = ["PRESETS", "PresetSpec", "PredictionCache", "fit_preset", "fit_all", "family_records", "cross_validate",
-           "CV_SCHEMES", "objective", "as_toml"]
+# --------------------------------------------------------------------------------------
+# Cross-validation
+# --------------------------------------------------------------------------------------
+
+CV_SCHEMES = ("source", "hardware", "model", "loo")
+DEFAULT_CV = ("source", "hardware", "model")
+_SCHEME_KEY = {"source": "source_group", "hardware": "hardware_family", "model": "model_family", "loo": "id"}
+SCHEME_LABEL = {"source": "leave one source out", "hardware": "leave one hardware family out",
+                "model": "leave one model family out", "loo": "leave one record out"}
+
+
+def fitted_records(recs=None) -> list:
+    """The records a fit uses: measured and approximate, not derived, not excluded."""
+    from .validation import records
+
+    return [r for r in (records() if recs is None else recs) if r.fitted]
+
+
+def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, schemes=DEFAULT_CV,
+                   rounds: int | None = None, progress=None) -> dict:
+    """Out-of-group error of the calibration: refit without each group, predict the group.
+
+    ``recs`` defaults to the shipped records (only fitted ones are used). ``schemes``: any of
+    ``"source"`` (leave one ``source_group`` out), ``"hardware"`` (one hardware family),
+    ``"model"`` (one model family), ``"loo"`` (one record). Returns ``in_sample`` (the full fit:
+    parameters, records, summaries) and per scheme ``records`` (held-out predictions, with
+    ``params_from`` = ``family`` or ``cross-family``), ``summary``, ``summary_by_group``,
+    ``summary_by_hardware_family``, ``summary_by_model_family``, ``folds``; plus ``counts``
+    (records, sources, families, fitted parameters) and ``spec``.
+    """
+    from .validation import error, summarize, summarize_by
+
+    spec = default_spec() if spec is None else spec
+    bad = [s for s in schemes if s not in CV_SCHEMES]
+    if bad:
+        raise InputError("schemes", f"unknown cross-validation scheme {bad[0]!r}", ", ".join(CV_SCHEMES))
+    recs = fitted_records(recs)
+    if len(recs) < 2:
+        raise InputError("records", f"{len(recs)} fitted record(s)", "at least 2 measured or approximate records")
+    cache = PredictionCache(spec.names, predictor)
+    full = fit(recs, spec, cache=cache, rounds=rounds)
+    pred, _ = predict_with(full, recs, cache)
+    in_err = {r.id: float(error(p, r.value)) for r, p in zip(recs, pred)}
+
+    def row(r, p, how=None):
+        d = {"id": r.id, "source_group": r.source_group, "hardware_family": r.hardware_family,
+             "model_family": r.model_family, "status": r.status, "metric": getattr(r, "metric", ""), "measured": r.value,
+             "predicted": float(p), "error": float(error(p, r.value)), "in_sample_error": in_err[r.id]}
+        if how:
+            d["params_from"] = how
+        return d
+
+    in_rows = [row(r, p) for r, p in zip(recs, pred)]
+    out = {"method": "refit the parameter vector without the held-out group (same fitter, grid and rounds), "
+                     "predict the group; a family with no record left uses the cross-family fit",
+           "spec": spec.describe(), "rounds": spec.rounds if rounds is None else int(rounds),
+           "counts": {"records": len(recs), "sources": len(full.sources),
+                      "hardware_families": len({r.hardware_family for r in recs}),
+                      "model_families": len({r.model_family for r in recs}), "fitted_params": full.n_params,
+                      "params_per_family": sum(p.per_family for p in spec.params),
+                      "shared_params": sum(not p.per_family for p in spec.params)},
+           "in_sample": {"fit": full.as_dict(), "records": in_rows, "summary": summarize(in_rows),
+                         "summary_by_hardware_family": summarize_by(in_rows, "hardware_family"),
+                         "summary_by_model_family": summarize_by(in_rows, "model_family"),
+                         "summary_by_source": summarize_by(in_rows, "source_group")}}
+    if progress:
+        progress("in-sample", "all")
+    order = {r.id: i for i, r in enumerate(recs)}
+    for scheme in schemes:
+        key = _SCHEME_KEY[scheme]
+        groups = list(dict.fromkeys(getattr(r, key) for r in recs))
+        rows, folds, skipped = [], [], []
+        for g in groups:
+            held = [r for r in recs if getattr(r, key) == g]
+            train = [r for r in recs if getattr(r, key) != g]
+            if not train:
+                skipped.append({"group": g, "reason": "nothing left to fit on"})
+                continue
+            fold = fit(train, spec, cache=cache, rounds=rounds)
+            p, how = predict_with(fold, held, cache)
+            rows += [row(r, x, h) for r, x, h in zip(held, p, how)]
+            folds.append({"group": g, "held_out": [r.id for r in held], "n_train": len(train),
+                          "n_params": fold.n_params, "objective_mean_abs_log": fold.objective,
+                          "params_from": sorted(set(how)), "fit": fold.as_dict()})
+            if progress:
+                progress(scheme, g)
+        rows.sort(key=lambda r: order[r["id"]])
+        out[scheme] = {"label": SCHEME_LABEL[scheme], "group_key": key, "records": rows, "summary": summarize(rows),
+                       "summary_by_group": summarize_by(rows, key),
+                       "summary_by_hardware_family": summarize_by(rows, "hardware_family"),
+                       "summary_by_model_family": summarize_by(rows, "model_family"),
+                       "folds": folds, "not_predictable": skipped}
+    out["predictions_evaluated"] = int(cache.evaluated)
+    return out
+
+
+__all__ = ["Param", "ParamSpec", "DEFAULT_SPEC", "default_spec", "PARAMS", "Fit", "fit", "predict_with", "PredictionCache",
+           "cross_validate", "fitted_records", "presets_from_fit", "as_toml", "objective", "CV_SCHEMES",
+           "DEFAULT_CV", "SCHEME_LABEL"]

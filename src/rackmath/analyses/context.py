@@ -274,3 +274,61 @@ def quadratic_onset_for(model, context=1e6):
     """L_q for a catalog model: 2·N_active / (attention FLOPs per token per context token, at ``context``)."""
     a = float(model.attention_flops_per_token(float(context))) / float(context)
     return float(quadratic_onset_context(model.active_params, a)) if a > 0 else float("inf")
+
+
+@dataclass
+class MaxContext:
+    """The longest context a deployment can hold, and the model's own limit next to it."""
+
+    tokens: float  # longest context whose KV for ``concurrency`` sequences fits beside the weights
+    model_limit: float | None  # the model's own maximum (max_position_embeddings); None when not published
+    concurrency: float
+    deployment: str
+    warning: str | None = None
+
+    @property
+    def usable(self) -> float:
+        """What a user can actually run: the memory limit, capped at the model's own."""
+        return min(self.tokens, self.model_limit) if self.model_limit else self.tokens
+
+    def as_dict(self) -> dict:
+        return {"max_context": self.tokens, "model_max_context": self.model_limit, "usable_context": self.usable,
+                "concurrency": self.concurrency, "deployment": self.deployment, "warning": self.warning}
+
+
+def model_context_limit(model) -> float | None:
+    """The model's own context limit (its config's max_position_embeddings / catalog max_context), or None."""
+    v = float(getattr(model, "max_context", 0) or 0)
+    return v if v > 0 else None
+
+
+def context_warning(model, context) -> str | None:
+    """A warning when ``context`` (tokens; the largest of an array) is past the model's own limit, else None."""
+    lim = model_context_limit(model)
+    c = float(np.max(np.asarray(context, dtype=float)))
+    if lim and c > lim:
+        return (f"{c:,.0f} tokens is past {model.name}'s own limit of {lim:,.0f} tokens "
+                f"(max_position_embeddings): the numbers are the hardware's, the model cannot use that context")
+    return None
+
+
+def max_context(model, hardware, *, gpus=None, concurrency=1.0, weights_dtype=None, kv_dtype=None,
+                deployment=None, **layout) -> MaxContext:
+    """The one answer to "max context": the longest context at which ``concurrency`` sequences fit in memory
+    (weights sharded over the deployment, KV, workspace: ``Deployment.max_context``, lecture c_mem 01:03:37),
+    with the model's own limit beside it and a warning when memory allows more than the model can use.
+    ``deployment`` (an ``engine.layout.Deployment``) or ``gpus`` + layout degrees (tp, ep, pp, attention_dp, …;
+    default: one scale-up domain, TP over all of it). Used by ``racks memory``, ``context`` and ``serve``."""
+    from ..engine.layout import Deployment
+    from ..specs.models import load_model
+
+    m = load_model(model)
+    dep = deployment or Deployment.build(hardware, gpus, model=m, **layout)
+    tokens = float(dep.max_context(m, concurrency=float(concurrency), weights_dtype=weights_dtype,
+                                   kv_dtype=kv_dtype))
+    lim = model_context_limit(m)
+    warning = None
+    if lim and tokens > lim:
+        warning = (f"memory holds {tokens:,.0f} tokens per sequence, past {m.name}'s own limit of {lim:,.0f} "
+                   f"(max_position_embeddings): usable context {lim:,.0f}")
+    return MaxContext(tokens, lim, float(concurrency), f"{dep.chips} × {dep.system.name} {dep.label()}", warning)

@@ -2,7 +2,7 @@
 
 The coefficients live in the two data tables below (``LOSS_LAWS``, ``ROUTED_LAWS``),
 each with its source and a status tag in the convention of
-``../shared/reference/published.md``: [V] read in the primary source, [S] read in a
+``docs/reference/published.md``: [V] read in the primary source, [S] read in a
 third-party reproduction, [M] not found in any stored source (unverified). The status
 travels with every result so that interfaces can show it.
 
@@ -77,7 +77,7 @@ LOSS_LAWS: dict[str, LossLaw] = {
     "chinchilla": LossLaw(
         "chinchilla", E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28, status="[S]",
         source="Hoffmann et al. 2022 (arXiv 2203.15556) §3.3, Approach 3 (parametric fit); values as reproduced "
-               "in ../shared/reference/published.md §6 [S] (the equation/table number was not checked here)"),
+               "in docs/reference/published.md §6 [S] (the equation/table number was not checked here)"),
     "besiroglu": LossLaw(
         "besiroglu", E=1.82, A=482.0, B=2085.0, alpha=0.348, beta=0.366, status="[M]",
         source="Besiroglu et al. 2024, 'Chinchilla Scaling: A Replication Attempt' (arXiv 2404.10102) refit; "
@@ -85,7 +85,7 @@ LOSS_LAWS: dict[str, LossLaw] = {
 }
 
 _CLARK = ("Clark et al. 2022 (arXiv 2202.01169), routed-LM scaling-law fit; coefficients from "
-          "../shared/reference/published.md §6, status [M] 'not found in any stored source', said there to be "
+          "docs/reference/published.md §6, status [M] 'not found in any stored source', said there to be "
           "Table 2 of the paper: UNVERIFIED (the paper is not available here)")
 _SAT_SBASE = ("E_start, E_max recalled by rackmath's author from Clark et al. 2022 (S-BASE fit); not in "
               "published.md, not checked against the paper: UNVERIFIED. Override with --e-start/--e-max")

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..results import ResultMixin
+
 from ..errors import InputError, check_positive
 from ..explain import Derivation, fmt
 
@@ -376,9 +378,11 @@ FIELDS = ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_ms", "ttft_ms", "
           "concurrency", "fits", "mem_per_gpu_gb", "max_concurrency")
 
 
-@dataclass
-class ServeResult:
+@dataclass(repr=False)
+class ServeResult(ResultMixin):
     """Steady-state serving numbers (arrays broadcast over concurrency; scalars for one point)."""
+
+    _SUMMARY = (("output_tok_s_per_gpu", "tok/s"), ("tpot_ms", "ms"), ("usd_per_mtok_output", "$"))
 
     model: str
     hardware: str

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..results import ResultMixin
+
 from ..errors import InputError, check_positive
 from ..explain import Derivation, fmt
 
@@ -341,8 +343,10 @@ class Parallelism:
             raise InputError("pp", f"{self.pp} pipeline stages for {n_layers} layers", f"pp ≤ {n_layers}")
 
 
-@dataclass
-class TrainingResult:
+@dataclass(repr=False)
+class TrainingResult(ResultMixin):
+    _SUMMARY = (("time_s", "s"), ("chip_hours", ""), ("usd", "$"), ("mfu", "%"))
+
     model: str
     hardware: str
     chips: int
@@ -531,3 +535,54 @@ def _expert_params(model) -> float:
     if one is None or callable(one):
         one = float(model.expert_weight_bytes("bf16")) / 2.0
     return float(one) * n_exp * n_moe
+
+
+def search_training_layout(model, hardware, *, chips: int, fixed: dict | None = None, **train_kw):
+    """The fastest layout that fits, as ``serve`` chooses a serving layout: every TP (a divisor of the chips up to
+    the scale-up domain), PP (powers of two up to the layers), ZeRO stage (1, 3) and recomputation (selective,
+    full) with DP = chips / (TP·PP), ranked by the bottom-up step time among those whose memory per chip fits.
+    ``fixed`` holds the degrees the user gave (tp, pp, dp, ep, zero_stage, recompute, …), which are kept.
+    Returns ``(TrainingResult, Parallelism, {"evaluated": n, "fit": k})``; if nothing fits, the layout with the
+    least memory per chip (its result says it does not fit)."""
+    fixed = dict(fixed or {})
+    chip = getattr(hardware, "chip", hardware)
+    scaleup = int(getattr(hardware, "scaleup_size", 1) or 1)
+    layers = int(getattr(model, "n_layers", 1) or 1)
+    chips = int(chips)
+    tps = [fixed["tp"]] if fixed.get("tp") else [t for t in (1, 2, 4, 8, 16, 32, 64, 72, 128)
+                                                  if t <= max(scaleup, 1) and chips % t == 0]
+    pps = [fixed["pp"]] if fixed.get("pp") else [p for p in (1, 2, 4, 8, 16, 32, 64) if p <= layers]
+    zeros = [fixed["zero_stage"]] if fixed.get("zero_stage") is not None else [1, 3]
+    recs = [fixed["recompute"]] if fixed.get("recompute") else ["selective", "full"]
+    Parallelism(**{k: v for k, v in fixed.items() if k not in ("tp", "pp", "dp", "ep")}).validate()  # bad names
+    best, smallest, n_eval, n_fit = None, None, 0, 0
+    for tp in tps:
+        for pp in pps:
+            if chips % (tp * pp):
+                continue
+            dp = chips // (tp * pp)
+            if fixed.get("dp") and fixed["dp"] != dp:
+                continue
+            for z in zeros:
+                for rc in recs:
+                    kw = {k: v for k, v in fixed.items() if k not in ("tp", "pp", "dp", "zero_stage", "recompute")}
+                    kw.setdefault("microbatches", 4 * pp)
+                    par = Parallelism(dp=dp, tp=tp, pp=pp, zero_stage=z, recompute=rc, **kw)
+                    try:
+                        r = train(model, hardware, chips=chips, par=par, **train_kw)
+                    except InputError:
+                        continue
+                    n_eval += 1
+                    key = (r.step["t_step_s"], tp * pp, z, rc != "selective")
+                    if r.memory["fits"]:
+                        n_fit += 1
+                        if best is None or key < best[0]:
+                            best = (key, r, par)
+                    mem = r.memory["total_bytes"]
+                    if smallest is None or mem < smallest[0]:
+                        smallest = (mem, r, par)
+    if best is None and smallest is None:
+        raise InputError("gpus", f"no layout of {chips} chips is valid for {model.name}",
+                         "a chip count that divides by TP·PP, or explicit --tp/--pp/--dp")
+    _, r, par = best or smallest
+    return r, par, {"evaluated": n_eval, "fit": n_fit}

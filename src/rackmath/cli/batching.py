@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import typer
 
-from .common import EXPLAIN_OPT, JSON_OPT, dtype_check
+from ..units import human
+
+from .common import EFF_OPT, EXPLAIN_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, MODEL_ARG, USD_OPT, WDT_OPT, context_opt, \
+    dtype_check, hardware_opt
 
 batching_app = typer.Typer(help="Chapter one: how batch size sets latency and cost (lecture 00:00–00:32).",
                            no_args_is_help=True)
 
-HW_OPT = typer.Option("gb200-nvl72", "--hardware", "-H", help="System or chip name.")
-CTX_OPT = typer.Option("8192", "--context", "-L", help="Context length (tokens).")
-WDT_OPT = typer.Option(None, "--weights-dtype", callback=dtype_check("weights_dtype"), help="Weights dtype (default: as published).")
-KVDT_OPT = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"), help="KV-cache dtype (default: the model's own).")
-EFF_OPT = typer.Option(None, "--efficiency", help="Efficiency preset (default: ideal roofline).")
+HW_OPT = hardware_opt("gb200-nvl72", "System or chip name.")
+CTX_OPT = context_opt("8192", "Context length (tokens)")
+
+
+def _eff(hardware, efficiency, ideal):
+    from .common import efficiency_for
+
+    return efficiency_for(hardware, efficiency, ideal, default="ideal")
 
 
 def _count(text, field):
@@ -22,9 +28,12 @@ def _count(text, field):
     return units.parse_count(text, field)
 
 
-def _out(d: dict, derivation, json: bool, explain: bool, rows: list[tuple[str, str]], title: str):
-    from .common import print_derivation, print_json, table
+def _out(d: dict, derivation, json: bool, explain: bool, rows: list[tuple[str, str]], title: str, eff=None):
+    from .common import mode_dict, mode_label, print_derivation, print_json, table
 
+    if eff is not None:
+        d = mode_dict(eff) | d
+        title = f"{title}\n{mode_label(eff)}"
     if json:
         if explain and derivation is not None:
             d = d | {"derivation": derivation.as_dict()}
@@ -63,16 +72,19 @@ def ratio_cmd(
 
 @batching_app.command("balance")
 def balance_cmd(
-    model: str = typer.Argument(...),
+    model: str = MODEL_ARG,
     hardware: str = HW_OPT,
-    context: str = typer.Option("0,8192,32K,128K", "--context", "-L", help="Context lengths (list or range)."),
+    context: str = typer.Option("0,8192,32K,128K", "--context", "-L",
+                               help="Context lengths (list or range; 8K = 8,000, 8Ki = 8,192)."),
     weights_dtype: str = WDT_OPT,
     kv_dtype: str = KVDT_OPT,
     efficiency: str = EFF_OPT,
+    ideal: bool = IDEAL_OPT,
     json: bool = JSON_OPT,
     explain: bool = EXPLAIN_OPT,
 ):
     """Balance batch B* = ratio × N_total/N_active (R6) and B* with the KV term, solved numerically (R7)."""
+    efficiency = _eff(hardware, efficiency, ideal)
     from ..analyses.batching import balance_batch, balance_batch_for
     from ..explain import Derivation
     from ..specs.hardware import hardware_ratio, load_hardware
@@ -88,21 +100,21 @@ def balance_cmd(
                              efficiency=efficiency)
     d = Derivation(f"Balance batch for {m.name} on {hw.name}")
     d.add("ratio", "(FLOP/s ÷ 2) / (BW ÷ bytes per param)", f"{hw.chip.name}, {wdt}", ratio, "")
-    d.add("B*", "ratio × N_total / N_active", f"{ratio:.4g} × {m.total_params:.4g} / {m.active_params:.4g}", simple, "")
+    d.add("B*", "ratio × N_total / N_active", f"{human(ratio)} × {human(m.total_params)} / {human(m.active_params)}", simple, "")
     for L, b in zip(ctx, full):
         d.add(f"B*(L={L:g})", "smallest B with t_compute ≥ t_weights + t_kv (full roofline)", "", b, "")
     rec = {"model": m.name, "hardware": hw.name, "ratio": ratio, "balance_batch_lecture": simple,
            "context": ctx.tolist(), "balance_batch": full.tolist()}
-    rows = [("hardware ratio", f"{ratio:.4g}"), ("B* = ratio × N_total/N_active", f"{simple:.4g}")]
+    rows = [("hardware ratio", f"{human(ratio)}"), ("B* = ratio × N_total/N_active", f"{human(simple)}")]
     rows += [(f"B* with KV at context {L:g}",
-              f"{b:.4g}" if b != float("inf") else "∞ (the KV fetch outruns compute at any batch)")
+              f"{human(b)}" if b != float("inf") else "∞ (the KV fetch outruns compute at any batch)")
              for L, b in zip(ctx, full)]
-    _out(rec, d, json, explain, rows, f"Balance batch: {m.name} on {hw.name}")
+    _out(rec, d, json, explain, rows, f"Balance batch: {m.name} on {hw.name}", eff=efficiency)
 
 
 @batching_app.command("floor")
 def floor_cmd(
-    model: str = typer.Argument(...),
+    model: str = MODEL_ARG,
     hardware: str = HW_OPT,
     weights_dtype: str = WDT_OPT,
     json: bool = JSON_OPT,
@@ -136,28 +148,36 @@ def floor_cmd(
 
 @batching_app.command("penalty")
 def penalty_cmd(
-    model: str = typer.Argument(...),
+    model: str = MODEL_ARG,
     hardware: str = HW_OPT,
     context: str = CTX_OPT,
     weights_dtype: str = WDT_OPT,
     kv_dtype: str = KVDT_OPT,
     efficiency: str = EFF_OPT,
+    ideal: bool = IDEAL_OPT,
+    price: str = USD_OPT,
     json: bool = JSON_OPT,
 ):
     """The cost penalty of not batching: cost per token at B = 1 over the cheapest batch (R2: "~1000× worse")."""
+    efficiency = _eff(hardware, efficiency, ideal)
+    from .common import priced
+
+    hardware = priced(hardware, price)
     from ..analyses.batching import unbatched_penalty
 
     pen, best_b, c1, cb = unbatched_penalty(model, hardware, context=_count(context, "context"),
                                             weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
     rec = {"penalty": pen, "best_batch": best_b, "usd_per_mtok_batch1": c1, "usd_per_mtok_best": cb}
-    _out(rec, None, json, False, [("cost at B=1 ($/Mtok)", f"{c1:.4g}"), ("cheapest batch", f"{best_b:.4g}"),
-                                  ("cost there ($/Mtok)", f"{cb:.4g}"), ("penalty", f"{pen:.4g}×")],
-         "Cost of not batching")
+    from .common import human
+
+    _out(rec, None, json, False, [("cost at B=1", human(c1, "$/Mtok")), ("cheapest batch", human(best_b)),
+                                  ("cost there", human(cb, "$/Mtok")), ("penalty", human(pen, "x"))],
+         "Cost of not batching", eff=efficiency)
 
 
 @batching_app.command("fast-mode")
 def fast_mode_cmd(
-    model: str = typer.Argument(...),
+    model: str = MODEL_ARG,
     hardware: str = HW_OPT,
     speedup: float = typer.Option(None, "--speedup", help="Speed multiple wanted (e.g. 2.5)."),
     price: float = typer.Option(None, "--price", help="Price multiple paid (e.g. 6)."),
@@ -167,10 +187,12 @@ def fast_mode_cmd(
     weights_dtype: str = WDT_OPT,
     kv_dtype: str = KVDT_OPT,
     efficiency: str = EFF_OPT,
+    ideal: bool = IDEAL_OPT,
     json: bool = JSON_OPT,
     explain: bool = EXPLAIN_OPT,
 ):
     """Fast mode by batching alone: the batch and cost multiple for a speed-up, or the speed a price multiple buys (R1)."""
+    efficiency = _eff(hardware, efficiency, ideal)
     from ..analyses.batching import fast_mode_from_price, fast_mode_from_speedup, slow_mode_floor
     from ..errors import InputError, check_positive
 
@@ -188,25 +210,27 @@ def fast_mode_cmd(
         fm = fast_mode_from_price(model, hardware, price, **kw)
     floor = slow_mode_floor(model, hardware, **kw)
     rec = fm.as_dict() | {"slow_mode_cost_floor": floor}
-    rows = [("operating batch", f"{fm.operating_batch:.4g}"), ("fast batch", f"{fm.batch:.4g}"),
-            ("speed-up", f"{fm.speedup:.3g}×"), ("cost multiple", f"{fm.cost_multiple:.3g}×"),
-            ("slow-mode cost floor (B → ∞)", f"{floor:.3g}× the operating cost")]
-    _out(rec, fm.derivation, json, explain, rows, "Fast mode and slow mode by batching")
+    rows = [("operating batch", f"{human(fm.operating_batch)}"), ("fast batch", f"{human(fm.batch)}"),
+            ("speed-up", f"{human(fm.speedup, 'x')}"), ("cost multiple", f"{human(fm.cost_multiple, 'x')}"),
+            ("slow-mode cost floor (B → ∞)", f"{human(floor, 'x')} the operating cost")]
+    _out(rec, fm.derivation, json, explain, rows, "Fast mode and slow mode by batching", eff=efficiency)
 
 
 @batching_app.command("throughput")
 def throughput_cmd(
-    model: str = typer.Argument(...),
+    model: str = MODEL_ARG,
     hardware: str = HW_OPT,
     context: str = CTX_OPT,
     global_rate: str = typer.Option("500M", "--global-rate", help="A global token rate (tokens/s) to serve."),
     weights_dtype: str = WDT_OPT,
     kv_dtype: str = KVDT_OPT,
     efficiency: str = EFF_OPT,
+    ideal: bool = IDEAL_OPT,
     json: bool = JSON_OPT,
     explain: bool = EXPLAIN_OPT,
 ):
     """System throughput at the balance batch, B*/t_step (R12), and systems needed for a global rate (R13)."""
+    efficiency = _eff(hardware, efficiency, ideal)
     from ..analyses.batching import balance_batch_for, system_throughput, systems_needed
     from ..engine.roofline import roofline
     from ..explain import Derivation, fmt
@@ -224,18 +248,18 @@ def throughput_cmd(
     d = Derivation(f"Throughput at the balance batch: {r.model.name} on {r.hardware.name}")
     d.add("B*", "balance batch", f"context {ctx:g}", b, "")
     d.add("t_step", "roofline at B*", "", step, "s")
-    tput = d.add("throughput", "B* / t_step", f"{b:.4g} / {fmt(step, 's')}", float(system_throughput(b, step)),
+    tput = d.add("throughput", "B* / t_step", f"{human(b)} / {fmt(step, 's')}", float(system_throughput(b, step)),
                  "tok/s")
     n = d.add("systems", "global rate / throughput", f"{fmt(rate, 'tok/s')} / {fmt(tput, 'tok/s')}",
               float(systems_needed(rate, tput)), "")
     rec = {"balance_batch": b, "step_s": step, "tokens_per_s": tput, "global_rate": rate, "systems_needed": n}
-    _out(rec, d, json, explain, [("B*", f"{b:.4g}"), ("step", fmt(step, "s")), ("tokens/s", fmt(tput, "")),
-                                 (f"systems for {fmt(rate, 'tok/s')}", f"{n:.4g}")], "Throughput at B*")
+    _out(rec, d, json, explain, [("B*", f"{human(b)}"), ("step", fmt(step, "s")), ("tokens/s", fmt(tput, "")),
+                                 (f"systems for {fmt(rate, 'tok/s')}", f"{human(n)}")], "Throughput at B*", eff=efficiency)
 
 
 @batching_app.command("prefill")
 def prefill_cmd(
-    model: str = typer.Argument(...),
+    model: str = MODEL_ARG,
     hardware: str = HW_OPT,
     batch: str = typer.Option("64", "--batch", "-b"),
     context: str = CTX_OPT,
@@ -243,9 +267,15 @@ def prefill_cmd(
     weights_dtype: str = WDT_OPT,
     kv_dtype: str = KVDT_OPT,
     efficiency: str = EFF_OPT,
+    ideal: bool = IDEAL_OPT,
+    price: str = USD_OPT,
     json: bool = JSON_OPT,
 ):
     """Cost per token of prefill vs decode as the pass length grows (R38: the output/input price ratio)."""
+    efficiency = _eff(hardware, efficiency, ideal)
+    from .common import priced
+
+    hardware = priced(hardware, price)
     from ..analyses.batching import prefill_decode_costs
     from .common import parse_range, print_json, table
 
@@ -257,13 +287,16 @@ def prefill_cmd(
     recs = [{"pass_len": float(x), "usd_per_mtok": float(c), "bound": str(b),
              "decode_over_this": (float(decode / c) if decode else None)}
             for x, c, b in zip(p, cost, r.bound)]
+    from .common import human, mode_dict, mode_label
+
     if json:
-        print_json(recs)
+        print_json(mode_dict(efficiency) | {"usd_per_gpu_hour": r.usd_per_chip_hour, "rows": recs})
         return
-    table(f"Cost per token vs pass length: {r.model.name} on {r.hardware.name}",
+    table(f"Cost per token vs pass length: {r.model.name} on {r.hardware.name}\n{mode_label(efficiency)}",
           ["pass length", "$/Mtok", "bound", "decode ÷ this"],
-          [[f"{x['pass_len']:g}", f"{x['usd_per_mtok']:.4g}", x["bound"],
-            f"{x['decode_over_this']:.3g}×" if x["decode_over_this"] else "–"] for x in recs])
+          [[human(x['pass_len']), human(x['usd_per_mtok'], "$"), x["bound"],
+            human(x['decode_over_this'], "x") if x["decode_over_this"] else "–"] for x in recs],
+          caption=f"$ at {human(r.usd_per_chip_hour, '$')}/GPU-hour")
 
 
 def register(app: typer.Typer) -> None:

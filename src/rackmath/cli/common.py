@@ -1,21 +1,57 @@
-"""Shared CLI plumbing: output (table / JSON / derivation) and input parsing.
+"""Shared CLI plumbing: one vocabulary of options, one table, one number format, one way to write files.
 
-Interfaces hold no math: commands parse strings, call the engine or an analysis,
-and render what comes back.
+Interfaces hold no math: commands parse strings, call the engine or an analysis, and render what comes back.
+Every command module uses these, so that flags, tables, units and files behave the same everywhere
+(docs/architecture.md, "CLI"):
+
+* options: ``MODEL_ARG``, ``hardware_opt()``, ``gpus_opt()`` (``--gpus/-n``; ``--chips`` is a hidden alias),
+  ``USD_OPT`` (``--usd-per-gpu-hour``), ``EFF_OPT`` + ``IDEAL_OPT`` (resolved by :func:`efficiency_for`),
+  ``context_opt()`` (8K = 8,000; 8Ki = 8,192), ``batch_opt()``, ``WDT_OPT``, ``KVDT_OPT``, ``JSON_OPT``,
+  ``EXPLAIN_OPT``, ``output_opt()`` + ``FORCE_OPT``;
+* output: :func:`table` (fits the terminal: fewer columns by priority, ``--wide``/``--columns`` for all; numbers
+  never cut), :func:`human` (the one number formatter: ``24.7 h``, ``$7.65M``), :func:`print_json`,
+  :func:`print_derivation`, :func:`mode_label` / :func:`mode_dict` (ideal bound vs calibrated prediction);
+* files: :func:`check_output` (never overwrite without ``--force``; a missing directory is an error naming the
+  field), :func:`open_output` (``-`` = stdout), :func:`wrote` (``wrote PATH`` on stderr);
+* :func:`parse_range` (integer quantities stay integers), :func:`cite` (sources by their public names).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json as _json
 import math
+import os
+import re
 import sys
+from dataclasses import dataclass
 
 import typer
 
 from ..errors import InputError
+from ..units import human
+
+__all__ = [
+    "JSON_OPT", "EXPLAIN_OPT", "MODEL_ARG", "USD_OPT", "EFF_OPT", "IDEAL_OPT", "FORCE_OPT", "WDT_OPT", "KVDT_OPT",
+    "hardware_opt", "gpus_opt", "context_opt", "batch_opt", "output_opt", "Col", "table", "human", "print_json",
+    "print_derivation", "console", "efficiency_for", "mode_label", "mode_dict", "check_output", "open_output",
+    "wrote", "parse_range", "parse_int", "parse_usd", "priced", "cite", "dtype_check", "TABLE_SETTINGS",
+]
+
+# --- options: one vocabulary (COORD.md) ------------------------------------------------------------------------------
 
 JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
 EXPLAIN_OPT = typer.Option(False, "--explain", help="Print each formula with the numbers substituted.")
+MODEL_ARG = typer.Argument(..., metavar="MODEL",
+                           help="Model: a catalog name (deepseek-v3), a shipped HuggingFace config (hf:openai/gpt-oss-120b) "
+                                "or a path to a config.json.")
+USD_OPT = typer.Option(None, "--usd-per-gpu-hour", metavar="$/H",
+                       help="Price per GPU (chip) hour, e.g. 2.5 or '$2.5/h' (default: the chip's catalog price).")
+EFF_OPT = typer.Option(None, "--efficiency", metavar="PRESET|auto",
+                       help="Calibrated efficiency preset, or 'auto' for the chip's own (see docs/serving.md).")
+IDEAL_OPT = typer.Option(False, "--ideal", help="The lecture's ideal roofline: a lower bound on time.")
+FORCE_OPT = typer.Option(False, "--force", help="Overwrite an existing output file.")
+CONTEXT_HELP = "8K = 8,000 tokens, 8Ki = 8,192"
 
 
 def dtype_check(field: str):
@@ -31,29 +67,163 @@ def dtype_check(field: str):
     return check
 
 
-def check_output(path, force: bool, field: str = "output", suffixes: tuple[str, ...] | None = None):
-    """An output file a command may write: not empty, not a directory, in a writable place, and never an existing
-    file unless ``force`` (nothing a user wrote is overwritten). Returns the path."""
-    import os
-    from pathlib import Path
+WDT_OPT = typer.Option(None, "--weights-dtype", callback=dtype_check("weights_dtype"),
+                       help="bf16, fp8, int8, fp4, mxfp4, nvfp4 … (default: as published).")
+KVDT_OPT = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"),
+                        help="KV-cache dtype (default: the model's own, bf16 for published models).")
 
-    text = str(path).strip()
-    if not text or text == ".":
-        raise InputError(field, "empty file name", "a file name such as out.png")
-    p = Path(path)
-    if p.is_dir():
-        raise InputError(field, f"{p} is a directory", "a file name")
-    if suffixes is not None and p.suffix.lower() not in suffixes:
-        raise InputError(field, f"unsupported format {p.suffix!r} in {p}", " or ".join(suffixes))
-    if p.exists() and not force:
-        raise InputError(field, f"{p} exists and would be overwritten", "a new file name, or --force")
-    parent = p.absolute().parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(field, f"cannot write into {parent}", "a file in a writable directory")
-    return p
 
+def hardware_opt(default=..., help: str = "System or chip name (a chip means its standard scale-up system)."):
+    return typer.Option(default, "--hardware", "-H", help=help)
+
+
+def gpus_opt(default=None, help: str = "GPUs (chips) working together (default: one scale-up domain)."):
+    """``--gpus/-n``; ``--chips`` is accepted as a hidden alias (rewritten by :func:`normalize_argv`)."""
+    return typer.Option(default, "--gpus", "-n", help=help)
+
+
+def context_opt(default="8192", help: str = "Tokens in each sequence's KV cache"):
+    return typer.Option(default, "--context", "-L", help=f"{help} ({CONTEXT_HELP}).")
+
+
+def batch_opt(default="1", help: str = "Sequences: a value, a list '1,8,64' or a range '1:4096:log'"):
+    return typer.Option(default, "--batch", "-b", help=f"{help}.")
+
+
+def output_opt(default, help: str = "Output file (.png, .svg or .pdf; never overwritten without --force)."):
+    return typer.Option(default, "--output", "-o", help=help)
+
+
+_ALIASES = {"--chips": "--gpus", "--usd-per-hour": "--usd-per-gpu-hour", "--chip-hours": "--gpu-hours",
+            "--tokens-per-chip": "--tokens-per-gpu"}  # hidden aliases: old spellings keep working, help shows one vocabulary
+_HOISTED = {"--wide": 0, "--columns": 1}  # table options valid anywhere on the line; moved before the command
+
+
+# commands whose model used to be an option: `--model X` / `-m X` still works (hidden), X becomes the positional
+_MODEL_WAS_OPTION = {("serve",), ("context",), ("racks", "pipeline")}
+
+
+_ROOT_VALUE_OPTIONS = {"--catalog", "--columns"}
+
+
+def _model_option_to_positional(argv: list[str]) -> list[str]:
+    start = 0
+    while start < len(argv) and argv[start].startswith("-"):  # root options before the command
+        start += 2 if argv[start] in _ROOT_VALUE_OPTIONS else 1
+    head, argv = argv[:start], argv[start:]
+    path = []
+    for a in argv:
+        if a.startswith("-"):
+            break
+        path.append(a)
+    n = next((len(c) for c in _MODEL_WAS_OPTION if tuple(path[:len(c)]) == c), 0)
+    if not n:
+        return head + argv
+    rest, model, i = [], None, n
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--model", "-m") and i + 1 < len(argv) and model is None:
+            model, i = argv[i + 1], i + 2
+            continue
+        if a.startswith("--model=") and model is None:
+            model, i = a.split("=", 1)[1], i + 1
+            continue
+        rest.append(a)
+        i += 1
+    return head + argv[:n] + ([model] if model is not None else []) + rest
+
+
+def normalize_argv(argv: list[str]) -> list[str]:
+    """Rewrite hidden aliases (``--chips`` → ``--gpus``; ``serve --model X`` → ``serve X``) and move the table
+    options ``--wide``/``--columns X`` (accepted anywhere, documented in ``rackmath --help``) in front of the
+    command, where the root takes them."""
+    out, front, i = [], [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            out += argv[i:]
+            break
+        name, eq, val = a.partition("=")
+        if name in _ALIASES:
+            a = _ALIASES[name] + eq + val
+        if name in _HOISTED:
+            if _HOISTED[name] and not eq and i + 1 < len(argv):
+                front += [a, argv[i + 1]]
+                i += 2
+                continue
+            front.append(a)
+        else:
+            out.append(a)
+        i += 1
+    return front + _model_option_to_positional(out)
+
+
+# --- efficiency: ideal bound vs calibrated prediction ---------------------------------------------------------------
+
+def efficiency_for(hardware, efficiency: str | None, ideal: bool, default: str = "ideal"):
+    """The ``--efficiency PRESET|auto`` / ``--ideal`` pair, the same everywhere. ``default`` is what neither flag
+    means: 'ideal' (roofline, sweep, layout, batching: the lecture's bound) or 'auto' (serve, simulate, plan,
+    compare: the chip's calibrated preset). Returns an ``Efficiency``."""
+    from ..engine.efficiency import load_efficiency
+
+    if ideal and efficiency not in (None, "ideal"):
+        raise InputError("ideal", f"both --ideal and --efficiency {efficiency}", "one of them")
+    choice = "ideal" if ideal else (efficiency or default)
+    if str(choice).strip().lower() == "ideal":
+        return load_efficiency(None)
+    if str(choice).strip().lower() == "auto":
+        from ..analyses.serving import default_efficiency
+        from ..specs.hardware import load_hardware
+
+        hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
+        return default_efficiency(hw)
+    return load_efficiency(choice)
+
+
+def validated_error(eff) -> float | None:
+    """The preset's validated error as a fraction (e.g. 0.15 for ±15%), from its catalog entry: a
+    ``validated_error`` key, or the fit's 'mean |log error| X' (→ e^X − 1); None when not recorded."""
+    if eff is None or getattr(eff, "name", "ideal") == "ideal":
+        return None
+    v = getattr(eff, "validated_error", None)
+    if v is not None:
+        return float(v)
+    try:
+        from ..specs.catalog import entries
+
+        for e in entries("efficiency"):
+            if e.data.get("name") == eff.name and e.data.get("validated_error") is not None:
+                return float(e.data["validated_error"])
+    except Exception:  # noqa: BLE001 - a label must never fail the answer
+        pass
+    m = re.search(r"mean \|log error\| ([0-9.]+)", getattr(eff, "source", "") or "")
+    return math.expm1(float(m.group(1))) if m else None
+
+
+def mode_label(eff) -> str:
+    """'ideal roofline — a lower bound on time' or 'calibrated prediction, preset X (validated error ±Y%)'."""
+    if eff is None or isinstance(eff, str):
+        from ..engine.efficiency import load_efficiency
+
+        eff = load_efficiency(None if eff in (None, "ideal") else eff)
+    if eff.name == "ideal":
+        return "ideal roofline — a lower bound on time"
+    err = validated_error(eff)
+    return (f"calibrated prediction, preset {eff.name} "
+            + (f"(validated error ±{err:.0%})" if err is not None else "(validation error not recorded)"))
+
+
+def mode_dict(eff) -> dict:
+    """The same, for JSON: {'prediction': 'ideal'|'calibrated', 'efficiency': name, 'label': …, 'validated_error'}."""
+    if eff is None or isinstance(eff, str):
+        from ..engine.efficiency import load_efficiency
+
+        eff = load_efficiency(None if eff in (None, "ideal") else eff)
+    return {"prediction": "ideal" if eff.name == "ideal" else "calibrated", "efficiency": eff.name,
+            "label": mode_label(eff), "validated_error": validated_error(eff)}
+
+
+# --- JSON and derivations --------------------------------------------------------------------------------------------
 
 def _default(o):
     try:
@@ -73,9 +243,11 @@ def _default(o):
 
 
 def _clean(o):
-    """JSON has no NaN/inf: map them to null."""
+    """JSON has no NaN/inf: map them to null. Sources are cited by the names a reader has (:func:`cite`)."""
     if isinstance(o, float) and not math.isfinite(o):
         return None
+    if isinstance(o, str) and "published.md" in o:
+        return cite(o)
     if isinstance(o, dict):
         return {k: _clean(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
@@ -85,37 +257,235 @@ def _clean(o):
 
 def print_json(obj) -> None:
     text = _json.dumps(obj, default=_default)
-    sys.stdout.write(_json.dumps(_clean(_json.loads(text)), indent=2) + "\n")
+    sys.stdout.write(_json.dumps(_clean(_json.loads(text)), indent=2, ensure_ascii=False) + "\n")
 
 
-def console():
+def console(**kw):
     from rich.console import Console
 
-    return Console()
-
-
-def table(title: str, columns: list[str], rows: list[list], caption: str | None = None) -> None:
-    from rich.table import Table
-
-    t = Table(title=title, caption=caption)
-    for c in columns:
-        t.add_column(c)
-    for r in rows:
-        t.add_row(*[str(x) for x in r])
-    console().print(t)
+    return Console(**kw)
 
 
 def print_derivation(derivation) -> None:
-    console().print(derivation.render(), highlight=False, markup=False)
+    console().print(cite(derivation.render()), highlight=False, markup=False, soft_wrap=True)
 
 
-def parse_range(text: str, field: str, kind: str = "count", integer: bool = False):
-    """'1:16384:log' -> log-spaced values; '1:100:10' -> 10 linear points; '1,2,4' -> a list; '8' -> [8]."""
+# --- tables ----------------------------------------------------------------------------------------------------------
+
+TABLE_SETTINGS = {"wide": False, "columns": None}  # set by `rackmath --wide / --columns` (see normalize_argv)
+
+
+@dataclass
+class Col:
+    """A table column. ``priority`` 0 is always shown; higher numbers are hidden first when the terminal is narrow.
+    ``text`` columns wrap; numeric ones (the default for cells that read as numbers) are never wrapped or cut."""
+
+    name: str
+    priority: int = 1
+    text: bool | None = None  # None: decided from the cells
+    justify: str | None = None
+
+
+_NUMLIKE = re.compile(r"^[\s$−+\-–~≈<>]*[\d.,]+[\d.,\s%×x]*(\s*[A-Za-zµ/$·\-]{0,14}){0,3}\s*$")
+
+
+def _is_numeric(cells) -> bool:
+    vals = [c for c in cells if c not in ("", "—", "–", "n/a", "∞")]
+    return bool(vals) and all(_NUMLIKE.match(c) for c in vals)
+
+
+def _width() -> int | None:
+    """Terminal width to fit, or None (a pipe or file without COLUMNS: every column, nothing wrapped)."""
+    cols = os.environ.get("COLUMNS", "").strip()
+    if cols.isdigit() and int(cols) > 0:
+        return int(cols)
+    con = console()
+    return con.width if con.is_terminal else None
+
+
+def table(title: str, columns: list, rows: list[list], caption: str | None = None) -> None:
+    """Print a table that fits the terminal.
+
+    ``columns``: names or :class:`Col`. Plain names get priority 0 for the first column and 1 for the others.
+    When the table is too wide, columns are hidden from the highest priority number down (the caption says which);
+    ``--wide`` shows every column (cells may then run past the terminal), ``--columns a,b`` picks them.
+    Numbers are never cut or wrapped; only text columns wrap.
+    """
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    cols = [c if isinstance(c, Col) else Col(str(c), priority=0 if i == 0 else 1) for i, c in enumerate(columns)]
+    rows = [[cite(str(x)) for x in r] for r in rows]
+    numeric = [(not c.text) if c.text is not None else _is_numeric([r[i] for r in rows if i < len(r)])
+               for i, c in enumerate(cols)]
+    keep = list(range(len(cols)))
+    hidden: list[str] = []
+    pick = TABLE_SETTINGS.get("columns")
+    if pick:
+        want = [w.strip().lower() for w in str(pick).split(",") if w.strip()]
+        names = [c.name.lower() for c in cols]
+        chosen = [i for i, n in enumerate(names) if n in want]
+        if not chosen:
+            raise InputError("columns", f"none of {pick!r} is a column of this table",
+                             "a comma list of: " + ", ".join(c.name for c in cols))
+        keep = sorted(set([0] + chosen))
+    width = _width()
+    wide = TABLE_SETTINGS.get("wide") or width is None
+
+    def col_width(i):
+        c = cols[i]
+        if numeric[i]:
+            return max([len(r[i]) for r in rows if i < len(r)] + [len(c.name), 1])
+        words = [len(x) for r in rows if i < len(r) for x in r[i].split()] or [1]
+        return max(max(len(x) for x in c.name.split() or [""]), min(max(words), 30), 1)
+
+    widths = {i: col_width(i) for i in range(len(cols))}
+
+    def need(idx):
+        return sum(widths[i] for i in idx) + 3 * (len(idx) - 1)
+
+    if not wide:
+        order = sorted((i for i in keep if cols[i].priority > 0), key=lambda i: (-cols[i].priority, -i))
+        while need(keep) > width and order:
+            drop = order.pop(0)
+            keep.remove(drop)
+            hidden.append(cols[drop].name)
+
+    squeeze = width is not None and not TABLE_SETTINGS.get("wide") and need(keep) > width
+    caps = {}
+    texts = [i for i in keep if not numeric[i]]
+    if width is not None and not TABLE_SETTINGS.get("wide") and texts:
+        # text columns share what the numbers leave (by their natural widths); longer words fold
+        avail = width - sum(widths[i] for i in keep if numeric[i]) - 3 * (len(keep) - 1)
+        natural = {i: max([len(r[i]) for r in rows if i < len(r)] + [len(cols[i].name), 1]) for i in texts}
+        if sum(natural.values()) > avail:
+            floor = {i: min(widths[i], natural[i]) if not squeeze else 6 for i in texts}
+            spare = max(0, avail - sum(floor.values()))
+            extra = {i: natural[i] - floor[i] for i in texts}
+            tot = sum(extra.values()) or 1
+            caps = {i: max(6, floor[i] + int(spare * extra[i] / tot)) for i in texts}
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, expand=False)
+    for i in keep:
+        c = cols[i]
+        if numeric[i]:
+            t.add_column(c.name, justify=c.justify or "right", no_wrap=True, min_width=widths[i], overflow="fold")
+        else:  # wraps at spaces; a word longer than 30 characters (a URL) may be folded
+            t.add_column(c.name, justify=c.justify or "left", overflow="fold",
+                         min_width=min(widths[i], caps.get(i, widths[i])), max_width=caps.get(i))
+    for r in rows:
+        t.add_row(*[Text(r[i]) if i < len(r) else Text("") for i in keep])  # no markup: sources hold "[M]"
+    total = need(keep)
+    if width is None:
+        w = max(80, total)
+        full = sum(max([len(r[i]) for r in rows if i < len(r)] + [len(cols[i].name)]) for i in keep) + 3 * len(keep)
+        w = max(w, min(full, 400))
+    elif wide:
+        w = max(width, total)
+    else:
+        w = width
+    con = Console(width=w, highlight=False)
+    if title:
+        con.print(Text(cite(title), style="bold"))
+    con.print(t)
+    notes = ([cite(caption)] if caption else []) + (
+        [f"hidden to fit {width} columns: {', '.join(hidden)} (show all with --wide, or pick with --columns A,B)"]
+        if hidden else [])
+    for n in notes:
+        con.print(Text(n, style="dim"))
+
+
+# --- sources ---------------------------------------------------------------------------------------------------------
+
+_TAG = {"V": "verified", "S": "secondary source", "D": "derived", "M": "unverified"}
+_PUB = re.compile(r"(?:\.\./shared/reference/|(?<![/\w]))published\.md")
+
+
+def cite(text: str) -> str:
+    """Sources by names a reader has: 'published.md H1 [V]: glennklockwood.com…' → 'glennklockwood.com… (verified;
+    docs/reference/published.md H1)'. The compilation itself ships as docs/reference/published.md."""
+    if not text or "published.md" not in text:
+        return text
+
+    def one(m):
+        ref, tag, rest = m.group(1).strip(), m.group(2), m.group(3).strip()
+        where = "docs/reference/published.md" + (f" {ref}" if ref else "")
+        label = "; ".join(x for x in (_TAG.get(tag or "", ""), where) if x)
+        return f"{rest} ({label})" if rest else label
+
+    out = re.sub(r"(?:\.\./shared/reference/|(?<![/\w]))published\.md\s*([^\[\]:;()]{0,24}?)\s*(?:\[([VSDM])\])?\s*:\s*"
+                 r"([^;\n]*)", one, text)
+    return _PUB.sub("docs/reference/published.md", out)
+
+
+# --- files -----------------------------------------------------------------------------------------------------------
+
+def check_output(path, force: bool, field: str = "output", suffixes: tuple[str, ...] | None = None,
+                 create_dirs: bool = False):
+    """An output file a command may write: not empty, not a directory, never an existing file unless ``force``
+    (nothing a user wrote is overwritten), in an existing writable directory (a missing one is an error naming
+    ``field``, unless ``create_dirs`` — documented by the command). '-' (stdout) passes. Returns the path."""
+    from pathlib import Path
+
+    text = str(path).strip()
+    if text == "-":
+        return path
+    if not text or text == ".":
+        raise InputError(field, "empty file name", "a file name such as out.png")
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(field, f"{p} is a directory", "a file name")
+    if suffixes is not None and p.suffix.lower() not in suffixes:
+        raise InputError(field, f"unsupported format {p.suffix!r} in {p}", " or ".join(suffixes))
+    if p.exists() and not force:
+        raise InputError(field, f"{p} exists and would be overwritten", "a new file name, or --force")
+    parent = p.absolute().parent
+    if not parent.exists() and not create_dirs:
+        raise InputError(field, f"directory {p.parent} does not exist", "a file in an existing directory")
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(field, f"cannot write into {parent}", "a file in a writable directory")
+    return p
+
+
+@contextlib.contextmanager
+def open_output(path, force: bool = False, field: str = "output"):
+    """Open a text output: '-' is stdout; a file is checked with :func:`check_output` and announced with
+    :func:`wrote` once written."""
+    if str(path).strip() == "-":
+        yield sys.stdout
+        return
+    p = check_output(path, force, field)
+    with open(p, "w") as fh:
+        yield fh
+    wrote(p)
+
+
+def wrote(path, what: str = "") -> None:
+    """Announce a written file, one style everywhere: 'wrote PATH' (+ what) on stderr."""
+    sys.stderr.write(f"wrote {path}" + (f" ({what})" if what else "") + "\n")
+
+
+# --- input -----------------------------------------------------------------------------------------------------------
+
+INTEGER_FIELDS = {"batch", "context", "pass_len", "chips", "gpus", "concurrency", "experts", "isl", "osl", "seq",
+                  "micro_batch", "microbatches", "tp", "pp", "ep", "dp"}
+
+
+def parse_range(text: str, field: str, kind: str = "count", integer: bool | None = None):
+    """'1:16384:log' -> log-spaced values; '1:100:10' -> 10 linear points; '1,2,4' -> a list; '8' -> [8].
+
+    Integer quantities (batch, context, chips, … or ``integer=True``) stay integers: a range's points are
+    rounded and de-duplicated (in order)."""
     import numpy as np
 
     from .. import units
     from ..bounds import check_points
 
+    if integer is None:
+        integer = field in INTEGER_FIELDS
     s = str(text).strip()
     try:
         if ":" in s:
@@ -135,6 +505,10 @@ def parse_range(text: str, field: str, kind: str = "count", integer: bool = Fals
                 vals = np.geomspace(lo, hi, n)
             else:
                 vals = np.linspace(lo, hi, check_points(int(spec), field))
+            if integer:
+                vals = np.round(vals)
+                _, first = np.unique(vals, return_index=True)
+                vals = vals[np.sort(first)]
         else:
             items = [p for p in s.split(",") if p.strip()]
             check_points(len(items), field)
@@ -146,6 +520,37 @@ def parse_range(text: str, field: str, kind: str = "count", integer: bool = Fals
                          "a value, a list '1,2,4', or a range 'LO:HI:log', 'LO:HI:logN' or 'LO:HI:N'") from None
     if vals.size == 0:
         raise InputError(field, "empty", "at least one value")
-    if integer:
-        vals = np.unique(np.maximum(1, np.round(vals))).astype(float)
-    return vals
+    return vals.astype(float)
+
+
+def parse_int(text, field: str, maximum: float = 1e7, minimum: int = 1) -> int | None:
+    """A whole number ≥ ``minimum`` ('8', '1K', '8Ki'); None passes through."""
+    from .. import units
+
+    if text is None:
+        return None
+    v = units.parse_count(text, field)
+    if v != int(v) or v < minimum or v > maximum:
+        raise InputError(field, f"{text!r} is not a whole number from {minimum} to {maximum:g}", "1, 2, 8, 72 …")
+    return int(v)
+
+
+def priced(hardware, usd_per_gpu_hour):
+    """``hardware`` (a name or System) with its chip rented at ``--usd-per-gpu-hour`` (text or number); unchanged
+    when None. Every analysis that prices chip time then uses the user's price."""
+    usd = parse_usd(usd_per_gpu_hour) if isinstance(usd_per_gpu_hour, str) else usd_per_gpu_hour
+    if usd is None:
+        return hardware
+    import dataclasses
+
+    from ..specs.hardware import load_hardware
+
+    hw = load_hardware(hardware)
+    return dataclasses.replace(hw, chip=dataclasses.replace(hw.chip, usd_per_hour=float(usd)))
+
+
+def parse_usd(text, field: str = "usd_per_gpu_hour") -> float | None:
+    """``--usd-per-gpu-hour``: '2.5', '$2.5/h'; None passes through."""
+    from .. import units
+
+    return None if text is None else units.parse_usd_per_hour(text, field)

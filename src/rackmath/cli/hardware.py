@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from ..units import human
+
 from .common import JSON_OPT
 
 hardware_app = typer.Typer(help="Chips and scale-up systems in the catalog.", no_args_is_help=True)
@@ -11,25 +13,15 @@ hardware_app = typer.Typer(help="Chips and scale-up systems in the catalog.", no
 _VENDOR_ORDER = {"NVIDIA": 0, "AMD": 1, "Google": 2, "Intel": 3, "AWS": 4}
 
 
-def _table(title: str, columns: list[str], rows: list[list], caption: str | None = None,
+def _table(title: str, columns: list, rows: list[list], caption: str | None = None,
            numeric: bool = True) -> None:
-    """A compact rich table; a pipe or file gets the full width instead of wrapped cells."""
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
+    """The shared table (cli.common.table): fits the terminal, numbers never cut, sources wrap."""
+    from .common import Col, table
 
-    con = Console()
-    if not con.is_terminal:
-        con = Console(width=240)
-    t = Table(title=Text(title), caption=Text(caption) if caption else None, box=box.SIMPLE_HEAD, pad_edge=False,
-              title_justify="left",
-              caption_justify="left")
-    for i, c in enumerate(columns):
-        t.add_column(c, no_wrap=i < 2, justify="right" if numeric and i >= 2 else "left")
-    for r in rows:
-        t.add_row(*[Text(str(x)) for x in r])  # no rich markup: sources contain "[M]", "[see …]"
-    con.print(t)
+    cols = [c if not isinstance(c, str) else Col(c, 0 if (i < 2 or not numeric) else 1,
+                                                  text=None if (numeric or i < 2) else True)
+            for i, c in enumerate(columns)]
+    table(title, cols, rows, caption)
 
 
 def _group_key(chip) -> tuple:
@@ -88,8 +80,11 @@ def list_cmd(
         if json:
             print_json(rows)
             return
-        _table("Scale-up systems", ["system", "chip", "chips", "dies", "topology", "HBM", "HBM BW", "bf16 dense",
-                                   "scale-up BW/chip", "up/out", "$/h"],
+        from .common import Col
+
+        _table("Scale-up systems", [Col("system", 0), Col("chip", 1), Col("GPUs", 0), Col("dies", 3),
+                                    Col("topology", 3), Col("HBM", 1), Col("HBM BW", 1), Col("bf16 dense", 1),
+                                    Col("scale-up BW/GPU", 2), Col("up/out", 2), Col("$/h", 1)],
               [[s.name, s.chip.name, s.scaleup_size, s.dies, s.topology, format_si(s.hbm_bytes, "B"),
                 format_si(s.hbm_bw, "B/s"), format_si(s.peak_flops("bf16"), "FLOP/s"),
                 format_si(s.chip.scaleup_bw, "B/s"), f"{s.scaleup_to_scaleout:.1f}×",
@@ -105,10 +100,13 @@ def list_cmd(
     def tf(v):
         return "—" if v is None else f"{v / 1e12:,.0f}"
 
+    from .common import Col
+
     _table(
         "Chips: dense peaks, HBM, hardware ratio, drain time",
-        ["chip", "generation", "system", "N", "bf16 TF/s", "fp8 TF/s", "fp4 TF/s", "HBM GB", "HBM TB/s", "ratio",
-         "drain ms", "$/h"],
+        [Col("chip", 0), Col("generation", 3), Col("system", 2), Col("N", 2), Col("bf16 TF/s", 1),
+         Col("fp8 TF/s", 1), Col("fp4 TF/s", 2), Col("HBM GB", 0), Col("HBM TB/s", 0), Col("ratio", 1),
+         Col("drain ms", 3), Col("$/h", 1)],
         [[r["chip"] + ("*" if r["status"] == "announced" else ""), f"{r['vendor']} {r['generation']}".strip(),
           r["system"], r["scaleup_size"],
           tf(r["bf16_flops"]), tf(r["fp8_flops"]), tf(r["fp4_flops"]), f"{r['hbm_bytes'] / 1e9:.0f}",
@@ -142,7 +140,7 @@ def _chip_lines(chip) -> list[list[str]]:
     rows += [[f"hardware ratio {dt}", f"{hardware_ratio(chip, dt):.0f}",
               "(FLOP/s ÷ 2) ÷ (HBM bytes/s ÷ bytes per param) (lecture R5)"] for dt in chip.flops]
     for t in chip.memory_tiers:
-        cost = f", ${t.usd_per_gb_hour:.3g}/GB-h" if t.usd_per_gb_hour is not None else ""
+        cost = f", {human(t.usd_per_gb_hour, '$')}/GB-h" if t.usd_per_gb_hour is not None else ""
         rows.append([f"{t.tier} tier", f"{format_si(t.capacity, 'B')} at {format_si(t.bandwidth, 'B/s')}, "
                      f"drain {format_duration(t.drain_time_s)}{cost}", f"{t.description}; {t.source}"])
     return rows

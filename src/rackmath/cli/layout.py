@@ -6,13 +6,13 @@ from pathlib import Path
 
 import typer
 
-from .common import EXPLAIN_OPT, JSON_OPT, dtype_check
+from ..units import human
 
-HW_OPT = typer.Option(..., "--hardware", "-H", help="System or chip name (a chip means its standard scale-up system).")
-WDT_OPT = typer.Option(None, "--weights-dtype", callback=dtype_check("weights_dtype"), help="bf16, fp8, fp4, mxfp4 … (default: as published).")
-KVDT_OPT = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"), help="KV-cache dtype (default: the model's own).")
-EFF_OPT = typer.Option(None, "--efficiency", help="Efficiency preset (default: the ideal roofline).")
-CTX_OPT = typer.Option("8192", "--context", "-L", help="Tokens in each sequence's KV cache.")
+from .common import (EFF_OPT, EXPLAIN_OPT, FORCE_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, MODEL_ARG, USD_OPT, WDT_OPT,
+                     context_opt, dtype_check, gpus_opt, hardware_opt, output_opt)
+
+HW_OPT = hardware_opt()
+CTX_OPT = context_opt()
 OVERLAP_OPT = typer.Option("max", "--overlap",
                            help="How compute, memory and communication combine: max (overlapped, default) or sum.")
 HOP_OPT = typer.Option(None, "--hop-latency", help="Rack-to-rack hop latency (default: the system's, 'a few ms').")
@@ -41,10 +41,13 @@ def _int(text, field, maximum: float = MAX_CHIPS):
 
 
 def _search(model, hardware, chips, context, batch, max_pp, weights_dtype, kv_dtype, efficiency, overlap, hop_latency,
-            min_speed, redundant):
+            min_speed, redundant, ideal=False, price=None):
     from .. import units
     from ..engine.layout import search_layouts
-    from .common import parse_range
+    from .common import efficiency_for, parse_range, priced
+
+    efficiency = efficiency_for(hardware, efficiency, ideal, default="ideal")
+    hardware = priced(hardware, price)
 
     from ..errors import check_positive
 
@@ -52,7 +55,7 @@ def _search(model, hardware, chips, context, batch, max_pp, weights_dtype, kv_dt
     if mb is not None:
         check_positive(mb, "batch", "micro-batches per replica", maximum=1e9)
     check_positive(float(min_speed or 0.0), "min_speed", "tokens/s per user", allow_zero=True)
-    return search_layouts(model, hardware, _int(chips, "chips"), context=_count(context, "context"),
+    return search_layouts(model, hardware, _int(chips, "gpus"), context=_count(context, "context"),
                           weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency, overlap=overlap,
                           micro_batches=mb, max_pp=max_pp,
                           hop_latency_s=units.parse_duration(hop_latency, "hop_latency") if hop_latency else None,
@@ -77,9 +80,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("layout")
     def layout_cmd(
-        model: str = typer.Argument(..., help="Model name or path to a HuggingFace config.json."),
+        model: str = MODEL_ARG,
         hardware: str = HW_OPT,
-        chips: str = typer.Option(..., "--chips", "-n", help="Chip budget (all are billed, idle ones included)."),
+        chips: str = gpus_opt(..., "GPU budget (all are billed, idle ones included)."),
         context: str = CTX_OPT,
         batch: str = typer.Option(None, "--batch", "-b",
                                   help="Micro-batches per replica to try (default 1:8192:log49)."),
@@ -89,20 +92,22 @@ def register(app: typer.Typer) -> None:
         weights_dtype: str = WDT_OPT,
         kv_dtype: str = KVDT_OPT,
         efficiency: str = EFF_OPT,
+        ideal: bool = IDEAL_OPT,
+        price: str = USD_OPT,
         overlap: str = OVERLAP_OPT,
         hop_latency: str = HOP_OPT,
         json: bool = JSON_OPT,
         explain: bool = EXPLAIN_OPT,
     ):
         """Pareto frontier of $ per million output tokens vs tokens/s per user over every valid layout."""
-        from ..explain import fmt
-        from .common import print_derivation, print_json, table
+        from .common import Col, efficiency_for, human, mode_dict, mode_label, print_derivation, print_json, table
 
-        sr = _search(model, hardware, chips, context, batch, max_pp, weights_dtype, kv_dtype, efficiency, overlap,
-                     hop_latency, min_speed, redundant_experts)
+        eff = efficiency_for(hardware, efficiency, ideal, default="ideal")
+        sr = _search(model, hardware, chips, context, batch, max_pp, weights_dtype, kv_dtype, eff, overlap,
+                     hop_latency, min_speed, redundant_experts, price=price)
         f = sr.frontier
         if json:
-            d = sr.as_dict()
+            d = mode_dict(eff) | sr.as_dict()
             if explain:
                 d["derivations"] = [f.explain(i).as_dict() for i in range(len(f))]
             print_json(d)
@@ -110,13 +115,14 @@ def register(app: typer.Typer) -> None:
         rows = []
         for i in range(len(f)):
             r = f.row(i)
-            rows.append([f"{r['tokens_per_s_per_user']:.4g}", f"${r['usd_per_mtok']:.4g}", _layout_label(r),
-                         f"{r['micro_batch']:g}", f"{r['concurrency']:g}", fmt(r["mem_per_chip"], "B"),
-                         fmt(r["tpot_s"], "s"), r["bound"]])
-        table(f"{sr.layouts.model.name} on {chips} × {sr.layouts.hw.name}: Pareto frontier",
-              ["tok/s/user", "$/Mtok", "layout", "b", "concurrency", "mem/chip", "TPOT", "binding"], rows,
+            rows.append([human(r['tokens_per_s_per_user']), human(r['usd_per_mtok'], "$"), _layout_label(r),
+                         human(r['micro_batch']), human(r['concurrency']), human(r["mem_per_chip"], "B"),
+                         human(r["tpot_s"], "s"), r["bound"]])
+        table(f"{sr.layouts.model.name} on {chips} × {sr.layouts.hw.name}: Pareto frontier\n{mode_label(eff)}",
+              [Col("tok/s/user", 0), Col("$/Mtok", 0), Col("layout", 0), Col("b", 2), Col("concurrency", 1),
+               Col("mem/GPU", 2), Col("TPOT", 1), Col("binding", 3)], rows,
               caption=f"{sr.n_evaluated} layouts evaluated in {sr.seconds * 1e3:.0f} ms, {int(sr.fits.sum())} fit; "
-                      f"overlap = {overlap}")
+                      f"overlap = {overlap}; $ at {human(sr.layouts.hw.usd_per_chip_hour, '$')}/GPU-hour")
         if explain and len(f):
             import numpy as np
 
@@ -124,9 +130,9 @@ def register(app: typer.Typer) -> None:
 
     @racks_app.command("memory")
     def memory_cmd(
-        model: str = typer.Argument(..., help="Model name or config.json path."),
+        model: str = MODEL_ARG,
         hardware: str = HW_OPT,
-        chips: str = typer.Option(None, "--chips", "--gpus", "-n", help="Chips (default: one scale-up domain)."),
+        chips: str = gpus_opt(),
         tp: str = typer.Option(None, "--tp", help="Attention TP degree (default: chips / pp)."),
         ep: str = typer.Option("1", "--ep", help="Expert-parallel degree within the TP group."),
         pp: str = typer.Option("1", "--pp", help="Pipeline stages."),
@@ -143,36 +149,43 @@ def register(app: typer.Typer) -> None:
     ):
         """Memory per chip (c_mem): weights ÷ (EP·TP·PP) + KV in flight + workspace; fit, largest batch and context."""
         from ..engine.layout import Deployment
-        from ..explain import fmt
         from ..specs.models import load_model
-        from .common import print_derivation, print_json, table
+        from .common import human, print_derivation, print_json, table
 
         m = load_model(model)
-        dep = Deployment.build(hardware, _int(chips, "chips") if chips else None, tp=_int(tp, "tp") if tp else None,
+        dep = Deployment.build(hardware, _int(chips, "gpus") if chips else None, tp=_int(tp, "tp") if tp else None,
                                ep=_int(ep, "ep"), pp=_int(pp, "pp"), attention_dp=attention_dp,
                                redundant_experts=redundant_experts, uneven_experts=uneven, allow_idle=allow_idle,
                                model=m)
-        fit = dep.memory(m, concurrency=_count(concurrency, "concurrency"), context=_count(context, "context"),
-                         weights_dtype=weights_dtype, kv_dtype=kv_dtype)
+        from ..analyses.context import context_warning, max_context
+
+        conc, ctx = _count(concurrency, "concurrency"), _count(context, "context")
+        fit = dep.memory(m, concurrency=conc, context=ctx, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
+        mc = max_context(m, hardware, concurrency=conc, weights_dtype=weights_dtype, kv_dtype=kv_dtype, deployment=dep)
+        warnings = [w for w in (context_warning(m, ctx), mc.warning) if w]
         if json:
-            d = fit.as_dict()
+            d = fit.as_dict() | {"max_context": mc.tokens, "model_max_context": mc.model_limit,
+                                 "usable_context": mc.usable, "warnings": warnings}
             if explain:
                 d["derivation"] = fit.derivation.as_dict()
             print_json(d)
             return
-        table(f"{m.name} on {dep.chips} × {dep.system.name}: {dep.label()}", ["quantity", "per chip"], [
-            ["weights", fmt(fit.weight_bytes, "B")], ["KV in flight", fmt(fit.kv_bytes, "B")],
-            ["workspace", fmt(fit.workspace_bytes, "B")], ["total c_mem", fmt(fit.total_bytes, "B")],
-            ["HBM", fmt(fit.capacity_bytes, "B")], ["headroom", fmt(fit.headroom_bytes, "B")],
-            ["fits", "yes" if fit.fits else "NO"], ["largest concurrency", f"{fit.max_concurrency:g}"],
-            ["longest context", f"{fit.max_context:g} tokens"]])
+        lim = f"{mc.model_limit:,.0f} tokens" if mc.model_limit else "not published"
+        table(f"{m.name} on {dep.chips} × {dep.system.name}: {dep.label()}, {human(conc)} sequences at "
+              f"{human(ctx)} tokens", ["quantity", "per GPU"], [
+            ["weights", human(fit.weight_bytes, "B")], ["KV in flight", human(fit.kv_bytes, "B")],
+            ["workspace", human(fit.workspace_bytes, "B")], ["total c_mem", human(fit.total_bytes, "B")],
+            ["HBM", human(fit.capacity_bytes, "B")], ["headroom", human(fit.headroom_bytes, "B")],
+            ["fits", "yes" if fit.fits else "NO"], ["largest concurrency", human(fit.max_concurrency)],
+            ["longest context (memory)", f"{human(mc.tokens)} tokens"], ["model's own limit", lim]],
+              caption="; ".join(f"WARNING: {w}" for w in warnings) or None)
         if explain:
             print_derivation(fit.derivation)
 
     @racks_app.command("pipeline")
     def pipeline_cmd(
+        model: str = typer.Argument("deepseek-v3", metavar="[MODEL]", help="Model (its k and MoE layers)."),
         hardware: str = HW_OPT,
-        model: str = typer.Option(None, "--model", "-m", help="Model (its k and MoE layers; default deepseek-v3)."),
         k: int = typer.Option(None, "--k", min=1, help="Activated experts per token (overrides the model's)."),
         layers: int = typer.Option(1, "--layers-per-stage", min=1, help="MoE layers per stage for the condition."),
         stages: int = typer.Option(4, "--stages", "-P", min=1, help="Pipeline stages for the inference latency and memory."),
@@ -259,7 +272,7 @@ def register(app: typer.Typer) -> None:
             return
         rows = []
         for i, s in enumerate(g["systems"]):
-            row = [s, f"{int(g['scaleup_size'][i])}", fmt(g["domain_bytes"][i], "B"), f"{g['max_params'][i] / 1e12:.3g}T"]
+            row = [s, f"{int(g['scaleup_size'][i])}", fmt(g["domain_bytes"][i], "B"), f"{human(g['max_params'][i] / 1e12)}T"]
             row += [fmt(g["t_floor_s"][i, j], "s") + ("" if g["fits"][i, j] else f" (PP≥{int(g['domains_needed'][i, j])})")
                     for j in range(len(ps))]
             rows.append(row)
@@ -270,7 +283,7 @@ def register(app: typer.Typer) -> None:
     @racks_app.command("moe-2racks")
     def moe2_cmd(
         hardware: str = HW_OPT,
-        tokens_per_chip: str = typer.Option("32", "--tokens-per-chip", help="Tokens each chip dispatches per layer."),
+        tokens_per_chip: str = typer.Option("32", "--tokens-per-gpu", help="Tokens each GPU dispatches per layer."),
         k: int = typer.Option(8, "--k", min=1, help="Activated experts per token."),
         d_model: int = typer.Option(7168, "--d-model", min=1, help="Model width."),
         act_dtype: str = typer.Option("bf16", "--act-dtype", callback=dtype_check("act_dtype"), help="Activation dtype on the wire."),
@@ -295,30 +308,36 @@ def register(app: typer.Typer) -> None:
 
     @plot_app.command("pareto")
     def plot_pareto(
-        model: str = typer.Argument(..., help="Model name or config.json path."),
+        model: str = MODEL_ARG,
         hardware: str = HW_OPT,
-        chips: str = typer.Option(..., "--chips", "-n", help="Chip budget."),
+        chips: str = gpus_opt(..., "GPU budget."),
         context: str = CTX_OPT,
         batch: str = typer.Option(None, "--batch", "-b", help="Micro-batches to try."),
         max_pp: int = typer.Option(None, "--max-pp", min=1, help="Most pipeline stages."),
         weights_dtype: str = WDT_OPT,
         kv_dtype: str = KVDT_OPT,
         efficiency: str = EFF_OPT,
+        ideal: bool = IDEAL_OPT,
+        price: str = USD_OPT,
         overlap: str = OVERLAP_OPT,
-        output: Path = typer.Option(Path("pareto.png"), "--output", "-o", help="PNG or SVG file."),
-        force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+        output: Path = output_opt(Path("pareto.png")),
+        force: bool = FORCE_OPT,
+        json: bool = JSON_OPT,
     ):
         """$ per million output tokens vs tokens/s per user: all layouts and the Pareto frontier."""
         from ..errors import InputError
         from ..plotting.racks import pareto_figure
-
-        from .common import check_output
+        from .common import check_output, efficiency_for, mode_dict, mode_label, print_json, wrote
 
         check_output(output, force, "output", (".png", ".svg", ".pdf"))
-        sr = _search(model, hardware, chips, context, batch, max_pp, weights_dtype, kv_dtype, efficiency, overlap, None,
-                     0.0, 0)
+        eff = efficiency_for(hardware, efficiency, ideal, default="ideal")
+        sr = _search(model, hardware, chips, context, batch, max_pp, weights_dtype, kv_dtype, eff, overlap, None,
+                     0.0, 0, price=price)
         if not sr.fits.any():
-            raise InputError("chips", f"no layout of {sr.layouts.model.name} fits in memory on {chips} chips",
-                             "more --chips, a shorter --context or smaller --batch")
-        p = pareto_figure(sr, output, title=f"{sr.layouts.model.name} on {chips} × {sr.layouts.hw.name}")
-        typer.echo(str(p))
+            raise InputError("gpus", f"no layout of {sr.layouts.model.name} fits in memory on {chips} GPUs",
+                             "more --gpus, a shorter --context or smaller --batch")
+        p = pareto_figure(sr, output, title=f"{sr.layouts.model.name} on {chips} × {sr.layouts.hw.name} "
+                                            f"({mode_label(eff)})")
+        wrote(p)
+        if json:
+            print_json({"output": str(p)} | mode_dict(eff) | sr.as_dict())

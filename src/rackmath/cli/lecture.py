@@ -19,12 +19,43 @@ def _show(v) -> str:
     return str(v)
 
 
+def _write_plots(outdir: Path, force: bool, modules) -> list[str]:
+    """Draw every chapter's figures in a scratch directory, then move them into ``outdir`` — all or nothing:
+    if any would overwrite an existing file and not ``force``, nothing is written (error naming --plots)."""
+    import shutil
+    import tempfile
+
+    from ..errors import InputError
+    from .common import wrote
+
+    if outdir.exists() and not outdir.is_dir():
+        raise InputError("plots", f"{outdir} is not a directory", "a directory for the figures")
+    with tempfile.TemporaryDirectory() as tmp:
+        made = []
+        for mod in modules:
+            if hasattr(mod, "plots"):
+                made += [Path(p) for p in mod.plots(Path(tmp))]
+        clash = [outdir / p.name for p in made if (outdir / p.name).exists()]
+        if clash and not force:
+            raise InputError("plots", f"{clash[0]} exists and would be overwritten"
+                             + (f" (and {len(clash) - 1} more)" if len(clash) > 1 else ""), "a new directory, or --force")
+        outdir.mkdir(parents=True, exist_ok=True)
+        out = []
+        for p in made:
+            shutil.move(str(p), outdir / p.name)
+            out.append(str(outdir / p.name))
+    wrote(outdir, f"{len(out)} figures")
+    return out
+
+
 def register(app: typer.Typer) -> None:
     @app.command("lecture")
     def lecture_cmd(
         json: bool = JSON_OPT,
         plots: Path = typer.Option(None, "--plots", metavar="DIR",
-                                   help="Also write the chapters' figures (ch*-*.png) into DIR."),
+                                   help="Also write the chapters' figures (ch*-*.png) into DIR (created if missing; "
+                                        "existing figures are not overwritten without --force)."),
+        force: bool = typer.Option(False, "--force", help="Overwrite existing figures in --plots DIR."),
         only: str = typer.Option(None, "--only", help="Comma-separated claim IDs, e.g. R6,R10 (R41 includes R41-ddr, …)."),
         explain: bool = typer.Option(False, "--explain", help="Print each claim's derivation."),
         markdown: bool = typer.Option(False, "--markdown", help="Print a Markdown table (docs/lecture.md)."),
@@ -45,10 +76,7 @@ def register(app: typer.Typer) -> None:
             claims = [c for c in claims if c.id.upper() in want or c.id.upper().split("-")[0] in want]
         written = []
         if plots is not None:
-            plots.mkdir(parents=True, exist_ok=True)
-            for mod in chapter_modules():
-                if hasattr(mod, "plots"):
-                    written += [str(p) for p in mod.plots(plots)]
+            written = _write_plots(plots, force, chapter_modules())
         if json:
             print_json([c.as_dict() for c in claims])
             return
@@ -86,5 +114,4 @@ def register(app: typer.Typer) -> None:
                 if c.derivation:
                     con.print(f"\n[bold]{c.id}[/] {c.title}")
                     con.print(c.derivation.render(), markup=False, highlight=False)
-        if written:
-            con.print(f"wrote {len(written)} figures to {plots}")
+

@@ -29,8 +29,14 @@ def _root(
     catalog: list[str] = typer.Option(
         [], "--catalog", metavar="DIR", help="Extra catalog directory of .toml files (also RACKMATH_CATALOG)."
     ),
+    wide: bool = typer.Option(False, "--wide", help="Tables: every column, however wide (any command; "
+                                                   "may also follow the command)."),
+    columns: str = typer.Option(None, "--columns", metavar="A,B,…", help="Tables: only these columns (any command)."),
 ):
     """The math behind how LLMs are trained and served: rooflines on real chips, models and prices."""
+    from .common import TABLE_SETTINGS
+
+    TABLE_SETTINGS.update(wide=wide, columns=columns)
     if catalog:
         from ..specs.catalog import add_catalog_dir
 
@@ -129,6 +135,9 @@ def main(argv: list[str] | None = None) -> None:
     from ..bounds import quiet
     from ..errors import RackmathError
 
+    from .common import normalize_argv
+
+    argv = normalize_argv(list(sys.argv[1:] if argv is None else argv))
     try:
         with quiet():
             rc = command().main(args=argv, prog_name="rackmath", standalone_mode=False)

@@ -14,12 +14,29 @@ def register(app: typer.Typer) -> None:
 
 
 @model_app.command("list")
-def list_models(json: bool = JSON_OPT):
-    """List the catalog models (built-in and --catalog TOML)."""
-    from ..specs.models import models
+def list_models(json: bool = JSON_OPT,
+                hf: bool = typer.Option(False, "--hf", help="List the shipped HuggingFace configs (hf:ORG/NAME).")):
+    """List the catalog models (built-in and --catalog TOML), or with --hf the shipped HuggingFace configs."""
+    from ..specs.models import load_model, models, shipped_configs
     from ..units import format_si
-    from .common import print_json, table
+    from .common import Col, human, print_json, table
 
+    if hf:
+        recs = []
+        for repo in shipped_configs():
+            m = load_model("hf:" + repo)
+            recs.append({"name": "hf:" + repo, "model_type": m.model_type, "total_params": m.total_params,
+                         "active_params": m.active_params, "max_context": m.max_context or None})
+        if json:
+            print_json(recs)
+            return
+        table("Shipped HuggingFace configs (rackmath model show hf:ORG/NAME)",
+              [Col("name", 0), Col("type", 2), Col("total params", 0), Col("active params", 1),
+               Col("max context", 1)],
+              [[r["name"], r["model_type"], human(r["total_params"]), human(r["active_params"]),
+                human(r["max_context"]) if r["max_context"] else "—"] for r in recs],
+              caption="sources: src/rackmath/specs/data/hf-configs/README.md")
+        return
     ms = models().values()
     if json:
         print_json([{"name": m.name, "aliases": list(m.aliases), "model_type": m.model_type, "status": m.status,
@@ -36,9 +53,11 @@ def list_models(json: bool = JSON_OPT):
 
 @model_app.command("show")
 def show(
-    name: str = typer.Argument(..., metavar="NAME|PATH", help="Catalog name, or a HuggingFace config.json path."),
+    name: str = typer.Argument(..., metavar="MODEL",
+                               help="Catalog name, a shipped HuggingFace config (hf:openai/gpt-oss-120b; "
+                                    "`model list --hf`) or a config.json path."),
     json: bool = JSON_OPT,
-    context: str = typer.Option("8192", "--context", "-L", help="Context length in tokens (e.g. 8192, 128K)."),
+    context: str = typer.Option("8192", "--context", "-L", help="Context length in tokens (8K = 8,000, 8Ki = 8,192)."),
     kv_dtype: str = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"), help="KV-cache dtype (default: the model's, bf16 for "
                                                           "published models)."),
 ):
@@ -75,7 +94,9 @@ def show(
         [f"KV bytes/token @ {L:g} ({d['kv_dtype']})", fb(d["kv_bytes_per_token"])],
         [f"KV held / read per step @ {L:g}", f"{fb(d['kv_cache_bytes'])} / {fb(d['kv_read_bytes'])}"],
     ]
-    table(m.name, ["", ""], rows, caption=m.description or None)
+    if m.max_context:
+        rows.append(["model's own context limit", f"{m.max_context:,} tokens"])
+    table(m.name, ["quantity", "value"], rows, caption=m.description or None)
 
 
 def _attn_text(m) -> str:

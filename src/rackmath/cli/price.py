@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from .common import EXPLAIN_OPT, JSON_OPT, dtype_check
+from ..units import human
+
+from .common import EXPLAIN_OPT, FORCE_OPT, JSON_OPT, USD_OPT, dtype_check
 from .plot import plot_app
 
 NACT_OPT = typer.Option("100B", "--n-active", help="Active parameters per token (lecture: 100B).")
@@ -68,7 +70,7 @@ def price_cmd(
     out_in: str = typer.Option(None, "--out-in", help="Output/input price ratio instead of a sheet's."),
     n_active: str = NACT_OPT,
     n_total: str = typer.Option(None, "--n-total", help="Total parameters (default = active: dense)."),
-    context: str = typer.Option("8K", "--context", "-L", help="Context for the output/input reading."),
+    context: str = typer.Option("8K", "--context", "-L", help="Context for the output/input reading (8K = 8,000, 8Ki = 8,192)."),
     kv_bytes: str = typer.Option(None, "--kv-bytes", help="KV bytes/token for the output/input reading "
                                                           "(default: the step's deduction or 1,667 B)."),
     kv_dtype: str = typer.Option("fp8", "--kv-dtype", callback=dtype_check("kv_dtype"), help="KV element dtype for the architecture count."),
@@ -88,8 +90,8 @@ def price_cmd(
     from ..specs.prices import load_price_sheet, price_sheets
 
     if list_:
-        rows = [[s.name, s.provider, s.date, s.status, f"{s.per_mtok('input'):.4g}", f"{s.per_mtok('output'):.4g}",
-                 "" if s.cache_read is None else f"{s.per_mtok('cache_read'):.4g}",
+        rows = [[s.name, s.provider, s.date, s.status, f"{human(s.per_mtok('input'))}", f"{human(s.per_mtok('output'))}",
+                 "" if s.cache_read is None else f"{human(s.per_mtok('cache_read'))}",
                  ", ".join(f">{t.above:,.0f}" for t in s.tiers), "yes" if s.fast_mode else ""]
                 for s in price_sheets().values()]
         if json:
@@ -109,7 +111,7 @@ def price_cmd(
     nact = units.parse_count(n_active, "--n-active")
     ntot = units.parse_count(n_total, "--n-total") if n_total else nact
     payload, ders, tables = {"sheet": s.describe() if s else None}, [], []
-    assumptions = [["N_active", fmt(nact)], ["N_total", fmt(ntot)], ["hardware ratio", f"{r:.4g} ({rsrc})"],
+    assumptions = [["N_active", fmt(nact)], ["N_total", fmt(ntot)], ["hardware ratio", f"{human(r)} ({rsrc})"],
                    ["bytes/param", f"{bpp:g} ({weights_dtype})"]]
 
     st = None
@@ -147,9 +149,9 @@ def price_cmd(
         payload["out_in"] = rd.as_dict()
         ders.append(rd.derivation)
         tables.append(("Output/input ratio → decode (R38)", ["quantity", "value"],
-                       [["output/input", f"{rho:.3g}×"], ["decode MFU ≈ 1/ρ", f"{rd.decode_mfu:.0%}"],
-                        ["balance batch B*", f"{rd.balance_batch:,.0f}"], ["implied decode batch", f"{rd.implied_batch:,.3g}"],
-                        ["KV/compute at context", f"{rd.kv_over_compute:.3g}"]], None))
+                       [["output/input", f"{human(rho, 'x')}"], ["decode MFU ≈ 1/ρ", f"{rd.decode_mfu:.0%}"],
+                        ["balance batch B*", f"{rd.balance_batch:,.0f}"], ["implied decode batch", f"{human(rd.implied_batch)}"],
+                        ["KV/compute at context", f"{human(rd.kv_over_compute)}"]], None))
     if model and s is not None and s.fast_mode is not None:
         from ..specs.hardware import load_hardware
         from ..specs.models import load_model
@@ -160,9 +162,9 @@ def price_cmd(
         ders += [by_speed.derivation, by_price.derivation]
         pm = s.fast_mode.output / s.output
         tables.append((f"Fast mode: {pm:g}× price for {s.fast_mode.speed_multiple:g}× speed", ["quantity", "value"],
-                       [["batch for the speed-up", f"{by_speed.batch:,.4g} (operating {by_speed.operating_batch:,.4g})"],
-                        ["its cost multiple", f"{by_speed.cost_multiple:.3g}×"],
-                        [f"speed {pm:g}× price buys", f"{by_price.speedup:.3g}× at batch {by_price.batch:,.4g}"]], None))
+                       [["batch for the speed-up", f"{human(by_speed.batch)} (operating {human(by_speed.operating_batch)})"],
+                        ["its cost multiple", f"{human(by_speed.cost_multiple, 'x')}"],
+                        [f"speed {pm:g}× price buys", f"{human(by_price.speedup, 'x')} at batch {human(by_price.batch)}"]], None))
     payload["assumptions"] = dict(assumptions)
     tables.append(("Assumptions (change with --n-active, --ratio/--hardware, --weights-dtype)", ["assumption", "value"],
                    assumptions, None))
@@ -197,9 +199,9 @@ def _parse_tier(text):
 
 def _tiers(hardware, extra):
     from ..analyses import memory_tiers as mt
-    from ..specs.hardware import load_chip
+    from ..specs.hardware import Chip, load_chip
 
-    c = load_chip(hardware)
+    c = hardware if isinstance(hardware, Chip) else load_chip(hardware)
     tiers = {t.name: t for t in mt.tiers_for(c)}
     for t in extra:
         tt = _parse_tier(t)
@@ -214,6 +216,7 @@ def cache_cmd(
     n_active: str = NACT_OPT,
     weights_dtype: str = BPP_OPT,
     tier: list[str] = typer.Option([], "--tier", help="Add/override a tier: NAME=CAPACITY,BANDWIDTH,$/GB-HOUR."),
+    price: str = USD_OPT,
     json: bool = JSON_OPT,
     explain: bool = EXPLAIN_OPT,
 ):
@@ -222,6 +225,9 @@ def cache_cmd(
     from ..analyses import memory_tiers as mt
     from ..explain import fmt
     from ..specs.prices import load_price_sheet
+    from .common import priced
+
+    hardware = priced(hardware, price).chip if price is not None else hardware
 
     s = load_price_sheet(sheet)
     b = units.parse_bytes(kv_bytes, "--kv-bytes")
@@ -231,9 +237,9 @@ def cache_cmd(
     ded = mt.deduce_cache(s, tiers, bytes_per_token=b)
     be = mt.break_even_table(tiers, b, remat)
     payload = ded.as_dict() | {"remat_usd_per_mtok": remat * 1e6, "break_even": be, "chip": c.name}
-    rows = [[t.name, fmt(t.capacity, "B"), fmt(t.bandwidth, "B/s"), fmt(t.drain_s, "s"), f"{t.usd_per_gb_hour:.3g}",
-             f"{float(mt.cost_per_token_hour(b, t.rate)) * 1e6:.3g}"] for t in tiers]
-    prem = [[k, f"${v['premium'] * 1e6:.4g}", f"${v['per_token_hour'] * 1e6:.4g}", f"${v['usd_per_gb_hour']:.3g}",
+    rows = [[t.name, fmt(t.capacity, "B"), fmt(t.bandwidth, "B/s"), fmt(t.drain_s, "s"), f"{human(t.usd_per_gb_hour)}",
+             f"{human(float(mt.cost_per_token_hour(b, t.rate)) * 1e6)}"] for t in tiers]
+    prem = [[k, f"{human(v['premium'] * 1e6, '$')}", f"{human(v['per_token_hour'] * 1e6, '$')}", f"{human(v['usd_per_gb_hour'], '$')}",
              v["tier_by_drain"], v["tier_distinct"], v["cheapest_by_cost"]] for k, v in ded.premiums.items()]
     tables = [
         (f"Memory tiers ({c.name} share)", ["tier", "capacity", "bandwidth", "drain", "$/GB-h", "$/Mtok-hour held"],
@@ -241,11 +247,11 @@ def cache_cmd(
         (f"{s.name}: cache writes as hold prices (b = {fmt(b, 'B')}/token)",
          ["TTL", "premium $/Mtok", "hold $/Mtok-h", "implied $/GB-h", "nearest drain", "distinct tiers",
           "cheapest by cost"], prem,
-         f"cache read = {ded.read_fraction:.3g}× base" if ded.read_fraction is not None else None),
+         f"cache read = {human(ded.read_fraction, 'x')} base" if ded.read_fraction is not None else None),
         ("Break-even hold times", ["faster", "slower", "hold"],
          [[r_["faster"], r_["slower"], fmt(r_["hold_s"], "s") if r_["hold_s"] > 0 else "never"] for r_ in be],
-         f"recompute: ${remat * 1e6:.3g}/Mtok (2·N_active/FLOP/s × chip $/s)"),
-        ("Assumptions", ["assumption", "value"], [[k, f"{v:,.4g}" if isinstance(v, float) else str(v)]
+         f"recompute: {human(remat * 1e6, '$')}/Mtok (2·N_active/FLOP/s × chip $/s)"),
+        ("Assumptions", ["assumption", "value"], [[k, f"{human(v)}" if isinstance(v, float) else str(v)]
                                                  for k, v in ded.assumptions.items()]
          + [["N_active", fmt(nact)], ["chip", c.name]], None),
     ]
@@ -253,15 +259,17 @@ def cache_cmd(
 
 
 def context_cmd(
+    model: str = typer.Argument(None, metavar="[MODEL]",
+                                help="A model: use its own sizes, the roofline and its memory (default: the lecture's "
+                                     "abstract 100B model)."),
     n_active: str = NACT_OPT,
     n_total: str = typer.Option(None, "--n-total", help="Total parameters (default = active)."),
     kv_bytes: str = typer.Option("1667", "--kv-bytes", help="KV bytes per token (dense)."),
-    batch: str = typer.Option("10K", "--batch", "-B", help="Decode batch (sequences)."),
+    batch: str = typer.Option("10K", "--batch", "-b", "-B", help="Decode batch (sequences in flight)."),
     hardware: str = typer.Option("h100", "--hardware", "-H", help="Chip (ratio, FLOP/s, bandwidth)."),
-    chips: int = typer.Option(8, "--chips", min=1, max=1_000_000, help="Chips in the scale-up domain (for HBM capacity)."),
+    chips: int = typer.Option(8, "--gpus", "-n", min=1, max=1_000_000, help="GPUs holding the model (HBM capacity)."),
     weights_dtype: str = BPP_OPT,
     target: str = typer.Option("100M", "--target", help="Target context for the what-would-it-take estimate."),
-    model: str = typer.Option(None, "--model", "-m", help="A catalog model: use its own KV sizes and the roofline."),
     json: bool = JSON_OPT,
     explain: bool = EXPLAIN_OPT,
 ):
@@ -270,6 +278,7 @@ def context_cmd(
     from ..analyses import context as cx
     from ..explain import fmt
     from ..specs.hardware import hardware_ratio, load_chip
+    from .common import human
 
     c = load_chip(hardware)
     bpp = units.dtype_bytes(weights_dtype, "--weights-dtype")
@@ -291,21 +300,29 @@ def context_cmd(
                   attn_flops_per_ctx_token=float(m.attention_flops_per_token(1e6)) / 1e6,
                   weight_bytes=float(m.weight_bytes(None)), label=m.name)
         hw = load_hardware(c)
+        mc = cx.max_context(m, hw, gpus=chips, concurrency=B)
         extra = {"roofline_crossover": cx.crossover_for(m, hw, batch=B, chips=chips),
-                 "max_context_fit": cx.max_context_for(m, hw, batch=B, chips=chips),
+                 "max_context_fit": mc.tokens, "model_max_context": mc.model_limit,
                  "quadratic_onset": cx.quadratic_onset_for(m)}
     w = cx.context_wall(**kw)
     payload = w.as_dict() | extra | {"chip": c.name, "chips": chips}
     rows = [["crossover L* (memory-bound beyond)", f"{w.crossover:,.0f} tokens"],
             ["attention FLOPs = matmul FLOPs at", "n/a" if w.l_quadratic == float("inf") else f"{w.l_quadratic:,.0f}"],
-            [f"longest context at batch {B:g} in {chips} chips", f"{w.max_context:,.0f} tokens"],
+            [f"longest context at batch {B:,.0f} in {chips} GPUs",
+             f"{(mc.tokens if model else w.max_context):,.0f} tokens"],
             [f"HBM bandwidth for {w.target_context:,.0f} tokens", f"{fmt(w.bandwidth_needed, 'B/s')} per chip "
-                                                                  f"({w.bandwidth_multiple:,.3g}× today)"],
+                                                                  f"({human(w.bandwidth_multiple, 'x')} today)"],
             [f"HBM for one {w.target_context:,.0f}-token sequence", f"{fmt(w.capacity_needed, 'B')} "
-                                                                    f"({w.capacity_multiple:.3g}× the domain's free HBM)"]]
-    rows += [[f"(roofline, {model}) {k.replace('_', ' ')}", f"{v:,.0f}"] for k, v in extra.items()]
-    tables = [("The context wall (R42)", ["quantity", "value"], rows, None),
-              ("Assumptions", ["assumption", "value"], [[k, f"{v:,.4g}" if isinstance(v, float) else str(v)]
+                                                                    f"({human(w.capacity_multiple, 'x')} the domain's free HBM)"]]
+    rows += [[f"({model}) {k.replace('_', ' ')}", "—" if v is None else f"{v:,.0f}"]
+             for k, v in extra.items() if k != "max_context_fit"]
+    warn = mc.warning if model else None
+    if warn:
+        payload["warning"] = warn
+    tables = [("The context wall (R42)", ["quantity", "value"], rows,
+               ("max context fit = rackmath.analyses.context.max_context (the same answer as `racks memory`)"
+                + (f"; WARNING: {warn}" if warn else "")) if model else None),
+              ("Assumptions", ["assumption", "value"], [[k, f"{human(v)}" if isinstance(v, float) else str(v)]
                                                            for k, v in w.assumptions.items()], None)]
     _emit(payload, [w.derivation], json, explain, tables)
 
@@ -319,6 +336,7 @@ def plot_price_context_cmd(
     kv_bytes: str = typer.Option("1667", "--kv-bytes"),
     batch: str = typer.Option("10K", "--batch", "-B"),
     kind: str = typer.Option("output", "--kind", help="Which price to draw (input, output, cache_read)."),
+    json: bool = JSON_OPT,
 ):
     """Cost per token vs context (dense, sliding window, sparse top-k, √L) with a sheet's price tiers over it."""
     import numpy as np
@@ -337,8 +355,13 @@ def plot_price_context_cmd(
     L = np.geomspace(1e3, 1e7, 300)
     p = plot_price_context(L, cx.context_curves(L, batch=B, n_active=n, bytes_per_token=b), sheet=s, kind=kind,
                            crossover=float(cx.crossover_dense(batch=B, n_active=n, bytes_per_token=b)),
-                           title=f"{s.name}: {n:.3g} active, b = {b:,.0f} B/token, batch {B:,.0f}", path=output)
-    typer.echo(str(p))
+                           title=f"{s.name}: {human(n)} active, b = {b:,.0f} B/token, batch {B:,.0f}", path=output)
+    from .common import print_json, wrote
+
+    wrote(p)
+    if json:
+        print_json({"output": str(p), "sheet": s.describe(), "context": L,
+                    "curves": cx.context_curves(L, batch=B, n_active=n, bytes_per_token=b)})
 
 
 @plot_app.command("tiers")
@@ -350,6 +373,8 @@ def plot_tiers_cmd(
     n_active: str = NACT_OPT,
     weights_dtype: str = BPP_OPT,
     tier: list[str] = typer.Option([], "--tier", help="Add/override a tier: NAME=CAPACITY,BANDWIDTH,$/GB-HOUR."),
+    price: str = USD_OPT,
+    json: bool = JSON_OPT,
 ):
     """Cost per token vs hold time for recompute, HBM, DDR, flash and disk."""
     import numpy as np
@@ -361,14 +386,19 @@ def plot_tiers_cmd(
     from .common import check_output
 
     check_output(output, force, "output", (".png", ".svg", ".pdf"))
-    c, tiers = _tiers(hardware, tier)
+    from .common import print_json, priced, wrote
+
+    c, tiers = _tiers(priced(hardware, price).chip if price is not None else hardware, tier)
     b = units.parse_bytes(kv_bytes, "--kv-bytes")
     remat = float(mt.remat_cost(units.parse_count(n_active, "--n-active"), c.peak_flops(weights_dtype),
                                 c.usd_per_hour))
     t = np.geomspace(1e-3, 1e7, 300)
     names, costs = mt.tier_costs(b, t, tiers, remat)
-    typer.echo(str(plot_tiers(t, names, costs, bytes_per_token=b, path=output,
-                              title=f"{c.name}: hold vs retrieve, b = {b:,.0f} B/token")))
+    p = plot_tiers(t, names, costs, bytes_per_token=b, path=output,
+                   title=f"{c.name}: hold vs retrieve, b = {b:,.0f} B/token")
+    wrote(p)
+    if json:
+        print_json({"output": str(p), "chip": c.name, "hold_s": t, "usd_per_token": dict(zip(names, costs))})
 
 
 def register(app: typer.Typer) -> None:

@@ -6,13 +6,11 @@ from pathlib import Path
 
 import typer
 
-from .common import EXPLAIN_OPT, JSON_OPT, dtype_check
+from .common import (EFF_OPT, EXPLAIN_OPT, FORCE_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, MODEL_ARG, USD_OPT, WDT_OPT,
+                     batch_opt, context_opt, gpus_opt, hardware_opt, output_opt)
 
-HW_OPT = typer.Option(..., "--hardware", "-H", help="System or chip name (a chip means its standard scale-up system).")
-CHIPS_OPT = typer.Option(None, "--chips", help="Chips working together (default: one scale-up domain).")
-WDT_OPT = typer.Option(None, "--weights-dtype", callback=dtype_check("weights_dtype"), help="bf16, fp8, int8, fp4, mxfp4, nvfp4 … (default: as published).")
-KVDT_OPT = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"), help="KV-cache dtype (default: the model's own, bf16 for published models).")
-EFF_OPT = typer.Option(None, "--efficiency", help="Efficiency preset (default: the ideal roofline).")
+HW_OPT = hardware_opt()
+CHIPS_OPT = gpus_opt()
 
 
 def _inputs(batch, context, pass_len, chips):
@@ -21,7 +19,7 @@ def _inputs(batch, context, pass_len, chips):
     b = parse_range(batch, "batch")
     c = parse_range(context, "context")
     p = parse_range(pass_len, "pass_len")
-    n = parse_range(chips, "chips") if chips is not None else None
+    n = parse_range(chips, "gpus") if chips is not None else None
     return b, c, p, n
 
 
@@ -35,22 +33,39 @@ def _grid(*arrays):
     return [next(it) if a is not None else None for a in arrays]
 
 
-def _check_output(path: Path, force: bool, field: str = "output", suffixes=(".png", ".svg", ".pdf")) -> None:
-    from .common import check_output
+def _roofline(model, hardware, chips, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price):
+    """The engine's roofline with the CLI's efficiency pair (default: ideal) and price."""
+    from ..engine.roofline import roofline
+    from .common import efficiency_for, priced
 
-    check_output(path, force, field, suffixes)
+    eff = efficiency_for(hardware, efficiency, ideal, default="ideal")
+    return roofline(model, priced(hardware, price), chips=chips, batch=b, context=c, pass_len=p,
+                    weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=eff)
 
 
-def _figure(draw, output, force, model, hardware, chips, *, sweep, fixed, **kw):
-    """Check the output, parse one swept range and one fixed value, draw, say where it went."""
-    from .common import parse_range
+def _payload(r) -> dict:
+    from .common import mode_dict
 
-    _check_output(output, force)
-    n = float(parse_range(chips, "chips")[0]) if chips else None
+    return mode_dict(r.efficiency) | {"usd_per_gpu_hour": r.usd_per_chip_hour} | r.as_dict()
+
+
+def _figure(draw, output, force, model, hardware, chips, *, sweep, fixed, json=False, efficiency=None, ideal=False,
+            price=None, **kw):
+    """Check the output, parse one swept range and one fixed value, draw, say where it went (--json: the data)."""
+    from .common import check_output, efficiency_for, parse_range, print_json, priced, wrote
+
+    check_output(output, force, "output", (".png", ".svg", ".pdf"))
+    n = float(parse_range(chips, "gpus")[0]) if chips else None
     (xs, xtext), (fs, ftext) = sweep, fixed
-    p = draw(model, hardware, chips=n, path=output, **{xs: parse_range(xtext, xs)},
-             **{fs: float(parse_range(ftext, fs)[0])}, **kw)
-    typer.echo(f"wrote {p}")
+    eff = efficiency_for(hardware, efficiency, ideal, default="ideal")
+    hw = priced(hardware, price)
+    x, f = parse_range(xtext, xs), float(parse_range(ftext, fs)[0])
+    p = draw(model, hw, chips=n, path=output, efficiency=eff, **{xs: x}, **{fs: f}, **kw)
+    wrote(p)
+    if json:
+        r = _roofline(model, hw, n, x if xs == "batch" else f, x if xs == "context" else f, 1.0,
+                      kw.get("weights_dtype"), kw.get("kv_dtype"), eff, False, None)
+        print_json({"output": str(p)} | _payload(r))
 
 
 def register(app: typer.Typer) -> None:
@@ -58,37 +73,37 @@ def register(app: typer.Typer) -> None:
 
     @app.command("roofline")
     def roofline_cmd(
-        model: str = typer.Argument(..., help="Model name or path to a HuggingFace config.json."),
+        model: str = MODEL_ARG,
         hardware: str = HW_OPT,
         chips: str = CHIPS_OPT,
-        batch: str = typer.Option("1", "--batch", "-b", help="Sequences: a value, a list '1,8,64' or a range '1:4096:log'."),
-        context: str = typer.Option("8192", "--context", "-L", help="Tokens already in each sequence's KV cache."),
+        batch: str = batch_opt("1"),
+        context: str = context_opt("8192"),
         pass_len: str = typer.Option("1", "--pass-len", help="Tokens per sequence this pass: 1 = decode, >1 = prefill chunk."),
         weights_dtype: str = WDT_OPT,
         kv_dtype: str = KVDT_OPT,
         efficiency: str = EFF_OPT,
+        ideal: bool = IDEAL_OPT,
+        price: str = USD_OPT,
         json: bool = JSON_OPT,
         explain: bool = EXPLAIN_OPT,
     ):
-        """Roofline step time, throughput and cost: max(compute, weight fetch + KV fetch)."""
-        from ..engine.roofline import roofline
-        from ..explain import fmt
-        from .common import print_derivation, print_json, table
+        """Roofline step time, throughput and cost: max(compute, weight fetch + KV fetch). Default: the ideal bound."""
+        from .common import Col, human, mode_label, print_derivation, print_json, table
 
         b, c, p, n = _grid(*_inputs(batch, context, pass_len, chips))
         if b.size == 1:  # a single configuration prints scalars, not one-element lists
             b, c, p = float(b[0]), float(c[0]), float(p[0])
             n = None if n is None else float(n[0])
-        r = roofline(model, hardware, chips=n, batch=b, context=c, pass_len=p, weights_dtype=weights_dtype,
-                     kv_dtype=kv_dtype, efficiency=efficiency)
+        r = _roofline(model, hardware, n, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price)
         size = r.step_s.size
         if json:
-            d = r.as_dict()
+            d = _payload(r)
             if explain:
                 d["derivation"] = [r.explain(i).as_dict() for i in range(min(size, 16))]
             print_json(d)
             return
         if explain:
+            print(mode_label(r.efficiency))
             for i in range(min(size, 16)):
                 print_derivation(r.explain(i))
                 print()
@@ -96,85 +111,103 @@ def register(app: typer.Typer) -> None:
         rows = []
         for i in range(size):
             q = r.at(i)
-            rows.append([f"{q['chips']:g}", f"{q['batch']:g}", f"{q['context']:g}", f"{q['pass_len']:g}",
-                         fmt(q["t_compute_s"], "s"), fmt(q["t_weights_s"], "s"), fmt(q["t_kv_s"], "s"),
-                         fmt(q["step_s"], "s"), q["bound"], fmt(q["tokens_per_s_per_chip"], ""),
-                         fmt(q["tokens_per_s_per_seq"], ""), f"{q['usd_per_mtok']:.4g}", f"{q['mfu']:.1%}",
+            rows.append([human(q["chips"]), human(q["batch"]), human(q["context"]), human(q["pass_len"]),
+                         human(q["t_compute_s"], "s"), human(q["t_weights_s"], "s"), human(q["t_kv_s"], "s"),
+                         human(q["step_s"], "s"), q["bound"], human(q["tokens_per_s_per_chip"]),
+                         human(q["tokens_per_s_per_seq"]), human(q["usd_per_mtok"], "$"), human(q["mfu"], "%"),
                          "yes" if q["fits"] else "NO"])
+        cols = [Col("GPUs", 3), Col("batch", 0), Col("context", 1), Col("pass", 4), Col("t_compute", 2),
+                Col("t_weights", 2), Col("t_kv", 2), Col("step", 0), Col("bound", 1),
+                Col("tok/s/GPU", 1), Col("tok/s/seq", 2), Col("$/Mtok", 0), Col("MFU", 3), Col("fits", 1)]
         table(f"{r.model.name} on {r.hardware.name} ({r.hardware.chip.name}; weights {r.weights_dtype}, "
-              f"KV {r.kv_dtype}, {r.efficiency.name})",
-              ["chips", "batch", "context", "pass", "t_compute", "t_weights", "t_kv", "step", "bound",
-               "tok/s/chip", "tok/s/seq", "$/Mtok", "MFU", "fits"], rows)
+              f"KV {r.kv_dtype})\n{mode_label(r.efficiency)}", cols, rows,
+              caption=f"$ at {human(r.usd_per_chip_hour, '$')}/GPU-hour (--usd-per-gpu-hour)")
 
     @app.command("sweep")
     def sweep_cmd(
-        model: str = typer.Argument(..., help="Model name or path to a HuggingFace config.json."),
+        model: str = MODEL_ARG,
         hardware: str = HW_OPT,
         chips: str = CHIPS_OPT,
-        batch: str = typer.Option("1:16384:log", "--batch", "-b", help="Range 'LO:HI:log', 'LO:HI:logN', 'LO:HI:N' or a list."),
-        context: str = typer.Option("8192", "--context", "-L", help="Range or list of context lengths."),
+        batch: str = batch_opt("1:16384:log", "Range 'LO:HI:log', 'LO:HI:logN', 'LO:HI:N' or a list"),
+        context: str = context_opt("8192", "Range or list of context lengths"),
         pass_len: str = typer.Option("1", "--pass-len", help="Range or list of pass lengths."),
         weights_dtype: str = WDT_OPT,
         kv_dtype: str = KVDT_OPT,
         efficiency: str = EFF_OPT,
-        csv: Path = typer.Option(..., "--csv", help="CSV file to write (never overwritten without --force)."),
-        force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
+        ideal: bool = IDEAL_OPT,
+        price: str = USD_OPT,
+        csv: str = typer.Option(None, "--csv", metavar="FILE|-",
+                                help="CSV file to write ('-' = stdout; never overwritten without --force)."),
+        force: bool = FORCE_OPT,
+        json: bool = JSON_OPT,
     ):
-        """Evaluate the roofline over the cartesian product of ranges, as one vectorized call, into a CSV."""
+        """Evaluate the roofline over the cartesian product of ranges, as one vectorized call, into CSV or JSON."""
         import numpy as np
 
-        from ..engine.roofline import roofline
+        from ..errors import InputError
+        from .common import check_output, open_output, print_json
 
-        _check_output(csv, force, "csv", None)
+        if csv is None and not json:
+            raise InputError("csv", "no output chosen", "--csv FILE, --csv - (stdout) or --json")
+        if csv is not None:
+            check_output(csv, force, "csv")
         b, c, p, n = _grid(*_inputs(batch, context, pass_len, chips))
-        r = roofline(model, hardware, chips=n, batch=b, context=c, pass_len=p, weights_dtype=weights_dtype,
-                     kv_dtype=kv_dtype, efficiency=efficiency)
+        r = _roofline(model, hardware, n, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price)
         cols = ["chips", "batch", "context", "pass_len", "t_compute_s", "t_weights_s", "t_kv_s", "step_s",
                 "tokens_per_s", "tokens_per_s_per_chip", "tokens_per_s_per_seq", "usd_per_mtok", "mfu", "mbu"]
         shape = r.step_s.shape
         data = np.column_stack([np.broadcast_to(np.asarray(getattr(r, k), dtype=float), shape).ravel() for k in cols])
-        csv.parent.mkdir(parents=True, exist_ok=True)
-        with open(csv, "w") as fh:
-            fh.write(",".join(cols + ["bound"]) + "\n")
-            bound = np.broadcast_to(r.bound, shape).ravel()
-            lines = (",".join(f"{x:.6g}" for x in row) + "," + bnd for row, bnd in zip(data, bound))
-            fh.write("\n".join(lines) + "\n")
-        typer.echo(f"wrote {data.shape[0]} configurations to {csv}")
+        bound = np.broadcast_to(r.bound, shape).ravel()
+        if csv is not None:
+            with open_output(csv, force, "csv") as fh:
+                fh.write(",".join(cols + ["bound"]) + "\n")
+                lines = (",".join(f"{x:.6g}" for x in row) + "," + bnd for row, bnd in zip(data, bound))
+                fh.write("\n".join(lines) + "\n")
+        if json:
+            print_json(_payload(r))
 
     @plot_app.command("batch")
     def plot_batch(
-        model: str = typer.Argument(...),
+        model: str = MODEL_ARG,
         hardware: str = HW_OPT,
         chips: str = CHIPS_OPT,
-        context: str = typer.Option("8192", "--context", "-L"),
-        batch: str = typer.Option("1:65536:log200", "--batch", "-b"),
+        context: str = context_opt("8192"),
+        batch: str = batch_opt("1:65536:log200", "Batch range to draw"),
         weights_dtype: str = WDT_OPT,
         kv_dtype: str = KVDT_OPT,
         efficiency: str = EFF_OPT,
-        output: Path = typer.Option(Path("batch.png"), "--output", "-o", help=".png or .svg"),
-        force: bool = typer.Option(False, "--force"),
+        ideal: bool = IDEAL_OPT,
+        price: str = USD_OPT,
+        output: Path = output_opt(Path("batch.png")),
+        force: bool = FORCE_OPT,
+        json: bool = JSON_OPT,
     ):
         """Latency and cost per token vs batch, each term drawn (lecture 00:05–00:12)."""
         from ..plotting.batching import plot_batch as draw
 
         _figure(draw, output, force, model, hardware, chips, sweep=("batch", batch), fixed=("context", context),
-                weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
+                json=json, efficiency=efficiency, ideal=ideal, price=price, weights_dtype=weights_dtype,
+                kv_dtype=kv_dtype)
 
     @plot_app.command("context")
     def plot_context(
-        model: str = typer.Argument(...),
+        model: str = MODEL_ARG,
         hardware: str = HW_OPT,
         chips: str = CHIPS_OPT,
-        batch: str = typer.Option("256", "--batch", "-b"),
-        context: str = typer.Option("1K:2M:log200", "--context", "-L"),
+        batch: str = batch_opt("256", "Sequences in the batch"),
+        context: str = context_opt("1K:2M:log200", "Context range to draw"),
         weights_dtype: str = WDT_OPT,
         kv_dtype: str = KVDT_OPT,
         efficiency: str = EFF_OPT,
-        output: Path = typer.Option(Path("context.png"), "--output", "-o", help=".png or .svg"),
-        force: bool = typer.Option(False, "--force"),
+        ideal: bool = IDEAL_OPT,
+        price: str = USD_OPT,
+        output: Path = output_opt(Path("context.png")),
+        force: bool = FORCE_OPT,
+        json: bool = JSON_OPT,
     ):
         """Cost per token vs context length, each term drawn (lecture 01:35)."""
         from ..plotting.batching import plot_context as draw
 
         _figure(draw, output, force, model, hardware, chips, sweep=("context", context), fixed=("batch", batch),
-                weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
+                json=json, efficiency=efficiency, ideal=ideal, price=price, weights_dtype=weights_dtype,
+                kv_dtype=kv_dtype)

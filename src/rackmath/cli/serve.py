@@ -1,4 +1,4 @@
-"""`rackmath serve`, `rackmath validate`, `rackmath plot validate`."""
+"""`rackmath serve` (`rackmath validate` lives in cli/validate.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
-from .common import EXPLAIN_OPT, JSON_OPT
+from ..units import human
+
+from .common import EFF_OPT, EXPLAIN_OPT, IDEAL_OPT, JSON_OPT, MODEL_ARG, USD_OPT, gpus_opt, hardware_opt
 
 
 def _count(text, field, integer=True):
@@ -21,14 +23,35 @@ def _count(text, field, integer=True):
     return int(v) if integer else v
 
 
+def _context_limits(r, model, hardware, weights_dtype, kv_dtype, redundant) -> dict:
+    """The one max-context answer (analyses.context.max_context) for the decode layout serve used, and warnings
+    when the request (ISL + OSL) or the memory limit passes the model's own context limit."""
+    from ..analyses.context import context_warning, max_context
+    from ..errors import InputError
+
+    out = {"max_context": None, "model_max_context": None, "warnings": []}
+    lay = r.as_dict().get("layout") or {}
+    try:
+        mc = max_context(model, hardware, gpus=lay.get("gpus"), concurrency=float(r.concurrency),
+                         weights_dtype=weights_dtype, kv_dtype=kv_dtype, tp=lay.get("tp"), ep=lay.get("ep", 1),
+                         pp=lay.get("pp", 1), attention_dp=bool(lay.get("attention_dp")), redundant_experts=redundant,
+                         uneven_experts=True, allow_idle=True)
+    except (InputError, TypeError, ValueError):
+        return out
+    w = context_warning(r.model if hasattr(r.model, "name") else __import__(
+        "rackmath.specs.models", fromlist=["load_model"]).load_model(model), float(r.isl) + float(r.osl))
+    out.update(max_context=mc.tokens, model_max_context=mc.model_limit, warnings=[x for x in (w,) if x])
+    return out
+
+
 def register(app: typer.Typer) -> None:
     from .plot import plot_app
 
     @app.command("serve")
     def serve_cmd(
-        model: str = typer.Option(..., "--model", "-m", help="Model name or HuggingFace config.json path."),
-        hardware: str = typer.Option(..., "--hardware", "-H", help="System name (hgx-h100, gb200-nvl72, …)."),
-        gpus: str = typer.Option(None, "--gpus", help="Every GPU of the deployment (prefill + decode pools)."),
+        model: str = MODEL_ARG,
+        hardware: str = hardware_opt(..., "System name (hgx-h100, gb200-nvl72, …)."),
+        gpus: str = gpus_opt(None, "Every GPU of the deployment (prefill + decode pools)."),
         isl: str = typer.Option(..., "--isl", help="Input (prompt) tokens per request."),
         osl: str = typer.Option(..., "--osl", help="Output tokens per request."),
         concurrency: str = typer.Option(..., "--concurrency", "-c", help="Sequences in flight across the deployment."),
@@ -47,17 +70,16 @@ def register(app: typer.Typer) -> None:
                                               help="Extra expert replicas spread over the EP GPUs (DeepSeek: 32)."),
         uneven_experts: bool = typer.Option(False, "--uneven-experts",
                                             help="Allow experts that do not divide over EP; model the most-loaded GPU."),
-        ideal: bool = typer.Option(False, "--ideal", help="The lecture's ideal roofline (no calibration)."),
-        efficiency: str = typer.Option(None, "--efficiency", help="Efficiency preset (default: calibrated for the chip)."),
-        price: str = typer.Option(None, "--usd-per-gpu-hour", help="$/GPU-hour (default: the chip's catalog price)."),
+        ideal: bool = IDEAL_OPT,
+        efficiency: str = EFF_OPT,
+        price: str = USD_OPT,
         json: bool = JSON_OPT,
         explain: bool = EXPLAIN_OPT,
     ):
         """Steady-state serving: tokens/s per GPU, TPOT, TTFT and $/Mtok for a request shape and concurrency."""
         from .. import units
         from ..analyses.serving import serve
-        from ..explain import fmt
-        from .common import print_derivation, print_json, table
+        from .common import human, mode_dict, mode_label, print_derivation, print_json, table
 
         acc = None if acceptance is None else float(units.parse_count(acceptance, "acceptance"))
         r = serve(model, hardware, gpus=_count(gpus, "gpus"), isl=_count(isl, "isl", False),
@@ -69,8 +91,10 @@ def register(app: typer.Typer) -> None:
                   efficiency=efficiency, redundant_experts=_count(redundant_experts, "redundant_experts") or 0,
                   uneven_experts=uneven_experts,
                   usd_per_gpu_hour=None if price is None else units.parse_usd_per_hour(price, "usd_per_gpu_hour"))
+        mode = mode_dict(r.efficiency) | _context_limits(r, model, hardware, weights_dtype, kv_dtype,
+                                                          _count(redundant_experts, "redundant_experts") or 0)
         if json:
-            d = r.as_dict()
+            d = mode | r.as_dict()
             if explain:
                 d["derivation"] = r.explain().as_dict()
             print_json(d)
@@ -79,102 +103,23 @@ def register(app: typer.Typer) -> None:
             print_derivation(r.explain())
             return
         d = r.as_dict()
-        rows = [["output tok/s per GPU", fmt(d["output_tok_s_per_gpu"], "")],
-                ["total tok/s per GPU", fmt(d["total_tok_s_per_gpu"], "")],
-                ["TPOT", f'{d["tpot_ms"]:.4g} ms'], ["TTFT", f'{d["ttft_ms"]:.4g} ms'],
-                ["step", f'{d["step_ms"]:.4g} ms'], ["tokens/s per user", f'{d["tokens_per_s_per_user"]:.4g}'],
-                ["$/Mtok (output)", f'{d["usd_per_mtok_output"]:.4g} at ${d["usd_per_gpu_hour"]:g}/GPU-h'],
+        rows = [["output tok/s per GPU", human(d["output_tok_s_per_gpu"])],
+                ["total tok/s per GPU", human(d["total_tok_s_per_gpu"])],
+                ["TPOT", human(d["tpot_ms"] / 1e3, "s")], ["TTFT", human(d["ttft_ms"] / 1e3, "s")],
+                ["step", human(d["step_ms"] / 1e3, "s")], ["tokens/s per user", human(d["tokens_per_s_per_user"])],
+                ["$/Mtok (output)", f'{human(d["usd_per_mtok_output"], "$")} at '
+                                    f'{human(d["usd_per_gpu_hour"], "$")}/GPU-hour'],
                 ["bottleneck", d["bottleneck"]], ["layout", d["layout"]["label"] + (" (chosen)" if d["layout_chosen"] else "")],
-                ["memory per GPU", f'{d["mem_per_gpu_gb"]:.4g} GB ({"fits" if d["fits"] else "does NOT fit"}; '
-                                   f'max ≈ {d["max_concurrency"]:g} sequences)'],
+                ["memory per GPU", f'{human(d["mem_per_gpu_gb"] * 1e9, "B")} ({"fits" if d["fits"] else "does NOT fit"}; '
+                                   f'max ≈ {human(d["max_concurrency"])} sequences)'],
+                ["longest context at this concurrency",
+                 "—" if mode["max_context"] is None else
+                 f'{human(mode["max_context"])} tokens (model limit '
+                 f'{human(mode["model_max_context"]) if mode["model_max_context"] else "not published"})'],
                 ["efficiency", d["efficiency"]]]
         if d.get("prefill"):
             p = d["prefill"]
-            rows.append(["prefill pool", f'{p["gpus"]} GPUs, {fmt(p["input_tok_s_per_gpu"], "")} input tok/s per GPU'])
-        table(f'{d["model"]} on {d["gpus"]} × {d["hardware"]} ({d["mode"]}), ISL {d["isl"]:g} / OSL {d["osl"]:g}, '
-              f'C = {d["concurrency"]:g}', ["quantity", "value"], rows,
-              caption="; ".join(d["notes"]) or None)
-
-    @app.command("validate")
-    def validate_cmd(
-        json: bool = JSON_OPT,
-        ideal: bool = typer.Option(False, "--ideal", help="Predict with the ideal roofline instead of the presets."),
-        refit: bool = typer.Option(False, "--refit", help="Refit the presets on the records and print them as TOML."),
-        cv: bool = typer.Option(False, "--cv", help="Cross-validate the presets: leave-one-record-out and "
-                                                   "leave-one-source-out refits (out-of-sample errors; ~11 s)."),
-    ):
-        """Every public record (published.md §1): inputs, measured, predicted, signed error; summary."""
-        from ..errors import InputError
-        from .common import print_json, table
-
-        if cv and (ideal or refit):
-            raise InputError("cv", f"--cv with {'--ideal' if ideal else '--refit'}",
-                             "--cv alone (it refits the calibrated presets; the ideal roofline has nothing fitted)")
-        if refit:
-            from ..analyses.calibration import as_toml, fit_all
-
-            typer.echo(as_toml(fit_all()))
-            return
-        from ..analyses.validation import validate
-
-        v = validate(ideal=ideal)
-        if cv:
-            from ..analyses.calibration import cross_validate
-
-            v["cross_validation"] = cross_validate()
-        if json:
-            print_json(v)
-            return
-        if cv:
-            _print_cv(v["cross_validation"], table)
-            return
-        rows = [[r["id"], r["title"], f'{r["measured"]:.4g} {r["unit"]}', f'{r["predicted"]:.4g}',
-                 f'{r["error"]:+.1%}', r["kind"]] for r in v["records"]]
-        s = v["summary"]
-        table("rackmath validate" + (" (ideal roofline)" if ideal else " (calibrated presets)"),
-              ["id", "record", "measured", "predicted", "error", "kind"], rows,
-              caption=f'median |error| {s["median_abs_error"]:.1%} over {s["n"]} measured records; worst '
-                      f'{s["worst"]["id"]} {s["worst"]["error"]:+.1%}; within ±20%: {s["within_20pct"]}')
-
-    def _print_cv(c, table):
-        """Per record: in-sample, leave-one-out and leave-one-source-out errors; then the summaries."""
-        na = "n/a"
-        out = {k: {r["id"]: r for r in c[k]["records"]} for k in ("loo", "source")}
-        rows = [[r["id"], r["family"], r["source"], f'{r["error"]:+.1%}']
-                + [f'{out[k][r["id"]]["error"]:+.1%}' if r["id"] in out[k] else na for k in ("loo", "source")]
-                for r in c["in_sample"]["records"]]
-        table("rackmath validate --cv: signed error, in-sample and with the record (LOO) or its whole source "
-              "(LOSO) left out of the refit", ["id", "family", "source", "in-sample", "LOO", "LOSO"], rows)
-
-        def cell(s):
-            return f'{s["median_abs_error"]:.1%}' if s.get("n") else na
-
-        def worst(s):
-            return f'{s["worst"]["id"]} {s["worst"]["error"]:+.1%}' if s.get("n") else na
-
-        srows = []
-        for fam in ["all"] + sorted(c["in_sample"]["summary_by_family"]):
-            pick = [c[k]["summary"] if fam == "all" else c[k]["summary_by_family"].get(fam, {})
-                    for k in ("in_sample", "loo", "source")]
-            srows.append([fam, str(pick[0]["n"]), cell(pick[0]), cell(pick[1]), worst(pick[1]), str(pick[2].get("n", 0)),
-                          cell(pick[2]), worst(pick[2])])
-        skipped = "; ".join(f'{f["group"]}: {f["reason"]}' for f in c["source"]["not_predictable"])
-        table("median |error|, in-sample vs out-of-sample",
-              ["family", "n", "in-sample", "LOO", "LOO worst", "n LOSO", "LOSO", "LOSO worst"], srows,
-              caption=f'each refit: the same fitter, {c["rounds"]} refinement rounds, as the shipped presets'
-                      + (f"; not predictable leaving its source out ({skipped})" if skipped else ""))
-
-    @plot_app.command("validate")
-    def plot_validate_cmd(
-        output: Path = typer.Option(Path("validate.png"), "--output", "-o", help="Figure file (.png or .svg)."),
-        force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
-    ):
-        """Predicted vs measured for every public record, calibrated and ideal."""
-        from ..analyses.validation import validate
-        from ..errors import InputError
-        from ..plotting.validate import plot_validate
-
-        if output.exists() and not force:
-            raise InputError("output", f"{output} exists and would be overwritten", "a new file name, or --force")
-        p = plot_validate(validate(), output, ideal=validate(ideal=True))
-        typer.echo(str(p))
+            rows.append(["prefill pool", f'{p["gpus"]} GPUs, {human(p["input_tok_s_per_gpu"])} input tok/s per GPU'])
+        table(f'{d["model"]} on {d["gpus"]} × {d["hardware"]} ({d["mode"]}), ISL {human(d["isl"])} / '
+              f'OSL {human(d["osl"])}, C = {human(d["concurrency"])}\n{mode["label"]}', ["quantity", "value"], rows,
+              caption="; ".join(d["notes"] + [f"WARNING: {w}" for w in mode["warnings"]]) or None)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from .common import EXPLAIN_OPT, JSON_OPT, dtype_check
+from ..units import human
+
+from .common import EXPLAIN_OPT, JSON_OPT, MODEL_ARG, USD_OPT, dtype_check, gpus_opt, hardware_opt
 
 scaling_app = typer.Typer(help="Scaling laws: Chinchilla L(N, D) and Clark et al.'s routed-model law.",
                           no_args_is_help=True)
@@ -20,7 +22,9 @@ MAX_CHIPS = 1e6  # chips, and any parallel degree: more than any cluster
 
 
 def _int(text, field, maximum: float = MAX_CHIPS):
-    v = _count(text, field)
+    from .. import units
+
+    v = units.parse_count(text, field)
     if v != int(v) or v < 1 or v > maximum:
         from ..errors import InputError
 
@@ -42,92 +46,108 @@ def _out(d: dict, derivation, json: bool, explain: bool, rows: list, title: str,
 
 
 def train_cmd(
-    model: str = typer.Argument(..., help="Model name or HuggingFace config.json."),
-    hardware: str = typer.Option("hgx-h100", "--hardware", "-H", help="System or chip name."),
-    chips: str = typer.Option(None, "--chips", "-n", help="Chips (default: dp·tp·pp, or one scale-up domain)."),
+    model: str = MODEL_ARG,
+    hardware: str = hardware_opt("hgx-h100"),
+    chips: str = gpus_opt(None, "GPUs (default: dp·tp·pp, or one scale-up domain)."),
     tokens: str = typer.Option(..., "--tokens", "-D", help="Training tokens, e.g. '15T'."),
     mfu: float = typer.Option(None, "--mfu", help="Achieved model FLOP utilisation (0–1)."),
     tflops: str = typer.Option(None, "--tflops", help="Achieved FLOP/s per chip, e.g. '400 TFLOP/s' or '400' (TF)."),
-    chip_hours: str = typer.Option(None, "--chip-hours", help="Reported chip-hours (e.g. '30.84M'): implies MFU."),
-    seq: str = typer.Option("8192", "--seq", help="Sequence length (tokens)."),
+    chip_hours: str = typer.Option(None, "--gpu-hours", help="Reported GPU-hours (e.g. '30.84M'): implies MFU."),
+    seq: str = typer.Option("8192", "--seq", help="Sequence length (tokens; 8K = 8,000, 8Ki = 8,192)."),
     global_batch: str = typer.Option(None, "--global-batch", help="Tokens per step (default max(4M, seq·dp))."),
-    dp: str = typer.Option(None, "--dp", help="Data-parallel degree (default: fill the chips)."),
-    tp: str = typer.Option("1", "--tp", help="Tensor-parallel degree."),
-    pp: str = typer.Option("1", "--pp", help="Pipeline stages."),
+    dp: str = typer.Option(None, "--dp", help="Data-parallel degree (default: searched)."),
+    tp: str = typer.Option(None, "--tp", help="Tensor-parallel degree (default: searched)."),
+    pp: str = typer.Option(None, "--pp", help="Pipeline stages (default: searched)."),
     ep: str = typer.Option("1", "--ep", help="Expert-parallel degree."),
     microbatches: str = typer.Option(None, "--microbatches", "-M", help="Microbatches per step (default 4·pp)."),
     schedule: str = typer.Option("1f1b", "--schedule", help="gpipe, 1f1b or interleaved."),
     chunks: str = typer.Option("1", "--chunks", help="Model chunks per stage (interleaved)."),
-    zero: int = typer.Option(1, "--zero", help="ZeRO stage 0–3 (3 = FSDP full shard)."),
+    zero: int = typer.Option(None, "--zero", help="ZeRO stage 0–3 (3 = FSDP full shard; default: searched)."),
     optimizer: str = typer.Option("adam-mixed", "--optimizer", help="adam-mixed (16 B/param), adam-mixed-fp32grad, "
                                   "adam-fp32, momentum-mixed."),
-    recompute: str = typer.Option("selective", "--recompute", help="none, selective or full."),
+    recompute: str = typer.Option(None, "--recompute", help="none, selective or full (default: searched)."),
     no_sp: bool = typer.Option(False, "--no-sequence-parallel", help="Turn off sequence parallelism."),
     dtype: str = typer.Option("bf16", "--dtype", callback=dtype_check("dtype"), help="Compute dtype whose peak defines MFU."),
     eta: float = typer.Option(1.0, "--eta", help="Matmul efficiency for the bottom-up step model."),
     no_attention: bool = typer.Option(False, "--no-attention", help="Count 6·N·D only (no attention FLOPs)."),
-    usd: str = typer.Option(None, "--usd-per-hour", help="Price per chip-hour (default: catalog)."),
+    usd: str = USD_OPT,
     json: bool = JSON_OPT,
     explain: bool = EXPLAIN_OPT,
 ):
-    """Training compute (6·N·D + attention), time, chip-hours, cost, MFU and memory per chip."""
+    """Training compute (6·N·D + attention), time, GPU-hours, cost, MFU and memory per GPU.
+
+    Without --tp/--pp/--dp/--zero/--recompute the fastest layout that fits in memory is searched (and said so).
+    """
     from .. import units
-    from ..analyses.training import Parallelism, train
-    from ..errors import InputError
-    from ..explain import fmt
+    from ..analyses.training import Parallelism, search_training_layout, train
+    from ..errors import InputError, check_positive
     from ..specs.hardware import load_hardware
     from ..specs.models import load_model
-
-    from ..errors import check_positive
+    from .common import human, priced
 
     check_positive(eta, "eta", "a matmul efficiency such as 0.5", maximum=1.0)
     m = load_model(model)
-    hw = load_hardware(hardware)
-    t, p, e, v = _int(tp, "tp"), _int(pp, "pp"), _int(ep, "ep"), _int(chunks, "chunks")
-    n = _int(chips, "chips") if chips else None
-    if dp:
-        d_ = _int(dp, "dp")
-    elif n:
-        if n % (t * p):
-            raise InputError("chips", f"{n} chips do not divide by tp·pp = {t * p}", "chips = dp × tp × pp")
-        d_ = n // (t * p)
-    else:
-        d_ = max(1, hw.scaleup_size // (t * p))
-    par = Parallelism(dp=d_, tp=t, pp=p, ep=e, microbatches=_int(microbatches, "microbatches") if microbatches
-                      else 4 * p, schedule=schedule.lower(), v=v, zero_stage=zero, optimizer=optimizer,
-                      recompute=recompute.lower(), sequence_parallel=not no_sp)
+    hw = load_hardware(priced(hardware, usd))
+    t = _int(tp, "tp") if tp else None
+    p = _int(pp, "pp") if pp else None
+    e, v = _int(ep, "ep"), _int(chunks, "chunks")
+    n = _int(chips, "gpus") if chips else None
+    d_ = _int(dp, "dp") if dp else None
+    if n and d_ is None and t and p and n % (t * p):
+        raise InputError("gpus", f"{n} GPUs do not divide by tp·pp = {t * p}", "gpus = dp × tp × pp")
+    if n is None:
+        n = (d_ or max(1, hw.scaleup_size // ((t or 1) * (p or 1)))) * (t or 1) * (p or 1)
     flops = None
     if tflops is not None:
         try:
             flops = float(tflops) * 1e12
         except ValueError:
             flops = units.parse_flops(tflops, "tflops")
-    r = train(m, hw, chips=n or par.chips, tokens=_count(tokens, "tokens"), seq_len=_count(seq, "seq"),
+    kw = dict(tokens=_count(tokens, "tokens"), seq_len=_count(seq, "seq"),
               global_batch_tokens=_count(global_batch, "global-batch") if global_batch else None,
               mfu_given=mfu, flops_per_chip=flops,
               chip_hours_given=_count(chip_hours, "chip-hours") if chip_hours else None, dtype=dtype,
-              par=par, eta_compute=eta, include_attention=not no_attention,
-              usd_per_hour=units.parse_usd_per_hour(usd, "usd-per-hour") if usd else None)
+              eta_compute=eta, include_attention=not no_attention)
+    fixed = {"ep": e, "schedule": schedule.lower(), "v": v, "optimizer": optimizer, "sequence_parallel": not no_sp}
+    if microbatches:
+        fixed["microbatches"] = _int(microbatches, "microbatches")
+    searched = None
+    given = dict(tp=t, pp=p, dp=d_, zero_stage=zero, recompute=recompute.lower() if recompute else None)
+    if all(x is not None for x in given.values()):
+        par = Parallelism(dp=d_, tp=t, pp=p, microbatches=fixed.pop("microbatches", 4 * p), zero_stage=zero,
+                          recompute=recompute.lower(), **fixed)
+        r = train(m, hw, chips=n, par=par, **kw)
+    else:
+        r, par, searched = search_training_layout(m, hw, chips=n, fixed={k: x for k, x in given.items()
+                                                                         if x is not None} | fixed, **kw)
     s, mem = r.step, r.memory
+    how = (f"searched: fastest of {searched['evaluated']} layouts, {searched['fit']} fit" if searched else "given")
     rows = [
-        ("model / hardware", f"{r.model} on {r.chips:g} × {hw.chip.name} ({r.hardware})"),
+        ("model / hardware", f"{r.model} on {human(r.chips)} × {hw.chip.name} ({r.hardware})"),
         ("parallelism", f"DP {par.dp} · TP {par.tp} · PP {par.pp} · EP {par.ep}; {par.schedule}, M = "
-                        f"{par.microbatches}; ZeRO-{par.zero_stage}; recompute {par.recompute}"),
-        ("FLOPs 6·N·D + attention", f"{fmt(r.flops_dense)} + {fmt(r.flops_attention)} = {fmt(r.flops_total)}"),
-        (f"FLOP/s per chip ({r.mode})", f"{fmt(r.achieved_flops, 'FLOP/s')} = MFU {r.mfu:.1%}"),
-        ("time", fmt(r.time_s, "s")),
-        ("chip-hours", fmt(r.chip_hours)),
-        ("cost", f"${fmt(r.usd)}"),
-        ("bottom-up step", f"{fmt(s['t_step_s'], 's')} (math {fmt(s['t_math_s'], 's')}, bubble "
-                           f"{s['bubble_fraction']:.1%}, TP {fmt(s['t_tp_s'], 's')}, EP {fmt(s['t_ep_s'], 's')}, "
-                           f"DP exposed {fmt(s['t_dp_exposed_s'], 's')}) → MFU {s['mfu']:.1%}"),
-        ("model state / chip", f"{fmt(mem['model_state_bytes'], 'B')} ({mem['bytes_per_param']:.3g} B/param × "
-                               f"{fmt(mem['params_per_chip'])} params)"),
-        ("activations / chip", fmt(mem["activation_bytes"], "B")),
-        ("memory / chip", f"{fmt(mem['total_bytes'], 'B')} of {fmt(mem['hbm_bytes'], 'B')} HBM"
-                          + ("" if mem["fits"] else "  (DOES NOT FIT)")),
+                        f"{par.microbatches}; ZeRO-{par.zero_stage}; recompute {par.recompute} ({how})"),
+        ("FLOPs 6·N·D + attention", f"{human(r.flops_dense, 'FLOP')} + {human(r.flops_attention, 'FLOP')} = "
+                                    f"{human(r.flops_total, 'FLOP')}"),
+        (f"FLOP/s per GPU ({r.mode})", f"{human(r.achieved_flops, 'FLOP/s')} = MFU {human(r.mfu, '%')}"),
+        ("time", human(r.time_s, "s")),
+        ("GPU-hours", human(r.chip_hours)),
+        ("cost", f"{human(r.usd, '$')} at {human(hw.chip.usd_per_hour, '$')}/GPU-hour"),
+        ("bottom-up step", f"{human(s['t_step_s'], 's')} (math {human(s['t_math_s'], 's')}, bubble "
+                           f"{human(s['bubble_fraction'], '%')}, TP {human(s['t_tp_s'], 's')}, EP "
+                           f"{human(s['t_ep_s'], 's')}, DP exposed {human(s['t_dp_exposed_s'], 's')}) → MFU "
+                           f"{human(s['mfu'], '%')}"),
+        ("model state / GPU", f"{human(mem['model_state_bytes'], 'B')} ({human(mem['bytes_per_param'])} B/param × "
+                              f"{human(mem['params_per_chip'])} params)"),
+        ("activations / GPU", human(mem["activation_bytes"], "B")),
+        ("memory / GPU", f"{human(mem['total_bytes'], 'B')} of {human(mem['hbm_bytes'], 'B')} HBM"
+                         + ("" if mem["fits"] else "  (DOES NOT FIT: no layout fits; more GPUs or ZeRO-3)")),
     ]
-    _out(r.as_dict(), r.derivation, json, explain, rows, "Training run (lecture 01:18:59: 6·N·D)")
+    d = r.as_dict() | {"layout_search": searched, "usd_per_gpu_hour": hw.chip.usd_per_hour,
+                       "prediction": "given efficiency" if r.mode != "bottom-up" else "ideal bottom-up step model",
+                       "label": (f"time from the {r.mode}" if r.mode != "bottom-up" else
+                                 f"bottom-up step model at η_compute = {eta:g} — a lower bound on time" if eta == 1
+                                 else f"bottom-up step model at η_compute = {eta:g}")}
+    _out(d, r.derivation, json, explain, rows, f"Training run (lecture 01:18:59: 6·N·D) — {d['label']}")
 
 
 def overtrain_cmd(

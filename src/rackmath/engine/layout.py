@@ -40,6 +40,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..results import ResultMixin
+
 from ..errors import InputError
 from .comms import (alltoall_split_time, moe_alltoall_bytes, moe_fanout, scaleout_share,  # noqa: F401 (re-exported)
                     scaleup_share)
@@ -810,9 +812,16 @@ def pareto_front(cost, speed, tiebreak=None) -> np.ndarray:
     return order[keep][::-1]
 
 
-@dataclass
-class SearchResult:
-    """All evaluated layouts, the ones that fit and the Pareto frontier ($/Mtok vs tokens/s per user)."""
+@dataclass(repr=False)
+class SearchResult(ResultMixin):
+    """All evaluated layouts, the ones that fit and the Pareto frontier ($/Mtok vs tokens/s per user).
+    ``to_frame()``: one row per frontier layout."""
+
+    _SUMMARY = (("tokens_per_s_per_user", "tok/s"), ("usd_per_mtok", "$"))
+    _ROW = "frontier layout"
+
+    def _frame_dict(self) -> dict:
+        return {"model": self.layouts.model.name, "hardware": self.layouts.hw.name} | self.frontier.as_dict()
 
     layouts: LayoutArrays
     fits: np.ndarray

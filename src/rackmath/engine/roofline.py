@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import InputError, check_positive
 from ..explain import Derivation, fmt
 from .efficiency import Efficiency, load_efficiency
+from ..results import ResultMixin, broadcast_fields
 
 BOUND_NAMES = np.array(["compute", "weights", "kv"])
 
@@ -128,9 +129,12 @@ def usd_per_mtok(step_s, chips, usd_per_chip_hour, tokens):
 # --------------------------------------------------------------------------- result
 
 
-@dataclass
-class RooflineResult:
-    """Arrays broadcast from the inputs. ``bound`` names the binding term per point."""
+@dataclass(repr=False)
+class RooflineResult(ResultMixin):
+    """Arrays broadcast from the inputs. ``bound`` names the binding term per point. ``as_dict()`` broadcasts
+    every field to one shape; ``to_frame()``, a concise repr and ``_repr_html_`` come from ``ResultMixin``."""
+
+    _SUMMARY = (("step_s", "s"), ("tokens_per_s_per_chip", "tok/s"), ("usd_per_mtok", "$"))
 
     model: object
     hardware: object
@@ -232,10 +236,7 @@ class RooflineResult:
             "compute_dtype": self.compute_dtype,
             "efficiency": self.efficiency.name,
         }
-        for f in self.FIELDS:
-            v = np.asarray(getattr(self, f))
-            out[f] = v.item() if v.ndim == 0 else v.tolist()
-        return out
+        return broadcast_fields(out | {f: getattr(self, f) for f in self.FIELDS}, self.FIELDS)
 
     def at(self, i=0) -> dict:
         """One configuration (flat index ``i``) as plain floats."""

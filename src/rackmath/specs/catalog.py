@@ -22,7 +22,7 @@ from pathlib import Path
 from ..errors import CatalogError, UnknownNameError
 
 DATA_DIR = Path(__file__).parent / "data"
-KINDS = ("chip", "system", "model", "price_sheet", "efficiency", "memory_tier")
+KINDS = ("chip", "system", "model", "price_sheet", "efficiency", "memory_tier", "record")
 
 _user_dirs: list[Path] = []
 
@@ -99,7 +99,8 @@ def _read_toml(path: Path) -> dict:
 
 # Shipped data is filed by kind, so a lookup parses only the folder it needs (cold start).
 _SHIPPED_DIR = {"chip": "hardware", "system": "hardware", "model": "models", "price_sheet": "prices",
-                "efficiency": "efficiency", "memory_tier": "tiers"}
+                "efficiency": "efficiency", "memory_tier": "tiers",
+                "record": "records"}
 
 
 @lru_cache(maxsize=None)

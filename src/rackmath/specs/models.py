@@ -900,11 +900,35 @@ def models() -> Index:
                        "`rackmath model list`), or a path to a HuggingFace config.json", model_from_entry)
 
 
+HF_CONFIGS = Path(__file__).parent / "data" / "hf-configs"
+
+
+def shipped_configs() -> dict[str, Path]:
+    """The HuggingFace config.json files shipped with rackmath (specs/data/hf-configs, sources in its README.md),
+    by repository name: {'openai/gpt-oss-120b': path, …}."""
+    return {p.stem.replace("__", "/", 1): p for p in sorted(HF_CONFIGS.glob("*.json"))}
+
+
+def shipped_config(name: str) -> Path:
+    """'hf:openai/gpt-oss-120b' (or 'hf:gpt-oss-120b', case-insensitive) -> the shipped config.json path."""
+    from ..errors import UnknownNameError
+
+    key = str(name).strip()[3:].strip().lower()
+    known = shipped_configs()
+    for repo, path in known.items():
+        if key in (repo.lower(), repo.split("/", 1)[-1].lower()):
+            return path
+    raise UnknownNameError("model", name, ["hf:" + r for r in known],
+                           "hf:ORG/NAME of a shipped HuggingFace config (see `rackmath model list --hf`)")
+
+
 def load_model(name_or_path) -> ModelSpec:
     """A ModelSpec from a catalog name/alias (case-insensitive), a config.json path or a directory
     holding one; a ModelSpec is returned as is."""
     if isinstance(name_or_path, ModelSpec):
         return name_or_path
+    if isinstance(name_or_path, str) and name_or_path.strip().lower().startswith("hf:"):
+        return read_hf_config(shipped_config(name_or_path))
     if isinstance(name_or_path, Path) or str(name_or_path).endswith(".json"):
         return read_hf_config(name_or_path)
     s = str(name_or_path)

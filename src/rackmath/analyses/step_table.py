@@ -1,0 +1,365 @@
+"""The one adapter between the serving step model and the simulator / planner.
+
+Everything ``simulate``, ``plan`` and ``compare`` know about how long a step takes, how much
+KV a replica holds and whether a layout fits comes from this module, which calls the public
+serving API (:mod:`rackmath.analyses.serving`) and nothing else of the model. The event loop,
+the planner's search, the launch emitters and the CLI only see the plain numbers below, so a
+new step model changes this file and nothing else.
+
+What it provides (all plain SI floats):
+
+* :class:`Stack` — the fixed inputs: model, system, dtypes, speculative settings, the
+  efficiency preset (calibrated by default, ``ideal=True`` for the lecture's roofline).
+* :func:`replica_layouts` — every valid replica layout (TP, EP, PP, attention-DP) of a chip
+  up to a number of GPUs per replica (arrays).
+* :func:`decode_grid` / :func:`prefill_grid` — step times broadcast over layouts × batch at one
+  context (the planner's vectorized search), with memory fit and the largest batch that fits.
+* :class:`StepTable` — one layout tabulated once over (batch, context) for decode steps and
+  over the token budget for prefill chunks, with the replica's KV capacity in tokens; scalar
+  look-ups cost well under a microsecond's worth of arithmetic, so the event loop stays cheap.
+
+Scheduler composition (stated once): a scheduler iteration that carries a prefill chunk of P
+tokens beside b decoding sequences is one forward pass (chunked prefill as vLLM, SGLang and
+TensorRT-LLM run it): the weights are read once, FLOPs add, MoE experts hit and collectives use
+all b·(k + 1) + P tokens, attention reads the decoding sequences' KV. A decode step emits A tokens
+per sequence under speculative decoding (``acceptance``).
+
+Mapping to the serving API of today (``analyses/serving.py``):
+
+=====================  ===============================================================
+here                   serving API
+=====================  ===============================================================
+step time (b, L, P)    per-sequence numbers of ``step_numbers(model, isl=L, osl→0,
+                       prefill=False, mtp=k)`` and ``prefill_numbers(model, isl, chunk=1)``
+                       averaged over the step's tokens, then ``_evaluate`` (one layout-engine
+                       call over the whole (b, P, L) grid, preset composition)
+KV capacity            the engine's ``max_micro_batch`` at context L × PP × L (tokens)
+presets                ``serving._efficiency(system, efficiency, ideal, regime)``
+KV hand-off            ``serving.kv_transfer_time`` over the prefill replica's scale-out NICs
+=====================  ===============================================================
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+
+
+@dataclass
+class Stack:
+    """The fixed inputs of every step-time query (model, chip, dtypes, speculation, preset)."""
+
+    model: object
+    system: object
+    weights_dtype: str | None
+    kv_dtype: str
+    compute_dtype: str
+    mtp: int
+    acceptance: float
+    eff_decode: object
+    eff_prefill: object
+    eff_serving: object
+    usd_per_gpu_hour: float
+    framework: str | None = None
+
+    @property
+    def chip(self) -> str:
+        return str(self.system.chip.name)
+
+    @property
+    def efficiency(self) -> str:
+        return str(self.eff_serving.name)
+
+    @property
+    def label(self) -> str:
+        """'ideal roofline — a lower bound on time' or 'calibrated prediction, preset X'."""
+        if self.eff_serving.name == "ideal":
+            return "ideal roofline — a lower bound on time"
+        return f"calibrated prediction, preset {self.eff_serving.name}"
+
+    @property
+    def step_overhead_s(self) -> float:
+        return float(self.eff_decode.step_overhead_s)
+
+    @property
+    def weights_label(self) -> str:
+        return self.weights_dtype or str(self.model.native_dtype)
+
+
+def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, efficiency=None,
+          ideal=False, usd_per_gpu_hour=None, framework=None) -> Stack:
+    """Resolve names once: model and system from the catalog, dtypes, the efficiency presets per regime."""
+    from .. import units
+    from ..specs.hardware import load_hardware
+    from ..specs.models import load_model
+    from .serving import _efficiency
+
+    m = load_model(model) if isinstance(model, str) else model
+    system = load_hardware(hardware) if isinstance(hardware, str) else hardware
+    wdt = units.normalize_dtype(weights_dtype, "weights_dtype") if weights_dtype else None
+    kvdt = units.normalize_dtype(kv_dtype or getattr(m, "kv_dtype", None) or "bf16", "kv_dtype")
+    mtp = int(mtp or 0)
+    if mtp < 0 or mtp > 16:
+        raise InputError("mtp", f"{mtp} draft tokens", "a whole number from 0 to 16")
+    a = 1.0 if acceptance is None else float(acceptance)
+    if not 1.0 <= a <= mtp + 1:
+        raise InputError("acceptance", f"{a:g} is outside [1, k + 1] = [1, {mtp + 1}]",
+                         "the mean tokens emitted per verification step, between 1 and k + 1")
+    price = float(system.chip.usd_per_hour) if usd_per_gpu_hour is None else float(usd_per_gpu_hour)
+    if not math.isfinite(price) or price < 0 or price > 1e4:
+        raise InputError("usd_per_gpu_hour", f"{price:g}", "a price in $ per GPU-hour from 0 to 10⁴")
+    return Stack(model=m, system=system, weights_dtype=wdt, kv_dtype=kvdt,
+                 compute_dtype=system.chip.compute_dtype(wdt or m.native_dtype), mtp=mtp, acceptance=a,
+                 eff_decode=_efficiency(system, efficiency, ideal, "decode"),
+                 eff_prefill=_efficiency(system, efficiency, ideal, "prefill"),
+                 eff_serving=_efficiency(system, efficiency, ideal, "serving"),
+                 usd_per_gpu_hour=price, framework=framework)
+
+
+# --------------------------------------------------------------------------------------
+# Model numbers of one step (the serving API's per-sequence numbers)
+# --------------------------------------------------------------------------------------
+
+
+def _decode_numbers(st: Stack, context: float):
+    from .serving import step_numbers
+
+    # serving's mean context is ISL + OSL/2: ask for context L with a vanishing OSL
+    return step_numbers(st.model, isl=max(float(context), 1.0), osl=1e-9, weights_dtype=st.weights_dtype,
+                        kv_dtype=st.kv_dtype, mtp=st.mtp, acceptance=1.0, prefill=False)
+
+
+def _prefill_numbers(st: Stack, tokens: float, prompt: float):
+    from .serving import prefill_numbers
+
+    return prefill_numbers(st.model, isl=max(float(prompt), 1.0), chunk=max(float(tokens), 1.0),
+                           weights_dtype=st.weights_dtype, kv_dtype=st.kv_dtype)
+
+
+def _eval(st: Stack, mn, eff, lay: dict, micro_batch):
+    from .serving import _evaluate
+
+    res, step, bound = _evaluate(mn, st.system, eff, st.compute_dtype, tp=lay["tp"], ep=lay["ep"], pp=lay["pp"],
+                                 attention_dp=lay["attention_dp"], micro_batch=micro_batch,
+                                 chips=np.asarray(lay["tp"], dtype=float) * np.asarray(lay["pp"], dtype=float))
+    return res, np.asarray(step, dtype=float), bound
+
+
+# --------------------------------------------------------------------------------------
+# Replica layouts and vectorized grids (the planner)
+# --------------------------------------------------------------------------------------
+
+
+def replica_layouts(st: Stack, gpus_per_replica=None, *, max_pp: int = 4) -> dict:
+    """Every valid layout of one replica: arrays tp, ep, pp, attention_dp, gpus (= TP·PP).
+
+    Replica sizes are powers of two and multiples of the scale-up domain up to ``gpus_per_replica``
+    (default: two domains); within a size, the layout engine's grid (EP dividing TP with experts
+    placed evenly, expert shards ≥ 128 columns; attention-DP only for MoE models).
+    """
+    from ..engine.layout import layout_grid
+
+    S = int(st.system.scaleup_size)
+    top = int(gpus_per_replica or max(8, 2 * S))
+    sizes = sorted({1 << i for i in range(0, 12) if (1 << i) <= top} | {m * S for m in range(1, top // S + 1)})
+    mn = _decode_numbers(st, 1024.0)
+    rows = []
+    for g in sizes:
+        try:
+            grid = layout_grid(mn, g, S, micro_batches=[1.0], max_pp=max_pp, uneven_experts=False)
+        except InputError:
+            continue
+        keep = (grid["tp"] * grid["pp"] == g)
+        if not mn.is_moe:
+            keep &= ~grid["attention_dp"]
+        for k in ("tp", "ep", "pp", "attention_dp"):
+            grid[k] = grid[k][keep]
+        for i in range(int(keep.sum())):
+            rows.append((grid["tp"][i], grid["ep"][i], grid["pp"][i], grid["attention_dp"][i]))
+    rows = sorted(set(rows))
+    if not rows:
+        raise InputError("gpus", f"no replica layout of up to {top} × {st.chip}", "more GPUs per replica")
+    g = np.array(rows, dtype=float)
+    return dict(tp=g[:, 0], ep=g[:, 1], pp=g[:, 2], attention_dp=g[:, 3].astype(bool), gpus=g[:, 0] * g[:, 2])
+
+
+def decode_grid(st: Stack, lay: dict, batch, context: float) -> dict:
+    """Decode step over layouts × batch (arrays broadcast): ``step_s``, ``fits``, ``max_batch`` (per replica).
+
+    ``batch`` is the sequences in flight per replica (PP micro-batches of batch/PP each).
+    """
+    mn = _decode_numbers(st, context)
+    pp = np.asarray(lay["pp"], dtype=float)
+    b = np.asarray(batch, dtype=float)
+    res, step, _ = _eval(st, mn, st.eff_decode, lay, np.maximum(b / pp, 1.0))
+    return dict(step_s=step, fits=np.asarray(res.fits, dtype=bool),
+                max_batch=np.asarray(res.max_micro_batch, dtype=float) * pp)
+
+
+def prefill_grid(st: Stack, lay: dict, tokens: float, prompt: float) -> np.ndarray:
+    """Time of one prefill pass of ``tokens`` prompt tokens (prompts of ``prompt`` tokens) per layout (s)."""
+    mn = _prefill_numbers(st, tokens, prompt)
+    _, step, _ = _eval(st, mn, st.eff_prefill, lay, 1.0)
+    return step
+
+
+def kv_bytes_per_token(st: Stack, context: float = 8192.0) -> float:
+    """KV bytes one token of context holds (the model at ``context``, this KV dtype)."""
+    return float(np.asarray(st.model.kv_cache_bytes(float(context), st.kv_dtype))) / float(context)
+
+
+def kv_transfer_s(st: Stack, prompt_tokens, prefill_tp) -> np.ndarray:
+    """Disaggregated KV hand-off of one prompt: KV bytes / (scale-out NIC bandwidth × prefill TP × η_comm)."""
+    from .serving import kv_transfer_time
+
+    kvb = np.asarray(prompt_tokens, dtype=float) * kv_bytes_per_token(st, float(np.max(prompt_tokens)))
+    bw = float(st.system.chip.scaleout_bw) * np.asarray(prefill_tp, dtype=float) * float(st.eff_serving.eta_comm)
+    return kv_transfer_time(kvb, bw)
+
+
+def _mixed_grid(st: Stack, lay: dict, b, P, L, prompt: float, role: str = "aggregated") -> np.ndarray:
+    """Step time of b decoding sequences at context L plus P prefill tokens, in one engine call (arrays broadcast).
+
+    The serving API prices a step from per-sequence numbers × sequences. A mixed step is priced as
+    ``tokens = b·(k + 1) + P`` unit "sequences" whose per-unit numbers are the step's averages (FLOPs,
+    expert FLOPs, KV held and read), so weights are read once, experts hit and collectives use every
+    token of the step, and attention reads the decoding sequences' KV — exactly what the serving
+    model computes for a step of that content, for the whole grid at once.
+    """
+    from dataclasses import replace
+
+    b, P, L = (np.asarray(x, dtype=float) for x in (b, P, L))
+    k1 = st.mtp + 1.0
+    Ls = np.unique(L)
+    f_d, ef_d, kvr_d, kv_d = (np.empty_like(Ls) for _ in range(4))
+    for i, c in enumerate(Ls):
+        mn = _decode_numbers(st, float(c))
+        f_d[i], ef_d[i] = mn.flops_per_seq, mn.expert_flops_per_seq
+        kvr_d[i], kv_d[i] = mn.kv_read_bytes_per_seq, mn.kv_bytes_per_seq
+    idx = np.searchsorted(Ls, L)
+    f_d, ef_d, kvr_d, kv_d = f_d[idx], ef_d[idx], kvr_d[idx], kv_d[idx]
+    mp = _prefill_numbers(st, 1.0, prompt)
+    tok = np.maximum(b * k1 + P, 1.0)
+    mn = replace(mn, flops_per_seq=(b * f_d + P * mp.flops_per_seq) / tok,
+                 expert_flops_per_seq=(b * ef_d + P * mp.expert_flops_per_seq) / tok,
+                 kv_read_bytes_per_seq=b * kvr_d / tok, kv_bytes_per_seq=b * kv_d / tok, pass_len=1)
+    eff = st.eff_prefill if role == "prefill" else st.eff_decode
+    _, step, _ = _eval(st, mn, eff, lay, tok / np.asarray(lay["pp"], dtype=float))
+    out = np.array(np.broadcast_to(step, np.broadcast_shapes(np.shape(step), b.shape, P.shape, L.shape)))
+    out[np.broadcast_to((b == 0) & (P == 0), out.shape)] = 0.0
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# One layout, tabulated for the event loop
+# --------------------------------------------------------------------------------------
+
+
+class StepTable:
+    """Step times of one replica layout, tabulated once; scalar look-ups for the event loop.
+
+    ``decode(b, L)``: one decode step of ``b`` sequences at mean context ``L`` (linear in L between
+    grid points). ``prefill(P)``: one prefill chunk of ``P`` tokens (linear between grid points).
+    ``mixed(b, L, P)``: both in one scheduler iteration, time-sliced (module docstring).
+    ``kv_tokens``: tokens of KV the replica holds beside its weights (the scheduler's capacity).
+    """
+
+    def __init__(self, st: Stack, layout: dict, *, max_batch: int, max_context: float, prompt: float,
+                 budget: int, n_context: int = 24, role: str = "aggregated", kv_context: float | None = None):
+        self.stack = st
+        self.layout = {k: (bool(v) if k == "attention_dp" else int(v)) for k, v in layout.items() if k != "gpus"}
+        self.gpus = int(self.layout["tp"] * self.layout["pp"])
+        self.max_batch = int(max_batch)
+        self.budget = int(budget)
+        self.role = role
+        self.overhead = st.step_overhead_s
+        lay = {k: np.asarray(v) for k, v in self.layout.items()}
+        pp = float(self.layout["pp"])
+        # context grid: geometric from 16 tokens to the longest sequence
+        top = max(float(max_context), 32.0)
+        ctx = np.unique(np.round(np.geomspace(16.0, top * 1.05, n_context)))
+        self.ctx = [float(c) for c in ctx]
+        # KV capacity in tokens: the engine's largest batch at a context near the mean sequence, times that context
+        kv_at = float(prompt if kv_context is None else kv_context)
+        res_kv, _, _ = _eval(st, _decode_numbers(st, kv_at), st.eff_decode, lay, 1.0)
+        self._kv_ctx = kv_at
+        self.kv_tokens = float(np.asarray(res_kv.max_micro_batch).ravel()[0]) * pp * kv_at
+        # one vectorized engine call over (batch, prefill tokens, context): a step of b decoding sequences and a
+        # prefill chunk of P tokens is ONE forward pass (weights read once, FLOPs and tokens added)
+        ptoks = [0.0] + [float(p) for p in np.unique(np.round(np.geomspace(16.0, max(float(self.budget), 32.0), 11)))]
+        self._ptok = ptoks
+        # batches: every integer up to 64, then a geometric grid; linear in b in between
+        bg = np.unique(np.concatenate([np.arange(0, min(self.max_batch, 64) + 1),
+                                       np.round(np.geomspace(64, max(self.max_batch, 64), 40))])).astype(float)
+        bg = bg[bg <= self.max_batch]
+        tg = _mixed_grid(st, lay, bg[:, None, None], np.asarray(ptoks)[None, :, None], ctx[None, None, :],
+                         float(prompt), role)
+        b = np.arange(0, self.max_batch + 1, dtype=float)
+        i = np.clip(np.searchsorted(bg, b, side="right") - 1, 0, len(bg) - 1)
+        i1 = np.minimum(i + 1, len(bg) - 1)
+        w = np.where(i1 > i, (b - bg[i]) / np.maximum(bg[i1] - bg[i], 1e-300), 0.0)[:, None, None]
+        tab = tg[i] * (1.0 - w) + tg[i1] * w
+        self.table = tab
+        self._rows = tab.tolist()
+        slope = np.zeros_like(tab)
+        if len(ctx) > 1:
+            slope[..., :-1] = np.diff(tab, axis=-1) / np.diff(ctx)
+            slope[..., -1] = slope[..., -2]
+        self._slopes = slope.tolist()
+        if not self.kv_tokens > 0:
+            raise InputError("gpus", f"the weights leave no room for KV on layout {self.label()} of {st.chip}",
+                             "more GPUs per replica, a smaller weights dtype, or another layout")
+
+    def label(self) -> str:
+        lay = self.layout
+        s = f"TP{lay['tp']}"
+        if lay["ep"] > 1:
+            s += f" EP{lay['ep']}"
+        if lay["pp"] > 1:
+            s += f" PP{lay['pp']}"
+        if lay["attention_dp"]:
+            s += " attention-DP"
+        return s
+
+    def decode(self, b: int, L: float) -> float:
+        """One decode step of ``b`` sequences at mean context ``L`` (s)."""
+        ctx = self.ctx
+        j = bisect.bisect_right(ctx, L) - 1
+        if j < 0:
+            j = 0
+        return self._rows[b][0][j] + (L - ctx[j]) * self._slopes[b][0][j]
+
+    def mixed(self, b: int, L: float, tokens: float) -> float:
+        """One scheduler iteration: ``b`` decoding sequences at mean context ``L`` and a prefill chunk of ``tokens``."""
+        if tokens <= 0:
+            return self.decode(b, L)
+        ctx = self.ctx
+        j = bisect.bisect_right(ctx, L) - 1
+        if j < 0:
+            j = 0
+        pt = self._ptok
+        q = bisect.bisect_right(pt, tokens) - 1
+        rows, slopes = self._rows[b], self._slopes[b]
+        lo = rows[q][j] + (L - ctx[j]) * slopes[q][j]
+        if q >= len(pt) - 1:  # beyond the budget: proportionally longer (a whole prompt in one pass)
+            return lo * tokens / pt[q]
+        hi = rows[q + 1][j] + (L - ctx[j]) * slopes[q + 1][j]
+        return lo + (tokens - pt[q]) / (pt[q + 1] - pt[q]) * (hi - lo)
+
+    def prefill(self, tokens: float) -> float:
+        """One prefill pass of ``tokens`` prompt tokens alone (s)."""
+        return self.mixed(0, self.ctx[0], tokens)
+
+    def as_dict(self) -> dict:
+        return dict(layout=dict(self.layout, label=self.label(), gpus=self.gpus), max_batch=self.max_batch,
+                    budget=self.budget, kv_tokens=self.kv_tokens, role=self.role,
+                    efficiency=self.stack.efficiency)
+
+
+__all__ = ["Stack", "stack", "replica_layouts", "decode_grid", "prefill_grid", "kv_bytes_per_token",
+           "kv_transfer_s", "StepTable"]

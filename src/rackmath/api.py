@@ -1,0 +1,187 @@
+"""The Python API: the CLI's commands as functions, with the CLI's vocabulary, strings and defaults.
+
+    import rackmath
+    r = rackmath.roofline("deepseek-v3", "gb200-nvl72", batch="1:4096:log8", context="8K")
+    rackmath.serve("deepseek-v3", "gb200-nvl72", isl="1K", osl="1K", concurrency=256)
+    rackmath.train("llama-3.1-70b", "hgx-h100", gpus=10_000, tokens="15T")
+    rackmath.layout("deepseek-v3", "gb200-nvl72", gpus=72)
+    rackmath.price("gemini-3.1-pro")
+    rackmath.max_context("qwen3-235b-a22b", "hgx-h200", gpus=8)
+
+Every numeric argument accepts what the CLI accepts: numbers, numpy arrays, lists, and strings such as "8K"
+(8,000), "8Ki" (8,192), "1:4096:log8" (a range; integer quantities stay integers), "$2.5/h". Defaults are the
+CLI's (batch 1, context 8192). ``gpus`` is the chip count everywhere (``chips`` is accepted too).
+``efficiency``: None → the command's default (roofline/layout: the ideal bound; serve: the chip's calibrated
+preset), "auto" → the chip's calibrated preset, a preset name, or ``ideal=True``. Results are SI (seconds, bytes,
+dollars) unless a field's name says otherwise (``tpot_ms``); every result has ``as_dict()``, ``to_frame()`` and a
+concise repr.
+"""
+
+from __future__ import annotations
+
+__all__ = ["roofline", "serve", "train", "layout", "price", "max_context"]
+
+
+def _values(v, field: str, kind: str = "count"):
+    """A number, array, list or CLI string ('8K', '1,8,64', '1:4096:log') -> float or numpy array."""
+    import numpy as np
+
+    if v is None:
+        return None
+    if isinstance(v, str):
+        from .cli.common import parse_range
+
+        a = parse_range(v, field, kind)
+        return float(a[0]) if a.size == 1 and ":" not in v and "," not in v else a
+    if isinstance(v, (list, tuple)):
+        return np.array([_values(x, field, kind) for x in v], dtype=float)
+    return v
+
+
+def _scalar(v, field: str, kind: str = "count"):
+    from . import units
+
+    if v is None or not isinstance(v, str):
+        return v
+    return units.parse_quantity(v, kind, field)
+
+
+def _gpus(gpus, chips):
+    from .errors import InputError
+
+    if gpus is not None and chips is not None and gpus != chips:
+        raise InputError("gpus", "both gpus and chips given", "one of them (chips is an alias)")
+    return gpus if gpus is not None else chips
+
+
+def _eff(hardware, efficiency, ideal, default):
+    from .cli.common import efficiency_for
+    from .engine.efficiency import Efficiency
+
+    if isinstance(efficiency, Efficiency):
+        return efficiency
+    return efficiency_for(hardware, efficiency, ideal, default=default)
+
+
+def _priced(hardware, usd_per_gpu_hour):
+    from .cli.common import priced
+
+    return priced(hardware, _scalar(usd_per_gpu_hour, "usd_per_gpu_hour", "usd_per_hour"))
+
+
+def roofline(model, hardware, *, gpus=None, chips=None, batch=1, context=8192, pass_len=1, weights_dtype=None,
+             kv_dtype=None, efficiency=None, ideal=False, usd_per_gpu_hour=None):
+    """Roofline step time, throughput and cost (``rackmath roofline``). Inputs broadcast as numpy arrays; a
+    string range such as ``batch="1:4096:log"`` becomes one. Default: the ideal roofline (a lower bound on time).
+    Returns an ``engine.roofline.RooflineResult``."""
+    from .engine.roofline import roofline as _roofline
+
+    return _roofline(model, _priced(hardware, usd_per_gpu_hour), chips=_values(_gpus(gpus, chips), "gpus"),
+                     batch=_values(batch, "batch"), context=_values(context, "context"),
+                     pass_len=_values(pass_len, "pass_len"), weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+                     efficiency=_eff(hardware, efficiency, ideal, "ideal"))
+
+
+def serve(model, hardware, *, isl, osl, concurrency, gpus=None, chips=None, efficiency=None, ideal=False,
+          usd_per_gpu_hour=None, **kw):
+    """Steady-state serving (``rackmath serve``): tokens/s per GPU, TPOT, TTFT, $/Mtok. Default: the chip's
+    calibrated preset. Other keywords as ``analyses.serving.serve`` (tp, ep, pp, attention_dp, mtp, …)."""
+    from .analyses.serving import serve as _serve
+
+    n = _gpus(gpus, chips)
+    eff = None if efficiency in (None, "auto") else efficiency
+    for k in ("tp", "ep", "pp", "mtp", "prefill_gpus", "decode_gpus", "redundant_experts"):
+        if isinstance(kw.get(k), str):
+            kw[k] = int(_scalar(kw[k], k))
+    return _serve(model, hardware, gpus=None if n is None else int(_scalar(n, "gpus")),
+                  isl=_scalar(isl, "isl"), osl=_scalar(osl, "osl"), concurrency=_values(concurrency, "concurrency"),
+                  ideal=ideal, efficiency=eff, usd_per_gpu_hour=_scalar(usd_per_gpu_hour, "usd_per_gpu_hour",
+                                                                          "usd_per_hour"), **kw)
+
+
+def train(model, hardware="hgx-h100", *, gpus=None, chips=None, tokens, seq_len=8192, tp=None, pp=None, dp=None,
+          zero_stage=None, recompute=None, usd_per_gpu_hour=None, **kw):
+    """Training time, GPU-hours, cost, MFU and memory (``rackmath train``). Without tp/pp/dp/zero_stage/recompute
+    the fastest layout that fits is searched; the result's ``parallelism`` says which. Other keywords as
+    ``analyses.training.train`` (mfu_given, flops_per_chip, global_batch_tokens, eta_compute, …)."""
+    from .analyses.training import Parallelism, search_training_layout
+    from .analyses.training import train as _train
+    from .specs.hardware import load_hardware
+    from .specs.models import load_model
+
+    m, hw = load_model(model), load_hardware(_priced(hardware, usd_per_gpu_hour))
+    n = _gpus(gpus, chips)
+    n = int(_scalar(n, "gpus")) if n is not None else None
+    given = {"tp": tp, "pp": pp, "dp": dp, "zero_stage": zero_stage, "recompute": recompute}
+    given = {k: (int(_scalar(v, k)) if isinstance(v, str) and k != "recompute" else v) for k, v in given.items()}
+    if n is None:
+        n = (given["dp"] or max(1, hw.scaleup_size // ((given["tp"] or 1) * (given["pp"] or 1)))) * \
+            (given["tp"] or 1) * (given["pp"] or 1)
+    tk = dict(tokens=_scalar(tokens, "tokens"), seq_len=_scalar(seq_len, "seq"), **kw)
+    if all(v is not None for v in given.values()):
+        par = Parallelism(dp=given["dp"], tp=given["tp"], pp=given["pp"], zero_stage=given["zero_stage"],
+                          recompute=given["recompute"], microbatches=4 * given["pp"])
+        return _train(m, hw, chips=n, par=par, **tk)
+    r, _, _ = search_training_layout(m, hw, chips=n, fixed={k: v for k, v in given.items() if v is not None}, **tk)
+    return r
+
+
+def layout(model, hardware, *, gpus=None, chips=None, context=8192, batch=None, efficiency=None, ideal=False,
+           usd_per_gpu_hour=None, **kw):
+    """Every valid layout on ``gpus`` chips and the Pareto frontier of $/Mtok vs tokens/s per user
+    (``rackmath layout``). Default: the ideal roofline. Returns an ``engine.layout.SearchResult``."""
+    from .engine.layout import search_layouts
+    from .errors import InputError
+
+    n = _gpus(gpus, chips)
+    if n is None:
+        raise InputError("gpus", "missing", "the GPU budget, e.g. gpus=72")
+    mb = _values(batch, "batch")
+    return search_layouts(model, _priced(hardware, usd_per_gpu_hour), int(_scalar(n, "gpus")),
+                          context=_scalar(context, "context"), micro_batches=None if mb is None else mb,
+                          efficiency=_eff(hardware, efficiency, ideal, "ideal"), **kw)
+
+
+def price(sheet, *, n_active="100B", n_total=None, hardware=None, weights_dtype="fp8", context="8K",
+          kv_dtype="fp8") -> dict:
+    """Read a price sheet backwards (``rackmath price``): the long-context step → KV bytes per token (R35–R37)
+    and the output/input ratio → decode (R38). Returns a dict (the same as ``rackmath price SHEET --json``)."""
+    from . import units
+    from .analyses import pricing as pr
+    from .specs.prices import load_price_sheet
+
+    s = load_price_sheet(sheet)
+    bpp = units.dtype_bytes(weights_dtype, "weights_dtype")
+    if hardware:
+        from .specs.hardware import hardware_ratio, load_chip
+
+        ratio = float(hardware_ratio(load_chip(hardware), weights_dtype))
+    else:
+        ratio = pr.LECTURE_RATIO
+    nact = _scalar(n_active, "n_active")
+    ntot = _scalar(n_total, "n_total") if n_total is not None else nact
+    out = {"sheet": s.describe(), "assumptions": {"n_active": nact, "n_total": ntot, "ratio": ratio,
+                                                  "bytes_per_param": bpp}}
+    st = s.step("output") or s.step("input")
+    kvb = None
+    if st is not None:
+        ded = pr.deduce_from_step(st[0], st[1], n_active=nact, ratio=ratio, bytes_per_param=bpp, kv_dtype=kv_dtype,
+                                  source=s.name)
+        out["step"] = ded.as_dict()
+        kvb = ded.kv_bytes_per_token
+    rd = pr.deduce_from_ratio(s.output / s.input, context=_scalar(context, "context"), n_total=ntot, n_active=nact,
+                              kv_bytes_per_token=kvb or 1667.0, ratio=ratio, bytes_per_param=bpp, source=s.name)
+    out["out_in"] = rd.as_dict()
+    return out
+
+
+def max_context(model, hardware, *, gpus=None, chips=None, concurrency=1, weights_dtype=None, kv_dtype=None,
+                **layout_degrees):
+    """The longest context ``concurrency`` sequences can hold in memory, next to the model's own limit (with a
+    warning past it): the one answer ``racks memory``, ``context`` and ``serve`` use."""
+    from .analyses.context import max_context as _max_context
+
+    n = _gpus(gpus, chips)
+    return _max_context(model, hardware, gpus=None if n is None else int(_scalar(n, "gpus")),
+                        concurrency=_scalar(concurrency, "concurrency"), weights_dtype=weights_dtype,
+                        kv_dtype=kv_dtype, **layout_degrees)

@@ -1,0 +1,129 @@
+"""`rackmath plan`: the cheapest deployment meeting SLOs on each chip, and its launch command (issue 12)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .common import JSON_OPT, dtype_check
+
+
+def _ms(v):
+    from ..units import format_duration
+
+    return "—" if v is None or v != v else format_duration(v)
+
+
+def _pct(v):
+    return "—" if v is None else f"{v:+.1%}"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("plan")
+    def plan_cmd(
+        model: str = typer.Argument(..., help="Model name or HuggingFace config.json path."),
+        rate: str = typer.Option(None, "--rate", help="Requests per second to serve."),
+        users: str = typer.Option(None, "--users", help="Concurrent users (each with one request in flight)."),
+        isl: str = typer.Option(..., "--isl", help="Input tokens per request."),
+        osl: str = typer.Option(..., "--osl", help="Output tokens per request."),
+        ttft: str = typer.Option(None, "--ttft", help="TTFT SLO (e.g. 1s, 500ms)."),
+        tpot: str = typer.Option(None, "--tpot", help="TPOT SLO (e.g. 20ms)."),
+        tok_s_user: str = typer.Option(None, "--tok-s-user", help="Interactivity SLO: tokens/s per user (= 1/TPOT)."),
+        hardware: str = typer.Option("h100,h200,b200,mi355x", "--hardware", "-H", help="Comma list of chips/systems."),
+        price: str = typer.Option(None, "--usd-per-gpu-hour", "--price",
+                                  help="$/GPU-hour: one number, or per chip 'h100=2.1,b200=4'."),
+        mode: str = typer.Option("both", "--mode", help="aggregated, disaggregated or both."),
+        framework: str = typer.Option(None, "--framework", help="trtllm, vllm or sglang: scheduler defaults."),
+        emit: str = typer.Option(None, "--emit", help="Print the launch command of the cheapest deployment: "
+                                                     "vllm, sglang or trtllm."),
+        budget: str = typer.Option(None, "--budget", help="Token budget per step (default: the framework's, 8192)."),
+        weights_dtype: str = typer.Option(None, "--weights-dtype", callback=dtype_check("weights_dtype"),
+                                          help="bf16, fp8, nvfp4, mxfp4 … (default: as published)."),
+        kv_dtype: str = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"), help="KV-cache dtype."),
+        mtp: str = typer.Option("0", "--mtp", help="Speculative / MTP draft tokens per step (k)."),
+        acceptance: str = typer.Option(None, "--acceptance", help="Mean tokens emitted per verification step."),
+        efficiency: str = typer.Option(None, "--efficiency", help="Efficiency preset (default: calibrated, auto)."),
+        ideal: bool = typer.Option(False, "--ideal", help="The lecture's ideal roofline (a lower bound on time)."),
+        no_confirm: bool = typer.Option(False, "--no-confirm", help="Skip replaying the winners in the simulator."),
+        plot: Path = typer.Option(None, "--plot", help="Write the Pareto fronts ($/Mtok vs tok/s/user) to this figure."),
+        force: bool = typer.Option(False, "--force", help="Overwrite an existing --plot file."),
+        json: bool = JSON_OPT,
+    ):
+        """Cheapest deployment per chip meeting TTFT/TPOT SLOs: GPUs, P:D, layouts, $/hour, $/Mtok, margins."""
+        from .. import units
+        from ..analyses.launch import check_framework, emit as emit_fn, render
+        from ..analyses.planner import plan
+        from ..errors import InputError
+        from .common import check_output, print_json, table
+
+        if plot is not None:
+            check_output(plot, force, "plot", (".png", ".svg", ".pdf"))
+        if emit is not None:
+            check_framework(emit)
+        modes = {"both": ("aggregated", "disaggregated"), "aggregated": ("aggregated",),
+                 "disaggregated": ("disaggregated",)}.get(mode)
+        if modes is None:
+            raise InputError("mode", f"{mode!r}", "aggregated, disaggregated or both")
+        num = lambda t, f: None if t is None else units.parse_count(t, f)  # noqa: E731
+        dur = lambda t, f: None if t is None else units.parse_duration(t, f)  # noqa: E731
+        r = plan(model, hardware, rate=num(rate, "rate"), users=num(users, "users"), isl=num(isl, "isl"),
+                 osl=num(osl, "osl"), ttft=dur(ttft, "ttft"), tpot=dur(tpot, "tpot"),
+                 tok_s_user=num(tok_s_user, "tok_s_user"), usd_per_gpu_hour=price, weights_dtype=weights_dtype,
+                 kv_dtype=kv_dtype, mtp=int(num(mtp, "mtp") or 0), acceptance=num(acceptance, "acceptance"),
+                 efficiency=efficiency, ideal=ideal, framework=framework, modes=modes,
+                 budget=None if budget is None else int(num(budget, "budget")), confirm=not no_confirm)
+        launch = None
+        best = r.best
+        if emit is not None and best is not None:
+            d = best["deployment"]
+            dep = dict(d, model=r.model, kv_dtype=kv_dtype or "bf16", mtp=int(num(mtp, "mtp") or 0))
+            launch = emit_fn(emit, dep)
+            launch["chip"] = best["chip"]
+        if plot is not None:
+            from ..plotting.sizing import plot_pareto
+
+            marks = {row["chip"]: (row["deployment"]["tokens_per_s_per_user"], row["deployment"]["usd_per_mtok"])
+                     for row in r.rows if row.get("deployment") and row["deployment"]["mode"] == "aggregated"}
+            p = plot_pareto(r.pareto, plot, title=f"{r.model}: $/Mtok vs tok/s/user (ISL {r.workload['isl']:g}, "
+                                                  f"OSL {r.workload['osl']:g})", marks=marks,
+                            target=None if r.slo["tpot_s"] is None else 1.0 / r.slo["tpot_s"])
+            typer.echo(f"wrote {p}", err=True)
+        if json:
+            d = r.as_dict()
+            if launch is not None:
+                d["launch"] = launch
+            print_json(d)
+            return
+        rows = []
+        effs = {}
+        for row in r.rows:
+            effs[row["chip"]] = row["efficiency"]
+            d = row.get("deployment")
+            if not d:
+                rows.append([row["chip"], "—", row.get("why", ""), "", "", "", "", ""])
+                continue
+            if d["mode"] == "disaggregated":
+                shape = (f"disagg P {d['prefill_replicas']}×{d['prefill_layout']['label']} + D {d['replicas']}×"
+                         f"{d['layout']['label']} (P:D {d['pd_ratio']} GPUs)")
+            else:
+                shape = f"aggregated {d['replicas']}×{d['layout']['label']}"
+            shape += f", {d['concurrency_per_replica']:g} seqs/replica"
+            sim = d.get("simulated")
+            tail = "" if not sim else (f"{_ms(sim['ttft_p99_s'])} / {_ms(sim['tpot_p99_s'])}, "
+                                       f"{sim['slo_attainment']:.0%} ok")
+            rows.append([row["chip"], str(d["gpus"]), shape, f"${d['usd_per_hour']:,.4g}", f"${d['usd_per_mtok']:.3g}",
+                         f"{_ms(d['ttft_s'])} ({_pct(d['margin']['ttft'])})",
+                         f"{_ms(d['tpot_s'])} ({_pct(d['margin']['tpot'])})", tail])
+        w = r.workload
+        traffic = f"{w['rate']:g} req/s" if w["rate"] is not None else f"{w['users']:g} users"
+        slo = ", ".join(x for x in (f"TTFT ≤ {_ms(r.slo['ttft_s'])}" if r.slo["ttft_s"] else "",
+                                    f"TPOT ≤ {_ms(r.slo['tpot_s'])}" if r.slo["tpot_s"] else "") if x) or "no SLO"
+        eff = "; ".join(f"{k}: " + ("ideal roofline — a lower bound on time" if v == "ideal" else
+                                     f"calibrated, preset {v}") for k, v in effs.items())
+        table(f"plan {r.model}: {traffic}, ISL {w['isl']:g} / OSL {w['osl']:g}, {slo} — cheapest first",
+              ["chip", "GPUs", "deployment", "$/hour", "$/Mtok", "TTFT (margin)", "TPOT (margin)",
+               "simulated p99 TTFT / TPOT"], rows,
+              caption=f"{eff}. margin = (SLO − predicted) / SLO; p99 tails replayed by the discrete-event simulator")
+        if launch is not None:
+            typer.echo(render(launch), nl=False)

@@ -1,0 +1,167 @@
+"""`rackmath simulate`: a discrete-event simulation of one deployment under traffic (issue 12)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .common import JSON_OPT, dtype_check
+
+
+def _num(text, field, integer=False, kind="count"):
+    from .. import units
+    from ..errors import InputError
+
+    if text is None:
+        return None
+    v = units.parse_quantity(text, kind, field)
+    if integer and int(v) != v:
+        raise InputError(field, f"{text!r} is not a whole number", "a whole number")
+    return int(v) if integer else v
+
+
+def _ms(v):
+    from ..units import format_duration
+
+    return "—" if v is None or v != v else format_duration(v)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("simulate")
+    def simulate_cmd(
+        model: str = typer.Argument(..., help="Model name or HuggingFace config.json path."),
+        hardware: str = typer.Option(..., "--hardware", "-H", help="Chip or system name (h100, hgx-b200, …)."),
+        gpus: str = typer.Option(None, "--gpus", "-n", help="GPUs of the deployment (default: one scale-up domain)."),
+        rate: str = typer.Option(None, "--rate", help="Arrival rate, requests/s (Poisson unless --arrivals gamma)."),
+        concurrency: str = typer.Option(None, "--concurrency", "-c",
+                                        help="Closed loop: users each keeping one request in flight."),
+        trace: str = typer.Option(None, "--trace", help="Trace file (CSV or JSONL: arrival_s, isl, osl), or "
+                                                        "'example' for the one shipped with rackmath."),
+        requests: str = typer.Option("10000", "--requests", help="Requests to simulate (rate / concurrency)."),
+        isl: str = typer.Option("1000", "--isl", help="Input tokens: N, LO:HI (uniform), exp:MEAN, lognormal:MEDIAN:SIGMA."),
+        osl: str = typer.Option("1000", "--osl", help="Output tokens (same forms as --isl)."),
+        arrivals: str = typer.Option("poisson", "--arrivals", help="poisson or gamma (bursty)."),
+        burstiness: float = typer.Option(2.0, "--burstiness", help="Gamma arrivals: coefficient of variation of the gaps."),
+        tp: str = typer.Option(None, "--tp", help="Tensor-parallel degree of a replica (decode pool)."),
+        ep: str = typer.Option(None, "--ep", help="Expert-parallel degree within TP."),
+        pp: str = typer.Option(None, "--pp", help="Pipeline stages."),
+        attention_dp: bool = typer.Option(False, "--attention-dp", help="Attention data-parallel over the TP GPUs."),
+        prefill_gpus: str = typer.Option(None, "--prefill-gpus", help="Disaggregated: GPUs of the prefill pool."),
+        decode_gpus: str = typer.Option(None, "--decode-gpus", help="Disaggregated: GPUs of the decode pool."),
+        max_batch: str = typer.Option(None, "--max-batch", help="Max running sequences per replica (default: the "
+                                                                "framework's, generic 256)."),
+        budget: str = typer.Option(None, "--budget", help="Token budget per step, chunked prefill (default 8192)."),
+        cadence: str = typer.Option(None, "--cadence", help="The lecture's train schedule: a step leaves every "
+                                                            "PERIOD (e.g. 20ms) whether or not you are on it."),
+        weights_dtype: str = typer.Option(None, "--weights-dtype", callback=dtype_check("weights_dtype"),
+                                          help="bf16, fp8, nvfp4, mxfp4 … (default: as published)."),
+        kv_dtype: str = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"), help="KV-cache dtype."),
+        mtp: str = typer.Option("0", "--mtp", help="Speculative / MTP draft tokens per step (k)."),
+        acceptance: str = typer.Option(None, "--acceptance", help="Mean tokens emitted per verification step."),
+        efficiency: str = typer.Option(None, "--efficiency", help="Efficiency preset (default: calibrated, auto)."),
+        ideal: bool = typer.Option(False, "--ideal", help="The lecture's ideal roofline (a lower bound on time)."),
+        framework: str = typer.Option(None, "--framework", help="trtllm, vllm or sglang: its scheduler defaults."),
+        price: str = typer.Option(None, "--usd-per-gpu-hour", "--price", help="$/GPU-hour (default: catalog)."),
+        ttft: str = typer.Option(None, "--ttft", help="TTFT SLO for goodput (e.g. 1s, 500ms)."),
+        tpot: str = typer.Option(None, "--tpot", help="TPOT SLO for goodput (e.g. 20ms)."),
+        seed: int = typer.Option(0, "--seed", help="Random seed (arrivals and lengths)."),
+        plot: Path = typer.Option(None, "--plot", help="Write queue and batch over time to this figure (.png/.svg)."),
+        force: bool = typer.Option(False, "--force", help="Overwrite an existing --plot file."),
+        json: bool = JSON_OPT,
+    ):
+        """Replay traffic through one deployment: TTFT/TPOT/E2E percentiles, goodput, queue, utilization."""
+        import sys
+
+        from .. import units
+        from ..analyses.simulate import example_trace_text, parse_trace, simulate
+        from .common import check_output, print_json, table
+
+        if plot is not None:
+            check_output(plot, force, "plot", (".png", ".svg", ".pdf"))
+        tr = None
+        if trace is not None:
+            if trace == "example":
+                tr = parse_trace(example_trace_text(), "trace")
+            else:
+                p = Path(trace)
+                if not p.is_file():
+                    from ..errors import InputError
+
+                    raise InputError("trace", f"{trace} is not a file", "a CSV or JSONL trace file, or 'example'")
+                if p.stat().st_size > 2_000_000_000:
+                    from ..errors import InputError
+
+                    raise InputError("trace", f"{trace} is larger than 2 GB", "a smaller trace")
+                tr = parse_trace(p.read_text(encoding="utf-8", errors="strict"), f"trace {p.name}")
+        n_req = _num(requests, "requests", integer=True)
+        progress = None
+        bar = None
+        big = (tr is not None and len(tr["isl"]) >= 100_000) or (tr is None and n_req >= 100_000)
+        if big and not json and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            total = len(tr["isl"]) if tr is not None else n_req
+            bar = Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} requests"),
+                           TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+            task = bar.add_task("sim", total=total)
+            bar.start()
+
+            def progress(k):
+                bar.update(task, completed=min(k, total))
+        try:
+            r = simulate(model, hardware, gpus=_num(gpus, "gpus", True), rate=_num(rate, "rate"),
+                         concurrency=_num(concurrency, "concurrency", True), trace=tr, requests=n_req, isl=isl, osl=osl,
+                         arrivals=arrivals, burstiness=burstiness, tp=_num(tp, "tp", True), ep=_num(ep, "ep", True),
+                         pp=_num(pp, "pp", True), attention_dp=True if attention_dp else None,
+                         prefill_gpus=_num(prefill_gpus, "prefill_gpus", True),
+                         decode_gpus=_num(decode_gpus, "decode_gpus", True), max_batch=_num(max_batch, "max_batch", True),
+                         budget=_num(budget, "budget", True),
+                         cadence=None if cadence is None else units.parse_duration(cadence, "cadence"),
+                         weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=_num(mtp, "mtp", True),
+                         acceptance=_num(acceptance, "acceptance"), efficiency=efficiency, ideal=ideal,
+                         usd_per_gpu_hour=None if price is None else units.parse_usd_per_hour(price, "usd_per_gpu_hour"),
+                         framework=framework, ttft_slo=None if ttft is None else units.parse_duration(ttft, "ttft"),
+                         tpot_slo=None if tpot is None else units.parse_duration(tpot, "tpot"), seed=seed,
+                         progress=progress)
+        finally:
+            if bar is not None:
+                bar.stop()
+        if plot is not None:
+            from ..plotting.sizing import plot_timeline
+
+            p = plot_timeline(r, plot)
+            typer.echo(f"wrote {p}", err=True)
+        if json:
+            print_json(r.as_dict())
+            return
+        s, c = r.summary, r.config
+        lay = c["layout"]["label"]
+        dep = (f"{c['prefill_gpus']} prefill ({c['prefill_replicas']} × {c['prefill_layout']['label']}) + "
+               f"{c['decode_gpus']} decode ({c['replicas']} × {lay})") if c["mode"] == "disaggregated" else \
+            f"{c['replicas']} × {lay}"
+        rows = [["deployment", dep],
+                ["scheduler", f"max {c['max_batch']} running / replica, {c['budget']:,} tokens per step, KV "
+                              f"{units.format_si(c['kv_tokens_per_replica'])} tokens / replica"
+                              + (f", train every {c['cadence_s'] * 1e3:g} ms" if c["cadence_s"] else "")],
+                ["requests", f"{s['counted']:,} counted of {s['completed']:,} completed"
+                             + (f", {s['rejected']} refused" if s["rejected"] else "")],
+                ["TTFT p50 / p90 / p99", " / ".join(_ms(s["ttft_s"][k]) for k in ("p50", "p90", "p99"))],
+                ["TPOT p50 / p90 / p99", " / ".join(_ms(s["tpot_s"][k]) for k in ("p50", "p90", "p99"))],
+                ["E2E p50 / p90 / p99", " / ".join(_ms(s["e2e_s"][k]) for k in ("p50", "p90", "p99"))],
+                ["queue wait p50 / p99", " / ".join(_ms(s["queue_wait_s"][k]) for k in ("p50", "p99"))],
+                ["throughput", f"{s['request_rate']:.4g} req/s, {units.format_si(s['output_tok_s'])} output tok/s "
+                               f"({s['output_tok_s_per_gpu']:.4g} per GPU)"],
+                ["tokens/s per user", f"{s['tokens_per_s_per_user']:.4g}"],
+                ["GPU utilization", f"{s['utilization']:.1%} busy; {s['running_per_replica']:.4g} "
+                                    "sequences running per replica on average"],
+                ["cost", f"${s['usd_per_hour']:.4g}/h, ${s['usd_per_mtok_output']:.4g}/Mtok output at "
+                         f"${s['usd_per_gpu_hour']:g}/GPU-h"]]
+        if s["ttft_slo_s"] is not None or s["tpot_slo_s"] is not None:
+            rows.append(["goodput", f"{s['goodput_req_s']:.4g} req/s ({s['slo_attainment']:.1%} of requests meet "
+                                    f"TTFT ≤ {_ms(s['ttft_slo_s'])}, TPOT ≤ {_ms(s['tpot_slo_s'])})"])
+        if s["preemptions"]:
+            rows.append(["preemptions", f"{s['preemptions']:,}"])
+        table(f"simulate {c['model']} on {c['gpus']} × {c['chip']} ({c['mode']}), {c['traffic']} — {c['header']}",
+              ["quantity", "value"], rows, caption="; ".join(r.notes) or None)

@@ -1,0 +1,181 @@
+"""`rackmath validate` and `rackmath plot validate`: predicted vs measured on validation records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .common import JSON_OPT
+
+RECORDS_OPT = typer.Option(None, "--records", help="A directory (or file) of [[record]] TOML tables: your own "
+                                                   "measurements, added to the shipped records (same id replaces). "
+                                                   "Repeatable.")
+ONLY_OPT = typer.Option(False, "--only-records", help="Use only the --records files, not the shipped records.")
+
+
+def _pct(s, k="median_abs_error"):
+    return f"{s[k]:.1%}" if s.get("n") else "n/a"
+
+
+def _worst(s):
+    return f'{s["worst_ratio"]:.2f}× ({s["worst"]["id"]})' if s.get("n") else "n/a"
+
+
+def _fmt_value(v, unit):
+    from ..units import human
+
+    return human(v, unit, digits=4)
+
+
+def _group_rows(by: dict) -> list[list]:
+    return [[g, str(s["n"]), _pct(s), _pct(s, "p90_abs_error"), f'{s["within_2x"]}/{s["n"]}', _worst(s)]
+            for g, s in by.items()]
+
+
+GROUP_COLS = ["group", "n", "median |err|", "p90 |err|", "within 2×", "worst ratio"]
+
+
+def register(app: typer.Typer) -> None:
+    from .plot import plot_app
+
+    @app.command("validate")
+    def validate_cmd(
+        json: bool = JSON_OPT,
+        ideal: bool = typer.Option(False, "--ideal", help="Predict with the ideal roofline instead of the presets."),
+        records: list[Path] = RECORDS_OPT,
+        only_records: bool = ONLY_OPT,
+        refit: bool = typer.Option(False, "--refit", help="Fit the efficiency parameters on the records and print "
+                                                          "them as [[efficiency]] TOML (or write them: --output)."),
+        output: Path = typer.Option(None, "--output", "-o", "--save",
+                                    help="With --refit: write the presets TOML here ('-' = stdout)."),
+        force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
+        prefix: str = typer.Option(None, "--prefix", help="With --refit: preset name prefix (default 'user' with "
+                                                          "--records, none otherwise)."),
+        cv: bool = typer.Option(False, "--cv", help="Out-of-group errors: leave one source / hardware family / "
+                                                   "model family out, refit, predict what was left out."),
+        scheme: str = typer.Option("source,hardware,model", "--scheme",
+                                   help="With --cv: comma list of source, hardware, model, loo."),
+    ):
+        """Every validation record: inputs, measured, predicted, signed error; summaries by source and family."""
+        from ..errors import InputError
+        from .common import check_output, print_json, table
+
+        if only_records and not records:
+            raise InputError("only_records", "--only-records without --records", "--records DIR --only-records")
+        if (cv or refit) and ideal:
+            raise InputError("ideal", f"--ideal with {'--cv' if cv else '--refit'}",
+                             "one of them (the ideal roofline has nothing fitted)")
+        if cv and refit:
+            raise InputError("cv", "--cv with --refit", "one of them")
+        if scheme != "source,hardware,model" and not cv:
+            raise InputError("scheme", "--scheme without --cv", "--cv --scheme source,hardware,model,loo")
+        if (output is not None or force or prefix is not None) and not refit:
+            raise InputError("output", "--output/--force/--prefix without --refit", "--refit --output FILE")
+        from ..analyses.validation import records as load
+
+        recs = load(tuple(records or ()), only=only_records)
+        if refit:
+            _refit(recs, output, force, prefix if prefix is not None else ("user" if records else ""), json,
+                   check_output, print_json)
+            return
+        if cv:
+            from ..analyses.calibration import CV_SCHEMES, cross_validate
+
+            schemes = [s.strip() for s in scheme.split(",") if s.strip()]
+            bad = [s for s in schemes if s not in CV_SCHEMES]
+            if bad or not schemes:
+                raise InputError("scheme", f"{(bad or [scheme])[0]!r}", "a comma list of " + ", ".join(CV_SCHEMES))
+            c = cross_validate(recs, schemes=tuple(schemes))
+            if json:
+                print_json(c)
+                return
+            _print_cv(c, schemes, table)
+            return
+        from ..analyses.validation import validate
+
+        v = validate(ideal=ideal, recs=recs)
+        if json:
+            print_json(v)
+            return
+        rows = [[r["id"], r["source_group"], r["hardware_family"], r["metric"], _fmt_value(r["measured"], r["unit"]),
+                 _fmt_value(r["predicted"], r["unit"]), f'{r["error"]:+.1%}',
+                 r["status"] + ("" if r["fitted"] else " (not fitted)")] for r in v["records"]]
+        s, n = v["summary"], v["counts"]
+        table("rackmath validate" + (" (ideal roofline — a lower bound on time)" if ideal else
+                                     " (calibrated prediction: each chip's default preset)"),
+              ["id", "source", "hw family", "metric", "measured", "predicted", "error", "status"], rows,
+              caption=f'median |error| {_pct(s)} over {s["n"]} records from {n["sources"]} sources; p90 '
+                      f'{_pct(s, "p90_abs_error")}; within ±20%: {s["within_20pct"]}, within 2×: {s["within_2x"]}; '
+                      f'worst {_worst(s)}')
+        for key, title in (("summary_by_efficiency", "by the efficiency preset each record was predicted with "
+                                                     "(ideal = no preset for that chip)"),
+                           ("summary_by_hardware_family", "by hardware family"),
+                           ("summary_by_model_family", "by model family"), ("summary_by_source", "by source")):
+            table(f"rackmath validate, {title}", GROUP_COLS, _group_rows(v[key]))
+        if v["excluded"]:
+            table("excluded records (kept as data, not predicted)", ["id", "reason"],
+                  [[e["id"], e["reason"]] for e in v["excluded"]])
+
+    def _refit(recs, output, force, prefix, json, check_output, print_json):
+        from ..analyses.calibration import as_toml, fit, fitted_records, presets_from_fit
+
+        use = fitted_records(recs)
+        f = fit(use)
+        presets = presets_from_fit(f, prefix=prefix)
+        if json and output is None:
+            print_json({"fit": f.as_dict(), "presets": presets})
+            return
+        text = as_toml(presets, header=f"Efficiency presets fitted by `rackmath validate --refit` on {len(use)} "
+                                       f"records from {len(f.sources)} sources\n({f.n_params} parameters; mean "
+                                       f"|log error| {f.objective:.3f}). Use with: rackmath --catalog DIR …")
+        if output is None or str(output) == "-":
+            typer.echo(text)
+            return
+        check_output(output, force, "output", (".toml",))
+        output.write_text(text)
+        typer.echo(f"wrote {output}", err=True)
+
+    def _print_cv(c, schemes, table):
+        from ..analyses.calibration import SCHEME_LABEL
+
+        n = c["counts"]
+        head = (f'{n["fitted_params"]} fitted parameters ({n["params_per_family"]} per hardware family × '
+                f'{n["hardware_families"]} families + {n["shared_params"]} shared) on {n["records"]} records from '
+                f'{n["sources"]} independent sources, {n["model_families"]} model families')
+        rows = [["in-sample (no hold-out)", str(c["in_sample"]["summary"]["n"]), _pct(c["in_sample"]["summary"]),
+                 _pct(c["in_sample"]["summary"], "p90_abs_error"),
+                 f'{c["in_sample"]["summary"]["within_2x"]}', _worst(c["in_sample"]["summary"])]]
+        for s in schemes:
+            x = c[s]["summary"]
+            rows.append([SCHEME_LABEL[s], str(x["n"]), _pct(x), _pct(x, "p90_abs_error"), f'{x["within_2x"]}',
+                         _worst(x)])
+        table("rackmath validate --cv: out-of-group error (refit without the group, predict it)",
+              ["scheme", "n", "median |err|", "p90 |err|", "within 2×", "worst ratio"], rows, caption=head)
+        for s in schemes:
+            table(f"{SCHEME_LABEL[s]}: by held-out group", GROUP_COLS, _group_rows(c[s]["summary_by_group"]),
+                  caption="; ".join(f'{f["group"]}: {f["reason"]}' for f in c[s]["not_predictable"]) or None)
+
+    @plot_app.command("validate")
+    def plot_validate_cmd(
+        output: Path = typer.Option(Path("validate.png"), "--output", "-o", help="Figure file (.png or .svg)."),
+        force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+        records: list[Path] = RECORDS_OPT,
+        only_records: bool = ONLY_OPT,
+        json: bool = JSON_OPT,
+    ):
+        """Predicted vs measured for every validation record, colored by source."""
+        from ..analyses.validation import records as load
+        from ..analyses.validation import validate
+        from ..plotting.validate import plot_validate
+        from .common import check_output
+
+        check_output(output, force, "output", (".png", ".svg", ".pdf"))
+        recs = load(tuple(records or ()), only=only_records)
+        v = validate(recs=recs)
+        p = plot_validate(v, output, ideal=validate(ideal=True, recs=recs))
+        typer.echo(f"wrote {p}", err=True)
+        if json:
+            from .common import print_json
+
+            print_json({"output": str(p)} | v)

@@ -1,0 +1,120 @@
+"""Notebook-friendly results: one mixin gives every result object the same face.
+
+    r = rackmath.roofline("deepseek-v3", "gb200-nvl72", batch="1:4096:log8")
+    r                 # a concise one-line summary (ranges of the key fields)
+    r.as_dict()       # every field, arrays broadcast to one shape (JSON-ready lists)
+    r.to_frame()      # a pandas DataFrame, one row per configuration (pandas is optional)
+    r                 # in Jupyter: an HTML table (_repr_html_)
+
+A result class inherits :class:`ResultMixin`, is declared ``@dataclass(repr=False)`` and has ``as_dict()``;
+``_SUMMARY`` names the fields its repr shows, ``_frame_dict()`` may pick what ``to_frame`` tabulates.
+Units follow the engine (SI: seconds, bytes, $) unless the field name says otherwise (``tpot_ms``).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+
+__all__ = ["ResultMixin", "broadcast_fields"]
+
+
+def _is_array_like(v) -> bool:
+    if isinstance(v, np.ndarray):
+        return True
+    if isinstance(v, (list, tuple)) and v and all(isinstance(x, (int, float, bool, str, np.generic)) or x is None
+                                                   for x in v):
+        return True
+    return False
+
+
+def broadcast_fields(d: dict, keys) -> dict:
+    """``d`` with the entries named in ``keys`` broadcast to their common shape (lists; scalars when 0-d)."""
+    arrs = {k: np.asarray(d[k]) for k in keys if k in d}
+    shape = np.broadcast_shapes(*[a.shape for a in arrs.values()]) if arrs else ()
+    out = dict(d)
+    for k, a in arrs.items():
+        b = np.broadcast_to(a, shape)
+        out[k] = b.item() if shape == () else b.tolist()
+    return out
+
+
+def _short(v, unit: str = "") -> str:
+    from .units import human
+
+    return human(v, unit)
+
+
+class ResultMixin:
+    """``to_frame()``, concise ``__repr__``, ``_repr_html_`` and ``__len__`` from ``as_dict()``."""
+
+    _SUMMARY: tuple = ()  # ((field, unit), …) shown by repr
+    _ROW = "configuration"  # what one row of to_frame() is
+
+    def _frame_dict(self) -> dict:
+        return self.as_dict()
+
+    def _columns(self) -> tuple[dict, tuple]:
+        d = self._frame_dict()
+        arrays = {k: np.asarray(v) for k, v in d.items() if _is_array_like(v)}
+        shape = np.broadcast_shapes(*[a.shape for a in arrays.values()]) if arrays else ()
+        cols = {}
+        for k, v in d.items():
+            if k in arrays:
+                cols[k] = np.broadcast_to(arrays[k], shape).ravel()
+            elif isinstance(v, (int, float, str, bool, np.generic)) or v is None:
+                cols[k] = v
+        return cols, shape
+
+    def __len__(self) -> int:
+        _, shape = self._columns()
+        return int(np.prod(shape)) if shape else 1
+
+    def to_frame(self):
+        """A pandas DataFrame with one row per configuration (array fields flattened in C order; scalar fields
+        repeated). pandas is optional: ``pip install pandas``."""
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover - depends on the environment
+            raise ImportError("to_frame() needs pandas: pip install pandas (as_dict() needs nothing)") from None
+        cols, shape = self._columns()
+        n = int(np.prod(shape)) if shape else 1
+        return pd.DataFrame({k: (v if isinstance(v, np.ndarray) else [v] * n) for k, v in cols.items()})
+
+    def _title(self) -> str:
+        d = self._frame_dict()
+        parts = [str(d[k]) for k in ("model", "hardware") if isinstance(d.get(k), str)]
+        return " on ".join(parts)
+
+    def __repr__(self) -> str:
+        cols, shape = self._columns()
+        n = int(np.prod(shape)) if shape else 1
+        bits = [self._title() or type(self).__name__, f"{n} {self._ROW}{'s' * (n != 1)}"]
+        eff = cols.get("efficiency")
+        if isinstance(eff, str):
+            bits.append("ideal roofline" if eff == "ideal" else f"calibrated ({eff})")
+        for f, unit in self._SUMMARY:
+            v = cols.get(f)
+            if v is None or isinstance(v, str):
+                continue
+            a = np.asarray(v)
+            if a.dtype.kind not in "fiub" or a.size == 0:
+                continue
+            a = a.astype(float)
+            fin = a[np.isfinite(a)]
+            if fin.size == 0:
+                continue
+            lo, hi = float(fin.min()), float(fin.max())
+            bits.append(f"{f} {_short(lo, unit)}" + ("" if math.isclose(lo, hi) else f" … {_short(hi, unit)}"))
+        return f"{type(self).__name__}({'; '.join(bits)})"
+
+    def _repr_html_(self) -> str:
+        try:
+            return self.to_frame().to_html(max_rows=20, max_cols=30)
+        except ImportError:
+            cols, _ = self._columns()
+            rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v)[:200])}</td></tr>"
+                           for k, v in cols.items())
+            return f"<table><caption>{html.escape(repr(self))}</caption>{rows}</table>"

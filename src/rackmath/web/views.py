@@ -1,0 +1,736 @@
+"""The web pages: one per lecture chapter plus serve, plan and validate.
+
+A page is a list of :class:`~rackmath.web.inputs.Input` and a view function that takes
+the checked values and returns ``{"header", "numbers", "charts", "derivations", "notes"}``.
+Views hold no math: they call the library (engine and analyses) and arrange what comes
+back into Plotly figures (plain dicts) and the same :class:`~rackmath.explain.Derivation`
+objects ``--explain`` prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..explain import fmt
+from .inputs import Input, check, select, slider
+
+IDEAL = "ideal roofline — a lower bound on time"
+GRID = 97  # points on the x axis of a sweep chart
+
+
+# --------------------------------------------------------------------------- catalog lookups (names only, never paths)
+
+
+def model(name):
+    """A catalog model by name or alias. Paths are not names: requests never reach the file system."""
+    from ..specs.models import models
+
+    return models().get(name)
+
+
+def hardware(name):
+    from ..specs.hardware import load_hardware
+
+    return load_hardware(name)
+
+
+def model_names() -> list[str]:
+    from ..specs.models import models
+
+    return models().names()
+
+
+def hardware_names() -> list[str]:
+    from ..specs.hardware import chips, systems
+
+    return systems().names() + chips().names()
+
+
+def dtypes() -> list:
+    from ..units import DTYPE_BYTES
+
+    return [["", "as published"]] + [d for d in DTYPE_BYTES if d not in ("fp32", "tf32")]
+
+
+def _sheet_names() -> list[str]:
+    from ..specs.prices import price_sheets
+
+    return price_sheets().names()
+
+
+def _preset_names() -> list:
+    from ..engine.efficiency import presets
+
+    return [["", "ideal (lecture)"]] + [n for n in presets().names() if n != "ideal"]
+
+
+# --------------------------------------------------------------------------- output helpers
+
+
+def num(label, value, unit="", key=None):
+    """One headline number, formatted as the CLI formats it (explain.fmt)."""
+    try:
+        v = float(value)
+        raw = v if np.isfinite(v) else str(v)
+    except (TypeError, ValueError):
+        raw = str(value)
+    shown = fmt(value, unit) if isinstance(raw, float) else str(value)
+    return {"key": key or label, "label": label, "value": raw, "shown": shown, "unit": unit}
+
+
+def derivation(d) -> dict:
+    """A Derivation as a dict for the panel, each step with its value formatted like ``--explain``."""
+    out = d.as_dict()
+    for s, step in zip(out["steps"], d.steps):
+        s["shown"] = fmt(step.value, step.unit)
+    out["text"] = d.render()
+    return out
+
+
+def _list(a):
+    a = np.asarray(a, dtype=float).ravel()
+    return [None if not np.isfinite(x) else float(x) for x in a]
+
+
+def line(x, y, name, **kw) -> dict:
+    return {"type": "scatter", "mode": "lines", "x": _list(x), "y": _list(y), "name": name, **kw}
+
+
+def marker(x, y, name="this view", **kw) -> dict:
+    return {"type": "scatter", "mode": "markers", "x": _list(np.atleast_1d(x)), "y": _list(np.atleast_1d(y)),
+            "name": name, "marker": {"size": 11, "symbol": "circle-open", "line": {"width": 2.5}, "color": "#d62728"},
+            **kw}
+
+
+def chart(cid, title, traces, xtitle, ytitle, xlog=True, ylog=True, **layout) -> dict:
+    lay = {"title": {"text": title}, "xaxis": {"title": {"text": xtitle}, "type": "log" if xlog else "linear"},
+           "yaxis": {"title": {"text": ytitle}, "type": "log" if ylog else "linear"},
+           "margin": {"l": 70, "r": 20, "t": 50, "b": 55}, "legend": {"orientation": "h", "y": -0.25},
+           "hovermode": "closest"}
+    lay.update(layout)
+    return {"id": cid, "data": traces, "layout": lay}
+
+
+def _efficiency_header(eff) -> str:
+    if eff is None or getattr(eff, "name", "ideal") == "ideal":
+        return IDEAL
+    return f"calibrated prediction, preset {eff.name}"
+
+
+def _wdt(p):
+    return p.get("weights_dtype") or None
+
+
+def _kvdt(p):
+    return p.get("kv_dtype") or None
+
+
+# --------------------------------------------------------------------------- shared inputs
+
+
+def _common(model_default="deepseek-v3", hw_default="gb200-nvl72") -> list[Input]:
+    return [select("model", "model", model_names(), model_default),
+            select("hardware", "hardware", hardware_names(), hw_default)]
+
+
+def _dtype_inputs() -> list[Input]:
+    return [select("weights_dtype", "weights dtype", dtypes(), ""), select("kv_dtype", "KV dtype", dtypes(), "")]
+
+
+def _chips_input(label="chips", hi=4096) -> Input:
+    return slider("chips", label, 0, hi, 0, log=True, help="GPUs/chips working together; 0 means one scale-up domain",
+                  zero="one domain")
+
+
+def _price_input() -> Input:
+    return slider("usd_per_gpu_hour", "$ per GPU-hour", 0, 20, 0, step=0.1, integer=False, unit="$/h",
+                  zero="catalog price")
+
+
+def _price_of(p, chip) -> float:
+    return float(p["usd_per_gpu_hour"]) if p.get("usd_per_gpu_hour") else float(chip.usd_per_hour)
+
+
+# --------------------------------------------------------------------------- chapter 1: batch size and cost
+
+
+def batch_inputs():
+    return _common() + [
+        slider("batch", "batch (sequences)", 1, 65536, 64, log=True),
+        slider("context", "context (tokens)", 128, 1048576, 8192, log=True),
+        _chips_input(), *_dtype_inputs(),
+        select("efficiency", "efficiency", _preset_names(), ""), _price_input()]
+
+
+def batch_view(p):
+    from ..analyses.batching import balance_batch_for
+    from ..engine.roofline import roofline
+
+    m, hw = model(p["model"]), hardware(p["hardware"])
+    chips = p["chips"] or None
+    grid = np.unique(np.concatenate([np.geomspace(1, 65536, GRID), [p["batch"]]]))
+    kw = dict(chips=chips, context=p["context"], weights_dtype=_wdt(p), kv_dtype=_kvdt(p),
+              efficiency=p["efficiency"] or None)
+    r = roofline(m, hw, batch=grid, **kw)
+    r = replace(r, usd_per_chip_hour=_price_of(p, hw.chip))
+    i = int(np.searchsorted(grid, p["batch"]))
+    pt = r.at(i)
+    bstar = float(np.asarray(balance_batch_for(m, hw, context=p["context"], chips=chips, weights_dtype=_wdt(p),
+                                               kv_dtype=_kvdt(p), efficiency=p["efficiency"] or None)).ravel()[0])
+    B = p["batch"]
+    numbers = [num("step time", pt["step_s"], "s", "step_s"), num("binding term", pt["bound"], key="bound"),
+               num("$ per million output tokens", pt["usd_per_mtok"], "$/Mtok", "usd_per_mtok"),
+               num("tokens/s per chip", pt["tokens_per_s_per_chip"], "tok/s", "tok_s_chip"),
+               num("tokens/s per sequence", pt["tokens_per_s_per_seq"], "tok/s", "tok_s_seq"),
+               num("MFU", pt["mfu"], "", "mfu"),
+               num("memory per chip", pt["memory_bytes_per_chip"], "B", "mem"),
+               num("fits in HBM", "yes" if pt["fits"] else "NO", key="fits"),
+               num("balance batch B* (compute = memory)", bstar if np.isfinite(bstar) else
+                   "∞ (KV fetch outruns compute)", "", "bstar")]
+    t1 = chart("time", f"Step time vs batch: {m.name}, {int(np.asarray(r.chips).ravel()[0])} × {hw.chip.name}",
+               [line(grid, r.t_compute_s, "compute"), line(grid, r.t_weights_s, "weight fetch"),
+                line(grid, r.t_kv_s, "KV fetch"), line(grid, r.step_s, "step = max(compute, memory)",
+                                                       line={"width": 3, "color": "black"}),
+                marker(B, pt["step_s"])], "batch (sequences)", "seconds per step")
+    t2 = chart("cost", "Cost per token vs batch (00:10: rent × time ÷ batch)",
+               [line(grid, r.usd_per_mtok, "$ / Mtok"), marker(B, pt["usd_per_mtok"])],
+               "batch (sequences)", "$ per million output tokens")
+    return {"header": _efficiency_header(r.efficiency), "numbers": numbers, "charts": [t1, t2],
+            "derivations": [derivation(r.explain(i))], "notes": []}
+
+
+# --------------------------------------------------------------------------- chapter 2: racks and MoE
+
+
+def racks_inputs():
+    return _common() + [slider("batch", "tokens per step", 1, 65536, 32, log=True),
+                        select("weights_dtype", "weights dtype", dtypes(), ""),
+                        slider("tokens_per_chip", "tokens per chip per MoE layer (all-to-all)", 1, 4096, 32, log=True)]
+
+
+def racks_view(p):
+    from ..analyses import racks as ra
+    from ..engine.roofline import expected_experts_hit, weights_read_bytes
+    from ..specs.hardware import systems
+
+    m, hw = model(p["model"]), hardware(p["hardware"])
+    grid = np.unique(np.concatenate([np.geomspace(1, 65536, GRID), [p["batch"]]]))
+    wdt = _wdt(p)
+    w_read = weights_read_bytes(m, grid, wdt)
+    w_all = float(m.weight_bytes(wdt))
+    traces = [line(grid, np.asarray(w_read) / w_all, "weights read per step ÷ all weights"),
+              marker(p["batch"], float(np.asarray(weights_read_bytes(m, p["batch"], wdt))) / w_all)]
+    numbers = [num("weights (all)", w_all, "B", "w_all"),
+               num("weights read this step", float(np.asarray(weights_read_bytes(m, p["batch"], wdt))), "B", "w_read")]
+    if m.n_experts:
+        hit = expected_experts_hit(m.n_experts, m.experts_per_token, grid)
+        traces.insert(1, line(grid, np.asarray(hit) / m.n_experts, "distinct experts hit ÷ experts (E_hit/E)",
+                              line={"dash": "dot"}))
+        numbers.append(num("distinct experts hit per layer",
+                           float(expected_experts_hit(m.n_experts, m.experts_per_token, p["batch"])), "", "e_hit"))
+    c1 = chart("experts", f"Weights a step reads vs tokens — {m.name} ({m.n_experts or 'dense'} experts)", traces,
+               "tokens per step", "fraction", ylog=False)
+    syss = systems().values()
+    bpp = float(w_all / m.total_params)
+    g = ra.latency_floor_grid([m.total_params], syss, bpp)
+    names = g["systems"]
+    c2 = {"id": "floor", "data": [{"type": "bar", "x": names, "y": _list(np.asarray(g["t_floor_s"])[:, 0] * 1e3),
+                                   "name": "latency floor (ms)",
+                                   "marker": {"color": ["#d62728" if n == hw.name else "#1f77b4" for n in names]}}],
+          "layout": {"title": {"text": f"Weight-load latency floor W / (S · HBM BW) for {m.name} (01:15)"},
+                     "yaxis": {"title": {"text": "ms per step (one domain)"}, "type": "log"},
+                     "margin": {"l": 70, "r": 20, "t": 50, "b": 110}}}
+    k = int(m.experts_per_token or 8)
+    two = ra.two_rack_analysis(hw, tokens_per_chip=float(p["tokens_per_chip"]), k=k, d_model=int(m.d_model))
+    mem = ra.scaleup_memory_analysis(hw, params=float(m.total_params), bytes_per_param=bpp)
+    numbers += [num("two-rack all-to-all slowdown", two.steps[-1].value, "x", "slowdown"),
+                num("latency floor on one domain", mem.steps[-1].value, "s", "floor"),
+                num("fits one domain", "yes" if mem.steps[3].value else "NO", key="fits")]
+    return {"header": IDEAL, "numbers": numbers, "charts": [c1, c2],
+            "derivations": [derivation(two), derivation(mem)], "notes": []}
+
+
+# --------------------------------------------------------------------------- chapter 3: pipelining and memory
+
+
+def pipeline_inputs():
+    return _common() + [
+        slider("stages", "pipeline stages P", 1, 64, 4),
+        slider("micro_batch", "sequences per micro-batch b", 1, 65536, 256, log=True),
+        slider("context", "context (tokens)", 128, 1048576, 8192, log=True),
+        slider("t_step_ms", "decode step without pipelining (ms)", 1, 1000, 20),
+        slider("microbatches", "training micro-batches M", 1, 1024, 16, log=True),
+        select("schedule", "training schedule", ["1f1b", "gpipe", "interleaved"], "1f1b"),
+        slider("chunks", "chunks per stage v (interleaved)", 1, 16, 2)]
+
+
+def pipeline_view(p):
+    from ..analyses import pipeline as pl
+
+    m, hw = model(p["model"]), hardware(p["hardware"])
+    ep = int(hw.scaleup_size)
+    kv_seq = float(np.asarray(m.kv_cache_bytes(p["context"])))
+    w = float(m.weight_bytes())
+    hop = float(hw.hop_latency_s)
+    t_step = p["t_step_ms"] / 1e3
+    cond = pl.pipeline_condition_analysis(hw, int(m.experts_per_token or 1), 1, int(m.n_moe_layers or m.n_layers))
+    inf = pl.inference_pipelining_analysis(t_step=t_step, stages=p["stages"], hop_latency=hop, weight_bytes=w,
+                                           kv_bytes_per_seq=kv_seq, micro_batch=p["micro_batch"], ep=ep)
+    chunks = p["chunks"] if p["schedule"] == "interleaved" else 1
+    trn = pl.training_pipeline_analysis(stages=p["stages"], microbatches=p["microbatches"], chunks=chunks,
+                                        schedule=p["schedule"])
+    P = np.arange(1, 65)
+    wchip = pl.weight_bytes_per_chip(w, ep, P)
+    kvchip = pl.kv_bytes_per_chip(p["micro_batch"], kv_seq, ep, P)
+    by_p = float(np.asarray(pl.weight_bytes_per_chip(w, ep, p["stages"]))) + float(
+        np.asarray(pl.kv_bytes_per_chip(p["micro_batch"], kv_seq, ep, p["stages"])))
+    c1 = chart("memory", f"Memory per chip vs stages — {m.name}, EP {ep} per stage (00:47)",
+               [line(P, wchip, "weights / chip"), line(P, np.broadcast_to(kvchip, P.shape), "KV / chip"),
+                line(P, np.asarray(wchip) + kvchip, "total", line={"width": 3, "color": "black"}),
+                line(P, np.full(P.shape, hw.chip.hbm_bytes), "HBM per chip", line={"dash": "dash"}),
+                marker(p["stages"], by_p)],
+               "pipeline stages P", "bytes per chip")
+    M = np.unique(np.geomspace(1, 1024, 60).round())
+    c2 = chart("bubble", f"Training bubble (P − 1)/(v·M + P − 1), P = {p['stages']}",
+               [line(M, pl.bubble_fraction(p["stages"], M, 1), "GPipe / 1F1B"),
+                line(M, pl.bubble_fraction(p["stages"], M, p["chunks"]), f"interleaved, v = {p['chunks']}"),
+                marker(p["microbatches"], float(pl.bubble_fraction(p["stages"], p["microbatches"], chunks)))],
+               "micro-batches M", "bubble fraction", ylog=False)
+    by = {s.symbol: s for s in inf.steps + trn.steps + cond.steps}
+    numbers = [num("token latency t_step + P·t_hop", by["t_token"].value, "s", "t_token"),
+               num("weights per chip", by["w/chip"].value, "B", "w_chip"),
+               num("KV per chip", by["kv/chip"].value, "B", "kv_chip"),
+               num("global batch P·b", by["B"].value, "", "global_batch"),
+               num("training bubble", by["bubble"].value, "", "bubble"),
+               num("fewest MoE layers per stage", by["layers/stage_min"].value, "", "layers_min")]
+    return {"header": IDEAL, "numbers": numbers, "charts": [c1, c2],
+            "derivations": [derivation(cond), derivation(inf), derivation(trn)], "notes": []}
+
+
+# --------------------------------------------------------------------------- chapter 4: training economics
+
+
+def training_inputs():
+    return _common("llama-3.1-70b", "hgx-h100") + [
+        slider("tokens", "training tokens D", 1e9, 1e14, 15e12, log=True),
+        slider("chips", "chips", 8, 131072, 2048, log=True),
+        slider("mfu", "MFU", 0.05, 0.9, 0.4, step=0.01, integer=False),
+        _price_input(),
+        slider("traffic", "fleet traffic (tokens/s)", 1e6, 1e10, 500e6, log=True),
+        slider("lifetime_days", "model lifetime (days)", 1, 1000, 61),
+        slider("models", "models sharing the traffic", 1, 100, 10)]
+
+
+def training_view(p):
+    from ..analyses.lifetime import overtrain
+    from ..analyses.training import Parallelism, train
+
+    m, hw = model(p["model"]), hardware(p["hardware"])
+    price = _price_of(p, hw.chip)
+    par = Parallelism(dp=int(p["chips"]))
+    r = train(m, hw, chips=int(p["chips"]), tokens=p["tokens"], mfu_given=p["mfu"], par=par, usd_per_hour=price)
+    D = np.geomspace(1e9, 1e14, 16)
+    runs = [train(m, hw, chips=int(p["chips"]), tokens=float(x), mfu_given=p["mfu"], par=par, usd_per_hour=price)
+            for x in D]  # 16 scalar calls: train() is one configuration at a time
+    c1 = chart("train", f"Training {m.name} on {int(p['chips'])} × {hw.chip.name} at MFU {p['mfu']:.0%}",
+               [{**line(D, [x.time_s / 86400 for x in runs], "days"),
+                 "text": [f"{fmt(x.time_s, 's')}, ${fmt(x.usd)}, {fmt(x.chip_hours)} chip-hours" for x in runs]},
+                marker(p["tokens"], r.time_s / 86400, text=[f"${fmt(r.usd)}"])], "training tokens D", "days")
+    o = overtrain(rate=p["traffic"], lifetime_s=p["lifetime_days"] * 86400, n_models=p["models"],
+                  active=float(m.active_params))
+    c2 = {"id": "split", "data": [{"type": "bar", "x": ["pretraining", "RL", "inference"],
+                                   "y": [o.costs["pretrain"], o.costs["rl"], o.costs["inference"]],
+                                   "name": "FLOP-equivalents"}],
+          "layout": {"title": {"text": f"Lifetime compute split for {fmt(m.active_params)} active (01:18)"},
+                     "yaxis": {"title": {"text": "pretraining-FLOP equivalents"}},
+                     "margin": {"l": 70, "r": 20, "t": 50, "b": 50}}}
+    numbers = [num("training FLOPs", r.flops_total, "", "flops"), num("time", r.time_s, "s", "time"),
+               num("chip-hours", r.chip_hours, "", "chip_hours"), num("cost", r.usd, "$", "usd"),
+               num("pretraining tokens (lifetime split)", o.D_pre, "", "d_pre"),
+               num("over-training vs Chinchilla", o.overtrain, "x", "overtrain"),
+               num("cost-optimal N at the same loss", o.optimum["N_opt"], "", "n_opt")]
+    return {"header": "measured-efficiency mode: time = 6·N·D (+ attention) / (chips · peak · MFU)",
+            "numbers": numbers, "charts": [c1, c2], "derivations": [derivation(r.derivation), derivation(o.derivation)],
+            "notes": []}
+
+
+# --------------------------------------------------------------------------- chapter 5: prices read backwards, tiers
+
+
+def pricing_inputs():
+    return [select("sheet", "price sheet", _sheet_names(), "gemini-3.1-pro"),
+            select("hardware", "chip", [c for c in hardware_names() if c in _chip_names()], "h100"),
+            slider("n_active", "active parameters", 1e9, 1e13, 100e9, log=True),
+            slider("kv_bytes", "KV bytes per token", 0, 200000, 0, step=100, zero="from the price step"),
+            slider("hold_s", "hold time (s)", 1, 1e6, 300, log=True)]
+
+
+def _chip_names():
+    from ..specs.hardware import chips
+
+    return set(chips().names())
+
+
+def pricing_view(p):
+    from ..analyses import memory_tiers as mt
+    from ..analyses import pricing as pr
+    from ..errors import RackmathError
+    from ..specs.hardware import hardware_ratio, load_chip
+    from ..specs.prices import load_price_sheet
+
+    s, c = load_price_sheet(p["sheet"]), load_chip(p["hardware"])
+    ders, numbers, notes = [], [], []
+    st = s.step("output") or s.step("input")
+    b = float(p["kv_bytes"]) or None
+    if st is not None:
+        ded = pr.deduce_from_step(st[0], st[1], n_active=p["n_active"], ratio=float(hardware_ratio(c, "fp8")),
+                                  bytes_per_param=1.0, source=s.name)
+        ders.append(derivation(ded.derivation))
+        numbers += [num("tier boundary", st[0], "tokens", "boundary"), num("price step", st[1], "x", "step"),
+                    num("crossover L*", ded.crossover, "tokens", "crossover"),
+                    num("KV bytes per token (deduced)", ded.kv_bytes_per_token, "B", "kv_bytes")]
+        b = b or float(ded.kv_bytes_per_token)
+    else:
+        notes.append(f"{s.name} has no long-context price step; KV bytes per token default to the lecture's 1,667 B")
+    b = b or 1667.0
+    tiers = mt.tiers_for(c)
+    remat = float(mt.remat_cost(p["n_active"], c.peak_flops("fp8"), c.usd_per_hour))
+    t = np.geomspace(1, 1e6, GRID)
+    names, costs = mt.tier_costs(b, t, tiers, remat)
+    traces = [line(t, costs[j] * 1e6, n) for j, n in enumerate(names)]
+    best, best_cost = mt.cheapest(b, np.asarray([p["hold_s"]]), tiers, remat)
+    traces.append(marker(p["hold_s"], float(best_cost[0]) * 1e6, f"cheapest: {best[0]}"))
+    c1 = chart("tiers", f"Holding a token's KV ({fmt(b, 'B')}/token) on {c.name}: hold + retrieve (01:47)", traces,
+               "hold time (s)", "$ per million tokens")
+    numbers += [num("cheapest place at this hold time", str(best[0]), key="cheapest"),
+                num("its cost per million tokens", float(best_cost[0]) * 1e6, "$", "cheapest_cost"),
+                num("recompute cost per million tokens", remat * 1e6, "$", "remat")]
+    try:
+        ders.append(derivation(mt.deduce_cache(s, tiers, bytes_per_token=b).derivation))
+    except RackmathError as e:  # a sheet without cache prices has nothing to deduce
+        notes.append(str(e))
+    return {"header": IDEAL, "numbers": numbers, "charts": [c1], "derivations": ders, "notes": notes}
+
+
+# --------------------------------------------------------------------------- chapter 6: the context wall
+
+
+def context_inputs():
+    return _common("deepseek-v3", "gb200-nvl72") + [
+        slider("batch", "batch (sequences)", 1, 65536, 8192, log=True),
+        slider("context", "context (tokens)", 128, 16777216, 8192, log=True),
+        _chips_input(), select("kv_dtype", "KV dtype", dtypes(), ""), _price_input()]
+
+
+def context_view(p):
+    from ..analyses import context as cx
+    from ..engine.roofline import roofline
+    from ..specs.hardware import hardware_ratio
+
+    m, hw = model(p["model"]), hardware(p["hardware"])
+    chips = p["chips"] or None
+    n = chips or int(hw.scaleup_size)
+    grid = np.unique(np.concatenate([np.geomspace(128, 16777216, GRID), [p["context"]]]))
+    r = roofline(m, hw, chips=chips, batch=p["batch"], context=grid, kv_dtype=_kvdt(p))
+    r = replace(r, usd_per_chip_hour=_price_of(p, hw.chip))
+    i = int(np.searchsorted(grid, p["context"]))
+    pt = r.at(i)
+    cross = cx.crossover_for(m, hw, batch=p["batch"], chips=chips, kv_dtype=_kvdt(p))
+    lmax = cx.max_context_for(m, hw, batch=p["batch"], chips=n, kv_dtype=_kvdt(p) or "bf16")
+    lq = cx.quadratic_onset_for(m)
+    c1 = chart("cost", f"Cost per token vs context — {m.name}, batch {p['batch']:g}, {n} × {hw.chip.name} (R42)",
+               [line(grid, r.usd_per_mtok, "$ / Mtok"), marker(p["context"], pt["usd_per_mtok"])],
+               "context (tokens)", "$ per million output tokens",
+               shapes=[{"type": "line", "x0": lmax, "x1": lmax, "yref": "paper", "y0": 0, "y1": 1,
+                        "line": {"dash": "dash", "color": "gray"}}] if 0 < lmax < 1e12 else [])
+    c2 = chart("time", "Step time terms vs context",
+               [line(grid, r.t_compute_s, "compute"), line(grid, r.t_weights_s, "weight fetch"),
+                line(grid, r.t_kv_s, "KV fetch"), line(grid, r.step_s, "step", line={"width": 3, "color": "black"}),
+                marker(p["context"], pt["step_s"])], "context (tokens)", "seconds per step")
+    c = hw.chip
+    w_bytes = float(m.weight_bytes())
+    wall = cx.context_wall(n_active=m.active_params, n_total=m.total_params,
+                           bytes_per_token=float(np.asarray(m.kv_read_bytes(200e3, _kvdt(p) or "bf16"))) / 200e3,
+                           batch=p["batch"], ratio=float(hardware_ratio(c, m.native_dtype)),
+                           bytes_per_param=w_bytes / m.total_params, peak_flops=c.peak_flops(m.native_dtype),
+                           mem_bw=c.hbm_bw, hbm_bytes=c.hbm_bytes * n, chips=n, weight_bytes=w_bytes,
+                           attn_flops_per_ctx_token=float(m.attention_flops_per_token(1e6)) / 1e6, label=m.name)
+    if cross <= 100:
+        cross = "memory-bound at any context (batch below B*)"
+    elif not np.isfinite(cross):
+        cross = "compute-bound at every context shown"
+    numbers = [num("$ per million output tokens", pt["usd_per_mtok"], "$/Mtok", "usd_per_mtok"),
+               num("binding term", pt["bound"], key="bound"), num("step time", pt["step_s"], "s", "step_s"),
+               num("memory-bound beyond (roofline crossover)", cross, "tokens", "crossover"),
+               num("longest context that fits (this batch)", lmax, "tokens", "max_context"),
+               num("attention FLOPs = matmul FLOPs at", lq, "tokens", "l_q"),
+               num("fits in HBM", "yes" if pt["fits"] else "NO", key="fits")]
+    return {"header": IDEAL, "numbers": numbers, "charts": [c1, c2],
+            "derivations": [derivation(r.explain(i)), derivation(wall.derivation)], "notes": []}
+
+
+# --------------------------------------------------------------------------- chapter 7: reversible networks
+
+
+def revnet_inputs():
+    return [select("model", "model (shape)", model_names(), "llama-3.1-70b"),
+            slider("seq", "sequence length", 128, 1048576, 8192, log=True),
+            slider("batch", "sequences per micro-batch", 1, 1024, 1, log=True),
+            select("dtype", "activation dtype", ["bf16", "fp16", "fp8", "fp32"], "bf16"),
+            check("flash", "flash attention (no s² scores stored)", True)]
+
+
+def revnet_view(p):
+    from .. import units
+    from ..analyses import revnet
+
+    m = model(p["model"])
+    r = revnet.compare(n_layers=m.n_layers, seq_len=p["seq"], batch=p["batch"], d_model=m.d_model, n_heads=m.n_heads,
+                       bytes_per_elem=units.dtype_bytes(p["dtype"]), flash=p["flash"], name=m.name)
+    schemes = [x["scheme"] for x in r.rows]
+    c1 = {"id": "memory", "data": [
+        {"type": "bar", "x": schemes, "y": [x["stored_bytes"] for x in r.rows], "name": "stored activations"},
+        {"type": "bar", "x": schemes, "y": [x["peak_bytes"] for x in r.rows], "name": "peak"}],
+        "layout": {"title": {"text": f"Activation memory for {m.name} ({m.n_layers} layers), seq {p['seq']:g} (02:04)"},
+                   "yaxis": {"title": {"text": "bytes"}, "type": "log"}, "barmode": "group",
+                   "margin": {"l": 70, "r": 20, "t": 50, "b": 50}}}
+    c2 = {"id": "flops", "data": [{"type": "bar", "x": schemes, "y": [x["flops_vs_standard"] for x in r.rows],
+                                   "name": "training FLOPs ÷ standard"}],
+          "layout": {"title": {"text": "Compute paid for the memory: training FLOPs ÷ standard (4F/3F)"},
+                     "yaxis": {"title": {"text": "×"}}, "margin": {"l": 70, "r": 20, "t": 50, "b": 50}}}
+    numbers = [num(f"stored: {x['scheme']}", x["stored_bytes"], "B", f"stored_{x['scheme']}") for x in r.rows]
+    numbers.append(num("memory saved by reversible layers", r.rows[0]["stored_bytes"] / r.rows[2]["stored_bytes"],
+                       "x", "saving"))
+    return {"header": "activation memory of one micro-batch (Korthikanti et al. 2022 counts)", "numbers": numbers,
+            "charts": [c1, c2], "derivations": [derivation(r.derivation)], "notes": []}
+
+
+# --------------------------------------------------------------------------- serve
+
+
+def _layout(lay) -> str:
+    if isinstance(lay, dict):
+        return str(lay.get("label") or ", ".join(f"{k} {v}" for k, v in lay.items()))
+    return str(lay)
+
+
+def serve_inputs():
+    return _common() + [
+        slider("gpus", "GPUs", 0, 4096, 0, log=True, zero="one domain"),
+        slider("isl", "input tokens per request (ISL)", 16, 1048576, 1024, log=True),
+        slider("osl", "output tokens per request (OSL)", 1, 131072, 1024, log=True),
+        slider("concurrency", "concurrency (sequences in flight)", 1, 65536, 256, log=True),
+        *_dtype_inputs(), check("ideal", "ideal roofline instead of the calibrated preset", False), _price_input()]
+
+
+def serve_view(p):
+    import rackmath
+
+    from ..errors import RackmathError
+
+    kw = dict(gpus=p["gpus"] or None, isl=p["isl"], osl=p["osl"], weights_dtype=_wdt(p), kv_dtype=_kvdt(p),
+              ideal=p["ideal"], usd_per_gpu_hour=p["usd_per_gpu_hour"] or None)
+    m, hw = model(p["model"]), hardware(p["hardware"])
+    r = rackmath.serve(m, hw, concurrency=p["concurrency"], **kw)
+    d = r.as_dict()
+    grid = np.unique(np.geomspace(1, 65536, 49).round())
+    lay = {k: d["layout"][k] for k in ("tp", "ep", "pp", "attention_dp") if k in d.get("layout", {})}
+    try:  # the same layout across concurrency
+        sweep = rackmath.serve(m, hw, concurrency=grid, **kw, **lay).as_dict()
+    except RackmathError:  # the layout cannot be fixed this way: show the single point only
+        sweep = None
+    traces = []
+    if sweep is not None:
+        ok = np.asarray(sweep["fits"], bool)
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": f"concurrency sweep ({_layout(lay)})",
+                       "x": _list(np.where(ok, sweep["tokens_per_s_per_user"], np.nan)),
+                       "y": _list(np.where(ok, sweep["output_tok_s_per_gpu"], np.nan)),
+                       "text": [f"concurrency {c:g}" for c in grid], "marker": {"size": 4}})
+    traces.append(marker(d["tokens_per_s_per_user"], d["output_tok_s_per_gpu"], f"concurrency {p['concurrency']:g}"))
+    c1 = chart("pareto", f"Throughput vs interactivity — {d['model']} on {d['gpus']} × {hw.chip.name}", traces,
+               "tokens/s per user", "output tokens/s per GPU")
+    charts = [c1]
+    if sweep is not None:
+        ok = np.asarray(sweep["fits"], bool)
+        lat = [line(grid, np.where(ok, sweep[k], np.nan), lab) for k, lab in (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT"))
+               if k in sweep]
+        lat.append(marker(p["concurrency"], d["tpot_ms"], "TPOT here"))
+        charts.append(chart("latency", "Time per output token and time to first token vs concurrency", lat,
+                            "concurrency (sequences in flight)", "ms"))
+    keys = [("output tokens/s per GPU", "output_tok_s_per_gpu", "tok/s"), ("TPOT", "tpot_ms", "ms"),
+            ("TTFT", "ttft_ms", "ms"), ("tokens/s per user", "tokens_per_s_per_user", "tok/s"),
+            ("$ per million output tokens", "usd_per_mtok_output", "$/Mtok"), ("bottleneck", "bottleneck", ""),
+            ("memory per GPU (GB)", "mem_per_gpu_gb", ""), ("largest concurrency that fits", "max_concurrency", "")]
+    numbers = [num(lab, d[k] / 1e3 if u == "ms" else d[k], "s" if u == "ms" else u, k) for lab, k, u in keys if k in d]
+    numbers.append(num("layout", _layout(d.get("layout", {})), key="layout"))
+    header = IDEAL if p["ideal"] else f"calibrated prediction, preset {d.get('efficiency')}"
+    der = r.explain()
+    return {"header": header, "numbers": numbers, "charts": charts, "derivations": [derivation(der)] if der else [],
+            "notes": list(d.get("notes", []))}
+
+
+# --------------------------------------------------------------------------- plan (adapts to what the library has)
+
+
+def _plan_fn():
+    import rackmath
+
+    try:
+        return getattr(rackmath, "plan")
+    except AttributeError:
+        return None
+
+
+def plan_inputs():
+    return _common() + [
+        slider("isl", "input tokens per request (ISL)", 16, 1048576, 1024, log=True),
+        slider("osl", "output tokens per request (OSL)", 1, 131072, 1024, log=True),
+        slider("min_tok_s_user", "at least tokens/s per user", 1, 1000, 20, log=True),
+        slider("max_gpus", "at most GPUs", 1, 4096, 72, log=True)]
+
+
+def plan_view(p):
+    """Deployment search: every GPU count and concurrency on the hardware, best throughput per GPU meeting the
+    interactivity target (library serve() over a bounded grid until `rackmath.plan` lands)."""
+    import rackmath
+
+    m, hw = model(p["model"]), hardware(p["hardware"])
+    S = int(hw.scaleup_size)
+    counts = sorted({g for g in (1, 2, 4, 8, 16, 32, 64, 72, 128, 144, 256, 512, 576, 1024, 2048, 4096)
+                     if g <= p["max_gpus"] and (g <= S or g % S == 0)})
+    conc = np.unique(np.geomspace(1, 16384, 29).round())
+    rows, traces = [], []
+    for g in counts[:12]:
+        try:
+            d = rackmath.serve(m, hw, gpus=g, isl=p["isl"], osl=p["osl"], concurrency=conc).as_dict()
+        except Exception as e:  # noqa: BLE001 — a GPU count that cannot hold the model is skipped, and said
+            from ..errors import RackmathError
+
+            if not isinstance(e, RackmathError):
+                raise
+            continue
+        u, t = np.asarray(d["tokens_per_s_per_user"], float), np.asarray(d["output_tok_s_per_gpu"], float)
+        fits = np.asarray(d["fits"], bool)
+        traces.append({"type": "scatter", "mode": "lines", "x": _list(np.where(fits, u, np.nan)),
+                       "y": _list(np.where(fits, t, np.nan)), "name": f"{g} GPUs",
+                       "text": [f"{g} GPUs, concurrency {c:g}" for c in conc]})
+        ok = fits & (u >= p["min_tok_s_user"])
+        if ok.any():
+            j = int(np.argmax(np.where(ok, t, -1)))
+            rows.append((t[j], g, conc[j], u[j], d["layout"]))
+    numbers, notes = [], []
+    if rows:
+        best = max(rows, key=lambda x: x[0])
+        traces.append(marker(best[3], best[0], "best meeting the target"))
+        numbers = [num("best output tokens/s per GPU", best[0], "tok/s", "best"), num("GPUs", best[1], "", "gpus"),
+                   num("concurrency", best[2], "", "concurrency"), num("tokens/s per user", best[3], "tok/s", "user"),
+                   num("layout", _layout(best[4]), key="layout")]
+    else:
+        notes.append("no GPU count up to the limit meets the per-user target")
+    if _plan_fn() is None:
+        notes.append("search over serve() on a bounded grid (GPU counts × 29 concurrencies)")
+    traces.append({"type": "scatter", "mode": "lines", "x": [p["min_tok_s_user"]] * 2, "y": [1e-3, 1e7],
+                   "name": "per-user target", "line": {"dash": "dash", "color": "gray"}})
+    c1 = chart("pareto", f"Deployments of {m.name} on {hw.name}: throughput vs interactivity", traces,
+               "tokens/s per user", "output tokens/s per GPU", yaxis={"type": "log", "title": {
+                   "text": "output tokens/s per GPU"}, "range": [0, 5]})
+    return {"header": "calibrated prediction (auto preset for the chip)", "numbers": numbers, "charts": [c1],
+            "derivations": [], "notes": notes}
+
+
+# --------------------------------------------------------------------------- validate
+
+
+def validate_inputs():
+    return [select("efficiency", "prediction", [["", "calibrated (auto preset)"], "ideal"], ""),
+            select("family", "hardware family", [["", "all"]] + _families(), "")]
+
+
+def _families():
+    from ..analyses.validation import validate
+
+    return sorted({r.get("family", "") for r in _validate_cached(False)["records"]} - {""})
+
+
+_VALIDATE: dict = {}
+
+
+def _validate_cached(ideal: bool) -> dict:
+    if ideal not in _VALIDATE:
+        from ..analyses.validation import validate
+
+        _VALIDATE[ideal] = validate(ideal=ideal)
+    return _VALIDATE[ideal]
+
+
+def validate_view(p):
+    ideal = p["efficiency"] == "ideal"
+    res = _validate_cached(ideal)
+    rows = [r for r in res["records"] if not p["family"] or r.get("family") == p["family"]]
+    traces = []
+    for kind in sorted({r.get("status", "measured") for r in rows}):  # measured / approximate / derived
+        rs = [r for r in rows if r.get("status", "measured") == kind]
+        traces.append({"type": "scatter", "mode": "markers", "name": kind,
+                       "x": _list([r["measured"] for r in rs]), "y": _list([r["predicted"] for r in rs]),
+                       "text": [f"{r['id']}: {r.get('title', '')}<br>{r.get('metric', '')} measured "
+                                f"{r['measured']:.4g} {r.get('unit', '')}, predicted {r['predicted']:.4g} "
+                                f"({r.get('error', 0):+.0%})<br>source: {str(r.get('source', ''))[:160]}"
+                                for r in rs],
+                       "hovertemplate": "%{text}<extra></extra>", "marker": {"size": 9}})
+    vals = [v for r in rows for v in (r["measured"], r["predicted"]) if v and v > 0]
+    lo, hi = (min(vals) / 2, max(vals) * 2) if vals else (1e-2, 1e6)
+    traces.append(line([lo, hi], [lo, hi], "predicted = measured", line={"color": "black", "width": 1}))
+    traces.append(line([lo, hi], [lo * 1.2, hi * 1.2], "+20%", line={"color": "gray", "dash": "dot", "width": 1}))
+    traces.append(line([lo, hi], [lo * 0.8, hi * 0.8], "−20%", line={"color": "gray", "dash": "dot", "width": 1}))
+    c1 = chart("validate", f"Predicted vs measured, {len(rows)} public records (hover for the source)", traces,
+               "measured", "predicted")
+    s = res["summary"]
+    errs = np.abs([r["error"] for r in rows if r.get("fitted", True)])
+    numbers = [num("fitted records (measured + approximate)", s.get("n", 0), "", "n"),
+               num("median |error| (all measured)", s.get("median_abs_error", float("nan")), "", "median"),
+               num("within ±20% (all measured)", s.get("within_20pct", 0), "", "within20"),
+               num("median |error| (this filter)", float(np.median(errs)) if errs.size else float("nan"), "",
+                   "median_filter")]
+    return {"header": IDEAL if ideal else "calibrated prediction (auto preset per chip family)", "numbers": numbers,
+            "charts": [c1], "derivations": [], "notes": []}
+
+
+# --------------------------------------------------------------------------- the page table
+
+
+@dataclass
+class Page:
+    id: str
+    title: str
+    chapter: str
+    blurb: str
+    inputs: object  # () -> list[Input]
+    view: object  # (params) -> dict
+    cli: str = ""
+
+
+PAGES = {p.id: p for p in [
+    Page("batch", "Batch size, latency and cost", "00:00", "time = max(compute, memory); cost per token falls with "
+         "batch until compute binds.", batch_inputs, batch_view, "rackmath roofline --explain"),
+    Page("racks", "Racks and mixture of experts", "00:32", "how many experts a batch touches, what a second rack "
+         "costs the all-to-all, and the weight-load latency floor per system.", racks_inputs, racks_view,
+         "rackmath racks moe-2racks / scaleup"),
+    Page("pipeline", "Pipelining and memory", "00:47", "stages divide the weights, not the KV; training pays a "
+         "bubble.", pipeline_inputs, pipeline_view, "rackmath racks pipeline / bubble"),
+    Page("training", "Training economics", "01:18", "6·N·D at an MFU, and how serving traffic sets over-training.",
+         training_inputs, training_view, "rackmath train / overtrain"),
+    Page("pricing", "Prices read backwards and memory tiers", "01:33", "a long-context price step gives KV bytes "
+         "per token; cache prices pick a memory tier.", pricing_inputs, pricing_view, "rackmath price / cache"),
+    Page("context", "The context wall", "01:40", "past the crossover, cost per token grows with context.",
+         context_inputs, context_view, "rackmath context"),
+    Page("revnet", "Reversible networks", "02:04", "spend 4/3 the compute to store two activations instead of L.",
+         revnet_inputs, revnet_view, "rackmath revnet"),
+    Page("serve", "Serving a workload", "", "throughput per GPU vs tokens per user for a real deployment "
+         "(calibrated).", serve_inputs, serve_view, "rackmath serve"),
+    Page("plan", "Plan a deployment", "", "the GPU count and concurrency with the best throughput that meets a "
+         "per-user speed.", plan_inputs, plan_view, "rackmath plan"),
+    Page("validate", "Validation: predicted vs measured", "", "every public measurement, predicted; hover for the "
+         "source.", validate_inputs, validate_view, "rackmath validate"),
+]}

@@ -1,0 +1,326 @@
+"""`rackmath web`: the JSON API (FastAPI TestClient). Hostile input gets a 400 with one line, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the web extra (fastapi) is not installed: pip install '.[web]'")
+pytest.importorskip("httpx", reason="httpx (FastAPI's TestClient) is not installed: pip install '.[test]'")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from rackmath.web import create_app  # noqa: E402
+from rackmath.web.views import PAGES  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    return TestClient(create_app(), raise_server_exceptions=False)
+
+
+def one_line_400(r, field: str):
+    assert r.status_code == 400, r.text
+    msg = r.json()["error"]
+    assert "\n" not in msg and "Traceback" not in msg
+    assert msg.startswith(field), msg
+    return msg
+
+
+# --------------------------------------------------------------------------- numbers: the API is the library
+
+
+def test_roofline_scaling_book_step(client):
+    """Scaling book: Llama-3.1-70B, int8 weights + KV, 8 TPU v5e, batch 32, 8K context -> ~17 ms per step."""
+    r = client.get("/api/roofline", params=dict(model="llama-3.1-70b", hardware="tpu-v5e", chips="8", batch="32",
+                                                context="8192", weights_dtype="int8", kv_dtype="int8", explain="1"))
+    assert r.status_code == 200, r.text
+    d = r.json()
+    assert d["step_s"] == [[pytest.approx(17e-3, rel=0.05)]]
+    assert d["bound"] == [["weights"]]
+    assert d["header"].startswith("ideal roofline")
+    steps = {s["symbol"]: s for s in d["derivation"]["steps"]}
+    assert steps["t_step"]["value"] == pytest.approx(d["step_s"][0][0])
+    assert steps["t_step"]["shown"].endswith("ms")
+
+
+def test_roofline_grid_and_human_numbers(client):
+    """Lists, ranges and '8K' strings as the CLI takes them; a batch × context grid comes back with its shape."""
+    r = client.get("/api/roofline", params=dict(model="deepseek-v3", hardware="gb200-nvl72", batch="1,64,4096",
+                                                context="1K:1M:log4"))
+    assert r.status_code == 200, r.text
+    d = r.json()
+    assert d["shape"] == [3, 4]
+    assert d["context"][0] == pytest.approx([1000, 1e4, 1e5, 1e6])
+    # cost per token falls with batch at 1K context (lecture 00:10): rent × time ÷ batch
+    cost = [row[0] for row in d["usd_per_mtok"]]
+    assert cost[0] > cost[1] > 30 * cost[2]
+
+
+def test_price_sheet_read_backwards(client):
+    """R35–R37: a 1.5× step at 200K tokens, 100B active, ratio ~300 → ~1,667 bytes of KV per token (lecture 01:35)."""
+    r = client.get("/api/price", params={"sheet": "gemini-3.1-pro", "hardware": "h100", "n_active": "100B"})
+    assert r.status_code == 200, r.text
+    step = r.json()["step"]
+    assert step["boundary"] == pytest.approx(200e3)
+    assert step["kv_bytes_per_token"] == pytest.approx(1667, rel=0.03)
+
+
+def test_overtrain_fleet_tokens(client):
+    """500M tokens/s for 61 days = 2.64e15 tokens over the fleet, 2.64e14 per model of 10 (hand arithmetic)."""
+    d = client.get("/api/overtrain", params={"traffic": "500M", "lifetime_days": 61, "models": 10}).json()
+    assert d["D_inf_fleet"] == pytest.approx(500e6 * 61 * 86400)
+    assert d["D_inf"] == pytest.approx(500e6 * 61 * 86400 / 10)
+
+
+def test_view_matches_cli_explain(client):
+    """The batch page's derivation is the same Derivation object `roofline --explain` renders."""
+    import numpy as np
+
+    import rackmath
+
+    r = client.get("/api/view/batch", params=dict(model="llama-3.1-70b", hardware="tpu-v5e", chips="8", batch="32",
+                                                  context="8192", weights_dtype="int8", kv_dtype="int8"))
+    assert r.status_code == 200, r.text
+    v = r.json()
+    lib = rackmath.roofline("llama-3.1-70b", "tpu-v5e", chips=8, batch=np.array([32.0]), context=8192,
+                            weights_dtype="int8", kv_dtype="int8")
+    assert v["derivations"][0]["text"] == lib.explain(0).render()
+    nums = {n["key"]: n for n in v["numbers"]}
+    assert nums["step_s"]["value"] == pytest.approx(17e-3, rel=0.05)
+    assert nums["bound"]["shown"] == "weights"
+
+
+def test_every_page_renders_defaults(client):
+    for pid in PAGES:
+        r = client.get(f"/api/view/{pid}")
+        assert r.status_code == 200, (pid, r.text)
+        v = r.json()
+        assert v["numbers"] and v["charts"], pid
+        for c in v["charts"]:
+            assert c["data"] and "layout" in c, (pid, c["id"])
+        assert client.get(f"/p/{pid}").status_code == 200
+
+
+def test_racks_page_two_rack_slowdown(client):
+    """R17: a second rack slows an MoE layer's all-to-all by ~½ · BW_up/BW_out (lecture: about 8×)."""
+    v = client.get("/api/view/racks", params={"hardware": "gb200-nvl72"}).json()
+    slow = {n["key"]: n["value"] for n in v["numbers"]}["slowdown"]
+    assert 4 < slow < 12
+
+
+def test_pipeline_page_kv_unchanged_by_stages(client):
+    """R24: pipelining divides weights per chip by P but leaves KV per chip unchanged."""
+    a = {n["key"]: n["value"] for n in client.get("/api/view/pipeline", params={"stages": "1"}).json()["numbers"]}
+    b = {n["key"]: n["value"] for n in client.get("/api/view/pipeline", params={"stages": "4"}).json()["numbers"]}
+    assert b["w_chip"] == pytest.approx(a["w_chip"] / 4)
+    assert b["kv_chip"] == pytest.approx(a["kv_chip"])
+
+
+def test_revnet_page_saving(client):
+    """R43: reversible layers store 2 inputs instead of L layers' activations (ratio grows with depth)."""
+    v = client.get("/api/view/revnet", params={"model": "llama-3.1-70b"}).json()
+    nums = {n["key"]: n["value"] for n in v["numbers"]}
+    assert nums["saving"] > 80  # 80 layers × (8+2·4)/1 per layer over 2 streams: far more than the layer count
+
+
+def test_validate_page_hover_names_source(client):
+    v = client.get("/api/view/validate").json()
+    pts = [t for t in v["charts"][0]["data"] if t.get("mode") == "markers"]
+    assert sum(len(t["x"]) for t in pts) >= 40
+    assert all("source:" in s for t in pts for s in t["text"])
+
+
+def test_openapi_lists_library_endpoints(client):
+    paths = client.get("/openapi.json").json()["paths"]
+    for p in ("/api/roofline", "/api/serve", "/api/train", "/api/revnet", "/api/validate", "/api/view/{page}",
+              "/api/price", "/api/overtrain", "/api/context", "/api/models", "/api/hardware"):
+        assert p in paths
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and "cdn" not in docs.text.lower() and "/static/api.js" in docs.text
+
+
+def test_plotly_served_locally(client):
+    r = client.get("/vendor/plotly.min.js")
+    assert r.status_code == 200 and len(r.content) > 1_000_000 and b"plotly" in r.content[:200].lower()
+    assert "cdn" not in client.get("/p/batch").text.lower()
+
+
+# --------------------------------------------------------------------------- hostile input: 400, one line
+
+
+@pytest.mark.parametrize("url, field", [
+    ("/api/view/batch?batch=-1", "batch"),
+    ("/api/view/batch?batch=1e99", "batch"),
+    ("/api/view/batch?batch=nan", "batch"),
+    ("/api/view/batch?context=abc", "context"),
+    ("/api/view/batch?model=../../etc/passwd", "model"),
+    ("/api/view/batch?model=/etc/hosts.json", "model"),
+    ("/api/view/batch?hardware=h100%00", "hardware"),
+    ("/api/view/batch?bogus=1", "bogus"),
+    ("/api/view/batch?weights_dtype=fp3", "weights_dtype"),
+    ("/api/view/serve?ideal=maybe", "ideal"),
+    ("/api/view/nope", "page"),
+    ("/api/roofline?hardware=h100", "model"),
+    ("/api/roofline?model=deepseek-v3&hardware=h100&batch=1:1e9:log999999999", "batch"),
+    ("/api/roofline?model=deepseek-v3&hardware=h100&batch=" + ",".join(["1"] * 600), "batch"),
+    ("/api/roofline?model=deepseek-v3&hardware=h100&batch=1:1e6:log500&context=1:1e6:log500", "batch × context"),
+    ("/api/roofline?model=deepseek-v3&hardware=h100&chips=-3", "chips"),
+    ("/api/roofline?model=deepseek-v3&hardware=h100&explain=perhaps", "explain"),
+    ("/api/roofline?model=deepseek-v3&hardware=h100&efficiency=../x", "efficiency"),
+    ("/api/serve?model=deepseek-v3&hardware=gb200-nvl72&isl=1K&osl=1K&tp=0", "tp"),
+    ("/api/serve?model=deepseek-v3&hardware=gb200-nvl72&isl=-5&osl=1K", "isl"),
+    ("/api/train?model=llama-3.1-70b&tokens=15T&chips=2048&mfu=2", "mfu"),
+    ("/api/revnet?model=llama-3.1-70b&seq=1e30", "seq"),
+    ("/api/price?sheet=claude-opus-4.6", "sheet"),
+    ("/api/price?sheet=../../x", "price sheet"),
+    ("/api/overtrain?lifetime_days=-1", "lifetime_days"),
+    ("/api/context?model=deepseek-v3&hardware=gb200-nvl72&chips=99999", "chips"),
+    ("/api/view/batch?model=" + "x" * 5000, "query"),
+])
+def test_hostile_input_is_a_400_one_liner(client, url, field):
+    one_line_400(client.get(url), field)
+
+
+def test_validation_error_names_field_and_what_is_accepted(client):
+    msg = one_line_400(client.get("/api/serve?model=deepseek-v3&hardware=gb200-nvl72&isl=1K&osl=1K&tp=x"), "tp")
+    assert "accepted" in msg
+
+
+def test_unknown_path_and_method(client):
+    r = client.get("/etc/passwd")
+    assert r.status_code == 404 and "\n" not in r.json()["error"]
+    r = client.post("/api/roofline")
+    assert r.status_code == 405
+
+
+def test_static_files_cannot_escape(client):
+    for url in ("/static/../app.py", "/static/..%2fapp.py", "/static/%2e%2e/%2e%2e/errors.py"):
+        r = client.get(url)
+        assert r.status_code in (400, 404), url
+        assert b"import" not in r.content
+
+
+def test_timeout_is_a_400():
+    """Work past the time limit ends the request with one line (the library call itself runs to its own bound)."""
+    import time
+
+    from rackmath.web import views
+
+    app = create_app(timeout_s=0.05)
+    orig = views.PAGES["revnet"].view
+    views.PAGES["revnet"].view = lambda p: time.sleep(0.5) or orig(p)
+    try:
+        r = TestClient(app).get("/api/view/revnet")
+    finally:
+        views.PAGES["revnet"].view = orig
+    msg = one_line_400(r, "request")
+    assert "longer than" in msg
+
+
+def test_no_nan_in_json(client):
+    """inf (e.g. an infinite balance batch) must not break JSON: shown as text, raw value null."""
+    r = client.get("/api/view/batch", params={"model": "llama-3.1-8b", "hardware": "h100", "context": "1048576"})
+    assert r.status_code == 200
+    assert "NaN" not in r.text and "Infinity" not in r.text
+    b = {n["key"]: n for n in r.json()["numbers"]}["bstar"]
+    # 1M tokens of Llama-3.1-8B KV (128 KiB/token) per sequence outrun its 16 GFLOP per token at any batch
+    assert b["shown"].startswith("∞")
+
+
+def test_cli_web_is_lazy_and_validates_port():
+    """`rackmath --help` must not import FastAPI (cold start); a bad port is a one-line error, exit 2."""
+    code = "import sys, rackmath.cli.main; print('fastapi' in sys.modules, 'uvicorn' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+    from conftest import run_cli
+
+    rc, _, err = run_cli("web", "--port", "70000")
+    assert rc == 2 and "--port" in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_web_port_in_use_is_one_line():
+    import socket
+
+    from conftest import run_cli
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        rc, _, err = run_cli("web", "--port", str(s.getsockname()[1]))
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "--port" in err and "in use" in err
+    rc, _, err = run_cli("web", "--host", "no-such-host.invalid")
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "--host" in err
+
+
+def test_any_query_is_200_or_a_400_one_liner(client):
+    """Fuzz every page's inputs with hostile strings: only 200 or a one-line 400, never a 500 or a hang."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    names = {pid: [i["name"] for i in client.get(f"/api/pages/{pid}").json()["inputs"]] for pid in PAGES}
+    junk = st.one_of(st.text(max_size=30), st.sampled_from(
+        ["-1", "0", "1e308", "inf", "nan", "8K", "1:1e9:log", "../../etc/passwd", "%00", "true", "1" * 40,
+         "deepseek-v3", "h100", "fp8", "", " ", "1,2,3", "$2/h", "2.5"]))
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(pid=st.sampled_from(list(PAGES)), data=st.data())
+    def check(pid, data):
+        keys = data.draw(st.lists(st.sampled_from(names[pid]), max_size=3, unique=True))
+        q = {k: data.draw(junk) for k in keys}
+        r = client.get(f"/api/view/{pid}", params=q)
+        assert r.status_code in (200, 400), (pid, q, r.status_code, r.text[:300])
+        if r.status_code == 400:
+            assert "\n" not in r.json()["error"]
+
+    check()
+
+
+def test_rackmath_web_command_serves(tmp_path):
+    """The README line: `rackmath web` starts a server on 127.0.0.1 that answers; it stops on SIGTERM."""
+    import http.client
+    import os
+    import socket
+    import time
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = dict(os.environ, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "rackmath", "web", "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, status = time.time() + 30, None
+        while time.time() < deadline and status is None:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                c.request("GET", "/api/view/batch?batch=32")
+                r = c.getresponse()
+                status, body = r.status, r.read()
+            except OSError:
+                assert proc.poll() is None, proc.communicate()[1]
+                time.sleep(0.2)
+        assert status == 200 and b'"step_s"' in body
+        with pytest.raises(OSError):  # loopback only by default
+            hostname = socket.gethostbyname(socket.gethostname())
+            if hostname.startswith("127."):
+                raise OSError("no non-loopback address to try")
+            socket.create_connection((hostname, port), timeout=2).close()
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    assert f"127.0.0.1:{port}" in err
+
+
+def test_without_the_web_extra_is_one_line():
+    """No FastAPI installed: `rackmath web` says which extra to install, in one line, exit status 2."""
+    code = ("import sys; sys.modules['fastapi'] = None; sys.modules['uvicorn'] = None\n"
+            "from rackmath.cli.main import main\n"
+            "try:\n    main(['web'])\nexcept SystemExit as e:\n    sys.exit(e.code)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "rackmath[web]" in p.stderr
