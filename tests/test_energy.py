@@ -143,3 +143,14 @@ def test_energy_flags_bad_input_exit_2(args, field):
 
     code, out, err = run_cli("roofline", "llama-3.1-8b", "-H", "h100", *args)
     assert code == 2 and field in err and "Traceback" not in err
+
+
+def test_wh_per_query_arithmetic():
+    """docs/energy.md, validation: Wh per query = J/output token × 500 tokens ÷ 3,600 J/Wh, and its ratios to
+    Google's 0.24 Wh (Aug 2025) and OpenAI's 0.34 Wh (June 2025). By hand: 1,278 W ÷ 775 tok/s = 1.649 J/token;
+    × 500 = 824.5 J = 0.229 Wh; 0.229/0.24 = 0.954, 0.229/0.34 = 0.674."""
+    r = en.energy(load_chip("h100"), chips=1, step_s=1.0, tokens_per_step=775.0)
+    assert float(r.j_per_token) == pytest.approx(1.649, rel=1e-3)
+    wh = float(r.j_per_token) * 500 / 3600
+    assert wh == pytest.approx(0.229, rel=2e-3)
+    assert wh / 0.24 == pytest.approx(0.954, rel=3e-3) and wh / 0.34 == pytest.approx(0.674, rel=3e-3)
