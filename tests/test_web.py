@@ -34,7 +34,7 @@ def one_line_400(r, field: str):
 
 def test_roofline_scaling_book_step(client):
     """Scaling book: Llama-3.1-70B, int8 weights + KV, 8 TPU v5e, batch 32, 8K context -> ~17 ms per step."""
-    r = client.get("/api/roofline", params=dict(model="llama-3.1-70b", hardware="tpu-v5e", chips="8", batch="32",
+    r = client.get("/api/roofline", params=dict(model="llama-3.1-70b", hardware="tpu-v5e", gpus="8", batch="32",
                                                 context="8192", weights_dtype="int8", kv_dtype="int8", explain="1"))
     assert r.status_code == 200, r.text
     d = r.json()
@@ -81,11 +81,11 @@ def test_view_matches_cli_explain(client):
 
     import rackmath
 
-    r = client.get("/api/view/batch", params=dict(model="llama-3.1-70b", hardware="tpu-v5e", chips="8", batch="32",
+    r = client.get("/api/view/batch", params=dict(model="llama-3.1-70b", hardware="tpu-v5e", gpus="8", batch="32",
                                                   context="8192", weights_dtype="int8", kv_dtype="int8"))
     assert r.status_code == 200, r.text
     v = r.json()
-    lib = rackmath.roofline("llama-3.1-70b", "tpu-v5e", chips=8, batch=np.array([32.0]), context=8192,
+    lib = rackmath.roofline("llama-3.1-70b", "tpu-v5e", gpus=8, batch=np.array([32.0]), context=8192,
                             weights_dtype="int8", kv_dtype="int8")
     assert v["derivations"][0]["text"] == lib.explain(0).render()
     nums = {n["key"]: n for n in v["numbers"]}
@@ -161,23 +161,25 @@ def test_plotly_served_locally(client):
     ("/api/view/batch?hardware=h100%00", "hardware"),
     ("/api/view/batch?bogus=1", "bogus"),
     ("/api/view/batch?weights_dtype=fp3", "weights_dtype"),
-    ("/api/view/serve?ideal=maybe", "ideal"),
+    ("/api/view/serve?efficiency=maybe", "efficiency"),
+    ("/api/view/revnet?flash=maybe", "flash"),
     ("/api/view/nope", "page"),
     ("/api/roofline?hardware=h100", "model"),
     ("/api/roofline?model=deepseek-v3&hardware=h100&batch=1:1e9:log999999999", "batch"),
     ("/api/roofline?model=deepseek-v3&hardware=h100&batch=" + ",".join(["1"] * 600), "batch"),
     ("/api/roofline?model=deepseek-v3&hardware=h100&batch=1:1e6:log500&context=1:1e6:log500", "batch × context"),
-    ("/api/roofline?model=deepseek-v3&hardware=h100&chips=-3", "chips"),
+    ("/api/roofline?model=deepseek-v3&hardware=h100&gpus=-3", "gpus"),
+    ("/api/roofline?model=deepseek-v3&hardware=h100&chips=-3", "gpus"),
     ("/api/roofline?model=deepseek-v3&hardware=h100&explain=perhaps", "explain"),
     ("/api/roofline?model=deepseek-v3&hardware=h100&efficiency=../x", "efficiency"),
     ("/api/serve?model=deepseek-v3&hardware=gb200-nvl72&isl=1K&osl=1K&tp=0", "tp"),
     ("/api/serve?model=deepseek-v3&hardware=gb200-nvl72&isl=-5&osl=1K", "isl"),
-    ("/api/train?model=llama-3.1-70b&tokens=15T&chips=2048&mfu=2", "mfu"),
+    ("/api/train?model=llama-3.1-70b&tokens=15T&gpus=2048&mfu=2", "mfu"),
     ("/api/revnet?model=llama-3.1-70b&seq=1e30", "seq"),
     ("/api/price?sheet=claude-opus-4.6", "sheet"),
     ("/api/price?sheet=../../x", "price sheet"),
     ("/api/overtrain?lifetime_days=-1", "lifetime_days"),
-    ("/api/context?model=deepseek-v3&hardware=gb200-nvl72&chips=99999", "chips"),
+    ("/api/context?model=deepseek-v3&hardware=gb200-nvl72&gpus=99999", "gpus"),
     ("/api/view/batch?model=" + "x" * 5000, "query"),
 ])
 def test_hostile_input_is_a_400_one_liner(client, url, field):
@@ -324,3 +326,57 @@ def test_without_the_web_extra_is_one_line():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and "rackmath[web]" in p.stderr
+
+
+def test_every_catalog_entry_on_every_page():
+    """Each page with each catalog model, and the pages whose logic depends on the system with each catalog system:
+    numbers or a one-line RackmathError (e.g. does not fit), never another exception. (This found a one-chip
+    system making the two-rack comparison divide by zero.)"""
+    from rackmath.errors import RackmathError
+    from rackmath.web.inputs import parse_params
+    from rackmath.web.views import hardware_names, model_names
+
+    bad = []
+    for pid, page in PAGES.items():
+        inputs = page.inputs()
+        names = {i.name for i in inputs}
+        queries = [{"model": m} for m in model_names()] if "model" in names else []
+        if pid in ("racks", "pipeline", "context", "serve", "plan"):
+            queries += [{"hardware": h} for h in hardware_names()]
+        for q in queries:
+            try:
+                v = page.view(parse_params(inputs, q))
+                assert v["numbers"] and v["charts"]
+            except RackmathError as e:
+                if "\n" in str(e):
+                    bad.append((pid, q, str(e)))
+            except Exception as e:  # noqa: BLE001 — the point of the test
+                bad.append((pid, q, f"{type(e).__name__}: {e}"))
+    assert bad == []
+
+
+def test_loopback_server_refuses_foreign_host_header():
+    """DNS rebinding: a page on evil.example resolving to 127.0.0.1 sends Host: evil.example; refused in one line."""
+    from rackmath.web.app import LOOPBACK_HOSTS
+
+    c = TestClient(create_app(allowed_hosts=LOOPBACK_HOSTS), base_url="http://127.0.0.1:8000")
+    assert c.get("/api/pages").status_code == 200
+    assert TestClient(create_app(allowed_hosts=LOOPBACK_HOSTS), base_url="http://localhost:8000").get(
+        "/api/pages").status_code == 200
+    r = c.get("/api/pages", headers={"host": "evil.example:8000"})
+    assert one_line_400(r, "host")
+
+
+def test_weight_read_mode_when_the_engine_has_it(client):
+    """`--weight-read all` (the lecture: every expert fetched each step) is slower than `hit` for an MoE at a small
+    batch (16 tokens touch ~16·8 of 256 experts per layer); a build without the mode refuses the parameter."""
+    names = [i["name"] for i in client.get("/api/pages/batch").json()["inputs"]]
+    q = {"model": "deepseek-v3", "hardware": "gb200-nvl72", "batch": "16"}
+    if "weight_read" not in names:
+        one_line_400(client.get("/api/view/batch", params=q | {"weight_read": "all"}), "weight_read")
+        return
+    step = {}
+    for mode in ("hit", "all"):
+        v = client.get("/api/view/batch", params=q | {"weight_read": mode}).json()
+        step[mode] = {n["key"]: n["value"] for n in v["numbers"]}["step_s"]
+    assert step["all"] > 1.5 * step["hit"]

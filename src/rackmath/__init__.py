@@ -29,7 +29,7 @@ _LAZY = {
     "plan": ("rackmath.analyses.planner", "plan"),
     "simulate": ("rackmath.analyses.simulate", "simulate"),
     "compare": ("rackmath.analyses.planner", "compare"),
-    "measure": ("rackmath.measure", "measure"),
+    "measure": ("rackmath.measuring", "measure"),  # needs the optional extra rackmath[torch]
     "load_model": ("rackmath.specs.models", "load_model"),
     "load_hardware": ("rackmath.specs.hardware", "load_hardware"),
     "load_chip": ("rackmath.specs.hardware", "load_chip"),
@@ -57,12 +57,18 @@ def __getattr__(name):  # lazy: `import rackmath` stays fast
 
         mod, attr = _LAZY[name]
         try:
-            return getattr(importlib.import_module(mod), attr)
+            obj = getattr(importlib.import_module(mod), attr)
         except (ModuleNotFoundError, AttributeError):
             if _available(name) and hasattr(importlib.import_module(mod), attr):
                 raise
             raise AttributeError(f"rackmath.{name} is not available in this version ({mod}.{attr} not found)") \
                 from None
+        if callable(obj) and not isinstance(obj, type):
+            from .bounds import api  # bad inputs raise rackmath's errors; fractional batches refused
+
+            obj = api(obj)
+        globals()[name] = obj
+        return obj
     raise AttributeError(f"module 'rackmath' has no attribute {name!r}")
 
 

@@ -76,10 +76,11 @@ def _capped(hardware, power_cap):
 
 
 def roofline(model, hardware, *, gpus=None, chips=None, batch=1, context=8192, pass_len=1, weights_dtype=None,
-             kv_dtype=None, efficiency=None, ideal=False, usd_per_gpu_hour=None, pue=1.2, usd_per_kwh=0.08,
-             power_cap=None):
+             kv_dtype=None, efficiency=None, ideal=False, usd_per_gpu_hour=None, weight_read="hit", pue=1.2,
+             usd_per_kwh=0.08, power_cap=None):
     """Roofline step time, throughput and cost (``rackmath roofline``). Inputs broadcast as numpy arrays; a
     string range such as ``batch="1:4096:log"`` becomes one. Default: the ideal roofline (a lower bound on time).
+    ``weight_read``: "hit" (the experts the batch routes to) or "all" (every weight every step, the lecture).
     Returns an ``engine.roofline.RooflineResult``; its ``energy`` attribute is an ``analyses.energy.EnergyResult``
     (J/token, tokens/kWh, electricity $/Mtok and share at ``pue`` and ``usd_per_kwh``). ``power_cap`` (W per GPU)
     scales the compute peaks by the clock the cap allows (docs/energy.md)."""
@@ -90,7 +91,7 @@ def roofline(model, hardware, *, gpus=None, chips=None, batch=1, context=8192, p
                   chips=_values(_gpus(gpus, chips), "gpus"),
                   batch=_values(batch, "batch"), context=_values(context, "context"),
                   pass_len=_values(pass_len, "pass_len"), weights_dtype=weights_dtype, kv_dtype=kv_dtype,
-                  efficiency=_eff(hardware, efficiency, ideal, "ideal"))
+                  efficiency=_eff(hardware, efficiency, ideal, "ideal"), weight_read=weight_read)
     r.energy = energy_of(r.hardware, chips=r.chips, step_s=r.step_s, tokens_per_step=r.tokens,
                          usd_per_mtok=r.usd_per_mtok, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
     return r

@@ -177,11 +177,11 @@ def efficiency_for(hardware, efficiency: str | None, ideal: bool, default: str =
     if str(choice).strip().lower() == "ideal":
         return load_efficiency(None)
     if str(choice).strip().lower() == "auto":
-        from ..analyses.serving import default_efficiency
+        from ..engine.efficiency import default_efficiency
         from ..specs.hardware import load_hardware
 
         hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
-        return default_efficiency(hw)
+        return default_efficiency(hw.chip.name)
     return load_efficiency(choice)
 
 
@@ -191,6 +191,8 @@ def validated_error(eff) -> float | None:
     if eff is None or getattr(eff, "name", "ideal") == "ideal":
         return None
     v = getattr(eff, "validated_error", None)
+    if v is None:
+        v = getattr(eff, "error_band", None)
     if v is not None:
         return float(v)
     try:
@@ -214,6 +216,9 @@ def mode_label(eff) -> str:
     if eff.name == "ideal":
         return "ideal roofline — a lower bound on time"
     err = validated_error(eff)
+    if getattr(eff, "cross_family", False):
+        return (f"calibrated prediction, cross-family preset {eff.name} — no preset fitted on this chip's family "
+                + (f"(validated error ±{err:.0%} across families)" if err is not None else "(not validated)"))
     return (f"calibrated prediction, preset {eff.name} "
             + (f"(validated error ±{err:.0%})" if err is not None else "(validation error not recorded)"))
 
@@ -251,7 +256,7 @@ def _clean(o):
     """JSON has no NaN/inf: map them to null. Sources are cited by the names a reader has (:func:`cite`)."""
     if isinstance(o, float) and not math.isfinite(o):
         return None
-    if isinstance(o, str) and "published.md" in o:
+    if isinstance(o, str) and ("published.md" in o or "]" in o):
         return cite(o)
     if isinstance(o, dict):
         return {k: _clean(v) for k, v in o.items()}
@@ -399,19 +404,23 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
         if hidden else [])
     for n in notes:
         con.print(Text(n, style="dim"))
+    con.print()  # tables printed one after another stay apart
 
 
 # --- sources ---------------------------------------------------------------------------------------------------------
 
 _TAG = {"V": "verified", "S": "secondary source", "D": "derived", "M": "unverified"}
+_TAGS = re.compile(r"\[([VSDM])\]")  # published.md's status tags, written out
 _PUB = re.compile(r"(?:\.\./shared/reference/|(?<![/\w]))published\.md")
 
 
 def cite(text: str) -> str:
     """Sources by names a reader has: 'published.md H1 [V]: glennklockwood.com…' → 'glennklockwood.com… (verified;
     docs/reference/published.md H1)'. The compilation itself ships as docs/reference/published.md."""
-    if not text or "published.md" not in text:
+    if not text or ("published.md" not in text and "]" not in text):
         return text
+    if "published.md" not in text:
+        return _TAGS.sub(lambda m: f"[{_TAG[m.group(1)]}]", text)
 
     def one(m):
         ref, tag, rest = m.group(1).strip(), m.group(2), m.group(3).strip()
@@ -421,7 +430,7 @@ def cite(text: str) -> str:
 
     out = re.sub(r"(?:\.\./shared/reference/|(?<![/\w]))published\.md\s*([^\[\]:;()]{0,24}?)\s*(?:\[([VSDM])\])?\s*:\s*"
                  r"([^;\n]*)", one, text)
-    return _PUB.sub("docs/reference/published.md", out)
+    return _TAGS.sub(lambda m: f"[{_TAG[m.group(1)]}]", _PUB.sub("docs/reference/published.md", out))
 
 
 # --- files -----------------------------------------------------------------------------------------------------------
@@ -456,16 +465,16 @@ def check_output(path, force: bool, field: str = "output", suffixes: tuple[str, 
 
 
 @contextlib.contextmanager
-def open_output(path, force: bool = False, field: str = "output"):
+def open_output(path, force: bool = False, field: str = "output", what: str = ""):
     """Open a text output: '-' is stdout; a file is checked with :func:`check_output` and announced with
-    :func:`wrote` once written."""
+    :func:`wrote` (``what`` says what it holds) once written."""
     if str(path).strip() == "-":
         yield sys.stdout
         return
     p = check_output(path, force, field)
     with open(p, "w") as fh:
         yield fh
-    wrote(p)
+    wrote(p, what)
 
 
 def wrote(path, what: str = "") -> None:
@@ -658,3 +667,13 @@ def energy_line(e, i: int | None = None, per: str = "token") -> str:
     return (f"energy: {human(at(e.j_per_token), 'J')}/{per} · {human(at(e.tokens_per_kwh))} {per}s/kWh · electricity "
             f"{human(at(e.elec_usd_per_mtok), '$')}/M{per[:3]}{share} ({human(e.facility_w_per_chip, 'W')}/GPU at the "
             f"meter with host and PUE {e.pue:g}; ${e.usd_per_kwh:g}/kWh)")
+def print_ops(rows: list[dict], title: str) -> None:
+    """The per-operator table of ``--ops``: operator, layer type, FLOPs, bytes, FLOP/B, time, binding term."""
+    total = sum(r["time_s"] for r in rows)
+    out = [[r["op"], r["layer_type"], human(r["flops"], "FLOP") if r["flops"] == r["flops"] else "—",
+            human(r["bytes"], "B") if r["bytes"] == r["bytes"] else "—",
+            f'{r["intensity"]:.3g}' if r["intensity"] == r["intensity"] and r["intensity"] != float("inf") else "—",
+            human(r["time_s"], "s"), f'{100 * r["time_s"] / total:.1f}%' if total else "—", r["binding"]]
+           for r in rows]
+    out.append(["total", "", "", "", "", human(total, "s"), "100%", ""])
+    table(title, ["operator", "layer type", "FLOPs", "bytes", "FLOP/B", "time", "share", "binds"], out)

@@ -107,7 +107,7 @@ def register(app: typer.Typer) -> None:
                      hop_latency, min_speed, redundant_experts, price=price)
         f = sr.frontier
         if json:
-            d = mode_dict(eff) | sr.as_dict()
+            d = mode_dict(eff) | {"usd_per_gpu_hour": sr.layouts.hw.usd_per_chip_hour} | sr.as_dict()
             if explain:
                 d["derivations"] = [f.explain(i).as_dict() for i in range(len(f))]
             print_json(d)

@@ -18,7 +18,10 @@ def web_cmd(
         import uvicorn
 
         from ..web import create_app
-        app = create_app()
+        from ..web.app import LOOPBACK_HOSTS
+
+        loopback = host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+        app = create_app(allowed_hosts=(*LOOPBACK_HOSTS, host) if loopback else None)
     except ImportError as e:
         raise InputError("web", f"missing package {e.name!r}", "pip install 'rackmath[web]'") from None
     _check_listen(host, port)

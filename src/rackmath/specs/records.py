@@ -469,13 +469,17 @@ def load_records(dirs=(), only: bool = False) -> list[Record]:
     user = []
     from .catalog import _dir_files, catalog_dirs
 
+    read = set()  # a file reached both through --catalog and --records is read once (rackmath measure --save DIR)
     for d in catalog_dirs()[1:]:  # --catalog / RACKMATH_CATALOG directories
         for path, doc in _dir_files(d):
             if "record" in doc:
                 user += parse_records({"record": doc["record"]}, path)
+                read.add(Path(path).resolve())
     for d in dirs:
         for f in records_dir_files(d):
-            user += read_records_file(f)
+            if Path(f).resolve() not in read:
+                read.add(Path(f).resolve())
+                user += read_records_file(f)
     _check_unique(user)
     if len(user) > MAX_RECORDS:
         raise CatalogError(", ".join(str(d) for d in dirs), "records",

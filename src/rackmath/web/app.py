@@ -79,7 +79,12 @@ def _field_of(loc) -> str:
     return ".".join(parts) or "request"
 
 
-def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4) -> FastAPI:
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
+
+
+def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts=None) -> FastAPI:
+    """The app. ``allowed_hosts``: Host header names accepted (None = any); `rackmath web` on a loopback address
+    passes the loopback names, so a web page elsewhere cannot reach the server by DNS rebinding."""
     app = FastAPI(title="rackmath web", version=__import__("rackmath").__version__, docs_url=None, redoc_url=None,
                   description="The lecture's blackboard, live: every chapter's equations on real chips, models and "
                               "prices. Numbers accept the CLI's strings ('8K', '$2/h'). Errors are HTTP 400 with one "
@@ -123,6 +128,11 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4) -> FastAPI:
             return error(400, f"query: {len(request.url.query)} bytes (accepted: at most {MAX_QUERY})")
         if request.method not in ("GET", "HEAD"):
             return error(405, f"method: {request.method} (accepted: GET)")
+        if allowed_hosts is not None:
+            host = request.headers.get("host", "")
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if name not in allowed_hosts:
+                return error(400, f"host: {host[:60]!r} not served (accepted: {', '.join(allowed_hosts)})")
         response = await call_next(request)
         response.headers["X-Content-Type-Options"] = "nosniff"
         return response
@@ -216,28 +226,35 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4) -> FastAPI:
         batch: str = Query("1", max_length=4000, description=f"list '1,64,4096' or range '1:16384:log' "
                                                              f"(≤ {MAX_POINTS} points)"),
         context: str = Query("8192", max_length=4000, description="list or range, e.g. '8K' or '1K:1M:log'"),
-        chips: str | None = Query(None, max_length=20, description="chips (default: one scale-up domain)"),
+        gpus: str | None = Query(None, max_length=20, description="GPUs (default: one scale-up domain)"),
+        chips: str | None = Query(None, max_length=20, description="alias of gpus"),
         pass_len: str = Query("1", max_length=20, description="tokens per sequence this pass (1 = decode)"),
         weights_dtype: str | None = Query(None, max_length=20),
         kv_dtype: str | None = Query(None, max_length=20),
-        efficiency: str | None = Query(None, max_length=60, description="preset name (default: ideal)"),
+        efficiency: str | None = Query(None, max_length=60, description="preset name or 'auto' (default: ideal)"),
+        ideal: bool = Query(False, description="the lecture's ideal roofline (the default)"),
+        usd_per_gpu_hour: str | None = Query(None, max_length=20, description="e.g. 2.5 or '$2.5/h'"),
         explain: bool = Query(False, description="include the derivation of the first point"),
     ):
         def run():
             import numpy as np
 
+            import rackmath
+
             from .. import units
-            from ..engine.roofline import roofline
 
             B = parse_grid(batch, "batch")
             L = parse_grid(context, "context")
             if B.size * L.size > 4 * MAX_POINTS:
                 raise InputError("batch × context", f"{B.size} × {L.size} points",
                                  f"at most {4 * MAX_POINTS} points per request")
-            r = roofline(views.model(model), views.hardware(hardware), batch=B[:, None], context=L[None, :],
-                         chips=units.parse_count(chips, "chips") if chips else None,
-                         pass_len=units.parse_count(pass_len, "pass_len"), weights_dtype=weights_dtype or None,
-                         kv_dtype=kv_dtype or None, efficiency=efficiency or None)
+            n = gpus if gpus is not None else chips
+            r = rackmath.roofline(views.model(model), views.hardware(hardware), batch=B[:, None], context=L[None, :],
+                                  gpus=units.parse_count(n, "gpus") if n else None,
+                                  pass_len=units.parse_count(pass_len, "pass_len"),
+                                  weights_dtype=weights_dtype or None, kv_dtype=kv_dtype or None,
+                                  efficiency=efficiency or None, ideal=ideal,
+                                  usd_per_gpu_hour=usd_per_gpu_hour or None)
             out = r.as_dict()
             out["shape"] = list(np.shape(r.step_s))
             out["header"] = views._efficiency_header(r.efficiency)
@@ -279,11 +296,11 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4) -> FastAPI:
 
         return await compute(run)
 
-    @app.get("/api/train", tags=["library"], summary="training time, chip-hours and cost at a given MFU")
+    @app.get("/api/train", tags=["library"], summary="training time, GPU-hours and cost at a given MFU")
     async def api_train(
         model: str = Query(..., max_length=100), hardware: str = Query("hgx-h100", max_length=100),
         tokens: str = Query(..., max_length=20, description="training tokens, e.g. 15T"),
-        chips: str = Query(..., max_length=20), mfu: float = Query(0.4, gt=0, le=1),
+        gpus: str = Query(..., max_length=20), mfu: float = Query(0.4, gt=0, le=1),
         usd_per_gpu_hour: str | None = Query(None, max_length=20), explain: bool = Query(False),
     ):
         def run():
@@ -291,7 +308,7 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4) -> FastAPI:
             from ..analyses.training import Parallelism, train
             from ..errors import check_positive
 
-            n = int(check_positive(units.parse_count(chips, "chips"), "chips", "a number of chips", maximum=1e7))
+            n = int(check_positive(units.parse_count(gpus, "gpus"), "gpus", "a number of GPUs", maximum=1e7))
             r = train(views.model(model), views.hardware(hardware), chips=n,
                       tokens=check_positive(units.parse_count(tokens, "tokens"), "tokens", "a token count",
                                             maximum=1e17),
@@ -358,16 +375,15 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4) -> FastAPI:
 
     @app.get("/api/context", tags=["library"], summary="the context wall for a model on a system (R42)")
     async def api_context(model: str = Query(..., max_length=100), hardware: str = Query(..., max_length=100),
-                          batch: str = Query("8192", max_length=20), chips: str | None = Query(None, max_length=20),
+                          batch: str = Query("8192", max_length=20), gpus: str | None = Query(None, max_length=20),
                           kv_dtype: str | None = Query(None, max_length=20)):
         def run():
             from .. import units
             from ..errors import check_positive
 
             q = {"model": model, "hardware": hardware, "batch": batch, "kv_dtype": kv_dtype or ""}
-            if chips:
-                q["chips"] = str(int(check_positive(units.parse_count(chips, "chips"), "chips", "chips",
-                                                    maximum=4096)))
+            if gpus:
+                q["gpus"] = str(int(check_positive(units.parse_count(gpus, "gpus"), "gpus", "GPUs", maximum=4096)))
             v = views.PAGES["context"].view(parse_params(views.PAGES["context"].inputs(), q))
             return {"numbers": {n["key"]: n["value"] for n in v["numbers"]}, "derivations": v["derivations"]}
 

@@ -9,7 +9,8 @@ objects ``--explain`` prints.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -63,7 +64,8 @@ def _sheet_names() -> list[str]:
 def _preset_names() -> list:
     from ..engine.efficiency import presets
 
-    return [["", "ideal (lecture)"]] + [n for n in presets().names() if n != "ideal"]
+    return [["", "ideal (lecture)"], ["auto", "auto: the chip's calibrated preset"]] + \
+        [n for n in presets().names() if n != "ideal"]
 
 
 # --------------------------------------------------------------------------- output helpers
@@ -76,7 +78,10 @@ def num(label, value, unit="", key=None):
         raw = v if np.isfinite(v) else str(v)
     except (TypeError, ValueError):
         raw = str(value)
-    shown = fmt(value, unit) if isinstance(raw, float) else str(value)
+    if unit == "%":
+        shown = f"{raw:.1%}" if isinstance(raw, float) else str(value)
+    else:
+        shown = fmt(value, unit) if isinstance(raw, float) else str(value)
     return {"key": key or label, "label": label, "value": raw, "shown": shown, "unit": unit}
 
 
@@ -114,9 +119,52 @@ def chart(cid, title, traces, xtitle, ytitle, xlog=True, ylog=True, **layout) ->
 
 
 def _efficiency_header(eff) -> str:
-    if eff is None or getattr(eff, "name", "ideal") == "ideal":
-        return IDEAL
-    return f"calibrated prediction, preset {eff.name}"
+    """The CLI's header: 'ideal roofline — a lower bound on time' or 'calibrated prediction, preset X (…)'."""
+    from ..cli.common import mode_label
+
+    return mode_label(eff)
+
+
+def _supports(fn, name: str) -> bool:
+    """Whether a library function takes keyword ``name`` (pages offer only what the library has)."""
+    import inspect
+
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _weight_read_inputs() -> list[Input]:
+    from ..api import roofline as api_roofline
+    from ..engine.roofline import roofline as engine_roofline
+
+    if not (_supports(api_roofline, "weight_read") or _supports(engine_roofline, "weight_read")):
+        return []
+    return [select("weight_read", "weight reads", [["hit", "experts the batch routes to"],
+                                                   ["all", "all N_total weights (the lecture)"]], "hit")]
+
+
+def _weight_read(p) -> dict:
+    return {"weight_read": p["weight_read"]} if p.get("weight_read") else {}
+
+
+def _roofline(m, hw, *, gpus, usd_per_gpu_hour, efficiency, weight_read=None, **kw):
+    """rackmath.roofline (the public API); the engine's when a weight-read mode is asked for that only it takes."""
+    import rackmath
+
+    from ..api import roofline as api_roofline
+
+    if weight_read is None or _supports(api_roofline, "weight_read"):
+        extra = {} if weight_read is None else {"weight_read": weight_read}
+        return rackmath.roofline(m, hw, gpus=gpus, usd_per_gpu_hour=usd_per_gpu_hour, efficiency=efficiency,
+                                 **kw, **extra)
+    from ..cli.common import efficiency_for, priced
+    from ..engine.roofline import roofline as engine_roofline
+
+    return engine_roofline(m, priced(hw, usd_per_gpu_hour), chips=gpus, efficiency=efficiency_for(hw, efficiency,
+                                                                                                  False),
+                           weight_read=weight_read, **kw)
 
 
 def _wdt(p):
@@ -139,8 +187,8 @@ def _dtype_inputs() -> list[Input]:
     return [select("weights_dtype", "weights dtype", dtypes(), ""), select("kv_dtype", "KV dtype", dtypes(), "")]
 
 
-def _chips_input(label="chips", hi=4096) -> Input:
-    return slider("chips", label, 0, hi, 0, log=True, help="GPUs/chips working together; 0 means one scale-up domain",
+def _gpus_input(label="GPUs", hi=4096) -> Input:
+    return slider("gpus", label, 0, hi, 0, log=True, help="GPUs (chips) working together; 0 means one scale-up domain",
                   zero="one domain")
 
 
@@ -160,25 +208,32 @@ def batch_inputs():
     return _common() + [
         slider("batch", "batch (sequences)", 1, 65536, 64, log=True),
         slider("context", "context (tokens)", 128, 1048576, 8192, log=True),
-        _chips_input(), *_dtype_inputs(),
+        _gpus_input(), *_dtype_inputs(), *_weight_read_inputs(),
         select("efficiency", "efficiency", _preset_names(), ""), _price_input()]
 
 
-def batch_view(p):
+@lru_cache(maxsize=512)
+def _balance_batch(model_name, hw_name, context, chips, wdt, kvdt, eff, weight_read=None) -> float:
+    """B* does not depend on the batch slider: solved once per (model, hardware, context, …), then cached."""
     from ..analyses.batching import balance_batch_for
-    from ..engine.roofline import roofline
 
+    extra = {"weight_read": weight_read} if weight_read and _supports(balance_batch_for, "weight_read") else {}
+    return float(np.asarray(balance_batch_for(model(model_name), hardware(hw_name), context=context, chips=chips,
+                                              weights_dtype=wdt, kv_dtype=kvdt,
+                                              efficiency=None if eff == "ideal" else eff, **extra)).ravel()[0])
+
+
+def batch_view(p):
     m, hw = model(p["model"]), hardware(p["hardware"])
-    chips = p["chips"] or None
-    grid = np.unique(np.concatenate([np.geomspace(1, 65536, GRID), [p["batch"]]]))
-    kw = dict(chips=chips, context=p["context"], weights_dtype=_wdt(p), kv_dtype=_kvdt(p),
-              efficiency=p["efficiency"] or None)
-    r = roofline(m, hw, batch=grid, **kw)
-    r = replace(r, usd_per_chip_hour=_price_of(p, hw.chip))
+    gpus = p["gpus"] or None
+    grid = np.unique(np.concatenate([np.geomspace(1, 65536, GRID).round(), [p["batch"]]]))  # whole sequences
+    r = _roofline(m, hw, gpus=gpus, batch=grid, context=p["context"], weights_dtype=_wdt(p), kv_dtype=_kvdt(p),
+                  efficiency=p["efficiency"] or None, usd_per_gpu_hour=p["usd_per_gpu_hour"] or None,
+                  **_weight_read(p))
     i = int(np.searchsorted(grid, p["batch"]))
     pt = r.at(i)
-    bstar = float(np.asarray(balance_batch_for(m, hw, context=p["context"], chips=chips, weights_dtype=_wdt(p),
-                                               kv_dtype=_kvdt(p), efficiency=p["efficiency"] or None)).ravel()[0])
+    bstar = _balance_batch(m.name, hw.name, p["context"], gpus, _wdt(p), _kvdt(p), r.efficiency.name,
+                           p.get("weight_read"))
     B = p["batch"]
     numbers = [num("step time", pt["step_s"], "s", "step_s"), num("binding term", pt["bound"], key="bound"),
                num("$ per million output tokens", pt["usd_per_mtok"], "$/Mtok", "usd_per_mtok"),
@@ -216,7 +271,7 @@ def racks_view(p):
     from ..specs.hardware import systems
 
     m, hw = model(p["model"]), hardware(p["hardware"])
-    grid = np.unique(np.concatenate([np.geomspace(1, 65536, GRID), [p["batch"]]]))
+    grid = np.unique(np.concatenate([np.geomspace(1, 65536, GRID).round(), [p["batch"]]]))  # whole sequences
     wdt = _wdt(p)
     w_read = weights_read_bytes(m, grid, wdt)
     w_all = float(m.weight_bytes(wdt))
@@ -243,13 +298,17 @@ def racks_view(p):
                      "yaxis": {"title": {"text": "ms per step (one domain)"}, "type": "log"},
                      "margin": {"l": 70, "r": 20, "t": 50, "b": 110}}}
     k = int(m.experts_per_token or 8)
-    two = ra.two_rack_analysis(hw, tokens_per_chip=float(p["tokens_per_chip"]), k=k, d_model=int(m.d_model))
     mem = ra.scaleup_memory_analysis(hw, params=float(m.total_params), bytes_per_param=bpp)
-    numbers += [num("two-rack all-to-all slowdown", two.steps[-1].value, "x", "slowdown"),
-                num("latency floor on one domain", mem.steps[-1].value, "s", "floor"),
+    ders, notes = [derivation(mem)], []
+    if int(hw.scaleup_size) > 1:
+        two = ra.two_rack_analysis(hw, tokens_per_chip=float(p["tokens_per_chip"]), k=k, d_model=int(m.d_model))
+        numbers.append(num("two-rack all-to-all slowdown", two.steps[-1].value, "x", "slowdown"))
+        ders.insert(0, derivation(two))
+    else:
+        notes.append(f"{hw.name} is one chip per scale-up domain: no in-rack all-to-all to compare a second rack with")
+    numbers += [num("latency floor on one domain", mem.steps[-1].value, "s", "floor"),
                 num("fits one domain", "yes" if mem.steps[3].value else "NO", key="fits")]
-    return {"header": IDEAL, "numbers": numbers, "charts": [c1, c2],
-            "derivations": [derivation(two), derivation(mem)], "notes": []}
+    return {"header": IDEAL, "numbers": numbers, "charts": [c1, c2], "derivations": ders, "notes": notes}
 
 
 # --------------------------------------------------------------------------- chapter 3: pipelining and memory
@@ -315,7 +374,7 @@ def pipeline_view(p):
 def training_inputs():
     return _common("llama-3.1-70b", "hgx-h100") + [
         slider("tokens", "training tokens D", 1e9, 1e14, 15e12, log=True),
-        slider("chips", "chips", 8, 131072, 2048, log=True),
+        slider("gpus", "GPUs", 8, 131072, 2048, log=True),
         slider("mfu", "MFU", 0.05, 0.9, 0.4, step=0.01, integer=False),
         _price_input(),
         slider("traffic", "fleet traffic (tokens/s)", 1e6, 1e10, 500e6, log=True),
@@ -329,12 +388,12 @@ def training_view(p):
 
     m, hw = model(p["model"]), hardware(p["hardware"])
     price = _price_of(p, hw.chip)
-    par = Parallelism(dp=int(p["chips"]))
-    r = train(m, hw, chips=int(p["chips"]), tokens=p["tokens"], mfu_given=p["mfu"], par=par, usd_per_hour=price)
+    par = Parallelism(dp=int(p["gpus"]))
+    r = train(m, hw, chips=int(p["gpus"]), tokens=p["tokens"], mfu_given=p["mfu"], par=par, usd_per_hour=price)
     D = np.geomspace(1e9, 1e14, 16)
-    runs = [train(m, hw, chips=int(p["chips"]), tokens=float(x), mfu_given=p["mfu"], par=par, usd_per_hour=price)
+    runs = [train(m, hw, chips=int(p["gpus"]), tokens=float(x), mfu_given=p["mfu"], par=par, usd_per_hour=price)
             for x in D]  # 16 scalar calls: train() is one configuration at a time
-    c1 = chart("train", f"Training {m.name} on {int(p['chips'])} × {hw.chip.name} at MFU {p['mfu']:.0%}",
+    c1 = chart("train", f"Training {m.name} on {int(p['gpus'])} × {hw.chip.name} at MFU {p['mfu']:.0%}",
                [{**line(D, [x.time_s / 86400 for x in runs], "days"),
                  "text": [f"{fmt(x.time_s, 's')}, ${fmt(x.usd)}, {fmt(x.chip_hours)} chip-hours" for x in runs]},
                 marker(p["tokens"], r.time_s / 86400, text=[f"${fmt(r.usd)}"])], "training tokens D", "days")
@@ -421,20 +480,21 @@ def context_inputs():
     return _common("deepseek-v3", "gb200-nvl72") + [
         slider("batch", "batch (sequences)", 1, 65536, 8192, log=True),
         slider("context", "context (tokens)", 128, 16777216, 8192, log=True),
-        _chips_input(), select("kv_dtype", "KV dtype", dtypes(), ""), _price_input()]
+        _gpus_input(), select("kv_dtype", "KV dtype", dtypes(), ""), _price_input()]
 
 
 def context_view(p):
+    import rackmath
+
     from ..analyses import context as cx
-    from ..engine.roofline import roofline
     from ..specs.hardware import hardware_ratio
 
     m, hw = model(p["model"]), hardware(p["hardware"])
-    chips = p["chips"] or None
+    chips = p["gpus"] or None
     n = chips or int(hw.scaleup_size)
     grid = np.unique(np.concatenate([np.geomspace(128, 16777216, GRID), [p["context"]]]))
-    r = roofline(m, hw, chips=chips, batch=p["batch"], context=grid, kv_dtype=_kvdt(p))
-    r = replace(r, usd_per_chip_hour=_price_of(p, hw.chip))
+    r = rackmath.roofline(m, hw, gpus=chips, batch=p["batch"], context=grid, kv_dtype=_kvdt(p),
+                          usd_per_gpu_hour=p["usd_per_gpu_hour"] or None)
     i = int(np.searchsorted(grid, p["context"]))
     pt = r.at(i)
     cross = cx.crossover_for(m, hw, batch=p["batch"], chips=chips, kv_dtype=_kvdt(p))
@@ -522,7 +582,14 @@ def serve_inputs():
         slider("isl", "input tokens per request (ISL)", 16, 1048576, 1024, log=True),
         slider("osl", "output tokens per request (OSL)", 1, 131072, 1024, log=True),
         slider("concurrency", "concurrency (sequences in flight)", 1, 65536, 256, log=True),
-        *_dtype_inputs(), check("ideal", "ideal roofline instead of the calibrated preset", False), _price_input()]
+        *_dtype_inputs(), select("efficiency", "efficiency", _serve_presets(), ""), _price_input()]
+
+
+def _serve_presets() -> list:
+    from ..engine.efficiency import presets
+
+    return [["", "auto: the chip's calibrated preset"], ["ideal", "ideal roofline (a lower bound on time)"]] + \
+        [n for n in presets().names() if n != "ideal"]
 
 
 def serve_view(p):
@@ -531,7 +598,7 @@ def serve_view(p):
     from ..errors import RackmathError
 
     kw = dict(gpus=p["gpus"] or None, isl=p["isl"], osl=p["osl"], weights_dtype=_wdt(p), kv_dtype=_kvdt(p),
-              ideal=p["ideal"], usd_per_gpu_hour=p["usd_per_gpu_hour"] or None)
+              efficiency=p["efficiency"] or None, usd_per_gpu_hour=p["usd_per_gpu_hour"] or None)
     m, hw = model(p["model"]), hardware(p["hardware"])
     r = rackmath.serve(m, hw, concurrency=p["concurrency"], **kw)
     d = r.as_dict()
@@ -565,7 +632,7 @@ def serve_view(p):
             ("memory per GPU (GB)", "mem_per_gpu_gb", ""), ("largest concurrency that fits", "max_concurrency", "")]
     numbers = [num(lab, d[k] / 1e3 if u == "ms" else d[k], "s" if u == "ms" else u, k) for lab, k, u in keys if k in d]
     numbers.append(num("layout", _layout(d.get("layout", {})), key="layout"))
-    header = IDEAL if p["ideal"] else f"calibrated prediction, preset {d.get('efficiency')}"
+    header = _efficiency_header(d.get("efficiency") or None)
     der = r.explain()
     return {"header": header, "numbers": numbers, "charts": charts, "derivations": [derivation(der)] if der else [],
             "notes": list(d.get("notes", []))}
@@ -574,16 +641,33 @@ def serve_view(p):
 # --------------------------------------------------------------------------- plan (adapts to what the library has)
 
 
-def _plan_fn():
-    import rackmath
+_PLAN_KW = {"users", "isl", "osl", "tok_s_user", "ttft", "confirm", "weights_dtype", "kv_dtype", "usd_per_gpu_hour"}
 
+
+def _plan_fn():
+    """The library's deployment planner (`rackmath plan`), if this build has one with the keywords used here."""
     try:
-        return getattr(rackmath, "plan")
-    except AttributeError:
+        from ..analyses.planner import plan
+    except ImportError:
         return None
+    return plan if all(_supports(plan, k) for k in _PLAN_KW) else None
+
+
+PLAN_CHIPS = ["h100", "h200", "b200", "gb200", "mi300x", "mi355x", "tpu-v5e", "tpu-v6e"]
 
 
 def plan_inputs():
+    if _plan_fn() is not None:
+        choices = [["h100,h200,b200,mi355x", "compare h100, h200, b200, mi355x"]] + \
+            [c for c in PLAN_CHIPS if c in _chip_names()]
+        return [select("model", "model", model_names(), "deepseek-v3"),
+                select("hardware", "chips", choices, "h100,h200,b200,mi355x"),
+                slider("isl", "input tokens per request (ISL)", 16, 262144, 1024, log=True),
+                slider("osl", "output tokens per request (OSL)", 1, 65536, 1024, log=True),
+                slider("users", "concurrent users", 1, 1048576, 1024, log=True),
+                slider("tok_s_user", "at least tokens/s per user", 1, 1000, 20, log=True),
+                slider("ttft_s", "TTFT at most (s)", 0, 60, 0, step=0.1, integer=False, zero="no limit"),
+                *_dtype_inputs(), _price_input()]
     return _common() + [
         slider("isl", "input tokens per request (ISL)", 16, 1048576, 1024, log=True),
         slider("osl", "output tokens per request (OSL)", 1, 131072, 1024, log=True),
@@ -591,10 +675,67 @@ def plan_inputs():
         slider("max_gpus", "at most GPUs", 1, 4096, 72, log=True)]
 
 
+def _plan_with_planner(p, plan):
+    """The library planner: cheapest deployment per chip meeting the SLOs, and each chip's $/Mtok-vs-speed front.
+    The simulator replay (`--confirm`) is left out to keep one request bounded."""
+    from ..specs.hardware import load_chip
+
+    chips_ = [load_chip(c).name for c in str(p["hardware"]).split(",")]  # catalog names only
+    r = plan(model(p["model"]).name, ",".join(chips_), users=p["users"], isl=p["isl"], osl=p["osl"],
+             tok_s_user=p["tok_s_user"], ttft=p["ttft_s"] or None, confirm=False, weights_dtype=_wdt(p),
+             kv_dtype=_kvdt(p), **({"usd_per_gpu_hour": p["usd_per_gpu_hour"]} if p["usd_per_gpu_hour"] else {}))
+    d = r.as_dict()
+    traces, notes, numbers = [], list(d.get("notes", [])), []
+    for chip, pts in (d.get("pareto") or {}).items():
+        front = pts.get("front") or []
+        xs, ys = pts.get("tok_s_user", []), pts.get("usd_per_mtok", [])
+        if front and isinstance(front[0], (int, bool)) and len(front) == len(xs):  # a mask
+            idx = [i for i, f in enumerate(front) if f]
+        elif front and isinstance(front[0], int):  # indices
+            idx = list(front)
+        else:
+            idx = list(range(len(xs)))
+        idx = sorted(idx, key=lambda i: xs[i])
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": chip, "marker": {"size": 4},
+                       "x": _list([xs[i] for i in idx]), "y": _list([ys[i] for i in idx])})
+    ranking = d.get("ranking") or d.get("rows") or []
+    best = next((row for row in ranking if row.get("deployment")), None)
+    for row in ranking:
+        if not row.get("deployment") and row.get("why"):
+            notes.append(f"{row.get('chip')}: {row['why']}")
+    if best:
+        dep = best["deployment"]
+        traces.append(marker(dep.get("tokens_per_s_per_user"), dep.get("usd_per_mtok"), f"cheapest: {best['chip']}"))
+        notes.append("curves: each chip's steady-state cost/speed front at full load; circle: the planned deployment "
+                     "at the offered load (whole replicas, so its cost per token can sit off the curve)")
+        lay = dep.get("layout", {})
+        numbers = [num("cheapest chip", best.get("chip"), key="chip"), num("GPUs", dep.get("gpus"), "", "gpus"),
+                   num("mode", dep.get("mode"), key="mode"),
+                   num("layout", lay.get("label") if isinstance(lay, dict) else lay, key="layout"),
+                   num("$ per hour", dep.get("usd_per_hour"), "$/h", "usd_h"),
+                   num("$ per million output tokens", dep.get("usd_per_mtok"), "$/Mtok", "usd_mtok"),
+                   num("tokens/s per user", dep.get("tokens_per_s_per_user"), "tok/s", "tok_s_user"),
+                   num("TTFT", dep.get("ttft_s"), "s", "ttft")]
+    else:
+        notes.append("no chip has a deployment meeting these targets")
+    numbers.append(num("chips with a deployment meeting the targets",
+                       f"{sum(1 for row in ranking if row.get('deployment'))} of {len(ranking)}", key="meeting"))
+    traces.append({"type": "scatter", "mode": "lines", "x": [p["tok_s_user"]] * 2, "y": [1e-3, 1e4],
+                   "name": "per-user target", "line": {"dash": "dash", "color": "gray"}})
+    c1 = chart("pareto", f"Cost vs speed per chip for {d.get('model', p['model'])} (Pareto fronts)", traces,
+               "tokens/s per user", "$ per million output tokens")
+    return {"header": "calibrated prediction (auto preset per chip) — the library planner (`rackmath plan`)",
+            "numbers": numbers, "charts": [c1], "derivations": [], "notes": notes}
+
+
 def plan_view(p):
-    """Deployment search: every GPU count and concurrency on the hardware, best throughput per GPU meeting the
-    interactivity target (library serve() over a bounded grid until `rackmath.plan` lands)."""
+    """With the library planner: its ranking and fronts. Without it: every GPU count and concurrency on one system,
+    the best throughput per GPU meeting the interactivity target (serve() over a bounded grid)."""
     import rackmath
+
+    planner = _plan_fn()
+    if planner is not None:
+        return _plan_with_planner(p, planner)
 
     m, hw = model(p["model"]), hardware(p["hardware"])
     S = int(hw.scaleup_size)
@@ -621,6 +762,7 @@ def plan_view(p):
             j = int(np.argmax(np.where(ok, t, -1)))
             rows.append((t[j], g, conc[j], u[j], d["layout"]))
     numbers, notes = [], []
+    n_curves = len(traces)
     if rows:
         best = max(rows, key=lambda x: x[0])
         traces.append(marker(best[3], best[0], "best meeting the target"))
@@ -629,6 +771,8 @@ def plan_view(p):
                    num("layout", _layout(best[4]), key="layout")]
     else:
         notes.append("no GPU count up to the limit meets the per-user target")
+    numbers.append(num("deployments meeting the target (of GPU counts searched)", f"{len(rows)} of {n_curves}",
+                       key="meeting"))
     if _plan_fn() is None:
         notes.append("search over serve() on a bounded grid (GPU counts × 29 concurrencies)")
     traces.append({"type": "scatter", "mode": "lines", "x": [p["min_tok_s_user"]] * 2, "y": [1e-3, 1e7],
@@ -649,8 +793,6 @@ def validate_inputs():
 
 
 def _families():
-    from ..analyses.validation import validate
-
     return sorted({r.get("family", "") for r in _validate_cached(False)["records"]} - {""})
 
 
@@ -689,9 +831,9 @@ def validate_view(p):
     s = res["summary"]
     errs = np.abs([r["error"] for r in rows if r.get("fitted", True)])
     numbers = [num("fitted records (measured + approximate)", s.get("n", 0), "", "n"),
-               num("median |error| (all measured)", s.get("median_abs_error", float("nan")), "", "median"),
-               num("within ±20% (all measured)", s.get("within_20pct", 0), "", "within20"),
-               num("median |error| (this filter)", float(np.median(errs)) if errs.size else float("nan"), "",
+               num("median |error| (all fitted)", s.get("median_abs_error", float("nan")), "%", "median"),
+               num("within ±20% (all fitted)", s.get("within_20pct", 0), "", "within20"),
+               num("median |error| (this filter)", float(np.median(errs)) if errs.size else float("nan"), "%",
                    "median_filter")]
     return {"header": IDEAL if ideal else "calibrated prediction (auto preset per chip family)", "numbers": numbers,
             "charts": [c1], "derivations": [], "notes": []}
@@ -723,7 +865,7 @@ PAGES = {p.id: p for p in [
          training_inputs, training_view, "rackmath train / overtrain"),
     Page("pricing", "Prices read backwards and memory tiers", "01:33", "a long-context price step gives KV bytes "
          "per token; cache prices pick a memory tier.", pricing_inputs, pricing_view, "rackmath price / cache"),
-    Page("context", "The context wall", "01:40", "past the crossover, cost per token grows with context.",
+    Page("context", "The context wall", "01:50", "past the crossover, cost per token grows with context.",
          context_inputs, context_view, "rackmath context"),
     Page("revnet", "Reversible networks", "02:04", "spend 4/3 the compute to store two activations instead of L.",
          revnet_inputs, revnet_view, "rackmath revnet"),

@@ -1,0 +1,182 @@
+"""`rackmath measure`: the lecture's roofline measured on this machine (needs the optional extra rackmath[torch])."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .common import JSON_OPT
+
+
+def _progress(enabled: bool):
+    """rich progress bars on stderr (stdout stays clean for --json); a no-op when disabled."""
+    if not enabled:
+        return None, None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=Console(stderr=True), transient=False)
+
+    def stage(task, total):
+        tid = prog.add_task(task, total=total)
+        return lambda n=1: prog.advance(tid, n)
+
+    return prog, stage
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("measure")
+    def measure_cmd(
+        model: str = typer.Argument("llama-3.1-8b", help="Model (catalog name or HF config.json) to scale down "
+                                                         "and decode with random weights."),
+        device: str = typer.Option("auto", "--device", help="cpu, cuda or auto (cuda when torch sees a GPU)."),
+        dtype: str = typer.Option("bf16,fp32", "--dtype", help="Matmul dtypes to benchmark (comma list of bf16, "
+                                                               "fp16, fp32); the first one runs the decode sweep."),
+        quick: bool = typer.Option(False, "--quick", help="Small sizes: under 30 s on a 2-core CPU."),
+        batch: str = typer.Option(None, "--batch", "-b", help="Batch sizes of the sweep (list or range; default "
+                                                              "1…512 on CPU quick, more otherwise)."),
+        context: str = typer.Option(None, "--context", "-L", help="Context lengths of the sweep (default two: "
+                                                                 "128 and 1024 on CPU quick; 8K = 8,000, 8Ki = 8,192)."),
+        weight_budget: str = typer.Option(None, "--weight-budget", help="Weight bytes of the scaled-down model "
+                                                                       "(default 256 MB quick / 1 GB on CPU)."),
+        threads: str = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's choice less the cores busy with other work, "
+                                                      "from the load average; at least 1)."),
+        name: str = typer.Option(None, "--name", help="Chip name to save under (default measured-cpu or "
+                                                     "measured-<gpu>)."),
+        save: Path = typer.Option(None, "--save", help="Directory to write <chip>.toml (chip, system, model, "
+                                                       "preset) and <chip>-records.toml; use with --catalog DIR."),
+        output: Path = typer.Option(None, "--output", "-o", help="Plot file (.png or .svg); with --save the "
+                                                                 "default is DIR/<chip>.png."),
+        force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
+        no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+        json: bool = JSON_OPT,
+    ):
+        """Measure matmul FLOP/s, memory bandwidth and a real decode sweep; compare with this machine's roofline."""
+        from .. import units
+        from ..errors import InputError
+        from .common import check_output, parse_range
+
+        dts = [d.strip() for d in dtype.split(",") if d.strip()]
+        if not dts:
+            raise InputError("dtype", "empty", "a comma list such as bf16,fp32")
+        for d in dts:
+            units.normalize_dtype(d, "dtype")
+        b = [int(x) for x in parse_range(batch, "batch", integer=True)] if batch else None
+        c = [int(x) for x in parse_range(context, "context", integer=True)] if context else None
+        if b and max(b) > 65536:
+            raise InputError("batch", f"{max(b):g} sequences", "at most 65536")
+        if c and max(c) > 1_048_576:
+            raise InputError("context", f"{max(c):g} tokens", "at most 1M tokens")
+        wb = units.parse_bytes(weight_budget, "weight_budget") if weight_budget else None
+        if wb is not None and not 1e6 <= wb <= 1e12:
+            raise InputError("weight_budget", units.format_bytes(wb), "1 MB to 1 TB")
+        th = None
+        if threads is not None:
+            th = units.parse_count(threads, "threads")
+            if th != int(th) or not 1 <= th <= 1024:
+                raise InputError("threads", f"{threads!r}", "a whole number from 1 to 1024")
+            th = int(th)
+        if output is not None:
+            check_output(output, force, "output", (".png", ".svg", ".pdf"))
+        if save is not None and save.exists() and not save.is_dir():
+            raise InputError("save", f"{save} exists and is not a directory", "a directory (created when missing)")
+        if save is not None and name:
+            for p in (save / f"{name}.toml", save / f"{name}-records.toml"):
+                if p.exists() and not force:
+                    raise InputError("save", f"{p} exists and would be overwritten", "another --save DIR, or --force")
+
+        from ..measuring import measure, save as save_result
+
+        prog, stage = _progress(not no_progress)
+        if prog is not None:
+            prog.start()
+        try:
+            res = measure(model, device=device, dtypes=dts, quick=quick, name=name, batches=b, contexts=c,
+                          weight_budget=wb, threads=th, progress=stage)
+        finally:
+            if prog is not None:
+                prog.stop()
+        if res["device"].get("warning"):
+            typer.echo(f"warning: {res['device']['warning']}", err=True)
+        written = []
+        if save is not None:
+            written += save_result(res, save, force=force)
+        plot_path = output
+        if plot_path is None and save is not None:
+            plot_path = check_output(save / f"{res['_system'].chip.name}.png", force, "output")
+        if plot_path is not None:
+            from ..plotting.measure import plot_measure
+
+            plot_measure(res, plot_path)
+            written.append(plot_path)
+        for p in written:
+            typer.echo(f"wrote {p}", err=True)
+        if json:
+            from .common import print_json
+
+            print_json({k: v for k, v in res.items() if not k.startswith("_")})
+            return
+        _render(res)
+
+    return None
+
+
+def table(title: str, columns: list[str], rows: list[list], caption: str | None = None) -> None:
+    """A rich table; a pipe or file gets a wide console instead of truncated cells."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    con = Console()
+    if not con.is_terminal:
+        con = Console(width=200)
+    t = Table(title=Text(title), caption=Text(caption) if caption else None, title_justify="left",
+              caption_justify="left")
+    for c in columns:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*[Text(str(x)) for x in r])
+    con.print(t)
+
+
+def _render(res: dict) -> None:
+    from ..explain import fmt
+
+    dev = res["device"]
+    chip = res["chip"]
+    rows = [[d, fmt(v, "FLOP/s")] for d, v in res["peak_flops"].items()]
+    bw = res["bandwidth"]
+    g = res["gemm_curve"]
+    rows += [["memory bandwidth", f"{fmt(bw['bytes_per_s'], 'B/s')} (read {fmt(bw['read_bytes_per_s'], 'B/s')}, "
+                                  f"copy {fmt(bw['copy_bytes_per_s'], 'B/s')}, {fmt(bw['buffer_bytes'], 'B')} buffer)"],
+             ["GEMM η(M) fit", f"η_max {g['fit']['eta_max']:.3f}, M_half {g['fit']['m_half']:.3g} tokens "
+                               f"({len(g['shapes'])} weight shapes of the model, {g['dtype']}; rms error {g['fit']['rms_rel_error']:.1%})"],
+             ["attention (KV read)", f"{fmt(res['attention']['kv_bytes_per_s'], 'B/s')} (batch "
+                                     f"{res['attention']['batch']}, context {res['attention']['context']:,})"],
+             ["dispatch / op", f"{fmt(res['dispatch_s'], 's')} × {res['ops_per_step']} ops per decode step"],
+             ["hardware ratio", f"{chip['hardware_ratio'].get(res['dtype'], 0):.0f} ({res['dtype']})"]]
+    if res.get("collective"):
+        co = res["collective"]
+        rows.append(["peer copy", f"{fmt(co['p2p_bytes_per_s'], 'B/s')} ({co['devices']} devices)"])
+    thr = f", {dev['threads']} threads, load average {dev.get('load_average')}" if dev["type"] == "cpu" else ""
+    table(f"{chip['name']}: {dev['name']} ({dev['type']}, torch {dev['torch']}{thr}) — measured peaks", ["", "value"],
+          rows)
+    m = res["model"]
+    p = res["preset"]
+    sweep = [[f"{r['context']:,}", f"{r['batch']:,}", fmt(r["measured_s"], "s"), fmt(r["roofline_s"], "s"), r["bound"],
+              f"{r['measured_s'] / r['roofline_s']:.2f}×", fmt(r["calibrated_s"], "s"), f"{r['error_calibrated']:+.0%}"]
+             for r in res["sweep"]]
+    s = res["summary"]
+    table(f"decode sweep: {m['name']} ({m['description']}) — ideal roofline from the measured peaks (a lower bound "
+          f"on time) and calibrated prediction, preset {p['name']} (from micro-benchmarks only)",
+          ["context", "batch", "measured", "ideal roofline", "bound", "measured/ideal", "calibrated", "cal. error"],
+          sweep, caption=f"median |log error|: ideal {s['median_abs_log_error_ideal']:.2f}, calibrated "
+                         f"{s['median_abs_log_error_calibrated']:.2f} over {s['points']} points; "
+                         f"{res['seconds']:.1f} s in all")
+    kn = [[f"{k['context']:,}", "—" if k["measured"] is None else f"{k['measured']:.0f}",
+           "none (memory-bound)" if k["predicted"] is None else f"{k['predicted']:.0f}",
+           "—" if k["predicted_calibrated"] is None else f"{k['predicted_calibrated']:.0f}"] for k in res["knees"]]
+    table("knee (batch where compute catches up with the fixed memory time)",
+          ["context", "measured", "ideal roofline", "calibrated"], kn)

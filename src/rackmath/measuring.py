@@ -1,0 +1,270 @@
+"""`rackmath measure` as a Python function: micro-benchmarks + a decode sweep next to this machine's roofline.
+
+    >>> import rackmath
+    >>> res = rackmath.measure("llama-3.1-8b", device="cpu", quick=True)
+    >>> res["knees"], res["chip"]["hbm_bw"]
+
+Needs torch (``pip install rackmath[torch]``); everything else is rackmath's own roofline
+(:mod:`rackmath.analyses.measure`). Method: docs/measure.md.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+from .errors import InputError
+
+# Sizes per (device type, quick): weight budget of the decode model, batches, contexts, steps, GEMM sizes.
+PLANS = {
+    ("cpu", True): dict(budget=256e6, kv_budget=1e9, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+                        contexts=(128, 1024), steps=3, warmup=1, square=(1024, 2048),
+                        tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), min_time=0.02),
+    ("cpu", False): dict(budget=1e9, kv_budget=4e9, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), contexts=(128, 2048),
+                         steps=6, warmup=2, square=(512, 1024, 2048, 4096),
+                         tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048), min_time=0.05),
+    ("cuda", True): dict(budget=4e9, kv_budget=20e9, batches=(1, 4, 16, 64, 128, 256, 512, 1024), contexts=(256, 4096), steps=5,
+                         warmup=2, square=(4096, 8192),
+                         tokens=(1, 4, 16, 64, 128, 256, 512, 1024, 4096), min_time=0.05),
+    ("cuda", False): dict(budget=8e9, kv_budget=40e9, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048),
+                          contexts=(256, 4096), steps=10, warmup=3, square=(2048, 4096, 8192, 16384),
+                          tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), min_time=0.1),
+}
+
+
+def _torch():
+    try:
+        import torch  # noqa: F401
+
+        from . import measure_torch
+    except ImportError as exc:  # torch is the optional extra
+        raise InputError("torch", f"not installed ({exc.msg})",
+                         "pip install 'rackmath[torch]' (PyTorch runs the benchmarks)") from None
+    return measure_torch
+
+
+def _load() -> float | None:
+    import os
+
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
+def default_threads(torch_threads: int, load: float | None) -> int:
+    """CPU threads when --threads is not given: torch's choice, less the cores other processes keep busy
+    (1-minute load average), at least 1. Threads that must wait for a busy core stall every parallel kernel
+    at its barrier: on a shared 2-core machine two threads ran a decode step 10–30× slower than one."""
+    if load is None:
+        return torch_threads
+    return max(1, min(torch_threads, int(round(torch_threads - load))))
+
+
+def _median(xs):
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: bool = False, name: str | None = None,
+            batches=None, contexts=None, weight_budget: float | None = None, threads: int | None = None,
+            progress=None) -> dict:
+    """Measure this machine and compare a real decode sweep with its roofline.
+
+    ``model``: a catalog name or HF config.json (scaled down to fit, same family); ``dtypes``: matmul dtypes
+    to benchmark, the first one also runs the sweep (default bf16, fp32); ``progress(task, total)`` is called
+    once per stage and returns a callable to advance it (the CLI passes rich progress bars); ``threads`` sets
+    torch's CPU threads (default: torch's own choice).
+    Returns a JSON-ready dict: device, peaks, GEMM curve and fit, bandwidth, sweep rows, knees, preset.
+    """
+    import numpy as np
+
+    from . import units
+    from .analyses import measure as am
+    from .engine.roofline import roofline
+    from .specs.models import load_model
+
+    t_start = time.perf_counter()
+    mt = _torch()
+    import torch
+
+    dev = mt.resolve_device(device)
+    load = _load()
+    if threads is not None:
+        if not 1 <= int(threads) <= 1024:
+            raise InputError("threads", f"{threads!r}", "1 to 1024 CPU threads")
+        torch.set_num_threads(int(threads))
+    elif dev.type == "cpu":
+        torch.set_num_threads(default_threads(torch.get_num_threads(), load))
+    info = mt.device_info(dev)
+    info["load_average"] = load
+    info["cores"] = os.cpu_count()
+    busy = dev.type == "cpu" and load is not None and load > 0.5 * (os.cpu_count() or 1)
+    info["warning"] = (f"load average {load} on {os.cpu_count()} cores: other processes compete for the CPU, the "
+                       "timings are noisy (measure on a quiet machine)") if busy else None
+    plan = dict(PLANS[(dev.type, bool(quick))])
+    dts = [units.normalize_dtype(d, "dtype") for d in (dtypes or ["bf16", "fp32"])]
+    for d in dts:
+        if d not in mt.DTYPES:
+            raise InputError("dtype", f"{d!r} cannot be benchmarked", "bf16, fp16 or fp32")
+    dtype = dts[0]
+    if batches is not None:
+        plan["batches"] = tuple(sorted({int(b) for b in batches}))
+    if contexts is not None:
+        plan["contexts"] = tuple(sorted({int(c) for c in contexts}))
+    if weight_budget is not None:
+        plan["budget"] = float(weight_budget)
+    if len(plan["batches"]) < 4:
+        raise InputError("batch", f"{len(plan['batches'])} batch sizes", "at least 4 (the knee needs two lines)")
+    # Never ask for more than a tenth of the device's memory for weights.
+    plan["budget"] = min(plan["budget"], 0.1 * info["memory_bytes"])
+    plan["kv_budget"] = min(plan["kv_budget"], 0.3 * info["memory_bytes"])
+
+    def stage(task, total):
+        return progress(task, total) if progress else (lambda n=1: None)
+
+    src = load_model(model)
+    spec = am.scale_model(src, plan["budget"], dtype)
+
+    # -------- micro-benchmarks
+    adv = stage("matmul peaks", len(dts) * len(plan["square"]))
+    matmul, peaks = {}, {}
+    for d in dts:
+        rows = []
+        for n in plan["square"]:
+            rows += mt.bench_matmul(dev, d, (n,), min_time=plan["min_time"])
+            adv()
+        matmul[d] = rows
+        peaks[d] = max(r["flops_per_s"] for r in rows)
+    adv = stage("memory bandwidth", 1)
+    bw = mt.bench_bandwidth(dev, max(spec.weight_bytes(), 64e6), min_time=plan["min_time"])
+    adv()
+    shapes = am.gemm_shapes(spec)
+    adv = stage(f"GEMM efficiency vs tokens ({dtype}, the model's matrices)", 1)
+    small = mt.bench_gemm_pass(dev, dtype, shapes, plan["tokens"], min_time=plan["min_time"], reps=3)
+    adv()
+    peaks[dtype] = max(peaks[dtype], max(r["flops_per_s"] for r in small))
+    fit = am.fit_gemm_efficiency([r["m"] for r in small], [r["flops_per_s"] for r in small], peaks[dtype])
+    attn = mt.bench_attention(dev, dtype, spec, kv_bytes=max(64e6, min(spec.weight_bytes(), 512e6)),
+                              context=plan["contexts"][-1], min_time=plan["min_time"])
+    dispatch = mt.bench_dispatch(dev, min_time=plan["min_time"])
+    coll = mt.bench_collective(dev) if not quick else None
+
+    # -------- the machine as a chip
+    cname = name or ("measured-" + ("cpu" if dev.type == "cpu" else
+                                    "".join(c if c.isalnum() else "-" for c in info["name"].lower()).strip("-")))
+    when = time.strftime("%Y-%m-%d", time.gmtime())
+    cond = f", {info['threads']} threads, load {load}" if dev.type == "cpu" else ""
+    how = (f"rackmath measure{' --quick' if quick else ''} on {info['name']} ({dev.type}, torch {info['torch']}"
+           f"{cond}), {when}")
+    sources = {f"flops.{d}": f"{how}: best of square GEMMs {list(plan['square'])}" for d in peaks}
+    sources.update(hbm=f"{how}: device memory", hbm_bandwidth=(
+        f"{how}: best of read (sum) {bw['read_bytes_per_s'] / 1e9:.3g} GB/s and copy {bw['copy_bytes_per_s'] / 1e9:.3g}"
+        f" GB/s over a {bw['buffer_bytes'] / 1e6:.0f} MB buffer"),
+        scaleup_bandwidth=(f"{how}: peer copy between devices" if coll else
+                           "single device: no scale-up link measured; set to the memory bandwidth"),
+        scaleout_bandwidth="not measured: a 10 Gb/s placeholder", usd_per_hour="not priced: pass --usd-per-gpu-hour")
+    if "bf16" not in peaks:
+        sources["flops.bf16"] = f"bf16 not measured: set to the best measured peak ({', '.join(peaks)})"
+    system = am.measured_system(cname, peaks, bw["bytes_per_s"], info["memory_bytes"],
+                                description=f"{info['name']} measured by rackmath measure ({dev.type})",
+                                vendor="measured", scaleup_bw=coll["p2p_bytes_per_s"] if coll else None,
+                                devices=1, sources=sources)
+
+    # -------- the decode sweep
+    net = mt.build_model(spec, dtype, dev)
+    ops = mt.count_ops(net, dev, dtype, plan["contexts"][0])
+    gemv_bw = small[0]["weight_bytes_per_s"]
+    preset_d = am.preset_from_microbenchmarks(f"{cname}-eager", cname, fit, gemv_bw, bw["bytes_per_s"], ops,
+                                              dispatch, attn["kv_bytes_per_s"])
+    rows = []
+    # (batch, context) points whose KV cache fits the KV budget
+    points = [(B, L) for L in plan["contexts"] for B in plan["batches"]
+              if B * spec.kv_cache_bytes(L, dtype) <= plan["kv_budget"]]
+    adv = stage(f"decode sweep ({spec.name})", len(points))
+    for B, L in points:
+        ts = mt.decode_steps(net, dev, dtype, B, L, plan["steps"], plan["warmup"])
+        # best of the timed steps, as for the micro-benchmarks (on a quiet machine ≈ the median)
+        rows.append({"batch": B, "context": L, "measured_s": min(ts), "median_s": _median(ts), "max_s": max(ts)})
+        adv()
+    del net
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    B = np.array([r["batch"] for r in rows], dtype=float)
+    L = np.array([r["context"] for r in rows], dtype=float)
+    ideal = roofline(spec, system, chips=1, batch=B, context=L, weights_dtype=dtype, kv_dtype=dtype)
+    eta_kw = dict(eta_max=preset_d["eta_compute"], m_half=preset_d["gemm_half_tokens"], eta_memory=preset_d["eta_memory"],
+                  eta_kv=preset_d["eta_kv"])
+    cal = am.calibrated_times(spec, system, B, L, dtype, overhead_s=preset_d["step_overhead_s"], **eta_kw)
+    for i, r in enumerate(rows):
+        r.update(roofline_s=float(ideal.step_s[i]), t_compute_s=float(ideal.t_compute_s[i]),
+                 t_weights_s=float(ideal.t_weights_s[i]), t_kv_s=float(ideal.t_kv_s[i]), bound=str(ideal.bound[i]),
+                 calibrated_s=float(cal["step_s"][i]), error_ideal=float(ideal.step_s[i] / r["measured_s"] - 1),
+                 error_calibrated=float(cal["step_s"][i] / r["measured_s"] - 1))
+    knees = []
+    for c in plan["contexts"]:
+        sel = [r for r in rows if r["context"] == c]
+        if len(sel) < 4:
+            continue
+        mk = am.measured_knee([r["batch"] for r in sel], [r["measured_s"] for r in sel])
+        pk = am.predicted_knee(spec, system, c, dtype)
+        # the calibrated curve has no sharp corner either: the same estimator as the measurement, same batches
+        pk_cal = am.measured_knee([r["batch"] for r in sel], [r["calibrated_s"] for r in sel])["knee"]
+        pk_cal = math.inf if pk_cal is None else pk_cal
+        knees.append({"context": c, "measured": mk["knee"], "predicted": None if not np.isfinite(pk) else pk,
+                      "predicted_calibrated": None if not np.isfinite(pk_cal) else pk_cal,
+                      "t0_s": mk["t0_s"], "slope_s": mk["slope_s"]})
+    err_i = np.abs(np.log([r["roofline_s"] / r["measured_s"] for r in rows]))
+    err_c = np.abs(np.log([r["calibrated_s"] / r["measured_s"] for r in rows]))
+    return {
+        "device": info, "dtype": dtype, "quick": bool(quick), "how": how, "date": when,
+        "matmul": matmul, "peak_flops": peaks,
+        "gemm_curve": {"dtype": dtype, "shapes": [list(x) for x in shapes], "rows": small, "fit": fit,
+                       "form": "eta(M) = eta_max * M / (M + M_half)"},
+        "bandwidth": bw, "attention": attn, "dispatch_s": dispatch, "ops_per_step": ops, "collective": coll,
+        "chip": system.chip.describe(), "system": system.name,
+        "model": {"source": src.name, "name": spec.name, "description": spec.description,
+                  "n_layers": spec.n_layers, "d_model": spec.d_model, "weight_bytes": spec.weight_bytes(),
+                  "active_params": spec.active_params, "attention": spec.attention, "n_experts": spec.n_experts},
+        "sweep": rows, "knees": knees, "preset": preset_d,
+        "summary": {"median_abs_log_error_ideal": float(np.median(err_i)),
+                    "median_abs_log_error_calibrated": float(np.median(err_c)), "points": len(rows)},
+        "seconds": time.perf_counter() - t_start,
+        # objects for saving and plotting (not JSON): dropped by the CLI before printing
+        "_system": system, "_spec": spec,
+    }
+
+
+def save(result: dict, directory, *, force: bool = False) -> list:
+    """Write ``<chip>.toml`` (chip, system, scaled model, preset) and ``<chip>-records.toml`` into ``directory``.
+
+    Never overwrites an existing file unless ``force``. Returns the paths written.
+    """
+    from pathlib import Path
+
+    from .analyses import measure as am
+
+    d = Path(directory)
+    if d.exists() and not d.is_dir():
+        raise InputError("save", f"{d} exists and is not a directory", "a directory (created when missing)")
+    system, spec = result["_system"], result["_spec"]
+    cat = d / f"{system.chip.name}.toml"
+    rec = d / f"{system.chip.name}-records.toml"
+    for p in (cat, rec):
+        if p.exists() and not force:
+            raise InputError("save", f"{p} exists and would be overwritten", "another --save DIR, or --force")
+    d.mkdir(parents=True, exist_ok=True)
+    head = (f"Written by {result['how']}.\nUse with: rackmath --catalog {d} hardware show {system.chip.name}\n"
+            f"           rackmath --catalog {d} validate --records {d} --only-records")
+    cat.write_text(am.catalog_toml(system, spec, result["preset"], head))
+    recs = am.step_records(result["sweep"], model=spec.name, hardware=system.name, dtype=result["dtype"],
+                           source=result["how"], source_group=f"measure-{system.chip.name}",
+                           assumptions=("random weights; KV cache of exactly `context` tokens filled with a constant, new tokens "
+                                        "written as a ring buffer (no prefill); "
+                                        "best of the timed decode steps; eager PyTorch, no CUDA graphs; "
+                                        f"model scaled from {result['model']['source']}"),
+                           id_prefix=system.chip.name, date=result.get("date"))
+    rec.write_text(am.records_toml(recs, head))
+    return [cat, rec]

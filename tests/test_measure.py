@@ -1,0 +1,242 @@
+"""`rackmath measure` (issue 14): the η(M) fit and knee estimator on hand-derived curves, the scaled-down models
+(same family, the torch network has exactly the weights rackmath counts), and one quick CPU run through the CLI
+with physical sanity checks, the knee, and the saved catalog used by other commands.
+
+The torch tests skip visibly ("SKIPPED … could not import 'torch'") when torch is missing; torch is in the test
+extra, so CI runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from rackmath.analyses import measure as am
+from rackmath.specs.models import load_model
+
+# ------------------------------------------------------------------------------------------ pure math (no torch)
+
+
+def test_gemm_fit_recovers_the_parameters_of_its_own_form():
+    M = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096], dtype=float)
+    peak = 1e12
+    flops = am.gemm_efficiency(M, 0.8, 100.0) * peak
+    fit = am.fit_gemm_efficiency(M, flops, peak)
+    assert fit["eta_max"] == pytest.approx(0.8, rel=1e-9)
+    assert fit["m_half"] == pytest.approx(100.0, rel=1e-9)
+    assert fit["rms_rel_error"] < 1e-9
+
+
+def test_serial_gemm_has_m_half_equal_to_the_hardware_ratio():
+    """t(M) = 2MKN/P + KN·b/BW (math and weight streaming not overlapped) ⇒ M_half = P·b/(2·BW) (lecture R5).
+    H100 numbers: 989.4 TFLOP/s bf16, 3.35 TB/s, b = 2 ⇒ ratio 295.3."""
+    P, BW, b, K, N = 989.4e12, 3.35e12, 2.0, 8192, 8192
+    M = np.geomspace(1, 8192, 14)
+    t = 2 * M * K * N / P + K * N * b / BW
+    fit = am.fit_gemm_efficiency(M, 2 * M * K * N / t, P)
+    assert fit["m_half"] == pytest.approx(P * b / (2 * BW), rel=1e-6)
+    assert fit["m_half"] == pytest.approx(295.3, abs=0.1)
+    assert fit["eta_max"] == pytest.approx(1.0, rel=1e-9)
+
+
+def test_measured_knee_of_the_lecture_roofline_is_its_corner():
+    """t = max(10 ms, B · 0.1 ms): corner at B = 100; the estimator (t0 = median of t − s·B over B = 1, 2, 4 =
+    10 − 0.2 = 9.8 ms, knee = t0/s) gives 98."""
+    B = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512], dtype=float)
+    t = np.maximum(10e-3, B * 0.1e-3)
+    k = am.measured_knee(B, t)
+    assert k["knee"] == pytest.approx(98.0, rel=1e-6)
+    assert k["slope_s"] == pytest.approx(0.1e-3, rel=1e-9)
+    # a curve with no corner (t = t0 + s·B) has its knee where the step time has doubled: t0/s
+    assert am.measured_knee(B, 5e-3 + B * 0.05e-3)["knee"] == pytest.approx(100.0, rel=1e-6)
+    # flat (memory-bound everywhere): no knee
+    assert am.measured_knee(B, np.full_like(B, 10e-3))["knee"] is None
+
+
+def test_knee_of_interpolates_the_crossing():
+    B = np.geomspace(1, 1000, 301)
+    assert am.knee_of(B, B * 1e-4, np.full_like(B, 1e-2)) == pytest.approx(100.0, rel=1e-3)
+    assert math.isinf(am.knee_of(B, B * 1e-6, np.full_like(B, 1.0)))
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "mixtral-8x7b", "deepseek-v3", "qwen3-30b-a3b"])
+def test_scaled_model_keeps_its_family_and_fits_the_budget(name):
+    src = load_model(name)
+    s = am.scale_model(src, 200e6, "bf16")
+    assert s.weight_bytes("bf16") <= 200e6
+    assert s.n_layers >= 4
+    assert s.attention == src.attention
+    assert bool(s.n_experts) == bool(src.n_experts)
+    if src.attention == "gqa":
+        assert s.n_heads // s.n_kv_heads == src.n_heads // src.n_kv_heads  # GQA ratio kept (8B: 4)
+    if src.n_experts:
+        assert s.n_experts == min(src.n_experts, 16)
+        assert 1 <= s.experts_per_token <= s.n_experts // 2 or s.experts_per_token == src.experts_per_token
+    assert s.native_dtype == s.kv_dtype == "bf16"
+    assert not s.layer_types and not s.index_topk
+
+
+def test_scaled_llama_8b_numbers():
+    """Hand check: width ×¼ of Llama-3.1-8B is d 1024, 8 query / 2 KV heads of 128, FFN 3584, vocab capped at
+    8·1024 = 8192; a layer is 2·1024·1024 + 2·1024·256 + 3·1024·3584 = 13.63M params; embedding + head
+    2·8192·1024 = 16.78M; 256 MB of bf16 (128M params) holds 8 layers (125.8M params), not 9 (139.5M)."""
+    s = am.scale_model(load_model("llama-3.1-8b"), 256e6, "bf16")
+    assert (s.d_model, s.n_heads, s.n_kv_heads, s.head_dim, s.d_ff, s.vocab_size, s.n_layers) == \
+        (1024, 8, 2, 128, 3584, 8192, 8)
+    assert s.total_params == 8 * 13_631_488 + 2 * 8192 * 1024 + 8 * 2 * 1024 + 1024
+
+
+def test_toml_round_trip_of_model_and_preset(tmp_path):
+    from rackmath.specs.catalog import Entry
+    from rackmath.specs.models import model_from_entry
+
+    s = am.scale_model(load_model("deepseek-v3"), 100e6, "bf16")
+    sysobj = am.measured_system("unit-chip", {"bf16": 2e12, "fp32": 3e11}, 20e9, 16e9, description="x")
+    preset = am.preset_from_microbenchmarks("unit-eager", "unit-chip", {"eta_max": 0.9, "m_half": 80.0}, 15e9, 20e9,
+                                            250, 2e-6)
+    text = am.catalog_toml(sysobj, s, preset, "test")
+    doc = tomllib.loads(text)
+    m = model_from_entry(Entry("model", doc["model"][0], tmp_path / "x.toml"))
+    assert m.total_params == s.total_params and m.kv_read_bytes(4096) == s.kv_read_bytes(4096)
+    assert doc["efficiency"][0]["eta_memory"] == 0.75 and doc["efficiency"][0]["step_overhead_s"] == 5e-4
+    assert "eta_kv" not in doc["efficiency"][0] and "# measured too" in text  # not a preset field: a comment
+    assert doc["chip"][0]["flops"]["bf16"] == "2 TFLOP/s"
+
+
+# ------------------------------------------------------------------------------------------ torch
+
+
+def test_decode_network_has_exactly_the_weights_rackmath_counts():
+    torch = pytest.importorskip("torch")
+    from rackmath import measure_torch as mt
+
+    for name in ("llama-3.1-8b", "mixtral-8x7b", "deepseek-v3"):
+        s = am.scale_model(load_model(name), 16e6, "fp32")
+        net = mt.build_model(s, "fp32", torch.device("cpu"))
+        assert mt.param_bytes(net) == s.weight_bytes("fp32"), name
+        B = 3
+        out = mt.decode_steps(net, torch.device("cpu"), "fp32", B, 16, steps=2, warmup=0)
+        assert len(out) == 2 and all(x > 0 for x in out)
+
+
+def test_missing_torch_is_one_line_exit_2(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    monkeypatch.setitem(sys.modules, "rackmath.measure_torch", None)
+    code, out, err = run_cli("measure", "--quick", "--no-progress")
+    assert code == 2 and err.startswith("error: torch: not installed") and "rackmath[torch]" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args,field", [
+    (["--device", "tpu"], "device"),
+    (["--dtype", "fp8"], "dtype"),
+    (["--dtype", "bogus"], "dtype"),
+    (["--threads", "0"], "threads"),
+    (["--batch", "1,2"], "batch"),
+    (["--weight-budget", "5 TB"], "weight_budget"),
+])
+def test_bad_input_is_one_line_exit_2(args, field):
+    pytest.importorskip("torch")
+    code, out, err = run_cli("measure", "--quick", "--no-progress", *args)
+    assert code == 2, err
+    assert err.startswith(f"error: {field}:") and len(err.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """One quick CPU run through the CLI, small sizes (1 thread: robust on a shared 2-core runner)."""
+    pytest.importorskip("torch")
+    d = tmp_path_factory.mktemp("measured")
+    code, out, err = run_cli("measure", "--quick", "--device", "cpu", "--threads", "1", "--weight-budget", "64MB",
+                             "--batch", "1,2,4,8,16,32,64,128,256,512", "--context", "64,512", "--name", "ci-cpu",
+                             "--save", str(d), "--json", "--no-progress")
+    assert code == 0, err
+    return json.loads(out), d, err
+
+
+def test_physical_sanity(quick_run):
+    res, _, _ = quick_run
+    bw = res["bandwidth"]["bytes_per_s"]
+    assert 1e9 <= bw <= 1e12  # 1 GB/s … 1 TB/s
+    for d, f in res["peak_flops"].items():
+        assert 1e9 <= f <= 1e13, d  # 1 GFLOP/s … 10 TFLOP/s
+    fit = res["gemm_curve"]["fit"]
+    assert 0.2 < fit["eta_max"] < 2 and 0 < fit["m_half"] < 1e4
+    assert 1e-8 < res["dispatch_s"] < 1e-3 and res["ops_per_step"] > 50
+    # the ideal roofline with the measured peaks is a lower bound on the measured step (20 % slack for noise)
+    for r in res["sweep"]:
+        assert r["measured_s"] >= 0.8 * r["roofline_s"], r
+
+
+def test_step_time_rises_with_batch_past_the_knee(quick_run):
+    res, _, _ = quick_run
+    k = next(k for k in res["knees"] if k["context"] == 64)
+    assert k["measured"] is not None
+    past = [r for r in res["sweep"] if r["context"] == 64 and r["batch"] >= k["measured"]]
+    assert len(past) >= 2
+    t = [r["measured_s"] for r in past]
+    ok = all(b >= 0.9 * a for a, b in zip(t, t[1:])) and t[-1] > 1.5 * t[0]  # non-decreasing (10 % slack)
+    _timing_check(res, ok, f"step time not rising past the knee: {t}")
+
+
+def _timing_check(res, ok: bool, what: str):
+    """A timing assertion. On an oversubscribed machine (load average above half the cores: the command itself
+    warns that its timings are noisy) a failure is reported as xfail with the load, not hidden; on a quiet machine
+    (CI) it fails."""
+    if ok:
+        return
+    if res["device"].get("warning"):
+        pytest.xfail(f"{what} — but {res['device']['warning']}")
+    raise AssertionError(what)
+
+
+def test_predicted_knee_within_2x_of_measured(quick_run):
+    res, _, _ = quick_run
+    k = next(k for k in res["knees"] if k["context"] == 64)
+    assert k["predicted_calibrated"] is not None
+    assert k["predicted"] is not None and k["predicted"] >= 1
+    _timing_check(res, 0.5 <= k["predicted_calibrated"] / k["measured"] <= 2.0, f"knee not within 2×: {k}")
+
+
+def test_saved_catalog_is_used_by_other_commands(quick_run):
+    res, d, err = quick_run
+    assert (d / "ci-cpu.toml").is_file() and (d / "ci-cpu-records.toml").is_file() and (d / "ci-cpu.png").is_file()
+    assert f"wrote {d / 'ci-cpu.toml'}" in err
+    code, out, e = run_cli("--catalog", str(d), "hardware", "show", "ci-cpu", "--json")
+    assert code == 0, e
+    chip = json.loads(out)
+    assert chip["hbm_bw"] == pytest.approx(res["bandwidth"]["bytes_per_s"], rel=1e-3)
+    assert chip["flops"]["bf16"] == pytest.approx(res["peak_flops"]["bf16"], rel=1e-3)
+    code, out, e = run_cli("--catalog", str(d), "hardware", "list")
+    assert code == 0 and "ci-cpu" in out
+    model = res["model"]["name"]
+    code, out, e = run_cli("--catalog", str(d), "roofline", model, "-H", "ci-cpu", "-b", "1", "-L", "64",
+                           "--efficiency", "ci-cpu-eager", "--json")
+    assert code == 0, e
+    r = json.loads(out)
+    assert r["efficiency"] == "ci-cpu-eager" and r["step_s"] > 0
+    recs = tomllib.loads((d / "ci-cpu-records.toml").read_text())["record"]
+    assert len(recs) == len(res["sweep"])
+    for rec in recs:
+        assert rec["kind"] == "step" and rec["metric"] == "step_s" and rec["model"] == model
+        assert rec["hardware"] == "ci-cpu-x1" and rec["value"] > 0 and rec["status"] == "measured"
+    # never overwritten without --force (checked before anything is measured)
+    code, out, e = run_cli("measure", "--quick", "--name", "ci-cpu", "--save", str(d), "--no-progress")
+    assert code == 2 and "would be overwritten" in e
+
+
+def test_default_threads_leave_busy_cores_alone():
+    from rackmath.measuring import default_threads
+
+    assert default_threads(2, 0.1) == 2
+    assert default_threads(2, 1.0) == 1
+    assert default_threads(2, 12.0) == 1  # a shared machine: one thread, never zero
+    assert default_threads(16, 3.4) == 13
+    assert default_threads(8, None) == 8
