@@ -147,10 +147,21 @@ def test_energy_flags_bad_input_exit_2(args, field):
 
 def test_wh_per_query_arithmetic():
     """docs/energy.md, validation: Wh per query = J/output token × 500 tokens ÷ 3,600 J/Wh, and its ratios to
-    Google's 0.24 Wh (Aug 2025) and OpenAI's 0.34 Wh (June 2025). By hand: 1,278 W ÷ 775 tok/s = 1.649 J/token;
-    × 500 = 824.5 J = 0.229 Wh; 0.229/0.24 = 0.954, 0.229/0.34 = 0.674."""
-    r = en.energy(load_chip("h100"), chips=1, step_s=1.0, tokens_per_step=775.0)
-    assert float(r.j_per_token) == pytest.approx(1.649, rel=1e-3)
+    Google's 0.24 Wh (Aug 2025) and OpenAI's 0.34 Wh (June 2025). By hand, for 596 output tok/s per H100:
+    1,278 W ÷ 596 tok/s = 2.144 J/token; × 500 = 1,072 J = 0.2978 Wh; 0.2978/0.24 = 1.241, 0.2978/0.34 = 0.876."""
+    r = en.energy(load_chip("h100"), chips=1, step_s=1.0, tokens_per_step=596.0)
+    assert float(r.j_per_token) == pytest.approx(2.144, rel=1e-3)
     wh = float(r.j_per_token) * 500 / 3600
-    assert wh == pytest.approx(0.229, rel=2e-3)
-    assert wh / 0.24 == pytest.approx(0.954, rel=3e-3) and wh / 0.34 == pytest.approx(0.674, rel=3e-3)
+    assert wh == pytest.approx(0.2978, rel=1e-3)
+    assert wh / 0.24 == pytest.approx(1.241, rel=2e-3) and wh / 0.34 == pytest.approx(0.876, rel=2e-3)
+
+
+def test_serve_energy_per_output_token():
+    # every GPU at 1,278 W for the output tokens per GPU it emits: E = 1,278 W ÷ (output tok/s per GPU)
+    d = _json("serve", "llama-3.1-8b", "-H", "hgx-h100", "-n", "1", "--isl", "1000", "--osl", "200", "-c", "16")
+    assert d["energy"]["j_per_token"] == pytest.approx(1278.0 / d["output_tok_s_per_gpu"], rel=1e-9)
+    assert d["energy"]["elec_share"] == pytest.approx(0.05112, rel=1e-3)
+    capped = _json("serve", "llama-3.1-8b", "-H", "hgx-h100", "-n", "1", "--isl", "1000", "--osl", "200", "-c", "16",
+                   "--power-cap", "300")
+    # a cap never speeds serving up, and the board draws at most the cap
+    assert capped["tpot_ms"] >= d["tpot_ms"] and capped["energy"]["board_w"] == 300.0

@@ -98,20 +98,25 @@ def roofline(model, hardware, *, gpus=None, chips=None, batch=1, context=8192, p
 
 
 def serve(model, hardware, *, isl, osl, concurrency, gpus=None, chips=None, efficiency=None, ideal=False,
-          usd_per_gpu_hour=None, **kw):
+          usd_per_gpu_hour=None, pue=1.2, usd_per_kwh=0.08, power_cap=None, **kw):
     """Steady-state serving (``rackmath serve``): tokens/s per GPU, TPOT, TTFT, $/Mtok. Default: the chip's
-    calibrated preset. Other keywords as ``analyses.serving.serve`` (tp, ep, pp, attention_dp, mtp, …)."""
+    calibrated preset. Other keywords as ``analyses.serving.serve`` (tp, ep, pp, attention_dp, mtp, …).
+    The result's ``energy`` is an ``analyses.energy.EnergyResult`` per output token (every GPU of the deployment);
+    ``power_cap`` (W per GPU) scales the compute peaks (docs/energy.md)."""
     from .analyses.serving import serve as _serve
+    from .cli.serve import serve_energy
 
     n = _gpus(gpus, chips)
     eff = None if efficiency in (None, "auto") else efficiency
     for k in ("tp", "ep", "pp", "mtp", "prefill_gpus", "decode_gpus", "redundant_experts"):
         if isinstance(kw.get(k), str):
             kw[k] = int(_scalar(kw[k], k))
-    return _serve(model, hardware, gpus=None if n is None else int(_scalar(n, "gpus")),
-                  isl=_scalar(isl, "isl"), osl=_scalar(osl, "osl"), concurrency=_values(concurrency, "concurrency"),
-                  ideal=ideal, efficiency=eff, usd_per_gpu_hour=_scalar(usd_per_gpu_hour, "usd_per_gpu_hour",
-                                                                          "usd_per_hour"), **kw)
+    r = _serve(model, _capped(hardware, power_cap), gpus=None if n is None else int(_scalar(n, "gpus")),
+               isl=_scalar(isl, "isl"), osl=_scalar(osl, "osl"), concurrency=_values(concurrency, "concurrency"),
+               ideal=ideal, efficiency=eff, usd_per_gpu_hour=_scalar(usd_per_gpu_hour, "usd_per_gpu_hour",
+                                                                       "usd_per_hour"), **kw)
+    r.energy = serve_energy(r, hardware, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
+    return r
 
 
 def train(model, hardware="hgx-h100", *, gpus=None, chips=None, tokens, seq_len=8192, tp=None, pp=None, dp=None,

@@ -197,13 +197,11 @@ def register(app: typer.Typer) -> None:
         cap = "" if power_cap is None else (f"; power-capped at {human(parse_power(power_cap), 'W')} per GPU "
                                             f"(compute peaks scaled)")
         table(f"{r.model.name} on {r.hardware.name} ({r.hardware.chip.name}; weights {r.weights_dtype}, "
-              f"KV {r.kv_dtype}; weight read {weight_read})
-{mode_label(r.efficiency)}", cols, rows,
+              f"KV {r.kv_dtype}; weight read {weight_read})\n{mode_label(r.efficiency)}", cols, rows,
               caption=f"$ at {human(r.usd_per_chip_hour, '$')}/GPU-hour (--usd-per-gpu-hour); J/tok at "
                       f"{human(e.facility_w_per_chip, 'W')}/GPU at the meter (board + host, PUE {e.pue:g}); "
                       f"elec $ = electricity's share of $/Mtok at ${e.usd_per_kwh:g}/kWh{cap}"
-                      + (f"
-{energy_line(e)}" if size == 1 else ""))
+                      + (f"\n{energy_line(e)}" if size == 1 else ""))
 
     @app.command("sweep")
     def sweep_cmd(
