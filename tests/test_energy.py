@@ -166,3 +166,39 @@ def test_serve_energy_per_output_token():
     # the cap reaches the serving step model through the hardware: prefill (compute) slows, the board draws ≤ cap
     assert capped["ttft_ms"] > 1.05 * d["ttft_ms"] and capped["tpot_ms"] >= d["tpot_ms"]
     assert capped["energy"]["board_w"] == 300.0
+
+
+NO_POWER = """
+[[chip]]
+name = "nopower-x"
+vendor = "test"
+hbm = "80 GB"
+hbm_bandwidth = "2 TB/s"
+scaleup_bandwidth = "100 GB/s"
+scaleout_bandwidth = "50 GB/s"
+usd_per_hour = "$1/h"
+default_system = "nopower-x1"
+[chip.flops]
+bf16 = "500 TFLOP/s"
+
+[[system]]
+name = "nopower-x1"
+chip = "nopower-x"
+scaleup_size = 1
+"""
+
+
+def test_chip_without_power_figures_gives_no_energy_not_an_error(tmp_path):
+    import json
+
+    from conftest import run_cli
+
+    (tmp_path / "hw.toml").write_text(NO_POWER)
+    code, out, err = run_cli("--catalog", str(tmp_path), "roofline", "llama-3.1-8b", "-H", "nopower-x1", "--json")
+    assert code == 0, err
+    assert json.loads(out)["energy"] is None
+    code, out, err = run_cli("--catalog", str(tmp_path), "roofline", "llama-3.1-8b", "-H", "nopower-x1")
+    assert code == 0 and "no board power" in out
+    code, out, err = run_cli("--catalog", str(tmp_path), "roofline", "llama-3.1-8b", "-H", "nopower-x1",
+                             "--power-cap", "300")
+    assert code == 2 and "tdp_w" in err

@@ -149,7 +149,7 @@ def train(model, hardware="hgx-h100", *, gpus=None, chips=None, tokens, seq_len=
     from .cli.train import training_energy
 
     en = training_energy(r, hw, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
-    r.energy = {k: v for k, v in en.items() if k != "result"}
+    r.energy = {k: v for k, v in en.items() if k != "result"} if en["result"] is not None else None
     return r
 
 

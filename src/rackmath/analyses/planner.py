@@ -384,8 +384,8 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
         pareto[st.chip] = pareto_points(st, pts, isl, osl)
         row = dict(chip=st.chip, hardware=system.name, usd_per_gpu_hour=st.usd_per_gpu_hour, efficiency=st.efficiency,
                    header=st.label, candidates=int(pts["ok"].sum()), options=best)
-        for d in best.values():
-            d["energy"] = en.energy(system.chip, chips=d["gpus"], step_s=1.0, tokens_per_step=d["output_tok_s"],
+        for d in best.values():  # None where a user catalog gives no board power
+            d["energy"] = None if system.chip.tdp_w is None else en.energy(system.chip, chips=d["gpus"], step_s=1.0, tokens_per_step=d["output_tok_s"],
                                     usd_per_mtok=d["usd_per_mtok"], power_cap_w=power_cap_w,
                                     pue=en.DEFAULT_PUE if pue is None else float(pue),
                                     usd_per_kwh=en.DEFAULT_USD_PER_KWH if usd_per_kwh is None else float(usd_per_kwh)

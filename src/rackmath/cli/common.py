@@ -636,13 +636,18 @@ def energy_of(hardware, *, chips, step_s, tokens_per_step, usd_per_mtok=None, pu
     from ..specs.hardware import load_hardware
 
     hw = load_hardware(hardware)
+    if hw.chip.tdp_w is None and power_cap is None:  # a user catalog without power figures: no energy, no error
+        pue, usd_per_kwh = parse_pue(pue), parse_usd_per_kwh(usd_per_kwh)  # still checked
+        return None
     return energy(hw.chip, chips=chips, step_s=step_s, tokens_per_step=tokens_per_step, usd_per_mtok=usd_per_mtok,
                   pue=parse_pue(pue), usd_per_kwh=parse_usd_per_kwh(usd_per_kwh), power_cap_w=parse_power(power_cap),
                   load=load)
 
 
-def energy_dict(e, power_cap=None, hardware=None) -> dict:
-    """The energy result for JSON, with the cap and the clock fraction it implies."""
+def energy_dict(e, power_cap=None, hardware=None) -> dict | None:
+    """The energy result for JSON, with the cap and the clock fraction it implies (None: no power figures)."""
+    if e is None:
+        return None
     d = e.as_dict()
     cap = parse_power(power_cap)
     d["power_cap_w"] = cap
@@ -658,6 +663,9 @@ def energy_line(e, i: int | None = None, per: str = "token") -> str:
     """'energy: 0.69 J/token · 5.2M tokens/kWh · electricity $0.015/Mtok = 5.1% of $/Mtok (1,278 W/GPU at the meter:
     PUE 1.2, $0.08/kWh)' for configuration ``i`` (None: a scalar result)."""
     import numpy as np
+
+    if e is None:
+        return "energy: — (the catalog gives no board power, tdp_w, for this chip)"
 
     def at(x):
         a = np.asarray(x, dtype=float)

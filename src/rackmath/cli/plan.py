@@ -118,7 +118,7 @@ def register(app: typer.Typer) -> None:
                                        f"{sim['slo_attainment']:.0%} ok")
             en = d["energy"]
             rows.append([row["chip"], str(d["gpus"]), shape, f"${d['usd_per_hour']:,.4g}", f"${d['usd_per_mtok']:.3g}",
-                         f"{human(en['j_per_token'], 'J')} ({human(en['elec_share'], '%')})",
+                         "—" if en is None else f"{human(en['j_per_token'], 'J')} ({human(en['elec_share'], '%')})",
                          f"{_ms(d['ttft_s'])} ({_pct(d['margin']['ttft'])})",
                          f"{_ms(d['tpot_s'])} ({_pct(d['margin']['tpot'])})", tail])
         w = r.workload

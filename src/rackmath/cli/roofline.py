@@ -60,11 +60,11 @@ def _roofline(model, hardware, chips, b, c, p, weights_dtype, kv_dtype, efficien
                     pass_len=p, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=eff, weight_read=weight_read)
 
 
-def _payload(r, e=None, power_cap=None) -> dict:
+def _payload(r, e=False, power_cap=None) -> dict:
     from .common import energy_dict, mode_dict
 
     d = mode_dict(r.efficiency) | {"usd_per_gpu_hour": r.usd_per_chip_hour} | r.as_dict()
-    if e is not None:
+    if e is not False:  # None: the chip has no power figures
         d["energy"] = energy_dict(e, power_cap, r.hardware)
     return d
 
@@ -170,7 +170,8 @@ def register(app: typer.Typer) -> None:
             d = _payload(r, e, power_cap)
             if explain:
                 d["derivation"] = [r.explain(i).as_dict() for i in range(min(size, 16))]
-                d["energy_derivation"] = [e.explain(i).as_dict() for i in range(min(size, 16))]
+                if e is not None:
+                    d["energy_derivation"] = [e.explain(i).as_dict() for i in range(min(size, 16))]
             print_json(d)
             return
         if explain:
@@ -178,8 +179,9 @@ def register(app: typer.Typer) -> None:
             for i in range(min(size, 16)):
                 print_derivation(r.explain(i))
                 print()
-                print_derivation(e.explain(i))
-                print()
+                if e is not None:
+                    print_derivation(e.explain(i))
+                    print()
             return
         rows = []
         for i in range(size):
@@ -188,8 +190,9 @@ def register(app: typer.Typer) -> None:
                          human(q["t_compute_s"], "s"), human(q["t_weights_s"], "s"), human(q["t_kv_s"], "s"),
                          human(q["step_s"], "s"), q["bound"], human(q["tokens_per_s_per_chip"]),
                          human(q["tokens_per_s_per_seq"]), human(q["usd_per_mtok"], "$"), human(q["mfu"], "%"),
-                         "yes" if q["fits"] else "NO", human(_at(e.j_per_token, i), "J"),
-                         human(_at(e.tokens_per_kwh, i)), human(_at(e.elec_share, i), "%")])
+                         "yes" if q["fits"] else "NO"] + (["—"] * 3 if e is None else [
+                         human(_at(e.j_per_token, i), "J"), human(_at(e.tokens_per_kwh, i)),
+                         human(_at(e.elec_share, i), "%")]))
         cols = [Col("GPUs", 3), Col("batch", 0), Col("context", 1), Col("pass", 4), Col("t_compute", 2),
                 Col("t_weights", 2), Col("t_kv", 2), Col("step", 0), Col("bound", 1),
                 Col("tok/s/GPU", 1), Col("tok/s/seq", 2), Col("$/Mtok", 0), Col("MFU", 3), Col("fits", 1),
@@ -198,10 +201,11 @@ def register(app: typer.Typer) -> None:
                                             f"(compute peaks scaled)")
         table(f"{r.model.name} on {r.hardware.name} ({r.hardware.chip.name}; weights {r.weights_dtype}, "
               f"KV {r.kv_dtype}; weight read {weight_read})\n{mode_label(r.efficiency)}", cols, rows,
-              caption=f"$ at {human(r.usd_per_chip_hour, '$')}/GPU-hour (--usd-per-gpu-hour); J/tok at "
-                      f"{human(e.facility_w_per_chip, 'W')}/GPU at the meter (board + host, PUE {e.pue:g}); "
-                      f"elec $ = electricity's share of $/Mtok at ${e.usd_per_kwh:g}/kWh{cap}"
-                      + (f"\n{energy_line(e)}" if size == 1 else ""))
+              caption=f"$ at {human(r.usd_per_chip_hour, '$')}/GPU-hour (--usd-per-gpu-hour); " + (
+                  energy_line(e) if e is None else
+                  f"J/tok at {human(e.facility_w_per_chip, 'W')}/GPU at the meter (board + host, PUE {e.pue:g}); "
+                  f"elec $ = electricity's share of $/Mtok at ${e.usd_per_kwh:g}/kWh{cap}"
+                  + (f"\n{energy_line(e)}" if size == 1 else "")))
 
     @app.command("sweep")
     def sweep_cmd(

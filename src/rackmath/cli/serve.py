@@ -142,13 +142,15 @@ def register(app: typer.Typer) -> None:
             d = mode | r.as_dict() | {"energy": energy_dict(e, power_cap, hardware)}
             if explain:
                 d["derivation"] = r.explain().as_dict()
-                d["energy_derivation"] = e.explain().as_dict()
+                if e is not None:
+                    d["energy_derivation"] = e.explain().as_dict()
             print_json(d)
             return
         if explain:
             print_derivation(r.explain())
-            print()
-            print_derivation(e.explain())
+            if e is not None:
+                print()
+                print_derivation(e.explain())
             return
         d = r.as_dict()
         rows = [["output tok/s per GPU", human(d["output_tok_s_per_gpu"])],

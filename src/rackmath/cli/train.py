@@ -147,6 +147,7 @@ def train_cmd(
         ("activations / GPU", human(mem["activation_bytes"], "B")),
         ("memory / GPU", f"{human(mem['total_bytes'], 'B')} of {human(mem['hbm_bytes'], 'B')} HBM"
                          + ("" if mem["fits"] else "  (DOES NOT FIT: no layout fits; more GPUs or ZeRO-3)")),
+    ] + ([("energy", "— (the catalog gives no board power, tdp_w, for this chip)")] if e is None else [
         ("energy", f"{human(en['energy_j'] / 3.6e9)} MWh at the meter ({human(e.facility_w_per_chip, 'W')}/GPU: "
                    f"board at TDP + host, PUE {e.pue:g}); {human(float(e.j_per_token), 'J')}/token, "
                    f"{human(float(e.tokens_per_kwh))} tokens/kWh"),
@@ -154,19 +155,19 @@ def train_cmd(
                         f"{human(float(e.elec_share), '%')} of the cost"
                         + ("" if power_cap is None else f" (power cap {human(en['power_cap_w'], 'W')} per GPU: "
                                                         f"compute peaks × {en['clock_fraction']:.3f})")),
-    ]
+    ])
     d = r.as_dict() | {"layout_search": searched, "usd_per_gpu_hour": hw.chip.usd_per_hour,
                        "prediction": "given" if r.mode != "bottom-up" else ("ideal" if eta == 1 else "derated"),
                        "label": (f"time from the {r.mode}" if r.mode != "bottom-up" else
                                  f"bottom-up step model at η_compute = {eta:g} — a lower bound on time" if eta == 1
                                  else f"bottom-up step model at η_compute = {eta:g}")}
-    d["energy"] = {k: v for k, v in en.items() if k != "result"}
-    if explain and not json:
+    d["energy"] = {k: v for k, v in en.items() if k != "result"} if e is not None else None
+    if explain and not json and e is not None:
         _out(d, r.derivation, json, explain, rows, "")
         print()
         print_derivation(e.explain())
         return
-    if json and explain:
+    if json and explain and e is not None:
         d["energy_derivation"] = e.explain().as_dict()
     _out(d, r.derivation, json, explain, rows, f"Training run (lecture 01:18:59: 6·N·D) — {d['label']}")
 
@@ -177,6 +178,9 @@ def training_energy(r, hw, *, pue="1.2", usd_per_kwh="0.08", power_cap=None) -> 
     from ..analyses.energy import run_energy
     from .common import energy_dict, parse_power, parse_pue, parse_usd_per_kwh
 
+    if hw.chip.tdp_w is None and power_cap is None:  # a user catalog without power figures
+        parse_pue(pue), parse_usd_per_kwh(usd_per_kwh)
+        return {"result": None}
     e, tot = run_energy(hw.chip, chips=r.chips, time_s=r.time_s, tokens=r.tokens, usd=r.usd, pue=parse_pue(pue),
                         usd_per_kwh=parse_usd_per_kwh(usd_per_kwh), power_cap_w=parse_power(power_cap))
     return energy_dict(e, power_cap, hw) | tot | {"result": e}
