@@ -365,3 +365,18 @@ def test_loopback_server_refuses_foreign_host_header():
         "/api/pages").status_code == 200
     r = c.get("/api/pages", headers={"host": "evil.example:8000"})
     assert one_line_400(r, "host")
+
+
+def test_weight_read_mode_when_the_engine_has_it(client):
+    """`--weight-read all` (the lecture: every expert fetched each step) is slower than `hit` for an MoE at a small
+    batch (16 tokens touch ~16·8 of 256 experts per layer); a build without the mode refuses the parameter."""
+    names = [i["name"] for i in client.get("/api/pages/batch").json()["inputs"]]
+    q = {"model": "deepseek-v3", "hardware": "gb200-nvl72", "batch": "16"}
+    if "weight_read" not in names:
+        one_line_400(client.get("/api/view/batch", params=q | {"weight_read": "all"}), "weight_read")
+        return
+    step = {}
+    for mode in ("hit", "all"):
+        v = client.get("/api/view/batch", params=q | {"weight_read": mode}).json()
+        step[mode] = {n["key"]: n["value"] for n in v["numbers"]}["step_s"]
+    assert step["all"] > 1.5 * step["hit"]

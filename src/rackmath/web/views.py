@@ -136,9 +136,10 @@ def _supports(fn, name: str) -> bool:
 
 
 def _weight_read_inputs() -> list[Input]:
-    from ..engine.roofline import roofline
+    from ..api import roofline as api_roofline
+    from ..engine.roofline import roofline as engine_roofline
 
-    if not _supports(roofline, "weight_read"):
+    if not (_supports(api_roofline, "weight_read") or _supports(engine_roofline, "weight_read")):
         return []
     return [select("weight_read", "weight reads", [["hit", "experts the batch routes to"],
                                                    ["all", "all N_total weights (the lecture)"]], "hit")]
@@ -146,6 +147,24 @@ def _weight_read_inputs() -> list[Input]:
 
 def _weight_read(p) -> dict:
     return {"weight_read": p["weight_read"]} if p.get("weight_read") else {}
+
+
+def _roofline(m, hw, *, gpus, usd_per_gpu_hour, efficiency, weight_read=None, **kw):
+    """rackmath.roofline (the public API); the engine's when a weight-read mode is asked for that only it takes."""
+    import rackmath
+
+    from ..api import roofline as api_roofline
+
+    if weight_read is None or _supports(api_roofline, "weight_read"):
+        extra = {} if weight_read is None else {"weight_read": weight_read}
+        return rackmath.roofline(m, hw, gpus=gpus, usd_per_gpu_hour=usd_per_gpu_hour, efficiency=efficiency,
+                                 **kw, **extra)
+    from ..cli.common import efficiency_for, priced
+    from ..engine.roofline import roofline as engine_roofline
+
+    return engine_roofline(m, priced(hw, usd_per_gpu_hour), chips=gpus, efficiency=efficiency_for(hw, efficiency,
+                                                                                                  False),
+                           weight_read=weight_read, **kw)
 
 
 def _wdt(p):
@@ -194,27 +213,27 @@ def batch_inputs():
 
 
 @lru_cache(maxsize=512)
-def _balance_batch(model_name, hw_name, context, chips, wdt, kvdt, eff) -> float:
+def _balance_batch(model_name, hw_name, context, chips, wdt, kvdt, eff, weight_read=None) -> float:
     """B* does not depend on the batch slider: solved once per (model, hardware, context, …), then cached."""
     from ..analyses.batching import balance_batch_for
 
+    extra = {"weight_read": weight_read} if weight_read and _supports(balance_batch_for, "weight_read") else {}
     return float(np.asarray(balance_batch_for(model(model_name), hardware(hw_name), context=context, chips=chips,
                                               weights_dtype=wdt, kv_dtype=kvdt,
-                                              efficiency=None if eff == "ideal" else eff)).ravel()[0])
+                                              efficiency=None if eff == "ideal" else eff, **extra)).ravel()[0])
 
 
 def batch_view(p):
-    import rackmath
-
     m, hw = model(p["model"]), hardware(p["hardware"])
     gpus = p["gpus"] or None
-    grid = np.unique(np.concatenate([np.geomspace(1, 65536, GRID), [p["batch"]]]))
-    r = rackmath.roofline(m, hw, gpus=gpus, batch=grid, context=p["context"], weights_dtype=_wdt(p),
-                          kv_dtype=_kvdt(p), efficiency=p["efficiency"] or None,
-                          usd_per_gpu_hour=p["usd_per_gpu_hour"] or None, **_weight_read(p))
+    grid = np.unique(np.concatenate([np.geomspace(1, 65536, GRID).round(), [p["batch"]]]))  # whole sequences
+    r = _roofline(m, hw, gpus=gpus, batch=grid, context=p["context"], weights_dtype=_wdt(p), kv_dtype=_kvdt(p),
+                  efficiency=p["efficiency"] or None, usd_per_gpu_hour=p["usd_per_gpu_hour"] or None,
+                  **_weight_read(p))
     i = int(np.searchsorted(grid, p["batch"]))
     pt = r.at(i)
-    bstar = _balance_batch(m.name, hw.name, p["context"], gpus, _wdt(p), _kvdt(p), r.efficiency.name)
+    bstar = _balance_batch(m.name, hw.name, p["context"], gpus, _wdt(p), _kvdt(p), r.efficiency.name,
+                           p.get("weight_read"))
     B = p["batch"]
     numbers = [num("step time", pt["step_s"], "s", "step_s"), num("binding term", pt["bound"], key="bound"),
                num("$ per million output tokens", pt["usd_per_mtok"], "$/Mtok", "usd_per_mtok"),
@@ -252,7 +271,7 @@ def racks_view(p):
     from ..specs.hardware import systems
 
     m, hw = model(p["model"]), hardware(p["hardware"])
-    grid = np.unique(np.concatenate([np.geomspace(1, 65536, GRID), [p["batch"]]]))
+    grid = np.unique(np.concatenate([np.geomspace(1, 65536, GRID).round(), [p["batch"]]]))  # whole sequences
     wdt = _wdt(p)
     w_read = weights_read_bytes(m, grid, wdt)
     w_all = float(m.weight_bytes(wdt))
