@@ -289,6 +289,7 @@ class Col:
     priority: int = 1
     text: bool | None = None  # None: decided from the cells
     justify: str | None = None
+    min_width: int = 0  # a text column narrower than this hides lower-priority columns first
 
 
 _NUMLIKE = re.compile(r"^[\s$−+\-–~≈<>]*[\d.,]+[\d.,\s%×x]*(\s*[A-Za-zµ/$·\-]{0,14}){0,3}\s*$")
@@ -322,7 +323,12 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
     from rich.text import Text
 
     cols = [c if isinstance(c, Col) else Col(str(c), priority=0 if i == 0 else 1) for i, c in enumerate(columns)]
-    rows = [[cite(str(x)) for x in r] for r in rows]
+    styled = {}  # cells given as rich Text (e.g. a coloured verdict) keep their style; the rest are plain text
+    for ri, r in enumerate(rows):
+        for ci, x in enumerate(r):
+            if isinstance(x, Text):
+                styled[ri, ci] = x
+    rows = [[x.plain if isinstance(x, Text) else cite(str(x)) for x in r] for r in rows]
     numeric = [(not c.text) if c.text is not None else _is_numeric([r[i] for r in rows if i < len(r)])
                for i, c in enumerate(cols)]
     keep = list(range(len(cols)))
@@ -344,7 +350,8 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
         if numeric[i]:
             return max([len(r[i]) for r in rows if i < len(r)] + [len(c.name), 1])
         words = [len(x) for r in rows if i < len(r) for x in r[i].split()] or [1]
-        return max(max(len(x) for x in c.name.split() or [""]), min(max(words), 30), 1)
+        natural = max([len(r[i]) for r in rows if i < len(r)] + [1])
+        return max(max(len(x) for x in c.name.split() or [""]), min(max(words), 30), min(c.min_width, natural), 1)
 
     widths = {i: col_width(i) for i in range(len(cols))}
 
@@ -379,8 +386,8 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
         else:  # wraps at spaces; a word longer than 30 characters (a URL) may be folded
             t.add_column(c.name, justify=c.justify or "left", overflow="fold",
                          min_width=min(widths[i], caps.get(i, widths[i])), max_width=caps.get(i))
-    for r in rows:
-        t.add_row(*[Text(r[i]) if i < len(r) else Text("") for i in keep])  # no markup: sources hold "[M]"
+    for ri, r in enumerate(rows):  # no markup parsing: sources hold "[M]"
+        t.add_row(*[styled.get((ri, i)) or Text(r[i]) if i < len(r) else Text("") for i in keep])
     total = need(keep)
     if width is None:
         w = max(80, total)
