@@ -380,3 +380,18 @@ def test_weight_read_mode_when_the_engine_has_it(client):
         v = client.get("/api/view/batch", params=q | {"weight_read": mode}).json()
         step[mode] = {n["key"]: n["value"] for n in v["numbers"]}["step_s"]
     assert step["all"] > 1.5 * step["hit"]
+
+
+def test_400_carries_the_library_message(client):
+    """The API's error is the library's own one-line message, word for word (the CLI prints the same line)."""
+    import rackmath
+    from rackmath.errors import RackmathError
+
+    with pytest.raises(RackmathError) as e:
+        rackmath.roofline("deepseek-v4", "gb200-nvl72", batch=1, context=8192)
+    r = client.get("/api/roofline", params={"model": "deepseek-v4", "hardware": "gb200-nvl72"})
+    assert r.status_code == 400 and r.json()["error"] == str(e.value)
+    from conftest import run_cli
+
+    rc, _, err = run_cli("roofline", "deepseek-v4", "-H", "gb200-nvl72")
+    assert rc == 2 and str(e.value) in err
