@@ -95,6 +95,8 @@ def test_claims_r30_to_r34():
     from rackmath.claims import ch4_overtraining
 
     cs = {c.id: c for c in ch4_overtraining.claims()}
-    for cid in ("R30", "R31", "R32", "R32-b", "R33", "R34", "R14"):
+    for cid in ("R30", "R31", "R32", "R32-b", "R34", "R14"):
         assert cs[cid].agrees, cid
+    # R33: equal costs give D_pre = 263T / (3 · 0.3) = 292T, ~2× the rumoured 150T: outside 'similar' (×/÷1.5)
+    assert cs["R33"].value == pytest.approx(263e12 / 0.9, rel=0.01) and not cs["R33"].agrees and cs["R33"].reason
     assert "UNVERIFIED" in cs["R14"].note

@@ -189,8 +189,9 @@ def test_predict_many_equals_predict_for_every_record(recs):
         many = validation.predict_many(rec, X, calibration.PARAMS)
         one = [validation.predict(rec, efficiency=Efficiency("fit", *x))[0] for x in X]
         assert many == pytest.approx(one, rel=1e-9), rec.id
-    assert {r.id for r in recs if not r.exclude and r.efficiency is None and not validation.vectorizable(r)} == \
-        {"M1", "M2-tpot", "M2-ttft"}  # the layouts rackmath chooses
+    # every record is vectorized: a serving record's plan (its layout, chosen once when not given) is memoised and
+    # serving.evaluate(plan, efficiency) broadcasts the efficiency's fields
+    assert {r.id for r in recs if not r.exclude and r.efficiency is None and not validation.vectorizable(r)} == set()
 
 
 def test_max_load_rule_is_memory_or_the_cap():
@@ -302,10 +303,11 @@ def test_refit_toml_round_trips_through_the_catalog(tmp_path):
 
 
 def test_cross_validate_on_real_records_reports_counts():
-    """A small real subset (TensorRT-LLM B200 and GB200 columns): one family, 4 parameters, two sources."""
+    """A small real subset (TensorRT-LLM B200 and GB200 columns): one family, the declared vector, two sources."""
     sub = [r for r in R.shipped_records() if r.source_group in ("trtllm-b200", "trtllm-gb200")]
     cv = calibration.cross_validate(sub, schemes=("source",))
-    assert cv["counts"]["records"] == 16 and cv["counts"]["sources"] == 2 and cv["counts"]["fitted_params"] == 4
+    n_params = len(calibration.default_spec().params)  # one family: every parameter once
+    assert cv["counts"]["records"] == 16 and cv["counts"]["sources"] == 2 and cv["counts"]["fitted_params"] == n_params
     assert set(cv["source"]["summary_by_group"]) == {"trtllm-b200", "trtllm-gb200"}
     # the same workloads on the sibling chip transfer well (published B200 vs GB200 differ by ≤ 18%)
     assert cv["source"]["summary"]["median_abs_error"] <= 0.15
@@ -430,7 +432,7 @@ def test_cli_cv_json_on_user_records(user_dir):
                              "--scheme", "source,loo")
     assert code == 0, err
     d = json.loads(out)
-    assert d["counts"]["records"] == 2 and d["counts"]["fitted_params"] == 4
+    assert d["counts"]["records"] == 2 and d["counts"]["fitted_params"] == len(calibration.default_spec().params)
     assert d["source"]["not_predictable"] == [{"group": "my-lab", "reason": "nothing left to fit on"}]
     assert len(d["loo"]["records"]) == 2
     code, _, err = run_cli("validate", "--cv", "--scheme", "planets")

@@ -70,16 +70,17 @@ def _priced(hardware, usd_per_gpu_hour):
 
 
 def roofline(model, hardware, *, gpus=None, chips=None, batch=1, context=8192, pass_len=1, weights_dtype=None,
-             kv_dtype=None, efficiency=None, ideal=False, usd_per_gpu_hour=None):
+             kv_dtype=None, efficiency=None, ideal=False, usd_per_gpu_hour=None, weight_read="hit"):
     """Roofline step time, throughput and cost (``rackmath roofline``). Inputs broadcast as numpy arrays; a
     string range such as ``batch="1:4096:log"`` becomes one. Default: the ideal roofline (a lower bound on time).
+    ``weight_read``: "hit" (the experts the batch routes to) or "all" (every weight every step, the lecture).
     Returns an ``engine.roofline.RooflineResult``."""
     from .engine.roofline import roofline as _roofline
 
     return _roofline(model, _priced(hardware, usd_per_gpu_hour), chips=_values(_gpus(gpus, chips), "gpus"),
                      batch=_values(batch, "batch"), context=_values(context, "context"),
                      pass_len=_values(pass_len, "pass_len"), weights_dtype=weights_dtype, kv_dtype=kv_dtype,
-                     efficiency=_eff(hardware, efficiency, ideal, "ideal"))
+                     efficiency=_eff(hardware, efficiency, ideal, "ideal"), weight_read=weight_read)
 
 
 def serve(model, hardware, *, isl, osl, concurrency, gpus=None, chips=None, efficiency=None, ideal=False,

@@ -36,6 +36,8 @@ class Step:
     value: object
     unit: str = ""
     note: str = ""
+    expr: str = ""  # the computation as a Python expression over earlier steps' keys (checked by tests)
+    key: str = ""  # name other steps' ``expr`` use for this value (default: the symbol)
 
     def render(self) -> str:
         line = f"{self.symbol} = {self.formula}"
@@ -61,10 +63,38 @@ class Derivation:
     steps: list[Step] = field(default_factory=list)
     conclusion: str = ""
 
-    def add(self, symbol: str, formula: str, substituted: str, value, unit: str = "", note: str = ""):
-        """Append a step and return its value (so derivations read like the formulas they record)."""
-        self.steps.append(Step(symbol, formula, substituted, value, unit, note))
+    def add(self, symbol: str, formula: str, substituted: str, value, unit: str = "", note: str = "",
+            expr: str = "", key: str = ""):
+        """Append a step and return its value (so derivations read like the formulas they record).
+
+        ``expr`` states the computation over earlier steps' ``key`` s (Python syntax); tests check that
+        evaluating it reproduces ``value`` (:meth:`check`)."""
+        self.steps.append(Step(symbol, formula, substituted, value, unit, note, expr, key))
         return value
+
+    def check(self, rel: float = 1e-6) -> list[str]:
+        """Steps whose ``expr``, evaluated on the earlier steps' values, does not reproduce their value."""
+        import math
+
+        env, bad = {"max": max, "min": min, "ceil": math.ceil, "sqrt": math.sqrt}, []
+        for s in self.steps:
+            if s.expr:
+                try:
+                    got = float(eval(s.expr, {"__builtins__": {}}, dict(env)))  # noqa: S307 (our own strings)
+                except Exception as exc:  # noqa: BLE001
+                    bad.append(f"{s.symbol}: {s.expr} failed ({exc})")
+                    got = None
+                try:
+                    want = float(s.value)
+                except (TypeError, ValueError):
+                    want = None
+                if got is not None and want is not None and not math.isclose(got, want, rel_tol=rel, abs_tol=1e-15):
+                    bad.append(f"{s.symbol}: {s.expr} = {got!r}, printed {want!r}")
+            try:
+                env[s.key or s.symbol] = float(s.value)
+            except (TypeError, ValueError):
+                pass
+        return bad
 
     def extend(self, other: "Derivation") -> "Derivation":
         self.steps.extend(other.steps)

@@ -78,21 +78,29 @@ def _bisect_log(fn, lo, hi, iters=80):
     return np.sqrt(lo * hi)
 
 
+# The share of HBM a serving engine hands to weights + KV cache. vLLM's default
+# ``gpu_memory_utilization = 0.9`` (the rest: activations, CUDA graphs, fragmentation).
+# The lecture's premise is 1.0 ("we want to use all of the memory capacity we have", ~00:25).
+USABLE_HBM = 0.9
+
+
 def balance_batch_for(model, hardware, *, context=0.0, chips=None, weights_dtype=None, kv_dtype=None,
-                      efficiency=None, max_batch=1e8):
+                      efficiency=None, max_batch=1e8, weight_read="hit"):
     """B* solved numerically on the full roofline: the smallest B with t_compute ≥ t_weights + t_kv.
 
     With context = 0 this is the lecture's weights-only balance (R6), refined by the
-    expected number of distinct experts read. With the KV term included B* grows (R7):
+    expected number of distinct experts read (``weight_read="hit"``) or with every
+    weight read (``"all"``, the lecture). With the KV term included B* grows (R7):
     KV bandwidth leaves less for the weights, so more batch is needed to amortize them.
     Returns inf where the KV fetch alone outruns compute (never compute-bound).
-    ``context`` broadcasts.
+    ``context`` broadcasts. B* is a bandwidth balance: whether it fits in memory is
+    :func:`memory_batch_limit`'s question.
     """
     ctx = np.asarray(context, dtype=float)
 
     def gap(b):
         r = roofline(model, hardware, chips=chips, batch=b, context=ctx, weights_dtype=weights_dtype,
-                     kv_dtype=kv_dtype, efficiency=efficiency)
+                     kv_dtype=kv_dtype, efficiency=efficiency, weight_read=weight_read)
         return r.t_compute_s - (r.t_weights_s + r.t_kv_s)
 
     big = gap(np.full(np.shape(ctx), max_batch))
@@ -100,27 +108,176 @@ def balance_batch_for(model, hardware, *, context=0.0, chips=None, weights_dtype
     return np.where(big >= 0, b, np.inf)
 
 
+def _model_hw(model, hardware):
+    from ..specs.hardware import load_hardware
+    from ..specs.models import load_model
+
+    return load_model(model), load_hardware(hardware)
+
+
+def usable_memory(hardware, chips=None, usable=USABLE_HBM):
+    """C = chips · HBM per chip · usable share (bytes for weights + KV)."""
+    n = hardware.scaleup_size if chips is None else chips
+    return np.asarray(n, dtype=float) * hardware.chip.hbm_bytes * usable
+
+
+def memory_batch_limit(model, hardware, *, context, chips=None, weights_dtype=None, kv_dtype=None,
+                       usable=USABLE_HBM):
+    """B_mem = (C − W) / KV(L): the most sequences whose weights + KV fit in usable HBM (lecture 01:03:
+    "the demand on memory is N_total … then we need to fit the KVs as well: B · len · bytes").
+
+    Every batch optimization (cheapest batch, operating point, slow mode) is bounded by
+    it. 0 where the weights alone do not fit. ``context`` broadcasts.
+    """
+    m, hw = _model_hw(model, hardware)
+    cap = usable_memory(hw, chips, usable)
+    w = m.weight_bytes(weights_dtype)
+    kv = np.asarray(m.kv_cache_bytes(np.asarray(context, dtype=float) + 1.0, kv_dtype or m.kv_dtype), dtype=float)
+    return np.maximum(np.floor((cap - w) / kv), 0.0)
+
+
+def fill_context(model, hardware, *, batch, chips=None, weights_dtype=None, kv_dtype=None, usable=USABLE_HBM):
+    """L_fill: the context at which ``batch`` sequences' KV fills what the weights leave of usable HBM.
+
+    Solves W + B · KV(L) = C (lecture ~00:25: "we're going to use all of that memory
+    capacity to store the weights or the KVs"). nan where the weights alone do not fit.
+    """
+    m, hw = _model_hw(model, hardware)
+    room = float(usable_memory(hw, chips, usable)) - m.weight_bytes(weights_dtype)
+    if room <= 0:
+        return float("nan")
+    kvdt = kv_dtype or m.kv_dtype
+
+    def over(L):
+        return float(batch) * np.asarray(m.kv_cache_bytes(L, kvdt), dtype=float) - room
+
+    return float(_bisect_log(over, 1.0, 1e10))
+
+
+@dataclass
+class OperatingPoint:
+    """Where a serving system runs: the batch, context and step the roofline and memory capacity give."""
+
+    batch: float
+    context: float
+    step_s: float
+    bound: str
+    limited_by: str  # "memory capacity" | "compute floor" | "given"
+    memory_limit: float  # B_mem at this context
+    balance_batch: float  # B* with KV at this context (inf: KV-bound at any batch)
+    weight_read: str
+    usable: float
+    derivation: Derivation
+
+    @property
+    def tokens_per_s(self):
+        return self.batch / self.step_s
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in ("batch", "context", "step_s", "bound", "limited_by", "memory_limit",
+                                              "balance_batch", "weight_read", "usable")} | {
+            "tokens_per_s": self.tokens_per_s, "derivation": self.derivation.as_dict()}
+
+
+def operating_point(model, hardware, *, context=8192, batch=None, chips=None, multiple=None, weights_dtype=None,
+                    kv_dtype=None, efficiency=None, weight_read="hit", usable=USABLE_HBM) -> OperatingPoint:
+    """The operating point, bounded by memory capacity (lecture ~00:25: why the step is ~20 ms).
+
+    Cost per token never rises with batch, so a cost-minded server takes the smallest
+    batch that reaches the cost floor (B*, with the KV term) — unless weights + KV fill
+    usable HBM first: B_op = min(B*, B_mem). When the KV outruns compute at any batch
+    (B* = ∞), HBM fills with KV and the step is ≈ C/BW, the drain time: that is the
+    lecture's 15–20 ms. ``multiple`` (optional) operates at multiple × B* instead
+    ("double or triple it"), still capped by memory. ``batch`` given: the lecture's way
+    round — that batch, with the context that fills HBM (:func:`fill_context`).
+    """
+    from ..explain import fmt
+
+    m, hw = _model_hw(model, hardware)
+    kw = dict(chips=chips, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency,
+              weight_read=weight_read)
+    d = Derivation(f"Operating point: {m.name} on {hw.name} (weight read {weight_read}, "
+                   f"{usable:.0%} of HBM usable)")
+    cap = float(usable_memory(hw, chips, usable))
+    d.add("C", "chips · HBM · usable", f"{hw.scaleup_size if chips is None else chips} · "
+          f"{fmt(hw.chip.hbm_bytes, 'B')} · {usable:g}", cap, "B")
+    w = d.add("W", "weights stored", "", m.weight_bytes(weights_dtype), "B")
+    if batch is not None:
+        L = fill_context(m, hw, batch=batch, chips=chips, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+                         usable=usable)
+        d.add("L_fill", "W + B·KV(L) = C", f"B = {batch:g}", L, "tokens", "the context that fills HBM")
+        b_mem = float(memory_batch_limit(m, hw, context=L, chips=chips, weights_dtype=weights_dtype,
+                                         kv_dtype=kv_dtype, usable=usable))
+        b_star = float("nan")
+        b_op, why = float(batch), "given"
+    else:
+        L = float(context)
+        b_mem = d.add("B_mem", "(C − W) / KV(L)", f"({fmt(cap, 'B')} − {fmt(w, 'B')}) / "
+                      f"{fmt(float(m.kv_cache_bytes(L + 1, kv_dtype or m.kv_dtype)), 'B')}",
+                      float(memory_batch_limit(m, hw, context=L, chips=chips, weights_dtype=weights_dtype,
+                                               kv_dtype=kv_dtype, usable=usable)), "sequences")
+        b_star = d.add("B*", "smallest B with t_compute ≥ t_weights + t_kv", f"context {L:g}",
+                       float(balance_batch_for(m, hw, context=L, **kw)), "sequences",
+                       "∞: the KV fetch outruns compute at any batch" if False else "")
+        want = b_star * multiple if (multiple and np.isfinite(b_star)) else b_star
+        if b_mem < 1:
+            from ..errors import InputError
+
+            raise InputError("context", f"{m.name}'s weights plus one sequence at {L:g} tokens do not fit in "
+                             f"{fmt(cap, 'B')}", "a shorter context, more chips or a smaller dtype")
+        b_op, why = (want, "compute floor") if want <= b_mem else (b_mem, "memory capacity")
+        d.add("B_op", "min(B*" + (f" × {multiple:g}" if multiple else "") + ", B_mem)", "", b_op, "sequences",
+              f"limited by {why}")
+    r = roofline(m, hw, batch=b_op, context=L, **kw)
+    step = d.add("t_step", "max(t_compute, t_weights + t_kv) at B_op", f"{fmt(float(r.t_compute_s), 's')} vs "
+                 f"{fmt(float(r.t_weights_s), 's')} + {fmt(float(r.t_kv_s), 's')}", float(r.step_s), "s",
+                 f"{r.bound} binds; drain time C/BW = {fmt(cap / ((hw.scaleup_size if chips is None else chips) * hw.chip.hbm_bw), 's')}")
+    d.add("tokens/s", "B_op / t_step", "", b_op / step, "tok/s")
+    return OperatingPoint(b_op, L, step, str(r.bound), why, b_mem, b_star, weight_read, usable, d)
+
+
 def cost_curves(model, hardware, batch, *, context=8192, chips=None, pass_len=1, weights_dtype=None, kv_dtype=None,
-                efficiency=None):
+                efficiency=None, weight_read="hit"):
     """Latency and cost per token vs batch with the three terms kept separate (lecture 00:05–00:12).
 
     Returns the roofline result; its t_compute_s, t_weights_s, t_kv_s divided by B are
     the three cost curves (compute flat, weights a hyperbola, KV flat).
     """
     return roofline(model, hardware, chips=chips, batch=batch, context=context, pass_len=pass_len,
-                    weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
+                    weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency, weight_read=weight_read)
+
+
+def latency_floor_for(model, hardware, *, chips=None, weights_dtype=None, weight_read="hit"):
+    """The engine's latency floor: the weight-fetch time of a one-token step (B = 1, no context).
+
+    ``weight_read="all"``: every weight over the domain's bandwidth (the lecture's floor,
+    R29); ``"hit"``: the dense weights plus the k experts one token routes to. Equals
+    ``roofline(..., batch=1, context=0).t_weights_s`` by construction, and the weight line
+    of the batch plot at B = 1.
+    """
+    r = roofline(model, hardware, chips=chips, batch=1.0, context=0.0, weights_dtype=weights_dtype,
+                 weight_read=weight_read)
+    return float(r.t_weights_s), float(r.weight_bytes_read), r
 
 
 def unbatched_penalty(model, hardware, *, context=8192, chips=None, weights_dtype=None, kv_dtype=None,
-                      efficiency=None, max_batch=1e6):
-    """Cost per token at B = 1 over the best cost per token at any batch (lecture 00:03, R2: "~1000× worse").
+                      efficiency=None, max_batch=None, weight_read="hit", usable=USABLE_HBM):
+    """Cost per token at B = 1 over the best cost per token at any batch that fits (lecture 00:03, R2:
+    "a thousand times worse").
 
-    Searches B on a log grid (the cheapest point is at or beyond B*; beyond it cost is flat).
-    Returns (penalty, best batch, cost at B=1, best cost).
+    Searches B on a log grid from 1 to the memory limit B_mem (weights + KV ≤ usable
+    HBM; ``max_batch`` can only lower it). Returns (penalty, best batch, cost at B=1, best cost).
     """
-    grid = np.geomspace(1, max_batch, 400)
+    from ..errors import InputError
+
+    b_mem = float(memory_batch_limit(model, hardware, context=context, chips=chips, weights_dtype=weights_dtype,
+                                     kv_dtype=kv_dtype, usable=usable))
+    if b_mem < 1:
+        raise InputError("context", "weights plus one sequence do not fit in HBM", "a shorter context or more chips")
+    top = min(b_mem, max_batch) if max_batch else b_mem
+    grid = np.unique(np.concatenate([np.geomspace(1, max(top, 1.0), 400), [top]]))
     r = roofline(model, hardware, chips=chips, batch=grid, context=context, weights_dtype=weights_dtype,
-                 kv_dtype=kv_dtype, efficiency=efficiency)
+                 kv_dtype=kv_dtype, efficiency=efficiency, weight_read=weight_read)
     cost = r.usd_per_mtok
     i = int(np.argmin(cost * (1 + 1e-9 * np.arange(grid.size))))  # first point at the floor
     return float(cost[0] / cost[i]), float(grid[i]), float(cost[0]), float(cost[i])
@@ -137,46 +294,53 @@ class FastMode:
     operating_step_s: float
     step_s: float
     derivation: Derivation
+    context: float = 0.0
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("operating_batch", "batch", "speedup", "cost_multiple",
-                                              "operating_step_s", "step_s")} | {"derivation": self.derivation.as_dict()}
+                                              "operating_step_s", "step_s", "context")} | {
+            "derivation": self.derivation.as_dict()}
 
 
-def _fast_grid(model, hardware, operating_batch, context, chips, weights_dtype, kv_dtype, efficiency):
+def _fast_grid(model, hardware, operating_batch, context, chips, weights_dtype, kv_dtype, efficiency, weight_read):
     grid = np.geomspace(1.0, operating_batch, 2000)
     r = roofline(model, hardware, chips=chips, batch=grid, context=context, weights_dtype=weights_dtype,
-                 kv_dtype=kv_dtype, efficiency=efficiency)
+                 kv_dtype=kv_dtype, efficiency=efficiency, weight_read=weight_read)
     step = r.step_s
     speed = step[-1] / step  # relative per-sequence speed
     cost = (step / grid) / (step[-1] / grid[-1])  # relative $ per token
     return grid, step, speed, cost
 
 
-def operating_point(model, hardware, *, context=8192, chips=None, multiple=2.5, weights_dtype=None, kv_dtype=None,
-                    efficiency=None):
-    """The cost-optimal operating batch: ``multiple`` × B* (lecture 00:17: "take this and maybe double or triple it")."""
-    b_star = float(balance_batch_for(model, hardware, context=context, chips=chips, weights_dtype=weights_dtype,
-                                     kv_dtype=kv_dtype, efficiency=efficiency))
-    if not np.isfinite(b_star):  # KV-bound at any batch: operate at the weights-only balance
-        b_star = float(balance_batch_for(model, hardware, context=0.0, chips=chips, weights_dtype=weights_dtype,
-                                         kv_dtype=kv_dtype, efficiency=efficiency))
-    return multiple * b_star, b_star
+def _fast_op(model, hardware, context, chips, operating_multiple, operating_batch, weights_dtype, kv_dtype,
+             efficiency, weight_read, usable):
+    if operating_batch is not None:
+        op = operating_point(model, hardware, batch=operating_batch, chips=chips, weights_dtype=weights_dtype,
+                             kv_dtype=kv_dtype, efficiency=efficiency, weight_read=weight_read, usable=usable)
+    else:
+        op = operating_point(model, hardware, context=context, chips=chips, multiple=operating_multiple,
+                             weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency,
+                             weight_read=weight_read, usable=usable)
+    return op
 
 
-def fast_mode_from_speedup(model, hardware, speedup, *, context=8192, chips=None, operating_multiple=2.5,
-                           weights_dtype=None, kv_dtype=None, efficiency=None) -> FastMode:
+def fast_mode_from_speedup(model, hardware, speedup, *, context=8192, chips=None, operating_multiple=None,
+                           operating_batch=None, weights_dtype=None, kv_dtype=None, efficiency=None,
+                           weight_read="hit", usable=USABLE_HBM) -> FastMode:
     """Fast mode by batching alone: the batch that gives ``speedup`` × the operating point's per-sequence
     speed, and the cost multiple it implies (lecture 00:00–00:12, R1).
 
-    speed(B) = P / t_step(B); cost(B) ∝ t_step(B) / B. Shrinking the batch below the
-    operating point shortens the step only down to the latency floor (weights + KV of
-    the remaining batch), so the largest speed-up batching can buy is
-    t_step(B_op) / t_step(B → 1). Returns nan batch where the speed-up is out of reach.
+    The operating point is :func:`operating_point` (memory-bounded; ``operating_batch``
+    given: that batch with the context that fills HBM). speed(B) = 1 / t_step(B);
+    cost(B) ∝ t_step(B) / B, each user keeping its context. Shrinking the batch shortens
+    the step only down to the latency floor, so the largest speed-up batching can buy is
+    t_step(B_op) / t_step(1). Returns nan batch where the speed-up is out of reach.
     """
-    b_op, b_star = operating_point(model, hardware, context=context, chips=chips, multiple=operating_multiple,
-                                   weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
-    grid, step, speed, cost = _fast_grid(model, hardware, b_op, context, chips, weights_dtype, kv_dtype, efficiency)
+    op = _fast_op(model, hardware, context, chips, operating_multiple, operating_batch, weights_dtype, kv_dtype,
+                  efficiency, weight_read, usable)
+    b_op, ctx = op.batch, op.context
+    grid, step, speed, cost = _fast_grid(model, hardware, b_op, ctx, chips, weights_dtype, kv_dtype, efficiency,
+                                         weight_read)
     reachable = speedup <= speed[0]
     if not reachable:  # an unreachable result is a one-line error, never NaN (issue 11)
         from ..errors import InputError
@@ -189,60 +353,58 @@ def fast_mode_from_speedup(model, hardware, speedup, *, context=8192, chips=None
     cm = float(np.interp(speedup, speed[::-1], cost[::-1]))
     st = float(np.interp(speedup, speed[::-1], step[::-1]))
     d = Derivation(f"Fast mode by batching: {speedup:g}× speed on {getattr(model, 'name', model)}")
-    d.add("B*", "balance batch (t_compute = t_weights + t_kv)", f"context {context:g}", b_star, "")
-    d.add("B_op", "multiple × B*", f"{operating_multiple:g} × {b_star:.4g}", b_op, "")
-    d.add("t_op", "t_step(B_op)", "", step[-1], "s")
+    d.steps.extend(op.derivation.steps)
     d.add("max speed-up", "t_step(B_op) / t_step(1)", f"{fmt(step[-1], 's')} / {fmt(step[0], 's')}", speed[0], "×")
     d.add("B_fast", f"B with t_step(B_op)/t_step(B) = {speedup:g}", "", b, "")
     d.add("cost multiple", "(t_step(B)/B) / (t_step(B_op)/B_op)", "", cm, "×")
     d.conclusion = ("→ out of reach by batching alone" if not reachable else
                     f"→ {speedup:g}× speed costs {cm:.3g}× per token at batch {b:.4g}")
-    return FastMode(b_op, b, float(speedup), cm, float(step[-1]), st, d)
+    return FastMode(b_op, b, float(speedup), cm, float(step[-1]), st, d, ctx)
 
 
-def fast_mode_from_price(model, hardware, price_multiple, *, context=8192, chips=None, operating_multiple=2.5,
-                         weights_dtype=None, kv_dtype=None, efficiency=None) -> FastMode:
+def fast_mode_from_price(model, hardware, price_multiple, *, context=8192, chips=None, operating_multiple=None,
+                         operating_batch=None, weights_dtype=None, kv_dtype=None, efficiency=None,
+                         weight_read="hit", usable=USABLE_HBM) -> FastMode:
     """The reverse: what batch and speed-up a ``price_multiple`` × price buys by batching alone (R1).
 
     Finds B < B_op whose cost per token is ``price_multiple`` × the operating point's,
-    and the speed-up it gives. "Does 6× price for 2.5× speed fit pure batching?" compares
-    that speed-up with 2.5.
+    and the speed-up it gives.
     """
-    b_op, b_star = operating_point(model, hardware, context=context, chips=chips, multiple=operating_multiple,
-                                   weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
-    grid, step, speed, cost = _fast_grid(model, hardware, b_op, context, chips, weights_dtype, kv_dtype, efficiency)
+    op = _fast_op(model, hardware, context, chips, operating_multiple, operating_batch, weights_dtype, kv_dtype,
+                  efficiency, weight_read, usable)
+    b_op, ctx = op.batch, op.context
+    grid, step, speed, cost = _fast_grid(model, hardware, b_op, ctx, chips, weights_dtype, kv_dtype, efficiency,
+                                         weight_read)
     reachable = price_multiple <= cost[0]
-    # cost decreases with batch
     b = float(np.interp(price_multiple, cost[::-1], grid[::-1])) if reachable else 1.0
     sp = float(np.interp(price_multiple, cost[::-1], speed[::-1])) if reachable else float(speed[0])
     st = float(np.interp(price_multiple, cost[::-1], step[::-1])) if reachable else float(step[0])
     d = Derivation(f"What {price_multiple:g}× price buys by batching on {getattr(model, 'name', model)}")
-    d.add("B*", "balance batch", f"context {context:g}", b_star, "")
-    d.add("B_op", "multiple × B*", f"{operating_multiple:g} × {b_star:.4g}", b_op, "")
+    d.steps.extend(op.derivation.steps)
     d.add("B_fast", f"B with cost(B)/cost(B_op) = {price_multiple:g}", "", b, "")
     d.add("speed-up", "t_step(B_op) / t_step(B_fast)", f"{fmt(step[-1], 's')} / {fmt(st, 's')}", sp, "×")
     d.conclusion = f"→ {price_multiple:g}× price buys {sp:.3g}× speed at batch {b:.4g}"
-    return FastMode(b_op, b, sp, float(price_multiple), float(step[-1]), st, d)
+    return FastMode(b_op, b, sp, float(price_multiple), float(step[-1]), st, d, ctx)
 
 
-def slow_mode_floor(model, hardware, *, context=8192, chips=None, operating_multiple=2.5, weights_dtype=None,
-                    kv_dtype=None, efficiency=None, max_batch=1e7):
-    """The cost floor a slow mode can reach: cost per token as B → ∞ relative to the operating point.
-
-    At large batch the weight fetch is amortized away and cost per token tends to
-    max(compute, KV fetch) per token (lecture 00:12: "what is the minimum work you can
-    do per batch after amortizing everything else away?"). Returns (floor / operating cost).
+def slow_mode_floor(model, hardware, *, context=8192, chips=None, operating_multiple=None, weights_dtype=None,
+                    kv_dtype=None, efficiency=None, weight_read="hit", usable=USABLE_HBM):
+    """The cost floor a slow mode can reach: cost per token at the largest batch that fits in memory,
+    relative to the operating point (lecture 00:12: "what is the minimum work you can do per batch after
+    amortizing everything else away?"). ≤ 1; 1 when the operating point is already memory-limited.
     """
-    b_op, _ = operating_point(model, hardware, context=context, chips=chips, multiple=operating_multiple,
-                              weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
-    r = roofline(model, hardware, chips=chips, batch=np.array([b_op, max_batch]), context=context,
-                 weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
+    op = operating_point(model, hardware, context=context, chips=chips, multiple=operating_multiple,
+                         weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency,
+                         weight_read=weight_read, usable=usable)
+    r = roofline(model, hardware, chips=chips, batch=np.array([op.batch, max(op.memory_limit, op.batch)]),
+                 context=context, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency,
+                 weight_read=weight_read)
     c = r.usd_per_mtok
     return float(c[1] / c[0])
 
 
 def prefill_decode_costs(model, hardware, pass_len, *, batch=1, context=8192, chips=None, weights_dtype=None,
-                         kv_dtype=None, efficiency=None):
+                         kv_dtype=None, efficiency=None, weight_read="hit"):
     """Cost per token vs pass length (lecture 01:40–01:47, R38): decode is P = 1, prefill P ≫ 1.
 
     cost/token = t_step(B, P) / (B · P): the weight and KV fetches are divided by P, so
@@ -250,4 +412,4 @@ def prefill_decode_costs(model, hardware, pass_len, *, batch=1, context=8192, ch
     cost(P = 1) / cost(P) is what an output/input price ratio reflects.
     """
     return roofline(model, hardware, chips=chips, batch=batch, context=context, pass_len=pass_len,
-                    weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
+                    weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency, weight_read=weight_read)

@@ -124,9 +124,21 @@ def objective(predicted, measured):
 
 
 def _logerr(p, m):
+    """Per-record loss: |log(p/m)|, robust past the efficiency model's ``FIT_ROBUST_CAP`` (if it declares one).
+
+    Beyond the cap c a record's loss grows as c + 0.1·log(1 + |log| − c): a record the model cannot
+    describe (a stack far off every other, a mislabelled metric) still pulls, but cannot drag the
+    parameters that serve every other record (a soft-L1 / Cauchy-type M-estimator).
+    """
     p = np.asarray(p, dtype=float)
     ok = np.isfinite(p) & (p > 0)
-    return np.where(ok, np.abs(np.log(np.where(ok, p, 1.0) / m)), 50.0)  # a failed prediction is very wrong
+    e = np.where(ok, np.abs(np.log(np.where(ok, p, 1.0) / m)), 50.0)  # a failed prediction is very wrong
+    from ..engine import efficiency as E
+
+    cap = getattr(E, "FIT_ROBUST_CAP", None)
+    if cap:
+        e = np.where(e < cap, e, cap + 0.1 * np.log1p(np.maximum(e - cap, 0.0)))
+    return e
 
 
 # --------------------------------------------------------------------------------------

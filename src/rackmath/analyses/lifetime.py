@@ -61,6 +61,18 @@ def inference_tokens(rate, lifetime_s, n_models=1):
     return np.asarray(rate, float) * np.asarray(lifetime_s, float) / np.asarray(n_models, float)
 
 
+def derated_inference_tokens(D_inf, p_retired_early):
+    """Expected inference tokens when the model may be retired early: D_inf · (1 − p)  (lecture 01:27: "you run
+    the risk that you make a model that is not a frontier model and then you just throw it away … you should derate
+    the inference tokens by some amount").
+
+    A model discarded at launch serves nothing, so the equal-cost pretraining budget (∝ D_inf)
+    and the over-training factor shrink by the same (1 − p).
+    """
+    p = np.asarray(p_retired_early, dtype=float)
+    return np.asarray(D_inf, dtype=float) * (1.0 - p)
+
+
 def split_tokens(D_inf, split=(1 / 3, 1 / 3, 1 / 3), k_rl=DEFAULT_K_RL, eta_rl=DEFAULT_ETA_RL,
                  eta_dec=DEFAULT_ETA_DEC):
     """Token counts that give the cost shares ``split`` = (f_pre, f_RL, f_inf), Σf = 1 (N cancels):

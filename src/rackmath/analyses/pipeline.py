@@ -94,6 +94,48 @@ def bubble_fraction(stages, microbatches, chunks=1):
     return pipeline_bubble_fraction(stages, microbatches, chunks)
 
 
+def zero_bubble_fraction(stages, microbatches, t_f=1.0, t_b=1.0, t_w=1.0, schedule="zb-h1"):
+    """Idle share of a training step with a zero-bubble schedule (Qi et al. 2024, "Zero Bubble Pipeline
+    Parallelism", ICLR, arXiv 2401.10241; lecture 00:55: "zero bubble … you can do the weight gradient step").
+
+    The backward pass splits into B (gradient w.r.t. the input, on the critical path) and W
+    (gradient w.r.t. the weights, needed only by the optimizer step), so W work fills the
+    bubble. With forward/B/W times T_F, T_B, T_W per micro-batch and stage:
+
+        1F1B:  bubble = (P − 1)·(T_F + T_B + T_W)
+        ZB-H1: bubble = (P − 1)·(T_F + T_B − T_W)     (1F1B's memory)
+        ZB-H2: bubble ≈ 0                              (≈2× 1F1B's activation memory, and the
+                                                        optimizer's global checks made post hoc)
+        f = bubble / (M·(T_F + T_B + T_W) + bubble)
+
+    At T_F = T_B = T_W, ZB-H1 gives f = (P − 1)/(3M + P − 1): a third of 1F1B's bubble time.
+    """
+    P = np.asarray(stages, dtype=float)
+    M = np.asarray(microbatches, dtype=float)
+    work = M * (t_f + t_b + t_w)
+    if schedule == "zb-h2":
+        return np.zeros(np.broadcast_shapes(P.shape, M.shape))
+    if schedule == "1f1b":
+        bubble = (P - 1.0) * (t_f + t_b + t_w)
+    elif schedule == "zb-h1":
+        bubble = (P - 1.0) * np.maximum(t_f + t_b - t_w, 0.0)
+    else:
+        raise InputError("schedule", f"{schedule!r} is not a schedule", "1f1b, zb-h1 or zb-h2")
+    return bubble / (work + bubble)
+
+
+def schedule_bubbles(stages, microbatches, chunks=2):
+    """Bubble fraction of every schedule the lecture names, side by side: GPipe, 1F1B, interleaved (v chunks),
+    ZB-H1, ZB-H2 (T_F = T_B = T_W)."""
+    return {
+        "GPipe": float(bubble_fraction(stages, microbatches)),
+        "1F1B": float(bubble_fraction(stages, microbatches)),
+        f"interleaved 1F1B (v = {chunks})": float(bubble_fraction(stages, microbatches, chunks)),
+        "zero bubble ZB-H1": float(zero_bubble_fraction(stages, microbatches, schedule="zb-h1")),
+        "zero bubble ZB-H2": float(zero_bubble_fraction(stages, microbatches, schedule="zb-h2")),
+    }
+
+
 def training_activation_bytes(act_bytes_per_microbatch_stage, stages, microbatches, schedule="1f1b", chunks=1):
     """Activation memory of the first stage at its peak: in-flight micro-batches × activations of one.
 

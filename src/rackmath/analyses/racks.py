@@ -193,3 +193,70 @@ __all__ = [
     "latency_floor_grid", "scaleout_slowdown", "moe_layer_alltoall_time", "two_rack_slowdown", "two_rack_analysis",
     "scaleup_memory_analysis",
 ]
+
+
+# --------------------------------------------------------------------------- why racks are the size they are
+
+
+def _rack_data() -> dict:
+    import tomllib
+    from pathlib import Path
+
+    with open(Path(__file__).parent / "data" / "rack_limits.toml", "rb") as fh:
+        return {r["name"]: r for r in tomllib.load(fh)["rack"]}
+
+
+def max_by_budget(budget, used, n):
+    """Most accelerators a budget allows at the per-accelerator share actually used: n · budget / used."""
+    return np.asarray(n, dtype=float) * np.asarray(budget, dtype=float) / np.asarray(used, dtype=float)
+
+
+def max_by_radix(switch_ports, links_per_gpu_per_switch=1):
+    """A one-tier full crossbar (every GPU one hop from every switch) holds at most ports / links accelerators."""
+    return np.asarray(switch_ports, dtype=float) / links_per_gpu_per_switch
+
+
+class RackLimits:
+    """Per-limit maximum accelerators per rack and which binds (lecture 00:35: "power delivery, weight, and cooling
+    … the cabling congestion")."""
+
+    def __init__(self, name, max_gpus: dict, binding: str, derivation: Derivation, data: dict):
+        self.name, self.max_gpus, self.binding, self.derivation, self.data = name, max_gpus, binding, derivation, data
+
+    @property
+    def summary(self) -> str:
+        n = self.data["accelerators"]
+        parts = ", ".join(f"{k} {v:,.0f}" for k, v in self.max_gpus.items())
+        return f"{self.name}: {n} accelerators; most each limit allows: {parts} → {self.binding} binds."
+
+
+def rack_limits(name: str) -> RackLimits:
+    """Which physical limit sets the rack size: power, weight, copper reach or switch radix (R18, R20).
+
+    power: n · P_limit / P_rack; weight: n · W_limit / W_rack; copper reach: unlimited
+    while the longest in-rack run is within passive-copper reach, else the share that is
+    (n · reach / run); radix: switch ports / links per GPU per switch. The smallest binds.
+    """
+    data = _rack_data()
+    if name not in data:
+        raise InputError("rack", f"no rack-limit data for {name!r}", ", ".join(sorted(data)))
+    r = data[name]
+    n = r["accelerators"]
+    d = Derivation(f"Why {name} holds {n} accelerators (approximate public figures)")
+    out = {}
+    out["power"] = d.add("N_power", "n · P_limit / P_rack", f"{n} · {r['power_limit_kw']:g} kW / {r['power_kw']:g} kW",
+                         float(max_by_budget(r["power_limit_kw"], r["power_kw"], n)), "")
+    out["weight"] = d.add("N_weight", "n · W_limit / W_rack", f"{n} · {r['weight_limit_kg']:g} kg / {r['weight_kg']:g} kg",
+                          float(max_by_budget(r["weight_limit_kg"], r["weight_kg"], n)), "")
+    out["copper reach"] = d.add("N_reach", "n · reach / longest run", f"{n} · {r['copper_reach_m']:g} m / "
+                                f"{r['cable_run_m']:g} m", float(max_by_budget(r["copper_reach_m"], r["cable_run_m"], n)),
+                                "", "a rack taller or wider than copper reach needs optics (power, cost)")
+    out["switch radix"] = d.add("N_radix", "switch ports / links per GPU per switch",
+                                f"{r['switch_ports']} / {r['links_per_gpu_per_switch']}",
+                                float(max_by_radix(r["switch_ports"], r["links_per_gpu_per_switch"])), "",
+                                "one-tier all-to-all: every GPU two hops from every other")
+    binding = min(out, key=out.get)
+    d.conclusion = (f"→ {binding} binds ({out[binding]:,.0f}); next: "
+                    f"{sorted(out, key=out.get)[1]} ({sorted(out.values())[1]:,.0f}). Status: {r['status']}. "
+                    f"Sources: {r['source']}")
+    return RackLimits(name, out, binding, d, r)

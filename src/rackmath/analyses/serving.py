@@ -176,195 +176,339 @@ def _dtype_bytes(dtype):
     return dtype_bytes(dtype)
 
 
+
+
 # --------------------------------------------------------------------------------------
-# What one step carries, as the layout engine's per-sequence numbers
+# Serving stacks (--framework)
 # --------------------------------------------------------------------------------------
 
 
-def step_numbers(model, *, isl, osl, weights_dtype=None, kv_dtype="bf16", mtp=0, acceptance=1.0,
-                 cached_share=0.0, prefill=True, kv_shards=None):
-    """:class:`~rackmath.engine.layout.ModelNumbers` of one serving step, per in-flight sequence.
+@dataclass(frozen=True)
+class Stack:
+    """What a serving stack decides that the step model needs: prefill budget, batch cap, scheduler overlap."""
 
-    Decode: k + 1 tokens at L̄ = ISL + OSL/2 (plus k draft tokens); prefill (aggregated only):
-    p = ISL (1 − h) A / OSL tokens attending to h·ISL + (1 − h)·ISL/2. ``pass_len`` is the tokens
-    per sequence per step (it sets experts hit and communication volume).
+    name: str
+    max_num_tokens: int | None  # tokens one step may carry per attention rank (prefill + decode); None: no limit
+    max_batch_size: int  # sequences one replica runs at once
+    overlap_scheduler: bool  # host schedules step n+1 while the GPU runs step n
+    description: str
+    source: str
+
+
+STACKS = {
+    "generic": Stack("generic", None, 10**9, False,
+                     "generic continuous-batching stack: prefill in whole prompts (no token budget), no batch cap, "
+                     "host scheduling serial with the GPU",
+                     "rackmath default (no --framework given)"),
+    "trtllm": Stack("trtllm", 8192, 2048, True,
+                    "TensorRT-LLM (PyTorch backend): max_num_tokens 8,192, max_batch_size 2,048, overlap scheduler",
+                    "TensorRT-LLM LLM API defaults: max_num_tokens=8192, max_batch_size=2048, "
+                    "disable_overlap_scheduler=False"),
+    "vllm": Stack("vllm", 8192, 1024, False,
+                  "vLLM V1: max_num_batched_tokens 8,192, max_num_seqs 1,024, async scheduling off",
+                  "vLLM EngineArgs defaults for the OpenAI server on ≥ 70 GiB GPUs (V1, 0.10-era): "
+                  "max_num_batched_tokens=8192, max_num_seqs=1024, async_scheduling=False"),
+    "sglang": Stack("sglang", 8192, 2048, True,
+                    "SGLang: chunked_prefill_size 8,192, overlap scheduler on",
+                    "SGLang ServerArgs defaults on ≥ 80 GB GPUs: chunked_prefill_size=8192; overlap schedule on "
+                    "unless --disable-overlap-schedule"),
+    "other": Stack("other", None, 10**9, False,
+                   "a named stack that is none of the three (JAX, a vendor server): as generic, its own scheduler time",
+                   "validation records whose framework is 'other', 'jax' or 'torch'"),
+}
+_STACK_ALIASES = {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "tensorrt_llm": "trtllm", "dynamo": "trtllm",
+                  "atom": "vllm", "sgl": "sglang", "jax": "other", "torch": "other", "none": "generic"}
+
+
+def load_stack(framework=None) -> Stack:
+    """``--framework trtllm|vllm|sglang`` (aliases: tensorrt-llm, dynamo → trtllm; atom → vllm); None = generic."""
+    if framework is None:
+        return STACKS["generic"]
+    if isinstance(framework, Stack):
+        return framework
+    key = str(framework).strip().lower()
+    key = _STACK_ALIASES.get(key, key)
+    if key not in STACKS:
+        raise InputError("framework", f"unknown serving stack {framework!r}",
+                         "trtllm, vllm, sglang (or tensorrt-llm, dynamo, atom), other, or none for the generic stack")
+    return STACKS[key]
+
+
+# --------------------------------------------------------------------------------------
+# The four serving realities, one function each
+# --------------------------------------------------------------------------------------
+
+
+def time_sliced_schedule(t_decode, t_mixed, prefill_per_step, chunk_tokens, seqs, acceptance, isl_new, osl):
+    """Chunked prefill time-sliced with decode, as continuous-batching schedulers run it.
+
+    Sarathi-Serve (Agrawal et al., OSDI 2024) / vLLM chunked prefill / TensorRT-LLM in-flight
+    batching: every step runs the decode of all b in-flight sequences; a step that also carries a
+    prefill chunk of c tokens (the stack's token budget, less the decode tokens) takes t_mixed
+    instead of t_decode. Steady state needs p = b · ISL_new · A / OSL prompt tokens per decode
+    step, i.e. n = p / c mixed steps per decode step:
+
+        n ≤ 1:  t̄ = t_decode + n · (t_mixed − t_decode)     (other requests' prefills stall the stream)
+        n > 1:  the prefill budget binds: every step is mixed (t̄ = t_mixed) and the deployment
+                emits X = c · OSL / (ISL_new · t_mixed) per replica instead of b · A / t̄.
+
+    A sequence's own prefill is its TTFT, not a stall: TPOT sees the other (b − 1)/b of the mixed
+    steps, TPOT = (t_decode + n·(b − 1)/b·(t_mixed − t_decode)) / A.
+    Returns (t̄, TPOT, output tokens/s per micro-batch stream, prefill-bound mask).
     """
+    n = np.asarray(prefill_per_step, dtype=float) / np.asarray(chunk_tokens, dtype=float)
+    b = np.asarray(seqs, dtype=float)
+    t_bar = np.where(n <= 1.0, t_decode + n * (t_mixed - t_decode), t_mixed)
+    others = np.maximum(b - 1.0, 0.0) / np.maximum(b, 1.0)
+    t_tpot = np.where(n <= 1.0, t_decode + n * others * (t_mixed - t_decode), t_mixed) / acceptance
+    x_dec = b * acceptance / t_bar
+    x_pf = np.asarray(chunk_tokens, dtype=float) * osl / (np.maximum(isl_new, 1e-9) * t_mixed)
+    bound = x_pf < x_dec
+    return t_bar, t_tpot, np.minimum(x_dec, x_pf), bound
+
+
+def prefill_wait(t_bar, prefill_s, utilisation):
+    """Wait for a prefill slot: W = t̄ / 2 + ρ / (2 (1 − ρ)) · t_prefill (M/D/1 queue, Pollaczek–Khinchine).
+
+    A new request waits half a step for the next schedule, then for the prompts ahead of it; the
+    prefill server is busy a share ρ = p / c of the steps (capped at 0.95).
+    """
+    rho = np.minimum(np.asarray(utilisation, dtype=float), 0.95)
+    return 0.5 * np.asarray(t_bar, dtype=float) + rho / (2.0 * (1.0 - rho)) * prefill_s
+
+
+def speculative_step(t_verify, t_draft, mtp):
+    """Speculative decoding / MTP step: t = t_verify(k + 1 tokens per sequence) + k · t_draft.
+
+    The draft (MTP module, EAGLE head) is a real transformer layer plus the LM head, run k times
+    one after another for one token per sequence; the target verifies the k + 1 tokens in one
+    pass; A tokens are accepted per step (TPOT = t / A). Leviathan et al. 2023; DeepSeek-V3 MTP
+    (arXiv 2412.19437 §2.2); EAGLE (Li et al. 2024).
+    """
+    return np.asarray(t_verify, dtype=float) + np.asarray(mtp, dtype=float) * np.asarray(t_draft, dtype=float)
+
+
+# --------------------------------------------------------------------------------------
+# A plan: the typed workload and layout, then evaluate(plan, efficiency)
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Request shape and load: ISL/OSL tokens, C sequences in flight (conventions.md), speculation, prefix cache."""
+
+    isl: float
+    osl: float
+    concurrency: object
+    mtp: int = 0
+    acceptance: float = 1.0
+    cached_share: float = 0.0
+
+    @property
+    def isl_new(self) -> float:
+        return self.isl * (1.0 - self.cached_share)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A decode (or prefill) pool's layout, as the serving frameworks' flags say it (conventions.md)."""
+
+    gpus: int
+    tp: int
+    ep: int = 1
+    pp: int = 1
+    attention_dp: bool = False
+    redundant_experts: int = 0
+    uneven_experts: bool = False
+    chosen: bool = False
+
+    @property
+    def dp(self) -> int:
+        return self.gpus // (self.tp * self.pp)
+
+    def label(self) -> str:
+        parts = [f"TP{self.tp}"] + ([f"EP{self.ep}"] if self.ep > 1 else []) + \
+            (["attnDP"] if self.attention_dp else []) + ([f"PP{self.pp}"] if self.pp > 1 else []) + [f"×{self.dp}"]
+        return " ".join(parts)
+
+
+@dataclass
+class Plan:
+    """Everything fixed before an efficiency is applied: model, system, workload, layouts, stack, dtypes."""
+
+    model: object
+    system: object
+    workload: Workload
+    layout: Layout
+    stack: Stack
+    weights_dtype: str | None
+    kv_dtype: str
+    compute_dtype: str
+    gpus: int
+    usd_per_gpu_hour: float
+    prefill_gpus: int | None = None
+    prefill_layout: Layout | None = None
+    kv_shards: int | None = None
+    efficiency: object = None  # the preset the plan was made with (layout choice)
+    notes: list = field(default_factory=list)
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.prefill_gpus is not None
+
+    def hw(self):
+        if "hw" not in self._cache:
+            from ..engine.layout import HwNumbers
+
+            self._cache["hw"] = HwNumbers.from_system(self.system, self.compute_dtype, None, self.kv_dtype)
+        return self._cache["hw"]
+
+    def numbers(self, what: str):
+        """ModelNumbers of the decode step ('decode'), one draft layer ('draft') or a prefill chunk ('prefill')."""
+        if what not in self._cache:
+            w = self.workload
+            if what == "decode":
+                mn = decode_numbers(self.model, mean_decode_context(w.isl, w.osl), w.mtp, self.weights_dtype,
+                                    self.kv_dtype, self.kv_shards)
+            elif what == "draft":
+                mn = draft_numbers(self.model, mean_decode_context(w.isl, w.osl), self.weights_dtype, self.kv_dtype,
+                                   self.kv_shards)
+            else:
+                mn = prefill_numbers(self.model, isl=w.isl, chunk=self.chunk(), weights_dtype=self.weights_dtype,
+                                     kv_dtype=self.kv_dtype, cached_share=w.cached_share, kv_shards=self.kv_shards)
+            self._cache[what] = mn
+        return self._cache[what]
+
+    def chunk(self) -> float:
+        """One prompt's prefill chunk: min(ISL_new, the stack's token budget)."""
+        return float(min(max(self.workload.isl_new, 1.0), self.stack.max_num_tokens or np.inf))
+
+
+def decode_numbers(model, context, mtp=0, weights_dtype=None, kv_dtype="bf16", kv_shards=None):
+    """ModelNumbers of a decode (verification) step: k + 1 tokens per sequence at context L̄."""
     from ..engine.layout import ModelNumbers
 
-    ctx = float(mean_decode_context(isl, osl))
-    k = int(mtp)
-    mn = ModelNumbers.from_model(model, ctx, pass_len=k + 1, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
-    flops = mn.flops_per_seq
-    expert = mn.expert_flops_per_seq
-    per_token_expert = expert / (k + 1)
-    tokens = float(k + 1)
-    if prefill:
-        p = float(prefill_tokens_per_seq_step(isl, osl, acceptance, cached_share))
-        ctx_p = float(prefill_attended_context(isl, cached_share))
-        flops += p * (model.matmul_flops_per_token + float(np.asarray(model.attention_flops_per_token(ctx_p))))
-        expert += p * per_token_expert
-        tokens += p
-    dense = mn.dense_weight_bytes
-    kv_seq = mn.kv_bytes_per_seq
-    kv_read = mn.kv_read_bytes_per_seq
-    if k:
-        flops += float(draft_flops_per_step(model, k))
-        dense += k * draft_weight_bytes(model, weights_dtype)  # read once per draft token
-        kv_seq *= 1.0 + 1.0 / model.n_layers  # the draft layer's own KV
-        kv_read *= 1.0 + 1.0 / model.n_layers
-    out = replace(mn, flops_per_seq=flops, expert_flops_per_seq=expert, pass_len=tokens,
-                  dense_weight_bytes=dense, kv_bytes_per_seq=kv_seq, kv_read_bytes_per_seq=kv_read)
-    if kv_shards:
-        out = replace(out, kv_heads=int(kv_shards))
-    return out
+    mn = ModelNumbers.from_model(model, float(context), pass_len=int(mtp) + 1, weights_dtype=weights_dtype,
+                                 kv_dtype=kv_dtype)
+    return replace(mn, kv_heads=int(kv_shards)) if kv_shards else mn
+
+
+def draft_numbers(model, context, weights_dtype=None, kv_dtype="bf16", kv_shards=None):
+    """ModelNumbers of one draft/MTP layer: one transformer layer (MoE if the model's are) + the LM head, 1 token."""
+    from ..engine.layout import ModelNumbers
+
+    mn = ModelNumbers.from_model(model, float(context), pass_len=1, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
+    L, nm = mn.n_layers, mn.n_moe_layers
+    moe = nm > 0
+    nd = max(mn.n_dense_ffn_layers, 1)
+    comps = []
+    for name, nbytes, params in mn.components:
+        div = {"qkv_o": L, "dense_ffn": nd, "router": max(nm, 1), "shared_experts": max(nm, 1), "lm_head": 1}[name]
+        if name == "dense_ffn" and moe:
+            continue
+        comps.append((name, nbytes / div, params / div))
+    out = replace(mn, name=mn.name + " draft layer", n_layers=1, n_moe_layers=1 if moe else 0,
+                  n_dense_ffn_layers=0 if moe else 1, components=tuple(comps),
+                  attn_flops_per_seq=mn.attn_flops_per_seq / L, kv_read_bytes_per_seq=mn.kv_read_bytes_per_seq / L,
+                  kv_bytes_per_seq=mn.kv_bytes_per_seq / L, expert_flops_per_seq=mn.expert_flops_per_seq / max(nm, 1),
+                  flops_per_seq=mn.flops_per_seq / L, dense_weight_bytes=sum(c[1] for c in comps),
+                  other_weight_bytes=0.0)
+    return replace(out, kv_heads=int(kv_shards)) if kv_shards else out
 
 
 def prefill_numbers(model, *, isl, chunk, weights_dtype=None, kv_dtype="bf16", cached_share=0.0, kv_shards=None):
-    """ModelNumbers of a prefill pass: one sequence pushing ``chunk`` prompt tokens (per sequence of the pass).
+    """ModelNumbers of a prefill pass: one sequence pushing ``chunk`` prompt tokens (only the last reaches the head).
 
-    Attention is costed at the mean attended context h·ISL + (1 − h)·ISL/2; the pass reads the
-    cached prefix's KV once.
+    Attention at the mean context h·ISL + (ISL_new − 1)/2; the pass reads the cached prefix's KV once.
     """
     from ..engine.layout import ModelNumbers
 
-    ctx_p = float(prefill_attended_context(isl, cached_share))
-    mn = ModelNumbers.from_model(model, max(float(isl), 1.0), pass_len=1, weights_dtype=weights_dtype,
-                                 kv_dtype=kv_dtype)
-    expert_per_tok = mn.expert_flops_per_seq
-    flops = chunk * (model.matmul_flops_per_token + float(np.asarray(model.attention_flops_per_token(ctx_p))))
     prefix = float(cached_share) * float(isl)
+    mn = ModelNumbers.from_model(model, prefix, pass_len=max(float(chunk), 1.0), weights_dtype=weights_dtype,
+                                 kv_dtype=kv_dtype)
     kv_read = float(np.asarray(model.kv_read_bytes(prefix, kv_dtype))) if prefix > 0 else 0.0
-    out = replace(mn, flops_per_seq=flops, expert_flops_per_seq=chunk * expert_per_tok, pass_len=float(chunk),
-                  kv_read_bytes_per_seq=kv_read)
-    if kv_shards:
-        out = replace(out, kv_heads=int(kv_shards))
-    return out
+    out = replace(mn, kv_read_bytes_per_seq=kv_read, head_tokens_per_seq=1.0,
+                  kv_bytes_per_seq=float(model.kv_cache_bytes(max(float(isl), 1.0), kv_dtype)))
+    return replace(out, kv_heads=int(kv_shards)) if kv_shards else out
 
 
-# --------------------------------------------------------------------------------------
-# Efficiency presets: which calibrated preset a system gets by default
-# --------------------------------------------------------------------------------------
+def mixed_numbers(mn_decode, model, *, extra_tokens_per_seq, isl, chunk, cached_share=0.0, kv_dtype="bf16"):
+    """A decode step that also carries prefill: q extra prompt tokens per in-flight sequence (arrays broadcast).
 
-
-def default_efficiency(system, regime="serving"):
-    """The calibrated preset for this system's chip and ``regime`` ('serving', 'prefill' or 'decode').
-
-    Presets name their chips and regime in the catalog (``chips = [...]``, ``regime = "..."``);
-    falls back to 'serving' and then to the ideal roofline when no preset covers the chip.
+    The chunk's tokens attend to the prompt's earlier part (h·ISL + (ISL_new − c)/2 on average)
+    and read that part's KV once per chunk.
     """
-    from ..engine.efficiency import load_efficiency
-    from ..specs.catalog import entries
-
-    chip = system.chip.name.lower()
-    found = {}
-    for e in entries("efficiency"):
-        chips = [str(c).lower() for c in e.data.get("chips", ())]
-        if chip in chips:
-            found.setdefault(str(e.data.get("regime", "serving")), str(e.data["name"]))
-    for r in (regime, "serving"):
-        if r in found:
-            return load_efficiency(found[r])
-    return load_efficiency(None)
-
-
-def _efficiency(system, efficiency, ideal, regime):
-    from ..engine.efficiency import load_efficiency
-
-    if ideal:
-        if efficiency not in (None, "auto"):
-            raise InputError("ideal", "both --ideal and an efficiency preset given", "one of them")
-        return load_efficiency(None)
-    if efficiency in (None, "auto"):
-        return default_efficiency(system, regime)
-    return load_efficiency(efficiency)
+    q = np.asarray(extra_tokens_per_seq, dtype=float)
+    chunk = np.asarray(chunk, dtype=float)
+    isl_new = max(float(isl) * (1.0 - cached_share), 1.0)
+    piece = np.minimum(chunk, isl_new)  # one prompt's part of the chunk (a chunk may hold several prompts)
+    prefix = float(cached_share) * float(isl) + np.maximum(isl_new - piece, 0.0) / 2.0
+    ctx = prefix + (piece - 1.0) / 2.0
+    attn_tok = np.asarray(model.attention_flops_per_token(np.maximum(ctx, 0.0)), dtype=float)
+    kv_chunk = np.asarray(model.kv_read_bytes(prefix, kv_dtype), dtype=float)
+    pl = float(mn_decode.pass_len)
+    exp_tok = mn_decode.expert_flops_per_seq / pl
+    return replace(mn_decode, pass_len=pl + q, attn_flops_per_seq=mn_decode.attn_flops_per_seq + q * attn_tok,
+                   flops_per_seq=mn_decode.flops_per_seq + q * (model.matmul_flops_per_token + attn_tok),
+                   expert_flops_per_seq=mn_decode.expert_flops_per_seq + q * exp_tok,
+                   kv_read_bytes_per_seq=mn_decode.kv_read_bytes_per_seq + q / piece * kv_chunk,
+                   head_tokens_per_seq=pl)
 
 
-# --------------------------------------------------------------------------------------
-# Layout choice
-# --------------------------------------------------------------------------------------
+def _run(plan, mn, layout, eff, micro_batch, *, gpus=None, sched=True):
+    """One step of ``layout`` on ``mn`` (engine/layout.evaluate → engine/step.compose)."""
+    from ..engine.layout import evaluate as layout_evaluate
+
+    if not sched:
+        eff = replace(eff, step_overhead_s=0.0)
+    else:  # the stack's own scheduler time on top of the chip family's host time
+        from ..engine.efficiency import stack_sched_s
+
+        extra = stack_sched_s(eff, plan.stack.name)
+        if np.any(np.asarray(extra) != 0):
+            eff = replace(eff, step_overhead_s=eff.step_overhead_s + extra)
+    return layout_evaluate(mn, plan.hw(), tp=layout.tp, ep=layout.ep, pp=layout.pp, micro_batch=micro_batch,
+                           attention_dp=layout.attention_dp, chips=gpus or layout.gpus,
+                           redundant_experts=layout.redundant_experts, usable_fraction=USABLE_MEMORY_FRACTION,
+                           efficiency=eff, sched_overlap=plan.stack.overlap_scheduler)
 
 
-def serial_stage_time(t_compute, t_weights, t_kv, t_comm):
-    """Kernel-serial stage time: t = max(t_compute, t_weights) + t_kv + t_comm.
-
-    A real decode step runs its kernels one after another: the weight matmuls (bound by
-    FLOPs or by the weight fetch), then attention (bound by the KV fetch), with TP
-    all-reduces / MoE all-to-alls between them (TensorRT-LLM and vLLM do not overlap
-    them by default). The lecture's ideal overlaps everything: max(t_c, t_w + t_kv)
-    (``engine.layout.combine_times``). Calibrated presets use this serial form; it could
-    move to ``engine.layout.combine_times`` as a third mode.
-    """
-    return np.maximum(t_compute, t_weights) + t_kv + t_comm
-
-
-def composition_of(eff) -> str:
-    """How a preset composes the terms: 'overlap' (lecture's ideal) or 'serial' (calibrated presets).
-
-    The ideal roofline overlaps; a catalog preset says ``composition = "serial" | "overlap"``
-    (default serial); an ad-hoc :class:`Efficiency` is serial.
-    """
-    if eff.name == "ideal":
-        return "overlap"
-    from ..specs.catalog import entries
-
-    for e in entries("efficiency"):
-        if str(e.data.get("name")) == eff.name:
-            return str(e.data.get("composition", "serial"))
-    return "serial"
-
-
-BOUNDS = np.array(["compute", "weights", "kv", "comm", "step overhead"])
-
-
-def _evaluate(mn, system, eff, dtype, *, tp, ep, pp, attention_dp, micro_batch, chips, redundant_experts=0):
-    """One vectorized call of the layout engine (peak FLOP/s of ``dtype``), composed per the preset.
-
-    Returns (layout result, step time, bottleneck names). Step = PP · stage + hand-offs + hop
-    latency + the preset's fixed overhead.
-    """
-    from ..engine.layout import HwNumbers, evaluate
-
-    hw = HwNumbers.from_system(system, dtype, eff)
-    res = evaluate(mn, hw, tp=tp, ep=ep, pp=pp, attention_dp=attention_dp, micro_batch=micro_batch, chips=chips,
-                   redundant_experts=redundant_experts, usable_fraction=USABLE_MEMORY_FRACTION)
-    ppa = np.asarray(pp, dtype=float)
-    tc, tw, tkv, tcm = (np.asarray(x) for x in (res.t_compute_s, res.t_weights_s, res.t_kv_s, res.t_comm_s))
-    if composition_of(eff) == "serial":
-        stage = serial_stage_time(tc, tw, tkv, tcm)
-        step = ppa * stage + res.t_handoff_s + res.t_hop_latency_s + eff.step_overhead_s
-        terms = np.stack(np.broadcast_arrays(tc, tw, tkv, tcm, np.full_like(tc, eff.step_overhead_s / ppa.max())))
-        bound = BOUNDS[np.argmax(terms, axis=0)]
-    else:
-        step = res.tpot_s + eff.step_overhead_s
-        bound = np.asarray(res.bound)
-    return res, step, bound
-
-
-def choose_layout(mn, system, eff, dtype, gpus, concurrency, *, max_pp=8):
+def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=None, max_pp=8, sched_overlap=False):
     """Best valid layout of ``gpus`` GPUs for this step: the lowest step time that fits memory.
 
-    Enumerates TP (powers of two and multiples of the domain), EP dividing TP, attention DP
-    and PP ≤ ``max_pp`` with the layout engine (one vectorized call); with C fixed, the
-    shortest step is both the highest throughput and the lowest TPOT. Layouts must use every
-    GPU (GPUs a multiple of TP·PP) and place experts evenly.
+    Enumerates TP (powers of two and multiples of the domain), EP dividing TP, attention DP and
+    PP ≤ ``max_pp`` (one vectorized call of the step model); keeps only layouts that satisfy the
+    given flags (``constraints``: any of tp, ep, pp, attention_dp) and use every GPU; with C fixed,
+    the shortest step is both the highest throughput and the lowest TPOT.
     """
-    from ..engine.layout import layout_grid
+    from ..engine.layout import HwNumbers, evaluate as layout_evaluate, layout_grid
 
+    hw = hw or HwNumbers.from_system(system, "bf16")
     g = layout_grid(mn, int(gpus), int(system.scaleup_size), micro_batches=[1.0], max_pp=max_pp,
                     uneven_experts=False)
     tp, ep, pp, adp = g["tp"], g["ep"], g["pp"], g["attention_dp"]
-    whole = (gpus % (tp * pp)) == 0
+    ok = (gpus % (tp * pp)) == 0
     if not mn.is_moe:
-        whole &= ~adp  # attention DP replicates a dense model's FFN too: never better than DP replicas
+        ok &= ~adp  # attention DP replicates a dense model's FFN too: never better than DP replicas
+    for k, v in (constraints or {}).items():
+        if v is not None:
+            ok &= (g[k] == v) if k != "attention_dp" else (adp == bool(v))
+    if not ok.any():
+        raise InputError("tp", f"no layout of {gpus} × {system.chip.name} satisfies "
+                         + ", ".join(f"{k}={v}" for k, v in (constraints or {}).items() if v is not None),
+                         "flags whose degrees divide the GPUs (TP·PP | GPUs, EP | TP, EP ≤ experts)")
+    tp, ep, pp, adp = tp[ok], ep[ok], pp[ok], adp[ok]
     dp = np.floor(gpus / (tp * pp))
     b = np.maximum(np.asarray(concurrency, dtype=float) / (dp * pp), 1.0)
-    res, step, _ = _evaluate(mn, system, eff, dtype, tp=tp, ep=ep, pp=pp, attention_dp=adp, micro_batch=b, chips=gpus)
-    ok = whole & np.asarray(res.fits)
-    if not ok.any():
-        best_c = float(np.max(np.where(whole, res.max_concurrency, 0.0)))
+    res = layout_evaluate(mn, hw, tp=tp, ep=ep, pp=pp, attention_dp=adp, micro_batch=b, chips=gpus,
+                          usable_fraction=USABLE_MEMORY_FRACTION, efficiency=eff, sched_overlap=sched_overlap)
+    fits = np.asarray(res.fits)
+    if not fits.any():
+        best_c = float(np.max(res.max_concurrency))
         raise InputError("concurrency", f"{float(concurrency):g} sequences do not fit on {gpus} × {system.chip.name} "
                          "in any layout", f"at most about {best_c:g} sequences, or more GPUs, or a smaller dtype")
-    score = np.where(ok, step, np.inf)
+    score = np.where(fits, np.asarray(res.tpot_s, dtype=float), np.inf)
     i = int(np.argmin(score + 1e-9 * tp * pp))  # ties: the smaller model-parallel group
     return dict(tp=int(tp[i]), ep=int(ep[i]), pp=int(pp[i]), attention_dp=bool(adp[i]))
 
@@ -402,6 +546,8 @@ class ServeResult(ResultMixin):
     values: dict
     prefill: dict | None = None
     notes: list = field(default_factory=list)
+    framework: str = "generic"
+    efficiency_label: str = ""
     _derivation: object = None
 
     def __getattr__(self, name):
@@ -419,12 +565,14 @@ class ServeResult(ResultMixin):
             v = self.values[k]
             a = np.asarray(v)
             out[k] = a.item() if a.ndim == 0 else a.tolist()
+        out.update(framework=self.framework, efficiency_label=self.efficiency_label)
         out.update(model=self.model, hardware=self.hardware, mode=self.mode, gpus=self.gpus, isl=self.isl,
                    osl=self.osl, layout=self.layout, layout_chosen=self.layout_chosen, efficiency=self.efficiency,
                    weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype, mtp=self.mtp,
                    acceptance=self.acceptance, cached_share=self.cached_share,
                    usd_per_gpu_hour=self.usd_per_gpu_hour, notes=list(self.notes))
-        for k in ("t_compute_ms", "t_weights_ms", "t_kv_ms", "t_comm_ms", "overhead_ms", "prefill_tokens_per_step"):
+        for k in ("t_compute_ms", "t_weights_ms", "t_kv_ms", "t_comm_ms", "t_latency_ms", "overhead_ms",
+                  "prefill_tokens_per_step", "decode_step_ms", "mixed_step_ms"):
             if k in self.values:
                 a = np.asarray(self.values[k])
                 out[k] = a.item() if a.ndim == 0 else a.tolist()
@@ -433,7 +581,13 @@ class ServeResult(ResultMixin):
         return out
 
     def explain(self) -> Derivation:
+        if self._derivation is None:
+            self._derivation = _derive(self)
         return self._derivation
+
+    def ops(self, index=0) -> list[dict]:
+        """Per-operator breakdown of the decode step (``--ops``)."""
+        return ops(self, index=index)
 
 
 # --------------------------------------------------------------------------------------
@@ -488,19 +642,18 @@ def _check_inputs(gpus, isl, osl, concurrency, mtp, acceptance, cached_share, pr
     return a
 
 
-def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None, pp=None, attention_dp=None,
-          weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None, decode_gpus=None,
-          cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None, redundant_experts=0,
-          uneven_experts=False, kv_shards=None, max_num_tokens=MAX_NUM_TOKENS) -> ServeResult:
-    """Steady-state serving of ``model`` on ``gpus`` GPUs of ``hardware`` (see the module docstring).
 
-    ``concurrency`` (sequences in flight across the deployment) may be a numpy array; the
-    rest are single values. Layout flags follow conventions.md; with none given, the best
-    valid layout is chosen (and reported). Experts that do not divide over EP GPUs are
-    refused unless ``redundant_experts`` makes them divide or ``uneven_experts`` accepts
-    modelling the most-loaded GPU (lecture 00:32). ``efficiency`` None picks the calibrated preset
-    for the chip, ``ideal=True`` the lecture's roofline. Returns a :class:`ServeResult`.
+def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None, pp=None, attention_dp=None,
+         weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None, decode_gpus=None,
+         cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None, redundant_experts=0,
+         uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None) -> Plan:
+    """Validate the inputs and fix what does not depend on the efficiency: workload, layout(s), stack, dtypes.
+
+    Layout flags mean what they say: with ``tp`` given the layout is built from the flags; with
+    only some of ep / pp / attention_dp given, the best layout that satisfies them is chosen
+    (``--ep 72 --attention-dp`` on 72 GPUs is attention DP over 72 ranks with EP 72).
     """
+    from ..engine.efficiency import resolve
     from ..engine.layout import Deployment
     from ..specs.hardware import load_hardware
     from ..specs.models import load_model
@@ -511,7 +664,7 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
     chip = system.chip
     _check_layout_flags(tp, ep, pp, redundant_experts, usd_per_gpu_hour)
     for name, v in (("prefill_gpus", prefill_gpus), ("decode_gpus", decode_gpus)):
-        if v is not None:  # before they are summed into gpus, so the error names the flag
+        if v is not None:
             check_positive(v, name, "a positive number of GPUs", maximum=1e6)
     if gpus is None:
         gpus = (prefill_gpus + decode_gpus) if prefill_gpus is not None and decode_gpus is not None \
@@ -519,174 +672,282 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
     isl, osl = float(isl), float(osl)
     a = _check_inputs(gpus, isl, osl, concurrency, mtp, acceptance, cached_share, prefill_gpus, decode_gpus)
     gpus, mtp = int(gpus), int(mtp)
-    C = np.asarray(concurrency, dtype=float)
+    stack = load_stack(framework)
+    if max_num_tokens is not None:
+        check_positive(max_num_tokens, "max_num_tokens", "a token budget per step", maximum=1e7)
+        stack = replace(stack, max_num_tokens=int(max_num_tokens))
     wdt = units.normalize_dtype(weights_dtype, "weights_dtype") if weights_dtype else None
     kvdt = units.normalize_dtype(kv_dtype or getattr(m, "kv_dtype", None) or "bf16", "kv_dtype")
-    compute_dtype = chip.compute_dtype(wdt or m.native_dtype)
+    cdt = chip.compute_dtype(wdt or m.native_dtype)
     price = chip.usd_per_hour if usd_per_gpu_hour is None else float(usd_per_gpu_hour)
+    eff = resolve(chip.name, efficiency, ideal)
+    wl = Workload(isl, osl, np.asarray(concurrency, dtype=float), mtp, a, float(cached_share))
     disagg = prefill_gpus is not None
-    eff = _efficiency(system, efficiency, ideal, "serving")
-    notes = []
-
-    # ---- the decode (or mixed) step
-    mn = step_numbers(m, isl=isl, osl=osl, weights_dtype=wdt, kv_dtype=kvdt, mtp=mtp, acceptance=a,
-                      cached_share=cached_share, prefill=not disagg, kv_shards=kv_shards)
     n_dec = int(decode_gpus) if disagg else gpus
-    given = any(x is not None for x in (tp, ep, pp, attention_dp))
-    if given:
-        lay = dict(tp=int(tp) if tp is not None else min(n_dec, int(system.scaleup_size)), ep=int(ep or 1),
-                   pp=int(pp or 1), attention_dp=bool(attention_dp))
-        dep = Deployment.build(system, n_dec, tp=lay["tp"], ep=lay["ep"], pp=lay["pp"],
-                               attention_dp=lay["attention_dp"], redundant_experts=redundant_experts,
-                               uneven_experts=uneven_experts, model=m)
+    p = Plan(m, system, wl, Layout(n_dec, 1), stack, wdt, kvdt, cdt, gpus, price,
+             prefill_gpus=int(prefill_gpus) if disagg else None, kv_shards=kv_shards, efficiency=eff)
+    rx = int(redundant_experts or 0)
+    if tp is not None:
+        lay = dict(tp=int(tp), ep=int(ep or 1), pp=int(pp or 1), attention_dp=bool(attention_dp))
+        chosen = False
     else:
-        lay = choose_layout(mn, system, eff, compute_dtype, n_dec, float(np.max(C)))
-        dep = Deployment.build(system, n_dec, **lay, model=m)
-    dp, ppd = dep.dp, dep.pp
+        cons = dict(ep=ep, pp=pp, attention_dp=True if attention_dp else None)
+        lay = choose_layout(p.numbers("decode"), system, eff, n_dec, float(np.max(wl.concurrency)), hw=p.hw(),
+                            constraints=cons, sched_overlap=stack.overlap_scheduler) if rx == 0 and not uneven_experts \
+            else _choose_with_experts(p, eff, n_dec, cons, rx, uneven_experts)
+        chosen = not all(v is not None for v in (ep, pp, attention_dp))
+    Deployment.build(system, n_dec, **lay, redundant_experts=rx, uneven_experts=uneven_experts, model=m)
+    p.layout = Layout(n_dec, **lay, redundant_experts=rx, uneven_experts=bool(uneven_experts), chosen=chosen)
+    if chosen:
+        p.notes.append(f"layout chosen: {p.layout.label()} (the shortest step that fits; give --tp/--ep/--pp/"
+                       "--attention-dp to fix it)")
+    if disagg:
+        lay_p = choose_layout(p.numbers("prefill"), system, eff, int(prefill_gpus), 1.0, hw=p.hw(),
+                              sched_overlap=stack.overlap_scheduler)
+        Deployment.build(system, int(prefill_gpus), **lay_p, model=m)
+        p.prefill_layout = Layout(int(prefill_gpus), **lay_p, chosen=True)
+    return p
+
+
+def _choose_with_experts(p, eff, n_dec, cons, rx, uneven):
+    """Layout choice when redundant / uneven expert placement is asked for: TP = EP = the GPUs given the flags."""
+    tp = int(cons.get("ep") or n_dec)
+    return dict(tp=tp, ep=int(cons.get("ep") or tp), pp=int(cons.get("pp") or 1),
+                attention_dp=bool(cons.get("attention_dp", True) if cons.get("attention_dp") is not None else True))
+
+
+def evaluate(p: Plan, efficiency=None) -> "ServeResult":
+    """Serving numbers of a plan under an efficiency preset (its numeric fields may be arrays of K candidates,
+    broadcasting against the concurrency): time-sliced prefill and decode, MoE realities, speculation."""
+    from ..engine.efficiency import load_efficiency
+
+    if isinstance(efficiency, str):
+        from ..engine.efficiency import resolve
+
+        efficiency = resolve(p.system.chip.name, efficiency)
+    eff = load_efficiency(efficiency if efficiency is not None else p.efficiency)
+    m, w, lay, st = p.model, p.workload, p.layout, p.stack
+    C, A, k = w.concurrency, w.acceptance, w.mtp
+    dp, ppd = lay.dp, lay.pp
     b = np.maximum(C / (dp * ppd), 1.0)
-    res, step, bound0 = _evaluate(mn, system, eff, compute_dtype, tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp,
-                          micro_batch=b, chips=n_dec, redundant_experts=redundant_experts)
-    t_tpot = tpot(step, a)
-    x_out = output_tokens_per_s(C, step, a)
-    fits = np.asarray(res.fits)
+    notes = list(p.notes)
+    if np.any(b > st.max_batch_size):
+        notes.append(f"more than {st.max_batch_size} sequences per replica ({st.name} max batch): the rest wait")
+        b = np.minimum(b, st.max_batch_size)
+    mn_d = p.numbers("decode")
+    res_d = _run(p, mn_d, lay, eff, b)
+    t_draft = _run(p, p.numbers("draft"), replace(lay, pp=1), eff, b, sched=False).tpot_s if k else 0.0
+    t_dec = speculative_step(res_d.tpot_s, t_draft, k)
+    fits = np.asarray(res_d.fits)
     if not np.all(fits):
         notes.append("the KV cache of this many sequences does not fit in HBM (fits = false): "
-                     f"at most about {float(np.min(res.max_concurrency)):g} sequences")
-
-    # ---- prefill
-    isl_new = isl * (1.0 - cached_share)
-    chunk = float(min(max(isl_new, 1.0), max_num_tokens))
-    n_chunks = float(prefill_chunks(isl_new, max_num_tokens))
-    pf_info = None
-    if disagg:
-        eff_p = _efficiency(system, efficiency, ideal, "prefill")
-        mp = prefill_numbers(m, isl=isl, chunk=chunk, weights_dtype=wdt, kv_dtype=kvdt, cached_share=cached_share,
-                             kv_shards=kv_shards)
-        n_pf = int(prefill_gpus)
-        lay_p = choose_layout(mp, system, eff_p, compute_dtype, n_pf, 1.0)
-        dep_p = Deployment.build(system, n_pf, **lay_p, model=m)
-        # each prefill replica runs passes of max_num_tokens tokens (several prompts when they are short)
-        seqs = max(1.0, np.floor(max_num_tokens / chunk))
-        res_p, step_p, _ = _evaluate(mp, system, eff_p, compute_dtype, tp=dep_p.tp, ep=dep_p.ep, pp=dep_p.pp,
-                                  attention_dp=dep_p.attention_dp, micro_batch=seqs, chips=n_pf)
-        pf_tok_s = float(np.asarray(dep_p.dp * seqs * chunk / step_p).ravel()[0])
-        cap_out = output_tokens_per_s(C, step, a)
-        x_out = disaggregated_output_rate(cap_out, pf_tok_s, isl, osl, cached_share)
+                     f"at most about {float(np.min(res_d.max_concurrency)):g} sequences")
+    isl_new = w.isl_new
+    chunk = p.chunk()
+    n_chunks = float(prefill_chunks(isl_new, chunk))
+    info = dict(t_decode=t_dec, t_verify=res_d.tpot_s, t_draft=t_draft, b=b)
+    if p.disaggregated:
+        t_bar, t_tpot = t_dec, tpot(t_dec, A)
+        cap_out = output_tokens_per_s(C, t_dec, A)
+        lp = p.prefill_layout
+        mp = p.numbers("prefill")
+        seqs = max(1.0, np.floor((st.max_num_tokens or MAX_NUM_TOKENS) / chunk)) * (lp.tp if lp.attention_dp else 1)
+        res_p = _run(p, mp, lp, eff, seqs)
+        pf_tok_s = lp.dp * seqs * chunk / res_p.tpot_s
+        x_out = disaggregated_output_rate(cap_out, pf_tok_s, w.isl, w.osl, w.cached_share)
         prefill_bound = x_out < cap_out
-        res_1, step_1, _ = _evaluate(mp, system, eff_p, compute_dtype, tp=dep_p.tp, ep=dep_p.ep, pp=dep_p.pp,
-                                  attention_dp=dep_p.attention_dp, micro_batch=1.0, chips=n_pf)
-        t_pf = float(np.asarray(step_1).ravel()[0]) * n_chunks
-        kv_bytes = float(np.asarray(m.kv_cache_bytes(isl, kvdt)))
-        t_xfer = float(kv_transfer_time(kv_bytes, chip.scaleout_bw * dep_p.tp * eff.eta_comm))
-        ttft = t_pf + t_xfer + 0.0 * step
-        pf_info = dict(gpus=n_pf, layout=dict(lay_p, dp=dep_p.dp), input_tok_s=pf_tok_s,
-                       input_tok_s_per_gpu=pf_tok_s / n_pf, prefill_s=t_pf, kv_transfer_s=t_xfer,
-                       efficiency=eff_p.name)
+        res_1 = _run(p, mp, lp, eff, 1.0)
+        t_pf = res_1.tpot_s * n_chunks
+        kv_bytes = float(np.asarray(m.kv_cache_bytes(w.isl, p.kv_dtype)))
+        t_xfer = kv_transfer_time(kv_bytes, p.system.chip.scaleout_bw * lp.tp * eff.eta_comm)
+        rho = x_out * isl_new / w.osl / pf_tok_s
+        ttft = t_pf + t_xfer + prefill_wait(0.0 * t_pf, res_p.tpot_s, rho) + eff.request_overhead_s
+        info.update(prefill=dict(gpus=lp.gpus, layout=dict(tp=lp.tp, ep=lp.ep, pp=lp.pp, attention_dp=lp.attention_dp,
+                                                           dp=lp.dp, label=lp.label()),
+                                 input_tok_s=pf_tok_s, input_tok_s_per_gpu=pf_tok_s / lp.gpus, prefill_s=t_pf,
+                                 kv_transfer_s=t_xfer))
         if np.any(prefill_bound):
             notes.append("the prefill pool limits throughput: the decode pool idles part of the time")
+        n_mix = np.zeros_like(np.asarray(t_dec))
+        t_mix = t_dec
     else:
-        mp = prefill_numbers(m, isl=isl, chunk=chunk, weights_dtype=wdt, kv_dtype=kvdt, cached_share=cached_share,
-                             kv_shards=kv_shards)
-        res_c, chunk_s, _ = _evaluate(mp, system, eff, compute_dtype, tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp,
-                                   micro_batch=1.0, chips=n_dec)
-        chunk_s = float(np.asarray(chunk_s).ravel()[0])
-        ttft = ttft_aggregated(chunk_s, n_chunks, step)
-        prefill_bound = np.zeros_like(x_out, dtype=bool)
-
-    x_tot = total_tokens_per_s(x_out, isl, osl)
-    bound = np.where(prefill_bound, "prefill pool", np.asarray(bound0).astype(object))
+        ranks = lay.tp if lay.attention_dp else 1
+        decode_tok_rank = b * (k + 1) / ranks
+        p_step = b * isl_new * A / w.osl
+        budget = float(st.max_num_tokens or np.inf)
+        left = np.maximum(budget - decode_tok_rank, min(max(isl_new, 1.0), budget))
+        c_rank = np.minimum(left, np.maximum(max(isl_new, 1.0), p_step / ranks))  # whole waiting prompts, in budget
+        c_tot = c_rank * ranks
+        mn_m = mixed_numbers(mn_d, m, extra_tokens_per_seq=c_tot / b, isl=w.isl, chunk=c_rank,
+                             cached_share=w.cached_share, kv_dtype=p.kv_dtype)
+        res_m = _run(p, mn_m, lay, eff, b)
+        t_mix = speculative_step(res_m.tpot_s, t_draft, k)
+        t_bar, t_tpot, x_rep, prefill_bound = time_sliced_schedule(t_dec, t_mix, p_step, c_tot, b, A, isl_new, w.osl)
+        x_out = x_rep * dp * ppd
+        n_mix = p_step / c_tot
+        t_pf = np.ceil(isl_new / c_rank) * t_mix
+        ttft = t_pf + prefill_wait(t_bar, t_pf, n_mix) + eff.request_overhead_s
+        little = C * w.osl / x_out - (w.osl - 1.0) * t_tpot
+        ttft = np.where(prefill_bound, np.maximum(ttft, little), ttft)
+        info.update(chunk=c_rank, chunk_total=c_tot, prefill_per_step=p_step, t_mixed=t_mix, n_mixed=n_mix)
+        if np.any(prefill_bound):
+            notes.append(f"the prefill budget ({st.max_num_tokens} tokens per step) binds: prompts wait")
+    x_tot = total_tokens_per_s(x_out, w.isl, w.osl)
+    bound = np.where(prefill_bound, "prefill", np.asarray(res_d.bound).astype(object))
     ms = 1e3
+    gp = p.gpus
     values = dict(
-        output_tok_s=x_out, total_tok_s=x_tot, output_tok_s_per_gpu=x_out / gpus, total_tok_s_per_gpu=x_tot / gpus,
-        tpot_ms=t_tpot * ms, ttft_ms=np.asarray(ttft) * ms, step_ms=step * ms, bottleneck=bound,
+        output_tok_s=x_out, total_tok_s=x_tot, output_tok_s_per_gpu=x_out / gp, total_tok_s_per_gpu=x_tot / gp,
+        tpot_ms=t_tpot * ms, ttft_ms=np.asarray(ttft) * ms, step_ms=np.asarray(t_bar) * ms, bottleneck=bound,
         tokens_per_s_per_user=tokens_per_s_per_user(t_tpot),
-        usd_per_mtok_output=usd_per_mtok(gpus, price, x_out), usd_per_mtok_total=usd_per_mtok(gpus, price, x_tot),
-        concurrency=C, fits=fits, mem_per_gpu_gb=np.asarray(res.mem_per_chip) / 1e9,
-        max_concurrency=np.asarray(res.max_concurrency),
-        t_compute_ms=np.asarray(res.t_compute_s) * dep.pp * ms, t_weights_ms=np.asarray(res.t_weights_s) * dep.pp * ms,
-        t_kv_ms=np.asarray(res.t_kv_s) * dep.pp * ms, t_comm_ms=np.asarray(res.t_comm_s) * dep.pp * ms,
-        overhead_ms=eff.step_overhead_s * ms,
-        prefill_tokens_per_step=0.0 if disagg else float(prefill_tokens_per_seq_step(isl, osl, a, cached_share)) * C,
+        usd_per_mtok_output=usd_per_mtok(gp, p.usd_per_gpu_hour, x_out),
+        usd_per_mtok_total=usd_per_mtok(gp, p.usd_per_gpu_hour, x_tot),
+        concurrency=C, fits=fits, mem_per_gpu_gb=np.asarray(res_d.mem_per_chip) / 1e9,
+        max_concurrency=np.asarray(res_d.max_concurrency),
+        decode_step_ms=np.asarray(t_dec) * ms, mixed_step_ms=np.asarray(t_mix) * ms,
+        t_compute_ms=np.asarray(res_d.t_compute_s) * ppd * ms, t_weights_ms=np.asarray(res_d.t_weights_s) * ppd * ms,
+        t_kv_ms=np.asarray(res_d.t_kv_s) * ppd * ms, t_comm_ms=np.asarray(res_d.t_comm_s) * ppd * ms,
+        t_latency_ms=np.asarray(res_d.t_latency_s) * ppd * ms, overhead_ms=np.asarray(res_d.t_sched_s) * ms,
+        prefill_tokens_per_step=np.asarray(info.get("prefill_per_step", 0.0)) * dp,
     )
-    if C.ndim == 0:
-        values = {k: (np.asarray(v).item() if np.asarray(v).size == 1 else v) for k, v in values.items()}
-    layout = dict(lay, dp=dp, gpus=n_dec, label=dep.label())
-    if not given:
-        notes.append(f"layout chosen: {dep.label()} (the shortest step that fits; give --tp/--ep/--pp/"
-                     "--attention-dp to fix it)")
-    out = ServeResult(model=m.name, hardware=system.name, mode="disaggregated" if disagg else "aggregated",
-                      gpus=gpus, isl=isl, osl=osl, layout=layout, layout_chosen=not given, efficiency=eff.name,
-                      weights_dtype=wdt or m.native_dtype, kv_dtype=kvdt, mtp=mtp, acceptance=a,
-                      cached_share=float(cached_share), usd_per_gpu_hour=price, values=values, prefill=pf_info,
-                      notes=notes)
-    out._derivation = _derive(out, m, system, eff, res, dep)
+    if np.ndim(C) == 0 and np.ndim(np.asarray(eff.eta_compute)) == 0:
+        values = {kk: (np.asarray(v).item() if np.asarray(v).size == 1 else v) for kk, v in values.items()}
+    layout = dict(tp=lay.tp, ep=lay.ep, pp=lay.pp, attention_dp=lay.attention_dp, dp=dp, gpus=lay.gpus,
+                  label=lay.label())
+    out = ServeResult(model=m.name, hardware=p.system.name, mode="disaggregated" if p.disaggregated else "aggregated",
+                      gpus=gp, isl=w.isl, osl=w.osl, layout=layout, layout_chosen=lay.chosen, efficiency=eff.name,
+                      weights_dtype=p.weights_dtype or m.native_dtype, kv_dtype=p.kv_dtype, mtp=k, acceptance=A,
+                      cached_share=w.cached_share, usd_per_gpu_hour=p.usd_per_gpu_hour, values=values,
+                      prefill=info.get("prefill"), notes=notes)
+    out.framework = st.name
+    out.efficiency_label = eff.label()
+    out._plan, out._eff, out._res, out._info = p, eff, res_d, info
     return out
 
 
-def _derive(r: ServeResult, m, system, eff, res, dep) -> Derivation:
-    """The blackboard derivation of the first configuration."""
-    v = {k: float(np.asarray(x).ravel()[0]) if k != "bottleneck" else str(np.asarray(x).ravel()[0])
-         for k, x in r.values.items() if k not in ("fits",)}
-    C, isl, osl, a, k = v["concurrency"], r.isl, r.osl, r.acceptance, r.mtp
-    d = Derivation(f"Serving {r.model} on {r.gpus} × {system.chip.name} ({r.mode}, layout {dep.label()}, "
-                   f"weights {r.weights_dtype}, KV {r.kv_dtype}, efficiency {r.efficiency})")
-    lbar = d.add("L̄", "ISL + OSL/2", f"{isl:g} + {osl:g}/2", float(mean_decode_context(isl, osl)), "tokens",
-                 "mean context of an in-flight sequence")
-    d.add("b", "C / (dp · PP)", f"{C:g} / ({dep.dp} · {dep.pp})", max(C / (dep.dp * dep.pp), 1.0), "",
-          "sequences per micro-batch per replica")
-    d.add("tokens/seq/step", "(k + 1) + ISL·(1 − h)·A/OSL" if r.mode == "aggregated" else "k + 1",
-          f"({k} + 1)" + (f" + {isl:g}·(1 − {r.cached_share:g})·{a:g}/{osl:g}" if r.mode == "aggregated" else ""),
-          float(res.model.pass_len), "", "decode + amortised prefill chunk (continuous batching)")
-    d.add("t_compute", "PP · FLOPs per chip / (peak · η_c)", "", v["t_compute_ms"] / 1e3, "s",
-          f"η_c = {eff.eta_compute:g}")
-    d.add("t_weights", "PP · weight bytes read per chip / (HBM BW · η_m)", "", v["t_weights_ms"] / 1e3, "s",
-          f"η_m = {eff.eta_memory:g}; experts hit at this batch")
-    d.add("t_kv", f"PP · b · kv_read(L̄ = {lbar:g}) / KV shards / (HBM BW · η_m)", "", v["t_kv_ms"] / 1e3, "s")
-    d.add("t_comm", "all-reduce (TP) + all-to-all (EP), per layer", "", v["t_comm_ms"] / 1e3, "s",
-          f"η_comm = {eff.eta_comm:g}")
-    step = d.add("t_step", "max(t_compute, t_weights + t_kv, t_comm) + hops + overhead",
-                 f"… + {fmt(eff.step_overhead_s, 's')}", v["step_ms"] / 1e3, "s", f"{v['bottleneck']} binds")
-    d.add("TPOT", "t_step / A", f"{fmt(step, 's')} / {a:g}", v["tpot_ms"] / 1e3, "s")
-    d.add("tok/s/user", "1 / TPOT", "", v["tokens_per_s_per_user"], "tok/s")
-    d.add("X_out", "C · A / t_step" + (" (capped by the prefill pool)" if r.mode == "disaggregated" else ""),
-          f"{C:g} · {a:g} / {fmt(step, 's')}", v["output_tok_s"], "tok/s")
+def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None, pp=None, attention_dp=None,
+          weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None, decode_gpus=None,
+          cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None, redundant_experts=0,
+          uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None) -> "ServeResult":
+    """Steady-state serving of ``model`` on ``gpus`` GPUs of ``hardware``: ``evaluate(plan(...))``.
+
+    ``concurrency`` (sequences in flight across the deployment) may be a numpy array; the rest are
+    single values. Layout flags follow conventions.md (given flags are honoured, the rest chosen).
+    ``efficiency`` None/'auto' picks the calibrated preset for the chip (a cross-family preset, named,
+    for chips without their own), ``ideal=True`` the lecture's roofline; ``framework`` a stack preset.
+    """
+    p = plan(model, hardware, gpus=gpus, isl=isl, osl=osl, concurrency=concurrency, tp=tp, ep=ep, pp=pp,
+             attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance,
+             prefill_gpus=prefill_gpus, decode_gpus=decode_gpus, cached_share=cached_share, ideal=ideal,
+             efficiency=efficiency, usd_per_gpu_hour=usd_per_gpu_hour, redundant_experts=redundant_experts,
+             uneven_experts=uneven_experts, kv_shards=kv_shards, framework=framework, max_num_tokens=max_num_tokens)
+    return evaluate(p)
+
+
+def _f(x, i=0):
+    a = np.asarray(x, dtype=float).ravel()
+    return float(a[i] if a.size > i else a[0])
+
+
+def _derive(r: "ServeResult") -> Derivation:
+    """The blackboard derivation of the first configuration; every step carries the expression it computes."""
+    p, eff, res, info = r._plan, r._eff, r._res, r._info
+    w, lay = p.workload, p.layout
+    v = {kk: _f(x) for kk, x in r.values.items() if kk not in ("fits", "bottleneck")}
+    d = Derivation(f"Serving {r.model} on {r.gpus} × {p.system.chip.name} ({r.mode}, layout {lay.label()}, "
+                   f"stack {p.stack.name}, weights {r.weights_dtype}, KV {r.kv_dtype}; {eff.label()})")
+    C, A, k = v["concurrency"], w.acceptance, w.mtp
+    d.add("L̄", "ISL + OSL/2", f"{w.isl:g} + {w.osl:g}/2", float(mean_decode_context(w.isl, w.osl)), "tokens",
+          "mean context of an in-flight sequence", expr=f"{w.isl!r} + {w.osl!r}/2")
+    d.add("C", "sequences in flight", "", C, "", key="C")
+    b = d.add("b", "min(max(C / (dp · PP), 1), max batch)", f"{C:g} / ({lay.dp} · {lay.pp})", _f(info["b"]), "",
+              "sequences per micro-batch per replica",
+              expr=f"min(max(C / ({lay.dp} * {lay.pp}), 1), {p.stack.max_batch_size})", key="b")
+    d.add("t_verify", "Σ_ops [n_kernels·τ_k + n_coll·τ_c + max(F/(peak·η_c(M)), B/(BW·η_m), net/η_comm)] · PP "
+          "+ t_sched", f"compute {fmt(v['t_compute_ms'] / 1e3, 's')}, weights {fmt(v['t_weights_ms'] / 1e3, 's')}, "
+          f"KV {fmt(v['t_kv_ms'] / 1e3, 's')}, comm {fmt(v['t_comm_ms'] / 1e3, 's')}, latencies "
+          f"{fmt(v['t_latency_ms'] / 1e3, 's')}, scheduler {fmt(v['overhead_ms'] / 1e3, 's')} "
+          f"({res.overlap})", _f(info["t_verify"]), "s",
+          f"decode step of b sequences × {k + 1} tokens (engine/step.py; --ops for each operator)", key="t_verify")
+    if k:
+        d.add("t_draft", "one draft/MTP layer + LM head, 1 token per sequence", "", _f(info["t_draft"]), "s",
+              key="t_draft")
+    td = d.add("t_decode", "t_verify + k · t_draft", f"… + {k} · …", _f(info["t_decode"]), "s",
+               expr=f"t_verify + {k} * t_draft" if k else "t_verify", key="t_decode")
+    if r.mode == "aggregated":
+        d.add("p", "b · ISL_new · A / OSL", f"{b:g} · {w.isl_new:g} · {A:g} / {w.osl:g}", _f(info["prefill_per_step"]),
+              "tokens", "prompt tokens needed per decode step", expr=f"b * {w.isl_new!r} * {A!r} / {w.osl!r}", key="p")
+        d.add("c", "per rank: min(max(budget − decode tokens, min(ISL_new, budget)), max(ISL_new, p/ranks)) × ranks",
+              f"budget {p.stack.max_num_tokens or '∞'}", _f(info["chunk_total"]), "tokens", "prefill tokens per mixed step",
+              key="c")
+        d.add("t_mixed", "the decode step carrying c prefill tokens", "", _f(info["t_mixed"]), "s", key="t_mixed")
+        n = d.add("n", "p / c", "", _f(info["n_mixed"]), "", "mixed steps per decode step", expr="p / c", key="n")
+        d.add("t̄", "t_decode + n·(t_mixed − t_decode) if n ≤ 1 else t_mixed", "", v["step_ms"] / 1e3, "s",
+              "time-sliced prefill (Sarathi-Serve)",
+              expr="t_decode + n * (t_mixed - t_decode) if n <= 1 else t_mixed", key="tbar")
+    else:
+        d.add("t̄", "t_decode (the decode pool runs decode only)", "", v["step_ms"] / 1e3, "s", expr="t_decode",
+              key="tbar")
+    if r.mode == "aggregated":
+        d.add("TPOT", "(t_decode + n·(b − 1)/b·(t_mixed − t_decode)) / A  (n ≤ 1; else t_mixed / A)", "",
+              v["tpot_ms"] / 1e3, "s", "other requests' prefills stall the stream; a request's own prefill is its TTFT",
+              expr=f"(t_decode + n * max(b - 1, 0) / max(b, 1) * (t_mixed - t_decode)) / {A!r} if n <= 1 "
+                   f"else t_mixed / {A!r}", key="tpot")
+    else:
+        d.add("TPOT", "t̄ / A", f"{fmt(v['step_ms'] / 1e3, 's')} / {A:g}", v["tpot_ms"] / 1e3, "s",
+              expr=f"tbar / {A!r}", key="tpot")
+    d.add("tok/s/user", "1 / TPOT", "", v["tokens_per_s_per_user"], "tok/s", expr="1 / tpot")
+    if r.mode == "aggregated":
+        d.add("X_out", "min(dp·PP·b·A/t̄, dp·PP·c·OSL/(ISL_new·t_mixed))", "", v["output_tok_s"], "tok/s",
+              expr=f"min({lay.dp * lay.pp} * b * {A!r} / tbar, {lay.dp * lay.pp} * c * {w.osl!r} / "
+                   f"({max(w.isl_new, 1e-9)!r} * t_mixed))", key="X")
+    else:
+        d.add("X_out", "min(C·A/t_decode, prefill pool tokens/s · OSL / ISL_new)", "", v["output_tok_s"], "tok/s",
+              key="X")
     d.add("X_out/GPU", "X_out / N_GPU", f"{fmt(v['output_tok_s'], 'tok/s')} / {r.gpus}", v["output_tok_s_per_gpu"],
-          "tok/s", "every GPU counted, prefill pool included")
-    d.add("X_total/GPU", "X_out · (1 + ISL/OSL) / N_GPU", "", v["total_tok_s_per_gpu"], "tok/s")
-    d.add("TTFT", "n_chunks · t_chunk + t_step" if r.mode == "aggregated" else "t_prefill + KV transfer", "",
-          v["ttft_ms"] / 1e3, "s")
+          "tok/s", "every GPU counted, prefill pool included", expr=f"X / {r.gpus}")
+    d.add("X_total/GPU", "X_out · (1 + ISL/OSL) / N_GPU", "", v["total_tok_s_per_gpu"], "tok/s",
+          expr=f"X * (1 + {w.isl!r} / {w.osl!r}) / {r.gpus}")
+    d.add("TTFT", "ceil(ISL_new/c)·t_mixed + t̄/2 + ρ/(2(1−ρ))·t_prefill (M/D/1 wait) + t_request"
+          if r.mode == "aggregated" else "t_prefill + KV transfer + wait + t_request", "", v["ttft_ms"] / 1e3, "s",
+          f"t_request = {fmt(_f(eff.request_overhead_s), 's')} host time per request")
     d.add("$/Mtok", "N_GPU · $/GPU-h / 3600 / X_out · 10⁶", f"{r.gpus} · ${r.usd_per_gpu_hour:g}/h …",
-          v["usd_per_mtok_output"], "$/Mtok", "output tokens")
+          v["usd_per_mtok_output"], "$/Mtok", "output tokens",
+          expr=f"{r.gpus} * {r.usd_per_gpu_hour!r} / 3600 / X * 1e6")
     d.conclusion = f"→ {fmt(v['output_tok_s_per_gpu'], 'tok/s')} per GPU at {v['tokens_per_s_per_user']:.3g} " \
-                   f"tok/s per user; {v['bottleneck']}-bound" + ("; " + "; ".join(r.notes) if r.notes else "")
+                   f"tok/s per user; {str(np.asarray(r.values['bottleneck']).ravel()[0])}-bound" + \
+                   ("; " + "; ".join(r.notes) if r.notes else "")
     return d
 
 
 # --------------------------------------------------------------------------------------
-# Single passes (for records that measured one phase, e.g. Pope et al.'s Table 2)
+# Single passes (records that measured one phase: Pope et al.'s Table 2, DeepSeek's units, measured steps)
 # --------------------------------------------------------------------------------------
 
 
 def decode_step(model, hardware, *, chips, batch, context, tp=None, ep=1, pp=1, attention_dp=False,
-                weights_dtype=None, kv_dtype=None, kv_shards=None, redundant_experts=0, ideal=False, efficiency=None):
-    """Time of one decode step of ``batch`` sequences at ``context`` on one replica of ``chips`` chips (s)."""
-    return _single_pass(model, hardware, chips=chips, seqs=batch, isl=context, osl=0.0, tp=tp, ep=ep, pp=pp,
+                weights_dtype=None, kv_dtype=None, kv_shards=None, redundant_experts=0, ideal=False, efficiency=None,
+                framework=None, mtp=0):
+    """Time of one decode step of ``batch`` sequences at ``context`` on ``chips`` chips: (s, layout result, efficiency)."""
+    return _single_pass(model, hardware, chips=chips, seqs=batch, isl=context, tp=tp, ep=ep, pp=pp,
                         attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                         kv_shards=kv_shards, ideal=ideal, efficiency=efficiency, regime="decode",
-                        redundant_experts=redundant_experts)
+                        redundant_experts=redundant_experts, framework=framework, mtp=mtp)
 
 
 def prefill_time(model, hardware, *, chips, batch, isl, tp=None, ep=1, pp=1, attention_dp=False, weights_dtype=None,
-                 kv_dtype=None, kv_shards=None, cached_share=0.0, redundant_experts=0, ideal=False, efficiency=None):
-    """Time to prefill ``batch`` prompts of ``isl`` tokens in one pass on ``chips`` chips (s)."""
-    return _single_pass(model, hardware, chips=chips, seqs=batch, isl=isl, osl=None, tp=tp, ep=ep, pp=pp,
+                 kv_dtype=None, kv_shards=None, cached_share=0.0, redundant_experts=0, ideal=False, efficiency=None,
+                 framework=None):
+    """Time to prefill ``batch`` prompts of ``isl`` tokens in one pass on ``chips`` chips: (s, result, efficiency)."""
+    return _single_pass(model, hardware, chips=chips, seqs=batch, isl=isl, tp=tp, ep=ep, pp=pp,
                         attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                         kv_shards=kv_shards, ideal=ideal, efficiency=efficiency, regime="prefill",
-                        cached_share=cached_share, redundant_experts=redundant_experts)
+                        cached_share=cached_share, redundant_experts=redundant_experts, framework=framework)
 
 
-def _single_pass(model, hardware, *, chips, seqs, isl, osl, tp, ep, pp, attention_dp, weights_dtype, kv_dtype,
-                 kv_shards, ideal, efficiency, regime, cached_share=0.0, redundant_experts=0):
+def _single_pass(model, hardware, *, chips, seqs, isl, tp, ep, pp, attention_dp, weights_dtype, kv_dtype,
+                 kv_shards, ideal, efficiency, regime, cached_share=0.0, redundant_experts=0, framework=None, mtp=0):
+    from ..engine.efficiency import load_efficiency, resolve
     from ..engine.layout import Deployment
     from ..specs.hardware import load_hardware
     from ..specs.models import load_model
@@ -695,27 +956,47 @@ def _single_pass(model, hardware, *, chips, seqs, isl, osl, tp, ep, pp, attentio
     m = load_model(model)
     system = load_hardware(hardware)
     wdt = units.normalize_dtype(weights_dtype, "weights_dtype") if weights_dtype else None
-    kvdt = units.normalize_dtype(kv_dtype or "bf16", "kv_dtype")
+    kvdt = units.normalize_dtype(kv_dtype or getattr(m, "kv_dtype", None) or "bf16", "kv_dtype")
     cdt = system.chip.compute_dtype(wdt or m.native_dtype)
-    eff = _efficiency(system, efficiency, ideal, regime)
+    eff = efficiency if not isinstance(efficiency, (str, type(None))) else resolve(system.chip.name, efficiency,
+                                                                                    ideal, regime)
+    eff = load_efficiency(eff)
     dep = Deployment.build(system, int(chips), tp=tp or int(chips), ep=ep, pp=pp, attention_dp=attention_dp,
                            redundant_experts=redundant_experts, model=m)
     if regime == "decode":
-        mn = step_numbers(m, isl=isl, osl=1e-9, weights_dtype=wdt, kv_dtype=kvdt, prefill=False, kv_shards=kv_shards)
+        mn = decode_numbers(m, isl, mtp, wdt, kvdt, kv_shards)
     else:
-        isl_new = float(isl) * (1.0 - cached_share)
-        mn = prefill_numbers(m, isl=isl, chunk=isl_new, weights_dtype=wdt, kv_dtype=kvdt, cached_share=cached_share,
-                             kv_shards=kv_shards)
-    res, step, bound = _evaluate(mn, system, eff, cdt, tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp,
-                          micro_batch=np.asarray(seqs, dtype=float) / dep.pp, chips=dep.chips,
-                          redundant_experts=redundant_experts)
-    res.values["bound"] = np.broadcast_to(bound, np.shape(res.values["tpot_s"]))
+        mn = prefill_numbers(m, isl=isl, chunk=float(isl) * (1.0 - cached_share), weights_dtype=wdt, kv_dtype=kvdt,
+                             cached_share=cached_share, kv_shards=kv_shards)
+    p = Plan(m, system, Workload(float(isl), 1.0, 1.0), Layout(dep.chips, dep.tp, dep.ep, dep.pp, dep.attention_dp,
+                                                                dep.redundant_experts),
+             load_stack(framework), wdt, kvdt, cdt, dep.chips, 0.0)
+    res = _run(p, mn, p.layout, eff, np.asarray(seqs, dtype=float) / dep.pp)
+    step = res.tpot_s
+    res.values["bound"] = np.broadcast_to(res.bound, np.shape(res.values["tpot_s"]))
     return step, res, eff
 
 
-__all__ = ["serve", "ServeResult", "choose_layout", "decode_step", "prefill_time", "default_efficiency",
-           "mean_decode_context", "steps_per_request", "prefill_tokens_per_seq_step", "prefill_attended_context",
-           "verify_tokens", "draft_params", "draft_flops_per_step", "draft_weight_bytes", "tpot",
-           "output_tokens_per_s", "total_tokens_per_s", "tokens_per_s_per_user", "usd_per_mtok", "prefill_chunks",
-           "ttft_aggregated", "kv_transfer_time", "disaggregated_output_rate", "little_concurrency",
-           "step_numbers", "prefill_numbers", "MAX_NUM_TOKENS", "MAX_BATCH_SIZE"]
+def ops(result, which="decode", index=0) -> list[dict]:
+    """Per-operator breakdown of a serve result's decode step (``--ops``): rows sum to the step (tested)."""
+    from ..engine.step import ops_table
+
+    res = result._res
+    rows = ops_table(res.times, scale=res.scale, index=index)
+    k = result.mtp
+    if k:
+        p = result._plan
+        dres = _run(p, p.numbers("draft"), replace(p.layout, pp=1), result._eff, result._info["b"], sched=False)
+        rows.insert(-1, {"op": "draft", "layer_type": "draft (MTP)", "flops": float("nan"), "bytes": float("nan"),
+                         "intensity": float("nan"), "time_s": k * _f(dres.tpot_s, index), "binding": str(
+                             np.asarray(dres.bound).ravel()[0])})
+    return rows
+
+
+__all__ = ["serve", "plan", "evaluate", "Plan", "Workload", "Layout", "Stack", "STACKS", "load_stack", "ServeResult",
+           "choose_layout", "decode_step", "prefill_time", "ops", "time_sliced_schedule", "prefill_wait",
+           "speculative_step", "mean_decode_context", "steps_per_request", "prefill_tokens_per_seq_step",
+           "prefill_attended_context", "verify_tokens", "draft_params", "draft_flops_per_step", "draft_weight_bytes",
+           "tpot", "output_tokens_per_s", "total_tokens_per_s", "tokens_per_s_per_user", "usd_per_mtok",
+           "prefill_chunks", "ttft_aggregated", "kv_transfer_time", "disaggregated_output_rate", "little_concurrency",
+           "decode_numbers", "draft_numbers", "prefill_numbers", "mixed_numbers", "MAX_NUM_TOKENS", "MAX_BATCH_SIZE"]

@@ -29,12 +29,12 @@ Mapping to the serving API of today (``analyses/serving.py``):
 =====================  ===============================================================
 here                   serving API
 =====================  ===============================================================
-step time (b, L, P)    per-sequence numbers of ``step_numbers(model, isl=L, osl→0,
-                       prefill=False, mtp=k)`` and ``prefill_numbers(model, isl, chunk=1)``
-                       averaged over the step's tokens, then ``_evaluate`` (one layout-engine
-                       call over the whole (b, P, L) grid, preset composition)
+step time (b, L, P)    ``serving.decode_numbers(model, L, k)``, ``serving.mixed_numbers`` (P prompt
+                       tokens beside the decode) and ``serving.prefill_numbers``, then the one
+                       step model (``engine.layout.evaluate`` → ``engine.step.compose``, one call
+                       over the whole grid, the preset's composition and the stack's scheduler)
 KV capacity            the engine's ``max_micro_batch`` at context L × PP × L (tokens)
-presets                ``serving._efficiency(system, efficiency, ideal, regime)``
+presets                ``engine.efficiency.resolve(chip, efficiency, ideal, regime)``
 KV hand-off            ``serving.kv_transfer_time`` over the prefill replica's scale-out NICs
 =====================  ===============================================================
 """
@@ -80,7 +80,7 @@ class Stack:
         """'ideal roofline — a lower bound on time' or 'calibrated prediction, preset X'."""
         if self.eff_serving.name == "ideal":
             return "ideal roofline — a lower bound on time"
-        return f"calibrated prediction, preset {self.eff_serving.name}"
+        return self.eff_serving.label()
 
     @property
     def step_overhead_s(self) -> float:
@@ -97,7 +97,7 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
     from .. import units
     from ..specs.hardware import load_hardware
     from ..specs.models import load_model
-    from .serving import _efficiency
+    from ..engine.efficiency import resolve
 
     m = load_model(model) if isinstance(model, str) else model
     system = load_hardware(hardware) if isinstance(hardware, str) else hardware
@@ -115,9 +115,9 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
         raise InputError("usd_per_gpu_hour", f"{price:g}", "a price in $ per GPU-hour from 0 to 10⁴")
     return Stack(model=m, system=system, weights_dtype=wdt, kv_dtype=kvdt,
                  compute_dtype=system.chip.compute_dtype(wdt or m.native_dtype), mtp=mtp, acceptance=a,
-                 eff_decode=_efficiency(system, efficiency, ideal, "decode"),
-                 eff_prefill=_efficiency(system, efficiency, ideal, "prefill"),
-                 eff_serving=_efficiency(system, efficiency, ideal, "serving"),
+                 eff_decode=resolve(system.chip.name, efficiency, ideal, "decode"),
+                 eff_prefill=resolve(system.chip.name, efficiency, ideal, "prefill"),
+                 eff_serving=resolve(system.chip.name, efficiency, ideal, "serving"),
                  usd_per_gpu_hour=price, framework=framework)
 
 
@@ -127,11 +127,9 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
 
 
 def _decode_numbers(st: Stack, context: float):
-    from .serving import step_numbers
+    from .serving import decode_numbers
 
-    # serving's mean context is ISL + OSL/2: ask for context L with a vanishing OSL
-    return step_numbers(st.model, isl=max(float(context), 1.0), osl=1e-9, weights_dtype=st.weights_dtype,
-                        kv_dtype=st.kv_dtype, mtp=st.mtp, acceptance=1.0, prefill=False)
+    return decode_numbers(st.model, max(float(context), 1.0), st.mtp, st.weights_dtype, st.kv_dtype)
 
 
 def _prefill_numbers(st: Stack, tokens: float, prompt: float):
@@ -141,13 +139,33 @@ def _prefill_numbers(st: Stack, tokens: float, prompt: float):
                            weights_dtype=st.weights_dtype, kv_dtype=st.kv_dtype)
 
 
-def _eval(st: Stack, mn, eff, lay: dict, micro_batch):
-    from .serving import _evaluate
+def _hw(st: Stack):
+    from ..engine.layout import HwNumbers
 
-    res, step, bound = _evaluate(mn, st.system, eff, st.compute_dtype, tp=lay["tp"], ep=lay["ep"], pp=lay["pp"],
-                                 attention_dp=lay["attention_dp"], micro_batch=micro_batch,
-                                 chips=np.asarray(lay["tp"], dtype=float) * np.asarray(lay["pp"], dtype=float))
-    return res, np.asarray(step, dtype=float), bound
+    key = "_hw_numbers"
+    if key not in st.__dict__:
+        st.__dict__[key] = HwNumbers.from_system(st.system, st.compute_dtype, None, st.kv_dtype)
+    return st.__dict__[key]
+
+
+def _eval(st: Stack, mn, eff, lay: dict, micro_batch):
+    """One call of the step model (engine.layout.evaluate → engine.step.compose) with the stack's scheduler."""
+    from dataclasses import replace
+
+    from ..engine.layout import evaluate
+    from .serving import USABLE_MEMORY_FRACTION, load_stack
+
+    from ..engine.efficiency import stack_sched_s
+
+    stk = load_stack(st.framework if st.framework in ("trtllm", "vllm", "sglang", None) else None)
+    extra = stack_sched_s(eff, stk.name)
+    if extra:
+        eff = replace(eff, step_overhead_s=eff.step_overhead_s + extra)
+    res = evaluate(mn, _hw(st), tp=lay["tp"], ep=lay["ep"], pp=lay["pp"], attention_dp=lay["attention_dp"],
+                   micro_batch=micro_batch,
+                   chips=np.asarray(lay["tp"], dtype=float) * np.asarray(lay["pp"], dtype=float),
+                   usable_fraction=USABLE_MEMORY_FRACTION, efficiency=eff, sched_overlap=stk.overlap_scheduler)
+    return res, np.asarray(res.tpot_s, dtype=float), res.bound
 
 
 # --------------------------------------------------------------------------------------
@@ -225,36 +243,35 @@ def kv_transfer_s(st: Stack, prompt_tokens, prefill_tp) -> np.ndarray:
 def _mixed_grid(st: Stack, lay: dict, b, P, L, prompt: float, role: str = "aggregated") -> np.ndarray:
     """Step time of b decoding sequences at context L plus P prefill tokens, in one engine call (arrays broadcast).
 
-    The serving API prices a step from per-sequence numbers × sequences. A mixed step is priced as
-    ``tokens = b·(k + 1) + P`` unit "sequences" whose per-unit numbers are the step's averages (FLOPs,
-    expert FLOPs, KV held and read), so weights are read once, experts hit and collectives use every
-    token of the step, and attention reads the decoding sequences' KV — exactly what the serving
-    model computes for a step of that content, for the whole grid at once.
+    The serving model's mixed step (``serving.mixed_numbers``): b sequences × (k + 1) decode tokens plus P
+    prompt tokens (attending to their own prompt's context) in one pass — weights read once, experts hit
+    and collectives over every token — costed by the one step model; b = 0 is a prefill-only pass.
     """
-    from dataclasses import replace
+    from .serving import mixed_numbers
 
     b, P, L = (np.asarray(x, dtype=float) for x in (b, P, L))
-    k1 = st.mtp + 1.0
-    Ls = np.unique(L)
-    f_d, ef_d, kvr_d, kv_d = (np.empty_like(Ls) for _ in range(4))
-    for i, c in enumerate(Ls):
-        mn = _decode_numbers(st, float(c))
-        f_d[i], ef_d[i] = mn.flops_per_seq, mn.expert_flops_per_seq
-        kvr_d[i], kv_d[i] = mn.kv_read_bytes_per_seq, mn.kv_bytes_per_seq
-    idx = np.searchsorted(Ls, L)
-    f_d, ef_d, kvr_d, kv_d = f_d[idx], ef_d[idx], kvr_d[idx], kv_d[idx]
-    mp = _prefill_numbers(st, 1.0, prompt)
-    tok = np.maximum(b * k1 + P, 1.0)
-    mn = replace(mn, flops_per_seq=(b * f_d + P * mp.flops_per_seq) / tok,
-                 expert_flops_per_seq=(b * ef_d + P * mp.expert_flops_per_seq) / tok,
-                 kv_read_bytes_per_seq=b * kvr_d / tok, kv_bytes_per_seq=b * kv_d / tok, pass_len=1)
+    shape = np.broadcast_shapes(b.shape, P.shape, L.shape)
+    b, P, L = (np.broadcast_to(x, shape) for x in (b, P, L))
     eff = st.eff_prefill if role == "prefill" else st.eff_decode
-    _, step, _ = _eval(st, mn, eff, lay, tok / np.asarray(lay["pp"], dtype=float))
-    out = np.array(np.broadcast_to(step, np.broadcast_shapes(np.shape(step), b.shape, P.shape, L.shape)))
-    out[np.broadcast_to((b == 0) & (P == 0), out.shape)] = 0.0
+    pp = np.asarray(lay["pp"], dtype=float)
+    out = np.zeros(np.broadcast_shapes(shape, np.shape(pp)))
+    bb = np.maximum(b, 1.0)
+    for c in np.unique(L):
+        sel = L == c
+        mn = mixed_numbers(_decode_numbers(st, float(c)), st.model, extra_tokens_per_seq=P / bb,
+                           isl=max(float(prompt), 1.0), chunk=np.maximum(np.minimum(P, float(prompt)), 1.0),
+                           kv_dtype=st.kv_dtype)
+        _, step, _ = _eval(st, mn, eff, lay, np.maximum(bb / pp, 1.0))
+        out = np.where(np.broadcast_to(sel, out.shape), np.broadcast_to(step, out.shape), out)
+    # no decoding sequence: a prefill-only pass of P prompt tokens
+    if np.any(b == 0):
+        pf = np.zeros_like(out)
+        for pv in np.unique(P[b == 0]):
+            if pv > 0:
+                pf = np.where(np.broadcast_to((b == 0) & (P == pv), out.shape),
+                              np.broadcast_to(prefill_grid(st, lay, float(pv), prompt), out.shape), pf)
+        out = np.where(np.broadcast_to(b == 0, out.shape), pf, out)
     return out
-
-
 # --------------------------------------------------------------------------------------
 # One layout, tabulated for the event loop
 # --------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..errors import RackmathError
 from ..specs.catalog import register_cache
 from ..specs.records import Record, load_records, shipped_records
 
@@ -196,8 +197,10 @@ def predict(rec: Record, efficiency=None, ideal=False) -> tuple[float, dict]:
     elif rec.efficiency is not None:
         ideal = False
     if rec.kind == "serve":
+        from .serving import evaluate
+
         kw = serve_kwargs(rec)
-        d = _serve_dict(_key(kw), eff, bool(ideal))
+        d = evaluate(_serve_plan(_key(kw)), "ideal" if ideal else (eff if eff is not None else "auto")).as_dict()
         info = {k: d[k] for k in ("concurrency", "tpot_ms", "ttft_ms", "output_tok_s_per_gpu", "bottleneck",
                                   "efficiency")}
         info["layout"] = d["layout"]["label"]
@@ -227,65 +230,13 @@ _VECTOR_SERVE_METRICS = ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_s"
 
 
 def vectorizable(rec: Record) -> bool:
-    """Whether :func:`predict_many` evaluates K efficiencies in one engine call for this record.
-
-    Single passes, and aggregated serving with the layout given and a step-time metric. Records
-    whose layout rackmath chooses (the choice depends on the efficiency), TTFT / end-to-end
-    metrics and disaggregated serving are predicted one efficiency at a time through ``serve()``.
-    """
-    if rec.efficiency is not None:
-        return False
-    if rec.kind in ("step", "prefill"):
-        return True
-    inp = rec.inputs
-    return (rec.metric in _VECTOR_SERVE_METRICS and "prefill_gpus" not in inp
-            and any(inp.get(k) is not None for k in ("tp", "ep", "pp", "attention_dp")))
+    """Whether :func:`predict_many` evaluates K efficiencies in one engine call for this record: every record
+    that does not state its own efficiency (serving records through ``serving.evaluate(plan, efficiency)`` on a
+    memoised plan; single passes through ``decode_step`` / ``prefill_time``)."""
+    return rec.efficiency is None
 
 
 _vectorizable = vectorizable  # the name older callers used
-
-
-@register_cache
-@lru_cache(maxsize=1024)
-def _serve_step_setup(key: tuple):
-    """What a fixed-layout serving record's step carries, independent of the efficiency (memoised).
-
-    The same calls, in the same order, as ``serving.serve`` for an aggregated deployment with the
-    layout given. (Private helpers of ``serving``: if they change, :func:`predict_many` falls back
-    to the public ``serve()`` one efficiency at a time.)
-    """
-    from .. import units
-    from ..engine.layout import Deployment
-    from ..specs.hardware import load_hardware
-    from ..specs.models import load_model
-    from .serving import _check_inputs, step_numbers
-
-    inp = dict(key)
-    m, system = load_model(inp["model"]), load_hardware(inp["hardware"])
-    gpus, isl, osl = int(inp["gpus"]), float(inp["isl"]), float(inp["osl"])
-    mtp, h = int(inp.get("mtp", 0)), float(inp.get("cached_share", 0.0))
-    a = _check_inputs(gpus, isl, osl, inp["concurrency"], mtp, inp.get("acceptance"), h, None, None)
-    wd = inp.get("weights_dtype")
-    wdt = units.normalize_dtype(wd, "weights_dtype") if wd else None
-    kvdt = units.normalize_dtype(inp.get("kv_dtype") or getattr(m, "kv_dtype", None) or "bf16", "kv_dtype")
-    cdt = system.chip.compute_dtype(wdt or m.native_dtype)
-    mn = step_numbers(m, isl=isl, osl=osl, weights_dtype=wdt, kv_dtype=kvdt, mtp=mtp, acceptance=a, cached_share=h,
-                      prefill=True, kv_shards=inp.get("kv_shards"))
-    tp = inp.get("tp")
-    rx = int(inp.get("redundant_experts", 0))
-    dep = Deployment.build(system, gpus, tp=int(tp) if tp is not None else min(gpus, int(system.scaleup_size)),
-                           ep=int(inp.get("ep") or 1), pp=int(inp.get("pp") or 1),
-                           attention_dp=bool(inp.get("attention_dp")), redundant_experts=rx, model=m)
-    C = np.asarray(inp["concurrency"], dtype=float)
-    b = np.maximum(C / (dep.dp * dep.pp), 1.0)
-    from .serving import MAX_NUM_TOKENS, prefill_chunks, prefill_numbers
-
-    isl_new = isl * (1.0 - h)
-    chunk = float(min(max(isl_new, 1.0), MAX_NUM_TOKENS))
-    mp = prefill_numbers(m, isl=isl, chunk=chunk, weights_dtype=wdt, kv_dtype=kvdt, cached_share=h,
-                         kv_shards=inp.get("kv_shards"))
-    n_chunks = float(prefill_chunks(isl_new, MAX_NUM_TOKENS))
-    return mn, system, cdt, dep, C, b, a, gpus, rx, isl, osl, mp, n_chunks
 
 
 def _efficiency_from(X: np.ndarray, names, name: str):
@@ -297,35 +248,8 @@ def _efficiency_from(X: np.ndarray, names, name: str):
 
 
 def _vector_prediction(rec: Record, eff, K: int) -> np.ndarray:
-    from .serving import _evaluate, decode_step, output_tokens_per_s, prefill_time, tokens_per_s_per_user, \
-        total_tokens_per_s, tpot
+    from .serving import decode_step, prefill_time
 
-    if rec.kind == "serve":
-        kw = serve_kwargs(rec)
-        kw.pop("framework", None)
-        mn, system, cdt, dep, C, b, a, gpus, rx, isl, osl, mp, n_chunks = _serve_step_setup(_key(kw))
-        _, step, _ = _evaluate(mn, system, eff, cdt, tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp,
-                               micro_batch=b, chips=gpus, redundant_experts=rx)
-        m = rec.metric
-        if m in ("ttft_s", "e2e_s"):
-            from .serving import ttft_aggregated
-
-            _, chunk_s, _ = _evaluate(mp, system, eff, cdt, tp=dep.tp, ep=dep.ep, pp=dep.pp,
-                                      attention_dp=dep.attention_dp, micro_batch=1.0, chips=gpus)
-            ttft = ttft_aggregated(chunk_s, n_chunks, step)
-            out = ttft if m == "ttft_s" else ttft + (osl - 1.0) * tpot(step, a)
-            return np.broadcast_to(np.asarray(out, dtype=float), (K,)).copy()
-        if m == "output_tok_s_per_gpu":
-            out = output_tokens_per_s(C, step, a) / gpus
-        elif m == "total_tok_s_per_gpu":
-            out = total_tokens_per_s(output_tokens_per_s(C, step, a), isl, osl) / gpus
-        elif m == "tpot_s":
-            out = tpot(step, a)
-        elif m == "tok_s_per_user":
-            out = tokens_per_s_per_user(tpot(step, a))
-        else:
-            out = step
-        return np.broadcast_to(np.asarray(out, dtype=float), (K,)).copy()
     common, extra = _pass_args(rec)
     if rec.kind == "step":
         batch = float(rec.inputs["batch"])
@@ -338,20 +262,26 @@ def _vector_prediction(rec: Record, eff, K: int) -> np.ndarray:
     return np.asarray(_pass_metric(rec, step, batch), dtype=float).copy()
 
 
-_SERVE_BROADCASTS: dict = {}
+@register_cache
+@lru_cache(maxsize=2048)
+def _serve_plan(key: tuple):
+    """``serving.plan(**record inputs)`` (memoised): workload, layout, stack and dtypes — everything an efficiency
+    does not change. A layout the record does not give is chosen on the ideal roofline, so that what is fitted
+    never moves the layouts it is fitted on."""
+    from .serving import plan
+
+    return plan(**dict(key), ideal=True)
 
 
 def _serve_broadcast(rec: Record, eff, K: int) -> np.ndarray:
-    """``serve(**record inputs, efficiency=eff)`` with K-long efficiency fields, the record's metric per row."""
-    from .serving import serve
+    """``serving.evaluate(plan, eff)`` with K-long efficiency fields: the record's metric per row (public API)."""
+    from .serving import evaluate
 
-    r = serve(**serve_kwargs(rec), efficiency=eff)
+    r = evaluate(_serve_plan(_key(serve_kwargs(rec))), eff)
     d = {k: np.asarray(r.values[k], dtype=float) for k in ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_ms",
                                                             "ttft_ms", "step_ms", "tokens_per_s_per_user")}
-    out = np.asarray(_metric_of_serve(d, rec), dtype=float)
-    if out.shape != (K,):
-        raise ValueError("serve() did not broadcast the efficiency")
-    return out
+    out = np.broadcast_to(np.asarray(_metric_of_serve(d, rec), dtype=float), (K,))
+    return out.copy()
 
 
 def predict_many(rec: Record, params, names=None, name: str = "fit") -> np.ndarray:
@@ -374,18 +304,14 @@ def predict_many(rec: Record, params, names=None, name: str = "fit") -> np.ndarr
         from ..errors import InputError
 
         raise InputError("params", f"shape {X.shape}", f"(K, {len(names)}): " + ", ".join(names))
-    if vectorizable(rec) and rec.kind == "serve" and _SERVE_BROADCASTS.get("ok", True):
-        try:  # the public serve() itself, if it broadcasts an efficiency whose fields are arrays
-            out = _serve_broadcast(rec, _efficiency_from(X, names, name), len(X))
-            _SERVE_BROADCASTS["ok"] = True
-            return out
-        except Exception:  # noqa: BLE001 — any failure means: it does not broadcast; never ask again
-            _SERVE_BROADCASTS["ok"] = False
-    if vectorizable(rec):
+    if rec.efficiency is None:
         try:
-            return _vector_prediction(rec, _efficiency_from(X, names, name), len(X))
-        except (TypeError, ValueError, AttributeError, ImportError):
-            pass  # the engine does not broadcast these fields: one at a time below
+            eff = _efficiency_from(X, names, name)
+            if rec.kind == "serve":
+                return _serve_broadcast(rec, eff, len(X))
+            return _vector_prediction(rec, eff, len(X))
+        except RackmathError:
+            return np.full(len(X), np.nan)  # the model refuses the record's inputs: a failed prediction
     return np.array([predict(rec, efficiency=_efficiency_from(x, names, name))[0] for x in X])
 
 

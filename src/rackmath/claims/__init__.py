@@ -19,6 +19,25 @@ from dataclasses import dataclass, field
 from ..explain import Derivation
 
 
+# What kind of row a claim is. Only "lecture" rows count towards agreement.
+#   lecture    — the lecture's premises run through rackmath → compared with the lecture's number
+#   real       — the same question on real hardware / a real model (shown next to its lecture row)
+#   definition — true by definition (nothing to reproduce; shown, not counted)
+#   cited      — quoted by the lecture, not derivable here (shown, not counted)
+KINDS = ("lecture", "real", "definition", "cited")
+
+
+@dataclass
+class Agreement:
+    """The outcome of comparing a value with the lecture's, and the tolerance it was held to."""
+
+    ok: bool
+    tolerance: str
+
+    def __bool__(self):
+        return bool(self.ok)
+
+
 @dataclass
 class Claim:
     id: str  # "R6"
@@ -31,6 +50,48 @@ class Claim:
     note: str = ""
     chapter: str = ""
     derivation: Derivation | None = None
+    tolerance: str = ""  # e.g. "±10% (computed)", "×/÷3.2 (order of magnitude: '~')", "in range", "qualitative"
+    kind: str = "lecture"
+    reason: str = ""  # why it differs (required when a lecture row does not agree)
+
+    def __post_init__(self):
+        if isinstance(self.agrees, Agreement):
+            self.tolerance = self.tolerance or self.agrees.tolerance
+            self.agrees = self.agrees.ok
+        self.agrees = bool(self.agrees)
+        if not self.tolerance:
+            self.tolerance = "qualitative"
+
+    @property
+    def ratio(self):
+        """rackmath ÷ lecture where both are numbers (a range: ÷ its geometric middle); else None."""
+        import math
+
+        v, lv = self.value, self.lecture_value
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            try:
+                v = float(v)
+            except (TypeError, ValueError):
+                return None
+        if isinstance(lv, (tuple, list)):
+            lo, hi = (float(x) for x in lv)
+            if lo > 0 and math.isfinite(hi):
+                lv = math.sqrt(lo * hi)
+            else:
+                return None
+        if not isinstance(lv, (int, float)) or not lv:
+            return None
+        return float(v) / float(lv)
+
+    @property
+    def counted(self) -> bool:
+        return self.kind == "lecture"
+
+    @property
+    def verdict(self) -> str:
+        if self.kind in ("definition", "cited"):
+            return self.kind
+        return "agrees" if self.agrees else "differs"
 
     def as_dict(self) -> dict:
         def plain(v):
@@ -52,6 +113,11 @@ class Claim:
             "unit": self.unit,
             "lecture_value": plain(self.lecture_value),
             "agrees": bool(self.agrees),
+            "verdict": self.verdict,
+            "kind": self.kind,
+            "tolerance": self.tolerance,
+            "ratio": self.ratio,
+            "reason": self.reason,
             "inputs": {k: plain(v) for k, v in self.inputs.items()},
             "note": self.note,
             "chapter": self.chapter,
@@ -59,12 +125,31 @@ class Claim:
         }
 
 
-def agree(value: float, lecture, rel: float = 0.1) -> bool:
-    """Agreement with the lecture: within ``rel`` of a number, or inside a (lo, hi) range."""
+# Tolerances follow the lecture's own wording:
+COMPUTED = 0.10  # the lecture does the arithmetic on the board: ±10%
+ABOUT = 1.5  # "about", "around", "typically", "similar": within a factor of 1.5
+ORDER = 10 ** 0.5  # "~", "on the order of", "a thousand times": the same power of ten (×/÷3.16)
+
+
+def agree(value: float, lecture, rel: float = COMPUTED, why: str = "") -> Agreement:
+    """Agreement with the lecture: within ``rel`` of a number, or inside a (lo, hi) range it states."""
     if isinstance(lecture, (tuple, list)):
         lo, hi = lecture
-        return lo <= value <= hi
-    return abs(value - lecture) <= rel * abs(lecture)
+        return Agreement(lo <= value <= hi, f"in the stated range{' (' + why + ')' if why else ''}")
+    ok = abs(value - lecture) <= rel * abs(lecture)
+    return Agreement(ok, f"±{rel:.0%}" + (f" ({why})" if why else (" (computed)" if rel == COMPUTED else "")))
+
+
+def within_factor(value: float, lecture: float, factor: float, why: str = "") -> Agreement:
+    """Agreement within a multiplicative factor: lecture/f ≤ value ≤ lecture·f."""
+    ok = lecture / factor <= value <= lecture * factor
+    tag = why or ("order of magnitude: '~'" if abs(factor - ORDER) < 1e-9 else "'about'" if factor == ABOUT else "")
+    return Agreement(ok, f"×/÷{factor:.2g}" + (f" ({tag})" if tag else ""))
+
+
+def qualitative(ok: bool, test: str) -> Agreement:
+    """A claim the lecture makes as an inequality or a direction, tested as one."""
+    return Agreement(bool(ok), f"qualitative: {test}")
 
 
 def chapter_modules():
@@ -82,4 +167,37 @@ def all_claims() -> list[Claim]:
         for c in mod.claims():
             c.chapter = c.chapter or mod.__name__.rsplit(".", 1)[-1]
             out.append(c)
-    return sorted(out, key=lambda c: (int(c.id[1:].split("-")[0].split(".")[0]), c.id))
+    return sorted(out, key=lambda c: (int(c.id[1:].split("-")[0].split(".")[0]), c.id, c.kind != "lecture"))
+
+
+CHAPTERS = {
+    "ch1_batching": ("00:00 How batch size affects token cost and speed",
+                     "Every step reads the weights once, so batching many users amortizes that read until compute "
+                     "binds; memory capacity caps the batch, and a full HBM read per step is why a step takes ~20 ms."),
+    "ch2_racks": ("00:32 How MoE models are laid out across GPU racks",
+                  "Experts spread across one rack's all-to-all scale-up network; the rack bounds how big an expert "
+                  "layer (and so total parameters) can be."),
+    "ch3_pipeline": ("00:47 Pipeline parallelism across racks — and why 'pipelining is not wise'",
+                     "Pipelining splits the weights across racks but not the KV cache, is latency-neutral in inference "
+                     "apart from the hops, and costs bubbles and constraints in training."),
+    "ch4_overtraining": ("01:19 Because of RL, models may be 100× over-trained beyond Chinchilla",
+                         "Equalizing pretraining, RL and inference cost puts pretraining tokens near lifetime inference "
+                         "tokens — about 100× the Chinchilla 20·N."),
+    "ch5_pricing": ("01:33 Deducing long-context memory costs from API pricing",
+                    "Price tiers sit where the KV fetch overtakes compute, output costs more because decode is "
+                    "memory-bound, and cache TTLs match the drain times of slower memory tiers."),
+    "ch7_revnet": ("02:04 Convergent evolution between neural nets and cryptography",
+                   "Feistel rounds make any layer invertible, so RevNets recompute activations instead of storing "
+                   "them: compute spent to save memory, the opposite of the KV cache."),
+}
+
+
+def summary(claims) -> dict:
+    """Counts by verdict; only "lecture" rows count towards agreement."""
+    lec = [c for c in claims if c.kind == "lecture"]
+    real = [c for c in claims if c.kind == "real"]
+    return {"lecture_rows": len(lec), "agree": sum(c.agrees for c in lec),
+            "differ": sum(not c.agrees for c in lec), "real_rows": len(real),
+            "real_within_tolerance": sum(c.agrees for c in real),
+            "definition": sum(c.kind == "definition" for c in claims),
+            "cited": sum(c.kind == "cited" for c in claims)}

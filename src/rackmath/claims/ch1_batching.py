@@ -1,4 +1,11 @@
-"""Chapter one (lecture 00:00–00:32): batch size, latency and cost. Claims R1–R13, R15."""
+"""Chapter one (lecture 00:00–00:32): batch size, latency and cost. Claims R1–R13, R15.
+
+Each claim is computed twice where premise and practice part ways: a "lecture" row runs the
+lecture's own premises through the engine (DeepSeek-V3 on a GB200 NVL72 rack, every weight
+read every step, a batch of 300 × 8 = 2,400, HBM filled with KV) and is compared with the
+lecture's number; a "real" row asks the same question of the real model on the real rack
+(only the experts hit are read, 8K context, 90% of HBM usable) and shows its own number.
+"""
 
 from __future__ import annotations
 
@@ -11,66 +18,108 @@ from ..engine.roofline import roofline
 from ..explain import Derivation, fmt
 from ..specs.hardware import hardware_ratio, load_chip, load_hardware
 from ..specs.models import load_model
-from . import Claim, agree
+from . import ABOUT, ORDER, Agreement, Claim, agree, qualitative, within_factor
 
-# The lecture's running example: a rack of 72 Blackwell GPUs (00:02) serving a frontier MoE.
+# The lecture's running example: a rack of 72 Blackwell GPUs (00:02) serving DeepSeek V3 (00:04).
 RACK = "gb200-nvl72"
+MODEL = "deepseek-v3"
 FRONTIER = "frontier-100b"
 CTX = 8192
-GEMINI_TOKENS_PER_S = 494e6  # published.md G4: Google, Oct 2025, >1.3 quadrillion tokens/month ≈ 494M tok/s
+GEMINI_TOKENS_PER_S = 494e6  # Google, Oct 2025: >1.3 quadrillion tokens/month ≈ 494M tok/s (published.md G4)
+LECTURE_RATIO = 300.0  # 00:15 "on most GPUs this ends up being somewhere around 300"
+LECTURE_EXPERTS = (32, 256)  # 00:16 "in DeepSeek I activate 32 out of 256 experts"
 
 
-def r1_fast_mode() -> Claim:
-    fp = ba.fast_mode_from_price(FRONTIER, RACK, 6.0, context=CTX)
-    fs = ba.fast_mode_from_speedup(FRONTIER, RACK, 2.5, context=CTX)
-    return Claim(
-        "R1", "Fast mode: the speed-up that 6× price buys by batching alone", fp.speedup, "×", 2.5,
-        agree(fp.speedup, 2.5, 0.15),
-        {"model": FRONTIER, "hardware": RACK, "context": CTX, "operating batch (2.5×B*)": fp.operating_batch,
-         "fast batch": fp.batch, "2.5× speed costs": f"{fs.cost_multiple:.2f}× (batch {fs.batch:.0f})"},
-        note=("From an operating point at 2.5×B* (compute-bound), shrinking the batch to B* gives 2.5× speed at no "
-              "extra cost per token; below B* the step stops shrinking (latency floor) while cost per token climbs, "
-              "so 6× price buys only a little more: the lecture's 6×/2.5× fits pure batching."),
-        derivation=fp.derivation,
-    )
+def lecture_batch() -> float:
+    """The lecture's batch: 300 × sparsity, sparsity = 256/32 = 8 → 2,400 (00:16; "2,000 unique sequences")."""
+    k, e = LECTURE_EXPERTS
+    return float(ba.balance_batch(LECTURE_RATIO, e, k))
 
 
-def r2_unbatched() -> Claim:
-    pen, best_b, c1, cb = ba.unbatched_penalty(FRONTIER, RACK, context=CTX)
-    d = Derivation("Cost penalty of not batching")
-    d.add("cost(B=1)", "chips·$/h·t_step(1)/1", "", c1, "$/Mtok")
-    d.add("cost(best)", f"at B = {best_b:.4g}", "", cb, "$/Mtok")
-    d.add("penalty", "cost(B=1) / cost(best)", f"{c1:.4g} / {cb:.4g}", pen, "×")
-    return Claim("R2", "Cost penalty of not batching (B = 1 vs the cheapest batch)", pen, "×", 1000.0,
-                 agree(pen, (250.0, 4000.0)), {"model": FRONTIER, "hardware": RACK, "context": CTX,
-                                               "best batch": best_b},
-                 note=("'~1000×' held to within a factor of 4. At B = 1 an MoE reads only the experts its token hits, "
-                       "so the penalty is about the hardware ratio (~300×), not ratio × sparsity."), derivation=d)
+def lecture_op(hardware=RACK):
+    """The lecture's operating point: batch 2,400, every weight read, HBM full of KV (usable = 1)."""
+    return ba.operating_point(MODEL, hardware, batch=lecture_batch(), weight_read="all", usable=1.0)
+
+
+def real_op(hardware=RACK):
+    """A real operating point: DeepSeek-V3 at 8K context, experts hit, 90% of HBM, min(B*, B_mem)."""
+    return ba.operating_point(MODEL, hardware, context=CTX, weight_read="hit")
+
+
+def r1_fast_mode() -> list[Claim]:
+    b = lecture_batch()
+    fl = ba.fast_mode_from_speedup(MODEL, RACK, 2.5, operating_batch=b, weight_read="all", usable=1.0)
+    pl = ba.fast_mode_from_price(MODEL, RACK, 6.0, operating_batch=b, weight_read="all", usable=1.0)
+    fr = ba.fast_mode_from_speedup(MODEL, RACK, 2.5, context=CTX, weight_read="hit")
+    pr_ = ba.fast_mode_from_price(MODEL, RACK, 6.0, context=CTX, weight_read="hit")
+    why = (f"At the operating point HBM is full of KV, so the weights are only "
+           f"{fl.derivation.steps[1].value / fl.derivation.steps[0].value:.0%} of the bytes a step reads: "
+           "shrinking the batch shrinks the step almost in proportion and 2.5× speed costs only "
+           f"{fl.cost_multiple:.2f}× per token; 6× price would buy {pl.speedup:.3g}× speed. Batching alone does not "
+           "reproduce the 6×/2.5× price sheet: the premium is a business choice (or reflects capacity reserved for "
+           "bursty fast users, speculative decoding, smaller per-replica batches kept idle), not the roofline.")
+    return [
+        Claim("R1", "Fast mode: price multiple that 2.5× speed costs by batching alone (lecture premises)",
+              fl.cost_multiple, "× price", 6.0, within_factor(fl.cost_multiple, 6.0, ABOUT, "'6x the price', stated"),
+              {"model": MODEL, "hardware": RACK, "weight read": "all", "operating batch": b,
+               "context filling HBM": fl.context, "fast batch": fl.batch,
+               "speed 6× price buys": pl.speedup},
+              reason=why, derivation=fl.derivation),
+        Claim("R1", "Fast mode: price multiple of 2.5× speed (DeepSeek-V3, experts hit, 8K, memory-bounded)",
+              fr.cost_multiple, "× price", 6.0, within_factor(fr.cost_multiple, 6.0, ABOUT), kind="real",
+              inputs={"operating batch": fr.operating_batch, "fast batch": fr.batch,
+                      "speed 6× price buys": pr_.speedup},
+              reason="Same on the real rack: KV dominates the step at the memory-bounded batch, so speed is cheap by "
+                     "batching and the 6× premium is not a roofline cost.",
+              derivation=fr.derivation),
+    ]
+
+
+def r2_unbatched() -> list[Claim]:
+    out = []
+    for mode, kind in (("all", "lecture"), ("hit", "real")):
+        pen, best_b, c1, cb = ba.unbatched_penalty(MODEL, RACK, context=CTX, weight_read=mode,
+                                                   usable=1.0 if mode == "all" else ba.USABLE_HBM)
+        d = Derivation(f"Cost penalty of not batching (weight read: {mode})")
+        d.add("cost(B=1)", "chips·$/h·t_step(1)/1", "", c1, "$/Mtok")
+        d.add("cost(best)", f"cheapest B ≤ B_mem, at B = {best_b:,.0f}", "", cb, "$/Mtok")
+        d.add("penalty", "cost(B=1) / cost(best)", f"{c1:.4g} / {cb:.4g}", pen, "×")
+        out.append(Claim(
+            "R2", f"Cost penalty of not batching: B = 1 vs the cheapest batch that fits ({MODEL}, weight read {mode})",
+            pen, "×", 1000.0, within_factor(pen, 1000.0, ORDER, "'a thousand times worse'"),
+            {"model": MODEL, "hardware": RACK, "context": CTX, "weight read": mode, "best batch": best_b},
+            kind=kind, derivation=d,
+            note=("Every weight read at B = 1: the penalty is ≈ ratio × sparsity, the lecture's ~1000×." if mode == "all"
+                  else "Reading only the experts one token hits, B = 1 costs ~ratio× (not ratio × sparsity): the "
+                       "real penalty is ~60×, not ~1000×."),
+            reason="" if mode == "all" else "a B = 1 step reads 37 GB (the experts hit), not 671 GB"))
+    return out
 
 
 def r3_roofline() -> Claim:
-    m, hw = load_model("deepseek-v3"), load_hardware(RACK)
+    m, hw = load_model(MODEL), load_hardware(RACK)
     B, L = 4096, CTX
-    r = roofline(m, hw, batch=B, context=L)
+    r = roofline(m, hw, batch=B, context=L, weight_read="all")
     chip, n = hw.chip, hw.scaleup_size
     # The lecture's formula, by hand: all weights fetched, attention FLOPs ignored.
-    d = Derivation("Lecture's roofline by hand vs rackmath's engine")
+    d = Derivation("Lecture's roofline by hand vs rackmath's engine (weight read: all)")
     tc = d.add("t_compute", "B·2·N_active / FLOP/s", f"{B}·2·{m.active_params:.4g} / ({n}·{fmt(r.peak_flops, 'FLOP/s')})",
                B * 2 * m.active_params / (n * r.peak_flops), "s")
     tm = d.add("t_mem", "(W_total + B·L·kv) / BW", "",
                (m.weight_bytes() + B * float(m.kv_cache_bytes(L))) / (n * chip.hbm_bw), "s")
     lecture = d.add("t", "max(t_compute, t_mem)", "", max(tc, tm), "s")
-    d.add("t (engine)", "rackmath roofline (expected experts, attention FLOPs)", "", float(r.step_s), "s")
+    d.add("t (engine)", "rackmath roofline (all weights, attention FLOPs)", "", float(r.step_s), "s")
     return Claim("R3", "Roofline t = max(t_compute, t_mem): engine vs the lecture's formula by hand",
-                 float(r.step_s), "s", lecture, agree(float(r.step_s), lecture, 0.15),
-                 {"model": m.name, "hardware": hw.name, "batch": B, "context": L}, derivation=d,
-                 note="Engine adds attention FLOPs and reads only experts hit; agrees within 15% at this batch.")
+                 float(r.step_s), "s", lecture, agree(float(r.step_s), lecture),
+                 {"model": m.name, "hardware": hw.name, "batch": B, "context": L, "weight read": "all"}, derivation=d,
+                 note="The engine adds attention FLOPs and excludes the input-embedding table from the read.")
 
 
 def r4_deepseek_params() -> Claim:
     m = load_model("deepseek-v3")
-    return Claim("R4", "DeepSeek-V3 total parameters (active in inputs)", m.total_params / 1e9, "B params", 700.0,
-                 agree(m.total_params / 1e9, 700.0, 0.06) and agree(m.active_params / 1e9, 37.0, 0.05),
+    ok = within_factor(m.total_params / 1e9, 700.0, ABOUT, "'about … 700 billion'")
+    return Claim("R4", "DeepSeek-V3 total parameters (catalog; active in inputs)", m.total_params / 1e9, "B params",
+                 700.0, Agreement(bool(ok) and within_factor(m.active_params / 1e9, 37.0, ABOUT).ok, ok.tolerance),
                  {"active (B)": m.active_params / 1e9, "lecture active (B)": 37})
 
 
@@ -85,145 +134,183 @@ def r5_ratio() -> Claim:
     for k, v in vals.items():
         d.add(k, "(peak/2)/(BW/b)", "", v, "")
     return Claim("R5", "Hardware ratio FLOP/s ÷ bytes/s (dimensionless), median over chips", med, "", 300.0,
-                 agree(med, 300.0, 0.25), {k: round(v) for k, v in vals.items()}, derivation=d)
-
-
-def r6_balance() -> Claim:
-    m, hw = load_model("deepseek-v3"), load_hardware(RACK)
-    ratio = hardware_ratio(hw.chip, m.native_dtype)
-    simple = float(ba.balance_batch(300.0, m.total_params, m.active_params))
-    full = float(ba.balance_batch_for(m, hw, context=0.0))
-    d = Derivation("Balance batch for DeepSeek-V3")
-    d.add("B* (lecture's inputs)", "300 × 256/32", "300 × 8", 300.0 * 8, "")
-    d.add("B* (real sparsity)", "300 × N_total/N_active", f"300 × {m.total_params:.4g}/{m.active_params:.4g}", simple, "")
-    d.add("B* (engine)", "t_compute = t_weights, expected experts, GB200 " + m.native_dtype, f"ratio {ratio:.0f}", full,
-          "")
-    return Claim("R6", "Balance batch B* ≈ 300 × N_total/N_active for DeepSeek-V3", full, "sequences", 2400.0,
-                 agree(full, 2400.0, 0.25), {"model": m.name, "hardware": hw.name, "ratio": ratio,
-                                             "300×671/37": simple},
-                 note=("The lecture's '32 of 256 experts → sparsity 8' is a slip: DeepSeek-V3 routes 8 of 256 plus 1 "
-                       f"shared, sparsity {m.total_params / m.active_params:.1f}, so B* ≈ {simple:.0f} "
-                       f"(published.md §5: ~5,440). The formula with the lecture's inputs gives 2,400."),
+                 within_factor(med, 300.0, ABOUT, "'somewhere around 300'"), {k: round(v) for k, v in vals.items()},
                  derivation=d)
+
+
+def r6_balance() -> list[Claim]:
+    m, hw = load_model(MODEL), load_hardware(RACK)
+    k, e = LECTURE_EXPERTS
+    lecture = lecture_batch()
+    simple = float(ba.balance_batch(LECTURE_RATIO, m.total_params, m.active_params))
+    full = float(ba.balance_batch_for(m, hw, context=0.0))
+    full_all = float(ba.balance_batch_for(m, hw, context=0.0, weight_read="all"))
+    d = Derivation("Balance batch for DeepSeek-V3")
+    d.add("B* (lecture's inputs)", "300 × E/k", f"300 × {e}/{k}", lecture, "")
+    d.add("B* (real sparsity)", "300 × N_total/N_active", f"300 × {m.total_params:.4g}/{m.active_params:.4g}", simple, "")
+    d.add("B* (engine, all weights)", "t_compute = t_weights, GB200 " + m.native_dtype, "", full_all, "")
+    d.add("B* (engine, experts hit)", "t_compute = t_weights, expected experts", "", full, "")
+    return [
+        Claim("R6", "Balance batch B* ≈ 300 × sparsity with the lecture's '32 of 256 experts'", lecture, "sequences",
+              2400.0, agree(lecture, 2400.0), {"ratio": LECTURE_RATIO, "experts": e, "activated": k}, derivation=d,
+              note="'Take this and maybe double or triple it' in practice; '2,000 unique sequences'."),
+        Claim("R6", "Balance batch B* for the real DeepSeek-V3 on GB200 NVL72 (engine, experts hit)", full,
+              "sequences", 2400.0, agree(full, 2400.0), kind="real",
+              inputs={"model": m.name, "hardware": hw.name, "300×671/37": simple},
+              reason=(f"DeepSeek-V3 routes 8 of 256 experts plus 1 shared (sparsity "
+                      f"{m.total_params / m.active_params:.1f}), not 32 of 256: B* ≈ {simple:,.0f} "
+                      "(published.md §5: ~5,440)."), derivation=d),
+    ]
 
 
 def r7_kv_grows() -> Claim:
     ctx = np.array([0.0, 2048.0, 4096.0])
-    b = ba.balance_batch_for("deepseek-v3", RACK, context=ctx)
+    b = ba.balance_batch_for(MODEL, RACK, context=ctx)
     growth = float(b[2] / b[0])
     d = Derivation("B* grows when the KV fetch is included")
     for L, x in zip(ctx, b):
         d.add(f"B*(L={L:g})", "t_compute = t_weights + t_kv", "", x, "")
-    return Claim("R7", "Balance batch with KV at 4K context ÷ without KV (DeepSeek-V3, NVL72, bf16 KV)", growth, "×", "> 1",
-                 growth > 1.0, {"context": ctx.tolist(), "B*": [float(x) for x in b]}, derivation=d,
+    return Claim("R7", "Balance batch with KV at 4K context ÷ without KV (DeepSeek-V3, NVL72, bf16 KV)", growth, "×",
+                 "> 1", qualitative(growth > 1.0, "> 1"), {"context": ctx.tolist(), "B*": [float(x) for x in b]},
+                 derivation=d,
                  note=("At 8K context DeepSeek-V3's bf16 MLA cache outruns compute at any batch (B* = ∞) on GB200; "
                        "models with tiny KV (frontier-100b) see B* fall instead, as attention FLOPs grow faster."))
 
 
 def r8_sequences() -> Claim:
-    r = roofline("deepseek-v3", RACK, batch=2000, context=CTX, pass_len=1)
+    r = roofline(MODEL, RACK, batch=2000, context=CTX, pass_len=1)
     per_seq = float(r.tokens / r.batch)
     return Claim("R8", "A decode batch of B sequences advances B tokens (tokens per sequence per step)", per_seq,
-                 "tokens", 1.0, per_seq == 1.0, {"batch": 2000, "tokens per step": float(r.tokens)})
+                 "tokens", 1.0, per_seq == 1.0, {"batch": 2000}, kind="definition",
+                 tolerance="true by definition",
+                 note="True by definition (a decode step advances each sequence by one token); shown, not counted.")
 
 
-def r9_train() -> Claim:
-    chip = load_chip("gb200")
-    worst, mean = (float(x) for x in ba.train_schedule(chip.drain_time_s))
-    d = Derivation("Train schedule at a step of one HBM drain time")
-    d.add("t_step", "HBM capacity / BW", f"{fmt(chip.hbm_bytes, 'B')} / {fmt(chip.hbm_bw, 'B/s')}", chip.drain_time_s,
-          "s")
-    d.add("worst", "2 × t_step", "", worst, "s")
-    d.add("mean", "1.5 × t_step", "", mean, "s")
-    return Claim("R9", "Worst-case latency with a train departing every step (GB200 drain-time step)", worst, "s",
-                 0.040, agree(worst, 0.040, 0.25), {"step": chip.drain_time_s, "mean": mean}, derivation=d)
+def _step_rows(claim_id, title, fn, lecture_value, tol_factor, why, unit="s", real_note=""):
+    """A lecture row (lecture premises) and a real row (real operating point) for a step-derived claim."""
+    out = []
+    for kind, op in (("lecture", lecture_op()), ("real", real_op())):
+        v, d = fn(op)
+        ok = (within_factor(v, lecture_value, tol_factor, why) if tol_factor
+              else agree(v, lecture_value, why=why))
+        label = ("lecture premises: B = 2,400, all weights, HBM full" if kind == "lecture"
+                 else f"real: {MODEL} at {CTX} context, experts hit, 90% of HBM")
+        out.append(Claim(claim_id, f"{title} ({label})", v, unit, lecture_value, ok, kind=kind,
+                         inputs={"model": MODEL, "hardware": RACK, "operating batch": op.batch,
+                                 "context": op.context, "limited by": op.limited_by, "weight read": op.weight_read},
+                         note=real_note if kind == "real" else "", derivation=d))
+    return out
 
 
-def r10_drain() -> Claim:
-    rubin = load_chip("rubin")
-    t = rubin.drain_time_s
-    others = {c: load_chip(c).drain_time_s for c in ("h100", "b200", "gb200", "tpu-v5e")}
-    d = Derivation("HBM drain time = capacity / bandwidth")
-    d.add("Rubin", "288 GB / 20 TB/s", f"{fmt(rubin.hbm_bytes, 'B')} / {fmt(rubin.hbm_bw, 'B/s')}", t, "s")
-    for k, v in others.items():
-        d.add(k, "capacity / BW", "", v, "s")
-    return Claim("R10", "HBM drain time, Rubin (288 GB / 20 TB/s)", t, "s", 0.015, agree(t, 0.015, 0.1),
-                 {k: fmt(v, "s") for k, v in others.items()}, derivation=d,
-                 note="~20 ms on many HBM generations: H100 ≈ 24 ms, TPU v5e ≈ 20 ms.")
+def r9_train() -> list[Claim]:
+    def fn(op):
+        d = Derivation("Train schedule at the memory-bounded operating step")
+        d.steps.extend(op.derivation.steps)
+        worst, mean = (float(x) for x in ba.train_schedule(op.step_s))
+        d.add("worst", "2 × t_step", f"2 × {fmt(op.step_s, 's')}", worst, "s")
+        d.add("mean", "1.5 × t_step", "", mean, "s")
+        return worst, d
+
+    return _step_rows("R9", "Worst-case latency, a train departing every step", fn, 0.040, ABOUT,
+                      "'for example, 20 milliseconds'")
+
+
+def r10_drain() -> list[Claim]:
+    others = {c: fmt(load_chip(c).drain_time_s, "s") for c in ("h100", "b200", "gb200", "tpu-v5e")}
+    out = []
+    for kind, op in (("lecture", lecture_op("vr-nvl72")), ("real", real_op("vr-nvl72"))):
+        d = op.derivation
+        out.append(Claim("R10", "Operating step on a Rubin rack (288 GB / 20 TB/s per GPU) from memory capacity"
+                         + (" — lecture premises" if kind == "lecture" else f" — real: {CTX} ctx, experts hit, 90%"),
+                         op.step_s, "s", 0.015, agree(op.step_s, 0.015, why="'288 GB / 20 TB/s ≈ 15 ms', computed"),
+                         {"hardware": "vr-nvl72", "operating batch": op.batch, "context": op.context,
+                          "limited by": op.limited_by, **({"drain time " + k: v for k, v in others.items()}
+                                                          if kind == "lecture" else {})},
+                         kind=kind, derivation=d,
+                         note="HBM full of KV: the step reads all of memory once, ≈ capacity / bandwidth.",
+                         reason="" if kind == "lecture" else
+                         "10% of HBM held back for activations (vLLM's 0.9): the step reads 10% less, so it is shorter."))
+    return out
 
 
 def r11_reads() -> Claim:
-    m = load_model("deepseek-v3")
+    m = load_model(MODEL)
     B = 4096
     r = roofline(m, RACK, batch=B, context=CTX)
     reads = float(r.weight_bytes_read + r.kv_bytes_read)
     writes = B * float(m.kv_cache_bytes(CTX + 1) - m.kv_cache_bytes(CTX))
     frac = reads / (reads + writes)
     return Claim("R11", "Share of HBM traffic that is reads in a decode step (DeepSeek-V3, B=4096, 8K)", frac, "",
-                 "most", frac > 0.9, {"reads": fmt(reads, "B"), "writes (new KV)": fmt(writes, "B")})
+                 "most", qualitative(frac > 0.9, "> 90% ('almost all reads')"),
+                 {"reads": fmt(reads, "B"), "writes (new KV)": fmt(writes, "B")})
 
 
-def _replica():
-    m = load_model(FRONTIER)
-    b = float(ba.balance_batch_for(m, RACK, context=CTX))
-    r = roofline(m, RACK, batch=b, context=CTX)
-    return m, b, float(r.step_s), float(ba.system_throughput(b, r.step_s))
+def r12_throughput() -> list[Claim]:
+    def fn(op):
+        d = Derivation("Throughput of one NVL72 replica at the memory-bounded operating point")
+        d.steps.extend(op.derivation.steps)
+        return float(ba.system_throughput(op.batch, op.step_s)), d
+
+    rows = _step_rows("R12", "Tokens/s of one replica", fn, 128e3, ABOUT, "'around 2,000 × 64'", unit="tok/s",
+                      real_note="The real rack holds ~20K sequences at 8K context (8× the lecture's batch) in the "
+                                "same ~20 ms step.")
+    rows[1].reason = "the real batch is set by memory capacity at 8K context (~19,800 sequences), not by B* ≈ 2,000"
+    return rows
 
 
-def r12_throughput() -> Claim:
-    m, b, step, tput = _replica()
-    d = Derivation("Throughput of one NVL72 replica at the balance batch")
-    d.add("B*", "balance batch with KV at 8K", "", b, "")
-    d.add("t_step", "roofline at B*", "", step, "s")
-    d.add("tokens/s", "B* / t_step", f"{b:.4g} / {fmt(step, 's')}", tput, "tok/s")
-    d.add("lecture", "2,000 × 64", "", 128e3, "tok/s")
-    return Claim("R12", "Tokens/s of one replica at the balance batch (frontier-100b on GB200 NVL72, 8K)", tput, "tok/s",
-                 128e3, agree(tput, (128e3 / 3, 128e3 * 30)), {"B*": b, "step": step}, derivation=d,
-                 note=("The lecture's 2,000 × 64 assumes a 15–20 ms step (HBM full of KV); on a rack of 72 the "
-                       "weights stream in about a millisecond, so a replica at B* runs far more steps per second."))
-
-
-def r13_gemini() -> Claim:
-    m, b, step, tput = _replica()
-    n = float(ba.systems_needed(GEMINI_TOKENS_PER_S, tput))
-    lecture_n = float(ba.systems_needed(GEMINI_TOKENS_PER_S, 128e3))
-    return Claim("R13", "Replicas needed for Gemini's ~500M tokens/s (published.md G4)", n, "replicas", 1000.0,
-                 agree(n, (333.0, 3000.0)),
-                 {"global rate": GEMINI_TOKENS_PER_S, "replica tok/s": tput, "with the lecture's 128K tok/s": lecture_n},
-                 note=("With the lecture's 128K tokens/s per replica, 494M tok/s needs ≈3,900 replicas: 'one replica "
-                       "is ~1/1000 of Gemini' holds to the order of magnitude; rackmath's faster replica needs fewer."))
+def r13_gemini() -> list[Claim]:
+    out = []
+    for kind, op in (("lecture", lecture_op()), ("real", real_op())):
+        tput = op.tokens_per_s
+        n = float(ba.systems_needed(GEMINI_TOKENS_PER_S, tput))
+        ok = within_factor(n, 1000.0, ORDER, "'one-thousandth'")
+        c = Claim("R13", "Replicas needed for Gemini's published 494M tokens/s" +
+                  (" (lecture-premise replica)" if kind == "lecture" else " (real replica)"), n, "replicas", 1000.0,
+                  ok, {"global rate": GEMINI_TOKENS_PER_S, "replica tok/s": tput,
+                       "with the lecture's 128K tok/s": float(ba.systems_needed(GEMINI_TOKENS_PER_S, 128e3))},
+                  kind=kind)
+        if kind == "lecture" and not ok:
+            c.reason = ("Gemini's published rate (494M tok/s, Oct 2025) is ~4× the ~128M that makes one replica "
+                        "1/1000: the lecture recalled 'hundreds of millions'; even its own 128K replica needs ~3,900.")
+        out.append(c)
+    return out
 
 
 def r15_sparsity() -> Claim:
-    m = load_model("deepseek-v3")
+    m = load_model(MODEL)
     sparser = dataclasses.replace(m, name="deepseek-v3-2x-experts", n_experts=2 * m.n_experts)
-    big = 1e6
-    c = [float(roofline(x, RACK, batch=big, context=CTX).usd_per_mtok) for x in (m, sparser)]
+    bm = [float(ba.memory_batch_limit(x, RACK, context=CTX)) for x in (m, sparser)]
+    c = [float(roofline(x, RACK, batch=b, context=CTX).usd_per_mtok) for x, b in zip((m, sparser), bm)]
     b = [float(ba.balance_batch_for(x, RACK, context=0.0)) for x in (m, sparser)]
     ratio = c[1] / c[0]
-    d = Derivation("Doubling the experts (same active params)")
-    d.add("cost floor ratio", "cost(2E, B→∞) / cost(E, B→∞)", f"{c[1]:.4g} / {c[0]:.4g}", ratio, "×")
+    d = Derivation("Doubling the experts (same active params), each at the largest batch that fits")
+    d.add("B_mem", "(0.9·HBM − W)/KV(8K)", "", bm[1], "sequences", f"original {bm[0]:,.0f}")
+    d.add("cost floor ratio", "cost(2E, B_mem) / cost(E, B_mem)", f"{c[1]:.4g} / {c[0]:.4g}", ratio, "×")
     d.add("B* ratio", "B*(2E) / B*(E)", f"{b[1]:.4g} / {b[0]:.4g}", b[1] / b[0], "×")
-    return Claim("R15", "Cost floor of a 2× sparser model ÷ the original (same active params, large batch)", ratio, "×",
-                 1.0, agree(ratio, 1.0, 0.02), {"B* original": b[0], "B* 2× experts": b[1],
-                                                "total params 2× experts (B)": sparser.total_params / 1e9},
-                 note="Sparsity is free at large batch; it costs batch (B* nearly doubles) and memory capacity.",
-                 derivation=d)
+    return Claim("R15", "Cost floor of a 2× sparser model ÷ the original (same active params, largest batch that fits)",
+                 ratio, "×", 1.0, agree(ratio, 1.0, why="'a pure win … until you run out of users'"),
+                 {"B* original": b[0], "B* 2× experts": b[1], "B_mem original": bm[0], "B_mem 2× experts": bm[1],
+                  "total params 2× experts (B)": sparser.total_params / 1e9},
+                 note="Sparsity is nearly free at large batch; it costs batch (B* nearly doubles) and memory capacity "
+                      "(the doubled weights leave room for fewer sequences).", derivation=d)
 
 
 def claims() -> list[Claim]:
-    return [f() for f in (r1_fast_mode, r2_unbatched, r3_roofline, r4_deepseek_params, r5_ratio, r6_balance,
-                          r7_kv_grows, r8_sequences, r9_train, r10_drain, r11_reads, r12_throughput, r13_gemini,
-                          r15_sparsity)]
+    out = []
+    for f in (r1_fast_mode, r2_unbatched, r3_roofline, r4_deepseek_params, r5_ratio, r6_balance, r7_kv_grows,
+              r8_sequences, r9_train, r10_drain, r11_reads, r12_throughput, r13_gemini, r15_sparsity):
+        x = f()
+        out.extend(x if isinstance(x, list) else [x])
+    return out
 
 
 def plots(outdir):
     from ..plotting.batching import plot_batch, plot_context, plot_pass_len
 
     return [
-        plot_batch(FRONTIER, RACK, batch=np.geomspace(1, 65536, 200), context=CTX,
+        plot_batch(MODEL, RACK, batch=np.geomspace(1, 65536, 200), context=CTX, weight_read="both",
                    path=outdir / "ch1-latency-cost-vs-batch.png"),
-        plot_context(FRONTIER, RACK, context=np.geomspace(1e3, 2e6, 200), batch=256,
+        plot_context(FRONTIER, RACK, context=np.geomspace(1e3, 2e6, 200), batch=256, weight_read="both",
                      path=outdir / "ch1-cost-vs-context.png"),
         plot_pass_len(FRONTIER, RACK, pass_len=np.geomspace(1, 16384, 100), batch=16, context=CTX,
                       path=outdir / "ch1-cost-vs-pass-length.png"),

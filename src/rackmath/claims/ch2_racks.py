@@ -6,7 +6,7 @@ from ..analyses import racks as ra
 from ..explain import Derivation, fmt
 from ..specs.hardware import load_hardware
 from ..specs.models import load_model
-from . import Claim, agree
+from . import ABOUT, COMPUTED, Claim, agree, qualitative, within_factor
 
 RACK = "gb200-nvl72"
 HOPPER = "hgx-h100"
@@ -25,7 +25,7 @@ def r16_experts_per_gpu() -> Claim:
     d.add("most-loaded (all 72)", "ceil(E / S)", f"ceil({E}/{S})", float(ra.experts_per_gpu(E, S)), "",
           "the alternative: model the most-loaded GPU")
     return Claim("R16", "DeepSeek's 256 experts on a 72-GPU rack: GPUs used and experts per GPU", e, "experts/GPU", 4.0,
-                 e == 4.0 and g == 64, {"model": m.name, "hardware": hw.name, "experts": E, "GPUs used": g,
+                 qualitative(e == 4.0 and g == 64, "exactly 64 GPUs, 4 experts each"), {"model": m.name, "hardware": hw.name, "experts": E, "GPUs used": g,
                                         "redundant to use all 72": float(ra.redundant_experts_to_fill(E, S))},
                  note="DeepSeek's own decode deployment adds 32 redundant experts instead: 288 slots on 144 GPUs = 2 each "
                       "(published.md D3).", derivation=d)
@@ -36,16 +36,19 @@ def r17_two_racks() -> Claim:
     d = ra.two_rack_analysis(hw)
     slow = d.steps[-1].value
     return Claim("R17", "MoE all-to-all: one full-crossbar rack vs two racks (slowdown of one MoE layer)", slow, "×",
-                 "substantial bottleneck", slow > 2.0,
+                 "substantial bottleneck", qualitative(slow > 2.0, "> 2× slower"),
                  {"hardware": hw.name, "scale-out share across two racks": 0.5},
                  note="Half the tokens leave the rack; their share over the slow NIC binds the all-to-all.", derivation=d)
 
 
 def r18_rack_size() -> Claim:
-    hw = load_hardware(RACK)
-    S = int(hw.scaleup_size)
-    return Claim("R18", "GPUs in one rack (scale-up domain)", S, "GPUs", 64, agree(S, (48, 80)),
-                 {"hardware": hw.name}, note="'typically about 64': NVL72 racks hold 72.")
+    lim = ra.rack_limits("gb200-nvl72")
+    n = min(lim.max_gpus.values())
+    return Claim("R18", "GPUs one rack can hold: the binding physical limit (GB200 NVL72 rack model)", n, "GPUs", 64,
+                 within_factor(n, 64, ABOUT, "'typically about 64'"),
+                 {"hardware": "gb200-nvl72", "binding limit": lim.binding},
+                 note="Power, weight, copper reach and switch radix each bound the rack; " + lim.summary,
+                 derivation=lim.derivation)
 
 
 def r19_scaleout_slower() -> Claim:
@@ -53,13 +56,15 @@ def r19_scaleout_slower() -> Claim:
     for n in ("hgx-h100", "gb200-nvl72", "gb300-nvl72", "vr-nvl72"):
         c = load_hardware(n).chip
         ratios[n] = float(ra.scaleout_slowdown(c.scaleup_bw, c.scaleout_bw))
-    v = ratios["hgx-h100"]
+    v = ratios.pop("hgx-h100")
     d = Derivation("Scale-up ÷ scale-out bandwidth per GPU, per direction")
     for n, r in ratios.items():
         c = load_hardware(n).chip
         d.add(n, "BW_up / BW_out", f"{fmt(c.scaleup_bw, 'B/s')} / {fmt(c.scaleout_bw, 'B/s')}", r, "x")
     return Claim("R19", "Scale-out is ~8× slower than scale-up (H100: NVLink vs one 400 Gb/s NIC)", v, "×", 8.0,
-                 agree(v, (4.0, 16.0)), ratios,
+                 within_factor(v, 8.0, ABOUT, "'about eight times slower'"),
+                 {"H100 NVLink per direction": load_hardware("hgx-h100").chip.scaleup_bw,
+                  "H100 NIC": load_hardware("hgx-h100").chip.scaleout_bw},
                  note="Between 4.5× (Rubin, 1.6 Tb/s NICs) and 18× (GB200 with one 400 Gb/s NIC per GPU).", derivation=d)
 
 
@@ -76,7 +81,9 @@ def r20_scaleup_growth() -> Claim:
               f"{ru[1]}/{bw[1]} dies", ru[1] / bw[1], "x", "'at least a genuine 4×'")
     value = f"{sizes['hgx-h100'][0]} → {bw[0]} → {ru[1]} dies"
     return Claim("R20", "Scale-up domain: Hopper 8 → Blackwell 72 → Rubin '500-something'", value, "GPUs",
-                 "8 → 72 → 500-something", sizes["hgx-h100"][0] == 8 and bw[0] == 72 and 500 <= ru[1] < 600 and g >= 2,
+                 "8 → 72 → 500-something",
+                 qualitative(sizes["hgx-h100"][0] == 8 and bw[0] == 72 and 500 <= ru[1] < 600 and g >= 4,
+                             "8, 72, 500–599 dies, ≥ 4× genuine growth"),
                  {n: f"{p} packages, {dd} dies" for n, (p, dd) in sizes.items()},
                  note=f"'Jensen math' counts dies: NVL576 is {ru[0]} four-die packages; in dies it is {g:g}× Blackwell's "
                       f"{bw[1]}, in packages {ru[0] / bw[0]:g}×.", derivation=d)
@@ -87,15 +94,16 @@ def r21_domain_memory() -> list[Claim]:
     hop = float(ra.domain_memory(h.chip.hbm_bytes, h.scaleup_size))
     d = Derivation("HBM of one scale-up domain")
     d.add("Hopper box", "8 · 80 GB", f"{h.scaleup_size} · {fmt(h.chip.hbm_bytes, 'B')}", hop, "B")
-    c1 = Claim("R21", "HBM of an 8-GPU Hopper box", hop, "B", 640e9, agree(hop, 640e9, 0.02), {"hardware": h.name},
+    c1 = Claim("R21", "HBM of an 8-GPU Hopper box", hop, "B", 640e9, agree(hop, 640e9), {"hardware": h.name},
                derivation=d)
     bw = float(ra.domain_memory(b.chip.hbm_bytes, b.scaleup_size))
     bw3 = float(ra.domain_memory(b3.chip.hbm_bytes, b3.scaleup_size))
     m5 = ra.scaleup_memory_analysis(b, params=5e12, bytes_per_param=1.0)
     left = bw - 5e12
     c2 = Claim("R21-b", "HBM of a Blackwell rack, and room for a 5T model (fp8) plus KV", bw, "B", (10e12, 20e12),
-               agree(bw, (10e12, 21e12)) and left > 0,
-               {"gb200-nvl72": bw, "gb300-nvl72": bw3, "left for KV after 5T fp8 weights": left,
+               agree(bw, (10e12, 20e12), "'on the order of 10–20 terabytes'") if left > 0 else
+               qualitative(False, "5T fp8 fits"),
+               {"gb300-nvl72": bw3, "left for KV after 5T fp8 weights": left,
                 "DeepSeek-V3 sequences at 8K context in that room": float(
                     ra.max_batch_in_domain(bw, 5e12, load_model(MODEL).kv_cache_bytes(8192)))},
                note="GB200 NVL72 13.4 TB, GB300 NVL72 20.7 TB: a 5T fp8 model leaves ~8 TB of KV.", derivation=m5)
@@ -114,7 +122,8 @@ def r22_total_params_limit() -> Claim:
                        float(ra.max_params_in_domain(dom, 1.0, kv, batch)), "")
     v = out["gb200-nvl72"] / max(out["hgx-h100"], 1.0)
     return Claim("R22", "Total params limited by scale-up size: largest model per domain, Blackwell rack ÷ Hopper box",
-                 v, "×", "limited by scale-up size", out["hgx-h100"] < 1e12 < 5e12 < out["gb200-nvl72"],
+                 v, "×", "limited by scale-up size",
+                 qualitative(out["hgx-h100"] < 1e12 < 5e12 < out["gb200-nvl72"], "Hopper < 1T < 5T < Blackwell rack"),
                  {k: f"{val / 1e12:.3g}T params" for k, val in out.items()},
                  note="A Hopper box cannot hold a GPT-4-sized (~1.8T) model with a serving batch of KV; a Blackwell "
                       "rack holds 5T+. Pipelining lifts the weight limit (R24) but not the latency floor (R29).",

@@ -16,6 +16,19 @@ HW_OPT = hardware_opt("gb200-nvl72", "System or chip name.")
 CTX_OPT = context_opt("8192", "Context length (tokens)")
 
 
+def _weight_read_check(value):
+    from ..engine.roofline import check_weight_read
+
+    return check_weight_read(value) if value is not None else value
+
+
+WR_OPT = typer.Option("hit", "--weight-read", callback=_weight_read_check, metavar="hit|all",
+                      help="Weights read per step: hit = only the experts the batch routes to (real); "
+                           "all = every weight every step (the lecture's premise).")
+USABLE_OPT = typer.Option(None, "--usable-hbm", help="Share of HBM for weights + KV (default 0.9, vLLM's; "
+                                                     "the lecture's premise is 1).")
+
+
 def _eff(hardware, efficiency, ideal):
     from .common import efficiency_for
 
@@ -80,10 +93,12 @@ def balance_cmd(
     kv_dtype: str = KVDT_OPT,
     efficiency: str = EFF_OPT,
     ideal: bool = IDEAL_OPT,
+    weight_read: str = WR_OPT,
     json: bool = JSON_OPT,
     explain: bool = EXPLAIN_OPT,
 ):
-    """Balance batch B* = ratio × N_total/N_active (R6) and B* with the KV term, solved numerically (R7)."""
+    """Balance batch B* = ratio × N_total/N_active (R6) and B* with the KV term, solved numerically (R7), and the
+    most sequences memory holds at each context."""
     efficiency = _eff(hardware, efficiency, ideal)
     from ..analyses.batching import balance_batch, balance_batch_for
     from ..explain import Derivation
@@ -97,18 +112,25 @@ def balance_cmd(
     simple = float(balance_batch(ratio, m.total_params, m.active_params))
     ctx = parse_range(context, "context")
     full = balance_batch_for(m, hw, context=ctx, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
-                             efficiency=efficiency)
-    d = Derivation(f"Balance batch for {m.name} on {hw.name}")
+                             efficiency=efficiency, weight_read=weight_read)
+    from ..analyses.batching import memory_batch_limit
+
+    bmem = memory_batch_limit(m, hw, context=ctx, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
+    d = Derivation(f"Balance batch for {m.name} on {hw.name} (weight read: {weight_read})")
     d.add("ratio", "(FLOP/s ÷ 2) / (BW ÷ bytes per param)", f"{hw.chip.name}, {wdt}", ratio, "")
     d.add("B*", "ratio × N_total / N_active", f"{human(ratio)} × {human(m.total_params)} / {human(m.active_params)}", simple, "")
     for L, b in zip(ctx, full):
         d.add(f"B*(L={L:g})", "smallest B with t_compute ≥ t_weights + t_kv (full roofline)", "", b, "")
-    rec = {"model": m.name, "hardware": hw.name, "ratio": ratio, "balance_batch_lecture": simple,
-           "context": ctx.tolist(), "balance_batch": full.tolist()}
+    for L, bm in zip(ctx, bmem):
+        d.add(f"B_mem(L={L:g})", "(0.9 · HBM − W) / KV(L): most sequences that fit", "", float(bm), "")
+    rec = {"model": m.name, "hardware": hw.name, "weight_read": weight_read, "ratio": ratio,
+           "balance_batch_lecture": simple, "context": ctx.tolist(), "balance_batch": full.tolist(),
+           "memory_batch_limit": bmem.tolist(), "fits": (full <= bmem).tolist()}
     rows = [("hardware ratio", f"{human(ratio)}"), ("B* = ratio × N_total/N_active", f"{human(simple)}")]
-    rows += [(f"B* with KV at context {L:g}",
-              f"{human(b)}" if b != float("inf") else "∞ (the KV fetch outruns compute at any batch)")
-             for L, b in zip(ctx, full)]
+    rows += [(f"B* with KV at context {L:g} (memory holds {human(bm)})",
+              (f"{human(b)}" + ("" if b <= bm else " — does NOT fit in memory")) if b != float("inf")
+              else "∞ (the KV fetch outruns compute at any batch)")
+             for L, b, bm in zip(ctx, full, bmem)]
     _out(rec, d, json, explain, rows, f"Balance batch: {m.name} on {hw.name}", eff=efficiency)
 
 
@@ -116,34 +138,60 @@ def balance_cmd(
 def floor_cmd(
     model: str = MODEL_ARG,
     hardware: str = HW_OPT,
+    context: str = CTX_OPT,
     weights_dtype: str = WDT_OPT,
+    kv_dtype: str = KVDT_OPT,
+    weight_read: str = WR_OPT,
+    usable_hbm: float = USABLE_OPT,
     json: bool = JSON_OPT,
     explain: bool = EXPLAIN_OPT,
 ):
-    """Latency floor = weight bytes / (scale-up size × BW) (R29), HBM drain time (R10), train schedule (R9)."""
-    from ..analyses.batching import drain_time, latency_floor, train_schedule
+    """Latency floor (one-token step's weight fetch, R29), HBM drain time (R10), and the memory-bounded
+    operating step with its train schedule (R9). The floor equals `roofline -b 1 -L 0`'s step under the same
+    --weight-read."""
+    from ..analyses.batching import (USABLE_HBM, drain_time, latency_floor_for, operating_point,
+                                     train_schedule)
+    from ..errors import check_positive
     from ..explain import Derivation, fmt
     from ..specs.hardware import load_hardware
     from ..specs.models import load_model
 
+    usable = USABLE_HBM if usable_hbm is None else usable_hbm
+    check_positive(usable, "usable_hbm", maximum=1.0)
     m, hw = load_model(model), load_hardware(hardware)
-    w = m.weight_bytes(weights_dtype)
-    d = Derivation(f"Latency floor: {m.name} on {hw.name}")
-    floor = d.add("t_floor", "W / (scale-up size × BW per chip)",
-                  f"{fmt(w, 'B')} / ({hw.scaleup_size} × {fmt(hw.chip.hbm_bw, 'B/s')})",
-                  float(latency_floor(w, hw.scaleup_size, hw.chip.hbm_bw)), "s")
+    floor, w, _ = latency_floor_for(m, hw, weights_dtype=weights_dtype, weight_read=weight_read)
+    d = Derivation(f"Latency floor: {m.name} on {hw.name} (weight read: {weight_read})")
+    d.add("W_read", "weights one token reads" + (" (all of them: the lecture)" if weight_read == "all" else
+                                                 " (dense + k routed experts per MoE layer)"), "", w, "B")
+    d.add("t_floor", "W_read / (scale-up size × BW per chip)",
+          f"{fmt(w, 'B')} / ({hw.scaleup_size} × {fmt(hw.chip.hbm_bw, 'B/s')})", floor, "s",
+          "= roofline -b 1 -L 0 (compute at B = 1 is negligible)")
     drain = d.add("t_drain", "HBM capacity / HBM bandwidth", f"{fmt(hw.chip.hbm_bytes, 'B')} / "
                   f"{fmt(hw.chip.hbm_bw, 'B/s')}", float(drain_time(hw.chip.hbm_bytes, hw.chip.hbm_bw)), "s")
-    worst, mean = (float(x) for x in train_schedule(drain))
-    d.add("worst latency", "2 × t_step (wait for the next train, then ride it)", f"2 × {fmt(drain, 's')}", worst, "s")
-    d.add("mean latency", "1.5 × t_step", f"1.5 × {fmt(drain, 's')}", mean, "s")
-    rec = {"model": m.name, "hardware": hw.name, "weight_bytes": w, "latency_floor_s": floor, "drain_time_s": drain,
-           "worst_latency_s": worst, "mean_latency_s": mean}
-    _out(rec, d, json, explain, [("weights", fmt(w, "B")), ("latency floor", fmt(floor, "s")),
-                                 ("HBM drain time", fmt(drain, "s")),
-                                 ("train schedule at drain-time steps: worst / mean", f"{fmt(worst, 's')} / "
-                                                                                      f"{fmt(mean, 's')}")],
-         f"Latency floor: {m.name} on {hw.name}")
+    from ..errors import InputError
+
+    rec = {"model": m.name, "hardware": hw.name, "weight_read": weight_read, "weight_bytes_read": w,
+           "latency_floor_s": floor, "drain_time_s": drain}
+    rows = [("weights read at B = 1", fmt(w, "B")), ("latency floor", fmt(floor, "s")),
+            ("HBM drain time", fmt(drain, "s"))]
+    try:
+        op = operating_point(m, hw, context=_count(context, "context"), weights_dtype=weights_dtype,
+                             kv_dtype=kv_dtype, weight_read=weight_read, usable=usable)
+    except InputError as e:  # the weights (plus one sequence) do not fit: no operating point on this system
+        rec.update(operating_batch=None, operating_step_s=None, operating_limited_by=f"does not fit: {e}")
+        rows.append(("operating point", "none: weights + one sequence exceed usable HBM (pipeline or more chips)"))
+    else:
+        d.steps.extend(op.derivation.steps)
+        worst, mean = (float(x) for x in train_schedule(op.step_s))
+        d.add("worst latency", "2 × t_step (wait for the next train, then ride it)", f"2 × {fmt(op.step_s, 's')}",
+              worst, "s")
+        d.add("mean latency", "1.5 × t_step", f"1.5 × {fmt(op.step_s, 's')}", mean, "s")
+        rec.update(operating_batch=op.batch, operating_step_s=op.step_s, operating_limited_by=op.limited_by,
+                   worst_latency_s=worst, mean_latency_s=mean)
+        rows += [(f"operating batch at {op.context:g} context", f"{op.batch:,.0f} ({op.limited_by})"),
+                 ("operating step", fmt(op.step_s, "s")),
+                 ("train schedule: worst / mean", f"{fmt(worst, 's')} / {fmt(mean, 's')}")]
+    _out(rec, d, json, explain, rows, f"Latency floor: {m.name} on {hw.name} (weight read: {weight_read})")
 
 
 @batching_app.command("penalty")
@@ -156,9 +204,11 @@ def penalty_cmd(
     efficiency: str = EFF_OPT,
     ideal: bool = IDEAL_OPT,
     price: str = USD_OPT,
+    weight_read: str = WR_OPT,
     json: bool = JSON_OPT,
 ):
-    """The cost penalty of not batching: cost per token at B = 1 over the cheapest batch (R2: "~1000× worse")."""
+    """The cost penalty of not batching: cost per token at B = 1 over the cheapest batch that fits in memory
+    (R2: "a thousand times worse")."""
     efficiency = _eff(hardware, efficiency, ideal)
     from .common import priced
 
@@ -166,11 +216,13 @@ def penalty_cmd(
     from ..analyses.batching import unbatched_penalty
 
     pen, best_b, c1, cb = unbatched_penalty(model, hardware, context=_count(context, "context"),
-                                            weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
-    rec = {"penalty": pen, "best_batch": best_b, "usd_per_mtok_batch1": c1, "usd_per_mtok_best": cb}
+                                            weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency,
+                                            weight_read=weight_read)
+    rec = {"penalty": pen, "best_batch": best_b, "usd_per_mtok_batch1": c1, "usd_per_mtok_best": cb,
+           "weight_read": weight_read}
     from .common import human
 
-    _out(rec, None, json, False, [("cost at B=1", human(c1, "$/Mtok")), ("cheapest batch", human(best_b)),
+    _out(rec, None, json, False, [("cost at B=1", human(c1, "$/Mtok")), ("cheapest batch that fits in memory", human(best_b)),
                                   ("cost there", human(cb, "$/Mtok")), ("penalty", human(pen, "x"))],
          "Cost of not batching", eff=efficiency)
 
@@ -182,12 +234,14 @@ def fast_mode_cmd(
     speedup: float = typer.Option(None, "--speedup", help="Speed multiple wanted (e.g. 2.5)."),
     price: float = typer.Option(None, "--price", help="Price multiple paid (e.g. 6)."),
     context: str = CTX_OPT,
-    operating_multiple: float = typer.Option(2.5, "--operating-multiple",
-                                             help="Operating batch as a multiple of B* (lecture: 'double or triple')."),
+    operating_multiple: float = typer.Option(None, "--operating-multiple",
+                                             help="Operate at this multiple of B* (lecture: 'double or triple'); "
+                                                  "default: the memory-bounded operating point min(B*, B_mem)."),
     weights_dtype: str = WDT_OPT,
     kv_dtype: str = KVDT_OPT,
     efficiency: str = EFF_OPT,
     ideal: bool = IDEAL_OPT,
+    weight_read: str = WR_OPT,
     json: bool = JSON_OPT,
     explain: bool = EXPLAIN_OPT,
 ):
@@ -198,10 +252,11 @@ def fast_mode_cmd(
 
     if (speedup is None) == (price is None):
         raise InputError("--speedup/--price", "give exactly one", "--speedup 2.5 or --price 6")
-    check_positive(operating_multiple, "operating_multiple", maximum=1e3)
+    if operating_multiple is not None:
+        check_positive(operating_multiple, "operating_multiple", maximum=1e3)
     ctx = _count(context, "context")
     kw = dict(context=ctx, operating_multiple=operating_multiple, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
-              efficiency=efficiency)
+              efficiency=efficiency, weight_read=weight_read)
     if speedup is not None:
         check_positive(speedup, "speedup", maximum=1e4)
         fm = fast_mode_from_speedup(model, hardware, speedup, **kw)
@@ -212,7 +267,7 @@ def fast_mode_cmd(
     rec = fm.as_dict() | {"slow_mode_cost_floor": floor}
     rows = [("operating batch", f"{human(fm.operating_batch)}"), ("fast batch", f"{human(fm.batch)}"),
             ("speed-up", f"{human(fm.speedup, 'x')}"), ("cost multiple", f"{human(fm.cost_multiple, 'x')}"),
-            ("slow-mode cost floor (B → ∞)", f"{human(floor, 'x')} the operating cost")]
+            ("slow-mode cost floor (largest batch that fits)", f"{human(floor, 'x')} the operating cost")]
     _out(rec, fm.derivation, json, explain, rows, "Fast mode and slow mode by batching", eff=efficiency)
 
 
@@ -226,35 +281,35 @@ def throughput_cmd(
     kv_dtype: str = KVDT_OPT,
     efficiency: str = EFF_OPT,
     ideal: bool = IDEAL_OPT,
+    weight_read: str = WR_OPT,
+    usable_hbm: float = USABLE_OPT,
     json: bool = JSON_OPT,
     explain: bool = EXPLAIN_OPT,
 ):
-    """System throughput at the balance batch, B*/t_step (R12), and systems needed for a global rate (R13)."""
+    """System throughput at the memory-bounded operating point, B_op/t_step (R12), and systems needed for a
+    global rate (R13)."""
     efficiency = _eff(hardware, efficiency, ideal)
-    from ..analyses.batching import balance_batch_for, system_throughput, systems_needed
-    from ..engine.roofline import roofline
-    from ..explain import Derivation, fmt
+    from ..analyses.batching import USABLE_HBM, operating_point, system_throughput, systems_needed
+    from ..errors import check_positive
+    from ..explain import fmt
 
     ctx = _count(context, "context")
     rate = _count(global_rate, "global_rate")
-    b = float(balance_batch_for(model, hardware, context=ctx, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
-                                efficiency=efficiency))
-    if b == float("inf"):
-        b = float(balance_batch_for(model, hardware, context=0, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
-                                    efficiency=efficiency))
-    r = roofline(model, hardware, batch=b, context=ctx, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
-                 efficiency=efficiency)
-    step = float(r.step_s)
-    d = Derivation(f"Throughput at the balance batch: {r.model.name} on {r.hardware.name}")
-    d.add("B*", "balance batch", f"context {ctx:g}", b, "")
-    d.add("t_step", "roofline at B*", "", step, "s")
-    tput = d.add("throughput", "B* / t_step", f"{human(b)} / {fmt(step, 's')}", float(system_throughput(b, step)),
+    usable = USABLE_HBM if usable_hbm is None else usable_hbm
+    check_positive(usable, "usable_hbm", maximum=1.0)
+    op = operating_point(model, hardware, context=ctx, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+                         efficiency=efficiency, weight_read=weight_read, usable=usable)
+    b, step, d = op.batch, op.step_s, op.derivation
+    tput = d.add("throughput", "B_op / t_step", f"{human(b)} / {fmt(step, 's')}", float(system_throughput(b, step)),
                  "tok/s")
     n = d.add("systems", "global rate / throughput", f"{fmt(rate, 'tok/s')} / {fmt(tput, 'tok/s')}",
               float(systems_needed(rate, tput)), "")
-    rec = {"balance_batch": b, "step_s": step, "tokens_per_s": tput, "global_rate": rate, "systems_needed": n}
-    _out(rec, d, json, explain, [("B*", f"{human(b)}"), ("step", fmt(step, "s")), ("tokens/s", fmt(tput, "")),
-                                 (f"systems for {fmt(rate, 'tok/s')}", f"{human(n)}")], "Throughput at B*", eff=efficiency)
+    rec = {"operating_batch": b, "limited_by": op.limited_by, "balance_batch": op.balance_batch,
+           "memory_batch_limit": op.memory_limit, "step_s": step, "tokens_per_s": tput, "global_rate": rate,
+           "systems_needed": n, "weight_read": weight_read}
+    _out(rec, d, json, explain, [("operating batch", f"{human(b)} ({op.limited_by})"), ("step", fmt(step, "s")),
+                                 ("tokens/s", fmt(tput, "tok/s")), (f"systems for {fmt(rate, 'tok/s')}", f"{human(n)}")],
+         "Throughput at the memory-bounded operating point", eff=efficiency)
 
 
 @batching_app.command("prefill")
@@ -269,6 +324,7 @@ def prefill_cmd(
     efficiency: str = EFF_OPT,
     ideal: bool = IDEAL_OPT,
     price: str = USD_OPT,
+    weight_read: str = WR_OPT,
     json: bool = JSON_OPT,
 ):
     """Cost per token of prefill vs decode as the pass length grows (R38: the output/input price ratio)."""
@@ -281,7 +337,8 @@ def prefill_cmd(
 
     p = parse_range(pass_len, "pass_len")
     r = prefill_decode_costs(model, hardware, p, batch=_count(batch, "batch"), context=_count(context, "context"),
-                             weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
+                             weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency,
+                             weight_read=weight_read)
     cost = r.usd_per_mtok
     decode = cost[0] if p[0] == 1 else None
     recs = [{"pass_len": float(x), "usd_per_mtok": float(c), "bound": str(b),

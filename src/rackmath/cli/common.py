@@ -172,11 +172,11 @@ def efficiency_for(hardware, efficiency: str | None, ideal: bool, default: str =
     if str(choice).strip().lower() == "ideal":
         return load_efficiency(None)
     if str(choice).strip().lower() == "auto":
-        from ..analyses.serving import default_efficiency
+        from ..engine.efficiency import default_efficiency
         from ..specs.hardware import load_hardware
 
         hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
-        return default_efficiency(hw)
+        return default_efficiency(hw.chip.name)
     return load_efficiency(choice)
 
 
@@ -186,6 +186,8 @@ def validated_error(eff) -> float | None:
     if eff is None or getattr(eff, "name", "ideal") == "ideal":
         return None
     v = getattr(eff, "validated_error", None)
+    if v is None:
+        v = getattr(eff, "error_band", None)
     if v is not None:
         return float(v)
     try:
@@ -209,6 +211,9 @@ def mode_label(eff) -> str:
     if eff.name == "ideal":
         return "ideal roofline — a lower bound on time"
     err = validated_error(eff)
+    if getattr(eff, "cross_family", False):
+        return (f"calibrated prediction, cross-family preset {eff.name} — no preset fitted on this chip's family "
+                + (f"(validated error ±{err:.0%} across families)" if err is not None else "(not validated)"))
     return (f"calibrated prediction, preset {eff.name} "
             + (f"(validated error ±{err:.0%})" if err is not None else "(validation error not recorded)"))
 
@@ -455,16 +460,16 @@ def check_output(path, force: bool, field: str = "output", suffixes: tuple[str, 
 
 
 @contextlib.contextmanager
-def open_output(path, force: bool = False, field: str = "output"):
+def open_output(path, force: bool = False, field: str = "output", what: str = ""):
     """Open a text output: '-' is stdout; a file is checked with :func:`check_output` and announced with
-    :func:`wrote` once written."""
+    :func:`wrote` (``what`` says what it holds) once written."""
     if str(path).strip() == "-":
         yield sys.stdout
         return
     p = check_output(path, force, field)
     with open(p, "w") as fh:
         yield fh
-    wrote(p)
+    wrote(p, what)
 
 
 def wrote(path, what: str = "") -> None:
@@ -558,3 +563,15 @@ def parse_usd(text, field: str = "usd_per_gpu_hour") -> float | None:
     from .. import units
 
     return None if text is None else units.parse_usd_per_hour(text, field)
+
+
+def print_ops(rows: list[dict], title: str) -> None:
+    """The per-operator table of ``--ops``: operator, layer type, FLOPs, bytes, FLOP/B, time, binding term."""
+    total = sum(r["time_s"] for r in rows)
+    out = [[r["op"], r["layer_type"], human(r["flops"], "FLOP") if r["flops"] == r["flops"] else "—",
+            human(r["bytes"], "B") if r["bytes"] == r["bytes"] else "—",
+            f'{r["intensity"]:.3g}' if r["intensity"] == r["intensity"] and r["intensity"] != float("inf") else "—",
+            human(r["time_s"], "s"), f'{100 * r["time_s"] / total:.1f}%' if total else "—", r["binding"]]
+           for r in rows]
+    out.append(["total", "", "", "", "", human(total, "s"), "100%", ""])
+    table(title, ["operator", "layer type", "FLOPs", "bytes", "FLOP/B", "time", "share", "binds"], out)

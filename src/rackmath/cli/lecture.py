@@ -1,4 +1,11 @@
-"""`rackmath lecture`: every claim of the lecture (R1…R43) reproduced, chapter by chapter."""
+"""`rackmath lecture`: every claim of the lecture (R1…R43) reproduced, chapter by chapter.
+
+Each chapter opens with its one-sentence story, then a row per claim: rackmath's value, the
+lecture's, their ratio, the tolerance the lecture's wording supports, and the verdict. Where
+the lecture's premises and real hardware part ways there are two rows: "lecture" (its
+inputs → its number, the row that counts) and "real" (a real chip or model → its own
+number). Every row with a note or a reason for differing has it printed under the table.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +15,163 @@ import typer
 
 from .common import JSON_OPT
 
+_COUNTS = {"sequences", "replicas", "GPUs", "experts/GPU", "tokens/s", "params", "tokens", "B params"}
 
-def _show(v) -> str:
+
+def _count(v: float) -> str:
+    for div, suf in ((1e15, " quadrillion"), (1e12, "T"), (1e9, "B"), (1e6, "M")):
+        if abs(v) >= div:
+            return f"{v / div:.3g}{suf}"
+    return f"{v:,.0f}" if abs(v) >= 10 else f"{v:.3g}"
+
+
+def human(v, unit: str = "") -> str:
+    """A claim value in human units: 23.2 ms, 640 GB, 103K tok/s, 2.6 quadrillion tokens, 1.09×."""
     from ..explain import fmt
 
     if isinstance(v, (tuple, list)):
-        return "–".join(_show(x) for x in v)
-    if isinstance(v, (int, float)):
-        return fmt(v)
-    return str(v)
+        return "–".join(human(x, unit) for x in v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    v = float(v)
+    if v != v:
+        return "n/a"
+    if v in (float("inf"), float("-inf")):
+        return "∞"
+    if unit == "s":
+        return fmt(v, "s")
+    if unit in ("B",):
+        return fmt(v, "B")
+    if unit == "tok/s":
+        return _count(v).replace(",", ",") + " tok/s"
+    if unit.startswith("×") or unit == "x":
+        num = f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+        return f"{num}{unit}" if unit != "×" else f"{num}×"
+    if unit.startswith("%"):
+        return f"{v:.3g}{unit}"
+    if unit in _COUNTS or unit.endswith("s") and unit not in ("",):
+        return f"{_count(v)} {unit}"
+    return f"{v:.3g}" + (f" {unit}" if unit else "")
+
+
+def _verdict(c, rich: bool) -> str:
+    v = c.verdict
+    if c.kind == "real":
+        v = "real: within" if c.agrees else "real: differs"
+    if not rich:
+        return v
+    colour = {"agrees": "green", "differs": "red", "real: within": "cyan", "real: differs": "yellow"}.get(v, "dim")
+    return f"[{colour}]{v}[/]"
+
+
+def _ratio(c) -> str:
+    r = c.ratio
+    return "–" if r is None else f"{r:.3g}"
+
+
+def _groups(claims):
+    from ..claims import CHAPTERS
+
+    out: dict[str, list] = {}
+    for c in claims:
+        out.setdefault(c.chapter, []).append(c)
+    order = list(CHAPTERS)
+    return sorted(out.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99)
+
+
+def _short(title: str) -> str:
+    """The terminal table's claim text: the title without its parenthetical detail (kept in --markdown/--json)."""
+    return title.split(" (")[0]
+
+
+def _notes(c) -> list[str]:
+    out = []
+    if c.reason:
+        out.append(("why it differs: " if not c.agrees else "") + c.reason)
+    if c.note:
+        out.append(c.note)
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("lecture")
+    def lecture_cmd(
+        json: bool = JSON_OPT,
+        plots: Path = typer.Option(None, "--plots", metavar="DIR",
+                                   help="Also write the chapters' figures (ch*-*.png) into DIR (created if missing; "
+                                        "existing figures are not overwritten without --force)."),
+        force: bool = typer.Option(False, "--force", help="Overwrite existing figures in --plots DIR."),
+        only: str = typer.Option(None, "--only", help="Comma-separated claim IDs, e.g. R6,R10 (R41 includes R41-ddr, …)."),
+        explain: bool = typer.Option(False, "--explain", help="Print each claim's derivation and the chapters' "
+                                                              "reasoning in words."),
+        markdown: bool = typer.Option(False, "--markdown", help="Print Markdown tables (docs/lecture.md)."),
+    ):
+        """The lecture's numbers reproduced: rackmath's value, the lecture's, ratio, tolerance, verdict — by chapter."""
+        from ..claims import CHAPTERS, all_claims, chapter_modules, summary
+        from .common import console, print_json
+
+        claims = all_claims()
+        if only:
+            want = {s.strip().upper() for s in only.split(",") if s.strip()}
+            known = {c.id.upper() for c in claims} | {c.id.upper().split("-")[0] for c in claims}
+            unknown = sorted(want - known)
+            if unknown:
+                from ..errors import UnknownNameError
+
+                raise UnknownNameError("claim", unknown[0], known, "claim IDs R1 … R43 (see `rackmath lecture`)")
+            claims = [c for c in claims if c.id.upper() in want or c.id.upper().split("-")[0] in want]
+        written = []
+        if plots is not None:
+            written = _write_plots(plots, force, chapter_modules())
+        tally = summary(claims)
+        if json:
+            print_json([c.as_dict() for c in claims])
+            return
+        if markdown:
+            _markdown(claims, tally)
+            return
+        from rich.table import Table
+
+        con = console()
+        con.print("[bold]The math behind how LLMs are trained and served — reproduced by rackmath[/]  "
+                  "(ideal roofline — a lower bound on time)", highlight=False)
+        con.print("lecture = the lecture's own premises run through rackmath (these rows count); real = the same "
+                  "question on a real chip or model. ratio = rackmath ÷ lecture.", highlight=False, style="dim")
+        for chap, cs in _groups(claims):
+            title, story = CHAPTERS.get(chap, (chap, ""))
+            con.print(f"\n[bold]{title}[/]", highlight=False)
+            if story:
+                con.print(story, highlight=False, style="italic")
+            t = Table(show_header=True, header_style="bold", pad_edge=False)
+            t.add_column("ID", no_wrap=True)
+            t.add_column("claim", ratio=3, overflow="fold")
+            t.add_column("rackmath", no_wrap=True, justify="right")
+            t.add_column("lecture", ratio=1, overflow="fold", justify="right")
+            t.add_column("ratio", no_wrap=True, justify="right")
+            t.add_column("tolerance", ratio=1, overflow="fold")
+            t.add_column("verdict", no_wrap=True)
+            for c in cs:
+                t.add_row(c.id, _short(c.title), human(c.value, c.unit), human(c.lecture_value, c.unit), _ratio(c),
+                          c.tolerance.split(":")[0].split(" (")[0], _verdict(c, True))
+            con.print(t)
+            for c in cs:
+                for n in _notes(c):
+                    con.print(f"  [bold]{c.id}[/]{' (real)' if c.kind == 'real' else ''}: {n}", highlight=False)
+        con.print(f"\n{tally['agree']} of {tally['lecture_rows']} lecture-premise claims agree within the lecture's "
+                  f"stated tolerance, {tally['differ']} differ (reasons above); {tally['real_rows']} real-hardware "
+                  f"rows shown beside them ({tally['real_within_tolerance']} within the same tolerance); "
+                  f"{tally['definition']} true by definition and {tally['cited']} cited, not counted.", highlight=False)
+        if explain:
+            from ..claims.reasoning import REASONING
+
+            for c in claims:
+                if c.derivation:
+                    con.print(f"\n[bold]{c.id}[/]{' (real)' if c.kind == 'real' else ''} {c.title}", highlight=False)
+                    con.print(c.derivation.render(), markup=False, highlight=False)
+            con.print("\n[bold]The reasoning the lecture gives in words[/]", highlight=False)
+            for head, text in REASONING:
+                con.print(f"\n[bold]{head}[/]", highlight=False)
+                con.print(text, markup=False, highlight=False)
 
 
 def _write_plots(outdir: Path, force: bool, modules) -> list[str]:
@@ -48,70 +203,24 @@ def _write_plots(outdir: Path, force: bool, modules) -> list[str]:
     return out
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("lecture")
-    def lecture_cmd(
-        json: bool = JSON_OPT,
-        plots: Path = typer.Option(None, "--plots", metavar="DIR",
-                                   help="Also write the chapters' figures (ch*-*.png) into DIR (created if missing; "
-                                        "existing figures are not overwritten without --force)."),
-        force: bool = typer.Option(False, "--force", help="Overwrite existing figures in --plots DIR."),
-        only: str = typer.Option(None, "--only", help="Comma-separated claim IDs, e.g. R6,R10 (R41 includes R41-ddr, …)."),
-        explain: bool = typer.Option(False, "--explain", help="Print each claim's derivation."),
-        markdown: bool = typer.Option(False, "--markdown", help="Print a Markdown table (docs/lecture.md)."),
-    ):
-        """The lecture's numbers reproduced: rackmath's value, its inputs, the lecture's value, agreement."""
-        from ..claims import all_claims, chapter_modules
-        from .common import console, print_json
+def _markdown(claims, tally) -> None:
+    from ..claims import CHAPTERS
 
-        claims = all_claims()
-        if only:
-            want = {s.strip().upper() for s in only.split(",") if s.strip()}
-            known = {c.id.upper() for c in claims} | {c.id.upper().split("-")[0] for c in claims}
-            unknown = sorted(want - known)
-            if unknown:
-                from ..errors import UnknownNameError
-
-                raise UnknownNameError("claim", unknown[0], known, "claim IDs R1 … R43 (see `rackmath lecture`)")
-            claims = [c for c in claims if c.id.upper() in want or c.id.upper().split("-")[0] in want]
-        written = []
-        if plots is not None:
-            written = _write_plots(plots, force, chapter_modules())
-        if json:
-            print_json([c.as_dict() for c in claims])
-            return
-        if markdown:
-            print("| ID | claim | rackmath | unit | lecture | agrees | inputs |")
-            print("|---|---|---|---|---|---|---|")
-            for c in claims:
-                inputs = "; ".join(f"{k} = {_show(v)}" for k, v in c.inputs.items()).replace("|", "/")
-                print(f"| {c.id} | {c.title} | {_show(c.value)} | {c.unit} | {_show(c.lecture_value)} | "
-                      f"{'yes' if c.agrees else '**no**'} | {inputs} |")
-            notes = [c for c in claims if c.note]
-            if notes:
-                print()
-                for c in notes:
-                    print(f"* **{c.id}**: {c.note}")
-            return
-        from rich.table import Table
-
-        t = Table(title="The math behind how LLMs are trained and served — reproduced by rackmath")
-        for col in ("ID", "claim", "rackmath", "unit", "lecture", "agrees", "inputs"):
-            t.add_column(col, overflow="fold")
-        for c in claims:
-            inputs = ", ".join(f"{k}={_show(v)}" for k, v in list(c.inputs.items())[:5])
-            t.add_row(c.id, c.title, _show(c.value), c.unit, _show(c.lecture_value),
-                      "[green]yes[/]" if c.agrees else "[red]no[/]", inputs)
-        con = console()
-        con.print(t)
-        agree = sum(c.agrees for c in claims)
-        con.print(f"{agree} of {len(claims)} claims agree with the lecture.")
-        for c in claims:
-            if c.note and not c.agrees:
-                con.print(f"[bold]{c.id}[/]: {c.note}", highlight=False)
-        if explain:
-            for c in claims:
-                if c.derivation:
-                    con.print(f"\n[bold]{c.id}[/] {c.title}")
-                    con.print(c.derivation.render(), markup=False, highlight=False)
-
+    for chap, cs in _groups(claims):
+        title, story = CHAPTERS.get(chap, (chap, ""))
+        print(f"\n### {title}\n\n{story}\n")
+        print("| ID | row | claim | rackmath | lecture | ratio | tolerance | verdict |")
+        print("|---|---|---|---|---|---|---|---|")
+        for c in cs:
+            cells = [c.id, c.kind, c.title, human(c.value, c.unit), human(c.lecture_value, c.unit), _ratio(c),
+                     c.tolerance, _verdict(c, False) if c.agrees or c.kind != "lecture" else "**differs**"]
+            print("| " + " | ".join(str(x).replace("|", "/") for x in cells) + " |")
+        notes = [(c, n) for c in cs for n in _notes(c)]
+        if notes:
+            print()
+            for c, n in notes:
+                print(f"* **{c.id}**{' (real)' if c.kind == 'real' else ''}: {n}")
+    print(f"\n**{tally['agree']} of {tally['lecture_rows']}** lecture-premise claims agree within the stated "
+          f"tolerance, **{tally['differ']}** differ (reasons given); {tally['real_rows']} real-hardware rows "
+          f"({tally['real_within_tolerance']} within tolerance); {tally['definition']} definition and "
+          f"{tally['cited']} cited rows not counted.")

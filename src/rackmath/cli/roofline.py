@@ -33,14 +33,26 @@ def _grid(*arrays):
     return [next(it) if a is not None else None for a in arrays]
 
 
-def _roofline(model, hardware, chips, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price):
-    """The engine's roofline with the CLI's efficiency pair (default: ideal) and price."""
+def _wr_opt():
+    from .batching import WR_OPT
+
+    return WR_OPT
+
+
+WR_OPT = _wr_opt()
+WR_PLOT_OPT = typer.Option("hit", "--weight-read", metavar="hit|all|both",
+                           help="Weights read per step: hit (experts routed to, default), all (the lecture's every "
+                                "weight: a flat line), or both drawn.")
+
+
+def _roofline(model, hardware, chips, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price, weight_read="hit"):
+    """The engine's roofline with the CLI's efficiency pair (default: ideal), price and weight-read mode."""
     from ..engine.roofline import roofline
     from .common import efficiency_for, priced
 
     eff = efficiency_for(hardware, efficiency, ideal, default="ideal")
     return roofline(model, priced(hardware, price), chips=chips, batch=b, context=c, pass_len=p,
-                    weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=eff)
+                    weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=eff, weight_read=weight_read)
 
 
 def _payload(r) -> dict:
@@ -63,8 +75,9 @@ def _figure(draw, output, force, model, hardware, chips, *, sweep, fixed, json=F
     p = draw(model, hw, chips=n, path=output, efficiency=eff, **{xs: x}, **{fs: f}, **kw)
     wrote(p)
     if json:
+        wr = kw.get("weight_read", "hit")
         r = _roofline(model, hw, n, x if xs == "batch" else f, x if xs == "context" else f, 1.0,
-                      kw.get("weights_dtype"), kw.get("kv_dtype"), eff, False, None)
+                      kw.get("weights_dtype"), kw.get("kv_dtype"), eff, False, None, "hit" if wr == "both" else wr)
         print_json({"output": str(p)} | _payload(r))
 
 
@@ -84,6 +97,11 @@ def register(app: typer.Typer) -> None:
         efficiency: str = EFF_OPT,
         ideal: bool = IDEAL_OPT,
         price: str = USD_OPT,
+        weight_read: str = WR_OPT,
+        ops: bool = typer.Option(False, "--ops", help="Per-operator breakdown of the (first) configuration: FLOPs, "
+                                                      "bytes, intensity, time, binding term."),
+        ops_plot: str = typer.Option(None, "--ops-plot", help="Write the per-operator breakdown as a stacked bar."),
+        force: bool = typer.Option(False, "--force", help="Overwrite an existing --ops-plot file."),
         json: bool = JSON_OPT,
         explain: bool = EXPLAIN_OPT,
     ):
@@ -94,8 +112,28 @@ def register(app: typer.Typer) -> None:
         if b.size == 1:  # a single configuration prints scalars, not one-element lists
             b, c, p = float(b[0]), float(c[0]), float(p[0])
             n = None if n is None else float(n[0])
-        r = _roofline(model, hardware, n, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price)
+        r = _roofline(model, hardware, n, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price, weight_read)
         size = r.step_s.size
+        if ops or ops_plot:
+            from .common import check_output, print_ops, wrote
+
+            rows = r.ops(0)
+            title = (f"{r.model.name} on {r.hardware.name}, batch {human(r.at(0)['batch'])}, context "
+                     f"{human(r.at(0)['context'])}: step of {human(r.at(0)['step_s'], 's')} by operator")
+            if ops_plot:
+                from ..plotting.ops import plot_ops
+
+                plot_ops(rows, check_output(ops_plot, force, "ops_plot", (".png", ".svg", ".pdf")), title)
+                wrote(ops_plot)
+            if ops:
+                if json:
+                    print_json({"ops": rows, "step_s": r.at(0)["step_s"], "composition": r.extras["times"].composition,
+                                "efficiency": r.efficiency.name})
+                else:
+                    print_ops(rows, title + "\n" + mode_label(r.efficiency)
+                              + ("  (overlapped: the step is max of the columns' sums, not the rows' sum)"
+                                 if r.extras["times"].composition == "overlap" else ""))
+                return
         if json:
             d = _payload(r)
             if explain:
@@ -120,7 +158,7 @@ def register(app: typer.Typer) -> None:
                 Col("t_weights", 2), Col("t_kv", 2), Col("step", 0), Col("bound", 1),
                 Col("tok/s/GPU", 1), Col("tok/s/seq", 2), Col("$/Mtok", 0), Col("MFU", 3), Col("fits", 1)]
         table(f"{r.model.name} on {r.hardware.name} ({r.hardware.chip.name}; weights {r.weights_dtype}, "
-              f"KV {r.kv_dtype})\n{mode_label(r.efficiency)}", cols, rows,
+              f"KV {r.kv_dtype}; weight read {weight_read})\n{mode_label(r.efficiency)}", cols, rows,
               caption=f"$ at {human(r.usd_per_chip_hour, '$')}/GPU-hour (--usd-per-gpu-hour)")
 
     @app.command("sweep")
@@ -136,6 +174,7 @@ def register(app: typer.Typer) -> None:
         efficiency: str = EFF_OPT,
         ideal: bool = IDEAL_OPT,
         price: str = USD_OPT,
+        weight_read: str = WR_OPT,
         csv: str = typer.Option(None, "--csv", metavar="FILE|-",
                                 help="CSV file to write ('-' = stdout; never overwritten without --force)."),
         force: bool = FORCE_OPT,
@@ -152,14 +191,14 @@ def register(app: typer.Typer) -> None:
         if csv is not None:
             check_output(csv, force, "csv")
         b, c, p, n = _grid(*_inputs(batch, context, pass_len, chips))
-        r = _roofline(model, hardware, n, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price)
+        r = _roofline(model, hardware, n, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price, weight_read)
         cols = ["chips", "batch", "context", "pass_len", "t_compute_s", "t_weights_s", "t_kv_s", "step_s",
                 "tokens_per_s", "tokens_per_s_per_chip", "tokens_per_s_per_seq", "usd_per_mtok", "mfu", "mbu"]
         shape = r.step_s.shape
         data = np.column_stack([np.broadcast_to(np.asarray(getattr(r, k), dtype=float), shape).ravel() for k in cols])
         bound = np.broadcast_to(r.bound, shape).ravel()
         if csv is not None:
-            with open_output(csv, force, "csv") as fh:
+            with open_output(csv, force, "csv", f"{data.shape[0]:,} configurations") as fh:
                 fh.write(",".join(cols + ["bound"]) + "\n")
                 lines = (",".join(f"{x:.6g}" for x in row) + "," + bnd for row, bnd in zip(data, bound))
                 fh.write("\n".join(lines) + "\n")
@@ -178,6 +217,7 @@ def register(app: typer.Typer) -> None:
         efficiency: str = EFF_OPT,
         ideal: bool = IDEAL_OPT,
         price: str = USD_OPT,
+        weight_read: str = WR_PLOT_OPT,
         output: Path = output_opt(Path("batch.png")),
         force: bool = FORCE_OPT,
         json: bool = JSON_OPT,
@@ -187,7 +227,7 @@ def register(app: typer.Typer) -> None:
 
         _figure(draw, output, force, model, hardware, chips, sweep=("batch", batch), fixed=("context", context),
                 json=json, efficiency=efficiency, ideal=ideal, price=price, weights_dtype=weights_dtype,
-                kv_dtype=kv_dtype)
+                kv_dtype=kv_dtype, weight_read=weight_read)
 
     @plot_app.command("context")
     def plot_context(
@@ -201,6 +241,7 @@ def register(app: typer.Typer) -> None:
         efficiency: str = EFF_OPT,
         ideal: bool = IDEAL_OPT,
         price: str = USD_OPT,
+        weight_read: str = WR_PLOT_OPT,
         output: Path = output_opt(Path("context.png")),
         force: bool = FORCE_OPT,
         json: bool = JSON_OPT,
@@ -210,4 +251,4 @@ def register(app: typer.Typer) -> None:
 
         _figure(draw, output, force, model, hardware, chips, sweep=("context", context), fixed=("batch", batch),
                 json=json, efficiency=efficiency, ideal=ideal, price=price, weights_dtype=weights_dtype,
-                kv_dtype=kv_dtype)
+                kv_dtype=kv_dtype, weight_read=weight_read)

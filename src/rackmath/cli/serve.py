@@ -70,9 +70,17 @@ def register(app: typer.Typer) -> None:
                                               help="Extra expert replicas spread over the EP GPUs (DeepSeek: 32)."),
         uneven_experts: bool = typer.Option(False, "--uneven-experts",
                                             help="Allow experts that do not divide over EP; model the most-loaded GPU."),
+        framework: str = typer.Option(None, "--framework", help="Serving stack preset: trtllm, vllm, sglang "
+                                                                "(prefill budget, batch cap, scheduler overlap; "
+                                                                "default: a generic stack, named in the output)."),
         ideal: bool = IDEAL_OPT,
         efficiency: str = EFF_OPT,
         price: str = USD_OPT,
+        ops: bool = typer.Option(False, "--ops", help="Per-operator breakdown of the decode step (FLOPs, bytes, "
+                                                      "intensity, time, binding term)."),
+        ops_plot: str = typer.Option(None, "--ops-plot", help="Write the per-operator breakdown as a stacked bar "
+                                                              "(.png/.svg/.pdf)."),
+        force: bool = typer.Option(False, "--force", help="Overwrite an existing --ops-plot file."),
         json: bool = JSON_OPT,
         explain: bool = EXPLAIN_OPT,
     ):
@@ -89,8 +97,28 @@ def register(app: typer.Typer) -> None:
                   mtp=_count(mtp, "mtp"), acceptance=acc, prefill_gpus=_count(prefill_gpus, "prefill_gpus"),
                   decode_gpus=_count(decode_gpus, "decode_gpus"), cached_share=cached_share, ideal=ideal,
                   efficiency=efficiency, redundant_experts=_count(redundant_experts, "redundant_experts") or 0,
-                  uneven_experts=uneven_experts,
+                  uneven_experts=uneven_experts, framework=framework,
                   usd_per_gpu_hour=None if price is None else units.parse_usd_per_hour(price, "usd_per_gpu_hour"))
+        if ops or ops_plot:
+            from .common import print_ops
+
+            rows = r.ops()
+            if ops_plot:
+                from .common import check_output, wrote
+                from ..plotting.ops import plot_ops
+
+                plot_ops(rows, check_output(ops_plot, force, "ops_plot", (".png", ".svg", ".pdf")),
+                         f"{r.model} on {r.gpus} × {r.hardware}: decode step by operator")
+                wrote(ops_plot)
+            if ops:
+                if json:
+                    print_json({"ops": rows, "decode_step_s": float(r.as_dict()["decode_step_ms"]) / 1e3,
+                                "efficiency": r.efficiency, "label": r.efficiency_label})
+                else:
+                    print_ops(rows, f"{r.model} on {r.gpus} × {r.hardware}, layout {r.layout['label']}: decode step "
+                                    f"of {human(float(r.as_dict()['decode_step_ms']) / 1e3, 's')} by operator\n"
+                                    f"{r.efficiency_label}")
+                return
         mode = mode_dict(r.efficiency) | _context_limits(r, model, hardware, weights_dtype, kv_dtype,
                                                           _count(redundant_experts, "redundant_experts") or 0)
         if json:
@@ -116,7 +144,7 @@ def register(app: typer.Typer) -> None:
                  "—" if mode["max_context"] is None else
                  f'{human(mode["max_context"])} tokens (model limit '
                  f'{human(mode["model_max_context"]) if mode["model_max_context"] else "not published"})'],
-                ["efficiency", d["efficiency"]]]
+                ["efficiency", d["efficiency"]], ["serving stack", d["framework"]]]
         if d.get("prefill"):
             p = d["prefill"]
             rows.append(["prefill pool", f'{p["gpus"]} GPUs, {human(p["input_tok_s_per_gpu"])} input tok/s per GPU'])

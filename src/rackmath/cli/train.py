@@ -213,10 +213,14 @@ def chinchilla_cmd(
     tokens: str = typer.Option(None, "--tokens", "-D", help="Training tokens."),
     compute: str = typer.Option(None, "--compute", "-C", help="FLOP budget: compute-optimal N and D (C = 6ND)."),
     law: str = typer.Option("chinchilla", "--law", help="chinchilla (Hoffmann 2022, approach 3) or besiroglu [M]."),
+    rule: str = typer.Option("lecture", "--rule", metavar="lecture|fitted",
+                             help="Compute-optimal split used for --compute: lecture = D = 20·N (the lecture's rule, "
+                                  "default; as `overtrain`), fitted = the loss law's optimum. Both are shown."),
     json: bool = JSON_OPT,
     explain: bool = EXPLAIN_OPT,
 ):
-    """Chinchilla: L(N, D) = E + A/N^α + B/D^β, the compute-optimal N, D for a budget, and D ≈ 20·N."""
+    """Chinchilla: L(N, D) = E + A/N^α + B/D^β, the compute-optimal N, D for a budget (the lecture's D = 20·N
+    and the fitted law's, both shown), and D ≈ 20·N."""
     from ..analyses import scaling
     from ..errors import InputError, check_positive
     from ..explain import Derivation, fmt
@@ -230,12 +234,21 @@ def chinchilla_cmd(
     if compute:
         C = float(compute) if _isnum(compute) else _count(compute, "compute")
         check_positive(C, "compute", "a FLOP budget such as 1e24 or 5.8e23")
-        Nc, Dc = (float(x) for x in scaling.compute_optimal(C, lw))
-        d.add("N_opt", "G·(C/6)^(β/(α+β))", f"C = {fmt(C)}", Nc, "params", "Hoffmann et al. 2022 eq. 4")
-        d.add("D_opt", "(C/6)^(α/(α+β))/G", "", Dc, "tokens", f"D/N = {Dc / Nc:.1f} (rule of thumb: 20)")
-        d.add("L_opt", "E + A/N^α + B/D^β", "", float(scaling.chinchilla_loss(Nc, Dc, lw)))
-        out.update(compute=C, N_opt=Nc, D_opt=Dc, tokens_per_param=Dc / Nc,
-                   loss_opt=float(scaling.chinchilla_loss(Nc, Dc, lw)))
+        if rule not in ("lecture", "fitted"):
+            raise InputError("rule", f"{rule!r} is not a rule", "lecture (D = 20·N) or fitted (the loss law's optimum)")
+        Nf, Df = (float(x) for x in scaling.compute_optimal(C, lw))
+        N20 = (C / (6.0 * scaling.CHINCHILLA_TOKENS_PER_PARAM)) ** 0.5
+        D20 = float(scaling.chinchilla_tokens(N20))
+        d.add("N_20", "√(C / (6·20))", f"C = {fmt(C)}", N20, "params", "the lecture's rule D = 20·N with C = 6ND")
+        d.add("D_20", "20 · N_20", "", D20, "tokens")
+        d.add("N_fit", "G·(C/6)^(β/(α+β))", f"C = {fmt(C)}", Nf, "params", "Hoffmann et al. 2022 eq. 4 (fitted law)")
+        d.add("D_fit", "(C/6)^(α/(α+β))/G", "", Df, "tokens", f"D/N = {Df / Nf:.1f}")
+        Nc, Dc = (N20, D20) if rule == "lecture" else (Nf, Df)
+        d.add("L_opt", "E + A/N^α + B/D^β", f"at the {rule} split", float(scaling.chinchilla_loss(Nc, Dc, lw)))
+        out.update(compute=C, rule=("lecture: D = 20·N" if rule == "lecture" else f"fitted {lw.name} law"),
+                   N_opt=Nc, D_opt=Dc, tokens_per_param=Dc / Nc, loss_opt=float(scaling.chinchilla_loss(Nc, Dc, lw)),
+                   N_opt_lecture=N20, D_opt_lecture=D20, N_opt_fitted=Nf, D_opt_fitted=Df,
+                   tokens_per_param_fitted=Df / Nf)
         N = N or None
     if N is not None:
         Dn = D if D is not None else float(scaling.chinchilla_tokens(N))

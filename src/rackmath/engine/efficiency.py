@@ -1,9 +1,33 @@
-"""Efficiency presets: how far a real stack falls short of the ideal roofline.
+"""Efficiency presets: the few physical numbers by which a real stack falls short of the ideal roofline.
 
-The lecture's roofline is the ideal: η = 1 everywhere and no fixed costs. A preset
-scales peak FLOP/s (η_compute), HBM bandwidth (η_memory) and network bandwidth
-(η_comm), and adds a fixed time per step (kernel launches, scheduling). Presets are
-data (``[[efficiency]]`` tables in the catalog), each with its source.
+The lecture's roofline (00:00) is the ideal: every kernel at peak FLOP/s or peak HBM
+bandwidth, no fixed costs, everything overlapped. The step model (``engine/step.py``)
+costs each kernel as ``latency + max(FLOPs / (peak · η_c(M)), bytes / (BW · η_m))`` and a
+preset says, with physical meaning:
+
+* ``eta_compute`` η_c — achieved share of peak FLOP/s by a large GEMM;
+* ``gemm_half_tokens`` M½ — the GEMM's row count (tokens) at which it reaches half of that:
+  η_c(M) = η_c · M / (M + M½) (small-M GEMMs run far below peak: tensor-core tiles are 64–128
+  rows, so a GEMM of a few tokens pays for a whole tile; the grouped MoE GEMM of an expert that
+  receives few tokens pays the same);
+* ``eta_memory`` η_m — achieved share of HBM bandwidth;
+* ``eta_comm`` — achieved share of scale-up / scale-out bandwidth in collectives;
+* ``kernel_latency_s`` — launch + tail of one kernel (CUDA/HIP graphs included);
+* ``collective_latency_s`` — fixed cost of one collective (all-reduce, one all-to-all direction);
+* ``step_overhead_s`` — per-step host time of this chip family; ``sched_<stack>_s`` — the per-step scheduler
+  time of each serving stack (TensorRT-LLM, vLLM, SGLang, other named stacks), the same on every chip; a step
+  pays both; the generic stack (no ``--framework``) pays the mean of the three;
+* ``request_overhead_s`` — per-request host time before the first token (HTTP, tokenisation, admission);
+* ``composition`` — ``serial`` (kernels one after another, as TensorRT-LLM, vLLM and SGLang run a
+  step) or ``overlap`` (the lecture's max(compute, memory, network)).
+
+The ideal roofline is the special case: η = 1, zero latencies, M½ = 0, overlapped.
+
+Presets are data (``[[efficiency]]`` tables, ``specs/data/efficiency/``), each with its
+chips, regime, composition, family, error band and source; a user's table of the same name
+replaces a shipped one whole. :data:`FIT_PARAMS` is the parameter vector calibration fits
+(``analyses/calibration.py`` reads it): which fields, their bounds, and which are shared by
+every hardware family (physics that is the same everywhere) or fitted per family.
 """
 
 from __future__ import annotations
@@ -14,53 +38,154 @@ from functools import lru_cache
 from ..errors import CatalogError, InputError
 from ..specs.catalog import Index, build_index, register_cache
 
+COMPOSITIONS = ("serial", "overlap")
+
+#: Numeric fields of a preset, their bounds (lo, hi) and their ideal value.
+NUMERIC = {
+    "eta_compute": (0.0, 1.0, 1.0),
+    "eta_memory": (0.0, 1.0, 1.0),
+    "eta_comm": (0.0, 1.0, 1.0),
+    "step_overhead_s": (0.0, 10.0, 0.0),
+    "gemm_half_tokens": (0.0, 1e5, 0.0),
+    "kernel_latency_s": (0.0, 1e-2, 0.0),
+    "collective_latency_s": (0.0, 1e-1, 0.0),
+    "request_overhead_s": (0.0, 10.0, 0.0),
+    "sched_trtllm_s": (0.0, 1.0, 0.0),
+    "sched_vllm_s": (0.0, 1.0, 0.0),
+    "sched_sglang_s": (0.0, 1.0, 0.0),
+    "sched_other_s": (0.0, 1.0, 0.0),
+}
+
+#: The fit's loss is |log(predicted/measured)| up to this cap (≈ ±50%), nearly flat beyond it
+#: (calibration._logerr): records no parameter vector can describe do not drag the others.
+FIT_ROBUST_CAP = 0.4
+
+#: Serving stacks with their own fitted per-step scheduler time (``sched_<stack>_s``); others use generic.
+STACK_NAMES = ("trtllm", "vllm", "sglang", "other")
+
+
+def stack_sched_s(eff, stack: str):
+    """Per-step scheduler time of a stack: its fitted ``sched_<stack>_s``; the generic stack (no --framework)
+    takes the mean of TensorRT-LLM's, vLLM's and SGLang's."""
+    if stack in STACK_NAMES:
+        return getattr(eff, f"sched_{stack}_s")
+    return (eff.sched_trtllm_s + eff.sched_vllm_s + eff.sched_sglang_s) / 3.0
+
 
 @dataclass(frozen=True)
 class Efficiency:
+    """A preset. Numeric fields may be numpy arrays (K candidate presets evaluated at once)."""
+
     name: str = "ideal"
     eta_compute: float = 1.0
     eta_memory: float = 1.0
     eta_comm: float = 1.0
     step_overhead_s: float = 0.0
+    gemm_half_tokens: float = 0.0
+    kernel_latency_s: float = 0.0
+    collective_latency_s: float = 0.0
+    request_overhead_s: float = 0.0
+    sched_trtllm_s: float = 0.0  # per-step host scheduler time of each serving stack (shared by every chip)
+    sched_vllm_s: float = 0.0
+    sched_sglang_s: float = 0.0
+    sched_other_s: float = 0.0  # records whose stack is named but not one of the three (jax, tt, …)
+    composition: str = "serial"
     description: str = "the lecture's ideal roofline: peak FLOP/s and bandwidth, no fixed costs"
     source: str = "lecture 00:00 (roofline)"
     aliases: tuple = field(default=(), compare=False)
+    chips: tuple = field(default=(), compare=False)
+    regime: str = "serving"
+    family: str = ""
+    error_band: float | None = None  # typical |error| out of sample (fraction), None = not validated
+    cross_family: bool = False  # fitted on every family together (for chips without their own)
+
+    @property
+    def ideal(self) -> bool:
+        return self.name == "ideal"
+
+    def label(self) -> str:
+        """What the header prints: ideal bound or calibrated prediction with its error band."""
+        if self.ideal:
+            return "ideal roofline — a lower bound on time"
+        band = f"validated error ±{self.error_band * 100:.0f}%" if self.error_band else "not validated"
+        what = "cross-family preset (no preset fitted on this chip's family)" if self.cross_family else "preset"
+        return f"calibrated prediction, {what} {self.name} ({band})"
 
 
-IDEAL = Efficiency()
+IDEAL = Efficiency(composition="overlap")
+
+#: The parameter vector calibration fits: name (an Efficiency field), bounds, start, initial grid
+#: half-width, shared by every hardware family (False) or fitted per family (True), grid decimals.
+#: Per family: what differs between chips and their stacks (GEMM/HBM efficiency, kernel launch and
+#: host costs); shared: what is the same physics everywhere (tile-size GEMM ramp, collective
+#: latency and network efficiency).
+FIT_PARAMS = (
+    dict(name="eta_compute", lo=0.05, hi=1.0, x0=0.6, width=0.4, per_family=True, decimals=4,
+         description="achieved share of peak FLOP/s by a large GEMM"),
+    dict(name="eta_memory", lo=0.05, hi=1.0, x0=0.7, width=0.4, per_family=True, decimals=4,
+         description="achieved share of HBM bandwidth"),
+    dict(name="kernel_latency_s", lo=1e-6, hi=8e-6, x0=4e-6, width=3e-6, per_family=True, decimals=8,
+         description="launch + tail of one kernel in a captured graph (s), physically 1–8 µs"),
+    dict(name="gemm_half_tokens", lo=0.0, hi=512.0, x0=32.0, width=128.0, per_family=False, decimals=1,
+         description="GEMM rows (tokens) at which a GEMM reaches half its large-M efficiency"),
+    dict(name="eta_comm", lo=0.05, hi=1.0, x0=0.6, width=0.4, per_family=False, decimals=4,
+         description="achieved share of network bandwidth in collectives"),
+    dict(name="collective_latency_s", lo=0.0, hi=1e-4, x0=1e-5, width=4e-5, per_family=False, decimals=8,
+         description="fixed cost of one collective (s)"),
+    dict(name="request_overhead_s", lo=0.0, hi=0.3, x0=0.03, width=0.12, per_family=False, decimals=5,
+         description="per-request host time before the first token (s)"),
+) + tuple(dict(name=f"sched_{st}_s", lo=0.0, hi=0.03, x0=0.002, width=0.008, per_family=False, decimals=6,
+               description=f"per-step scheduler time of the {st} serving stack (s)") for st in STACK_NAMES)
+
+
+def _num(d, k, path, name):
+    lo, hi, ideal = NUMERIC[k]
+    v = d.get(k, ideal)
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        raise CatalogError(path, f"efficiency.{k}", f"{name!r}: {v!r} is not a number") from None
+    ok = (lo < v <= hi) if k.startswith("eta_") else (lo <= v < hi)
+    if not ok:  # also rejects NaN
+        rng = f"({lo:g}, {hi:g}]" if k.startswith("eta_") else f"[{lo:g}, {hi:g})"
+        raise CatalogError(path, f"efficiency.{k}", f"{v} outside {rng}")
+    return v
 
 
 def _parse(e) -> Efficiency:
     d = e.data
-    try:
-        eff = Efficiency(
-            name=str(d["name"]),
-            eta_compute=float(d.get("eta_compute", 1.0)),
-            eta_memory=float(d.get("eta_memory", 1.0)),
-            eta_comm=float(d.get("eta_comm", 1.0)),
-            step_overhead_s=float(d.get("step_overhead_s", 0.0)),
-            description=str(d.get("description", "")),
-            source=str(d.get("source", "")),
-            aliases=tuple(str(a) for a in d.get("aliases", ())),
-        )
-    except KeyError as exc:
-        raise CatalogError(str(e.path), f"efficiency.{exc.args[0]}", "missing") from None
-    except (TypeError, ValueError) as exc:
-        raise CatalogError(str(e.path), "efficiency", f"{d.get('name', '?')!r}: a non-numeric value ({exc})") from None
-    for f in ("eta_compute", "eta_memory", "eta_comm"):
-        v = getattr(eff, f)
-        if not 0 < v <= 1:  # also rejects NaN
-            raise CatalogError(str(e.path), f"efficiency.{f}", f"{v} outside (0, 1]")
-    if not 0 <= eff.step_overhead_s < 10:  # also rejects NaN
-        raise CatalogError(str(e.path), "efficiency.step_overhead_s", f"{eff.step_overhead_s} outside [0, 10) s")
-    return eff
+    path = str(e.path)
+    if "name" not in d:
+        raise CatalogError(path, "efficiency.name", "missing")
+    name = str(d["name"])
+    comp = str(d.get("composition", "serial"))
+    if comp not in COMPOSITIONS:
+        raise CatalogError(path, "efficiency.composition", f"{comp!r} (accepted: serial, overlap)")
+    band = d.get("error_band")
+    if band is not None:
+        try:
+            band = float(band)
+        except (TypeError, ValueError):
+            raise CatalogError(path, "efficiency.error_band", f"{band!r} is not a number") from None
+        if not 0 < band < 10:
+            raise CatalogError(path, "efficiency.error_band", f"{band} outside (0, 10)")
+    for k in ("chips", "aliases"):
+        v = d.get(k, ())
+        if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
+            raise CatalogError(path, f"efficiency.{k}", "expected a list of names")
+    return Efficiency(
+        name=name, **{k: _num(d, k, path, name) for k in NUMERIC}, composition=comp,
+        description=str(d.get("description", "")), source=str(d.get("source", "")),
+        aliases=tuple(str(a) for a in d.get("aliases", ())), chips=tuple(str(c).lower() for c in d.get("chips", ())),
+        regime=str(d.get("regime", "serving")), family=str(d.get("family", "")), error_band=band,
+        cross_family=bool(d.get("cross_family", False)))
 
 
 @register_cache
 @lru_cache(maxsize=1)
 def presets() -> Index:
-    idx = Index("efficiency", "ideal or a calibrated preset such as hopper-serving, blackwell-serving "
-                              "(see docs/serving.md)")
+    idx = Index("efficiency", "ideal, auto or a calibrated preset such as hopper-serving, cross-family-serving "
+                              "(rackmath validate lists them; docs/serving.md)")
     idx.add(IDEAL, "ideal")
     return build_index("efficiency", "efficiency", "", _parse, idx)
 
@@ -74,3 +199,36 @@ def load_efficiency(eff=None) -> Efficiency:
     if isinstance(eff, str):
         return presets().get(eff)
     raise InputError("efficiency", f"cannot use {eff!r}", "None, a preset name or an Efficiency")
+
+
+def default_efficiency(chip_name: str, regime: str = "serving") -> Efficiency:
+    """The calibrated preset for a chip: the one naming it (``chips = [...]``), preferring ``regime``;
+    otherwise the cross-family preset (fitted on every family; its header says so, with its wider
+    error band). No chip silently runs ideal; only a catalog without any cross-family preset
+    falls back to the ideal roofline."""
+    chip = str(chip_name).lower()
+    found, cross = {}, None
+    for eff in presets().values():
+        if chip in eff.chips:
+            found.setdefault(eff.regime, eff)
+        if eff.cross_family and cross is None:
+            cross = eff
+    for r in (regime, "serving"):
+        if r in found:
+            return found[r]
+    return cross or IDEAL
+
+
+def resolve(chip_name: str, efficiency=None, ideal: bool = False, regime: str = "serving") -> Efficiency:
+    """``--ideal`` / ``--efficiency PRESET|auto`` / default → an Efficiency (the one vocabulary of every command)."""
+    if ideal:
+        if efficiency not in (None, "auto"):
+            raise InputError("ideal", "both --ideal and an efficiency preset given", "one of them")
+        return IDEAL
+    if efficiency is None or (isinstance(efficiency, str) and efficiency.lower() == "auto"):
+        return default_efficiency(chip_name, regime)
+    return load_efficiency(efficiency)
+
+
+__all__ = ["Efficiency", "IDEAL", "FIT_PARAMS", "NUMERIC", "COMPOSITIONS", "presets", "load_efficiency",
+           "default_efficiency", "resolve"]

@@ -54,7 +54,7 @@ OVERLAP_MODES = ("max", "sum")
 #: mistake at small batch. Override with ``collective_latency_s``.
 COLLECTIVE_LATENCY_S = 5e-6
 
-BOUND_NAMES = np.array(["compute", "weights", "kv", "comm", "hop latency"])
+BOUND_NAMES = np.array(["compute", "weights", "kv", "comm", "hop latency", "latency"])
 
 
 # --------------------------------------------------------------------------------------
@@ -91,22 +91,57 @@ def pipeline_hops(pp, tp, scaleup_size):
     return np.where((pp > 1) & (n_dom > 1), n_dom, 0.0)
 
 
-def combine_times(t_compute, t_memory, t_comm, overlap="max"):
-    """Step time: overlapped max(t_c, t_mem, t_comm) (default) or serial max(t_c, t_mem) + t_comm (lecture 00:00)."""
-    if overlap == "max":
-        return np.maximum(np.maximum(t_compute, t_memory), t_comm)
-    if overlap == "sum":
-        return np.maximum(t_compute, t_memory) + t_comm
-    raise InputError("overlap", f"unknown mode {overlap!r}", "max (overlapped) or sum (serial)")
-
-
-def binding_term(t_compute, t_weights, t_kv, t_comm, t_hops):
-    """Name of the largest term of TPOT: compute, memory (weights or kv, whichever is larger), comm or hop latency."""
-    terms = np.stack(np.broadcast_arrays(t_compute, np.asarray(t_weights) + t_kv, t_comm, t_hops))
+def binding_term(t_compute, t_weights, t_kv, t_comm, t_hops, t_latency=0.0):
+    """Name of the largest term of TPOT: compute, memory (weights or kv, whichever is larger), comm, hop latency
+    or fixed latency (kernel launches, collective latencies, scheduler)."""
+    terms = np.stack(np.broadcast_arrays(t_compute, np.asarray(t_weights) + t_kv, t_comm, t_hops, t_latency))
     i = np.argmax(terms, axis=0)
     mem_name = np.where(np.asarray(t_weights) >= np.asarray(t_kv), 1, 2)
     return BOUND_NAMES[np.choose(i, [np.zeros_like(mem_name), mem_name, np.full_like(mem_name, 3),
-                                     np.full_like(mem_name, 4)])]
+                                     np.full_like(mem_name, 4), np.full_like(mem_name, 5)])]
+
+
+def ep_rank_load(assignments, ep, n_experts, redundant=0.0):
+    """Busiest EP rank's load over the mean under random routing: 1 + √(2 ln EP) · √((1 − 1/EP) · EP / N) · E/(E + r).
+
+    N token→expert assignments land on EP ranks at random (uniform, independent); the
+    expected maximum of EP binomial loads is about μ + σ√(2 ln EP) (Gaussian extreme value;
+    balls into bins, Raab & Steger 1998). Redundant expert replicas (DeepSeek EPLB, 32 extra
+    slots) let the balancer spread the excess: it shrinks by E / (E + r). 1 when EP = 1;
+    capped at EP (everything on one rank).
+    """
+    n = np.maximum(np.asarray(assignments, dtype=float), 1e-9)
+    ep = np.asarray(ep, dtype=float)
+    z = np.sqrt(2.0 * np.log(np.maximum(ep, 1.0)))
+    excess = z * np.sqrt(np.maximum(1.0 - 1.0 / np.maximum(ep, 1.0), 0.0) * ep / n)
+    excess = excess * float(n_experts) / (float(n_experts) + np.asarray(redundant, dtype=float)) \
+        if n_experts else excess
+    return np.where(ep > 1, np.minimum(1.0 + excess, ep), 1.0)
+
+
+def attention_dp_imbalance(seqs, ranks):
+    """Busiest attention-DP rank over the mean: ceil(b / R) / (b / R) (sequences are placed round-robin).
+
+    With fewer sequences than ranks some ranks idle and the busiest holds one (SGLang / vLLM
+    data-parallel attention schedule requests per rank; their step waits for the slowest).
+    """
+    b = np.maximum(np.asarray(seqs, dtype=float), 1e-9)
+    r = np.maximum(np.asarray(ranks, dtype=float), 1.0)
+    return np.ceil(b / r - 1e-9) / (b / r)
+
+
+def _effective(hw, efficiency, collective_latency_s):
+    """The Efficiency a layout is costed with; the layout chapter's ideal keeps a 5 µs collective latency."""
+    from dataclasses import replace as _replace
+
+    from .efficiency import load_efficiency
+
+    eff = load_efficiency(efficiency if efficiency is not None else getattr(hw, "efficiency", None))
+    if collective_latency_s is not None:
+        return _replace(eff, collective_latency_s=float(collective_latency_s))
+    if eff.ideal:
+        return _replace(eff, collective_latency_s=COLLECTIVE_LATENCY_S)
+    return eff
 
 
 def c_mem(weight_bytes, kv_bytes_per_seq, micro_batch, ep, pp):
@@ -147,6 +182,13 @@ class ModelNumbers:
     pass_len: int = 1
     expert_width: int = 0  # d_ff of one routed expert (0: unknown)
     hit_fraction: object = None  # callable tokens -> expected share of experts hit, or None (formula)
+    # per-operator view (engine/step.py); empty = one "dense" operator holding every dense weight
+    components: tuple = ()  # ((op name, weight bytes all layers, params all layers), …) of the dense weights
+    attn_flops_per_seq: float = 0.0  # attention FLOPs one sequence's pass spends (part of flops_per_seq)
+    expert_params: float = 0.0  # one routed expert of one layer (params)
+    head_tokens_per_seq: float = -1.0  # tokens per sequence through the LM head (-1: pass_len)
+    n_dense_ffn_layers: int = 0
+    mla: bool = False  # multi-head latent attention (more, smaller kernels per layer)
 
     @property
     def weight_bytes(self) -> float:
@@ -180,6 +222,23 @@ class ModelNumbers:
         flops = _step_flops_per_seq(model, ctx, pass_len)
         expert_params = float(model.expert_weight_bytes("bf16")) / dtype_bytes("bf16") if n_exp and n_moe else 0.0
         expert_flops = 2.0 * k * n_moe * expert_params * pass_len
+        from ..units import dtype_bytes as _db
+
+        pb = model.param_breakdown
+
+        def wb(c):
+            return float(pb[c] * model._dtype_of(c, weights_dtype))
+
+        head_p = pb["lm_head"] + (pb["embedding"] if model.tie_embeddings else 0.0)
+        head_b = wb("lm_head") + (wb("embedding") if model.tie_embeddings else 0.0)
+        comps = (("qkv_o", wb("attention") + wb("norms"), pb["attention"]),
+                 ("dense_ffn", wb("dense_ffn"), pb["dense_ffn"]),
+                 ("router", wb("router"), pb["router"]),
+                 ("shared_experts", wb("shared_experts"), pb["shared_experts"]),
+                 ("lm_head", head_b, head_p))
+        comps = tuple(c for c in comps if c[1] > 0 or c[2] > 0)
+        attn = float(np.asarray(model.attention_flops_per_token(ctx + (pass_len - 1) / 2.0))) * pass_len
+        del _db
         return cls(
             name=str(model.name),
             n_layers=int(model.n_layers),
@@ -198,6 +257,11 @@ class ModelNumbers:
             context=ctx,
             pass_len=int(pass_len),
             expert_width=int(getattr(model, "moe_d_ff", 0) or 0),
+            components=comps,
+            attn_flops_per_seq=attn,
+            expert_params=expert_params,
+            n_dense_ffn_layers=int(model.n_dense_layers),
+            mla=str(getattr(model, "attention", "")) == "mla",
         )
 
 
@@ -252,10 +316,12 @@ class HwNumbers:
     usd_per_chip_hour: float
     hop_latency_s: float = 2e-3
     max_chips: int | None = None
+    attn_peak_flops: float = 0.0  # FLOP/s of attention (the KV dtype's); 0 = peak_flops
+    efficiency: object = None  # engine.efficiency.Efficiency the step is costed with (None = ideal)
 
     @classmethod
-    def from_system(cls, system, dtype="bf16", efficiency=None) -> "HwNumbers":
-        """From a ``specs.hardware.System``; an efficiency preset scales FLOP/s, HBM and network bandwidth."""
+    def from_system(cls, system, dtype="bf16", efficiency=None, kv_dtype=None) -> "HwNumbers":
+        """From a ``specs.hardware.System`` at peak; the efficiency preset is applied by the step model."""
         from .efficiency import load_efficiency
 
         eff = load_efficiency(efficiency)
@@ -264,13 +330,15 @@ class HwNumbers:
             name=system.name,
             scaleup_size=int(system.scaleup_size),
             hbm_bytes=float(c.hbm_bytes),
-            hbm_bw=float(c.hbm_bw) * eff.eta_memory,
-            peak_flops=float(c.peak_flops(dtype)) * eff.eta_compute,
-            scaleup_bw=float(c.scaleup_bw) * eff.eta_comm,
-            scaleout_bw=float(c.scaleout_bw) * eff.eta_comm,
+            hbm_bw=float(c.hbm_bw),
+            peak_flops=float(c.peak_flops(dtype)),
+            scaleup_bw=float(c.scaleup_bw),
+            scaleout_bw=float(c.scaleout_bw),
             usd_per_chip_hour=float(c.usd_per_hour),
             hop_latency_s=float(getattr(system, "hop_latency_s", 2e-3)),
             max_chips=getattr(system, "max_chips", None),
+            attn_peak_flops=float(c.peak_flops(kv_dtype or "bf16")),
+            efficiency=eff,
         )
 
 
@@ -302,9 +370,11 @@ class LayoutArrays:
 
     def __getattr__(self, name):
         try:
-            return self.__dict__["values"][name]
+            v = self.__dict__["values"][name]
         except KeyError:
             raise AttributeError(name) from None
+        shape = np.shape(self.__dict__["values"]["tpot_s"])
+        return v if np.shape(v) == shape else np.broadcast_to(v, shape)  # fields are stored unbroadcast
 
     def __len__(self):
         return int(np.asarray(self.values["tpot_s"]).size)
@@ -333,15 +403,17 @@ class LayoutArrays:
 
 
 def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attention_dp=False, chips=None,
-             redundant_experts=0, overlap="max", act_bytes=2.0, hop_latency_s=None, usable_fraction=1.0,
-             reserve_bytes=0.0, collective_latency_s=None) -> LayoutArrays:
+             redundant_experts=0, overlap=None, act_bytes=2.0, hop_latency_s=None, usable_fraction=1.0,
+             reserve_bytes=0.0, collective_latency_s=None, efficiency=None, sched_overlap=False) -> LayoutArrays:
     """Evaluate layouts (arrays broadcast together): memory per chip, communication and step time.
 
     ``micro_batch`` b is sequences per micro-batch per replica; ``pp`` micro-batches are in flight,
     so a replica serves B = P·b sequences (lecture 01:03:37). ``chips`` (default: one replica,
-    ``tp·pp``) are billed; replicas ``dp = chips // (tp·pp)``.
+    ``tp·pp``) are billed; replicas ``dp = chips // (tp·pp)``. The step is the step model of
+    ``engine/step.py`` on the busiest chip's operators, costed with ``efficiency`` (default: the
+    one ``hw`` carries, else the ideal roofline); ``overlap`` "max"/"sum" overrides its composition.
     """
-    if overlap not in OVERLAP_MODES:
+    if overlap is not None and overlap not in OVERLAP_MODES:
         raise InputError("overlap", f"unknown mode {overlap!r}", "max (overlapped) or sum (serial)")
     f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
     tp, ep, pp, b = f(tp), f(ep), f(pp), f(micro_batch)
@@ -351,9 +423,8 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     dp = np.floor(chips / (tp * pp))
     chips_used = dp * tp * pp
     moe_tp = tp / ep
-    pl = float(mn.pass_len)
+    pl = np.asarray(mn.pass_len, dtype=float)  # tokens per sequence this step (may be an array)
     hop = hw.hop_latency_s if hop_latency_s is None else float(hop_latency_s)
-    coll_lat = COLLECTIVE_LATENCY_S if collective_latency_s is None else float(collective_latency_s)
 
     # --- layers and experts on the most-loaded chip
     L_stage = layers_on_stage(mn.n_layers, pp)
@@ -362,11 +433,9 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     if mn.is_moe:
         L_moe = layers_on_stage(mn.n_moe_layers, pp)
         e_chip = experts_per_chip(slots, ep)
-        imb = expert_imbalance(slots, ep)
     else:
         L_moe = np.zeros_like(pp)
         e_chip = np.zeros_like(ep)
-        imb = np.ones_like(ep)
 
     # --- memory per chip (c_mem, 01:03:37)
     dense_shard = np.where(adp, 1.0, tp)  # attention DP replicates attention/dense weights over the TP group
@@ -385,52 +454,97 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     per_b = pp * mn.kv_bytes_per_seq * s_frac / kv_shard + pl / np.where(adp, tp, 1.0) * ws_per_tok
     max_b = np.maximum(0.0, np.floor((cap - w_chip - reserve_bytes) / np.maximum(per_b, 1e-300)))
 
-    # --- one stage step on the most-loaded chip (roofline 00:00)
-    tokens = b * pl  # tokens of one micro-batch through one stage
-    moe_share = np.where(mn.n_moe_layers > 0, L_moe / max(mn.n_moe_layers, 1), 0.0)
-    flops = (b * (mn.flops_per_seq - mn.expert_flops_per_seq) * s_frac
-             + b * mn.expert_flops_per_seq * moe_share * imb) / tp
-    t_compute = flops / hw.peak_flops
-    hit = mn.expert_hit_share(tokens) if mn.is_moe else 0.0
-    w_read = mn.dense_weight_bytes * s_frac / dense_shard + L_moe * e_chip * hit * mn.expert_weight_bytes / moe_tp
-    t_weights = w_read / hw.hbm_bw
-    kv_read = b * mn.kv_read_bytes_per_seq * s_frac / kv_shard
-    t_kv = kv_read / hw.hbm_bw
-    t_mem = t_weights + t_kv
-
-    # --- communication per stage step
+    # --- one stage step on the most-loaded chip: per-layer operators (engine/step.py)
     from .comms import allreduce_time, p2p_time
+    from .step import ELEMENTWISE_KERNELS_PER_LAYER, KERNELS, Op, compose
 
+    eff = _effective(hw, efficiency, collective_latency_s)
+    comp = None if overlap is None else ("overlap" if overlap == "max" else "serial")
+    tokens = b * pl  # tokens of one micro-batch through one stage
+    ashard = np.where(adp, 1.0, tp)  # attention DP: each chip runs its own sequences on replicated weights
+    adp_imb = np.where(adp, attention_dp_imbalance(b, tp), 1.0)
+    t_attn = np.where(adp, tokens / tp * adp_imb, tokens)  # tokens one chip's attention/dense GEMMs see
+    ht = np.asarray(mn.head_tokens_per_seq, dtype=float)
+    head_tok = np.where(ht < 0, pl, ht)
+    n_dense_ffn = mn.n_dense_ffn_layers or max(mn.n_layers - mn.n_moe_layers, 0)
+    L_dense = np.maximum(L_stage - L_moe, 0.0) if mn.is_moe else L_stage
+    frac = {"qkv_o": s_frac, "dense_ffn": L_dense / max(n_dense_ffn, 1),
+            "router": L_moe / max(mn.n_moe_layers, 1), "shared_experts": L_moe / max(mn.n_moe_layers, 1),
+            "lm_head": 1.0 / pp, "dense": s_frac}
+    layers = {"qkv_o": L_stage, "dense_ffn": L_dense, "router": L_moe, "shared_experts": L_moe, "lm_head": 1.0 / pp,
+              "dense": L_stage}
+    comps = mn.components
+    if not comps:  # a hand-built ModelNumbers: one operator holds every dense weight
+        dense_params = np.maximum(mn.flops_per_seq - mn.expert_flops_per_seq - mn.attn_flops_per_seq, 0.0) / (2.0 * pl)
+        comps = (("dense", mn.dense_weight_bytes, dense_params),)
+    ops = []
+    for name, nbytes, params in comps:
+        tok = np.where(adp, b * head_tok / tp * adp_imb, b * head_tok) if name == "lm_head" else t_attn
+        ops.append(Op(name, flops=2.0 * tok * params * frac[name] / ashard, bytes=nbytes * frac[name] / ashard,
+                      peak=hw.peak_flops, m=tok,
+                      kernels=KERNELS["qkv_o_mla" if name == "qkv_o" and mn.mla else name] * layers[name]))
+    kv_shard = np.where(adp, tp, np.minimum(tp, mn.kv_heads))
+    head_shard = np.where(adp, tp, tp)  # attention heads: split by TP, or by sequences under attention DP
+    ops.append(Op("attention", flops=b * mn.attn_flops_per_seq * s_frac / head_shard * adp_imb,
+                  bytes=b * mn.kv_read_bytes_per_seq * s_frac / kv_shard * adp_imb,
+                  peak=hw.attn_peak_flops or hw.peak_flops, kernels=KERNELS["attention"] * L_stage, kv=True))
     if mn.is_moe:
-        fan = moe_fanout(mn.experts_per_token, ep, moe_tp)
-        a2a_bytes = moe_alltoall_bytes(tokens / tp, fan, mn.d_model, act_bytes)  # per chip, per MoE layer
-        t_a2a = L_moe * alltoall_split_time(a2a_bytes, tp, S, hw.scaleup_bw, hw.scaleout_bw, 2.0 * coll_lat)
-        out_share = scaleout_share(tp, S)
-        so_bytes = L_moe * a2a_bytes * out_share
-    else:
-        t_a2a = np.zeros_like(tokens)
-        out_share = np.zeros_like(tokens)
-        so_bytes = np.zeros_like(tokens)
+        k = mn.experts_per_token
+        busiest = ep_rank_load(tokens * k, ep, mn.n_experts, f(redundant_experts))
+        t_routed = tokens * k * (e_chip / slots) * busiest  # token-expert pairs on the busiest chip, per layer
+        hit = mn.expert_hit_share(tokens)
+        active = np.maximum(e_chip * hit, 1e-9)  # experts with work on that chip
+        p_exp = mn.expert_params or mn.expert_flops_per_seq / np.maximum(2.0 * k * mn.n_moe_layers * pl, 1e-300)
+        ops.append(Op("experts", flops=2.0 * t_routed * p_exp * L_moe / moe_tp,
+                      bytes=L_moe * e_chip * hit * mn.expert_weight_bytes / moe_tp, peak=hw.peak_flops,
+                      m=np.maximum(t_routed / active, 1e-9), kernels=KERNELS["experts"] * L_moe))
+    ops.append(Op("elementwise", kernels=ELEMENTWISE_KERNELS_PER_LAYER * L_stage))
+
+    # --- collectives per stage step
     ar_bw = np.where(tp <= S, hw.scaleup_bw, hw.scaleout_bw)
     ar_bytes = tokens * mn.d_model * act_bytes
-    t_ar = np.where(adp | (tp <= 1), 0.0, 2.0 * L_stage * (allreduce_time(ar_bytes, tp, ar_bw) + coll_lat))
+    n_ar = np.where(adp | (tp <= 1), 0.0, 2.0 * L_stage)
+    ops.append(Op("allreduce", net_s=n_ar * allreduce_time(ar_bytes, tp, ar_bw), collectives=n_ar))
+    if mn.is_moe:
+        fan = moe_fanout(mn.experts_per_token, ep, moe_tp)
+        a2a_bytes = moe_alltoall_bytes(t_attn, fan, mn.d_model, act_bytes)  # per chip, per MoE layer
+        n_a2a = np.where(adp & (tp > 1), 2.0 * L_moe, 0.0)
+        ops.append(Op("alltoall", net_s=np.where(n_a2a > 0, L_moe * alltoall_split_time(
+            a2a_bytes, tp, S, hw.scaleup_bw, hw.scaleout_bw), 0.0), collectives=n_a2a))
+        out_share = np.where(adp, scaleout_share(tp, S), 0.0)
+        so_bytes = np.where(adp, L_moe * a2a_bytes * out_share, 0.0)
+    else:
+        out_share = np.zeros_like(tokens)
+        so_bytes = np.zeros_like(tokens)
     so_bytes = so_bytes + np.where(adp | (tp <= S), 0.0, 2.0 * L_stage * 2.0 * ar_bytes * (tp - 1) / tp)
-    t_comm = t_a2a + t_ar
-    t_stage = combine_times(t_compute, t_mem, t_comm, overlap)
 
     # --- pipeline: hand-offs and hop latency (01:12)
     hops = pipeline_hops(pp, tp, S)
     handoff_bytes = tokens * mn.d_model * act_bytes / tp  # each chip sends its share of the activations
     n_inner = np.where(pp > 1, pp - hops, 0.0)
     t_handoff = hops * p2p_time(handoff_bytes, hw.scaleout_bw) + n_inner * p2p_time(handoff_bytes, hw.scaleup_bw)
+    t_handoff = t_handoff / eff.eta_comm
     t_hops = hops * hop
-    tpot = pp * t_stage + t_handoff + t_hops
+
+    times = compose(ops, hw.hbm_bw, eff, scale=pp, fixed={"handoff": t_handoff + t_hops}, composition=comp,
+                    sched_overlap=sched_overlap)
+    stage = (times.step - t_handoff - t_hops - times.t_sched) / pp
+    tpot = times.step
+    t_compute, t_weights, t_kv = times.t_compute, times.t_weights, times.t_kv
+    t_mem = t_weights + t_kv
+    t_ar = times.net["allreduce"] + times.latency["allreduce"]
+    t_a2a = (times.net["alltoall"] + times.latency["alltoall"]) if mn.is_moe else np.zeros_like(tokens)
+    t_comm = t_ar + t_a2a
+    t_lat = times.t_latency - times.latency["allreduce"] - (times.latency["alltoall"] if mn.is_moe else 0.0)
+    t_stage = stage
+    w_read = sum(np.asarray(o.bytes, dtype=float) for o in ops if not o.kv)
 
     tps_user = pl / tpot
     tps = dp * B * pl / tpot
     usd = chips * hw.usd_per_chip_hour / 3600.0 / np.maximum(tps, 1e-300) * 1e6
 
-    bound = binding_term(pp * t_compute, pp * t_weights, pp * t_kv, pp * t_comm, t_hops + t_handoff)
+    bound = binding_term(pp * t_compute, pp * t_weights, pp * t_kv, pp * t_comm, t_hops + t_handoff,
+                         pp * t_lat + times.t_sched)
 
     vals = dict(
         tp=tp, ep=ep, pp=pp, dp=dp, attention_dp=adp, micro_batch=b, batch=B, concurrency=dp * B,
@@ -441,13 +555,17 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
         max_micro_batch=max_b, max_concurrency=dp * pp * max_b,
         t_compute_s=t_compute, t_weights_s=t_weights, t_kv_s=t_kv, t_memory_s=t_mem, t_alltoall_s=t_a2a,
         t_allreduce_s=t_ar, t_comm_s=t_comm, t_stage_s=t_stage, t_handoff_s=t_handoff, hops=hops,
+        t_latency_s=t_lat, t_sched_s=times.t_sched, weight_bytes_read_per_chip=w_read,
         t_hop_latency_s=t_hops, tpot_s=tpot, tokens_per_s_per_user=tps_user, tokens_per_s=tps,
         tokens_per_s_per_chip=tps / chips, usd_per_mtok=usd, scaleout_share=out_share,
         scaleout_bytes_per_chip=so_bytes, bound=bound,
     )
     shape = np.broadcast_shapes(*(np.shape(v) for v in vals.values()))
-    vals = {k: np.broadcast_to(v, shape) for k, v in vals.items()}
-    return LayoutArrays(mn, hw, overlap, float(act_bytes), vals)
+    vals["tpot_s"] = np.broadcast_to(vals["tpot_s"], shape)  # the full shape; other fields broadcast on access
+    out = LayoutArrays(mn, hw, times.composition, float(act_bytes), vals)
+    out.__dict__["times"] = times
+    out.__dict__["scale"] = pp
+    return out
 
 
 def explain_layout(res: LayoutArrays, i=0):
@@ -481,11 +599,12 @@ def explain_layout(res: LayoutArrays, i=0):
               r["t_alltoall_s"], "s", f"scale-out share {r['scaleout_share']:.3g}")
     d.add("t_allreduce", "2 · L_stage · allreduce(b·d·bytes, TP)", "", r["t_allreduce_s"], "s",
           "0 with attention DP")
-    d.add("t_stage", f"{'max(t_compute, t_weights + t_kv, t_comm)' if res.overlap == 'max' else 'max(t_compute, t_mem) + t_comm'}",
-          "", r["t_stage_s"], "s", f"overlap = {res.overlap}")
-    d.add("TPOT", "P · t_stage + hand-offs + hops · hop latency",
-          f"{r['pp']:g} · {fmt(r['t_stage_s'], 's')} + {fmt(r['t_handoff_s'], 's')} + {fmt(r['t_hop_latency_s'], 's')}",
-          r["tpot_s"], "s", "hop latency: a few ms, ±10× (01:12)")
+    d.add("t_stage", "max(Σ compute, Σ memory, Σ network) + latencies" if res.overlap == "overlap"
+          else "Σ_ops [latency + max(compute, memory, network)]", "", r["t_stage_s"], "s",
+          f"composition = {res.overlap} (engine/step.py)")
+    d.add("TPOT", "P · t_stage + hand-offs + hops · hop latency + scheduler",
+          f"{r['pp']:g} · {fmt(r['t_stage_s'], 's')} + {fmt(r['t_handoff_s'], 's')} + {fmt(r['t_hop_latency_s'], 's')}"
+          f" + {fmt(r['t_sched_s'], 's')}", r["tpot_s"], "s", "hop latency: a few ms, ±10× (01:12)")
     d.add("tok/s/user", "1 / TPOT", "", r["tokens_per_s_per_user"], "tok/s")
     d.add("tok/s", "dp · B / TPOT", "", r["tokens_per_s"], "tok/s")
     d.add("$/Mtok", "chips · $/chip-h / 3600 / tok/s · 1e6",
@@ -664,7 +783,7 @@ class Deployment:
         return HwNumbers.from_system(self.system, dtype, efficiency)
 
     def evaluate(self, model, *, concurrency=None, micro_batch=None, context, pass_len=1, weights_dtype=None,
-                 kv_dtype=None, efficiency=None, overlap="max", act_dtype="bf16", hop_latency_s=None,
+                 kv_dtype=None, efficiency=None, overlap=None, act_dtype="bf16", hop_latency_s=None,
                  usable_fraction=1.0, reserve_bytes=0.0, collective_latency_s=None) -> LayoutArrays:
         """Memory, communication and step time of this deployment serving ``model``.
 
@@ -835,7 +954,7 @@ class SearchResult(ResultMixin):
 
 
 def search_layouts(model, system, chips, *, context, weights_dtype=None, kv_dtype=None, efficiency=None,
-                   overlap="max", act_dtype="bf16", micro_batches=None, max_pp=None, redundant_experts=0,
+                   overlap=None, act_dtype="bf16", micro_batches=None, max_pp=None, redundant_experts=0,
                    uneven_experts=True, hop_latency_s=None, usable_fraction=1.0, min_tokens_per_s_per_user=0.0,
                    collective_latency_s=None) -> SearchResult:
     """Enumerate every valid layout of ``model`` on ``chips`` chips of ``system``; return the Pareto frontier.
@@ -878,5 +997,5 @@ __all__ = [
     "Deployment", "MemoryFit", "ModelNumbers", "HwNumbers", "LayoutArrays", "SearchResult", "evaluate",
     "search_layouts", "layout_grid", "pareto_front", "experts_per_chip", "expert_imbalance", "layers_on_stage",
     "scaleout_share", "scaleup_share", "moe_alltoall_bytes", "moe_fanout", "COLLECTIVE_LATENCY_S", "alltoall_split_time", "pipeline_hops",
-    "combine_times", "c_mem", "MIN_EXPERT_SHARD", "load_model_any", "ep_way_out", "explain_layout", "candidate_degrees", "replace",
+    "ep_rank_load", "attention_dp_imbalance", "c_mem", "MIN_EXPERT_SHARD", "load_model_any", "ep_way_out", "explain_layout", "candidate_degrees", "replace",
 ]

@@ -22,6 +22,7 @@ from ..errors import InputError, check_positive
 from ..explain import Derivation, fmt
 from .efficiency import Efficiency, load_efficiency
 from ..results import ResultMixin, broadcast_fields
+from .step import compose
 
 BOUND_NAMES = np.array(["compute", "weights", "kv"])
 
@@ -45,8 +46,24 @@ def expected_experts_hit(n_experts, k, tokens):
     return np.where((E > 0) & (T > 0), np.minimum(hit, E), 0.0)
 
 
-def weights_read_bytes(model, tokens, dtype=None):
+WEIGHT_READ_MODES = ("hit", "all")
+
+
+def check_weight_read(weight_read):
+    """Validate a weight-read mode: "hit" (experts the batch routes to) or "all" (the lecture's N_total)."""
+    if weight_read not in WEIGHT_READ_MODES:
+        raise InputError("weight_read", f"{weight_read!r} is not a weight-read mode",
+                         "hit (only the experts the batch routes to) or all (every weight, every step: the lecture)")
+    return weight_read
+
+
+def weights_read_bytes(model, tokens, dtype=None, weight_read="hit"):
     """Weight bytes streamed from HBM for one pass over ``tokens`` tokens.
+
+    ``weight_read="all"`` is the lecture's premise (00:00, R3: "fetch all of the weights …
+    the total number of parameters, not just the active parameters"): every routed
+    expert is read every step whatever the batch, E_hit = E. ``"hit"`` (default) reads
+    only the expected distinct experts the batch routes to (below).
 
     W_read = W_dense + n_moe_layers · E_hit(T) · W_expert, where W_dense is every
     weight read whatever the routing (attention, dense FFNs, shared experts, LM head;
@@ -54,10 +71,14 @@ def weights_read_bytes(model, tokens, dtype=None):
     expert of one layer. For a dense model this is all the weights (lecture 00:00:
     "fetch the total number of parameters").
     """
+    check_weight_read(weight_read)
     dense = model.dense_weight_bytes(dtype)
     if not getattr(model, "n_experts", 0):
         return np.broadcast_to(np.asarray(dense, dtype=float), np.shape(tokens)).astype(float)
-    hit = expected_experts_hit(model.n_experts, model.experts_per_token, tokens)
+    if weight_read == "all":
+        hit = np.broadcast_to(np.asarray(float(model.n_experts)), np.shape(tokens))
+    else:
+        hit = expected_experts_hit(model.n_experts, model.experts_per_token, tokens)
     return dense + model.n_moe_layers * hit * model.expert_weight_bytes(dtype)
 
 
@@ -111,8 +132,50 @@ def memory_time(nbytes, chips, bandwidth, eta=1.0):
 
 
 def step_time(t_compute, t_weights, t_kv, overhead=0.0):
-    """t_step = max(t_compute, t_weights + t_kv) + overhead (lecture 00:00, R3)."""
+    """t_step = max(t_compute, t_weights + t_kv) + overhead (lecture 00:00, R3): the overlapped composition of
+    :func:`rackmath.engine.step.compose` with zero latencies, kept as the lecture's one-line form."""
     return np.maximum(t_compute, t_weights + t_kv) + overhead
+
+
+def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None, weight_read="hit"):
+    """The operators of one pass over ``tokens`` tokens spread perfectly over ``chips`` chips (engine/step.py).
+
+    Dense weights by component (attention projections, dense FFN, router, shared experts, LM
+    head: each read once, GEMM of T rows), the routed experts (E_hit experts read per MoE layer,
+    T·k/E_hit rows each) and attention (the KV read, FLOPs at the KV dtype's peak). Their sums
+    are the lecture's F = T · 2N_active' + F_attn and W_read + KV_read.
+    """
+    from .step import ELEMENTWISE_KERNELS_PER_LAYER, KERNELS, Op
+
+    T = np.asarray(tokens, dtype=float)
+    n = np.asarray(chips, dtype=float)
+    pb = model.param_breakdown
+
+    def wb(c):
+        return float(pb[c] * model._dtype_of(c, dtype))
+
+    tied = bool(model.tie_embeddings)
+    comps = (("qkv_o", wb("attention") + wb("norms"), pb["attention"], model.n_layers),
+             ("dense_ffn", wb("dense_ffn"), pb["dense_ffn"], model.n_dense_layers),
+             ("router", wb("router"), pb["router"], model.n_moe_layers),
+             ("shared_experts", wb("shared_experts"), pb["shared_experts"], model.n_moe_layers),
+             ("lm_head", wb("lm_head") + (wb("embedding") if tied else 0.0),
+              pb["lm_head"] + (pb["embedding"] if tied else 0.0), 1))
+    mla = getattr(model, "attention", "") == "mla"
+    ops = [Op(name, flops=2.0 * T * params / n, bytes=nbytes / n, peak=peak, m=T,
+              kernels=KERNELS["qkv_o_mla" if name == "qkv_o" and mla else name] * layers)
+           for name, nbytes, params, layers in comps if nbytes > 0 or params > 0]
+    if getattr(model, "n_experts", 0):
+        k, nm = model.experts_per_token, model.n_moe_layers
+        hit = expected_experts_hit(model.n_experts, k, T)
+        read = np.full_like(np.asarray(hit, dtype=float), float(model.n_experts)) if weight_read == "all" else hit
+        ops.append(Op("experts", flops=2.0 * T * k * nm * model.expert_params / n,
+                      bytes=nm * read * model.expert_weight_bytes(dtype) / n, peak=peak,
+                      m=T * k / np.maximum(hit, 1e-9), kernels=KERNELS["experts"] * nm))
+    ops.append(Op("attention", flops=np.asarray(f_attn, dtype=float) / n, bytes=np.asarray(kv_read, dtype=float) / n,
+                  peak=attn_peak, kernels=KERNELS["attention"] * model.n_layers, kv=True))
+    ops.append(Op("elementwise", kernels=ELEMENTWISE_KERNELS_PER_LAYER * model.n_layers))
+    return ops
 
 
 def binding_term(t_compute, t_weights, t_kv):
@@ -235,6 +298,7 @@ class RooflineResult(ResultMixin):
             "kv_dtype": self.kv_dtype,
             "compute_dtype": self.compute_dtype,
             "efficiency": self.efficiency.name,
+            "weight_read": self.extras.get("weight_read", "hit"),
         }
         return broadcast_fields(out | {f: getattr(self, f) for f in self.FIELDS}, self.FIELDS)
 
@@ -246,6 +310,12 @@ class RooflineResult(ResultMixin):
             v = np.broadcast_to(v, np.broadcast_shapes(v.shape, self.step_s.shape)).ravel()[i]
             out[f] = v.item() if hasattr(v, "item") else v
         return out
+
+    def ops(self, i: int = 0) -> list[dict]:
+        """Per-operator breakdown of configuration ``i`` (``--ops``): FLOPs, bytes, intensity, time, binding term."""
+        from .step import ops_table
+
+        return ops_table(self.extras["times"], index=i)
 
     def explain(self, i: int = 0) -> Derivation:
         """The blackboard derivation of configuration ``i``: each formula with its numbers."""
@@ -260,10 +330,14 @@ class RooflineResult(ResultMixin):
         d.add("F", "T · (2·N_active' + F_attn(L + (P−1)/2))",
               f"{tokens:g} · ({fmt(m.matmul_flops_per_token, 'FLOP')} + {fmt(attn, 'FLOP')})", p["flops"], "FLOP")
         peak = self.peak_flops * eff.eta_compute
-        d.add("t_compute", "F / (chips · peak · η_c)",
+        d.add("t_compute", "Σ_ops F_op / (chips · peak_op · η_c(M))  (attention at the KV dtype's peak)",
               f"{fmt(p['flops'], 'FLOP')} / ({n:g} · {fmt(self.peak_flops, 'FLOP/s')} [{self.compute_dtype}] · "
               f"{eff.eta_compute:g})", p["t_compute_s"], "s")
-        if getattr(m, "n_experts", 0):
+        if getattr(m, "n_experts", 0) and self.extras.get("weight_read") == "all":
+            hit = float(m.n_experts)
+            d.add("E_hit", "E (weight read = all: every expert, every step, as the lecture)", f"{m.n_experts}", hit, "",
+                  "routed experts read per MoE layer")
+        elif getattr(m, "n_experts", 0):
             hit = float(expected_experts_hit(m.n_experts, m.experts_per_token, tokens))
             d.add("E_hit", "E · (1 − (1 − k/E)^T)", f"{m.n_experts} · (1 − (1 − {m.experts_per_token}/{m.n_experts})"
                   f"^{tokens:g})", hit, "", "distinct routed experts read per MoE layer")
@@ -280,13 +354,24 @@ class RooflineResult(ResultMixin):
         d.add("KV_read", "B · kv_read_bytes(L)", f"{B:g} · {fmt(per_seq, 'B')}", p["kv_bytes_read"], "B")
         d.add("t_kv", "KV_read / (chips · BW · η_m)",
               f"{fmt(p['kv_bytes_read'], 'B')} / ({n:g} · {fmt(bw, 'B/s')} · {eff.eta_memory:g})", p["t_kv_s"], "s")
-        over = f" + {fmt(eff.step_overhead_s, 's')}" if eff.step_overhead_s else ""
-        d.add("t_step", "max(t_compute, t_weights + t_kv)" + (" + overhead" if over else ""),
-              f"max({fmt(p['t_compute_s'], 's')}, {fmt(p['t_weights_s'], 's')} + {fmt(p['t_kv_s'], 's')}){over}",
-              p["step_s"], "s", f"{p['bound']} binds")
+        times = self.extras.get("times")
+        ov = float(np.asarray(eff.step_overhead_s).ravel()[0])
+        if times is None or times.composition == "overlap":
+            lat = float(np.asarray(self.extras.get("t_latency_s", 0.0)).ravel()[i]) if times is not None else 0.0
+            extra = (f" + {fmt(lat, 's')}" if lat else "") + (f" + {fmt(ov, 's')}" if ov else "")
+            d.add("t_step", "max(t_compute, t_weights + t_kv)" + (" + latencies" if lat else "")
+                  + (" + overhead" if ov else ""),
+                  f"max({fmt(p['t_compute_s'], 's')}, {fmt(p['t_weights_s'], 's')} + {fmt(p['t_kv_s'], 's')}){extra}",
+                  p["step_s"], "s", f"{p['bound']} binds", expr=f"max(t_compute, t_weights + t_kv) + {lat!r} + {ov!r}")
+        else:
+            parts = [(name, float(np.broadcast_to(t, self.step_s.shape).ravel()[i])) for name, t in times.time.items()]
+            d.add("t_step", "Σ_ops [n_kernels·τ + max(F_op/(peak·η_c(M)), B_op/(BW·η_m))] + t_sched",
+                  " + ".join(f"{fmt(v, 's')} [{name}]" for name, v in parts) + f" + {fmt(ov, 's')}",
+                  p["step_s"], "s", f"kernel-serial ({eff.name}); {p['bound']} is the largest term",
+                  expr=" + ".join(repr(v) for _, v in parts) + f" + {ov!r}")
         d.add("throughput", "T / t_step", f"{tokens:g} / {fmt(p['step_s'], 's')}", p["tokens_per_s"], "tok/s",
               f"{fmt(p['tokens_per_s_per_chip'], 'tok/s')} per chip, {fmt(p['tokens_per_s_per_seq'], 'tok/s')} "
-              f"per sequence")
+              f"per sequence", expr="T / t_step")
         d.add("cost", "chips · $/h ÷ 3600 · t_step / T · 10⁶",
               f"{n:g} · ${self.usd_per_chip_hour:g}/h ÷ 3600 · {fmt(p['step_s'], 's')} / {tokens:g} · 10⁶",
               p["usd_per_mtok"], "$/Mtok", "output tokens" if P == 1 else "input (prefill) tokens")
@@ -310,13 +395,15 @@ def _resolve(model, hardware):
 
 
 def roofline(model, hardware, *, chips=None, batch, context, pass_len=1, weights_dtype=None, kv_dtype=None,
-             efficiency=None) -> RooflineResult:
+             efficiency=None, weight_read="hit") -> RooflineResult:
     """Roofline step time and its consequences for ``model`` on ``hardware`` (names or objects).
 
     ``chips`` defaults to one scale-up domain of the system. ``weights_dtype`` None means
     the model's published dtype; ``kv_dtype`` None means the model's own KV dtype (bf16 for published models). ``efficiency`` None is the
     lecture's ideal roofline; a preset name or an :class:`Efficiency` derates it.
     All of ``chips``, ``batch``, ``context``, ``pass_len`` broadcast as numpy arrays.
+    ``weight_read`` "hit" (default) reads the experts the batch routes to; "all" reads
+    every weight every step, as the lecture does (see :func:`weights_read_bytes`).
     """
     from .. import units
 
@@ -345,18 +432,18 @@ def roofline(model, hardware, *, chips=None, batch, context, pass_len=1, weights
     f_mm = matmul_flops(model, tokens)
     f_attn = attention_flops(model, B, L, P)
     flops = f_mm + f_attn
-    t_c = compute_time(f_mm, n, peak, eff.eta_compute) + compute_time(f_attn, n, attn_peak, eff.eta_compute)
-    w_read = weights_read_bytes(model, tokens, wdt)
+    w_read = weights_read_bytes(model, tokens, wdt, check_weight_read(weight_read))
     kv_read = kv_step_bytes(model, B, L, P, kvdt)
-    t_w = memory_time(w_read, n, chip.hbm_bw, eff.eta_memory)
-    t_kv = memory_time(kv_read, n, chip.hbm_bw, eff.eta_memory)
-    shape = np.broadcast_shapes(n.shape, B.shape, L.shape, P.shape)
-    t_c, t_w, t_kv = (np.broadcast_to(x, shape) for x in (t_c, t_w, t_kv))
-    step = step_time(t_c, t_w, t_kv, eff.step_overhead_s)
+    ops = pass_ops(model, tokens, f_attn, kv_read, n, peak, attn_peak, wdt, weight_read)
+    times = compose(ops, chip.hbm_bw, eff)
+    shape = np.broadcast_shapes(n.shape, B.shape, L.shape, P.shape, np.shape(times.step))
+    t_c, t_w, t_kv = (np.broadcast_to(x, shape) for x in (times.t_compute, times.t_weights, times.t_kv))
+    step = np.broadcast_to(times.step, shape)
     return RooflineResult(
         model=model, hardware=hw, chips=n, batch=B, context=L, pass_len=P,
         weights_dtype=wdt or model.native_dtype, kv_dtype=kvdt, compute_dtype=compute_dtype, efficiency=eff,
         flops=np.broadcast_to(flops, shape), weight_bytes_read=np.broadcast_to(w_read, shape),
         kv_bytes_read=np.broadcast_to(kv_read, shape), t_compute_s=t_c, t_weights_s=t_w, t_kv_s=t_kv,
         step_s=step, bound_code=binding_term(t_c, t_w, t_kv), peak_flops=peak, usd_per_chip_hour=chip.usd_per_hour,
+        extras={"times": times, "t_latency_s": np.broadcast_to(times.t_latency, shape), "weight_read": weight_read},
     )

@@ -1,0 +1,48 @@
+"""Benchmark: `rackmath serve` cold (fresh process), median of N runs, for a dense and a MoE deployment.
+
+    python benchmarks/bench_serve.py [--runs 9]
+
+Target (issue 9): serve ≤ 0.5 s cold (layout chosen, calibrated preset, time-sliced prefill, --ops).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+COMMANDS = {
+    "rackmath serve llama-3.3-70b -H hgx-h100 --gpus 8 --isl 1000 --osl 1000 -c 256 --json":
+        ["serve", "llama-3.3-70b", "-H", "hgx-h100", "--gpus", "8", "--isl", "1000", "--osl", "1000", "-c", "256",
+         "--json"],
+    "rackmath serve deepseek-v3 -H hgx-h200 --gpus 8 --isl 3200 --osl 800 -c 64 --framework sglang --json":
+        ["serve", "deepseek-v3", "-H", "hgx-h200", "--gpus", "8", "--isl", "3200", "--osl", "800", "-c", "64",
+         "--framework", "sglang", "--json"],
+    "rackmath serve deepseek-v3 -H gb200-nvl72 --gpus 72 --ep 72 --attention-dp --redundant-experts 32 ... --ops":
+        ["serve", "deepseek-v3", "-H", "gb200-nvl72", "--gpus", "72", "--ep", "72", "--attention-dp",
+         "--redundant-experts", "32", "--isl", "2000", "--osl", "1000", "-c", "8192", "--ops"],
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=9)
+    args = ap.parse_args()
+    exe = shutil.which("rackmath")
+    base = [exe] if exe else [sys.executable, "-m", "rackmath"]
+    for label, argv in COMMANDS.items():
+        ts = []
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            p = subprocess.run(base + argv, capture_output=True)
+            ts.append(time.perf_counter() - t0)
+            assert p.returncode == 0, p.stderr.decode()
+        print(f"{label}: median {statistics.median(ts) * 1e3:.0f} ms, min {min(ts) * 1e3:.0f} ms "
+              f"({args.runs} runs)")
+
+
+if __name__ == "__main__":
+    main()

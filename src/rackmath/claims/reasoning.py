@@ -1,0 +1,132 @@
+"""The reasoning the lecture gives in words, next to its numbers (`rackmath lecture --explain`, docs/lecture.md).
+
+Each entry is (heading, text). Numbers in the text are computed here from rackmath's own
+functions, so the words and the formulas cannot drift apart.
+"""
+
+from __future__ import annotations
+
+
+def _bubbles() -> str:
+    from ..analyses.pipeline import schedule_bubbles
+
+    P, M = 4, 8
+    b = schedule_bubbles(P, M, chunks=2)
+    rows = "\n".join(f"    {k:<28} {v:6.1%}" for k, v in b.items())
+    return (
+        "Why training cannot overlap batches to hide the bubble (00:55). In inference the next batch can enter the "
+        "first rack as soon as the previous one leaves it, so the pipeline never drains: pipelining is latency- and "
+        "batch-neutral. In training every step ends with a weight update that needs the gradients of the whole "
+        "batch, and the next step's forward pass needs the updated weights: there is a hard stop between steps, "
+        "the pipeline drains and refills, and that idle wedge is the bubble. Overlapping step n+1 with step n would "
+        "mean computing with stale weights (asynchronous pipelining, PipeDream-style), which changes the optimizer.\n\n"
+        "The schedules (P stages, M micro-batches per step, v model chunks per stage; T_F = T_B = T_W):\n"
+        "    GPipe             f = (P − 1)/(M + P − 1)      all M micro-batches' activations held\n"
+        "    1F1B              f = (P − 1)/(M + P − 1)      same bubble, at most P micro-batches held\n"
+        "    interleaved 1F1B  f = (P − 1)/(v·M + P − 1)    v× smaller bubble, v× more sends\n"
+        "    zero bubble ZB-H1 f = (P − 1)(T_F + T_B − T_W)/(M(T_F + T_B + T_W) + (P − 1)(T_F + T_B − T_W))\n"
+        "                      = (P − 1)/(3M + P − 1)       backward split into input-grad B and weight-grad W;\n"
+        "                                                   W fills the bubble (\"you can do the weight gradient step\")\n"
+        "    zero bubble ZB-H2 f ≈ 0                        ≈2× the activation memory, optimizer checks post hoc\n"
+        f"At P = {P}, M = {M}:\n{rows}\n"
+        "(analyses.pipeline.bubble_fraction, zero_bubble_fraction; Huang et al. 2019; Narayanan et al. 2021; "
+        "Qi et al. 2024, arXiv 2401.10241.)")
+
+
+def _gemma_imbalance(n_layers=62, every=6, window=1024, context=131072, stages=4):
+    """Per-stage KV read when sliding-window and global layers interleave (5 local : 1 global, Gemma 3 style)."""
+    kinds = ["global" if (i + 1) % every == 0 else "local" for i in range(n_layers)]
+    per = [context if k == "global" else min(context, window) for k in kinds]
+    bounds = [round(s * n_layers / stages) for s in range(stages + 1)]
+    loads = [sum(per[bounds[s]:bounds[s + 1]]) for s in range(stages)]
+    globals_ = [kinds[bounds[s]:bounds[s + 1]].count("global") for s in range(stages)]
+    mean = sum(loads) / stages
+    return loads, globals_, max(loads) / mean
+
+
+def _not_wise() -> str:
+    loads, g, imb = _gemma_imbalance()
+    return (
+        "Why 'pipelining is not wise' for some architectures (01:03). Pipelining's only inference benefit is weight "
+        "memory per rack (R24): it moves memory time from one rack to another without saving any, and it cannot "
+        "shard the KV cache, because P stages need P micro-batches in flight and the P cancels. Its costs are "
+        "architectural. (1) Cross-layer residuals: when a layer reads the outputs of layers a few back (Kimi's "
+        "attention over earlier layers' residuals, Reiner's RevNet 'residual from two layers back'), every stage "
+        "boundary inside such a span must ship those extra activations across the slow scale-out link, and the "
+        "cut points stop being free. (2) Load imbalance: a pipeline runs at the pace of its slowest stage. When "
+        "sliding-window and global-attention layers interleave (Gemma: 5 local layers with a 1,024-token window "
+        "to 1 global), a global layer reads the whole context's KV while a local one reads at most the window. "
+        f"62 layers cut into 4 equal stages at 128K context hold {g} global layers; their KV reads are "
+        f"{', '.join(f'{x / 1e3:.0f}K' for x in loads)} token-layers, so the slowest stage is {imb:.2f}× the mean "
+        "and the others idle that share of every step — equal-layer cuts are wrong, and the right cuts move with "
+        "the context length. (3) Training adds the bubble above. The lecture's conclusion: EP up to the scale-up "
+        "domain, and little or no pipelining (R27).")
+
+
+def _racks() -> str:
+    from ..analyses.racks import rack_limits
+
+    a, b = rack_limits("gb200-nvl72"), rack_limits("rubin-ultra-nvl576")
+    return (
+        "Why racks are the size they are (00:35–00:40). Reiner names the limits: power delivery and cooling, weight "
+        "('you need enough metal to not sag … then it's heavier'), and cable density — plus the switch. A small "
+        "model turns each into the most accelerators one rack could hold: power n·P_limit/P_rack, weight "
+        "n·W_limit/W_rack, copper reach n·reach/longest run (beyond passive-copper reach the links need optics), "
+        "and switch radix (a one-tier crossbar holds at most ports ÷ links per GPU per switch).\n"
+        f"  {a.summary}\n  {b.summary}\n"
+        "NVL72 sits at its NVLink switch's radix with power close behind (120 of ~132 kW); the 'genuine 4×' to "
+        "NVL576's 144 packages came from a new rack (Kyber: 600 kW on 800 V DC, a PCB midplane instead of copper "
+        "cables), so there power binds. Figures are approximate public numbers "
+        "(analyses/data/rack_limits.toml, with sources).")
+
+
+def _derate() -> str:
+    from ..analyses.lifetime import derated_inference_tokens, overtrain
+
+    r = overtrain()
+    rows = []
+    for p in (0.0, 0.25, 0.5):
+        d = float(derated_inference_tokens(r.D_inf, p))
+        rows.append(f"    p = {p:.0%}: D_inf → {d / 1e12:.0f}T tokens, over-training {r.overtrain * (1 - p):.0f}× "
+                    "Chinchilla")
+    return (
+        "Derating inference tokens for the risk of early retirement (01:27). The equal-cost rule sizes pretraining "
+        "to the inference the model will serve. But 'you run the risk that you make a model that is not a frontier "
+        "model and then you just throw it away': with probability p it serves (almost) nothing, so the expected "
+        "inference tokens are (1 − p)·D_inf and pretraining (∝ D_inf under equal costs) and the over-training "
+        "factor shrink by the same (1 − p):\n" + "\n".join(rows) + "\n"
+        "(analyses.lifetime.derated_inference_tokens.) Imperfect forecasts argue the same way: err towards less "
+        "over-training.")
+
+
+def _crypto() -> str:
+    return (
+        "Neural nets and ciphers (02:04). Both must mix information across all inputs; they want opposite things "
+        "from the mixing. A cipher wants the avalanche property: flip one input bit and about half the output "
+        "bits flip, so no small input difference yields a small output difference — differential cryptanalysis is "
+        "the attack that differentiates a cipher (over GF(2)) looking for differences that survive. A neural net "
+        "wants the opposite: residual connections and LayerNorm keep the derivative simple so gradient descent "
+        "works; an adversarial example (a tiny image change that flips the class) is exactly the avalanche "
+        "property, the common case in ciphers and the failure case in nets. Ciphers scramble structure into "
+        "apparent randomness; nets extract structure from apparent randomness (mixing vs preserving information). "
+        "The construction that crossed over is the Feistel round: (x, y) → (y + f(x), x) is invertible for any f "
+        "(recover x, then y = z − f(x)), which is why cipher rounds use it; RevNets (Gomez et al. 2017) make every "
+        "layer such a round (a residual from two layers back), so the backward pass recomputes activations "
+        "instead of storing them: compute spent to save memory, the opposite of the KV cache, which spends memory "
+        "to save compute — 'generally profitable given where hardware is' (R43).")
+
+
+def _sections():
+    return [
+        ("Training cannot hide the bubble; pipeline schedules and their bubbles", _bubbles()),
+        ("Why pipelining is not wise for some architectures", _not_wise()),
+        ("Why racks are the size they are", _racks()),
+        ("Derating inference tokens for early retirement", _derate()),
+        ("The cryptography analogy behind reversible networks", _crypto()),
+    ]
+
+
+def __getattr__(name):
+    if name == "REASONING":
+        return _sections()
+    raise AttributeError(name)

@@ -1,0 +1,185 @@
+"""The one step-time model: a step is a sequence of kernels, each costed on the roofline.
+
+Every engine path (``roofline``, ``layout.evaluate``, serving) describes a step as
+operators (:class:`Op`: FLOPs, HBM bytes, network time, kernels, collectives, GEMM rows)
+and calls :func:`compose`. Each operator costs
+
+    t_op = n_kernels · τ_kernel + n_coll · τ_coll + max(F / (peak · η_c(M)), B / (BW · η_m), t_net / η_comm)
+
+with η_c(M) = η_c · M / (M + M½) for GEMMs of M rows (tokens), and the step is
+
+    serial:  t_step = Σ_op t_op + t_sched                     (kernels one after another)
+    overlap: t_step = max(Σ F/(peak·η_c), Σ B/(BW·η_m), Σ t_net/η_comm) + Σ latencies + t_sched
+
+The lecture's roofline (00:00, R3) is the special case η = 1, τ = 0, M½ = 0, overlap:
+t = max(F / peak, (W + KV) / BW). Sources: the roofline model (Williams, Waterman &
+Patterson 2009); kernel-serial execution of a decode step as in TensorRT-LLM / vLLM /
+SGLang (one CUDA graph of per-layer kernels); alpha-beta collectives (Thakur et al. 2005).
+Everything broadcasts over numpy arrays (layouts × candidate efficiencies).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: Kernels per layer that carry no weight GEMM (norms, RoPE, activation, residual adds, KV write).
+ELEMENTWISE_KERNELS_PER_LAYER = 4
+
+#: Kernels each operator launches per layer (per step, for the LM head), as the decode graphs of vLLM / SGLang /
+#: TensorRT-LLM run them: GQA projections = fused QKV GEMM, RoPE, O GEMM; MLA (absorbed) = q_a, q_a norm, q_b,
+#: kv_a, kv norm, RoPE, the two absorbed BMMs and O (8); router = gate GEMM, softmax/top-k, grouped top-k;
+#: routed experts = permute, grouped up-GEMM, activation, grouped down-GEMM, un-permute, combine; gated FFN =
+#: gate-up GEMM, activation, down GEMM; LM head = GEMM and sampling.
+KERNELS = {"qkv_o": 3, "qkv_o_mla": 8, "attention": 1, "router": 3, "dense_ffn": 3, "shared_experts": 3,
+           "experts": 6, "lm_head": 2, "dense": 6}
+
+#: Display order and which layer type each operator belongs to (``--ops``).
+OP_ORDER = ("qkv_o", "attention", "router", "dense_ffn", "shared_experts", "experts", "dense", "lm_head",
+            "elementwise", "allreduce", "alltoall", "handoff", "draft", "scheduler")
+LAYER_TYPE = {"qkv_o": "attention", "attention": "attention", "router": "moe", "dense_ffn": "dense ffn",
+              "shared_experts": "moe", "experts": "moe", "dense": "dense", "lm_head": "head",
+              "elementwise": "all layers", "allreduce": "collective", "alltoall": "collective",
+              "handoff": "pipeline", "draft": "draft (MTP)", "scheduler": "host"}
+
+
+@dataclass
+class Op:
+    """One operator of a step on the busiest chip (arrays broadcast).
+
+    ``flops`` at ``peak`` FLOP/s, ``bytes`` from HBM, ``net_s`` network time at full link
+    bandwidth, ``kernels`` and ``collectives`` launched per step, ``m`` GEMM rows (None: not a
+    GEMM, no small-M penalty), ``latency_s`` other fixed time (hop latency).
+    """
+
+    name: str
+    flops: object = 0.0
+    bytes: object = 0.0
+    peak: object = 1.0
+    net_s: object = 0.0
+    kernels: object = 0.0
+    collectives: object = 0.0
+    m: object = None
+    latency_s: object = 0.0
+    kv: bool = False  # bytes are KV-cache reads (reported as t_kv rather than t_weights)
+
+
+def gemm_efficiency(eta_c, m, half):
+    """η_c(M) = η_c · M / (M + M½): a GEMM of M rows reaches half its large-M efficiency at M = M½."""
+    m = np.asarray(m, dtype=float)
+    half = np.asarray(half, dtype=float)
+    return eta_c * np.where(half > 0, m / np.maximum(m + half, 1e-300), 1.0)
+
+
+def kernel_time(flops, nbytes, peak, bw, eta_c, eta_m, latency=0.0):
+    """t = latency + max(F / (peak · η_c), B / (BW · η_m)) — one kernel on the roofline (lecture 00:00)."""
+    return latency + np.maximum(np.asarray(flops, dtype=float) / (peak * eta_c),
+                                np.asarray(nbytes, dtype=float) / (bw * eta_m))
+
+
+@dataclass
+class OpTimes:
+    """Per-operator terms (seconds) and the composed step."""
+
+    ops: list
+    compute: dict
+    memory: dict
+    net: dict
+    latency: dict
+    time: dict  # serial time of each op (latency + max of its terms)
+    step: object
+    composition: str
+    t_compute: object
+    t_weights: object
+    t_kv: object
+    t_net: object
+    t_latency: object
+    t_sched: object
+    extra: dict = field(default_factory=dict)
+
+    def binding(self, name):
+        """Which term binds one operator: compute, memory, network or latency."""
+        terms = np.stack(np.broadcast_arrays(self.compute[name], self.memory[name], self.net[name],
+                                             self.latency[name]))
+        return np.array(["compute", "memory", "network", "latency"])[np.argmax(terms, axis=0)]
+
+
+def compose(ops, hbm_bw, eff, *, scale=1.0, fixed=None, composition=None, sched_overlap=False) -> OpTimes:
+    """Cost every operator and compose the step (module docstring).
+
+    ``scale`` multiplies the per-stage operators (pipeline: PP stages run one after another);
+    ``fixed`` ({name: seconds}) is added after scaling (hand-offs, hop latency); the preset's
+    per-step scheduler time ``step_overhead_s`` is added once — or, with ``sched_overlap`` (a stack
+    that schedules step n+1 while the GPU runs step n: SGLang's overlap scheduler, TensorRT-LLM's
+    PyTorch backend), only where it exceeds the GPU time: t = max(t_gpu, t_sched).
+    """
+    fixed = dict(fixed or {})
+    fixed_s = sum(fixed.values()) if fixed else 0.0
+    comp = composition or eff.composition
+    tc, tm, tn, tl, t = {}, {}, {}, {}, {}
+    sum_c = sum_w = sum_kv = sum_n = sum_l = 0.0
+    for op in ops:
+        eta = eff.eta_compute if op.m is None else gemm_efficiency(eff.eta_compute, op.m, eff.gemm_half_tokens)
+        c = np.asarray(op.flops, dtype=float) / (op.peak * eta)
+        m = np.asarray(op.bytes, dtype=float) / (hbm_bw * eff.eta_memory)
+        n = np.asarray(op.net_s, dtype=float) / eff.eta_comm
+        lat = (np.asarray(op.kernels, dtype=float) * eff.kernel_latency_s
+               + np.asarray(op.collectives, dtype=float) * eff.collective_latency_s + op.latency_s)
+        tc[op.name], tm[op.name], tn[op.name], tl[op.name] = c, m, n, lat
+        t[op.name] = lat + np.maximum(np.maximum(c, m), n)
+        sum_c = sum_c + c
+        if op.kv:
+            sum_kv = sum_kv + m
+        else:
+            sum_w = sum_w + m
+        sum_n = sum_n + n
+        sum_l = sum_l + lat
+    if comp == "serial":
+        stage = sum(t.values()) if t else 0.0
+    elif comp == "overlap":
+        stage = np.maximum(np.maximum(sum_c, sum_w + sum_kv), sum_n) + sum_l
+    else:
+        from ..errors import InputError
+
+        raise InputError("composition", f"unknown {comp!r}", "serial or overlap")
+    sched = np.asarray(eff.step_overhead_s, dtype=float)
+    gpu = np.asarray(scale, dtype=float) * stage + fixed_s
+    if sched_overlap:
+        step = np.maximum(gpu, sched)
+        sched = step - gpu  # the part of the scheduler time that shows
+    else:
+        step = gpu + sched
+    return OpTimes(list(ops), tc, tm, tn, tl, t, step, comp, sum_c, sum_w, sum_kv, sum_n, sum_l, sched, fixed)
+
+
+def ops_table(times: OpTimes, scale=1.0, index=0) -> list[dict]:
+    """One row per operator (``--ops``): FLOPs, bytes, arithmetic intensity, time and binding term.
+
+    Times are per step (× ``scale`` for the pipeline stages); in a serial composition the rows
+    plus the scheduler row sum to the step (tested); in an overlapped one the step is the max
+    of the columns' sums and the rows show each operator's own roofline time.
+    """
+    def at(x):
+        a = np.asarray(x, dtype=float)
+        return float(a.reshape(-1)[index]) if a.size > 1 else float(a)
+
+    s = at(scale)
+    rows = []
+    for op in times.ops:
+        f, b = at(op.flops) * s, at(op.bytes) * s
+        t = at(times.time[op.name]) * s
+        bind = np.asarray(times.binding(op.name)).reshape(-1)
+        rows.append({"op": op.name, "layer_type": LAYER_TYPE.get(op.name, op.name), "flops": f, "bytes": b,
+                     "intensity": f / b if b else float("inf") if f else 0.0, "time_s": t,
+                     "binding": str(bind[index if bind.size > 1 else 0]) if t > 0 else "—"})
+    for name, v in times.extra.items():
+        rows.append({"op": name, "layer_type": LAYER_TYPE.get(name, name), "flops": 0.0, "bytes": 0.0,
+                     "intensity": 0.0, "time_s": at(v), "binding": "network"})
+    rows.append({"op": "scheduler", "layer_type": LAYER_TYPE["scheduler"], "flops": 0.0, "bytes": 0.0,
+                 "intensity": 0.0, "time_s": at(times.t_sched), "binding": "latency"})
+    return rows
+
+
+__all__ = ["Op", "OpTimes", "compose", "gemm_efficiency", "kernel_time", "ops_table", "KERNELS",
+           "ELEMENTWISE_KERNELS_PER_LAYER", "OP_ORDER", "LAYER_TYPE"]

@@ -1,0 +1,142 @@
+"""The one step model (engine/step.py): special cases, per-operator totals, serving realities, layout flags."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rackmath
+from rackmath.analyses import serving
+from rackmath.engine.efficiency import IDEAL, Efficiency, default_efficiency, load_efficiency
+from rackmath.engine.layout import attention_dp_imbalance, ep_rank_load
+from rackmath.engine.roofline import roofline
+from rackmath.engine.step import Op, compose
+from rackmath.errors import InputError
+
+SERIAL = Efficiency("t", eta_compute=0.5, eta_memory=0.8, eta_comm=0.7, kernel_latency_s=5e-6,
+                    collective_latency_s=1e-5, gemm_half_tokens=32.0, step_overhead_s=1e-3, composition="serial")
+
+
+def test_compose_is_the_lecture_roofline_when_ideal():
+    """η = 1, no latencies, overlapped: t = max(ΣF/peak, ΣB/BW) (lecture 00:00)."""
+    ops = [Op("a", flops=2e12, bytes=1e9, peak=1e15, m=64, kernels=3), Op("b", flops=1e11, bytes=4e9, peak=5e14)]
+    t = compose(ops, 2e12, IDEAL)
+    assert float(t.step) == pytest.approx(max(2e12 / 1e15 + 1e11 / 5e14, 5e9 / 2e12))
+    s = compose(ops, 2e12, SERIAL)  # each kernel: latency + max(F/(peak·η_c(M)), B/(BW·η_m)); + scheduler
+    a = 3 * 5e-6 + max(2e12 / (1e15 * 0.5 * 64 / 96), 1e9 / (2e12 * 0.8))
+    b = max(1e11 / (5e14 * 0.5), 4e9 / (2e12 * 0.8))
+    assert float(s.step) == pytest.approx(a + b + 1e-3)
+
+
+def test_scaling_book_17ms_is_unchanged():
+    """published.md SB2: Llama 3 70B, batch 32 at 8,192, int8 weights + KV, 8 TPU v5e → ≈ 17 ms (ideal)."""
+    r = roofline("llama-3.1-70b", "tpu-v5e-pod", chips=8, batch=32, context=8192, weights_dtype="int8",
+                 kv_dtype="int8")
+    assert float(r.step_s) == pytest.approx(0.0174, rel=0.03)
+
+
+@pytest.mark.parametrize("eff", [None, SERIAL])
+def test_roofline_explain_reproduces_its_value(eff):
+    r = roofline("deepseek-v3", "hgx-h200", batch=64, context=4096, efficiency=eff)
+    d = r.explain()
+    assert d.check() == []
+    assert any(s.symbol == "t_step" and s.expr for s in d.steps)
+
+
+def test_ops_rows_sum_to_the_step():
+    """--ops: in a serial composition the operator rows plus the scheduler sum to the step."""
+    r = roofline("llama-3.1-70b", "hgx-h100", batch=64, context=8192, efficiency=SERIAL)
+    rows = r.ops()
+    assert sum(x["time_s"] for x in rows) == pytest.approx(float(r.step_s), rel=1e-9)
+    assert {"qkv_o", "dense_ffn", "attention", "lm_head"} <= {x["op"] for x in rows}
+    s = rackmath.serve("deepseek-v3", "hgx-h200", gpus=8, tp=8, isl=2000, osl=500, concurrency=16,
+                       efficiency=SERIAL)
+    rows = s.ops()
+    assert {"experts", "router", "shared_experts", "allreduce"} <= {x["op"] for x in rows}
+    assert sum(x["time_s"] for x in rows) == pytest.approx(s.decode_step_ms / 1e3, rel=1e-9)
+
+
+def test_serve_explain_reproduces_every_value():
+    for kw in (dict(concurrency=64), dict(concurrency=1, mtp=2, acceptance=2.2), dict(concurrency=512)):
+        r = rackmath.serve("deepseek-v3", "hgx-h200", gpus=8, tp=8, isl=3000, osl=800, framework="sglang", **kw)
+        assert r.explain().check() == []
+
+
+def test_busiest_ep_rank_under_random_routing():
+    assert float(ep_rank_load(1000, 1, 256)) == 1.0
+    few, many = float(ep_rank_load(64, 8, 256)), float(ep_rank_load(64000, 8, 256))
+    assert few > 1.5 and 1.0 < many < 1.05  # balls in bins: the excess shrinks as 1/√N
+    assert float(ep_rank_load(64, 8, 256, 32)) < few  # redundant replicas absorb part of the excess
+    assert float(ep_rank_load(1, 64, 256)) <= 64
+
+
+def test_attention_dp_busiest_rank():
+    assert float(attention_dp_imbalance(4, 8)) == pytest.approx(2.0)  # 4 sequences on 8 ranks: one each, half idle
+    assert float(attention_dp_imbalance(64, 8)) == pytest.approx(1.0)
+    assert float(attention_dp_imbalance(65, 8)) == pytest.approx(9 / (65 / 8))
+
+
+def test_time_sliced_prefill_stalls_the_stream():
+    t_bar, tpot, x, bound = serving.time_sliced_schedule(0.02, 0.12, 500.0, 1000.0, 10.0, 1.0, 1000.0, 100.0)
+    assert float(t_bar) == pytest.approx(0.02 + 0.5 * 0.10)
+    assert float(tpot) == pytest.approx(0.02 + 0.5 * 0.9 * 0.10)  # a request's own prefill is its TTFT
+    assert not bool(bound) and float(x) == pytest.approx(10 / t_bar)
+    # 100 sequences of 1000/20 need p = 5000 prompt tokens per step but a step carries 1000: the budget binds
+    _, _, x2, b2 = serving.time_sliced_schedule(0.02, 0.12, 5000.0, 1000.0, 100.0, 1.0, 1000.0, 20.0)
+    assert bool(b2) and float(x2) == pytest.approx(1000 * 20 / (1000 * 0.12))
+
+
+def test_speculative_step_runs_the_draft_k_times():
+    r = rackmath.serve("deepseek-v3", "hgx-h200", gpus=8, tp=8, isl=1000, osl=1000, concurrency=1, mtp=3,
+                       acceptance=2.5, framework="sglang")
+    d = {s.symbol: s.value for s in r.explain().steps}
+    assert d["t_decode"] == pytest.approx(d["t_verify"] + 3 * d["t_draft"])
+    base = rackmath.serve("deepseek-v3", "hgx-h200", gpus=8, tp=8, isl=1000, osl=1000, concurrency=1,
+                          framework="sglang")
+    assert 1.3 < base.tpot_ms / r.tpot_ms < 2.5  # faster per user, by less than the acceptance
+
+
+def test_layout_flags_mean_what_they_say():
+    """--ep and --attention-dp without --tp: the chosen layout honours them."""
+    r = rackmath.serve("deepseek-v3", "gb200-nvl72", gpus=72, ep=72, attention_dp=True, redundant_experts=32,
+                       isl=2000, osl=1000, concurrency=4096)
+    assert (r.layout["tp"], r.layout["ep"], r.layout["attention_dp"]) == (72, 72, True)
+    r = rackmath.serve("qwen3-235b-a22b", "hgx-h200", gpus=8, ep=8, attention_dp=True, isl=1000, osl=1000,
+                       concurrency=256)
+    assert (r.layout["tp"], r.layout["ep"], r.layout["attention_dp"]) == (8, 8, True)
+
+
+def test_every_chip_gets_a_named_non_ideal_default():
+    from rackmath.specs.hardware import chips
+
+    for name in chips().names():
+        eff = default_efficiency(name)
+        assert eff.name != "ideal", name
+    amd = default_efficiency("mi300x")
+    assert amd.name == "amd-serving" and not amd.cross_family
+    cross = load_efficiency("cross-family-serving")
+    assert cross.cross_family and "cross-family" in cross.label()
+
+
+def test_framework_presets():
+    kw = dict(gpus=1, tp=1, isl=20000, osl=200, concurrency=16)
+    v = rackmath.serve("llama-3.1-8b", "hgx-h100", framework="vllm", **kw)
+    s = rackmath.serve("llama-3.1-8b", "hgx-h100", framework="sglang", **kw)
+    g = rackmath.serve("llama-3.1-8b", "hgx-h100", **kw)
+    assert (v.framework, s.framework, g.framework) == ("vllm", "sglang", "generic")
+    assert v.ttft_ms != g.ttft_ms  # 8,192-token chunks vs whole 20,000-token prompts
+    assert serving.load_stack("tensorrt-llm").name == "trtllm" and serving.load_stack(None).max_num_tokens is None
+    with pytest.raises(InputError) as e:
+        rackmath.serve("llama-3.1-8b", "hgx-h100", framework="tgi", **kw)
+    assert e.value.field == "framework"
+
+
+def test_evaluate_broadcasts_candidate_efficiencies():
+    """serving.evaluate(plan, efficiency) with array fields = the K presets one by one (what calibration uses)."""
+    p = serving.plan("qwen3-235b-a22b", "hgx-h200", gpus=8, tp=8, ep=8, isl=1000, osl=1000, concurrency=128,
+                     framework="trtllm")
+    etas = np.array([0.3, 0.6, 0.9])
+    many = serving.evaluate(p, Efficiency("k", eta_memory=etas, eta_compute=0.5, kernel_latency_s=4e-6))
+    one = [serving.evaluate(p, Efficiency("k", eta_memory=e, eta_compute=0.5, kernel_latency_s=4e-6)).tpot_ms
+           for e in etas]
+    assert np.allclose(np.asarray(many.values["tpot_ms"]), one)
