@@ -108,7 +108,7 @@ def register(app: typer.Typer) -> None:
                          f"{d['layout']['label']} (P:D {d['pd_ratio']} GPUs)")
             else:
                 shape = f"aggregated {d['replicas']}×{d['layout']['label']}"
-            shape += f", {d['concurrency_per_replica']:g} seqs/replica"
+            shape += f", {d['concurrency_per_replica']:.0f} seqs/replica"
             sim = d.get("simulated")
             tail = "" if not sim else (f"{_ms(sim['ttft_p99_s'])} / {_ms(sim['tpot_p99_s'])}, "
                                        f"{sim['slo_attainment']:.0%} ok")

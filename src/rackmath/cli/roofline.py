@@ -23,11 +23,15 @@ def _inputs(batch, context, pass_len, chips):
     return b, c, p, n
 
 
-def _grid(*arrays):
-    """Cartesian product of 1-D arrays as broadcastable arrays (None passes through)."""
+def _grid(*arrays, maximum=None, hint="use shorter ranges"):
+    """Cartesian product of 1-D arrays as broadcastable arrays (None passes through), at most ``maximum`` points
+    (rackmath.bounds.MAX_GRID_POINTS by default), checked before allocating."""
     import numpy as np
 
+    from ..bounds import MAX_GRID_POINTS, check_grid
+
     present = [a for a in arrays if a is not None]
+    check_grid([a.size for a in present], "ranges", maximum or MAX_GRID_POINTS, hint)
     mesh = np.meshgrid(*present, indexing="ij")
     it = iter(m.ravel() for m in mesh)
     return [next(it) if a is not None else None for a in arrays]
@@ -108,7 +112,10 @@ def register(app: typer.Typer) -> None:
         """Roofline step time, throughput and cost: max(compute, weight fetch + KV fetch). Default: the ideal bound."""
         from .common import Col, human, mode_label, print_derivation, print_json, table
 
-        b, c, p, n = _grid(*_inputs(batch, context, pass_len, chips))
+        from ..bounds import MAX_TABLE_ROWS
+
+        b, c, p, n = _grid(*_inputs(batch, context, pass_len, chips), maximum=MAX_TABLE_ROWS,
+                           hint="use `rackmath sweep --csv` for more")
         if b.size == 1:  # a single configuration prints scalars, not one-element lists
             b, c, p = float(b[0]), float(c[0]), float(p[0])
             n = None if n is None else float(n[0])
