@@ -317,7 +317,7 @@ def _chips(hardware):
         raise InputError("hardware", "no chip given", "a comma list such as h100,h200,b200,mi355x")
     if len(hardware) > 64:
         raise InputError("hardware", f"{len(hardware)} chips", "at most 64")
-    return list(dict.fromkeys(hardware))
+    return list({(h if isinstance(h, str) else h.name): h for h in hardware}.values())
 
 
 def all_chips() -> list:
@@ -336,14 +336,19 @@ def all_chips() -> list:
 def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tpot=None, tok_s_user=None,
          usd_per_gpu_hour=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, efficiency=None,
          ideal=False, framework=None, modes=("aggregated", "disaggregated"), budget=None, confirm=True,
-         confirm_requests=2000, max_gpus_per_replica=None, seed=0) -> PlanResult:
+         confirm_requests=2000, max_gpus_per_replica=None, seed=0, pue=None, usd_per_kwh=None,
+         power_cap_w=None) -> PlanResult:
     """The cheapest deployment of ``model`` per chip meeting the SLOs (module docstring).
 
     ``rate`` (requests/s) or ``users`` (concurrent users, each with one request in flight);
     ``ttft``/``tpot`` in seconds (``tok_s_user`` = 1/TPOT); ``usd_per_gpu_hour``: a number or
     ``{'h100': 2.1, ...}`` / 'h100=2.1,b200=4'. ``confirm`` replays each winner in :func:`simulate`
     (a scaled copy of up to 4 replicas at the same per-replica load) and reports its tails.
+    Energy (analyses.energy, docs/energy.md): each deployment gets ``energy`` (J per output token over all its
+    GPUs, tokens/kWh, electricity $/Mtok and share) at ``pue`` and ``usd_per_kwh``; ``power_cap_w`` caps every
+    GPU's board power, scaling its compute peaks (the capped chip is what the step model sees).
     """
+    from . import energy as en
     from . import step_table as stt
     from .simulate import framework_defaults
 
@@ -366,7 +371,7 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
     for hw in _chips(hardware):
         from ..specs.hardware import load_hardware
 
-        system = load_hardware(hw)
+        system = en.capped_system(load_hardware(hw), power_cap_w)
         price = _price_for(prices, system.chip.name, system.name)
         st = stt.stack(model, system, weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance,
                        efficiency=efficiency, ideal=ideal, usd_per_gpu_hour=price, framework=framework)
@@ -379,6 +384,12 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
         pareto[st.chip] = pareto_points(st, pts, isl, osl)
         row = dict(chip=st.chip, hardware=system.name, usd_per_gpu_hour=st.usd_per_gpu_hour, efficiency=st.efficiency,
                    header=st.label, candidates=int(pts["ok"].sum()), options=best)
+        for d in best.values():  # None where a user catalog gives no board power
+            d["energy"] = None if system.chip.tdp_w is None else en.energy(system.chip, chips=d["gpus"], step_s=1.0, tokens_per_step=d["output_tok_s"],
+                                    usd_per_mtok=d["usd_per_mtok"], power_cap_w=power_cap_w,
+                                    pue=en.DEFAULT_PUE if pue is None else float(pue),
+                                    usd_per_kwh=en.DEFAULT_USD_PER_KWH if usd_per_kwh is None else float(usd_per_kwh)
+                                    ).as_dict()
         if best:
             win = min(best.values(), key=lambda d: (d["usd_per_hour"], d["tpot_s"]))
             row["deployment"] = win

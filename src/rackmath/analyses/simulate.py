@@ -275,6 +275,14 @@ class _Out:
     finish: list
     preempted: list
     arrival: list | None = None
+    _state: tuple | None = None
+
+    def state(self):
+        """Scheduler state per request id (generation, context offset, finish step, steps left), made once."""
+        if self._state is None:
+            n = len(self.finish)
+            self._state = ([0] * n, [0.0] * n, [-1] * n, [0] * n)
+        return self._state
 
 
 def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *, max_batch: int, budget: int,
@@ -304,10 +312,8 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
     n = 0  # decode steps taken by this replica
     heap = []  # (finish step, generation, rid)
     stack = []  # decoding rids in admission order (LIFO preemption), lazily cleaned
-    gen = {}  # rid -> generation of its live heap entry
-    ctx0 = {}  # rid -> (context when it joined decode) − A · (step it joined)
-    fin_step = {}
-    steps_left = {}
+    # per-request state in lists indexed by request id (shared by a pool's replicas: their ids are disjoint)
+    gen, ctx0, fin_step, steps_left = out.state()  # heap-entry generation; context − A·(step joined); finish step
     dec = 0
     S0 = 0.0
     pfq = deque()  # [rid, tokens left, tokens total]
@@ -320,13 +326,14 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
     rejected = 0
     n_done = 0
     tl_t, tl_q, tl_b = [], [], []
-    span_guess = (a_t[-1] - a_t[0]) if len(a_t) > 1 else 1.0
+    na = len(a_t)
+    span_guess = (a_t[-1] - a_t[0]) if na > 1 else 1.0
     rec_dt = max(span_guess, 1e-3) / timeline_points
     next_rec = t
     iters = 0
 
     def complete(rid, when):
-        nonlocal n_done
+        nonlocal n_done, na
         finish[rid] = when
         n_done += 1
         if closed_next is not None:
@@ -334,17 +341,18 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
             if nid is not None:
                 a_t.append(when + think_s)
                 a_id.append(nid)
+                na += 1
                 out.arrival[nid] = when + think_s
 
     while True:
         iters += 1
         # ---- admission at this step boundary
         kv_blocked = False
-        while dec + npf < B and (requeue or (nxt < len(a_t) and a_t[nxt] <= t)):
+        while dec + npf < B and (requeue or (nxt < na and a_t[nxt] <= t)):
             if requeue:
                 rid, need = requeue[0]
                 src = 1
-            elif nxt < len(a_t) and a_t[nxt] <= t:
+            elif nxt < na and a_t[nxt] <= t:
                 rid = a_id[nxt]
                 need = isl[rid]
                 src = 2
@@ -377,7 +385,7 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
                 if s == 0:
                     complete(rid, t)
                     continue
-                g = gen.get(rid, 0) + 1
+                g = gen[rid] + 1
                 gen[rid] = g
                 ctx0[rid] = need - A * n
                 S0 += need - A * n
@@ -425,7 +433,7 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
                 if s <= 0:
                     complete(rid, t)
                     continue
-                g = gen.get(rid, 0) + 1
+                g = gen[rid] + 1
                 gen[rid] = g
                 ctx0[rid] = need - A * n
                 S0 += need - A * n
@@ -444,10 +452,11 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
                 # ---- preempt the most recently admitted decoding sequence (recompute later)
                 while True:
                     rid = stack.pop()
-                    if rid in fin_step:
+                    if fin_step[rid] >= 0:
                         break
                 ctx = ctx0[rid] + A * n
-                steps_left[rid] = fin_step.pop(rid) - n
+                steps_left[rid] = fin_step[rid] - n
+                fin_step[rid] = -1
                 S0 -= ctx0[rid]
                 dec -= 1
                 gen[rid] += 1
@@ -457,7 +466,7 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
             if k_kv >= 1 and k_kv < k:
                 k = k_kv
             dt1 = 0.0
-            if (not kv_blocked) and dec + npf < B and nxt < len(a_t):
+            if (not kv_blocked) and dec + npf < B and nxt < na:
                 dt1 = decode_t(dec, S0 / dec + A * n)
                 if cadence:
                     dt1 = math.ceil(dt1 / cadence - 1e-9) * cadence
@@ -479,7 +488,7 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
                 fs, g, rid = heappop(heap)
                 if g != gen[rid]:
                     continue
-                del fin_step[rid]
+                fin_step[rid] = -1
                 S0 -= ctx0[rid]
                 dec -= 1
                 complete(rid, t)
@@ -489,7 +498,7 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
                 rejected += 1
                 finish[rid] = math.nan
                 continue
-            if nxt < len(a_t):
+            if nxt < na:
                 if a_t[nxt] > t:
                     t = a_t[nxt]
                     if cadence:
