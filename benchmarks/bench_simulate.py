@@ -40,12 +40,15 @@ def main() -> None:
                                                      osl="exp:200")),
         ("fixed 1000/200, 8 replicas", dict(gpus=8, tp=1, rate=116.0, isl=1000, osl=200)),
     ]
+    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (wall time suffers when the "
+          "machine is shared; CPU time is what one idle core would take)")
     for name, kw in cases:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         r = simulate("llama-3.1-8b", "h100", requests=args.requests, **kw)
-        dt = time.perf_counter() - t0
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
         s = r.summary
-        print(f"{name}: {args.requests:,} requests in {dt:.2f} s = {args.requests / dt:,.0f} req/s "
+        print(f"{name}: {args.requests:,} requests in {dt:.2f} s wall = {args.requests / dt:,.0f} req/s; "
+              f"{dc:.2f} s CPU = {args.requests / dc:,.0f} req/s per CPU-second "
               f"(utilization {s['utilization']:.0%}, TTFT p99 {s['ttft_s']['p99'] * 1e3:.3g} ms)")
 
     n = args.trace_requests
@@ -54,13 +57,14 @@ def main() -> None:
     isl = np.clip(np.round(rng.lognormal(np.log(800), 0.8, n)), 1, 32000).astype(int)
     osl = np.clip(np.round(rng.exponential(200, n)), 1, 4000).astype(int)
     text = "arrival_s,isl,osl\n" + "\n".join(f"{a:.6f},{b},{c}" for a, b, c in zip(t, isl, osl)) + "\n"
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     tr = parse_trace(text, "trace")
     t1 = time.perf_counter()
     r = simulate("llama-3.1-8b", "h100", gpus=8, tp=1, trace=tr)
-    t2 = time.perf_counter()
-    print(f"{n:,}-request trace on 8 × H100: parse {t1 - t0:.2f} s + simulate {t2 - t1:.2f} s = {t2 - t0:.2f} s "
-          f"({n / (t2 - t1):,.0f} req/s simulated; {r.summary['completed']:,} completed)")
+    t2, c2 = time.perf_counter(), time.process_time()
+    print(f"{n:,}-request trace on 8 × H100: parse {t1 - t0:.2f} s + simulate {t2 - t1:.2f} s = {t2 - t0:.2f} s wall, "
+          f"{c2 - c0:.2f} s CPU ({n / (t2 - t1):,.0f} req/s simulated; {r.summary['completed']:,} completed)")
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -132,7 +132,7 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=10_000, help="invocations in all (default 10000)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--timeout", type=float, default=30.0, help="seconds per invocation before it counts as a hang")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per invocation before it counts as a hang")
     ap.add_argument("--mem", type=float, default=2.0, help="GiB of address space each run may add (RLIMIT_AS)")
     ap.add_argument("--failures", default=None, help="write failing runs to FILE.<worker> as JSON lines")
     a = ap.parse_args()

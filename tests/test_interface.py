@@ -98,6 +98,7 @@ TABLE_COMMANDS = [
     ("model", "list"),
     ("layout", "deepseek-v3", "-H", "gb200-nvl72", "-n", "72"),
     ("serve", "deepseek-v3", "-H", "gb200-nvl72", "--isl", "1K", "--osl", "1K", "-c", "256"),
+    ("lecture", "--only", "R1,R2,R12,R27"),
 ]
 
 

@@ -71,6 +71,20 @@ def test_simulation_agrees_with_serve_at_fixed_concurrency():
     assert r.summary["running_per_replica"] == pytest.approx(64, rel=0.02)
 
 
+@pytest.mark.parametrize("isl, osl, c, framework", [(1000, 1000, 64, None), (128, 1024, 256, "vllm"),
+                                                    (4000, 500, 32, "trtllm"), (1000, 1000, 64, "sglang")])
+def test_simulation_agrees_with_time_sliced_serve_with_long_prompts(isl, osl, c, framework):
+    """With prefill time-sliced into the token stream (serve, issue 9), prompt-heavy loads agree too."""
+    from rackmath.analyses.serving import serve
+    from rackmath.analyses.simulate import simulate
+
+    r = simulate("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, concurrency=c, requests=2000, isl=isl, osl=osl,
+                 framework=framework)
+    s = serve("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, isl=isl, osl=osl, concurrency=c, framework=framework)
+    assert r.summary["tpot_s"]["mean"] == pytest.approx(s.tpot_ms / 1e3, rel=0.05)
+    assert r.summary["output_tok_s"] == pytest.approx(s.output_tok_s, rel=0.05)
+
+
 def test_train_schedule_steps_leave_on_the_clock():
     """--cadence: every first token leaves on a multiple of the step period (lecture's train)."""
     from rackmath.analyses.simulate import simulate
@@ -179,6 +193,9 @@ def test_bad_trace_on_the_cli_is_one_line_exit_2(tmp_path):
     (["--rate", "1", "--budget", "16", "--max-batch", "64"], "budget"),
     (["--rate", "1", "--arrivals", "weibull"], "arrivals"),
     (["--rate", "1", "--requests", "1e12"], "requests"),
+    (["--rate", "1", "--max-batch", "0"], "max_batch"),
+    (["--rate", "1", "--isl", "0"], "isl: 0 tokens"),
+    (["--rate", "1", "--price", "b200=3"], "usd_per_gpu_hour: no price for h100"),
 ])
 def test_bad_simulate_inputs(args, field):
     code, out, err = run_cli("simulate", "llama-3.1-8b", "-H", "h100", *args)
@@ -282,8 +299,8 @@ def test_emit_sglang_flags():
 
     cmd = emit("sglang", DEP8)["commands"][0]["command"]
     assert cmd.startswith("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3")
-    for flag in ("--tp 8", "--dp 8", "--enable-dp-attention", "--ep-size 8", "--max-running-requests 512",
-                 "--chunked-prefill-size 8192", "--kv-cache-dtype fp8_e4m3", "--speculative-algorithm EAGLE",
+    for flag in ("--tp 8", "--dp 8", "--enable-dp-attention", "--ep-size 8", "--max-running-requests 4096",
+                 "--chunked-prefill-size 65536", "--kv-cache-dtype fp8_e4m3", "--speculative-algorithm EAGLE",
                  "--speculative-num-steps 3", "--speculative-num-draft-tokens 4"):
         assert flag in cmd
 

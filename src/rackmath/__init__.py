@@ -57,12 +57,18 @@ def __getattr__(name):  # lazy: `import rackmath` stays fast
 
         mod, attr = _LAZY[name]
         try:
-            return getattr(importlib.import_module(mod), attr)
+            obj = getattr(importlib.import_module(mod), attr)
         except (ModuleNotFoundError, AttributeError):
             if _available(name) and hasattr(importlib.import_module(mod), attr):
                 raise
             raise AttributeError(f"rackmath.{name} is not available in this version ({mod}.{attr} not found)") \
                 from None
+        if callable(obj) and not isinstance(obj, type):
+            from .bounds import api  # bad inputs raise rackmath's errors; fractional batches refused
+
+            obj = api(obj)
+        globals()[name] = obj
+        return obj
     raise AttributeError(f"module 'rackmath' has no attribute {name!r}")
 
 

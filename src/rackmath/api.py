@@ -69,48 +69,69 @@ def _priced(hardware, usd_per_gpu_hour):
     return priced(hardware, _scalar(usd_per_gpu_hour, "usd_per_gpu_hour", "usd_per_hour"))
 
 
+def _capped(hardware, power_cap):
+    from .cli.common import power_capped
+
+    return power_capped(hardware, power_cap)
+
+
 def roofline(model, hardware, *, gpus=None, chips=None, batch=1, context=8192, pass_len=1, weights_dtype=None,
-             kv_dtype=None, efficiency=None, ideal=False, usd_per_gpu_hour=None, weight_read="hit"):
+             kv_dtype=None, efficiency=None, ideal=False, usd_per_gpu_hour=None, weight_read="hit", pue=1.2,
+             usd_per_kwh=0.08, power_cap=None):
     """Roofline step time, throughput and cost (``rackmath roofline``). Inputs broadcast as numpy arrays; a
     string range such as ``batch="1:4096:log"`` becomes one. Default: the ideal roofline (a lower bound on time).
     ``weight_read``: "hit" (the experts the batch routes to) or "all" (every weight every step, the lecture).
-    Returns an ``engine.roofline.RooflineResult``."""
+    Returns an ``engine.roofline.RooflineResult``; its ``energy`` attribute is an ``analyses.energy.EnergyResult``
+    (J/token, tokens/kWh, electricity $/Mtok and share at ``pue`` and ``usd_per_kwh``). ``power_cap`` (W per GPU)
+    scales the compute peaks by the clock the cap allows (docs/energy.md)."""
+    from .cli.common import energy_of
     from .engine.roofline import roofline as _roofline
 
-    return _roofline(model, _priced(hardware, usd_per_gpu_hour), chips=_values(_gpus(gpus, chips), "gpus"),
-                     batch=_values(batch, "batch"), context=_values(context, "context"),
-                     pass_len=_values(pass_len, "pass_len"), weights_dtype=weights_dtype, kv_dtype=kv_dtype,
-                     efficiency=_eff(hardware, efficiency, ideal, "ideal"), weight_read=weight_read)
+    r = _roofline(model, _capped(_priced(hardware, usd_per_gpu_hour), power_cap),
+                  chips=_values(_gpus(gpus, chips), "gpus"),
+                  batch=_values(batch, "batch"), context=_values(context, "context"),
+                  pass_len=_values(pass_len, "pass_len"), weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+                  efficiency=_eff(hardware, efficiency, ideal, "ideal"), weight_read=weight_read)
+    r.energy = energy_of(r.hardware, chips=r.chips, step_s=r.step_s, tokens_per_step=r.tokens,
+                         usd_per_mtok=r.usd_per_mtok, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
+    return r
 
 
 def serve(model, hardware, *, isl, osl, concurrency, gpus=None, chips=None, efficiency=None, ideal=False,
-          usd_per_gpu_hour=None, **kw):
+          usd_per_gpu_hour=None, pue=1.2, usd_per_kwh=0.08, power_cap=None, **kw):
     """Steady-state serving (``rackmath serve``): tokens/s per GPU, TPOT, TTFT, $/Mtok. Default: the chip's
-    calibrated preset. Other keywords as ``analyses.serving.serve`` (tp, ep, pp, attention_dp, mtp, …)."""
+    calibrated preset. Other keywords as ``analyses.serving.serve`` (tp, ep, pp, attention_dp, mtp, …).
+    The result's ``energy`` is an ``analyses.energy.EnergyResult`` per output token (every GPU of the deployment);
+    ``power_cap`` (W per GPU) scales the compute peaks (docs/energy.md)."""
     from .analyses.serving import serve as _serve
+    from .cli.serve import serve_energy
 
     n = _gpus(gpus, chips)
     eff = None if efficiency in (None, "auto") else efficiency
     for k in ("tp", "ep", "pp", "mtp", "prefill_gpus", "decode_gpus", "redundant_experts"):
         if isinstance(kw.get(k), str):
             kw[k] = int(_scalar(kw[k], k))
-    return _serve(model, hardware, gpus=None if n is None else int(_scalar(n, "gpus")),
-                  isl=_scalar(isl, "isl"), osl=_scalar(osl, "osl"), concurrency=_values(concurrency, "concurrency"),
-                  ideal=ideal, efficiency=eff, usd_per_gpu_hour=_scalar(usd_per_gpu_hour, "usd_per_gpu_hour",
-                                                                          "usd_per_hour"), **kw)
+    r = _serve(model, _capped(hardware, power_cap), gpus=None if n is None else int(_scalar(n, "gpus")),
+               isl=_scalar(isl, "isl"), osl=_scalar(osl, "osl"), concurrency=_values(concurrency, "concurrency"),
+               ideal=ideal, efficiency=eff, usd_per_gpu_hour=_scalar(usd_per_gpu_hour, "usd_per_gpu_hour",
+                                                                       "usd_per_hour"), **kw)
+    r.energy = serve_energy(r, hardware, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
+    return r
 
 
 def train(model, hardware="hgx-h100", *, gpus=None, chips=None, tokens, seq_len=8192, tp=None, pp=None, dp=None,
-          zero_stage=None, recompute=None, usd_per_gpu_hour=None, **kw):
+          zero_stage=None, recompute=None, usd_per_gpu_hour=None, pue=1.2, usd_per_kwh=0.08, power_cap=None, **kw):
     """Training time, GPU-hours, cost, MFU and memory (``rackmath train``). Without tp/pp/dp/zero_stage/recompute
     the fastest layout that fits is searched; the result's ``parallelism`` says which. Other keywords as
-    ``analyses.training.train`` (mfu_given, flops_per_chip, global_batch_tokens, eta_compute, …)."""
+    ``analyses.training.train`` (mfu_given, flops_per_chip, global_batch_tokens, eta_compute, …). The result's
+    ``energy`` is a dict (energy_mwh, electricity_usd, j_per_token, tokens_per_kwh, elec_share: every GPU at TDP
+    + host, × ``pue``); ``power_cap`` (W per GPU) scales the compute peaks (docs/energy.md)."""
     from .analyses.training import Parallelism, search_training_layout
     from .analyses.training import train as _train
     from .specs.hardware import load_hardware
     from .specs.models import load_model
 
-    m, hw = load_model(model), load_hardware(_priced(hardware, usd_per_gpu_hour))
+    m, hw = load_model(model), load_hardware(_capped(_priced(hardware, usd_per_gpu_hour), power_cap))
     n = _gpus(gpus, chips)
     n = int(_scalar(n, "gpus")) if n is not None else None
     given = {"tp": tp, "pp": pp, "dp": dp, "zero_stage": zero_stage, "recompute": recompute}
@@ -122,8 +143,13 @@ def train(model, hardware="hgx-h100", *, gpus=None, chips=None, tokens, seq_len=
     if all(v is not None for v in given.values()):
         par = Parallelism(dp=given["dp"], tp=given["tp"], pp=given["pp"], zero_stage=given["zero_stage"],
                           recompute=given["recompute"], microbatches=4 * given["pp"])
-        return _train(m, hw, chips=n, par=par, **tk)
-    r, _, _ = search_training_layout(m, hw, chips=n, fixed={k: v for k, v in given.items() if v is not None}, **tk)
+        r = _train(m, hw, chips=n, par=par, **tk)
+    else:
+        r, _, _ = search_training_layout(m, hw, chips=n, fixed={k: v for k, v in given.items() if v is not None}, **tk)
+    from .cli.train import training_energy
+
+    en = training_energy(r, hw, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
+    r.energy = {k: v for k, v in en.items() if k != "result"} if en["result"] is not None else None
     return r
 
 

@@ -24,8 +24,14 @@ from .errors import CatalogError, InputError, RackmathError
 MAX_RANGE_POINTS = 10_000
 """Values in one range option ('LO:HI:logN', 'LO:HI:N' or a comma list)."""
 
-MAX_GRID_POINTS = 10_000_000
-"""Points in one broadcast grid (range × range × …) an analysis may evaluate."""
+MAX_GRID_POINTS = 1_000_000
+"""Points in one broadcast grid (range × range × …) an analysis may evaluate (`sweep --csv`)."""
+
+MAX_LAYOUTS = 1_000_000
+"""Layouts × micro-batches one layout search evaluates (`layout`, `plot pareto`): ~8 s and ~0.6 GB here."""
+
+MAX_TABLE_ROWS = 10_000
+"""Configurations a command prints as a table or JSON (`roofline`); `sweep --csv` takes up to MAX_GRID_POINTS."""
 
 # ---------------------------------------------------------------------------------- CLI integers
 MAX_INT_OPTION = 1_000_000
@@ -159,13 +165,13 @@ def check_points(n, field: str, maximum: int = MAX_RANGE_POINTS) -> int:
     return n
 
 
-def check_grid(shape, field: str = "ranges", maximum: int = MAX_GRID_POINTS) -> None:
+def check_grid(shape, field: str = "ranges", maximum: int = MAX_GRID_POINTS, hint: str = "use shorter ranges") -> None:
     """A broadcast grid of ranges: at most ``maximum`` points in all."""
     n = 1
     for s in shape:
         n *= int(s)
     if n > maximum:
-        raise InputError(field, f"{n:,} combinations is too many", f"at most {maximum:,} (use shorter ranges)")
+        raise InputError(field, f"{n:,} combinations is too many", f"at most {maximum:,}; {hint}")
 
 
 def _show(v) -> str:
@@ -303,6 +309,8 @@ def api(fn):
             if "argument" in str(exc) and fn.__name__ in str(exc):  # a wrong call: let Python report it
                 raise
             raise InputError("input", f"wrong type ({exc})", "numbers, arrays of numbers or names") from None
+        except ValueError as exc:  # numpy's "could not convert string to float" and the like
+            raise InputError("input", str(exc)[:200], "numbers, arrays of numbers or names") from None
 
     wrapper.__wrapped_api__ = True
     return wrapper
@@ -313,7 +321,9 @@ def _check_whole(v, field: str) -> None:
 
     try:
         a = np.asarray(v, dtype=float)
-    except (TypeError, ValueError, OverflowError):
+    except OverflowError:
+        raise InputError(field, f"{_show(v)} is out of range", "a whole number up to 1e30") from None
+    except (TypeError, ValueError):
         raise InputError(field, f"{_show(v)} is not a number", "a whole number") from None
     bad = ~np.isfinite(a) | (a != np.round(a))
     if np.any(bad):

@@ -417,22 +417,49 @@ def param_bytes(model) -> float:
     return float(sum(p.numel() * p.element_size() for p in model.parameters()))
 
 
-def count_ops(model, dev, dtype: str, context: int) -> int:
-    """aten operators one decode step at batch 1 dispatches (each one a kernel launch on a GPU)."""
+_MATMULS = {"mm", "bmm", "addmm", "matmul", "linear", "baddbmm", "einsum"}
+
+
+def count_ops(model, dev, dtype: str, context: int, batch: int = 8) -> dict:
+    """What one decode step dispatches, counted (not timed): aten operators (each one a kernel launch on a
+    GPU) at batch 1, and the activation bytes the non-matmul operators (norms, activations, residual adds,
+    softmax, top-1, cache writes) read and write per sequence, counted at ``batch`` sequences."""
     from torch.utils._python_dispatch import TorchDispatchMode
+
+    def nbytes(x):
+        return x.numel() * x.element_size() if isinstance(x, torch.Tensor) else 0
 
     class Count(TorchDispatchMode):
         n = 0
+        moved = 0
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             Count.n += 1
-            return func(*args, **(kwargs or {}))
+            out = func(*args, **(kwargs or {}))
+            name = func.__name__.split(".")[0]
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            fresh = [o for o in outs if isinstance(o, torch.Tensor) and not o._is_view()]
+            if name not in _MATMULS and fresh:
+                Count.moved += sum(nbytes(a) for a in args) + sum(nbytes(o) for o in fresh)
+            return out
 
-    caches = model.new_cache(1, max(1, int(context)), DTYPES[dtype], dev)
-    tok = torch.zeros(1, dtype=torch.long, device=dev)
-    with torch.inference_mode(), Count():
-        model(tok, caches, 0)
-    return Count.n
+    res = {}
+    for B in (1, batch):
+        Count.n, Count.moved = 0, 0
+        caches = model.new_cache(B, max(1, int(context)), DTYPES[dtype], dev)
+        tok = torch.zeros(B, dtype=torch.long, device=dev)
+        with torch.inference_mode(), Count():
+            model(tok, caches, 0)
+        res[B] = (Count.n, Count.moved)
+        del caches
+    return {"ops": res[1][0], "elementwise_bytes_per_seq": (res[batch][1] - res[1][1]) / max(batch - 1, 1)}
+
+
+def bench_elementwise(dev, dtype: str, shape=(256, 4096), min_time=0.02) -> float:
+    """Bytes/s of activation-sized elementwise work: silu(x) · x on ``shape`` (reads 3, writes 2 tensors)."""
+    x = _rand(shape, DTYPES[dtype], dev)
+    t = timeit(lambda: nn.functional.silu(x) * x, dev, min_time=min_time)
+    return 5.0 * x.numel() * x.element_size() / t
 
 
 def decode_steps(model, dev, dtype: str, batch: int, context: int, steps: int, warmup: int = 1) -> list[float]:

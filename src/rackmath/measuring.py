@@ -175,10 +175,13 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
 
     # -------- the decode sweep
     net = mt.build_model(spec, dtype, dev)
-    ops = mt.count_ops(net, dev, dtype, plan["contexts"][0])
+    counted = mt.count_ops(net, dev, dtype, plan["contexts"][0])
+    ops = counted["ops"]
+    elem_bw = mt.bench_elementwise(dev, dtype, min_time=plan["min_time"])
+    elem_s = counted["elementwise_bytes_per_seq"] / elem_bw  # seconds of elementwise work per sequence
     gemv_bw = small[0]["weight_bytes_per_s"]
     preset_d = am.preset_from_microbenchmarks(f"{cname}-eager", cname, fit, gemv_bw, bw["bytes_per_s"], ops,
-                                              dispatch, attn["kv_bytes_per_s"])
+                                              dispatch, attn["kv_bytes_per_s"], elem_s)
     rows = []
     # (batch, context) points whose KV cache fits the KV budget
     points = [(B, L) for L in plan["contexts"] for B in plan["batches"]
@@ -196,7 +199,7 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
     L = np.array([r["context"] for r in rows], dtype=float)
     ideal = roofline(spec, system, chips=1, batch=B, context=L, weights_dtype=dtype, kv_dtype=dtype)
     eta_kw = dict(eta_max=preset_d["eta_compute"], m_half=preset_d["gemm_half_tokens"], eta_memory=preset_d["eta_memory"],
-                  eta_kv=preset_d["eta_kv"])
+                  eta_kv=preset_d["eta_kv"], elementwise_s_per_seq=preset_d["elementwise_s_per_seq"])
     cal = am.calibrated_times(spec, system, B, L, dtype, overhead_s=preset_d["step_overhead_s"], **eta_kw)
     for i, r in enumerate(rows):
         r.update(roofline_s=float(ideal.step_s[i]), t_compute_s=float(ideal.t_compute_s[i]),
@@ -223,7 +226,9 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
         "matmul": matmul, "peak_flops": peaks,
         "gemm_curve": {"dtype": dtype, "shapes": [list(x) for x in shapes], "rows": small, "fit": fit,
                        "form": "eta(M) = eta_max * M / (M + M_half)"},
-        "bandwidth": bw, "attention": attn, "dispatch_s": dispatch, "ops_per_step": ops, "collective": coll,
+        "bandwidth": bw, "attention": attn,
+        "elementwise": {"bytes_per_seq": counted["elementwise_bytes_per_seq"], "bytes_per_s": elem_bw},
+        "dispatch_s": dispatch, "ops_per_step": ops, "collective": coll,
         "chip": system.chip.describe(), "system": system.name,
         "model": {"source": src.name, "name": spec.name, "description": spec.description,
                   "n_layers": spec.n_layers, "d_model": spec.d_model, "weight_bytes": spec.weight_bytes(),

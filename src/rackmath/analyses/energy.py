@@ -115,14 +115,31 @@ def capped_peak_flops(peak_flops, cap_w, tdp_w, static_share=STATIC_POWER_SHARE)
 # --------------------------------------------------------------------------------------------------
 
 
-def chip_power(chip, *, power_cap_w=None, share=SERVING_POWER_SHARE) -> tuple[float, float, str]:
-    """(board W, host W, note) for a catalog chip while serving, under an optional power cap."""
+#: Board draw while training, as a share of TDP: dense training keeps the tensor cores busy and runs boards at
+#: their limit (an assumption, stated; large-scale training power traces sit near TDP).
+TRAINING_POWER_SHARE = 1.0
+
+LOADS = ("serving", "training")
+
+
+def _check_chip(chip):
     if chip.tdp_w is None:
         raise InputError("hardware", f"{chip.name} has no board power (tdp_w) in the catalog",
                          "a chip with tdp_w, or add tdp_w to your catalog entry")
-    board = float(board_power_w(chip.tdp_w, chip.typical_power_w, share))
-    note = ("measured typical draw" if chip.typical_power_w is not None
-            else f"{share:.0%} of the {chip.tdp_w:,.0f} W TDP (assumption; no measured draw in the catalog)")
+
+
+def chip_power(chip, *, power_cap_w=None, share=SERVING_POWER_SHARE, load="serving") -> tuple[float, float, str]:
+    """(board W, host W, note) for a catalog chip while serving (or training: TDP), under an optional power cap."""
+    _check_chip(chip)
+    if load not in LOADS:
+        raise InputError("load", f"{load!r} is not accepted", " or ".join(LOADS))
+    if load == "training":
+        board = float(chip.tdp_w) * TRAINING_POWER_SHARE
+        note = f"training at the {chip.tdp_w:,.0f} W TDP (assumption: dense training runs boards at their limit)"
+    else:
+        board = float(board_power_w(chip.tdp_w, chip.typical_power_w, share))
+        note = ("measured typical draw" if chip.typical_power_w is not None
+                else f"{share:.0%} of the {chip.tdp_w:,.0f} W TDP (assumption; no measured draw in the catalog)")
     if power_cap_w is not None:
         if board > power_cap_w:
             board, note = float(power_cap_w), f"capped at {power_cap_w:,.0f} W"
@@ -176,16 +193,55 @@ class EnergyResult:
         return d
 
 
+def check_power_cap(chip, power_cap_w) -> float:
+    """A power cap the cube law can honour: above the static power (clock → 0 below it), at most 100 kW."""
+    _check_chip(chip)
+    cap = float(power_cap_w)
+    floor = STATIC_POWER_SHARE * chip.tdp_w
+    if not (np.isfinite(cap) and floor < cap <= 1e5):
+        raise InputError("power_cap", f"{power_cap_w!r} W is not accepted for {chip.name}",
+                         f"a board power above {floor:,.0f} W (the static {STATIC_POWER_SHARE:.0%} of its "
+                         f"{chip.tdp_w:,.0f} W TDP); a cap at or above TDP changes nothing")
+    return cap
+
+
+def capped_chip(chip, power_cap_w):
+    """The chip under a board-power cap: every compute peak × f/f_max (:func:`capped_clock_fraction`), memory and
+    interconnect bandwidths unchanged. A derived catalog entry, so every model (roofline, serving, training) sees
+    the capped peak without knowing about caps. None: the chip itself."""
+    import dataclasses
+
+    if power_cap_w is None:
+        return chip
+    cap = check_power_cap(chip, power_cap_w)
+    f = float(capped_clock_fraction(cap, chip.tdp_w))
+    if f >= 1.0:
+        return chip
+    desc = f"{chip.description} (power-capped at {cap:,.0f} W: clock × {f:.3f})".strip()
+    return dataclasses.replace(chip, flops={k: v * f for k, v in chip.flops.items()}, description=desc)
+
+
+def capped_system(system, power_cap_w):
+    """A scale-up system whose chips are power-capped (:func:`capped_chip`); None: unchanged."""
+    import dataclasses
+
+    if power_cap_w is None:
+        return system
+    return dataclasses.replace(system, chip=capped_chip(system.chip, power_cap_w))
+
+
 def energy(chip, *, chips, step_s, tokens_per_step, usd_per_mtok=None, pue=DEFAULT_PUE,
-           usd_per_kwh=DEFAULT_USD_PER_KWH, power_cap_w=None) -> EnergyResult:
-    """Energy per token of a deployment of ``chips`` chips that emits ``tokens_per_step`` tokens every ``step_s``."""
+           usd_per_kwh=DEFAULT_USD_PER_KWH, power_cap_w=None, load="serving") -> EnergyResult:
+    """Energy per token of a deployment of ``chips`` chips that emits ``tokens_per_step`` tokens every ``step_s``.
+
+    ``load``: 'serving' (the measured typical draw, else 70% of TDP) or 'training' (TDP)."""
     if not (np.isfinite(pue) and 1.0 <= pue <= 3.0):
         raise InputError("pue", f"{pue!r} is not accepted", "a number from 1.0 to 3.0")
     if not (np.isfinite(usd_per_kwh) and 0.0 <= usd_per_kwh <= 10.0):
         raise InputError("usd_per_kwh", f"{usd_per_kwh!r} is not accepted", "a price from $0 to $10 per kWh")
     if power_cap_w is not None and not (np.isfinite(power_cap_w) and 1.0 <= power_cap_w <= 1e5):
         raise InputError("power_cap", f"{power_cap_w!r} W is not accepted", "a power from 1 W to 100 kW")
-    board, host, note = chip_power(chip, power_cap_w=power_cap_w)
+    board, host, note = chip_power(chip, power_cap_w=power_cap_w, load=load)
     p = float(facility_power_w(chip_it_power_w(board, host), pue))
     with np.errstate(divide="ignore", invalid="ignore"):
         j = energy_per_token_j(p, chips, step_s, tokens_per_step)
@@ -193,3 +249,16 @@ def energy(chip, *, chips, step_s, tokens_per_step, usd_per_mtok=None, pue=DEFAU
         share = None if usd_per_mtok is None else electricity_share(elec, usd_per_mtok)
         tpk = tokens_per_kwh(j)
     return EnergyResult(board, host, float(pue), float(usd_per_kwh), p, j, tpk, elec, share, note)
+
+
+def run_energy(chip, *, chips, time_s, tokens, usd=None, pue=DEFAULT_PUE, usd_per_kwh=DEFAULT_USD_PER_KWH,
+               power_cap_w=None, load="training") -> tuple[EnergyResult, dict]:
+    """Energy of a whole run (a training job): every chip at its draw for ``time_s``.
+
+    E = N · P · T (J);  MWh = E / 3.6e9;  electricity $ = E / 3.6e6 · $/kWh;  J/token = E / D;
+    share = electricity $ ÷ the run's GPU-hour cost ``usd``."""
+    usd_per_mtok = usd / tokens * 1e6 if usd and tokens else None
+    e = energy(chip, chips=chips, step_s=time_s, tokens_per_step=tokens, usd_per_mtok=usd_per_mtok, pue=pue,
+               usd_per_kwh=usd_per_kwh, power_cap_w=power_cap_w, load=load)
+    total = float(e.facility_w_per_chip) * float(chips) * float(time_s)
+    return e, {"energy_j": total, "energy_mwh": total / 3.6e9, "electricity_usd": total / J_PER_KWH * e.usd_per_kwh}

@@ -61,7 +61,9 @@ def emit(framework: str, deployment: dict) -> dict:
     """Launch commands for ``deployment`` under ``framework``.
 
     ``deployment`` keys: model, mode ('aggregated' | 'disaggregated'), layout (tp, ep, pp, attention_dp),
-    replicas, max_batch, budget, kv_dtype, mtp, and for disaggregated: prefill_layout, prefill_replicas.
+    replicas, max_batch and budget (per scheduler: per attention-DP rank when attention-DP is on, as vLLM's
+    and TensorRT-LLM's flags are; SGLang's are totals over the ranks and are multiplied out here), kv_dtype,
+    mtp, and for disaggregated: prefill_layout, prefill_replicas.
     Returns ``dict(framework, version, commands=[{role, replicas, gpus_per_replica, command, files}], notes)``;
     ``files`` maps a file name to its text (TensorRT-LLM's LLM-API YAML).
     """
@@ -133,13 +135,15 @@ def _vllm(info, repo, model, lay, d, role):
 def _sglang(info, repo, model, lay, d, role):
     tp, ep, pp, adp = int(lay["tp"]), int(lay["ep"]), int(lay["pp"]), bool(lay["attention_dp"])
     parts = [info["command"], "--model-path", repo, info["tp"], str(tp)]
+    ranks = tp if adp else 1  # SGLang's running-request cap and chunk size are totals over the DP-attention ranks
     if adp:
         parts += [info["dp"], str(tp), info["adp"]]
     if ep > 1:
         parts += [info["ep"], str(ep)]
     if pp > 1:
         parts += [info["pp"], str(pp)]
-    parts += [info["max_batch_flag"], str(int(d["max_batch"])), info["budget_flag"], str(int(d["budget"]))]
+    parts += [info["max_batch_flag"], str(int(d["max_batch"]) * ranks), info["budget_flag"],
+              str(int(d["budget"]) * ranks)]
     kv = _kv("sglang", d.get("kv_dtype", "bf16"))
     if kv:
         parts += [info["kv_dtype_flag"], kv]

@@ -238,10 +238,12 @@ def predicted_knee(model, system, context, dtype: str, efficiency=None, b_max: f
 
 
 def calibrated_times(model, system, batch, context, dtype: str, eta_max: float, m_half: float, eta_memory: float,
-                     eta_kv: float | None = None, overhead_s: float = 0.0) -> dict:
+                     eta_kv: float | None = None, overhead_s: float = 0.0,
+                     elementwise_s_per_seq: float = 0.0) -> dict:
     """The roofline with the measured efficiencies: GEMMs follow η(M), memory streams at η_memory · BW.
 
     t_compute = F_dense / (P · η(B)) + F_experts / (P · η(B·k / E_hit)) + F_attn / (P · η_max)
+                + B · t_elementwise (norms, activations, softmax, sampling: activation bytes ÷ elementwise BW)
     t_memory  = W_read(B) / (BW · η_memory) + KV_read(B, L) / (BW · η_kv)
     t_step    = max(t_compute, t_memory) + overhead
 
@@ -265,7 +267,8 @@ def calibrated_times(model, system, batch, context, dtype: str, eta_max: float, 
     f_dense = f_mm - f_exp
     t_c = (compute_time(f_dense, 1, P, gemm_efficiency(B, eta_max, m_half))
            + compute_time(f_exp, 1, P, gemm_efficiency(m_exp, eta_max, m_half))
-           + compute_time(attention_flops(model, B, L), 1, chip.peak_flops(dtype), eta_max))
+           + compute_time(attention_flops(model, B, L), 1, chip.peak_flops(dtype), eta_max)
+           + B * elementwise_s_per_seq)
     t_m = (memory_time(weights_read_bytes(model, B, dtype), 1, chip.hbm_bw, eta_memory)
            + memory_time(kv_step_bytes(model, B, L, 1, dtype), 1, chip.hbm_bw, eta_kv or eta_memory))
     t_c, t_m = np.broadcast_arrays(t_c, t_m)
@@ -316,7 +319,7 @@ def measured_knee(batch, step_s, tail: int = 3) -> dict:
 
 def preset_from_microbenchmarks(name: str, chip_name: str, gemm_fit: dict, gemv_bandwidth: float,
                                 bandwidth: float, ops_per_step: int, dispatch_s: float,
-                                kv_bandwidth: float | None = None) -> dict:
+                                kv_bandwidth: float | None = None, elementwise_s_per_seq: float = 0.0) -> dict:
     """An ``[[efficiency]]`` preset from the micro-benchmarks alone (the decode sweep is kept for validation):
 
     η_compute = η_max of the GEMM fit (large-M matmul FLOP/s over the peak), capped at 1;
@@ -324,7 +327,9 @@ def preset_from_microbenchmarks(name: str, chip_name: str, gemm_fit: dict, gemv_
     η_memory  = weight-streaming bandwidth of the M = 1 GEMM (a GEMV) over the peak bandwidth, capped at 1;
     η_kv      = KV bytes/s of the attention core over a cache of tens of MB, over the peak bandwidth, capped
                 at 1 (read by :func:`calibrated_times`; the engine's roofline uses η_memory for KV too);
-    overhead  = operators per decode step × measured dispatch time of one small operator.
+    overhead  = operators per decode step × measured dispatch time of one small operator;
+    elementwise_s_per_seq = activation bytes the non-matmul operators move per sequence (counted by
+                instrumenting one step) ÷ measured elementwise bandwidth (read by :func:`calibrated_times`).
     """
     return {
         "name": name,
@@ -335,6 +340,7 @@ def preset_from_microbenchmarks(name: str, chip_name: str, gemm_fit: dict, gemv_
         "gemm_half_tokens": float(f"{gemm_fit['m_half']:.4g}"),
         "eta_memory": round(min(1.0, max(gemv_bandwidth / bandwidth, 1e-3)), 4),
         "eta_kv": round(min(1.0, max((kv_bandwidth or gemv_bandwidth) / bandwidth, 1e-3)), 4),
+        "elementwise_s_per_seq": float(f"{max(elementwise_s_per_seq, 0.0):.4g}"),
         "eta_comm": 1.0,
         "step_overhead_s": float(f"{min(max(ops_per_step * dispatch_s, 0.0), 9.0):.4g}"),
         "description": f"{chip_name} as measured by rackmath measure (decode, framework: eager PyTorch)",

@@ -16,7 +16,8 @@ Aggregated (continuous batching with chunked prefill), per replica of g GPUs at 
 * TPOT = t / A;  TTFT = t/2 (waiting for the next step) + ceil(ISL / (budget − n)) chunk steps
 * end-to-end E = TTFT + (OSL − 1)·TPOT; a replica completes n / E requests/s (Little's law)
 * rate mode: replicas R = ceil(λ·E / n); users mode: R = ceil(U / n)
-* the scheduler's max running sequences is n / ρ (ρ = 0.85 headroom) and must fit memory
+* the scheduler's max running sequences is n / ρ (ρ = 0.85 headroom) and must fit memory; with
+  attention-DP over T GPUs a replica has T schedulers, each with max n/(ρT) sequences and its own budget
 
 Disaggregated: a decode pool as above with P̄ = 0; a prefill pool of replicas running passes of
 ``budget`` tokens, R_P = ceil(λ·ISL / (ρ_P·X_P)); TTFT = M/D/1 wait ρ_P·t_pass / (2(1 − ρ_P))
@@ -84,6 +85,11 @@ def _price_for(prices: dict, chip: str, system: str):
     return prices.get("*")
 
 
+def _ranks(lays):
+    """Schedulers per replica: one per attention-DP rank (TP of the replica), else one."""
+    return np.where(np.asarray(lays["attention_dp"], dtype=bool), np.asarray(lays["tp"], dtype=float), 1.0)
+
+
 def _lay_row(lays, i) -> dict:
     return dict(tp=int(lays["tp"][i]), ep=int(lays["ep"][i]), pp=int(lays["pp"][i]),
                 attention_dp=bool(lays["attention_dp"][i]))
@@ -115,23 +121,14 @@ def aggregated_points(st, lays, isl, osl, budget, n=CONCURRENCY_GRID, rho=RHO) -
     L = isl + osl / 2.0
     n = np.asarray(n, dtype=float)[None, :]
     lay = {k: v[:, None] for k, v in lays.items()}
-    m = n * A / osl  # prompts arriving per step (finished sequences are replaced)
-    room = np.maximum(budget - n, 1.0)
-    c = np.minimum(np.maximum(m * isl, isl), room)  # tokens of a step that carries prefill
-    f = np.minimum(1.0, m * isl / c)  # share of steps that carry prefill
-    Lg = np.full_like(n, L)
-    t_dec = stt._mixed_grid(st, lay, n, np.zeros_like(n), Lg, isl)
-    t_chunk = stt._mixed_grid(st, lay, n, c, Lg, isl)
-    t = (1.0 - f) * t_dec + f * t_chunk
-    n_chunks = np.ceil(isl / room)
-    tpot = t / A
-    ttft = 0.5 * t + n_chunks * t_chunk
+    ss = stt.steady_state(st, lay, n, isl, osl, budget)
+    tpot, ttft, x = ss["tpot_s"], ss["ttft_s"], ss["out_tok_s"]
     mx = np.ceil(n / rho)
     fit = stt.decode_grid(st, lay, mx, L)
     ok = fit["fits"] & (mx <= fit["max_batch"] + 1e-9)
     e2e = ttft + (osl - 1.0) * tpot
     return dict(tpot=tpot, ttft=ttft, e2e=e2e, n=np.broadcast_to(n, tpot.shape), max_batch=np.broadcast_to(mx, tpot.shape),
-                ok=ok, gpus=np.broadcast_to(lay["gpus"], tpot.shape), out_tok_s=n * A / t)
+                ok=ok & ~ss["prefill_bound"], gpus=np.broadcast_to(lay["gpus"], tpot.shape), out_tok_s=x)
 
 
 def _decode_points(st, lays, isl, osl, n=CONCURRENCY_GRID, rho=RHO) -> dict:
@@ -152,6 +149,7 @@ def _decode_points(st, lays, isl, osl, n=CONCURRENCY_GRID, rho=RHO) -> dict:
 def _prefill_points(st, lays, isl, budget) -> dict:
     from . import step_table as stt
 
+    budget = budget * _ranks(lays)
     t_pass = stt.prefill_grid(st, lays, budget, isl)
     t_one = stt.prefill_grid(st, lays, isl, isl)
     fit = stt.decode_grid(st, lays, 1.0, isl)["fits"]
@@ -189,7 +187,8 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
             out["aggregated"] = dict(
                 mode="aggregated", gpus=int(gp[i, j]), replicas=int(R[i, j]), gpus_per_replica=int(pts["gpus"][i, j]),
                 layout=dict(lay, label=layout_label(lay)), concurrency_per_replica=float(n[i, j]),
-                max_batch=int(pts["max_batch"][i, j]), budget=int(budget), tpot_s=float(pts["tpot"][i, j]),
+                max_batch=int(math.ceil(pts["max_batch"][i, j] / _ranks(lay))), schedulers=int(_ranks(lay)),
+                budget=int(budget), tpot_s=float(pts["tpot"][i, j]),
                 ttft_s=float(pts["ttft"][i, j]), request_rate=float(lam[i, j]))
     if "disaggregated" in modes:
         dp = _decode_points(st, lays, isl, osl)
@@ -233,7 +232,8 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
                     mode="disaggregated", gpus=g_d + g_p, prefill_gpus=g_p, decode_gpus=g_d,
                     replicas=int(Rd[i, j]), prefill_replicas=Rp_ac, gpus_per_replica=int(dp["gpus"][i, j]),
                     layout=dict(lay_d, label=layout_label(lay_d)), prefill_layout=dict(lay_p, label=layout_label(lay_p)),
-                    concurrency_per_replica=float(n[i, j]), max_batch=int(dp["max_batch"][i, j]), budget=int(budget),
+                    concurrency_per_replica=float(n[i, j]), max_batch=int(math.ceil(dp["max_batch"][i, j] / _ranks(lay_d))),
+                    schedulers=int(_ranks(lay_d)), budget=int(budget),
                     tpot_s=tpot_d, ttft_s=float(ttft[a, c]), request_rate=float(lam),
                     prefill_load=float(PREFILL_RHO[c]), kv_transfer_s=float(pf["xfer"][a]),
                     pd_ratio=f"{g_p}:{g_d}")
@@ -317,7 +317,7 @@ def _chips(hardware):
         raise InputError("hardware", "no chip given", "a comma list such as h100,h200,b200,mi355x")
     if len(hardware) > 64:
         raise InputError("hardware", f"{len(hardware)} chips", "at most 64")
-    return list(dict.fromkeys(hardware))
+    return list({(h if isinstance(h, str) else h.name): h for h in hardware}.values())
 
 
 def all_chips() -> list:
@@ -336,14 +336,19 @@ def all_chips() -> list:
 def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tpot=None, tok_s_user=None,
          usd_per_gpu_hour=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, efficiency=None,
          ideal=False, framework=None, modes=("aggregated", "disaggregated"), budget=None, confirm=True,
-         confirm_requests=2000, max_gpus_per_replica=None, seed=0) -> PlanResult:
+         confirm_requests=2000, max_gpus_per_replica=None, seed=0, pue=None, usd_per_kwh=None,
+         power_cap_w=None) -> PlanResult:
     """The cheapest deployment of ``model`` per chip meeting the SLOs (module docstring).
 
     ``rate`` (requests/s) or ``users`` (concurrent users, each with one request in flight);
     ``ttft``/``tpot`` in seconds (``tok_s_user`` = 1/TPOT); ``usd_per_gpu_hour``: a number or
     ``{'h100': 2.1, ...}`` / 'h100=2.1,b200=4'. ``confirm`` replays each winner in :func:`simulate`
     (a scaled copy of up to 4 replicas at the same per-replica load) and reports its tails.
+    Energy (analyses.energy, docs/energy.md): each deployment gets ``energy`` (J per output token over all its
+    GPUs, tokens/kWh, electricity $/Mtok and share) at ``pue`` and ``usd_per_kwh``; ``power_cap_w`` caps every
+    GPU's board power, scaling its compute peaks (the capped chip is what the step model sees).
     """
+    from . import energy as en
     from . import step_table as stt
     from .simulate import framework_defaults
 
@@ -366,7 +371,7 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
     for hw in _chips(hardware):
         from ..specs.hardware import load_hardware
 
-        system = load_hardware(hw)
+        system = en.capped_system(load_hardware(hw), power_cap_w)
         price = _price_for(prices, system.chip.name, system.name)
         st = stt.stack(model, system, weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance,
                        efficiency=efficiency, ideal=ideal, usd_per_gpu_hour=price, framework=framework)
@@ -379,6 +384,12 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
         pareto[st.chip] = pareto_points(st, pts, isl, osl)
         row = dict(chip=st.chip, hardware=system.name, usd_per_gpu_hour=st.usd_per_gpu_hour, efficiency=st.efficiency,
                    header=st.label, candidates=int(pts["ok"].sum()), options=best)
+        for d in best.values():  # None where a user catalog gives no board power
+            d["energy"] = None if system.chip.tdp_w is None else en.energy(system.chip, chips=d["gpus"], step_s=1.0, tokens_per_step=d["output_tok_s"],
+                                    usd_per_mtok=d["usd_per_mtok"], power_cap_w=power_cap_w,
+                                    pue=en.DEFAULT_PUE if pue is None else float(pue),
+                                    usd_per_kwh=en.DEFAULT_USD_PER_KWH if usd_per_kwh is None else float(usd_per_kwh)
+                                    ).as_dict()
         if best:
             win = min(best.values(), key=lambda d: (d["usd_per_hour"], d["tpot_s"]))
             row["deployment"] = win

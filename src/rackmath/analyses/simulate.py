@@ -4,8 +4,9 @@ The steady-state ``serve`` model answers "how fast at C sequences in flight"; re
 arrives at random, queues, bursts and preempts. This module replays requests through the
 scheduler that vLLM, SGLang and TensorRT-LLM share, one replica at a time:
 
-* **Continuous batching** with at most ``max_batch`` sequences running per replica
-  (``--max-num-seqs`` / ``--max-running-requests`` / ``max_batch_size``).
+* **Continuous batching** with at most ``max_batch`` sequences running per scheduler
+  (``--max-num-seqs`` / ``--max-running-requests`` / ``max_batch_size``; a replica with attention-DP
+  over T GPUs has T schedulers, so T·max_batch sequences and T·budget tokens per step).
 * **Chunked prefill**: each scheduler iteration has a token budget (``--max-num-batched-tokens``
   / ``--chunked-prefill-size`` / ``max_num_tokens``); decoding sequences take one token each,
   waiting prompts fill the rest in arrival order.
@@ -87,6 +88,8 @@ def parse_lengths(text, field: str) -> tuple:
             spec = ("uniform", float(round(lo)), float(round(hi)))
         else:
             raise ValueError
+    except InputError:
+        raise
     except ValueError:
         raise InputError(field, f"cannot read {text!r}", _LEN_ACCEPTED) from None
     if any(not (1 <= x <= 1e7) for x in spec[1:2]):
@@ -162,12 +165,23 @@ def parse_trace(text: str, name: str = "trace") -> dict:
     import json
 
     lines = [("" if ln.lstrip().startswith("#") else ln) for ln in text.splitlines()]  # '#' comment lines
-    text = "\n".join(lines)
-    body = [ln for ln in lines if ln.strip()]
-    if not body:
+    body = next((ln for ln in lines if ln.strip()), None)
+    if body is None:
         raise InputError(name, "empty trace", "CSV with a header arrival_s,isl,osl or JSON lines")
-    rows = []
-    if body[0].lstrip().startswith("{"):
+
+    def columns_of(keys):
+        cols = {}
+        for f, names in _TRACE_FIELDS.items():
+            hit = [k for k in names if k in keys]
+            if not hit:
+                raise InputError(name, f"no {f} column (columns: {', '.join(sorted(keys))})", " or ".join(names))
+            cols[f] = hit[0]
+        return cols
+
+    rownum = []  # 1-based line number of each request
+    raw = {f: [] for f in _TRACE_FIELDS}
+    if body.lstrip().startswith("{"):
+        cols = None
         for i, ln in enumerate(lines, 1):
             if not ln.strip():
                 continue
@@ -177,51 +191,65 @@ def parse_trace(text: str, name: str = "trace") -> dict:
                 raise InputError(f"{name} row {i}", f"not JSON ({e.msg})", "one JSON object per line") from None
             if not isinstance(obj, dict):
                 raise InputError(f"{name} row {i}", "not a JSON object", '{"arrival_s": 0.1, "isl": 1000, "osl": 200}')
-            rows.append((i, {str(k).strip().lower(): v for k, v in obj.items()}))
+            if cols is None:
+                obj = {str(k).strip().lower(): v for k, v in obj.items()}
+                cols = columns_of(obj.keys())
+            elif any(c not in obj for c in cols.values()):
+                obj = {str(k).strip().lower(): v for k, v in obj.items()}
+            rownum.append(i)
+            for f, c in cols.items():
+                v = obj.get(c)
+                raw[f].append(v if isinstance(v, (int, float)) and not isinstance(v, bool) else
+                              (v if isinstance(v, str) else repr(v)))
+            if len(rownum) > MAX_REQUESTS:
+                raise InputError(name, f"more than {MAX_REQUESTS:,} requests", f"at most {MAX_REQUESTS:,} requests")
     else:
-        reader = csv.reader(io.StringIO(text))
-        header = None
+        reader = csv.reader(io.StringIO("\n".join(lines)))
+        idx = None
+        width = 0
         for i, rec in enumerate(reader, 1):
             if not rec or not any(c.strip() for c in rec):
                 continue
-            if header is None:
+            if idx is None:
                 header = [c.strip().lower() for c in rec]
+                cols = columns_of(header)
+                idx = {f: header.index(c) for f, c in cols.items()}
+                width = len(header)
                 continue
-            if len(rec) != len(header):
-                raise InputError(f"{name} row {i}", f"{len(rec)} fields, the header has {len(header)}",
+            if len(rec) != width:
+                raise InputError(f"{name} row {i}", f"{len(rec)} fields, the header has {width}",
                                  "one value per header column")
-            rows.append((i, dict(zip(header, (c.strip() for c in rec)))))
-        if header is None:
+            rownum.append(i)
+            for f, k in idx.items():
+                raw[f].append(rec[k])
+            if len(rownum) > MAX_REQUESTS:
+                raise InputError(name, f"more than {MAX_REQUESTS:,} requests", f"at most {MAX_REQUESTS:,} requests")
+        if idx is None:
             raise InputError(name, "no header", "a header row naming arrival_s, isl, osl")
-    if not rows:
+        cols = {f: header[k] for f, k in idx.items()}
+    if not rownum:
         raise InputError(name, "no requests", "at least one row")
-    keys = rows[0][1].keys()
-    cols = {}
-    for f, names in _TRACE_FIELDS.items():
-        hit = [k for k in names if k in keys]
-        if not hit:
-            raise InputError(name, f"no {f} column (columns: {', '.join(sorted(keys))})", " or ".join(names))
-        cols[f] = hit[0]
-    if len(rows) > MAX_REQUESTS:
-        raise InputError(name, f"{len(rows)} requests", f"at most {MAX_REQUESTS:,} requests")
-    out = {f: np.empty(len(rows)) for f in _TRACE_FIELDS}
-    for j, (i, row) in enumerate(rows):
-        for f, col in cols.items():
-            raw = row.get(col)
-            try:
-                v = float(raw)
-            except (TypeError, ValueError):
-                raise InputError(f"{name} row {i} field {col}", f"{raw!r} is not a number",
-                                 "seconds ≥ 0" if f == "arrival_s" else "a whole number of tokens ≥ 1") from None
-            if f == "arrival_s":
-                ok = math.isfinite(v) and 0 <= v <= 1e9
-                acc = "seconds from 0 to 10⁹"
-            else:
-                ok = math.isfinite(v) and v >= 1 and v == round(v) and v <= 1e7
-                acc = "a whole number of tokens from 1 to 10⁷"
-            if not ok:
-                raise InputError(f"{name} row {i} field {col}", f"{raw!r}", acc)
-            out[f][j] = v
+    out = {}
+    for f, vals in raw.items():
+        col = cols[f]
+        acc = "seconds from 0 to 10⁹" if f == "arrival_s" else "a whole number of tokens from 1 to 10⁷"
+        try:
+            v = np.asarray(vals, dtype=float)
+        except (TypeError, ValueError):  # find the first value that is not a number, for the error
+            for r, x in zip(rownum, vals):
+                try:
+                    float(x)
+                except (TypeError, ValueError):
+                    raise InputError(f"{name} row {r} field {col}", f"{x!r} is not a number", acc) from None
+            raise  # pragma: no cover
+        if f == "arrival_s":
+            bad = ~np.isfinite(v) | (v < 0) | (v > 1e9)
+        else:
+            bad = ~np.isfinite(v) | (v < 1) | (v > 1e7) | (v != np.round(v))
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise InputError(f"{name} row {rownum[k]} field {col}", f"{vals[k]!r}", acc)
+        out[f] = v
     o = np.argsort(out["arrival_s"], kind="stable")
     return {f: v[o] for f, v in out.items()}
 
@@ -247,6 +275,14 @@ class _Out:
     finish: list
     preempted: list
     arrival: list | None = None
+    _state: tuple | None = None
+
+    def state(self):
+        """Scheduler state per request id (generation, context offset, finish step, steps left), made once."""
+        if self._state is None:
+            n = len(self.finish)
+            self._state = ([0] * n, [0.0] * n, [-1] * n, [0] * n)
+        return self._state
 
 
 def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *, max_batch: int, budget: int,
@@ -276,10 +312,8 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
     n = 0  # decode steps taken by this replica
     heap = []  # (finish step, generation, rid)
     stack = []  # decoding rids in admission order (LIFO preemption), lazily cleaned
-    gen = {}  # rid -> generation of its live heap entry
-    ctx0 = {}  # rid -> (context when it joined decode) − A · (step it joined)
-    fin_step = {}
-    steps_left = {}
+    # per-request state in lists indexed by request id (shared by a pool's replicas: their ids are disjoint)
+    gen, ctx0, fin_step, steps_left = out.state()  # heap-entry generation; context − A·(step joined); finish step
     dec = 0
     S0 = 0.0
     pfq = deque()  # [rid, tokens left, tokens total]
@@ -292,13 +326,14 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
     rejected = 0
     n_done = 0
     tl_t, tl_q, tl_b = [], [], []
-    span_guess = (a_t[-1] - a_t[0]) if len(a_t) > 1 else 1.0
+    na = len(a_t)
+    span_guess = (a_t[-1] - a_t[0]) if na > 1 else 1.0
     rec_dt = max(span_guess, 1e-3) / timeline_points
     next_rec = t
     iters = 0
 
     def complete(rid, when):
-        nonlocal n_done
+        nonlocal n_done, na
         finish[rid] = when
         n_done += 1
         if closed_next is not None:
@@ -306,17 +341,18 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
             if nid is not None:
                 a_t.append(when + think_s)
                 a_id.append(nid)
+                na += 1
                 out.arrival[nid] = when + think_s
 
     while True:
         iters += 1
         # ---- admission at this step boundary
         kv_blocked = False
-        while dec + npf < B and (requeue or (nxt < len(a_t) and a_t[nxt] <= t)):
+        while dec + npf < B and (requeue or (nxt < na and a_t[nxt] <= t)):
             if requeue:
                 rid, need = requeue[0]
                 src = 1
-            elif nxt < len(a_t) and a_t[nxt] <= t:
+            elif nxt < na and a_t[nxt] <= t:
                 rid = a_id[nxt]
                 need = isl[rid]
                 src = 2
@@ -349,7 +385,7 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
                 if s == 0:
                     complete(rid, t)
                     continue
-                g = gen.get(rid, 0) + 1
+                g = gen[rid] + 1
                 gen[rid] = g
                 ctx0[rid] = need - A * n
                 S0 += need - A * n
@@ -397,7 +433,7 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
                 if s <= 0:
                     complete(rid, t)
                     continue
-                g = gen.get(rid, 0) + 1
+                g = gen[rid] + 1
                 gen[rid] = g
                 ctx0[rid] = need - A * n
                 S0 += need - A * n
@@ -416,10 +452,11 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
                 # ---- preempt the most recently admitted decoding sequence (recompute later)
                 while True:
                     rid = stack.pop()
-                    if rid in fin_step:
+                    if fin_step[rid] >= 0:
                         break
                 ctx = ctx0[rid] + A * n
-                steps_left[rid] = fin_step.pop(rid) - n
+                steps_left[rid] = fin_step[rid] - n
+                fin_step[rid] = -1
                 S0 -= ctx0[rid]
                 dec -= 1
                 gen[rid] += 1
@@ -429,7 +466,7 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
             if k_kv >= 1 and k_kv < k:
                 k = k_kv
             dt1 = 0.0
-            if (not kv_blocked) and dec + npf < B and nxt < len(a_t):
+            if (not kv_blocked) and dec + npf < B and nxt < na:
                 dt1 = decode_t(dec, S0 / dec + A * n)
                 if cadence:
                     dt1 = math.ceil(dt1 / cadence - 1e-9) * cadence
@@ -451,7 +488,7 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
                 fs, g, rid = heappop(heap)
                 if g != gen[rid]:
                     continue
-                del fin_step[rid]
+                fin_step[rid] = -1
                 S0 -= ctx0[rid]
                 dec -= 1
                 complete(rid, t)
@@ -461,7 +498,7 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
                 rejected += 1
                 finish[rid] = math.nan
                 continue
-            if nxt < len(a_t):
+            if nxt < na:
                 if a_t[nxt] > t:
                     t = a_t[nxt]
                     if cadence:
@@ -615,8 +652,8 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
     st = stt.stack(model, hardware, weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance,
                    efficiency=efficiency, ideal=ideal, usd_per_gpu_hour=usd_per_gpu_hour, framework=framework)
     fw = framework_defaults(framework)
-    B = int(max_batch or fw["max_batch"])
-    T = int(budget or fw["budget"])
+    B = int(fw["max_batch"] if max_batch is None else max_batch)
+    T = int(fw["budget"] if budget is None else budget)
     for name, v, lo, hi in (("max_batch", B, 1, 65536), ("budget", T, 1, 10**7)):
         if not lo <= v <= hi:
             raise InputError(name, f"{v}", f"a whole number from {lo} to {hi}")
@@ -685,6 +722,10 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
     # ---- layouts and step tables
     lay = _pick_layout(st, n_dec, dict(tp=tp, ep=ep, pp=pp, attention_dp=attention_dp), B, mean_ctx)
     g = int(lay["tp"] * lay["pp"])
+    # the frameworks' max running sequences and step budget are per scheduler: one per attention-DP rank
+    ranks = int(lay["tp"]) if lay["attention_dp"] else 1
+    B_rank, T_rank = B, T
+    B, T = B * ranks, T * ranks
     if n_dec % g:
         raise InputError("gpus", f"{n_dec} GPUs is not a whole number of TP·PP = {g} replicas", f"a multiple of {g}")
     R = n_dec // g
@@ -697,7 +738,8 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
     total_gpus = n_dec
     cfg = dict(model=st.model.name, hardware=st.system.name, chip=st.chip, mode="disaggregated" if disagg else
                "aggregated", traffic=src, requests=n, replicas=R, layout=table.as_dict()["layout"], max_batch=B,
-               budget=T, kv_tokens_per_replica=table.kv_tokens, cadence_s=cadence, efficiency=st.efficiency,
+               budget=T, max_batch_per_rank=B_rank, budget_per_rank=T_rank, schedulers_per_replica=ranks,
+               kv_tokens_per_replica=table.kv_tokens, cadence_s=cadence, efficiency=st.efficiency,
                header=st.label, weights_dtype=st.weights_label, kv_dtype=st.kv_dtype, mtp=st.mtp,
                acceptance=st.acceptance, framework=framework or "generic", seed=seed)
 
@@ -717,17 +759,18 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
     pstats = []
     if disagg:
         n_pf = int(prefill_gpus)
-        lay_p = prefill_layout or _pick_prefill_layout(st, n_pf, T, mean_isl)
+        lay_p = prefill_layout or _pick_prefill_layout(st, n_pf, T_rank, mean_isl)
         gp = int(lay_p["tp"] * lay_p["pp"])
         if n_pf % gp:
             raise InputError("prefill_gpus", f"{n_pf} is not a multiple of the prefill replica's {gp} GPUs",
                              f"a multiple of {gp}")
         Rp = n_pf // gp
-        ptable = stt.StepTable(st, lay_p, max_batch=max(1, T), max_context=max_ctx, prompt=mean_isl, budget=T,
-                               role="prefill", n_context=4)
+        Tp = T_rank * (int(lay_p["tp"]) if lay_p["attention_dp"] else 1)
+        ptable = stt.StepTable(st, lay_p, max_batch=max(1, min(Tp, 4096)), max_context=max_ctx, prompt=mean_isl,
+                               budget=Tp, role="prefill", n_context=4)
         pout = _Out(admit=[math.nan] * n, first=[math.nan] * n, finish=[math.nan] * n, preempted=[0] * n)
         one = [1.0] * n
-        pstats = _pool_run(ptable, arr, ids, isl_l, one, pout, replicas=Rp, max_batch=max(1, T), budget=T,
+        pstats = _pool_run(ptable, arr, ids, isl_l, one, pout, replicas=Rp, max_batch=max(1, min(Tp, 4096)), budget=Tp,
                            acceptance=1.0, cadence=0.0, prefill=True, progress=progress and
                            (lambda k: progress(k // 2)))
         pf_done = np.asarray(pout.finish)
@@ -816,7 +859,7 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
         goodput_tok_s=out_tok / span * float(np.sum(osl_a[good])) / max(float(np.sum(osl_a[count])), 1e-300),
         slo_attainment=int(good.sum()) / max(n_ok, 1), ttft_slo_s=ttft_slo, tpot_slo_s=tpot_slo,
         utilization=busy / max(spans, 1e-12), mean_running=area / max(spans, 1e-12) * len(dstats),
-        running_per_replica=area / max(spans, 1e-12),
+        running_per_replica=area / max(spans, 1e-12), batch_occupancy=area / max(spans, 1e-12) / B,
         usd_per_hour=total_gpus * price, usd_per_mtok_output=total_gpus * price / 3600.0 / max(x_out, 1e-300) * 1e6,
         usd_per_gpu_hour=price,
     )
@@ -836,12 +879,22 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
 
 
 def framework_defaults(framework) -> dict:
-    """Scheduler defaults of a serving stack: max running sequences and the step token budget."""
+    """Scheduler defaults of a serving stack: max running sequences and the step token budget (per scheduler).
+
+    The stacks' numbers are the serving model's (``serving.load_stack``: the same presets ``serve
+    --framework`` uses); the generic stack (no framework) runs at most 256 sequences and 8,192 tokens a step.
+    """
+    from . import serving
     from .launch import framework_info
 
     if framework is None:
         return dict(max_batch=DEFAULT_MAX_BATCH, budget=DEFAULT_BUDGET, name="generic")
-    f = framework_info(framework)
+    name = framework_info(framework)["name"]
+    if hasattr(serving, "load_stack"):
+        s = serving.load_stack(name)
+        return dict(max_batch=int(min(s.max_batch_size, 65536)), budget=int(s.max_num_tokens or DEFAULT_BUDGET),
+                    name=s.name)
+    f = framework_info(name)
     return dict(max_batch=int(f["max_batch"]), budget=int(f["budget"]), name=f["name"])
 
 

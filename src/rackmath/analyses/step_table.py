@@ -24,19 +24,21 @@ TensorRT-LLM run it): the weights are read once, FLOPs add, MoE experts hit and 
 all b·(k + 1) + P tokens, attention reads the decoding sequences' KV. A decode step emits A tokens
 per sequence under speculative decoding (``acceptance``).
 
-Mapping to the serving API of today (``analyses/serving.py``):
+Mapping to the serving API (``analyses/serving.py``), the one-step model of issue 9 (plan/evaluate):
 
 =====================  ===============================================================
 here                   serving API
 =====================  ===============================================================
-step time (b, L, P)    ``serving.decode_numbers(model, L, k)``, ``serving.mixed_numbers`` (P prompt
-                       tokens beside the decode) and ``serving.prefill_numbers``, then the one
-                       step model (``engine.layout.evaluate`` → ``engine.step.compose``, one call
-                       over the whole grid, the preset's composition and the stack's scheduler)
+presets, stack         ``engine.efficiency.resolve(chip, efficiency, ideal)``,
+                       ``serving.load_stack(framework)`` (scheduler time and overlap)
+one step               ``serving._run`` on ``decode_numbers`` / ``mixed_numbers`` /
+                       ``prefill_numbers`` / ``draft_numbers``, ``speculative_step``
+                       (one engine call per context over the (b, P) grid and the layouts)
+steady state (plan)    ``serving.time_sliced_schedule`` + ``serving.prefill_wait``
 KV capacity            the engine's ``max_micro_batch`` at context L × PP × L (tokens)
-presets                ``engine.efficiency.resolve(chip, efficiency, ideal, regime)``
 KV hand-off            ``serving.kv_transfer_time`` over the prefill replica's scale-out NICs
 =====================  ===============================================================
+
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class Stack:
     eff_serving: object
     usd_per_gpu_hour: float
     framework: str | None = None
+    serving_stack: object = None  # serving.Stack: scheduler overlap, the stack's budget and batch cap
 
     @property
     def chip(self) -> str:
@@ -77,14 +80,20 @@ class Stack:
 
     @property
     def label(self) -> str:
-        """'ideal roofline — a lower bound on time' or 'calibrated prediction, preset X'."""
+        """'ideal roofline — a lower bound on time' or 'calibrated prediction, preset X (validated error ±Y%)'."""
+        if callable(getattr(self.eff_serving, "label", None)):
+            return self.eff_serving.label()
         if self.eff_serving.name == "ideal":
             return "ideal roofline — a lower bound on time"
-        return self.eff_serving.label()
+        return f"calibrated prediction, preset {self.eff_serving.name}"
 
-    @property
-    def step_overhead_s(self) -> float:
-        return float(self.eff_decode.step_overhead_s)
+    def hw(self):
+        """The system's plain numbers at this compute dtype (the step model applies the efficiency)."""
+        if not hasattr(self, "_hw"):
+            from ..engine.layout import HwNumbers
+
+            self._hw = HwNumbers.from_system(self.system, self.compute_dtype, None, self.kv_dtype)
+        return self._hw
 
     @property
     def weights_label(self) -> str:
@@ -93,11 +102,10 @@ class Stack:
 
 def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, efficiency=None,
           ideal=False, usd_per_gpu_hour=None, framework=None) -> Stack:
-    """Resolve names once: model and system from the catalog, dtypes, the efficiency presets per regime."""
+    """Resolve names once: model and system from the catalog, dtypes, the efficiency preset, the serving stack."""
     from .. import units
     from ..specs.hardware import load_hardware
     from ..specs.models import load_model
-    from ..engine.efficiency import resolve
 
     m = load_model(model) if isinstance(model, str) else model
     system = load_hardware(hardware) if isinstance(hardware, str) else hardware
@@ -113,12 +121,14 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
     price = float(system.chip.usd_per_hour) if usd_per_gpu_hour is None else float(usd_per_gpu_hour)
     if not math.isfinite(price) or price < 0 or price > 1e4:
         raise InputError("usd_per_gpu_hour", f"{price:g}", "a price in $ per GPU-hour from 0 to 10⁴")
-    return Stack(model=m, system=system, weights_dtype=wdt, kv_dtype=kvdt,
-                 compute_dtype=system.chip.compute_dtype(wdt or m.native_dtype), mtp=mtp, acceptance=a,
-                 eff_decode=resolve(system.chip.name, efficiency, ideal, "decode"),
-                 eff_prefill=resolve(system.chip.name, efficiency, ideal, "prefill"),
-                 eff_serving=resolve(system.chip.name, efficiency, ideal, "serving"),
-                 usd_per_gpu_hour=price, framework=framework)
+    cdt = system.chip.compute_dtype(wdt or m.native_dtype)
+    from ..engine.efficiency import resolve
+    from .serving import load_stack
+
+    eff = resolve(system.chip.name, efficiency, ideal)
+    return Stack(model=m, system=system, weights_dtype=wdt, kv_dtype=kvdt, compute_dtype=cdt, mtp=mtp, acceptance=a,
+                 eff_decode=eff, eff_prefill=eff, eff_serving=eff, usd_per_gpu_hour=price, framework=framework,
+                 serving_stack=load_stack(framework))
 
 
 # --------------------------------------------------------------------------------------
@@ -132,6 +142,12 @@ def _decode_numbers(st: Stack, context: float):
     return decode_numbers(st.model, max(float(context), 1.0), st.mtp, st.weights_dtype, st.kv_dtype)
 
 
+def _draft_numbers(st: Stack, context: float):
+    from .serving import draft_numbers
+
+    return draft_numbers(st.model, max(float(context), 1.0), st.weights_dtype, st.kv_dtype)
+
+
 def _prefill_numbers(st: Stack, tokens: float, prompt: float):
     from .serving import prefill_numbers
 
@@ -139,33 +155,39 @@ def _prefill_numbers(st: Stack, tokens: float, prompt: float):
                            weights_dtype=st.weights_dtype, kv_dtype=st.kv_dtype)
 
 
-def _hw(st: Stack):
-    from ..engine.layout import HwNumbers
+def _eval(st: Stack, mn, eff, lay: dict, micro_batch, sched: bool = True):
+    """One call of the step model on one replica of each layout, composed exactly as ``serve`` composes it
+    (``serving._run``: engine/layout.evaluate → engine/step, the stack's scheduler time and overlap).
 
-    key = "_hw_numbers"
-    if key not in st.__dict__:
-        st.__dict__[key] = HwNumbers.from_system(st.system, st.compute_dtype, None, st.kv_dtype)
-    return st.__dict__[key]
+    Returns (layout result, step time, bound).
+    """
+    from types import SimpleNamespace
 
+    from .serving import _run
 
-def _eval(st: Stack, mn, eff, lay: dict, micro_batch):
-    """One call of the step model (engine.layout.evaluate → engine.step.compose) with the stack's scheduler."""
-    from dataclasses import replace
-
-    from ..engine.layout import evaluate
-    from .serving import USABLE_MEMORY_FRACTION, load_stack
-
-    from ..engine.efficiency import stack_sched_s
-
-    stk = load_stack(st.framework if st.framework in ("trtllm", "vllm", "sglang", None) else None)
-    extra = stack_sched_s(eff, stk.name)
-    if extra:
-        eff = replace(eff, step_overhead_s=eff.step_overhead_s + extra)
-    res = evaluate(mn, _hw(st), tp=lay["tp"], ep=lay["ep"], pp=lay["pp"], attention_dp=lay["attention_dp"],
-                   micro_batch=micro_batch,
-                   chips=np.asarray(lay["tp"], dtype=float) * np.asarray(lay["pp"], dtype=float),
-                   usable_fraction=USABLE_MEMORY_FRACTION, efficiency=eff, sched_overlap=stk.overlap_scheduler)
+    tp = np.asarray(lay["tp"], dtype=float)
+    pp = np.asarray(lay["pp"], dtype=float)
+    layout = SimpleNamespace(tp=tp, ep=np.asarray(lay["ep"], dtype=float), pp=pp, attention_dp=lay["attention_dp"],
+                             gpus=tp * pp, redundant_experts=0)
+    plan = SimpleNamespace(stack=st.serving_stack, hw=st.hw)
+    res = _run(plan, mn, layout, eff, micro_batch, sched=sched)
     return res, np.asarray(res.tpot_s, dtype=float), res.bound
+
+
+def _speculative_step(t_verify, t_draft, mtp):
+    from .serving import speculative_step
+
+    return speculative_step(t_verify, t_draft, mtp)
+
+
+def _draft_time(st: Stack, lay: dict, b, L: float):
+    """Time of one draft token for b sequences (speculative decoding: k of them per step), 0 without --mtp."""
+    if not st.mtp:
+        return 0.0
+    lay1 = dict(lay, pp=np.ones_like(np.asarray(lay["pp"], dtype=float)))
+    _, t, _ = _eval(st, _draft_numbers(st, L), st.eff_decode, lay1, np.maximum(np.asarray(b, dtype=float), 1.0),
+                    sched=False)
+    return t
 
 
 # --------------------------------------------------------------------------------------
@@ -209,21 +231,32 @@ def replica_layouts(st: Stack, gpus_per_replica=None, *, max_pp: int = 4) -> dic
 def decode_grid(st: Stack, lay: dict, batch, context: float) -> dict:
     """Decode step over layouts × batch (arrays broadcast): ``step_s``, ``fits``, ``max_batch`` (per replica).
 
-    ``batch`` is the sequences in flight per replica (PP micro-batches of batch/PP each).
+    ``batch`` is the sequences in flight per replica (PP micro-batches of batch/PP each). Under
+    speculative decoding the step is ``serving.speculative_step``: verification of k + 1 tokens plus k drafts.
     """
     mn = _decode_numbers(st, context)
     pp = np.asarray(lay["pp"], dtype=float)
-    b = np.asarray(batch, dtype=float)
-    res, step, _ = _eval(st, mn, st.eff_decode, lay, np.maximum(b / pp, 1.0))
-    return dict(step_s=step, fits=np.asarray(res.fits, dtype=bool),
+    b = np.maximum(np.asarray(batch, dtype=float) / pp, 1.0)
+    res, step, _ = _eval(st, mn, st.eff_decode, lay, b)
+    step = _speculative_step(step, _draft_time(st, lay, b, context), st.mtp)
+    return dict(step_s=np.asarray(step, dtype=float), fits=np.asarray(res.fits, dtype=bool),
                 max_batch=np.asarray(res.max_micro_batch, dtype=float) * pp)
 
 
-def prefill_grid(st: Stack, lay: dict, tokens: float, prompt: float) -> np.ndarray:
-    """Time of one prefill pass of ``tokens`` prompt tokens (prompts of ``prompt`` tokens) per layout (s)."""
-    mn = _prefill_numbers(st, tokens, prompt)
-    _, step, _ = _eval(st, mn, st.eff_prefill, lay, 1.0)
-    return step
+def prefill_grid(st: Stack, lay: dict, tokens, prompt: float) -> np.ndarray:
+    """Time of one prefill pass of ``tokens`` prompt tokens per layout (s): ⌈tokens / ISL⌉ prompts of ISL tokens
+    each (or one chunk of a longer prompt). ``tokens`` is one number or one per layout."""
+    tok = np.asarray(tokens, dtype=float)
+    shape = np.broadcast_shapes(tok.shape, np.shape(lay["tp"]))
+    out = np.empty(shape)
+    tokb = np.broadcast_to(tok, shape)
+    for v in np.unique(tokb):
+        sel = tokb == v
+        sub = {k: np.broadcast_to(np.asarray(x), shape)[sel] for k, x in lay.items()}
+        piece = min(float(v), max(float(prompt), 1.0))
+        _, step, _ = _eval(st, _prefill_numbers(st, piece, prompt), st.eff_prefill, sub, max(1.0, float(v) / piece))
+        out[sel] = step
+    return out if out.ndim else float(out)
 
 
 def kv_bytes_per_token(st: Stack, context: float = 8192.0) -> float:
@@ -241,37 +274,72 @@ def kv_transfer_s(st: Stack, prompt_tokens, prefill_tp) -> np.ndarray:
 
 
 def _mixed_grid(st: Stack, lay: dict, b, P, L, prompt: float, role: str = "aggregated") -> np.ndarray:
-    """Step time of b decoding sequences at context L plus P prefill tokens, in one engine call (arrays broadcast).
+    """Step time of b decoding sequences at context L plus a prefill chunk of P tokens (arrays broadcast).
 
-    The serving model's mixed step (``serving.mixed_numbers``): b sequences × (k + 1) decode tokens plus P
-    prompt tokens (attending to their own prompt's context) in one pass — weights read once, experts hit
-    and collectives over every token — costed by the one step model; b = 0 is a prefill-only pass.
+    One scheduler iteration is one forward pass: ``serving.mixed_numbers`` adds the chunk's P/b tokens per
+    decoding sequence to the decode step (weights read once, FLOPs, experts hit and collectives over every
+    token; the chunk attends to its prompt's earlier part). b = 0 is a prefill pass alone
+    (``serving.prefill_numbers``). Under speculative decoding, ``serving.speculative_step`` adds k drafts.
     """
-    from .serving import mixed_numbers
+    from .serving import mixed_numbers, speculative_step
 
     b, P, L = (np.asarray(x, dtype=float) for x in (b, P, L))
-    shape = np.broadcast_shapes(b.shape, P.shape, L.shape)
-    b, P, L = (np.broadcast_to(x, shape) for x in (b, P, L))
+    lay_shape = np.shape(np.asarray(lay["tp"]))
+    shape = np.broadcast_shapes(lay_shape, b.shape, P.shape, L.shape)
+    out = np.zeros(shape)
+    bb, PP, LL = (np.broadcast_to(x, shape) for x in (b, P, L))
+    lays = {k: np.broadcast_to(np.asarray(v), shape) for k, v in lay.items()}
+    ranks = np.where(lays["attention_dp"], lays["tp"], 1.0)
+    prompt = max(float(prompt), 1.0)
     eff = st.eff_prefill if role == "prefill" else st.eff_decode
-    pp = np.asarray(lay["pp"], dtype=float)
-    out = np.zeros(np.broadcast_shapes(shape, np.shape(pp)))
-    bb = np.maximum(b, 1.0)
-    for c in np.unique(L):
-        sel = L == c
-        mn = mixed_numbers(_decode_numbers(st, float(c)), st.model, extra_tokens_per_seq=P / bb,
-                           isl=max(float(prompt), 1.0), chunk=np.maximum(np.minimum(P, float(prompt)), 1.0),
-                           kv_dtype=st.kv_dtype)
-        _, step, _ = _eval(st, mn, eff, lay, np.maximum(bb / pp, 1.0))
-        out = np.where(np.broadcast_to(sel, out.shape), np.broadcast_to(step, out.shape), out)
-    # no decoding sequence: a prefill-only pass of P prompt tokens
-    if np.any(b == 0):
-        pf = np.zeros_like(out)
-        for pv in np.unique(P[b == 0]):
-            if pv > 0:
-                pf = np.where(np.broadcast_to((b == 0) & (P == pv), out.shape),
-                              np.broadcast_to(prefill_grid(st, lay, float(pv), prompt), out.shape), pf)
-        out = np.where(np.broadcast_to(b == 0, out.shape), pf, out)
+    for c in np.unique(LL):
+        sel = (LL == c) & (bb > 0)
+        if sel.any():
+            sub = {k: v[sel] for k, v in lays.items()}
+            bs, Ps = bb[sel], PP[sel]
+            mn_d = _decode_numbers(st, float(c))
+            chunk = np.maximum(Ps / ranks[sel], 1.0)  # each attention-DP rank takes its share of the chunk
+            mn = mixed_numbers(mn_d, st.model, extra_tokens_per_seq=Ps / bs, isl=prompt, chunk=chunk,
+                               kv_dtype=st.kv_dtype)
+            pp = np.asarray(sub["pp"], dtype=float)
+            _, t, _ = _eval(st, mn, eff, sub, np.maximum(bs / pp, 1.0))
+            out[sel] = speculative_step(t, _draft_time(st, sub, np.maximum(bs / pp, 1.0), float(c)), st.mtp)
+    for v in np.unique(PP[(bb == 0) & (PP > 0)]):
+        sel = (bb == 0) & (PP == v)
+        sub = {k: x[sel] for k, x in lays.items()}
+        out[sel] = prefill_grid(st, sub, float(v), prompt)
     return out
+
+
+def steady_state(st: Stack, lay: dict, n, isl: float, osl: float, budget) -> dict:
+    """Steady state of a replica at n sequences in flight, as ``serve`` computes it (arrays broadcast).
+
+    The serving model's time-sliced schedule (``serving.time_sliced_schedule``: decode steps and mixed
+    steps carrying prefill chunks within the stack's budget per scheduler) and its TTFT (prompt chunks
+    plus ``serving.prefill_wait``), on this adapter's step times. Returns mean step, TPOT, TTFT,
+    output tokens/s per replica and the prefill-bound mask.
+    """
+    from .serving import prefill_wait, time_sliced_schedule
+
+    A, k = st.acceptance, st.mtp
+    n = np.asarray(n, dtype=float)
+    L = float(isl) + float(osl) / 2.0
+    ranks = np.where(np.asarray(lay["attention_dp"], dtype=bool), np.asarray(lay["tp"], dtype=float), 1.0)
+    isl_new = max(float(isl), 1.0)
+    p_step = n * isl_new * A / float(osl)  # prompt tokens a step must carry on average
+    budget = np.asarray(budget, dtype=float)
+    left = np.maximum(budget - n * (k + 1) / ranks, np.minimum(isl_new, budget))
+    c_rank = np.minimum(left, np.maximum(isl_new, p_step / ranks))  # whole waiting prompts, within the budget
+    c_tot = c_rank * ranks
+    Lg = np.full_like(n, L)
+    t_dec = _mixed_grid(st, lay, n, np.zeros_like(n), Lg, isl_new)
+    t_mix = _mixed_grid(st, lay, n, c_tot, Lg, isl_new)
+    t_bar, t_tpot, x_rep, bound = time_sliced_schedule(t_dec, t_mix, p_step, c_tot, n, A, isl_new, float(osl))
+    t_pf = np.ceil(isl_new / c_rank) * t_mix
+    ttft = t_pf + prefill_wait(t_bar, t_pf, p_step / c_tot)
+    return dict(step_s=t_bar, tpot_s=t_tpot, ttft_s=ttft, out_tok_s=x_rep, prefill_bound=bound)
+
+
 # --------------------------------------------------------------------------------------
 # One layout, tabulated for the event loop
 # --------------------------------------------------------------------------------------
@@ -294,7 +362,6 @@ class StepTable:
         self.max_batch = int(max_batch)
         self.budget = int(budget)
         self.role = role
-        self.overhead = st.step_overhead_s
         lay = {k: np.asarray(v) for k, v in self.layout.items()}
         pp = float(self.layout["pp"])
         # context grid: geometric from 16 tokens to the longest sequence
@@ -378,5 +445,5 @@ class StepTable:
                     efficiency=self.stack.efficiency)
 
 
-__all__ = ["Stack", "stack", "replica_layouts", "decode_grid", "prefill_grid", "kv_bytes_per_token",
+__all__ = ["Stack", "stack", "replica_layouts", "decode_grid", "prefill_grid", "steady_state", "kv_bytes_per_token",
            "kv_transfer_s", "StepTable"]

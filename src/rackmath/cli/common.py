@@ -13,7 +13,10 @@ Every command module uses these, so that flags, tables, units and files behave t
   :func:`print_derivation`, :func:`mode_label` / :func:`mode_dict` (ideal bound vs calibrated prediction);
 * files: :func:`check_output` (never overwrite without ``--force``; a missing directory is an error naming the
   field), :func:`open_output` (``-`` = stdout), :func:`wrote` (``wrote PATH`` on stderr);
-* :func:`parse_range` (integer quantities stay integers), :func:`cite` (sources by their public names).
+* :func:`parse_range` (integer quantities stay integers), :func:`cite` (sources by their public names);
+* energy (roofline, serve, plan, train): ``PUE_OPT``, ``USD_PER_KWH_OPT``, ``POWER_CAP_OPT``; :func:`power_capped`
+  (the hardware with its compute peaks scaled by the cap, so every model sees it), :func:`energy_of` (J/token,
+  tokens/kWh, electricity $/Mtok and share), :func:`energy_line` (the compact line every command prints).
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ __all__ = [
     "hardware_opt", "gpus_opt", "context_opt", "batch_opt", "output_opt", "Col", "table", "human", "print_json",
     "print_derivation", "console", "efficiency_for", "mode_label", "mode_dict", "check_output", "open_output",
     "wrote", "parse_range", "parse_int", "parse_usd", "priced", "cite", "dtype_check", "TABLE_SETTINGS",
+    "PUE_OPT", "USD_PER_KWH_OPT", "POWER_CAP_OPT", "parse_power", "parse_usd_per_kwh", "power_capped", "energy_of",
+    "energy_line",
 ]
 
 # --- options: one vocabulary (COORD.md) ------------------------------------------------------------------------------
@@ -289,6 +294,7 @@ class Col:
     priority: int = 1
     text: bool | None = None  # None: decided from the cells
     justify: str | None = None
+    min_width: int = 0  # a text column narrower than this hides lower-priority columns first
 
 
 _NUMLIKE = re.compile(r"^[\s$−+\-–~≈<>]*[\d.,]+[\d.,\s%×x]*(\s*[A-Za-zµ/$·\-]{0,14}){0,3}\s*$")
@@ -322,7 +328,12 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
     from rich.text import Text
 
     cols = [c if isinstance(c, Col) else Col(str(c), priority=0 if i == 0 else 1) for i, c in enumerate(columns)]
-    rows = [[cite(str(x)) for x in r] for r in rows]
+    styled = {}  # cells given as rich Text (e.g. a coloured verdict) keep their style; the rest are plain text
+    for ri, r in enumerate(rows):
+        for ci, x in enumerate(r):
+            if isinstance(x, Text):
+                styled[ri, ci] = x
+    rows = [[x.plain if isinstance(x, Text) else cite(str(x)) for x in r] for r in rows]
     numeric = [(not c.text) if c.text is not None else _is_numeric([r[i] for r in rows if i < len(r)])
                for i, c in enumerate(cols)]
     keep = list(range(len(cols)))
@@ -344,7 +355,8 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
         if numeric[i]:
             return max([len(r[i]) for r in rows if i < len(r)] + [len(c.name), 1])
         words = [len(x) for r in rows if i < len(r) for x in r[i].split()] or [1]
-        return max(max(len(x) for x in c.name.split() or [""]), min(max(words), 30), 1)
+        natural = max([len(r[i]) for r in rows if i < len(r)] + [1])
+        return max(max(len(x) for x in c.name.split() or [""]), min(max(words), 30), min(c.min_width, natural), 1)
 
     widths = {i: col_width(i) for i in range(len(cols))}
 
@@ -379,8 +391,8 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
         else:  # wraps at spaces; a word longer than 30 characters (a URL) may be folded
             t.add_column(c.name, justify=c.justify or "left", overflow="fold",
                          min_width=min(widths[i], caps.get(i, widths[i])), max_width=caps.get(i))
-    for r in rows:
-        t.add_row(*[Text(r[i]) if i < len(r) else Text("") for i in keep])  # no markup: sources hold "[M]"
+    for ri, r in enumerate(rows):  # no markup parsing: sources hold "[M]"
+        t.add_row(*[styled.get((ri, i)) or Text(r[i]) if i < len(r) else Text("") for i in keep])
     total = need(keep)
     if width is None:
         w = max(80, total)
@@ -565,6 +577,111 @@ def parse_usd(text, field: str = "usd_per_gpu_hour") -> float | None:
     return None if text is None else units.parse_usd_per_hour(text, field)
 
 
+# --- energy: --pue, --usd-per-kwh, --power-cap (docs/energy.md) -------------------------------------------------------
+
+PUE_OPT = typer.Option("1.2", "--pue", metavar="PUE",
+                       help="Power usage effectiveness: facility ÷ IT power, 1.0–3.0 (default 1.2).")
+USD_PER_KWH_OPT = typer.Option("0.08", "--usd-per-kwh", metavar="$/KWH",
+                               help="Electricity price, e.g. 0.08 or '$0.08/kWh' (default: US industrial average).")
+POWER_CAP_OPT = typer.Option(None, "--power-cap", metavar="W",
+                             help="Board power cap per GPU, e.g. 500 or '500 W': compute peaks scale by the clock "
+                                  "a cap allows (cube law); memory bandwidth unchanged.")
+
+
+def _number(text, field: str, accepted: str, units_: dict) -> float | None:
+    if text is None:
+        return None
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        v = float(text)
+    else:
+        m = re.match(r"^\s*\$?\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z/$ ]*?)\s*$", str(text))
+        unit = m.group(2).replace(" ", "").lower() if m else None
+        if not m or unit not in units_:
+            raise InputError(field, f"cannot read {text!r}", accepted)
+        v = float(m.group(1)) * units_[unit]
+    if not math.isfinite(v):
+        raise InputError(field, f"{text!r} is not a finite number", accepted)
+    return v
+
+
+def parse_power(text, field: str = "power_cap") -> float | None:
+    """'500', '500 W', '0.5 kW' → watts; None passes through."""
+    return _number(text, field, "a power such as 500, '500 W' or '0.5 kW'", {"": 1.0, "w": 1.0, "kw": 1e3})
+
+
+def parse_usd_per_kwh(text, field: str = "usd_per_kwh") -> float | None:
+    """'0.08', '$0.08/kWh', '80 $/MWh' → $ per kWh; None passes through."""
+    return _number(text, field, "a price such as 0.08 or '$0.08/kWh'",
+                   {"": 1.0, "/kwh": 1.0, "$/kwh": 1.0, "usd/kwh": 1.0, "/mwh": 1e-3, "$/mwh": 1e-3})
+
+
+def parse_pue(text, field: str = "pue") -> float:
+    v = _number(text, field, "a number from 1.0 to 3.0, e.g. 1.2", {"": 1.0})
+    if v is None or not (1.0 <= v <= 3.0):
+        raise InputError(field, f"{text!r} is not accepted", "a number from 1.0 to 3.0, e.g. 1.2")
+    return v
+
+
+def power_capped(hardware, power_cap):
+    """``hardware`` (a name or System) with its chips power-capped at ``power_cap`` W (text or number): every
+    compute peak × the clock fraction of analyses.energy's cube law, memory bandwidth unchanged. Unchanged when
+    None. Done on the hardware, so roofline, the serving step model and training all see the capped peak."""
+    cap = parse_power(power_cap)
+    if cap is None:
+        return hardware
+    from ..analyses.energy import capped_system
+    from ..specs.hardware import load_hardware
+
+    return capped_system(load_hardware(hardware), cap)
+
+
+def energy_of(hardware, *, chips, step_s, tokens_per_step, usd_per_mtok=None, pue="1.2", usd_per_kwh="0.08",
+              power_cap=None, load: str = "serving"):
+    """J/token, tokens/kWh, electricity $/Mtok and its share of ``usd_per_mtok`` for ``chips`` chips of
+    ``hardware`` emitting ``tokens_per_step`` tokens every ``step_s`` (analyses.energy.energy; inputs broadcast)."""
+    from ..analyses.energy import energy
+    from ..specs.hardware import load_hardware
+
+    hw = load_hardware(hardware)
+    if hw.chip.tdp_w is None and power_cap is None:  # a user catalog without power figures: no energy, no error
+        pue, usd_per_kwh = parse_pue(pue), parse_usd_per_kwh(usd_per_kwh)  # still checked
+        return None
+    return energy(hw.chip, chips=chips, step_s=step_s, tokens_per_step=tokens_per_step, usd_per_mtok=usd_per_mtok,
+                  pue=parse_pue(pue), usd_per_kwh=parse_usd_per_kwh(usd_per_kwh), power_cap_w=parse_power(power_cap),
+                  load=load)
+
+
+def energy_dict(e, power_cap=None, hardware=None) -> dict | None:
+    """The energy result for JSON, with the cap and the clock fraction it implies (None: no power figures)."""
+    if e is None:
+        return None
+    d = e.as_dict()
+    cap = parse_power(power_cap)
+    d["power_cap_w"] = cap
+    if cap is not None and hardware is not None:
+        from ..analyses.energy import capped_clock_fraction
+        from ..specs.hardware import load_hardware
+
+        d["clock_fraction"] = float(capped_clock_fraction(cap, load_hardware(hardware).chip.tdp_w))
+    return d
+
+
+def energy_line(e, i: int | None = None, per: str = "token") -> str:
+    """'energy: 0.69 J/token · 5.2M tokens/kWh · electricity $0.015/Mtok = 5.1% of $/Mtok (1,278 W/GPU at the meter:
+    PUE 1.2, $0.08/kWh)' for configuration ``i`` (None: a scalar result)."""
+    import numpy as np
+
+    if e is None:
+        return "energy: — (the catalog gives no board power, tdp_w, for this chip)"
+
+    def at(x):
+        a = np.asarray(x, dtype=float)
+        return float(a.reshape(-1)[i or 0]) if a.ndim else float(a)
+
+    share = "" if e.elec_share is None else f" = {human(at(e.elec_share), '%')} of $/Mtok"
+    return (f"energy: {human(at(e.j_per_token), 'J')}/{per} · {human(at(e.tokens_per_kwh))} {per}s/kWh · electricity "
+            f"{human(at(e.elec_usd_per_mtok), '$')}/M{per[:3]}{share} ({human(e.facility_w_per_chip, 'W')}/GPU at the "
+            f"meter with host and PUE {e.pue:g}; ${e.usd_per_kwh:g}/kWh)")
 def print_ops(rows: list[dict], title: str) -> None:
     """The per-operator table of ``--ops``: operator, layer type, FLOPs, bytes, FLOP/B, time, binding term."""
     total = sum(r["time_s"] for r in rows)

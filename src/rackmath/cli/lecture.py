@@ -142,18 +142,15 @@ def register(app: typer.Typer) -> None:
             con.print(f"\n[bold]{title}[/]", highlight=False)
             if story:
                 con.print(story, highlight=False, style="italic")
-            t = Table(show_header=True, header_style="bold", pad_edge=False)
-            t.add_column("ID", no_wrap=True)
-            t.add_column("claim", ratio=3, overflow="fold")
-            t.add_column("rackmath", no_wrap=True, justify="right")
-            t.add_column("lecture", ratio=1, overflow="fold", justify="right")
-            t.add_column("ratio", no_wrap=True, justify="right")
-            t.add_column("tolerance", ratio=1, overflow="fold")
-            t.add_column("verdict", no_wrap=True)
-            for c in cs:
-                t.add_row(c.id, _short(c.title), human(c.value, c.unit), human(c.lecture_value, c.unit), _ratio(c),
-                          c.tolerance.split(":")[0].split(" (")[0], _verdict(c, True))
-            con.print(t)
+            from rich.text import Text
+
+            from .common import Col, table
+
+            table("", [Col("ID", 0), Col("claim", 0, text=True, min_width=22), Col("rackmath", 0),
+                       Col("lecture", 0), Col("ratio", 1), Col("tolerance", 1, text=True),
+                       Col("verdict", 0, text=False, justify="left")],
+                  [[c.id, _short(c.title), human(c.value, c.unit), human(c.lecture_value, c.unit), _ratio(c),
+                    c.tolerance.split(":")[0].split(" (")[0], Text.from_markup(_verdict(c, True))] for c in cs])
             for c in cs:
                 for n in _notes(c):
                     con.print(f"  [bold]{c.id}[/]{' (real)' if c.kind == 'real' else ''}: {n}", highlight=False)

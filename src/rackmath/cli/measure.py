@@ -155,6 +155,8 @@ def _render(res: dict) -> None:
                                f"({len(g['shapes'])} weight shapes of the model, {g['dtype']}; rms error {g['fit']['rms_rel_error']:.1%})"],
              ["attention (KV read)", f"{fmt(res['attention']['kv_bytes_per_s'], 'B/s')} (batch "
                                      f"{res['attention']['batch']}, context {res['attention']['context']:,})"],
+             ["elementwise", f"{fmt(res['elementwise']['bytes_per_s'], 'B/s')} × "
+                             f"{fmt(res['elementwise']['bytes_per_seq'], 'B')} of activations per sequence per step"],
              ["dispatch / op", f"{fmt(res['dispatch_s'], 's')} × {res['ops_per_step']} ops per decode step"],
              ["hardware ratio", f"{chip['hardware_ratio'].get(res['dtype'], 0):.0f} ({res['dtype']})"]]
     if res.get("collective"):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import JSON_OPT, dtype_check
+from .common import JSON_OPT, POWER_CAP_OPT, PUE_OPT, USD_PER_KWH_OPT, dtype_check
 
 
 def _ms(v):
@@ -48,14 +48,17 @@ def register(app: typer.Typer) -> None:
         no_confirm: bool = typer.Option(False, "--no-confirm", help="Skip replaying the winners in the simulator."),
         plot: Path = typer.Option(None, "--plot", help="Write the Pareto fronts ($/Mtok vs tok/s/user) to this figure."),
         force: bool = typer.Option(False, "--force", help="Overwrite an existing --plot file."),
+        pue: str = PUE_OPT,
+        usd_per_kwh: str = USD_PER_KWH_OPT,
+        power_cap: str = POWER_CAP_OPT,
         json: bool = JSON_OPT,
     ):
-        """Cheapest deployment per chip meeting TTFT/TPOT SLOs: GPUs, P:D, layouts, $/hour, $/Mtok, margins."""
+        """Cheapest deployment per chip meeting TTFT/TPOT SLOs: GPUs, P:D, layouts, $/hour, $/Mtok, energy, margins."""
         from .. import units
         from ..analyses.launch import check_framework, emit as emit_fn, render
         from ..analyses.planner import plan
         from ..errors import InputError
-        from .common import check_output, print_json, table
+        from .common import check_output, human, parse_power, parse_pue, parse_usd_per_kwh, print_json, table
 
         if plot is not None:
             check_output(plot, force, "plot", (".png", ".svg", ".pdf"))
@@ -72,7 +75,8 @@ def register(app: typer.Typer) -> None:
                  tok_s_user=num(tok_s_user, "tok_s_user"), usd_per_gpu_hour=price, weights_dtype=weights_dtype,
                  kv_dtype=kv_dtype, mtp=int(num(mtp, "mtp") or 0), acceptance=num(acceptance, "acceptance"),
                  efficiency=efficiency, ideal=ideal, framework=framework, modes=modes,
-                 budget=None if budget is None else int(num(budget, "budget")), confirm=not no_confirm)
+                 budget=None if budget is None else int(num(budget, "budget")), confirm=not no_confirm,
+                 pue=parse_pue(pue), usd_per_kwh=parse_usd_per_kwh(usd_per_kwh), power_cap_w=parse_power(power_cap))
         launch = None
         best = r.best
         if emit is not None and best is not None:
@@ -101,18 +105,20 @@ def register(app: typer.Typer) -> None:
             effs[row["chip"]] = row["efficiency"]
             d = row.get("deployment")
             if not d:
-                rows.append([row["chip"], "—", row.get("why", ""), "", "", "", "", ""])
+                rows.append([row["chip"], "—", row.get("why", ""), "", "", "", "", "", ""])
                 continue
             if d["mode"] == "disaggregated":
                 shape = (f"disagg P {d['prefill_replicas']}×{d['prefill_layout']['label']} + D {d['replicas']}×"
                          f"{d['layout']['label']} (P:D {d['pd_ratio']} GPUs)")
             else:
                 shape = f"aggregated {d['replicas']}×{d['layout']['label']}"
-            shape += f", {d['concurrency_per_replica']:g} seqs/replica"
+            shape += f", {d['concurrency_per_replica']:.0f} seqs/replica"
             sim = d.get("simulated")
             tail = "" if not sim else (f"{_ms(sim['ttft_p99_s'])} / {_ms(sim['tpot_p99_s'])}, "
                                        f"{sim['slo_attainment']:.0%} ok")
+            en = d["energy"]
             rows.append([row["chip"], str(d["gpus"]), shape, f"${d['usd_per_hour']:,.4g}", f"${d['usd_per_mtok']:.3g}",
+                         "—" if en is None else f"{human(en['j_per_token'], 'J')} ({human(en['elec_share'], '%')})",
                          f"{_ms(d['ttft_s'])} ({_pct(d['margin']['ttft'])})",
                          f"{_ms(d['tpot_s'])} ({_pct(d['margin']['tpot'])})", tail])
         w = r.workload
@@ -122,8 +128,13 @@ def register(app: typer.Typer) -> None:
         eff = "; ".join(f"{k}: " + ("ideal roofline — a lower bound on time" if v == "ideal" else
                                      f"calibrated, preset {v}") for k, v in effs.items())
         table(f"plan {r.model}: {traffic}, ISL {w['isl']:g} / OSL {w['osl']:g}, {slo} — cheapest first",
-              ["chip", "GPUs", "deployment", "$/hour", "$/Mtok", "TTFT (margin)", "TPOT (margin)",
+              ["chip", "GPUs", "deployment", "$/hour", "$/Mtok", "J/tok (elec)", "TTFT (margin)", "TPOT (margin)",
                "simulated p99 TTFT / TPOT"], rows,
-              caption=f"{eff}. margin = (SLO − predicted) / SLO; p99 tails replayed by the discrete-event simulator")
+              caption=f"{eff}. margin = (SLO − predicted) / SLO; p99 tails replayed by the discrete-event simulator. "
+                      f"J/tok: energy per output token at the meter, every GPU of the deployment (board + host, "
+                      f"PUE {parse_pue(pue):g}); elec = electricity's share of $/Mtok at "
+                      f"${parse_usd_per_kwh(usd_per_kwh):g}/kWh"
+                      + ("" if power_cap is None else f"; GPUs power-capped at {human(parse_power(power_cap), 'W')}"
+                                                      " (compute peaks scaled)"))
         if launch is not None:
             typer.echo(render(launch), nl=False)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from .common import (EFF_OPT, EXPLAIN_OPT, FORCE_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, MODEL_ARG, USD_OPT, WDT_OPT,
-                     batch_opt, context_opt, gpus_opt, hardware_opt, output_opt)
+from .common import (EFF_OPT, EXPLAIN_OPT, FORCE_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, MODEL_ARG, POWER_CAP_OPT, PUE_OPT,
+                     USD_OPT, USD_PER_KWH_OPT, WDT_OPT, batch_opt, context_opt, gpus_opt, hardware_opt, output_opt)
 
 HW_OPT = hardware_opt()
 CHIPS_OPT = gpus_opt()
@@ -23,11 +23,15 @@ def _inputs(batch, context, pass_len, chips):
     return b, c, p, n
 
 
-def _grid(*arrays):
-    """Cartesian product of 1-D arrays as broadcastable arrays (None passes through)."""
+def _grid(*arrays, maximum=None, hint="use shorter ranges"):
+    """Cartesian product of 1-D arrays as broadcastable arrays (None passes through), at most ``maximum`` points
+    (rackmath.bounds.MAX_GRID_POINTS by default), checked before allocating."""
     import numpy as np
 
+    from ..bounds import MAX_GRID_POINTS, check_grid
+
     present = [a for a in arrays if a is not None]
+    check_grid([a.size for a in present], "ranges", maximum or MAX_GRID_POINTS, hint)
     mesh = np.meshgrid(*present, indexing="ij")
     it = iter(m.ravel() for m in mesh)
     return [next(it) if a is not None else None for a in arrays]
@@ -45,20 +49,39 @@ WR_PLOT_OPT = typer.Option("hit", "--weight-read", metavar="hit|all|both",
                                 "weight: a flat line), or both drawn.")
 
 
-def _roofline(model, hardware, chips, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price, weight_read="hit"):
-    """The engine's roofline with the CLI's efficiency pair (default: ideal), price and weight-read mode."""
+def _roofline(model, hardware, chips, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price, weight_read="hit",
+              power_cap=None):
+    """The engine's roofline with the CLI's efficiency pair (default: ideal), price, weight-read mode and power cap."""
     from ..engine.roofline import roofline
-    from .common import efficiency_for, priced
+    from .common import efficiency_for, power_capped, priced
 
     eff = efficiency_for(hardware, efficiency, ideal, default="ideal")
-    return roofline(model, priced(hardware, price), chips=chips, batch=b, context=c, pass_len=p,
-                    weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=eff, weight_read=weight_read)
+    return roofline(model, power_capped(priced(hardware, price), power_cap), chips=chips, batch=b, context=c,
+                    pass_len=p, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=eff, weight_read=weight_read)
 
 
-def _payload(r) -> dict:
-    from .common import mode_dict
+def _payload(r, e=False, power_cap=None) -> dict:
+    from .common import energy_dict, mode_dict
 
-    return mode_dict(r.efficiency) | {"usd_per_gpu_hour": r.usd_per_chip_hour} | r.as_dict()
+    d = mode_dict(r.efficiency) | {"usd_per_gpu_hour": r.usd_per_chip_hour} | r.as_dict()
+    if e is not False:  # None: the chip has no power figures
+        d["energy"] = energy_dict(e, power_cap, r.hardware)
+    return d
+
+
+def _energy(r, pue, usd_per_kwh, power_cap):
+    """Energy per token of a roofline result: every chip draws P for t_step while B·P tokens come out."""
+    from .common import energy_of
+
+    return energy_of(r.hardware, chips=r.chips, step_s=r.step_s, tokens_per_step=r.tokens, usd_per_mtok=r.usd_per_mtok,
+                     pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
+
+
+def _at(x, i):
+    import numpy as np
+
+    a = np.asarray(x, dtype=float)
+    return float(np.broadcast_to(a, a.shape).reshape(-1)[i]) if a.ndim else float(a)
 
 
 def _figure(draw, output, force, model, hardware, chips, *, sweep, fixed, json=False, efficiency=None, ideal=False,
@@ -97,6 +120,9 @@ def register(app: typer.Typer) -> None:
         efficiency: str = EFF_OPT,
         ideal: bool = IDEAL_OPT,
         price: str = USD_OPT,
+        pue: str = PUE_OPT,
+        usd_per_kwh: str = USD_PER_KWH_OPT,
+        power_cap: str = POWER_CAP_OPT,
         weight_read: str = WR_OPT,
         ops: bool = typer.Option(False, "--ops", help="Per-operator breakdown of the (first) configuration: FLOPs, "
                                                       "bytes, intensity, time, binding term."),
@@ -105,14 +131,20 @@ def register(app: typer.Typer) -> None:
         json: bool = JSON_OPT,
         explain: bool = EXPLAIN_OPT,
     ):
-        """Roofline step time, throughput and cost: max(compute, weight fetch + KV fetch). Default: the ideal bound."""
-        from .common import Col, human, mode_label, print_derivation, print_json, table
+        """Roofline step time, throughput, cost and energy: max(compute, weight fetch + KV fetch). Default: the
+        ideal bound."""
+        from .common import Col, energy_line, human, mode_label, parse_power, print_derivation, print_json, table
 
-        b, c, p, n = _grid(*_inputs(batch, context, pass_len, chips))
+        from ..bounds import MAX_TABLE_ROWS
+
+        b, c, p, n = _grid(*_inputs(batch, context, pass_len, chips), maximum=MAX_TABLE_ROWS,
+                           hint="use `rackmath sweep --csv` for more")
         if b.size == 1:  # a single configuration prints scalars, not one-element lists
             b, c, p = float(b[0]), float(c[0]), float(p[0])
             n = None if n is None else float(n[0])
-        r = _roofline(model, hardware, n, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price, weight_read)
+        r = _roofline(model, hardware, n, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price, weight_read,
+                      power_cap)
+        e = _energy(r, pue, usd_per_kwh, power_cap)
         size = r.step_s.size
         if ops or ops_plot:
             from .common import check_output, print_ops, wrote
@@ -135,9 +167,11 @@ def register(app: typer.Typer) -> None:
                                  if r.extras["times"].composition == "overlap" else ""))
                 return
         if json:
-            d = _payload(r)
+            d = _payload(r, e, power_cap)
             if explain:
                 d["derivation"] = [r.explain(i).as_dict() for i in range(min(size, 16))]
+                if e is not None:
+                    d["energy_derivation"] = [e.explain(i).as_dict() for i in range(min(size, 16))]
             print_json(d)
             return
         if explain:
@@ -145,6 +179,9 @@ def register(app: typer.Typer) -> None:
             for i in range(min(size, 16)):
                 print_derivation(r.explain(i))
                 print()
+                if e is not None:
+                    print_derivation(e.explain(i))
+                    print()
             return
         rows = []
         for i in range(size):
@@ -153,13 +190,22 @@ def register(app: typer.Typer) -> None:
                          human(q["t_compute_s"], "s"), human(q["t_weights_s"], "s"), human(q["t_kv_s"], "s"),
                          human(q["step_s"], "s"), q["bound"], human(q["tokens_per_s_per_chip"]),
                          human(q["tokens_per_s_per_seq"]), human(q["usd_per_mtok"], "$"), human(q["mfu"], "%"),
-                         "yes" if q["fits"] else "NO"])
+                         "yes" if q["fits"] else "NO"] + (["—"] * 3 if e is None else [
+                         human(_at(e.j_per_token, i), "J"), human(_at(e.tokens_per_kwh, i)),
+                         human(_at(e.elec_share, i), "%")]))
         cols = [Col("GPUs", 3), Col("batch", 0), Col("context", 1), Col("pass", 4), Col("t_compute", 2),
                 Col("t_weights", 2), Col("t_kv", 2), Col("step", 0), Col("bound", 1),
-                Col("tok/s/GPU", 1), Col("tok/s/seq", 2), Col("$/Mtok", 0), Col("MFU", 3), Col("fits", 1)]
+                Col("tok/s/GPU", 1), Col("tok/s/seq", 2), Col("$/Mtok", 0), Col("MFU", 3), Col("fits", 1),
+                Col("J/tok", 1), Col("tok/kWh", 3), Col("elec $", 2)]
+        cap = "" if power_cap is None else (f"; power-capped at {human(parse_power(power_cap), 'W')} per GPU "
+                                            f"(compute peaks scaled)")
         table(f"{r.model.name} on {r.hardware.name} ({r.hardware.chip.name}; weights {r.weights_dtype}, "
               f"KV {r.kv_dtype}; weight read {weight_read})\n{mode_label(r.efficiency)}", cols, rows,
-              caption=f"$ at {human(r.usd_per_chip_hour, '$')}/GPU-hour (--usd-per-gpu-hour)")
+              caption=f"$ at {human(r.usd_per_chip_hour, '$')}/GPU-hour (--usd-per-gpu-hour); " + (
+                  energy_line(e) if e is None else
+                  f"J/tok at {human(e.facility_w_per_chip, 'W')}/GPU at the meter (board + host, PUE {e.pue:g}); "
+                  f"elec $ = electricity's share of $/Mtok at ${e.usd_per_kwh:g}/kWh{cap}"
+                  + (f"\n{energy_line(e)}" if size == 1 else "")))
 
     @app.command("sweep")
     def sweep_cmd(

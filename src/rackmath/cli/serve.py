@@ -8,7 +8,8 @@ import typer
 
 from ..units import human
 
-from .common import EFF_OPT, EXPLAIN_OPT, IDEAL_OPT, JSON_OPT, MODEL_ARG, USD_OPT, gpus_opt, hardware_opt
+from .common import (EFF_OPT, EXPLAIN_OPT, IDEAL_OPT, JSON_OPT, MODEL_ARG, POWER_CAP_OPT, PUE_OPT, USD_OPT,
+                     USD_PER_KWH_OPT, gpus_opt, hardware_opt)
 
 
 def _count(text, field, integer=True):
@@ -42,6 +43,16 @@ def _context_limits(r, model, hardware, weights_dtype, kv_dtype, redundant) -> d
         "rackmath.specs.models", fromlist=["load_model"]).load_model(model), float(r.isl) + float(r.osl))
     out.update(max_context=mc.tokens, model_max_context=mc.model_limit, warnings=[x for x in (w,) if x])
     return out
+
+
+def serve_energy(r, hardware, *, pue="1.2", usd_per_kwh="0.08", power_cap=None):
+    """Energy per output token of a serving result: every GPU of the deployment (both pools) at the serving draw
+    for the output tokens it emits: E = P / (output tok/s per GPU) (analyses.energy; prefill rides on the output)."""
+    from .common import energy_of
+
+    d = r.as_dict()
+    return energy_of(hardware, chips=1, step_s=1.0, tokens_per_step=d["output_tok_s_per_gpu"],
+                     usd_per_mtok=d["usd_per_mtok_output"], pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
 
 
 def register(app: typer.Typer) -> None:
@@ -81,16 +92,21 @@ def register(app: typer.Typer) -> None:
         ops_plot: str = typer.Option(None, "--ops-plot", help="Write the per-operator breakdown as a stacked bar "
                                                               "(.png/.svg/.pdf)."),
         force: bool = typer.Option(False, "--force", help="Overwrite an existing --ops-plot file."),
+        pue: str = PUE_OPT,
+        usd_per_kwh: str = USD_PER_KWH_OPT,
+        power_cap: str = POWER_CAP_OPT,
         json: bool = JSON_OPT,
         explain: bool = EXPLAIN_OPT,
     ):
-        """Steady-state serving: tokens/s per GPU, TPOT, TTFT and $/Mtok for a request shape and concurrency."""
+        """Steady-state serving: tokens/s per GPU, TPOT, TTFT, $/Mtok and energy for a request shape and
+        concurrency."""
         from .. import units
         from ..analyses.serving import serve
-        from .common import human, mode_dict, mode_label, print_derivation, print_json, table
+        from .common import (energy_dict, energy_line, human, mode_dict, mode_label, power_capped, print_derivation,
+                             print_json, table)
 
         acc = None if acceptance is None else float(units.parse_count(acceptance, "acceptance"))
-        r = serve(model, hardware, gpus=_count(gpus, "gpus"), isl=_count(isl, "isl", False),
+        r = serve(model, power_capped(hardware, power_cap), gpus=_count(gpus, "gpus"), isl=_count(isl, "isl", False),
                   osl=_count(osl, "osl", False), concurrency=_count(concurrency, "concurrency", False),
                   tp=_count(tp, "tp"), ep=_count(ep, "ep"), pp=_count(pp, "pp"),
                   attention_dp=True if attention_dp else None, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
@@ -121,14 +137,20 @@ def register(app: typer.Typer) -> None:
                 return
         mode = mode_dict(r.efficiency) | _context_limits(r, model, hardware, weights_dtype, kv_dtype,
                                                           _count(redundant_experts, "redundant_experts") or 0)
+        e = serve_energy(r, hardware, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
         if json:
-            d = mode | r.as_dict()
+            d = mode | r.as_dict() | {"energy": energy_dict(e, power_cap, hardware)}
             if explain:
                 d["derivation"] = r.explain().as_dict()
+                if e is not None:
+                    d["energy_derivation"] = e.explain().as_dict()
             print_json(d)
             return
         if explain:
             print_derivation(r.explain())
+            if e is not None:
+                print()
+                print_derivation(e.explain())
             return
         d = r.as_dict()
         rows = [["output tok/s per GPU", human(d["output_tok_s_per_gpu"])],
@@ -144,7 +166,10 @@ def register(app: typer.Typer) -> None:
                  "—" if mode["max_context"] is None else
                  f'{human(mode["max_context"])} tokens (model limit '
                  f'{human(mode["model_max_context"]) if mode["model_max_context"] else "not published"})'],
-                ["efficiency", d["efficiency"]], ["serving stack", d["framework"]]]
+                ["efficiency", d["efficiency"]], ["serving stack", d["framework"]],
+                ["energy", energy_line(e, per="token").removeprefix("energy: ").replace("/token", "/output token", 1)
+                 + ("" if power_cap is None else f"; power cap {human(energy_dict(e, power_cap)['power_cap_w'], 'W')} per GPU (compute peaks "
+                                             "scaled)")]]
         if d.get("prefill"):
             p = d["prefill"]
             rows.append(["prefill pool", f'{p["gpus"]} GPUs, {human(p["input_tok_s_per_gpu"])} input tok/s per GPU'])

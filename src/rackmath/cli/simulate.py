@@ -21,6 +21,27 @@ def _num(text, field, integer=False, kind="count"):
     return int(v) if integer else v
 
 
+def _price(text, hardware):
+    """'2.1' or '$2.1/h', or the multi-chip form 'h100=2.1,b200=4' (the entry for this chip is used)."""
+    from .. import units
+
+    if text is None:
+        return None
+    if "=" not in str(text):
+        return units.parse_usd_per_hour(text, "usd_per_gpu_hour")
+    from ..analyses.planner import parse_prices
+    from ..errors import InputError
+    from ..specs.hardware import load_hardware
+
+    prices = parse_prices(text)
+    system = load_hardware(hardware)
+    for k in (system.chip.name.lower(), system.name.lower(), "*"):
+        if k in prices:
+            return prices[k]
+    raise InputError("usd_per_gpu_hour", f"no price for {system.chip.name} in {text!r}",
+                     f"{system.chip.name}=PRICE or one number")
+
+
 def _ms(v):
     from ..units import format_duration
 
@@ -121,7 +142,7 @@ def register(app: typer.Typer) -> None:
                          cadence=None if cadence is None else units.parse_duration(cadence, "cadence"),
                          weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=_num(mtp, "mtp", True),
                          acceptance=_num(acceptance, "acceptance"), efficiency=efficiency, ideal=ideal,
-                         usd_per_gpu_hour=None if price is None else units.parse_usd_per_hour(price, "usd_per_gpu_hour"),
+                         usd_per_gpu_hour=_price(price, hardware),
                          framework=framework, ttft_slo=None if ttft is None else units.parse_duration(ttft, "ttft"),
                          tpot_slo=None if tpot is None else units.parse_duration(tpot, "tpot"), seed=seed,
                          progress=progress)
@@ -154,8 +175,9 @@ def register(app: typer.Typer) -> None:
                 ["throughput", f"{s['request_rate']:.4g} req/s, {units.format_si(s['output_tok_s'])} output tok/s "
                                f"({s['output_tok_s_per_gpu']:.4g} per GPU)"],
                 ["tokens/s per user", f"{s['tokens_per_s_per_user']:.4g}"],
-                ["GPU utilization", f"{s['utilization']:.1%} busy; {s['running_per_replica']:.4g} "
-                                    "sequences running per replica on average"],
+                ["GPU utilization", f"{s['utilization']:.1%} of the time a step is running; on average "
+                                    f"{s['running_per_replica']:.4g} of {c['max_batch']:,} sequence slots per replica "
+                                    f"used ({s['batch_occupancy']:.0%})"],
                 ["cost", f"${s['usd_per_hour']:.4g}/h, ${s['usd_per_mtok_output']:.4g}/Mtok output at "
                          f"${s['usd_per_gpu_hour']:g}/GPU-h"]]
         if s["ttft_slo_s"] is not None or s["tpot_slo_s"] is not None:

@@ -6,7 +6,8 @@ import typer
 
 from ..units import human
 
-from .common import EXPLAIN_OPT, JSON_OPT, MODEL_ARG, USD_OPT, dtype_check, gpus_opt, hardware_opt
+from .common import (EXPLAIN_OPT, JSON_OPT, MODEL_ARG, POWER_CAP_OPT, PUE_OPT, USD_OPT, USD_PER_KWH_OPT, dtype_check,
+                     gpus_opt, hardware_opt)
 
 scaling_app = typer.Typer(help="Scaling laws: Chinchilla L(N, D) and Clark et al.'s routed-model law.",
                           no_args_is_help=True)
@@ -71,10 +72,13 @@ def train_cmd(
     eta: float = typer.Option(1.0, "--eta", help="Matmul efficiency for the bottom-up step model."),
     no_attention: bool = typer.Option(False, "--no-attention", help="Count 6·N·D only (no attention FLOPs)."),
     usd: str = USD_OPT,
+    pue: str = PUE_OPT,
+    usd_per_kwh: str = USD_PER_KWH_OPT,
+    power_cap: str = POWER_CAP_OPT,
     json: bool = JSON_OPT,
     explain: bool = EXPLAIN_OPT,
 ):
-    """Training compute (6·N·D + attention), time, GPU-hours, cost, MFU and memory per GPU.
+    """Training compute (6·N·D + attention), time, GPU-hours, cost, energy, MFU and memory per GPU.
 
     Without --tp/--pp/--dp/--zero/--recompute the fastest layout that fits in memory is searched (and said so).
     """
@@ -83,11 +87,11 @@ def train_cmd(
     from ..errors import InputError, check_positive
     from ..specs.hardware import load_hardware
     from ..specs.models import load_model
-    from .common import human, priced
+    from .common import human, power_capped, priced, print_derivation
 
     check_positive(eta, "eta", "a matmul efficiency such as 0.5", maximum=1.0)
     m = load_model(model)
-    hw = load_hardware(priced(hardware, usd))
+    hw = load_hardware(power_capped(priced(hardware, usd), power_cap))
     t = _int(tp, "tp") if tp else None
     p = _int(pp, "pp") if pp else None
     e, v = _int(ep, "ep"), _int(chunks, "chunks")
@@ -121,6 +125,8 @@ def train_cmd(
         r, par, searched = search_training_layout(m, hw, chips=n, fixed={k: x for k, x in given.items()
                                                                          if x is not None} | fixed, **kw)
     s, mem = r.step, r.memory
+    en = training_energy(r, hw, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
+    e = en["result"]
     how = (f"searched: fastest of {searched['evaluated']} layouts, {searched['fit']} fit" if searched else "given")
     rows = [
         ("model / hardware", f"{r.model} on {human(r.chips)} × {hw.chip.name} ({r.hardware})"),
@@ -141,13 +147,43 @@ def train_cmd(
         ("activations / GPU", human(mem["activation_bytes"], "B")),
         ("memory / GPU", f"{human(mem['total_bytes'], 'B')} of {human(mem['hbm_bytes'], 'B')} HBM"
                          + ("" if mem["fits"] else "  (DOES NOT FIT: no layout fits; more GPUs or ZeRO-3)")),
-    ]
+    ] + ([("energy", "— (the catalog gives no board power, tdp_w, for this chip)")] if e is None else [
+        ("energy", f"{human(en['energy_j'] / 3.6e9)} MWh at the meter ({human(e.facility_w_per_chip, 'W')}/GPU: "
+                   f"board at TDP + host, PUE {e.pue:g}); {human(float(e.j_per_token), 'J')}/token, "
+                   f"{human(float(e.tokens_per_kwh))} tokens/kWh"),
+        ("electricity", f"{human(en['electricity_usd'], '$')} at ${e.usd_per_kwh:g}/kWh = "
+                        f"{human(float(e.elec_share), '%')} of the cost"
+                        + ("" if power_cap is None else f" (power cap {human(en['power_cap_w'], 'W')} per GPU: "
+                                                        f"compute peaks × {en['clock_fraction']:.3f})")),
+    ])
     d = r.as_dict() | {"layout_search": searched, "usd_per_gpu_hour": hw.chip.usd_per_hour,
                        "prediction": "given" if r.mode != "bottom-up" else ("ideal" if eta == 1 else "derated"),
                        "label": (f"time from the {r.mode}" if r.mode != "bottom-up" else
                                  f"bottom-up step model at η_compute = {eta:g} — a lower bound on time" if eta == 1
                                  else f"bottom-up step model at η_compute = {eta:g}")}
+    d["energy"] = {k: v for k, v in en.items() if k != "result"} if e is not None else None
+    if explain and not json and e is not None:
+        _out(d, r.derivation, json, explain, rows, "")
+        print()
+        print_derivation(e.explain())
+        return
+    if json and explain and e is not None:
+        d["energy_derivation"] = e.explain().as_dict()
     _out(d, r.derivation, json, explain, rows, f"Training run (lecture 01:18:59: 6·N·D) — {d['label']}")
+
+
+def training_energy(r, hw, *, pue="1.2", usd_per_kwh="0.08", power_cap=None) -> dict:
+    """The run's energy (analyses.energy.run_energy: every GPU at TDP + host, × PUE, for the run's time), with the
+    CLI's strings parsed; 'result' holds the EnergyResult (for --explain)."""
+    from ..analyses.energy import run_energy
+    from .common import energy_dict, parse_power, parse_pue, parse_usd_per_kwh
+
+    if hw.chip.tdp_w is None and power_cap is None:  # a user catalog without power figures
+        parse_pue(pue), parse_usd_per_kwh(usd_per_kwh)
+        return {"result": None}
+    e, tot = run_energy(hw.chip, chips=r.chips, time_s=r.time_s, tokens=r.tokens, usd=r.usd, pue=parse_pue(pue),
+                        usd_per_kwh=parse_usd_per_kwh(usd_per_kwh), power_cap_w=parse_power(power_cap))
+    return energy_dict(e, power_cap, hw) | tot | {"result": e}
 
 
 def overtrain_cmd(

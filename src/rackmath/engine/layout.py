@@ -619,7 +619,12 @@ def explain_layout(res: LayoutArrays, i=0):
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, int(n) + 1) if n % d == 0]
+    """Divisors of n, ascending (O(√n): n may be a million chips)."""
+    import math
+
+    n = int(n)
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0] if n > 0 else []
+    return sorted(set(small) | {n // d for d in small})
 
 
 def ep_way_out(n_slots: int, ep: int) -> str:
@@ -895,7 +900,13 @@ def layout_grid(mn: ModelNumbers, chips: int, scaleup_size: int, *, micro_batche
     micro_batches = np.asarray(micro_batches, dtype=float)
     rows = []
     slots = mn.n_experts + redundant_experts
+    from ..bounds import MAX_LAYOUTS
+
+    limit = max(1, MAX_LAYOUTS // max(len(micro_batches), 1))  # checked while enumerating, before evaluating
     for tp in tps:
+        if len(rows) > limit:
+            raise InputError("chips", f"more than {MAX_LAYOUTS:,} layouts × batches to evaluate for {chips} chips",
+                             "fewer chips, a smaller --max-pp or fewer --batch values")
         eps = [d for d in _divisors(int(tp))] if mn.is_moe else [1]
         if mn.is_moe:
             eps = [e for e in eps if e <= slots and (uneven_experts or slots % e == 0)

@@ -33,8 +33,9 @@ def plot_measure(result: dict, path):
         ax.plot(grid, r.step_s * 1e3, "-", color=c, lw=1.6, label=f"ideal roofline (measured peaks), {L:,}")
         ct = am.calibrated_times(spec, system, grid, L, dtype, eta_max=preset["eta_compute"],
                                  m_half=preset["gemm_half_tokens"], eta_memory=preset["eta_memory"],
-                                 eta_kv=preset.get("eta_kv"), overhead_s=preset["step_overhead_s"])
-        ax.plot(grid, ct["step_s"] * 1e3, "--", color=c, lw=1.2, alpha=0.8, label=f"calibrated (η(M), η_mem), {L:,}")
+                                 eta_kv=preset.get("eta_kv"), elementwise_s_per_seq=preset.get("elementwise_s_per_seq", 0.0),
+                                 overhead_s=preset["step_overhead_s"])
+        ax.plot(grid, ct["step_s"] * 1e3, "--", color=c, lw=1.2, alpha=0.8, label=f"calibrated (micro-benchmarks), {L:,}")
         if k.get("measured"):
             ax.axvline(k["measured"], color=c, lw=1.0, alpha=0.7)
             ax.annotate(f"knee {k['measured']:.0f}", (k["measured"], ax.get_ylim()[0] if False else 0), xycoords=(

@@ -188,6 +188,11 @@ def _with_dataclass_fields(kind: str, base: dict[str, F]) -> dict[str, F]:
     return out
 
 
+def has_schema(kind: str) -> bool:
+    """Whether this module checks ``kind`` (``record`` tables are checked by specs/records.py)."""
+    return kind in SCHEMAS or kind == "model"
+
+
 @functools.lru_cache(maxsize=None)
 def schema(kind: str) -> dict[str, F]:
     """The field schema of one catalog kind (or sub-table 'kind.field')."""

@@ -226,7 +226,7 @@ def _balance_batch(model_name, hw_name, context, chips, wdt, kvdt, eff, weight_r
 def batch_view(p):
     m, hw = model(p["model"]), hardware(p["hardware"])
     gpus = p["gpus"] or None
-    grid = np.unique(np.concatenate([np.geomspace(1, 65536, GRID), [p["batch"]]]))
+    grid = np.unique(np.concatenate([np.geomspace(1, 65536, GRID).round(), [p["batch"]]]))  # whole sequences
     r = _roofline(m, hw, gpus=gpus, batch=grid, context=p["context"], weights_dtype=_wdt(p), kv_dtype=_kvdt(p),
                   efficiency=p["efficiency"] or None, usd_per_gpu_hour=p["usd_per_gpu_hour"] or None,
                   **_weight_read(p))
@@ -271,7 +271,7 @@ def racks_view(p):
     from ..specs.hardware import systems
 
     m, hw = model(p["model"]), hardware(p["hardware"])
-    grid = np.unique(np.concatenate([np.geomspace(1, 65536, GRID), [p["batch"]]]))
+    grid = np.unique(np.concatenate([np.geomspace(1, 65536, GRID).round(), [p["batch"]]]))  # whole sequences
     wdt = _wdt(p)
     w_read = weights_read_bytes(m, grid, wdt)
     w_all = float(m.weight_bytes(wdt))

@@ -1,0 +1,145 @@
+"""Fuzz slice (CI): hostile command lines over every command and option of the app, in-process.
+
+The command tree is enumerated from the click app (tests/fuzzlib.py), so an option another module adds is
+fuzzed too. Each invocation runs ``rackmath.cli.main.main`` inside typer's ``CliRunner`` isolation with a
+wall-clock limit; the outcome must be ``ok`` (exit 0) or ``clean`` (exit 2, one ``error: …`` line): never a
+traceback, a bug-report line, a hang, or a file overwritten without ``--force``. Derandomized so CI is
+stable; ``benchmarks/fuzz.py`` runs ≥ 10⁴ invocations in forked children with a memory limit.
+"""
+
+from __future__ import annotations
+
+import signal
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fuzzlib
+
+LIMIT_S = 20  # per invocation: a hang, not a slow command
+
+
+class _Timeout(BaseException):
+    """Raised by the alarm: a BaseException, so the CLI's funnel (which catches Exception) lets it through."""
+
+
+def _alarm(signum, frame):
+    raise _Timeout()
+
+
+def run(argv: list) -> tuple[int | None, str, str, bool]:
+    """main(argv) in-process under CliRunner's isolation; returns (code, stdout, stderr, timed_out)."""
+    from typer.testing import CliRunner
+
+    from rackmath.cli.main import main
+    from rackmath.specs import catalog
+
+    runner = CliRunner()
+    code, timed_out = 0, False
+    old = signal.signal(signal.SIGALRM, _alarm)
+    with runner.isolation() as streams:  # (stdout, stderr[, combined]) depending on click's version
+        out, err = streams[0], streams[1]
+        signal.setitimer(signal.ITIMER_REAL, LIMIT_S, 0.5)  # re-fires: an alarm swallowed by a gc callback recurs
+        try:
+            main([str(a) for a in argv])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except _Timeout:
+            code, timed_out = None, True
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+            catalog._user_dirs.clear()
+            catalog.clear_caches()
+        import sys
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        stdout = out.getvalue().decode(errors="replace")
+        stderr = err.getvalue().decode(errors="replace") if err is not None else ""
+    return code, stdout, stderr, timed_out
+
+
+TREE = fuzzlib.command_tree()
+
+
+def _check(inv: fuzzlib.Invocation):
+    code, out, err, timed_out = run(inv.argv)
+    cls = fuzzlib.classify(code, err, inv.sentinels, timed_out)
+    assert cls in ("ok", "clean"), f"{cls}: rackmath {' '.join(map(str, inv.argv))} [{inv.note}]\n{err[-3000:]}"
+
+
+def test_tree_is_enumerated_from_the_app():
+    paths = {" ".join(c.path) for c in TREE}
+    assert {"roofline", "serve", "layout", "model show", "plot batch", "racks moe-2racks"} <= paths
+    # every option of every command is visible to the fuzzer
+    serve = next(c for c in TREE if c.path == ["serve"])
+    assert {"--concurrency", "--tp", "--usd-per-gpu-hour"} <= {p.name for p in serve.params}
+
+
+@pytest.mark.parametrize("cmd", TREE, ids=[" ".join(c.path) for c in TREE])
+def test_every_command_hostile(cmd):
+    """Each command, twice: once mostly plausible, once mostly hostile (fixed seeds)."""
+    for seed, hostile in ((1, 0.15), (2, 0.8)):
+        ch = fuzzlib.RandomChooser(f"{' '.join(cmd.path)}-{seed}")
+        with tempfile.TemporaryDirectory(prefix="rmfz") as d:
+            inv = fuzzlib.invocation(ch, [cmd], Path(d), hostile=hostile)
+            _check(inv)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_fuzz_slice(data):
+    ch = fuzzlib.HypothesisChooser(data)
+    with tempfile.TemporaryDirectory(prefix="rmfz") as d:
+        _check(fuzzlib.invocation(ch, TREE, Path(d)))
+
+
+@pytest.mark.parametrize("args", [
+    ("roofline", "llama-3.1-8b", "-H", "h100", "-b", "1:2:log1000000000"),
+    ("layout", "llama-3.1-8b", "-H", "h100", "--chips", "8", "--max-pp", "9223372036854775808"),
+    ("racks", "moe-2racks", "-H", "gb200-nvl72", "--k", "1" + "0" * 400),
+    ("racks", "bubble", "-P", "1" + "0" * 400, "-M", "4"),
+    ("revnet", "--layers", "1" + "0" * 400, "--d-model", "64", "--heads", "4"),
+    ("racks", "pipeline", "-H", "gb200-nvl72", "--stages", "1" + "0" * 400),
+    ("scaling", "chinchilla", "-C", "5e-324"),
+    ("scaling", "chinchilla", "-N", "0"),
+    ("overtrain", "--traffic", "1e-320"),
+    ("price", "gemini-3.1-pro", "--ratio", "inf"),
+    ("price", "gemini-3.1-pro", "--ratio", "nan"),
+    ("price", "gemini-3.1-pro", "--kv-bytes", "1e308"),
+    ("racks", "moe-2racks", "-H", "gb200-nvl72", "--tokens-per-chip", "1e-320"),
+    ("plot", "batch", "llama-3.1-8b", "-H", "h100", "-b", "1e-320", "-o", "x.png"),
+    ("batching", "fast-mode", "frontier-100b", "-H", "gb200-nvl72", "--speedup", "100"),
+    ("sweep", "llama-3.1-8b", "-H", "h100", "--csv", "/dev/full", "--force"),
+])
+def test_issue_cases_are_one_line_errors(args, tmp_path, monkeypatch):
+    """The cases listed in issue 11, each once a traceback, a hang, a 7 GiB allocation or NaN on exit 0."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err, timed_out = run(list(args))
+    assert not timed_out
+    assert code == 2, (out, err)
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
+    assert "nan" not in out.lower()
+
+
+def test_bug_report_line_not_traceback(monkeypatch):
+    """An unexpected exception (a bug) is one line with the version, exit 3."""
+    import rackmath.cli.main as m
+
+    def boom(*a, **k):
+        raise KeyError("surprise")
+
+    monkeypatch.setattr(m, "command", lambda: type("C", (), {"main": staticmethod(boom)})())
+    code, out, err, _ = run(["hardware", "list"])
+    assert code == 3
+    assert err.count("\n") == 1 and "internal error in rackmath 0." in err and "KeyError" in err, err
+
+
+def test_numpy_warnings_never_reach_the_user():
+    code, out, err, _ = run(["roofline", "llama-3.1-8b", "-H", "h100", "-L", "0", "-b", "1,2"])
+    assert code == 0 and err == "", err
