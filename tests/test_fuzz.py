@@ -22,6 +22,18 @@ import fuzzlib
 LIMIT_S = 20  # per invocation: a hang, not a slow command
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _in_a_scratch_directory(tmp_path_factory):
+    """Fuzzed commands that succeed write their default outputs (validate.png, batch.png, …) into the working
+    directory: keep them out of the checkout."""
+    import os
+
+    old = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("fuzz-cwd"))
+    yield
+    os.chdir(old)
+
+
 class _Timeout(BaseException):
     """Raised by the alarm: a BaseException, so the CLI's funnel (which catches Exception) lets it through."""
 
