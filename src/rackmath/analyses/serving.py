@@ -212,12 +212,10 @@ STACKS = {
                     "SGLang: chunked_prefill_size 8,192, overlap scheduler on",
                     "SGLang ServerArgs defaults on ≥ 80 GB GPUs: chunked_prefill_size=8192; overlap schedule on "
                     "unless --disable-overlap-schedule"),
-    "other": Stack("other", None, 10**9, False,
-                   "a named stack that is none of the three (JAX, a vendor server): as generic, its own scheduler time",
-                   "validation records whose framework is 'other', 'jax' or 'torch'"),
 }
 _STACK_ALIASES = {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "tensorrt_llm": "trtllm", "dynamo": "trtllm",
-                  "atom": "vllm", "sgl": "sglang", "jax": "other", "torch": "other", "none": "generic"}
+                  "atom": "vllm", "sgl": "sglang", "jax": "generic", "torch": "generic", "other": "generic",
+                  "none": "generic"}
 
 
 def load_stack(framework=None) -> Stack:
@@ -230,7 +228,7 @@ def load_stack(framework=None) -> Stack:
     key = _STACK_ALIASES.get(key, key)
     if key not in STACKS:
         raise InputError("framework", f"unknown serving stack {framework!r}",
-                         "trtllm, vllm, sglang (or tensorrt-llm, dynamo, atom), other, or none for the generic stack")
+                         "trtllm, vllm, sglang (or tensorrt-llm, dynamo, atom), or none/other for the generic stack")
     return STACKS[key]
 
 

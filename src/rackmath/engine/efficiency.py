@@ -15,8 +15,8 @@ preset says, with physical meaning:
 * ``kernel_latency_s`` — launch + tail of one kernel (CUDA/HIP graphs included);
 * ``collective_latency_s`` — fixed cost of one collective (all-reduce, one all-to-all direction);
 * ``step_overhead_s`` — per-step host time of this chip family; ``sched_<stack>_s`` — the per-step scheduler
-  time of each serving stack (TensorRT-LLM, vLLM, SGLang, other named stacks), the same on every chip; a step
-  pays both; the generic stack (no ``--framework``) pays the mean of the three;
+  time of each serving stack (TensorRT-LLM, vLLM, SGLang), the same on every chip; a step pays both; the
+  generic stack (no ``--framework``, or another stack) pays the mean of the three;
 * ``request_overhead_s`` — per-request host time before the first token (HTTP, tokenisation, admission);
 * ``composition`` — ``serial`` (kernels one after another, as TensorRT-LLM, vLLM and SGLang run a
   step) or ``overlap`` (the lecture's max(compute, memory, network)).
@@ -53,7 +53,6 @@ NUMERIC = {
     "sched_trtllm_s": (0.0, 1.0, 0.0),
     "sched_vllm_s": (0.0, 1.0, 0.0),
     "sched_sglang_s": (0.0, 1.0, 0.0),
-    "sched_other_s": (0.0, 1.0, 0.0),
 }
 
 #: The fit's loss is |log(predicted/measured)| up to this cap (≈ ±50%), nearly flat beyond it
@@ -61,12 +60,12 @@ NUMERIC = {
 FIT_ROBUST_CAP = 0.4
 
 #: Serving stacks with their own fitted per-step scheduler time (``sched_<stack>_s``); others use generic.
-STACK_NAMES = ("trtllm", "vllm", "sglang", "other")
+STACK_NAMES = ("trtllm", "vllm", "sglang")
 
 
 def stack_sched_s(eff, stack: str):
-    """Per-step scheduler time of a stack: its fitted ``sched_<stack>_s``; the generic stack (no --framework)
-    takes the mean of TensorRT-LLM's, vLLM's and SGLang's."""
+    """Per-step scheduler time of a stack: its fitted ``sched_<stack>_s``; the generic stack (no --framework, or a
+    stack that is none of the three) takes the mean of TensorRT-LLM's, vLLM's and SGLang's."""
     if stack in STACK_NAMES:
         return getattr(eff, f"sched_{stack}_s")
     return (eff.sched_trtllm_s + eff.sched_vllm_s + eff.sched_sglang_s) / 3.0
@@ -88,7 +87,6 @@ class Efficiency:
     sched_trtllm_s: float = 0.0  # per-step host scheduler time of each serving stack (shared by every chip)
     sched_vllm_s: float = 0.0
     sched_sglang_s: float = 0.0
-    sched_other_s: float = 0.0  # records whose stack is named but not one of the three (jax, tt, …)
     composition: str = "serial"
     description: str = "the lecture's ideal roofline: peak FLOP/s and bandwidth, no fixed costs"
     source: str = "lecture 00:00 (roofline)"
@@ -134,8 +132,9 @@ FIT_PARAMS = (
          description="fixed cost of one collective (s)"),
     dict(name="request_overhead_s", lo=0.0, hi=0.3, x0=0.03, width=0.12, per_family=False, decimals=5,
          description="per-request host time before the first token (s)"),
-) + tuple(dict(name=f"sched_{st}_s", lo=0.0, hi=0.03, x0=0.002, width=0.008, per_family=False, decimals=6,
-               description=f"per-step scheduler time of the {st} serving stack (s)") for st in STACK_NAMES)
+) + tuple(dict(name=f"sched_{st}_s", lo=0.0, hi=0.005, x0=0.002, width=0.002, per_family=False, decimals=6,
+               description=f"per-step scheduler time of the {st} serving stack (s), physically 0–5 ms")
+        for st in STACK_NAMES)
 
 
 def _num(d, k, path, name):
