@@ -136,7 +136,7 @@ def test_validate_page_hover_names_source(client):
 def test_openapi_lists_library_endpoints(client):
     paths = client.get("/openapi.json").json()["paths"]
     for p in ("/api/roofline", "/api/serve", "/api/train", "/api/revnet", "/api/validate", "/api/view/{page}",
-              "/api/price", "/api/overtrain", "/api/context", "/api/models", "/api/hardware"):
+              "/api/price", "/api/overtrain", "/api/context", "/api/models", "/api/hardware", "/api/plan"):
         assert p in paths
     docs = client.get("/docs")
     assert docs.status_code == 200 and "cdn" not in docs.text.lower() and "/static/api.js" in docs.text
@@ -177,6 +177,9 @@ def test_plotly_served_locally(client):
     ("/api/train?model=llama-3.1-70b&tokens=15T&gpus=2048&mfu=2", "mfu"),
     ("/api/revnet?model=llama-3.1-70b&seq=1e30", "seq"),
     ("/api/price?sheet=claude-opus-4.6", "sheet"),
+    ("/api/plan?model=deepseek-v3&users=10&hardware=" + ",".join(["h100"] * 9), "hardware"),
+    ("/api/plan?model=deepseek-v3&users=10&hardware=/etc/passwd", "chip"),
+    ("/api/plan?model=deepseek-v3", "rate"),
     ("/api/price?sheet=../../x", "price sheet"),
     ("/api/overtrain?lifetime_days=-1", "lifetime_days"),
     ("/api/context?model=deepseek-v3&hardware=gb200-nvl72&gpus=99999", "gpus"),
@@ -380,3 +383,18 @@ def test_weight_read_mode_when_the_engine_has_it(client):
         v = client.get("/api/view/batch", params=q | {"weight_read": mode}).json()
         step[mode] = {n["key"]: n["value"] for n in v["numbers"]}["step_s"]
     assert step["all"] > 1.5 * step["hit"]
+
+
+def test_400_carries_the_library_message(client):
+    """The API's error is the library's own one-line message, word for word (the CLI prints the same line)."""
+    import rackmath
+    from rackmath.errors import RackmathError
+
+    with pytest.raises(RackmathError) as e:
+        rackmath.roofline("deepseek-v4", "gb200-nvl72", batch=1, context=8192)
+    r = client.get("/api/roofline", params={"model": "deepseek-v4", "hardware": "gb200-nvl72"})
+    assert r.status_code == 400 and r.json()["error"] == str(e.value)
+    from conftest import run_cli
+
+    rc, _, err = run_cli("roofline", "deepseek-v4", "-H", "gb200-nvl72")
+    assert rc == 2 and str(e.value) in err

@@ -322,6 +322,35 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
 
         return await compute(run)
 
+    @app.get("/api/plan", tags=["library"], summary="rackmath.plan: the cheapest deployment per chip meeting SLOs")
+    async def api_plan(
+        model: str = Query(..., max_length=100),
+        hardware: str = Query("h100,h200,b200,mi355x", max_length=200, description="chip names, comma list (≤ 8)"),
+        isl: str = Query("1024", max_length=20), osl: str = Query("1024", max_length=20),
+        users: str | None = Query(None, max_length=20, description="concurrent users (or rate)"),
+        rate: str | None = Query(None, max_length=20, description="requests per second (or users)"),
+        tok_s_user: float | None = Query(None, gt=0, le=1e5), ttft: float | None = Query(None, gt=0, le=1e5),
+        usd_per_gpu_hour: str | None = Query(None, max_length=200, description="2.5 or 'h100=2.1,b200=4'"),
+        weights_dtype: str | None = Query(None, max_length=20), kv_dtype: str | None = Query(None, max_length=20),
+    ):
+        def run():
+            from .. import units
+            from ..analyses.planner import plan
+            from ..specs.hardware import load_chip
+
+            names = [h.strip() for h in hardware.split(",") if h.strip()]
+            if not 1 <= len(names) <= 8:
+                raise InputError("hardware", f"{len(names)} chips", "1 to 8 chip names, comma-separated")
+            chips_ = ",".join(load_chip(h).name for h in names)  # catalog names only
+            return plan(views.model(model).name, chips_, isl=units.parse_count(isl, "isl"),
+                        osl=units.parse_count(osl, "osl"),
+                        users=units.parse_count(users, "users") if users else None,
+                        rate=units.parse_count(rate, "rate") if rate else None, tok_s_user=tok_s_user, ttft=ttft,
+                        usd_per_gpu_hour=usd_per_gpu_hour or None, weights_dtype=weights_dtype or None,
+                        kv_dtype=kv_dtype or None, confirm=False).as_dict()
+
+        return await compute(run)
+
     @app.get("/api/revnet", tags=["library"], summary="activation memory: standard vs recompute vs reversible")
     async def api_revnet(model: str = Query(..., max_length=100), seq: str = Query("8192", max_length=20),
                          batch: str = Query("1", max_length=20), dtype: str = Query("bf16", max_length=20),

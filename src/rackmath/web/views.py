@@ -638,46 +638,29 @@ def serve_view(p):
             "notes": list(d.get("notes", []))}
 
 
-# --------------------------------------------------------------------------- plan (adapts to what the library has)
-
-
-_PLAN_KW = {"users", "isl", "osl", "tok_s_user", "ttft", "confirm", "weights_dtype", "kv_dtype", "usd_per_gpu_hour"}
-
-
-def _plan_fn():
-    """The library's deployment planner (`rackmath plan`), if this build has one with the keywords used here."""
-    try:
-        from ..analyses.planner import plan
-    except ImportError:
-        return None
-    return plan if all(_supports(plan, k) for k in _PLAN_KW) else None
+# --------------------------------------------------------------------------- plan
 
 
 PLAN_CHIPS = ["h100", "h200", "b200", "gb200", "mi300x", "mi355x", "tpu-v5e", "tpu-v6e"]
 
 
 def plan_inputs():
-    if _plan_fn() is not None:
-        choices = [["h100,h200,b200,mi355x", "compare h100, h200, b200, mi355x"]] + \
-            [c for c in PLAN_CHIPS if c in _chip_names()]
-        return [select("model", "model", model_names(), "deepseek-v3"),
-                select("hardware", "chips", choices, "h100,h200,b200,mi355x"),
-                slider("isl", "input tokens per request (ISL)", 16, 262144, 1024, log=True),
-                slider("osl", "output tokens per request (OSL)", 1, 65536, 1024, log=True),
-                slider("users", "concurrent users", 1, 1048576, 1024, log=True),
-                slider("tok_s_user", "at least tokens/s per user", 1, 1000, 20, log=True),
-                slider("ttft_s", "TTFT at most (s)", 0, 60, 0, step=0.1, integer=False, zero="no limit"),
-                *_dtype_inputs(), _price_input()]
-    return _common() + [
-        slider("isl", "input tokens per request (ISL)", 16, 1048576, 1024, log=True),
-        slider("osl", "output tokens per request (OSL)", 1, 131072, 1024, log=True),
-        slider("min_tok_s_user", "at least tokens/s per user", 1, 1000, 20, log=True),
-        slider("max_gpus", "at most GPUs", 1, 4096, 72, log=True)]
+    choices = [["h100,h200,b200,mi355x", "compare h100, h200, b200, mi355x"]] + \
+        [c for c in PLAN_CHIPS if c in _chip_names()]
+    return [select("model", "model", model_names(), "deepseek-v3"),
+            select("hardware", "chips", choices, "h100,h200,b200,mi355x"),
+            slider("isl", "input tokens per request (ISL)", 16, 262144, 1024, log=True),
+            slider("osl", "output tokens per request (OSL)", 1, 65536, 1024, log=True),
+            slider("users", "concurrent users", 1, 1048576, 1024, log=True),
+            slider("tok_s_user", "at least tokens/s per user", 1, 1000, 20, log=True),
+            slider("ttft_s", "TTFT at most (s)", 0, 60, 0, step=0.1, integer=False, zero="no limit"),
+            *_dtype_inputs(), _price_input()]
 
 
-def _plan_with_planner(p, plan):
-    """The library planner: cheapest deployment per chip meeting the SLOs, and each chip's $/Mtok-vs-speed front.
-    The simulator replay (`--confirm`) is left out to keep one request bounded."""
+def plan_view(p):
+    """The library planner (`rackmath plan`): the cheapest deployment per chip meeting the SLOs, and each chip's
+    $/Mtok-vs-speed front. The simulator replay (`--confirm`) is left out to keep one request bounded."""
+    from ..analyses.planner import plan
     from ..specs.hardware import load_chip
 
     chips_ = [load_chip(c).name for c in str(p["hardware"]).split(",")]  # catalog names only
@@ -686,19 +669,12 @@ def _plan_with_planner(p, plan):
              kv_dtype=_kvdt(p), **({"usd_per_gpu_hour": p["usd_per_gpu_hour"]} if p["usd_per_gpu_hour"] else {}))
     d = r.as_dict()
     traces, notes, numbers = [], list(d.get("notes", [])), []
-    for chip, pts in (d.get("pareto") or {}).items():
-        front = pts.get("front") or []
+    for chip, pts in (d.get("pareto") or {}).items():  # front: indices of the Pareto frontier (engine.layout)
         xs, ys = pts.get("tok_s_user", []), pts.get("usd_per_mtok", [])
-        if front and isinstance(front[0], (int, bool)) and len(front) == len(xs):  # a mask
-            idx = [i for i, f in enumerate(front) if f]
-        elif front and isinstance(front[0], int):  # indices
-            idx = list(front)
-        else:
-            idx = list(range(len(xs)))
-        idx = sorted(idx, key=lambda i: xs[i])
+        idx = sorted(pts.get("front") or range(len(xs)), key=lambda i: xs[i])
         traces.append({"type": "scatter", "mode": "lines+markers", "name": chip, "marker": {"size": 4},
                        "x": _list([xs[i] for i in idx]), "y": _list([ys[i] for i in idx])})
-    ranking = d.get("ranking") or d.get("rows") or []
+    ranking = d.get("ranking", [])
     best = next((row for row in ranking if row.get("deployment")), None)
     for row in ranking:
         if not row.get("deployment") and row.get("why"):
@@ -724,63 +700,8 @@ def _plan_with_planner(p, plan):
                    "name": "per-user target", "line": {"dash": "dash", "color": "gray"}})
     c1 = chart("pareto", f"Cost vs speed per chip for {d.get('model', p['model'])} (Pareto fronts)", traces,
                "tokens/s per user", "$ per million output tokens")
-    return {"header": "calibrated prediction (auto preset per chip) — the library planner (`rackmath plan`)",
-            "numbers": numbers, "charts": [c1], "derivations": [], "notes": notes}
-
-
-def plan_view(p):
-    """With the library planner: its ranking and fronts. Without it: every GPU count and concurrency on one system,
-    the best throughput per GPU meeting the interactivity target (serve() over a bounded grid)."""
-    import rackmath
-
-    planner = _plan_fn()
-    if planner is not None:
-        return _plan_with_planner(p, planner)
-
-    m, hw = model(p["model"]), hardware(p["hardware"])
-    S = int(hw.scaleup_size)
-    counts = sorted({g for g in (1, 2, 4, 8, 16, 32, 64, 72, 128, 144, 256, 512, 576, 1024, 2048, 4096)
-                     if g <= p["max_gpus"] and (g <= S or g % S == 0)})
-    conc = np.unique(np.geomspace(1, 16384, 29).round())
-    rows, traces = [], []
-    for g in counts[:12]:
-        try:
-            d = rackmath.serve(m, hw, gpus=g, isl=p["isl"], osl=p["osl"], concurrency=conc).as_dict()
-        except Exception as e:  # noqa: BLE001 — a GPU count that cannot hold the model is skipped, and said
-            from ..errors import RackmathError
-
-            if not isinstance(e, RackmathError):
-                raise
-            continue
-        u, t = np.asarray(d["tokens_per_s_per_user"], float), np.asarray(d["output_tok_s_per_gpu"], float)
-        fits = np.asarray(d["fits"], bool)
-        traces.append({"type": "scatter", "mode": "lines", "x": _list(np.where(fits, u, np.nan)),
-                       "y": _list(np.where(fits, t, np.nan)), "name": f"{g} GPUs",
-                       "text": [f"{g} GPUs, concurrency {c:g}" for c in conc]})
-        ok = fits & (u >= p["min_tok_s_user"])
-        if ok.any():
-            j = int(np.argmax(np.where(ok, t, -1)))
-            rows.append((t[j], g, conc[j], u[j], d["layout"]))
-    numbers, notes = [], []
-    n_curves = len(traces)
-    if rows:
-        best = max(rows, key=lambda x: x[0])
-        traces.append(marker(best[3], best[0], "best meeting the target"))
-        numbers = [num("best output tokens/s per GPU", best[0], "tok/s", "best"), num("GPUs", best[1], "", "gpus"),
-                   num("concurrency", best[2], "", "concurrency"), num("tokens/s per user", best[3], "tok/s", "user"),
-                   num("layout", _layout(best[4]), key="layout")]
-    else:
-        notes.append("no GPU count up to the limit meets the per-user target")
-    numbers.append(num("deployments meeting the target (of GPU counts searched)", f"{len(rows)} of {n_curves}",
-                       key="meeting"))
-    if _plan_fn() is None:
-        notes.append("search over serve() on a bounded grid (GPU counts × 29 concurrencies)")
-    traces.append({"type": "scatter", "mode": "lines", "x": [p["min_tok_s_user"]] * 2, "y": [1e-3, 1e7],
-                   "name": "per-user target", "line": {"dash": "dash", "color": "gray"}})
-    c1 = chart("pareto", f"Deployments of {m.name} on {hw.name}: throughput vs interactivity", traces,
-               "tokens/s per user", "output tokens/s per GPU", yaxis={"type": "log", "title": {
-                   "text": "output tokens/s per GPU"}, "range": [0, 5]})
-    return {"header": "calibrated prediction (auto preset for the chip)", "numbers": numbers, "charts": [c1],
+    header = "; ".join(f"{row.get('chip')}: {row.get('header')}" for row in ranking if row.get("header"))
+    return {"header": header or "the library planner (`rackmath plan`)", "numbers": numbers, "charts": [c1],
             "derivations": [], "notes": notes}
 
 
