@@ -101,6 +101,10 @@ def test_layout_flags_mean_what_they_say():
     r = rackmath.serve("deepseek-v3", "gb200-nvl72", gpus=72, ep=72, attention_dp=True, redundant_experts=32,
                        isl=2000, osl=1000, concurrency=4096)
     assert (r.layout["tp"], r.layout["ep"], r.layout["attention_dp"]) == (72, 72, True)
+    with pytest.raises(InputError) as e:  # without redundant experts: the lecture's ways out, not a TP error
+        rackmath.serve("deepseek-v3", "gb200-nvl72", gpus=72, ep=72, attention_dp=True, isl=2000, osl=1000,
+                       concurrency=4096)
+    assert e.value.field == "ep" and "redundant experts" in str(e.value)
     r = rackmath.serve("qwen3-235b-a22b", "hgx-h200", gpus=8, ep=8, attention_dp=True, isl=1000, osl=1000,
                        concurrency=256)
     assert (r.layout["tp"], r.layout["ep"], r.layout["attention_dp"]) == (8, 8, True)

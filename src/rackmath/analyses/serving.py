@@ -492,6 +492,12 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
     for k, v in (constraints or {}).items():
         if v is not None:
             ok &= (g[k] == v) if k != "attention_dp" else (adp == bool(v))
+    ep_given = (constraints or {}).get("ep")
+    if not ok.any() and ep_given and mn.is_moe and mn.n_experts % int(ep_given):
+        from ..engine.layout import ep_way_out
+
+        raise InputError("ep", f"{mn.n_experts} experts do not divide over ep={ep_given} GPUs "
+                         f"({mn.n_experts / ep_given:.3g} each)", ep_way_out(mn.n_experts, int(ep_given)))
     if not ok.any():
         raise InputError("tp", f"no layout of {gpus} × {system.chip.name} satisfies "
                          + ", ".join(f"{k}={v}" for k, v in (constraints or {}).items() if v is not None),
