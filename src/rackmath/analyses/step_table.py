@@ -400,15 +400,9 @@ class StepTable:
                              "more GPUs per replica, a smaller weights dtype, or another layout")
 
     def label(self) -> str:
-        lay = self.layout
-        s = f"TP{lay['tp']}"
-        if lay["ep"] > 1:
-            s += f" EP{lay['ep']}"
-        if lay["pp"] > 1:
-            s += f" PP{lay['pp']}"
-        if lay["attention_dp"]:
-            s += " attention-DP"
-        return s
+        from .planner import layout_label
+
+        return layout_label(self.layout)
 
     def decode(self, b: int, L: float) -> float:
         """One decode step of ``b`` sequences at mean context ``L`` (s)."""
