@@ -36,8 +36,9 @@ def gemm_efficiency(tokens, eta_max, m_half):
     the lecture's hardware ratio (00:15, R5). Perfect overlap would instead give the roofline's sharp
     corner min(1, M / ratio); a measured M_half between the two says how well the kernel overlaps.
     """
-    M = np.asarray(tokens, dtype=float)
-    return eta_max * M / (M + m_half)
+    from ..engine.step import gemm_efficiency as engine_gemm_efficiency  # the serving model's own curve
+
+    return engine_gemm_efficiency(eta_max, tokens, m_half)
 
 
 def fit_gemm_efficiency(tokens, flops_per_s, peak):
