@@ -7,7 +7,7 @@ Each chapter module in this package (``ch1_batching``, ``ch2_racks``, …) defin
 * optionally ``plots(outdir: Path) -> list[Path]``: the chapter's blackboard figures.
 
 Modules are discovered by name (``ch<N>_*``), so a chapter is added by adding a file.
-Claim IDs are the stable IDs of ``../shared/lecture/claims.md``.
+Claim IDs are the stable IDs of the lecture claims list (R1…R43; docs/lecture.md).
 """
 
 from __future__ import annotations
