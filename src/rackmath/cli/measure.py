@@ -87,6 +87,11 @@ def register(app: typer.Typer) -> None:
                 if p.exists() and not force:
                     raise InputError("save", f"{p} exists and would be overwritten", "another --save DIR, or --force")
 
+        if device not in ("cpu", "cuda", "auto"):  # checked before the progress bar starts: one clean line
+            raise InputError("device", f"unknown {device!r}", "cpu, cuda or auto")
+        from ..specs.models import load_model
+
+        load_model(model)  # an unknown model is one line too, before any output
         from ..measuring import measure, save as save_result
 
         prog, stage = _progress(not no_progress)
