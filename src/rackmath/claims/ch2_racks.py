@@ -6,7 +6,7 @@ from ..analyses import racks as ra
 from ..explain import Derivation, fmt
 from ..specs.hardware import load_hardware
 from ..specs.models import load_model
-from . import ABOUT, COMPUTED, Claim, agree, qualitative, within_factor
+from . import ABOUT, Claim, agree, qualitative, within_factor
 
 RACK = "gb200-nvl72"
 HOPPER = "hgx-h100"

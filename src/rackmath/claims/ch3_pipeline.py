@@ -10,7 +10,7 @@ from ..engine.layout import Deployment, search_layouts
 from ..explain import Derivation, fmt
 from ..specs.hardware import load_hardware
 from ..specs.models import load_model
-from . import ABOUT, ORDER, Claim, agree, qualitative, within_factor
+from . import ABOUT, Claim, agree, qualitative, within_factor
 
 RACK = "gb200-nvl72"
 MODEL = "deepseek-v3"

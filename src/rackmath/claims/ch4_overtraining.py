@@ -4,7 +4,7 @@ the routed-model scaling law reading that the lecture uses to motivate sparsity.
 
 from __future__ import annotations
 
-from . import ABOUT, ORDER, Claim, agree, qualitative, within_factor
+from . import ABOUT, Claim, agree, qualitative, within_factor
 
 
 def claims() -> list[Claim]:

@@ -69,7 +69,7 @@ def list_cmd(
 ):
     """Every chip with its standard system: dense peaks, HBM, hardware ratio, drain time, $/h."""
     from ..specs.hardware import chips, systems
-    from ..units import format_duration, format_si
+    from ..units import format_si
     from .common import print_json
 
     if systems_only:

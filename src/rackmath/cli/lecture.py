@@ -130,7 +130,6 @@ def register(app: typer.Typer) -> None:
         if markdown:
             _markdown(claims, tally)
             return
-        from rich.table import Table
 
         con = console()
         con.print("[bold]The math behind how LLMs are trained and served — reproduced by rackmath[/]  "

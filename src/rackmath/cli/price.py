@@ -6,7 +6,7 @@ import typer
 
 from ..units import human
 
-from .common import EXPLAIN_OPT, FORCE_OPT, JSON_OPT, USD_OPT, dtype_check
+from .common import EXPLAIN_OPT, JSON_OPT, USD_OPT, dtype_check
 from .plot import plot_app
 
 NACT_OPT = typer.Option("100B", "--n-active", help="Active parameters per token (lecture: 100B).")

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
-
-from ..units import human
 
 from .common import (EFF_OPT, EXPLAIN_OPT, IDEAL_OPT, JSON_OPT, MODEL_ARG, POWER_CAP_OPT, PUE_OPT, USD_OPT,
                      USD_PER_KWH_OPT, gpus_opt, hardware_opt)
@@ -56,7 +52,6 @@ def serve_energy(r, hardware, *, pue="1.2", usd_per_kwh="0.08", power_cap=None):
 
 
 def register(app: typer.Typer) -> None:
-    from .plot import plot_app
 
     @app.command("serve")
     def serve_cmd(
@@ -102,7 +97,7 @@ def register(app: typer.Typer) -> None:
         concurrency."""
         from .. import units
         from ..analyses.serving import serve
-        from .common import (energy_dict, energy_line, human, mode_dict, mode_label, power_capped, print_derivation,
+        from .common import (energy_dict, energy_line, human, mode_dict, power_capped, print_derivation,
                              print_json, table)
 
         acc = None if acceptance is None else float(units.parse_count(acceptance, "acceptance"))

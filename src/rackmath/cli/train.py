@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import typer
 
-from ..units import human
 
 from .common import (EXPLAIN_OPT, JSON_OPT, MODEL_ARG, POWER_CAP_OPT, PUE_OPT, USD_OPT, USD_PER_KWH_OPT, dtype_check,
                      gpus_opt, hardware_opt)
