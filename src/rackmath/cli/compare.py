@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import JSON_OPT, dtype_check
+from .common import EFF_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, WDT_OPT
 
 
 def register(app: typer.Typer) -> None:
@@ -21,11 +21,10 @@ def register(app: typer.Typer) -> None:
         price: str = typer.Option(None, "--usd-per-gpu-hour", "--price",
                                   help="$/GPU-hour per chip: 'h100=2.1,b200=4' (or one number for all)."),
         framework: str = typer.Option(None, "--framework", help="trtllm, vllm or sglang: scheduler defaults."),
-        weights_dtype: str = typer.Option(None, "--weights-dtype", callback=dtype_check("weights_dtype"),
-                                          help="bf16, fp8, nvfp4, mxfp4 … (default: as published)."),
-        kv_dtype: str = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"), help="KV-cache dtype."),
-        efficiency: str = typer.Option(None, "--efficiency", help="Efficiency preset (default: calibrated, auto)."),
-        ideal: bool = typer.Option(False, "--ideal", help="The lecture's ideal roofline (a lower bound on time)."),
+        weights_dtype: str = WDT_OPT,
+        kv_dtype: str = KVDT_OPT,
+        efficiency: str = EFF_OPT,
+        ideal: bool = IDEAL_OPT,
         plot: Path = typer.Option(None, "--plot", help="Write $/Mtok vs tok/s/user per chip to this figure."),
         force: bool = typer.Option(False, "--force", help="Overwrite an existing --plot file."),
         json: bool = JSON_OPT,

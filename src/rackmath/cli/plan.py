@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import JSON_OPT, POWER_CAP_OPT, PUE_OPT, USD_PER_KWH_OPT, dtype_check
+from .common import EFF_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, POWER_CAP_OPT, PUE_OPT, USD_PER_KWH_OPT, WDT_OPT
 
 
 def _ms(v):
@@ -38,13 +38,12 @@ def register(app: typer.Typer) -> None:
         emit: str = typer.Option(None, "--emit", help="Print the launch command of the cheapest deployment: "
                                                      "vllm, sglang or trtllm."),
         budget: str = typer.Option(None, "--budget", help="Token budget per step (default: the framework's, 8192)."),
-        weights_dtype: str = typer.Option(None, "--weights-dtype", callback=dtype_check("weights_dtype"),
-                                          help="bf16, fp8, nvfp4, mxfp4 … (default: as published)."),
-        kv_dtype: str = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"), help="KV-cache dtype."),
+        weights_dtype: str = WDT_OPT,
+        kv_dtype: str = KVDT_OPT,
         mtp: str = typer.Option("0", "--mtp", help="Speculative / MTP draft tokens per step (k)."),
         acceptance: str = typer.Option(None, "--acceptance", help="Mean tokens emitted per verification step."),
-        efficiency: str = typer.Option(None, "--efficiency", help="Efficiency preset (default: calibrated, auto)."),
-        ideal: bool = typer.Option(False, "--ideal", help="The lecture's ideal roofline (a lower bound on time)."),
+        efficiency: str = EFF_OPT,
+        ideal: bool = IDEAL_OPT,
         no_confirm: bool = typer.Option(False, "--no-confirm", help="Skip replaying the winners in the simulator."),
         plot: Path = typer.Option(None, "--plot", help="Write the Pareto fronts ($/Mtok vs tok/s/user) to this figure."),
         force: bool = typer.Option(False, "--force", help="Overwrite an existing --plot file."),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import JSON_OPT, dtype_check
+from .common import EFF_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, WDT_OPT
 
 
 def _num(text, field, integer=False, kind="count"):
@@ -75,13 +75,12 @@ def register(app: typer.Typer) -> None:
         budget: str = typer.Option(None, "--budget", help="Token budget per step, chunked prefill (default 8192)."),
         cadence: str = typer.Option(None, "--cadence", help="The lecture's train schedule: a step leaves every "
                                                             "PERIOD (e.g. 20ms) whether or not you are on it."),
-        weights_dtype: str = typer.Option(None, "--weights-dtype", callback=dtype_check("weights_dtype"),
-                                          help="bf16, fp8, nvfp4, mxfp4 … (default: as published)."),
-        kv_dtype: str = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"), help="KV-cache dtype."),
+        weights_dtype: str = WDT_OPT,
+        kv_dtype: str = KVDT_OPT,
         mtp: str = typer.Option("0", "--mtp", help="Speculative / MTP draft tokens per step (k)."),
         acceptance: str = typer.Option(None, "--acceptance", help="Mean tokens emitted per verification step."),
-        efficiency: str = typer.Option(None, "--efficiency", help="Efficiency preset (default: calibrated, auto)."),
-        ideal: bool = typer.Option(False, "--ideal", help="The lecture's ideal roofline (a lower bound on time)."),
+        efficiency: str = EFF_OPT,
+        ideal: bool = IDEAL_OPT,
         framework: str = typer.Option(None, "--framework", help="trtllm, vllm or sglang: its scheduler defaults."),
         price: str = typer.Option(None, "--usd-per-gpu-hour", "--price", help="$/GPU-hour (default: catalog)."),
         ttft: str = typer.Option(None, "--ttft", help="TTFT SLO for goodput (e.g. 1s, 500ms)."),
