@@ -9,12 +9,9 @@ wall time and the process's CPU time (user + system: what the wall time is on an
 from __future__ import annotations
 
 import argparse
-import resource
-import shutil
 import statistics
-import subprocess
-import sys
-import time
+
+from bench_cli import timed_runs  # one timing loop for every cold-start benchmark (benchmarks/ is on sys.path)
 
 COMMANDS = {
     "rackmath serve llama-3.3-70b -H hgx-h100 --gpus 8 --isl 1000 --osl 1000 -c 256 --json":
@@ -33,18 +30,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=9)
     args = ap.parse_args()
-    exe = shutil.which("rackmath")
-    base = [exe] if exe else [sys.executable, "-m", "rackmath"]
     for label, argv in COMMANDS.items():
-        ts, cpu = [], []
-        for _ in range(args.runs):
-            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            t0 = time.perf_counter()
-            p = subprocess.run(base + argv, capture_output=True)
-            ts.append(time.perf_counter() - t0)
-            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpu.append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
-            assert p.returncode == 0, p.stderr.decode()
+        ts, cpu = timed_runs(argv, args.runs)
         print(f"{label}: wall median {statistics.median(ts) * 1e3:.0f} ms (min {min(ts) * 1e3:.0f}), "
               f"CPU median {statistics.median(cpu) * 1e3:.0f} ms ({args.runs} runs)")
 
