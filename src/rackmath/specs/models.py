@@ -620,6 +620,18 @@ _GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262_208, "head_dim": 256, "num_attention_
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
+def _deepseek_moe_fields(kw: dict, req, opt) -> None:
+    """The DeepSeek-style MoE fields of an HF config (DeepSeek-V3/V3.2, Kimi K2, GLM-4.5): dense FFN width, routed
+    and shared experts, expert width, leading dense layers and MTP layers (read, not counted as weights)."""
+    kw["d_ff"] = req("intermediate_size")
+    kw["n_experts"] = req("n_routed_experts")
+    kw["experts_per_token"] = req("num_experts_per_tok")
+    kw["n_shared_experts"] = int(opt("n_shared_experts", 0))
+    kw["moe_d_ff"] = req("moe_intermediate_size")
+    kw["first_k_dense"] = int(opt("first_k_dense_replace", 0))
+    kw["mtp_layers"] = int(opt("num_nextn_predict_layers", 0))
+
+
 def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None) -> ModelSpec:
     """A ModelSpec from a HuggingFace ``config.json`` dict (see HF_MODEL_TYPES)."""
     from .schema import check_hf_config
@@ -738,15 +750,9 @@ def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None
             kw[k] = req(k)
         kw["head_dim"] = kw["qk_nope_head_dim"] + kw["qk_rope_head_dim"]
         kw["n_kv_heads"] = H
-        kw["d_ff"] = req("intermediate_size")
-        kw["n_experts"] = req("n_routed_experts")
-        kw["experts_per_token"] = req("num_experts_per_tok")
-        kw["n_shared_experts"] = int(opt("n_shared_experts", 0))
-        kw["moe_d_ff"] = req("moe_intermediate_size")
-        kw["first_k_dense"] = int(opt("first_k_dense_replace", 0))
+        _deepseek_moe_fields(kw, req, opt)
         kw["moe_layer_freq"] = int(opt("moe_layer_freq", 1))
         kw["router_bias"] = opt("topk_method", "") == "noaux_tc"  # e_score_correction_bias
-        kw["mtp_layers"] = int(opt("num_nextn_predict_layers", 0))
         if mt == "deepseek_v32" or "index_topk" in cfg:
             kw["index_topk"] = req("index_topk")
             kw["index_n_heads"] = req("index_n_heads")
@@ -795,14 +801,8 @@ def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None
         # dense layers, shared experts, e_score_correction_bias), MTP layers not counted.
         kw["attention_bias"] = bool(opt("attention_bias", False))
         kw["qk_norm"] = bool(opt("use_qk_norm", False))
-        kw["d_ff"] = req("intermediate_size")
-        kw["n_experts"] = req("n_routed_experts")
-        kw["experts_per_token"] = req("num_experts_per_tok")
-        kw["n_shared_experts"] = int(opt("n_shared_experts", 0))
-        kw["moe_d_ff"] = req("moe_intermediate_size")
-        kw["first_k_dense"] = int(opt("first_k_dense_replace", 0))
+        _deepseek_moe_fields(kw, req, opt)
         kw["router_bias"] = True
-        kw["mtp_layers"] = int(opt("num_nextn_predict_layers", 0))
     elif mt in ("gemma2", "gemma3", "gemma3_text"):
         kw["norms_per_layer"] = 4
         kw["d_ff"] = req("intermediate_size")
