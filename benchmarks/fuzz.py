@@ -9,6 +9,18 @@ hostile values (negative, 0, NaN, ±inf, 1e308, 1e-320, 10⁴⁰⁰, unicode, ma
 imported) with RLIMIT_AS = parent's size + ``--mem`` and killed after ``--timeout`` seconds. Prints counts
 per outcome class: ok, clean error, traceback, hang, OOM, overwritten; the target is 0 in the last four.
 Failing command lines are written to ``--failures`` (JSON lines) for replay.
+
+Known long-running computations are not hangs: a run whose argv holds a flag of ``fuzzlib.LONG_FLAGS``, and every
+run of ``fuzzlib.LONG_COMMANDS``, gets ``fuzzlib.LONG_TIMEOUT`` seconds instead of ``--timeout`` (the larger of the
+two); ``fuzzlib.FORCED_FLAGS`` are always given:
+
+    LONG_FLAGS    = {("validate",): ("--cv", "--refit")}   # leave-one-group-out refits, a full refit
+    LONG_COMMANDS = {("measure",)}                         # a benchmark of this machine (~30-60 s --quick, 2 cores)
+    FORCED_FLAGS  = {("measure",): ("--quick",)}           # the full sweep took over 600 s on 2 cores
+    LONG_TIMEOUT  = {("validate",): 600, ("measure",): 180}
+
+They are still fuzzed (hostile values, paths, catalogs), only with that limit; ``--no-long`` leaves the
+LONG_FLAGS out instead (a quicker smoke). The summary counts how many runs had the long limit.
 """
 
 from __future__ import annotations
@@ -98,7 +110,8 @@ def run_one(argv: list, tmp: Path, timeout: float, mem: int) -> tuple[int | None
     return os.WEXITSTATUS(status), out, err, False, None
 
 
-def worker(seed: int, n: int, timeout: float, mem: int, failures: str | None, q=None) -> Counter:
+def worker(seed: int, n: int, timeout: float, mem: int, failures: str | None, q=None,
+           long_running: bool = True) -> Counter:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -112,15 +125,17 @@ def worker(seed: int, n: int, timeout: float, mem: int, failures: str | None, q=
         ch = fuzzlib.RandomChooser(f"{seed}-{i}")
         with tempfile.TemporaryDirectory(prefix="rmfuzz") as d:
             tmp = Path(d)
-            inv = fuzzlib.invocation(ch, tree, tmp)
-            code, out, err, to, sig = run_one(inv.argv, tmp, timeout, mem)
+            inv = fuzzlib.invocation(ch, tree, tmp, long_running=long_running)
+            limit = fuzzlib.timeout_for(inv, timeout)
+            counts["long limit"] += fuzzlib.is_long(inv)
+            code, out, err, to, sig = run_one(inv.argv, tmp, limit, mem)
             cls = fuzzlib.classify(code, err, inv.sentinels, to, sig)
             if cls == "ok" and any(w in out for w in (" nan", "nan×", "NaN")):
                 counts["ok (nan in output)"] += 1
             counts[cls] += 1
             if cls not in ("ok", "clean") and fails:
                 fails.write(json.dumps({"class": cls, "argv": inv.argv, "note": inv.note, "code": code,
-                                        "stderr": err[-2000:]}) + "\n")
+                                        "timeout_s": limit, "stderr": err[-2000:]}) + "\n")
                 fails.flush()
     if fails:
         fails.close()
@@ -135,6 +150,8 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per invocation before it counts as a hang")
     ap.add_argument("--mem", type=float, default=2.0, help="GiB of address space each run may add (RLIMIT_AS)")
     ap.add_argument("--failures", default=None, help="write failing runs to FILE.<worker> as JSON lines")
+    ap.add_argument("--no-long", action="store_true",
+                    help="leave out the flags of known long-running computations (fuzzlib.LONG_FLAGS)")
     a = ap.parse_args()
     from concurrent.futures import ProcessPoolExecutor
 
@@ -143,12 +160,13 @@ def main() -> None:
     total: Counter = Counter()
     mem = int(a.mem * 2**30)
     if a.workers == 1:
-        total = worker(a.seed * 1000, per[0], a.timeout, mem, a.failures)
+        total = worker(a.seed * 1000, per[0], a.timeout, mem, a.failures, long_running=not a.no_long)
     else:
         import multiprocessing as mp
 
         with ProcessPoolExecutor(a.workers, mp_context=mp.get_context("fork")) as ex:
-            futs = [ex.submit(worker, a.seed * 1000 + i, k, a.timeout, mem, a.failures) for i, k in enumerate(per)]
+            futs = [ex.submit(worker, a.seed * 1000 + i, k, a.timeout, mem, a.failures, None, not a.no_long)
+                    for i, k in enumerate(per)]
             for f in futs:
                 total.update(f.result())
     wall = time.time() - t0
@@ -156,6 +174,12 @@ def main() -> None:
           f"memory +{a.mem:g} GiB per run, {wall:.0f} s")
     for k in ("ok", "ok (nan in output)", "clean", "traceback", "hang", "oom", "overwritten"):
         print(f"  {k:20s} {total.get(k, 0):7d}")
+    longs = ", ".join([f"{' '.join(c)} {'/'.join(f)}" for c, f in fuzzlib.LONG_FLAGS.items()]
+                      + [" ".join(c) for c in sorted(fuzzlib.LONG_COMMANDS)])
+    print(f"  ({total.get('long limit', 0)} runs were known long-running computations ({longs}) with their own "
+          f"limits, {', '.join(' '.join(c) + f' {v} s' for c, v in fuzzlib.LONG_TIMEOUT.items())})" if not a.no_long
+          else f"  (flags of long-running computations left out: "
+               f"{', '.join(' '.join(c) + ' ' + '/'.join(f) for c, f in fuzzlib.LONG_FLAGS.items())})")
     bad = sum(total.get(k, 0) for k in ("traceback", "hang", "oom", "overwritten"))
     print("PASS: 0 tracebacks, 0 hangs, 0 out-of-memory, 0 overwritten" if not bad else f"FAIL: {bad} bad runs")
     sys.exit(1 if bad else 0)

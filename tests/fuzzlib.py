@@ -138,6 +138,16 @@ class Command:
 # Commands that run until stopped by design (a server): fuzzed over HTTP by tests/test_web.py instead.
 LONG_RUNNING = {("web",)}
 
+# Known long-running computations (not hangs), by command path: runs with a flag of LONG_FLAGS, and every run of
+# LONG_COMMANDS, may take LONG_TIMEOUT seconds. benchmarks/fuzz.py gives them that limit instead of its --timeout
+# (timeout_for); the in-process CI slice (tests/test_fuzz.py, invocation(long_running=False)) leaves the LONG_FLAGS
+# out to stay fast. FORCED_FLAGS are always given: `measure` without --quick is the full benchmark sweep of this
+# machine (over 600 s on 2 CPU cores, 2026-11-25) and only differs from --quick in its sizes.
+LONG_FLAGS = {("validate",): ("--cv", "--refit")}  # leave-one-group-out refits (minutes); a full refit (~30 s)
+LONG_COMMANDS = {("measure",)}  # a benchmark of this machine: ~30-60 s even with --quick on 2 cores
+FORCED_FLAGS = {("measure",): ("--quick",)}
+LONG_TIMEOUT = {("validate",): 600, ("measure",): 180}
+
 
 def command_tree() -> list[Command]:
     """Every leaf command of the app with its parameters, from the click tree (nothing hard-coded but the
@@ -301,6 +311,18 @@ class Invocation:
     argv: list
     sentinels: list  # files that must be unchanged afterwards (no --force given)
     note: str = ""
+    command: tuple = ()  # the command's path, e.g. ("model", "show")
+
+
+def is_long(inv: Invocation) -> bool:
+    """A known long-running computation (LONG_COMMANDS, LONG_FLAGS), not a hang."""
+    cmd = tuple(inv.command)
+    return cmd in LONG_COMMANDS or any(f in inv.argv for f in LONG_FLAGS.get(cmd, ()))
+
+
+def timeout_for(inv: Invocation, default: float) -> float:
+    """The time limit of one run: ``LONG_TIMEOUT`` for the known long-running computations, else ``default``."""
+    return max(default, LONG_TIMEOUT[tuple(inv.command)]) if is_long(inv) else default
 
 
 def _value(ch: Chooser, p: Param, hostile: float) -> str:
@@ -346,10 +368,15 @@ def _path_value(ch: Chooser, tmp: Path, sentinels: list, force: bool) -> str:
     return ""
 
 
-def invocation(ch: Chooser, tree: list[Command], tmp: Path, hostile: float = 0.3) -> Invocation:
+def invocation(ch: Chooser, tree: list[Command], tmp: Path, hostile: float = 0.3,
+               long_running: bool = True) -> Invocation:
     """One random command line: a command from the tree, its required parameters and a random subset of the rest,
-    each value plausible or hostile; sometimes a mutated catalog, an HF config as the model, output paths."""
+    each value plausible or hostile; sometimes a mutated catalog, an HF config as the model, output paths.
+    FORCED_FLAGS are always given; ``long_running=False`` leaves out the flags of LONG_FLAGS (the same draws are
+    made, so a seed gives the same command line otherwise)."""
     cmd = ch.choice(tree)
+    long_flags = () if long_running else LONG_FLAGS.get(tuple(cmd.path), ())
+    forced = FORCED_FLAGS.get(tuple(cmd.path), ())
     argv: list = []
     sentinels: list = []
     note = ""
@@ -367,7 +394,7 @@ def invocation(ch: Chooser, tree: list[Command], tmp: Path, hostile: float = 0.3
             if p.name == "--force":
                 if force:
                     argv.append("--force")
-            elif ch.chance(0.25):
+            elif (ch.chance(0.25) and p.name not in long_flags) or p.name in forced:
                 argv.append(p.name)
             continue
         if not p.required and not ch.chance(0.35):
@@ -383,7 +410,7 @@ def invocation(ch: Chooser, tree: list[Command], tmp: Path, hostile: float = 0.3
             argv.append(v)
         else:
             argv += [ch.choice(p.opts) if ch.chance(0.2) else p.name, v]
-    return Invocation(argv, sentinels, note)
+    return Invocation(argv, sentinels, note, tuple(cmd.path))
 
 
 def classify(code, err: str, sentinels: list, timed_out: bool = False, signal: int | None = None) -> str:

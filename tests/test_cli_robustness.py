@@ -117,34 +117,44 @@ def test_output_paths(tmp_path, make, args, field):
 
 
 _TOML = {
-    "malformed": ('[[chip]]\nname = "x"\nflops = {bf16 = \n', ("hardware", "list"), "toml"),
+    "malformed": ('[[chip]]\nname = "x"\nflops = {bf16 = \n', ("hardware", "show", "x"), "toml"),
     "missing field": ('[[chip]]\nname = "zz1"\nflops = {bf16 = "100 TFLOP/s"}\nhbm = "80 GB"\n',
-                      ("hardware", "list"), "chip.hbm_bandwidth"),
+                      ("hardware", "show", "zz1"), "chip.hbm_bandwidth"),
     "aliases not a list": ('[[model]]\nname = "mm"\naliases = 3\nn_layers = 2\nd_model = 64\nvocab_size = 100\n'
-                           'n_heads = 4\nd_ff = 128\n', ("model", "list"), "model.aliases"),
+                           'n_heads = 4\nd_ff = 128\n', ("model", "show", "mm"), "model.aliases"),
     "free price sheet": ('[[price_sheet]]\nname = "pp"\nprovider = "p"\nmodel = "m"\ndate = "2026-01-01"\n'
                          'source = "s"\ninput = 0\noutput = 10\n', ("price", "pp"), "price_sheet.input"),
     "price aliases a number": ('[[price_sheet]]\nname = "pp"\nprovider = "p"\nmodel = "m"\ndate = "2026-01-01"\n'
-                               'source = "s"\ninput = 1\noutput = 10\naliases = 1\n', ("price", "--list"),
+                               'source = "s"\ninput = 1\noutput = 10\naliases = 1\n', ("price", "pp"),
                                "price_sheet.aliases"),
-    "bad system size": ('[[system]]\nname = "s1"\nchip = "h100"\nscaleup_size = -3\n', ("hardware", "list"),
+    "bad system size": ('[[system]]\nname = "s1"\nchip = "h100"\nscaleup_size = -3\n', ("hardware", "show", "s1"),
                         "system.scaleup_size"),
 }
 
 
 @pytest.mark.parametrize("case", list(_TOML))
 def test_bad_catalog_files(tmp_path, case):
+    """Using a bad user entry (or a name only an unreadable file could hold) is one line naming file and field;
+    the list command of its kind lists the rest with one warning line (exit 0)."""
     text, args, field = _TOML[case]
     (tmp_path / "mine.toml").write_text(text)
     code, _, err = run_cli("--catalog", str(tmp_path), *args)
     _assert_one_line(code, err, field)
     assert str(tmp_path / "mine.toml") in err
+    listing = {"hardware": ("hardware", "list", "--systems") if "[[system]]" in text else ("hardware", "list"),
+               "model": ("model", "list"), "price": ("price", "--list")}[args[0]]
+    code, out, err = run_cli("--catalog", str(tmp_path), *listing)
+    assert code == 0 and out, err
+    assert err.count("\n") == 1 and err.startswith(f"warning: {tmp_path / 'mine.toml'}") and field in err, err
 
 
 def test_catalog_not_utf8_and_not_a_directory(tmp_path):
     (tmp_path / "bin.toml").write_bytes(b"\xff\xfe[[chip]]")
-    code, _, err = run_cli("--catalog", str(tmp_path), "hardware", "list")
+    code, _, err = run_cli("--catalog", str(tmp_path), "hardware", "show", "mine")
     _assert_one_line(code, err, "toml")
+    assert "not UTF-8" in err and "'mine' is not in the catalog" in err, err
+    code, out, err = run_cli("--catalog", str(tmp_path), "hardware", "list")
+    assert code == 0 and "h100" in out and err.count("\n") == 1 and "bin.toml: toml: not UTF-8" in err, err
     code, _, err = run_cli("--catalog", str(tmp_path / "nope"), "hardware", "list")
     _assert_one_line(code, err, "catalog")
 
@@ -236,3 +246,57 @@ def test_bad_efficiency_preset_file(tmp_path, body, field):
                            "--efficiency", "mine")
     _assert_one_line(code, err, field)
     assert "e.toml" in err
+
+
+# ----------------------------------------------------------------------------- Python API: whole numbers
+
+@pytest.mark.parametrize("text,expected", [
+    ("1:10:log7", [1, 2, 3, 5, 7, 10]),       # 10^(k/6) = 1, 1.47, 2.15, 3.16, 4.64, 6.81, 10 rounded, de-duplicated
+    ("1:10:7", [1, 2, 4, 6, 7, 8, 10]),       # 1, 2.5, 4, 5.5, 7, 8.5, 10: halves to even, as numpy rounds
+    ("8,1K,64", [8, 1000, 64]),               # a list keeps its order
+])
+def test_api_batch_ranges_are_whole(text, expected):
+    import numpy as np
+
+    import rackmath
+
+    r = rackmath.roofline(M, "h100", batch=text)
+    assert np.ravel(r.batch).tolist() == expected
+
+
+def test_api_ranges_match_the_cli():
+    """batch="1:4096:log" is 49 points 2^(k/4) rounded and de-duplicated: the CLI's -b 1:4096:log exactly."""
+    import numpy as np
+
+    import rackmath
+
+    api = np.ravel(rackmath.roofline(M, "h100", batch="1:4096:log").batch).tolist()
+    code, out, err = run_cli("roofline", M, "-H", "h100", "-b", "1:4096:log", "--json")
+    assert code == 0, err
+    assert api == json.loads(out)["batch"]
+    assert api[:13] == [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 13, 16, 19] and api[-1] == 4096
+    assert all(b > a for a, b in zip(api, api[1:])) and all(x == int(x) for x in api)
+    # a context range is rounded too (1, 1.5, 2 -> 1, 2); a list may hold ranges
+    assert np.ravel(rackmath.roofline(M, "h100", context="1:2:3").context).tolist() == [1, 2]
+    assert np.ravel(rackmath.roofline(M, "h100", batch=["1:4:log", 8]).batch).tolist() == [1, 2, 3, 4, 8]
+
+
+@pytest.mark.parametrize("fn,kw,msg", [
+    ("roofline", dict(batch=2.5), "batch: 2.5 is not a whole number"),
+    ("roofline", dict(batch="2.5"), "batch: 2.5 is not a whole number"),
+    ("roofline", dict(batch="1.5,4"), "batch: 1.5 is not a whole number"),
+    ("roofline", dict(batch=[1, "2.5"]), "batch: 2.5 is not a whole number"),
+    ("roofline", dict(gpus="7.5"), "gpus: 7.5 is not a whole number"),
+    ("serve", dict(isl=1000, osl=100, concurrency=8, gpus="8", tp="2.5"), "tp: 2.5 is not a whole number"),
+    ("serve", dict(isl=1000, osl=100, concurrency="8.5", gpus=8), "concurrency: 8.5 is not a whole number"),
+    ("layout", dict(gpus="7.5"), "gpus: 7.5 is not a whole number"),
+    ("train", dict(tokens="1T", gpus=8, dp=2.5), "dp: 2.5 is not a whole number"),
+    ("max_context", dict(gpus="1.5"), "gpus: 1.5 is not a whole number"),
+])
+def test_api_fractional_counts_refused(fn, kw, msg):
+    """Never truncated (int('7.5') was 7): an InputError naming the field."""
+    import rackmath
+    from rackmath.errors import InputError
+
+    with pytest.raises(InputError, match=msg):
+        getattr(rackmath, fn)(M, "hgx-h100", **kw)

@@ -4,7 +4,9 @@ The command tree is enumerated from the click app (tests/fuzzlib.py), so an opti
 fuzzed too. Each invocation runs ``rackmath.cli.main.main`` inside typer's ``CliRunner`` isolation with a
 wall-clock limit; the outcome must be ``ok`` (exit 0) or ``clean`` (exit 2, one ``error: …`` line): never a
 traceback, a bug-report line, a hang, or a file overwritten without ``--force``. Derandomized so CI is
-stable; ``benchmarks/fuzz.py`` runs ≥ 10⁴ invocations in forked children with a memory limit.
+stable; ``benchmarks/fuzz.py`` runs ≥ 10⁴ invocations in forked children with a memory limit. Known long-running
+computations (``fuzzlib.LONG_FLAGS``: ``validate --cv`` / ``--refit``) are left out here to keep the slice fast;
+the benchmark runs them with their own time limit (``fuzzlib.LONG_TIMEOUT``). ``measure`` is always ``--quick``.
 """
 
 from __future__ import annotations
@@ -90,6 +92,32 @@ def _check(inv: fuzzlib.Invocation):
     assert cls in ("ok", "clean"), f"{cls}: rackmath {' '.join(map(str, inv.argv))} [{inv.note}]\n{err[-3000:]}"
 
 
+def test_long_running_computations_get_their_own_time_limit(tmp_path):
+    """validate --cv / --refit take minutes by design: the benchmark gives them LONG_TIMEOUT (600 s), other runs
+    the default; the CI slice never generates them."""
+    validate = next(c for c in TREE if c.path == ["validate"])
+    assert {"--cv", "--refit"} <= {p.name for p in validate.params}  # the flags still exist in the app
+    inv = fuzzlib.Invocation(["--catalog", "d", "validate", "--json", "--cv"], [], command=("validate",))
+    assert fuzzlib.is_long(inv) and fuzzlib.timeout_for(inv, 60) == 600
+    assert fuzzlib.timeout_for(fuzzlib.Invocation(["validate", "--json"], [], command=("validate",)), 60) == 60
+    assert fuzzlib.timeout_for(fuzzlib.Invocation(["roofline", "--cv"], [], command=("roofline",)), 60) == 60
+    seen_long = 0
+    for i in range(200):  # the same seeds with and without long runs: only the long flags differ
+        a = fuzzlib.invocation(fuzzlib.RandomChooser(f"v-{i}"), [validate], tmp_path)
+        b = fuzzlib.invocation(fuzzlib.RandomChooser(f"v-{i}"), [validate], tmp_path, long_running=False)
+        seen_long += fuzzlib.is_long(a)
+        assert not fuzzlib.is_long(b)
+        assert [x for x in a.argv if x not in ("--cv", "--refit")] == b.argv
+    assert seen_long > 50  # each flag drawn at 25 %: about 44 % of validate runs are long
+    # measure benchmarks the machine: always --quick (the full sweep took over 600 s on 2 cores), with the long limit
+    measure = next(c for c in TREE if c.path == ["measure"])
+    assert fuzzlib.timeout_for(fuzzlib.Invocation(["measure", "--quick"], [], command=("measure",)), 60) == 180
+    for i in range(50):
+        for long_running in (True, False):
+            inv = fuzzlib.invocation(fuzzlib.RandomChooser(f"m-{i}"), [measure], tmp_path, long_running=long_running)
+            assert inv.argv.count("--quick") == 1
+
+
 def test_tree_is_enumerated_from_the_app():
     paths = {" ".join(c.path) for c in TREE}
     assert {"roofline", "serve", "layout", "model show", "plot batch", "racks moe-2racks"} <= paths
@@ -104,7 +132,7 @@ def test_every_command_hostile(cmd):
     for seed, hostile in ((1, 0.15), (2, 0.8)):
         ch = fuzzlib.RandomChooser(f"{' '.join(cmd.path)}-{seed}")
         with tempfile.TemporaryDirectory(prefix="rmfz") as d:
-            inv = fuzzlib.invocation(ch, [cmd], Path(d), hostile=hostile)
+            inv = fuzzlib.invocation(ch, [cmd], Path(d), hostile=hostile, long_running=False)
             _check(inv)
 
 
@@ -114,7 +142,7 @@ def test_every_command_hostile(cmd):
 def test_fuzz_slice(data):
     ch = fuzzlib.HypothesisChooser(data)
     with tempfile.TemporaryDirectory(prefix="rmfz") as d:
-        _check(fuzzlib.invocation(ch, TREE, Path(d)))
+        _check(fuzzlib.invocation(ch, TREE, Path(d), long_running=False))
 
 
 @pytest.mark.parametrize("args", [

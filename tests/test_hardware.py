@@ -339,13 +339,15 @@ def test_user_entry_replaces_shipped_one(tmp_path):
     ("[[chip]\nname = ", "toml"),
 ])
 def test_bad_user_file_names_path_and_field(tmp_path, text, field):
+    """Using the bad user entry (here by its chip alias) names the file and field; other entries still load."""
     (tmp_path / "bad.toml").write_text(text)
     rackmath.add_catalog_dir(tmp_path)
     with pytest.raises(CatalogError) as info:
-        load_hardware("h100")
+        load_hardware("mine")
     assert info.value.field == field
     assert "bad.toml" in info.value.path
     assert "\n" not in str(info.value).strip()
+    assert load_hardware("h100").name == "hgx-h100"
 
 
 # --- CLI ------------------------------------------------------------------------------------------------------------
@@ -358,8 +360,12 @@ def test_cli_show_unknown_exits_2_with_one_line():
 
 
 def test_cli_bad_catalog_exits_2(tmp_path):
+    """An unreadable user file: `hardware list` lists the rest with one warning; a name it may hold exits 2."""
     (tmp_path / "bad.toml").write_text("[[chip]\n")
     code, out, err = run_cli("--catalog", str(tmp_path), "hardware", "list")
+    assert code == 0 and "hgx-h100" in out and err.startswith("warning: ") and "bad.toml" in err
+    assert err.strip().count("\n") == 0
+    code, out, err = run_cli("--catalog", str(tmp_path), "hardware", "show", "my-chip")
     assert code == 2 and "bad.toml" in err and "Traceback" not in err and err.strip().count("\n") == 0
 
 

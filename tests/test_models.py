@@ -247,8 +247,11 @@ def test_user_catalog_toml(tmp_path):
         assert h.total_params == 2 * 100 * 256 + 2 * (4 * 256 * 256 + 3 * 256 * 512 + 2 * 256) + 256
         (tmp_path / "bad.toml").write_text('[[model]]\nname = "bad"\nn_layers = 2\nd_model = 8\nvocab_size = 1\n')
         catalog.clear_caches()
-        with pytest.raises(CatalogError, match="model.n_heads"):
-            models()
+        with pytest.raises(CatalogError, match="model.n_heads"):  # the bad entry, by name
+            load_model("bad")
+        assert load_model("tiny-moe").n_layers == 4  # the others load
+        with pytest.warns(catalog.CatalogWarning, match=r"bad.toml \[model 'bad'\]: model.n_heads"):
+            assert "bad" not in models().names() and "tiny-moe" in models().names()
     finally:
         catalog._user_dirs.clear()
         catalog.clear_caches()

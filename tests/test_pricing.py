@@ -60,9 +60,10 @@ def test_user_sheet_and_malformed_sheet(tmp_path):
         (d / "bad.toml").write_text('[[price_sheet]]\nname = "bad"\nprovider = "x"\nmodel = "x"\ndate = "x"\n'
                                     'source = "x"\ninput = "five"\noutput = 1.0\n')
         catalog.clear_caches()
-        with pytest.raises(CatalogError) as e:
-            load_price_sheet("my-model")
+        with pytest.raises(CatalogError) as e:  # the bad sheet, by name; the good one still loads
+            load_price_sheet("bad")
         assert "bad.toml" in str(e.value) and "price_sheet.input" in str(e.value)
+        assert load_price_sheet("my-model").output == pytest.approx(4e-6)  # $4 per million tokens, per token
     finally:
         catalog._user_dirs.clear()
         catalog.clear_caches()

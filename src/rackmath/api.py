@@ -9,7 +9,9 @@
     rackmath.max_context("qwen3-235b-a22b", "hgx-h200", gpus=8)
 
 Every numeric argument accepts what the CLI accepts: numbers, numpy arrays, lists, and strings such as "8K"
-(8,000), "8Ki" (8,192), "1:4096:log8" (a range; integer quantities stay integers), "$2.5/h". Defaults are the
+(8,000), "8Ki" (8,192), "1:4096:log8" (a range; the points of a whole-number quantity such as batch, gpus, tp or
+context are rounded and de-duplicated, as in the CLI), "$2.5/h". A fractional batch, gpus, concurrency, tp, ep, pp,
+dp, … (given as a number, an array or a string such as "2.5") raises ``InputError`` naming the field. Defaults are the
 CLI's (batch 1, context 8192). ``gpus`` is the chip count everywhere (``chips`` is accepted too).
 ``efficiency``: None → the command's default (roofline/layout: the ideal bound; serve: the chip's calibrated
 preset), "auto" → the chip's calibrated preset, a preset name, or ``ideal=True``. Results are SI (seconds, bytes,
@@ -23,7 +25,11 @@ __all__ = ["roofline", "serve", "train", "layout", "price", "max_context"]
 
 
 def _values(v, field: str, kind: str = "count"):
-    """A number, array, list or CLI string ('8K', '1,8,64', '1:4096:log') -> float or numpy array."""
+    """A number, array, list or CLI string ('8K', '1,8,64', '1:4096:log') -> float or numpy array.
+
+    As in the CLI (``cli.common.parse_range``), a range of a whole-number quantity (batch, gpus, context, …:
+    ``INTEGER_FIELDS``) is rounded and de-duplicated; a value spelled out ('2.5', '1.5,4') must be whole for
+    the quantities the API requires whole (``bounds.WHOLE``), like a number passed directly."""
     import numpy as np
 
     if v is None:
@@ -32,10 +38,22 @@ def _values(v, field: str, kind: str = "count"):
         from .cli.common import parse_range
 
         a = parse_range(v, field, kind)
+        _whole(a, field)
         return float(a[0]) if a.size == 1 and ":" not in v and "," not in v else a
     if isinstance(v, (list, tuple)):
-        return np.array([_values(x, field, kind) for x in v], dtype=float)
+        parts = [_values(x, field, kind) for x in v]
+        if any(isinstance(x, str) for x in v):  # strings may be lists or ranges: one flat array, in order
+            return np.concatenate([np.atleast_1d(np.asarray(x, dtype=float)) for x in parts]) if parts else \
+                np.array([], dtype=float)
+        return np.array(parts, dtype=float)
     return v
+
+
+def _whole(v, field: str) -> None:
+    from .bounds import WHOLE, _check_whole
+
+    if field in WHOLE:
+        _check_whole(v, field)
 
 
 def _scalar(v, field: str, kind: str = "count"):
@@ -43,7 +61,20 @@ def _scalar(v, field: str, kind: str = "count"):
 
     if v is None or not isinstance(v, str):
         return v
-    return units.parse_quantity(v, kind, field)
+    x = units.parse_quantity(v, kind, field)
+    _whole(x, field)
+    return x
+
+
+def _count(v, field: str):
+    """A whole number (a number or a string such as '8', '1K'): refused, not truncated, when fractional."""
+    from .bounds import _check_whole
+
+    if v is None:
+        return None
+    x = _scalar(v, field)
+    _check_whole(x, field)
+    return int(x)
 
 
 def _gpus(gpus, chips):
@@ -110,8 +141,8 @@ def serve(model, hardware, *, isl, osl, concurrency, gpus=None, chips=None, effi
     eff = None if efficiency in (None, "auto") else efficiency
     for k in ("tp", "ep", "pp", "mtp", "prefill_gpus", "decode_gpus", "redundant_experts"):
         if isinstance(kw.get(k), str):
-            kw[k] = int(_scalar(kw[k], k))
-    r = _serve(model, _capped(hardware, power_cap), gpus=None if n is None else int(_scalar(n, "gpus")),
+            kw[k] = _count(kw[k], k)
+    r = _serve(model, _capped(hardware, power_cap), gpus=_count(n, "gpus"),
                isl=_scalar(isl, "isl"), osl=_scalar(osl, "osl"), concurrency=_values(concurrency, "concurrency"),
                ideal=ideal, efficiency=eff, usd_per_gpu_hour=_scalar(usd_per_gpu_hour, "usd_per_gpu_hour",
                                                                        "usd_per_hour"), **kw)
@@ -133,9 +164,9 @@ def train(model, hardware="hgx-h100", *, gpus=None, chips=None, tokens, seq_len=
 
     m, hw = load_model(model), load_hardware(_capped(_priced(hardware, usd_per_gpu_hour), power_cap))
     n = _gpus(gpus, chips)
-    n = int(_scalar(n, "gpus")) if n is not None else None
+    n = _count(n, "gpus")
     given = {"tp": tp, "pp": pp, "dp": dp, "zero_stage": zero_stage, "recompute": recompute}
-    given = {k: (int(_scalar(v, k)) if isinstance(v, str) and k != "recompute" else v) for k, v in given.items()}
+    given = {k: (_count(v, k) if isinstance(v, str) and k != "recompute" else v) for k, v in given.items()}
     if n is None:
         n = (given["dp"] or max(1, hw.scaleup_size // ((given["tp"] or 1) * (given["pp"] or 1)))) * \
             (given["tp"] or 1) * (given["pp"] or 1)
@@ -164,7 +195,7 @@ def layout(model, hardware, *, gpus=None, chips=None, context=8192, batch=None, 
     if n is None:
         raise InputError("gpus", "missing", "the GPU budget, e.g. gpus=72")
     mb = _values(batch, "batch")
-    return search_layouts(model, _priced(hardware, usd_per_gpu_hour), int(_scalar(n, "gpus")),
+    return search_layouts(model, _priced(hardware, usd_per_gpu_hour), _count(n, "gpus"),
                           context=_scalar(context, "context"), micro_batches=None if mb is None else mb,
                           efficiency=_eff(hardware, efficiency, ideal, "ideal"), **kw)
 
@@ -209,6 +240,6 @@ def max_context(model, hardware, *, gpus=None, chips=None, concurrency=1, weight
     from .analyses.context import max_context as _max_context
 
     n = _gpus(gpus, chips)
-    return _max_context(model, hardware, gpus=None if n is None else int(_scalar(n, "gpus")),
+    return _max_context(model, hardware, gpus=_count(n, "gpus"),
                         concurrency=_scalar(concurrency, "concurrency"), weights_dtype=weights_dtype,
                         kv_dtype=kv_dtype, **layout_degrees)

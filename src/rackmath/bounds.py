@@ -283,8 +283,11 @@ def _click_types():
 
 
 # ---------------------------------------------------------------------------------- Python API
-_WHOLE = ("batch", "concurrency", "chips", "gpus", "tp", "ep", "pp", "prefill_gpus", "decode_gpus", "mtp",
-          "redundant_experts", "pass_len")
+# Whole-number arguments of the public API: a fractional value (number, array or string) raises InputError.
+# (context, isl and osl are whole only in ranges, where they are rounded: a model's context may be a real grid.)
+WHOLE = ("batch", "concurrency", "chips", "gpus", "tp", "ep", "pp", "dp", "prefill_gpus", "decode_gpus", "mtp",
+         "redundant_experts", "pass_len", "zero_stage", "microbatches", "micro_batches", "max_pp", "kv_shards",
+         "max_num_tokens")
 
 
 def api(fn):
@@ -294,9 +297,11 @@ def api(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        for k in _WHOLE:
-            if k in kwargs and kwargs[k] is not None and not isinstance(kwargs[k], str):
-                _check_whole(kwargs[k], k)
+        for k in WHOLE:  # strings (and lists holding them) are parsed, then checked, by api.py
+            v = kwargs.get(k)
+            if v is not None and not isinstance(v, str) and \
+                    not (isinstance(v, (list, tuple)) and any(isinstance(x, str) for x in v)):
+                _check_whole(v, k)
         try:
             with quiet():
                 return fn(*args, **kwargs)
@@ -327,5 +332,5 @@ def _check_whole(v, field: str) -> None:
         raise InputError(field, f"{_show(v)} is not a number", "a whole number") from None
     bad = ~np.isfinite(a) | (a != np.round(a))
     if np.any(bad):
-        first = a[bad].flat[0] if a.ndim else float(a)
+        first = float(a[bad].flat[0] if a.ndim else a)
         raise InputError(field, f"{first!r} is not a whole number", f"whole numbers of {field.replace('_', ' ')}")

@@ -1,7 +1,9 @@
 """The `rackmath` command. Command groups live in sibling modules, each with ``register(app)``.
 
 Every error a user can cause prints one line (``error: field: problem (accepted: …)``)
-and exits with status 2; nothing prints a traceback.
+and exits with status 2; nothing prints a traceback. Warnings about skipped user catalog entries
+(``warning: FILE [KIND 'NAME']: FIELD: problem (entry skipped)``) go to stderr after a command that
+succeeds; a command that fails prints its one error line only.
 """
 
 from __future__ import annotations
@@ -100,6 +102,11 @@ def _fail(line: str, code: int = 2):
     sys.exit(code)
 
 
+def _warn(lines: list[str]) -> None:
+    for line in lines:
+        sys.stderr.write("warning: " + " ".join(str(line).split()) + "\n")
+
+
 def _bug(exc: BaseException):
     """Anything not caused by input: one line with the version, never a bare traceback
     (RACKMATH_DEBUG=1 re-raises it for a developer)."""
@@ -137,10 +144,15 @@ def main(argv: list[str] | None = None) -> None:
 
     from .common import normalize_argv
 
+    from ..specs import catalog
+
     argv = normalize_argv(list(sys.argv[1:] if argv is None else argv))
+    pending: list[str] = []  # catalog warnings, printed only if the command succeeds (errors stay one line)
+    old_handler = catalog.set_warning_handler(pending.append)
     try:
         with quiet():
             rc = command().main(args=argv, prog_name="rackmath", standalone_mode=False)
+        _warn(pending)
     except RackmathError as exc:
         _fail(str(exc))
     except click.exceptions.NoArgsIsHelpError as exc:  # `rackmath`, `rackmath batching`: the help, as before
@@ -182,5 +194,7 @@ def main(argv: list[str] | None = None) -> None:
         _bug(exc)
     except Exception as exc:  # noqa: BLE001 — the last line of defence: a bug report, never a traceback
         _bug(exc)
+    finally:
+        catalog.set_warning_handler(old_handler)
     if isinstance(rc, int) and rc:
         sys.exit(rc)

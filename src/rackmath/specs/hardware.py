@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from .. import units
 from ..errors import CatalogError, InputError, UnknownNameError
-from .catalog import Entry, Index, latest, norm, register_cache, require
+from .catalog import Entry, Index, Problem, build_index, is_shipped, norm, register_cache, require
 
 # Wider dtypes a chip falls back to when it has no peak for the requested one.
 _FALLBACK = {
@@ -345,9 +345,13 @@ def _parse_system(entry: Entry, cidx: Index) -> System:
     d = entry.data
     name = str(require(entry, "name", (str,)))
     chip_name = require(entry, "chip", (str,))
+    if cidx.is_bad(chip_name):  # a skipped user chip: the system is unusable for the chip's reason
+        e = cidx.bad[norm(chip_name)].error
+        raise CatalogError(getattr(e, "path", str(entry.path)), getattr(e, "field", "system.chip"),
+                           f"{getattr(e, 'problem', e)} (chip {chip_name!r} of system {name!r})")
     if chip_name not in cidx:
         raise CatalogError(str(entry.path), "system.chip",
-                           f"unknown chip {chip_name!r} (accepted: one of {', '.join(cidx.names())})")
+                           f"unknown chip {chip_name!r} (accepted: one of {', '.join(cidx.primary)})")
     size = require(entry, "scaleup_size", (int,))
     if isinstance(size, bool) or size < 1:
         raise CatalogError(str(entry.path), "system.scaleup_size", f"{size!r} is not a positive integer")
@@ -370,42 +374,91 @@ def _parse_system(entry: Entry, cidx: Index) -> System:
 
 
 _chip_paths: dict[str, str] = {}
+_CHIP_HINT = "a chip name such as h100, b200, tpu-v5e (see `rackmath hardware list`)"
+
+
+@register_cache
+@lru_cache(maxsize=1)
+def _parsed_chips() -> Index:
+    """Every chip entry that parses (the systems are built from these)."""
+    _chip_paths.clear()
+
+    def parse(e):
+        c = _parse_chip(e)
+        _chip_paths[c.name] = str(e.path)
+        return c
+
+    return build_index("chip", "chip", _CHIP_HINT, parse)
 
 
 @register_cache
 @lru_cache(maxsize=1)
 def chips() -> Index:
-    """All chips (shipped and user catalogs), by name and alias."""
-    idx = Index("chip", "a chip name such as h100, b200, tpu-v5e (see `rackmath hardware list`)")
-    _chip_paths.clear()
-    for e in latest("chip"):
-        c = _parse_chip(e)
-        idx.add(c, c.name, c.aliases, where=str(e.path))
-        _chip_paths[c.name] = str(e.path)
+    """All chips (shipped and user catalogs), by name and alias. A user chip that is bad, or whose standard
+    system (``default_system``) is unknown or skipped, is skipped: its name raises the error and enumerating
+    the index reports it (shipped data is checked strictly: it raises)."""
+    raw, sidx = _parsed_chips(), systems()
+    idx = Index("chip", _CHIP_HINT)
+    for c in raw.primary.values():
+        p = sidx.chip_problems.get(c.name)
+        if p is not None:
+            idx.skip(p)
+        else:
+            idx.add(c, c.name, c.aliases, where=_chip_paths.get(c.name))
+    for p in raw.skipped:
+        idx.skip(p)
     return idx
 
 
 @register_cache
 @lru_cache(maxsize=1)
 def systems() -> Index:
-    """All scale-up systems by name and alias; every chip name and alias maps to its default system."""
-    cidx = chips()
+    """All scale-up systems by name and alias; every chip name and alias maps to its default system.
+
+    A bad user system, a system built from a skipped chip, and a user chip whose default system is unknown or
+    skipped are left out: their names raise their errors (shipped data is checked strictly)."""
+    cidx = _parsed_chips()
     idx = Index("hardware", "a system or chip name such as hgx-h100, gb200-nvl72, tpu-v5e "
                             "(see `rackmath hardware list`)")
-    for e in latest("system"):
-        s = _parse_system(e, cidx)
-        idx.add(s, s.name, s.aliases, where=str(e.path))
+    idx.chip_problems = {}  # chip name -> why it has no usable standard system
+    sys_paths: dict[str, str] = {}
+
+    def parse(e):
+        sysobj = _parse_system(e, cidx)
+        sys_paths[sysobj.name] = str(e.path)
+        return sysobj
+
+    build_index("system", "hardware", "", parse, idx)
+    for p in cidx.skipped:  # a skipped chip's names mean its system: they raise the chip's error here too
+        idx.skip(p, warn=False)
     # A chip name means that chip in its standard scale-up system.
-    for c in cidx.values():
-        if c.default_system not in idx:
-            raise CatalogError(_chip_paths.get(c.name, "catalog"), "chip.default_system",
-                               f"{c.name}: unknown system {c.default_system!r} "
-                               f"(accepted: one of {', '.join(idx.names())})")
-        sysobj = idx.get(c.default_system)
-        if sysobj.chip.name != c.name:
-            raise CatalogError(_chip_paths.get(c.name, "catalog"), "chip.default_system",
-                               f"{c.name}: system {sysobj.name!r} is built from {sysobj.chip.name!r}, not {c.name!r}")
-        for n in (c.name, *c.aliases):
+    for c in cidx.primary.values():
+        path = _chip_paths.get(c.name, "catalog")
+        names = (c.name, *c.aliases)
+        err, shipped = None, is_shipped(path)
+        if idx.is_bad(c.default_system):
+            shipped = False  # a user entry replaced the system badly
+            e = idx.bad[norm(c.default_system)].error
+            err = CatalogError(getattr(e, "path", path), getattr(e, "field", "chip.default_system"),
+                               f"{getattr(e, 'problem', e)} (system {c.default_system!r}, the default_system of "
+                               f"chip {c.name!r})")
+        elif c.default_system not in idx:
+            err = CatalogError(path, "chip.default_system", f"{c.name}: unknown system {c.default_system!r} "
+                                                            f"(accepted: one of {', '.join(idx.primary)})")
+        else:
+            sysobj = idx.get(c.default_system)
+            if sysobj.chip.name != c.name:
+                shipped = shipped and is_shipped(sys_paths.get(sysobj.name, ""))
+                err = CatalogError(path, "chip.default_system", f"{c.name}: system {sysobj.name!r} is built from "
+                                                                f"{sysobj.chip.name!r}, not {c.name!r}")
+        if err is not None:
+            if shipped:  # a bug in the package's own data
+                raise err
+            p = Problem(path, "chip", c.name, err, tuple(c.aliases))
+            idx.chip_problems[c.name] = p
+            idx.skip(p, warn=False, names=names)
+            continue
+        for n in names:
             if n not in idx:
                 idx.by_name[norm(n)] = sysobj
     return idx
@@ -429,8 +482,9 @@ def load_hardware(name) -> System:
     idx = systems()
     if name in idx:
         return idx.get(name)
+    idx.check_bad(name)  # a skipped user entry of that name: its own error
     # Offer chip names too: a chip name means its standard system.
-    raise UnknownNameError(idx.field, name, [*idx.names(), *chips().names()], idx.hint)
+    raise UnknownNameError(idx.field, name, [*idx.primary, *chips().primary], idx.hint)
 
 
 def hardware_ratio(chip: Chip, dtype: str = "bf16") -> float:
