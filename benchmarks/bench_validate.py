@@ -1,6 +1,6 @@
 """Benchmark: `rackmath validate` and `rackmath validate --cv` — figures and timings.
 
-    python benchmarks/bench_validate.py [--schemes source,hardware,model] [--records DIR] [--json FILE]
+    python benchmarks/bench_validate.py [--schemes source,hardware,model] [--records DIR] [--json FILE] [--jobs N]
 
 Prints the in-sample accuracy of the shipped presets (what `rackmath validate` reports), the
 in-sample accuracy of a full refit, and the out-of-group errors of `validate --cv`: leave one
@@ -32,6 +32,7 @@ def main() -> None:
     ap.add_argument("--schemes", default="source,hardware,model")
     ap.add_argument("--records", action="append", default=[], help="extra records directory (repeatable)")
     ap.add_argument("--json", help="write the cross-validation result to this file")
+    ap.add_argument("--jobs", type=int, default=None, help="worker processes for the folds (default: the CPUs)")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -47,7 +48,7 @@ def main() -> None:
     t_fit = time.perf_counter() - t0
     schemes = tuple(s for s in args.schemes.split(",") if s)
     t0, c0 = time.perf_counter(), time.process_time()
-    cv = calibration.cross_validate(recs, schemes=schemes)
+    cv = calibration.cross_validate(recs, schemes=schemes, jobs=args.jobs)
     t_cv, c_cv = time.perf_counter() - t0, time.process_time() - c0
 
     n = cv["counts"]
@@ -66,7 +67,8 @@ def main() -> None:
     print(f"full refit: {json.dumps(f.as_dict()['per_family'])}")
     print(f"timings (s): import {t_import:.2f}; validate() {t_validate:.2f}; one full fit {t_fit:.2f}; "
           f"cross-validation ({', '.join(schemes)}: {sum(len(cv[s]['folds']) for s in schemes)} refits) "
-          f"{t_cv:.2f} wall, {c_cv:.2f} CPU; {cv['predictions_evaluated']:,} record predictions; "
+          f"{t_cv:.2f} wall, {c_cv:.2f} CPU of the parent ({cv['jobs']} worker processes); "
+          f"{cv['predictions_evaluated']:,} record predictions; "
           f"load average {os.getloadavg()[0]:.1f}")
     if args.json:
         with open(args.json, "w") as fh:

@@ -300,3 +300,13 @@ def test_api_fractional_counts_refused(fn, kw, msg):
 
     with pytest.raises(InputError, match=msg):
         getattr(rackmath, fn)(M, "hgx-h100", **kw)
+
+
+@pytest.mark.parametrize("args,field", [(["-b", "2.5"], "batch"), (["-b", "1,2.5"], "batch"),
+                                        (["-L", "8192.5"], "context"), (["--gpus", "1.5"], "gpus")])
+def test_cli_whole_number_lists_refuse_fractions(args, field):
+    """A plain value or list of a whole-number field is checked like a range's points (which are rounded)."""
+    from conftest import run_cli
+
+    code, out, err = run_cli("roofline", "llama-3.1-8b", "-H", "h100", *args)
+    assert code == 2 and err.startswith(f"error: {field}:") and "whole number" in err and err.count("\n") == 1

@@ -69,16 +69,10 @@ SERVE = [("llama-3.1-8b", "hgx-h100", 8), ("deepseek-v3", "gb200-nvl72", 72), ("
 
 
 # Every case of the grid (96), not a random sample: a failing case must fail every run, not one in ten.
-# Known defect, kept visible as a strict xfail (an XPASS fails the suite once it is fixed): for prompt-heavy
-# loads on the attention-DP layout, the mixed step spreads the ranks' prefill chunks over the decode
-# sequences (extra tokens per sequence = chunk total ÷ B), so the busiest-rank imbalance multiplies prefill
-# tokens; when C crosses the 72 attention-DP ranks the busiest rank's "prefill" doubles past its token
-# budget, and TPOT and $/Mtok jump (DeepSeek-V3, NVL72, ISL 8000 / OSL 50: $42.7 → $49.6/Mtok from C 49 to 76).
-_KNOWN = {("deepseek-v3", 8000, 50, False, None), ("deepseek-v3", 8000, 50, True, None),
-          ("deepseek-v3", 8000, 50, True, "fp8")}
-_CASES = [pytest.param(cfg, isl, osl, ideal, kvdt,
-                       marks=[pytest.mark.xfail(strict=True, reason="attention-DP prefill imbalance (see comment)")]
-                       if (cfg[0], isl, osl, ideal, kvdt) in _KNOWN else [])
+# The attention-DP mixed step once spread the ranks' prefill chunks over the decode sequences, so the busiest
+# rank's imbalance multiplied prefill tokens and $/Mtok jumped as C crossed the 72 ranks (DeepSeek-V3, NVL72,
+# ISL 8000 / OSL 50); serving.mixed_step_imbalance applies the imbalance to decode tokens only. Every case holds.
+_CASES = [(cfg, isl, osl, ideal, kvdt)
           for cfg in SERVE for isl in (100, 1000, 8000) for osl in (50, 500) for ideal in (False, True)
           for kvdt in (None, "fp8")]
 

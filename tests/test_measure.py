@@ -141,6 +141,7 @@ def test_missing_torch_is_one_line_exit_2(monkeypatch):
     (["--threads", "0"], "threads"),
     (["--batch", "1,2"], "batch"),
     (["--weight-budget", "5 TB"], "weight_budget"),
+    (["--context", "0"], "context"),  # refused before the benchmark (it once ran 4 min, then divided by zero)
 ])
 def test_bad_input_is_one_line_exit_2(args, field):
     pytest.importorskip("torch")

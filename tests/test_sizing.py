@@ -210,14 +210,16 @@ def test_bad_simulate_inputs(args, field):
 def test_plan_meets_the_slos_with_the_stated_margins():
     from rackmath.analyses.planner import plan
 
-    r = plan("llama-3.1-70b", "h100,b200", users=1000, isl=1000, osl=1000, ttft=1.0, tok_s_user=50, confirm=False)
+    # 40 tok/s per user (TPOT ≤ 25 ms): within reach of both chips (the calibrated H100 preset puts Llama 3.1 70B
+    # at ~20 ms per token at small batch, so 50 tok/s is out of its reach)
+    r = plan("llama-3.1-70b", "h100,b200", users=1000, isl=1000, osl=1000, ttft=1.0, tok_s_user=40, confirm=False)
     assert len(r.rows) == 2
     costs = [row["deployment"]["usd_per_hour"] for row in r.rows]
     assert costs == sorted(costs)
     for row in r.rows:
         d = row["deployment"]
-        assert d["tpot_s"] <= 0.02 and d["ttft_s"] <= 1.0
-        assert d["margin"]["tpot"] == pytest.approx((0.02 - d["tpot_s"]) / 0.02)
+        assert d["tpot_s"] <= 0.025 and d["ttft_s"] <= 1.0
+        assert d["margin"]["tpot"] == pytest.approx((0.025 - d["tpot_s"]) / 0.025)
         assert d["margin"]["ttft"] == pytest.approx((1.0 - d["ttft_s"]) / 1.0)
         assert d["usd_per_hour"] == pytest.approx(d["gpus"] * row["usd_per_gpu_hour"])
         # serves every user: replicas × sequences per replica ≥ users (aggregated) and $/Mtok from the same numbers

@@ -76,6 +76,51 @@ def test_attention_dp_busiest_rank():
     assert float(attention_dp_imbalance(65, 8)) == pytest.approx(9 / (65 / 8))
 
 
+def test_attention_dp_ranks_prefill_independently():
+    """A step is mixed when any of R ranks prefills: n = 1 − (1 − f)^R; R = 1 is TP attention (n = f)."""
+    assert float(serving.mixed_step_share(0.25, 1)) == pytest.approx(0.25)
+    assert float(serving.mixed_step_share(0.066, 8)) == pytest.approx(1 - 0.934 ** 8)  # ≈ 0.42, not 0.066
+    assert float(serving.mixed_step_share(1.0, 8)) == 1.0 and float(serving.mixed_step_share(0.0, 8)) == 0.0
+    # 16 decode sequences on 8 ranks (2 each, balanced), one rank prefilling a 1,000-token chunk:
+    # busiest = 1000 + 2 = 1002 tokens; mean = (16 + 1000) / 8 = 127 → 1002 / 127
+    assert float(serving.mixed_step_imbalance(16, 8, 1, 1000.0, 1000.0)) == pytest.approx(1002 / 127)
+    # 4 sequences on 8 ranks: the busiest rank holds 1 (imbalance 2 of the decode tokens only), every rank prefills
+    assert float(serving.mixed_step_imbalance(4, 8, 1, 500.0)) == pytest.approx((500 + 1) / ((4 + 8 * 500) / 8))
+
+
+def test_host_time_per_step_and_per_sequence():
+    """t_host = t_sched(stack) + n_seq · τ_seq(stack); the generic stack pays the mean of the three."""
+    from dataclasses import replace
+
+    from rackmath.engine.efficiency import IDEAL, host_step_s
+
+    e = replace(IDEAL, sched_trtllm_s=1e-3, sched_vllm_s=2e-3, sched_sglang_s=3e-3, seq_trtllm_s=1e-6,
+                seq_vllm_s=2e-5, seq_sglang_s=3e-6)
+    assert float(host_step_s(e, "vllm", 100)) == pytest.approx(2e-3 + 100 * 2e-5)
+    assert float(host_step_s(e, "trtllm", 2048)) == pytest.approx(1e-3 + 2048 * 1e-6)
+    assert float(host_step_s(e, "generic", 10)) == pytest.approx(2e-3 + 10 * (1e-6 + 2e-5 + 3e-6) / 3)
+    # in serve: vLLM (host serial with the GPU) pays it on every step; 1,000 sequences × 20 µs = 20 ms
+    p = serving.plan("llama-3.1-8b", "hgx-h100", gpus=1, tp=1, isl=100, osl=1000, concurrency=1000, framework="vllm")
+    a = serving.evaluate(p, replace(IDEAL, composition="serial"))
+    b = serving.evaluate(p, replace(IDEAL, composition="serial", seq_vllm_s=2e-5))
+    assert b.decode_step_ms - a.decode_step_ms == pytest.approx(20.0, rel=1e-6)
+
+
+def test_eager_steps_are_dispatch_bound_or_gpu_bound():
+    """A prefill / mixed step without a CUDA graph: t = max(t_gpu, n_kernels · τ_eager)."""
+    assert float(serving.eager_step(0.010, 1500, 50e-6)) == pytest.approx(0.075)  # 1,500 kernels × 50 µs
+    assert float(serving.eager_step(0.200, 1500, 50e-6)) == pytest.approx(0.200)  # a long chunk hides dispatch
+    from dataclasses import replace
+
+    from rackmath.engine.efficiency import IDEAL
+
+    # in serve: Llama 3.1 8B has 32 layers; its mixed step launches 32 · (3 + 1 + 3 + 4) + 2 = 354 kernels
+    p = serving.plan("llama-3.1-8b", "hgx-h100", gpus=1, tp=1, isl=100, osl=100, concurrency=1, framework="sglang")
+    r = serving.evaluate(p, replace(IDEAL, composition="serial", eager_sglang_s=1e-3))
+    assert r.mixed_step_ms == pytest.approx(354 * 1.0, rel=1e-9)
+    assert serving.step_kernels(r._res) == pytest.approx(354)
+
+
 def test_time_sliced_prefill_stalls_the_stream():
     t_bar, tpot, x, bound = serving.time_sliced_schedule(0.02, 0.12, 500.0, 1000.0, 10.0, 1.0, 1000.0, 100.0)
     assert float(t_bar) == pytest.approx(0.02 + 0.5 * 0.10)

@@ -86,6 +86,9 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
     from .engine.roofline import roofline
     from .specs.models import load_model
 
+    for c in (contexts or ()):
+        if not 1 <= float(c) <= 1_048_576 or float(c) != int(c):
+            raise InputError("contexts", f"{c!r} tokens", "whole numbers of KV tokens from 1 to 1M")
     t_start = time.perf_counter()
     mt = _torch()
     import torch

@@ -366,7 +366,7 @@ def as_toml(presets: list[dict], header: str = "") -> str:
         for k, v in p.items():
             if k in skip:
                 continue
-            lines.append(f"{k} = {toml_value(round(v, 6) if isinstance(v, float) else v)}")
+            lines.append(f"{k} = {toml_value(float(f'{v:.6g}') if isinstance(v, float) else v)}")
         ids = p.get("fitted_on", [])
         shown = ", ".join(ids[:60]) + (f" … (+{len(ids) - 60})" if len(ids) > 60 else "")
         lines.append("source = " + toml_value(f"fitted by rackmath validate --refit (mean |log error| "
@@ -393,8 +393,39 @@ def fitted_records(recs=None) -> list:
     return [r for r in (records() if recs is None else recs) if r.fitted]
 
 
+_FOLD = {}  # what forked fold workers inherit: records, spec, cache (after the full fit), rounds
+
+
+def _run_fold(task):
+    """One fold (scheme, group): refit without the group, predict it. Runs in the parent or a forked worker."""
+    scheme, g = task
+    recs, spec, cache, rounds = _FOLD["recs"], _FOLD["spec"], _FOLD["cache"], _FOLD["rounds"]
+    key = _SCHEME_KEY[scheme]
+    held = [r for r in recs if getattr(r, key) == g]
+    train = [r for r in recs if getattr(r, key) != g]
+    if not train:
+        return scheme, g, None
+    n0 = cache.evaluated
+    fold = fit(train, spec, cache=cache, rounds=rounds)
+    p, how = predict_with(fold, held, cache)
+    info = {"group": g, "held_out": [r.id for r in held], "n_train": len(train), "n_params": fold.n_params,
+            "objective_mean_abs_log": fold.objective, "params_from": sorted(set(how)), "fit": fold.as_dict()}
+    return scheme, g, ([float(x) for x in p], list(how), info, cache.evaluated - n0)
+
+
+def default_jobs() -> int:
+    """Worker processes for cross-validation folds: the CPUs this process may use (at most 8)."""
+    import os
+
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(8, n))
+
+
 def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, schemes=DEFAULT_CV,
-                   rounds: int | None = None, progress=None) -> dict:
+                   rounds: int | None = None, progress=None, jobs: int | None = 1) -> dict:
     """Out-of-group error of the calibration: refit without each group, predict the group.
 
     ``recs`` defaults to the shipped records (only fitted ones are used). ``schemes``: any of
@@ -404,6 +435,10 @@ def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, sch
     ``params_from`` = ``family`` or ``cross-family``), ``summary``, ``summary_by_group``,
     ``summary_by_hardware_family``, ``summary_by_model_family``, ``folds``; plus ``counts``
     (records, sources, families, fitted parameters) and ``spec``.
+
+    Folds are independent refits: ``jobs`` > 1 runs them in that many forked worker processes
+    (``None``: :func:`default_jobs`), each starting from the full fit's prediction cache. The
+    result does not depend on ``jobs`` (the fitter is deterministic; tested).
     """
     from .validation import error, summarize, summarize_by
 
@@ -443,34 +478,60 @@ def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, sch
     if progress:
         progress("in-sample", "all")
     order = {r.id: i for i, r in enumerate(recs)}
+    tasks = [(scheme, g) for scheme in schemes
+             for g in dict.fromkeys(getattr(r, _SCHEME_KEY[scheme]) for r in recs)]
+    jobs = default_jobs() if jobs is None else int(jobs)
+    if jobs < 1:
+        raise InputError("jobs", f"{jobs}", "a number of worker processes ≥ 1")
+    _FOLD.update(recs=recs, spec=spec, cache=cache, rounds=rounds)
+    results = {}
+    extra_evaluated = 0
+    try:
+        if jobs == 1 or len(tasks) < 2:
+            for t in tasks:
+                results[t] = _run_fold(t)
+                if progress:
+                    progress(*t)
+        else:
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=mp.get_context("fork")) as ex:
+                futs = {ex.submit(_run_fold, t): t for t in tasks}
+                for fu in as_completed(futs):
+                    t = futs[fu]
+                    results[t] = fu.result()
+                    if results[t][2] is not None:
+                        extra_evaluated += results[t][2][3]  # the workers' own evaluations
+                    if progress:
+                        progress(*t)
+    finally:
+        _FOLD.clear()
+    by_id = {r.id: r for r in recs}
     for scheme in schemes:
         key = _SCHEME_KEY[scheme]
-        groups = list(dict.fromkeys(getattr(r, key) for r in recs))
         rows, folds, skipped = [], [], []
-        for g in groups:
-            held = [r for r in recs if getattr(r, key) == g]
-            train = [r for r in recs if getattr(r, key) != g]
-            if not train:
+        for (sc, g) in tasks:
+            if sc != scheme:
+                continue
+            res = results[(sc, g)][2]
+            if res is None:
                 skipped.append({"group": g, "reason": "nothing left to fit on"})
                 continue
-            fold = fit(train, spec, cache=cache, rounds=rounds)
-            p, how = predict_with(fold, held, cache)
-            rows += [row(r, x, h) for r, x, h in zip(held, p, how)]
-            folds.append({"group": g, "held_out": [r.id for r in held], "n_train": len(train),
-                          "n_params": fold.n_params, "objective_mean_abs_log": fold.objective,
-                          "params_from": sorted(set(how)), "fit": fold.as_dict()})
-            if progress:
-                progress(scheme, g)
+            p, how, info, _ = res
+            rows += [row(by_id[i], x, h) for i, x, h in zip(info["held_out"], p, how)]
+            folds.append(info)
         rows.sort(key=lambda r: order[r["id"]])
         out[scheme] = {"label": SCHEME_LABEL[scheme], "group_key": key, "records": rows, "summary": summarize(rows),
                        "summary_by_group": summarize_by(rows, key),
                        "summary_by_hardware_family": summarize_by(rows, "hardware_family"),
                        "summary_by_model_family": summarize_by(rows, "model_family"),
                        "folds": folds, "not_predictable": skipped}
-    out["predictions_evaluated"] = int(cache.evaluated)
+    out["predictions_evaluated"] = int(cache.evaluated + extra_evaluated)
+    out["jobs"] = jobs
     return out
 
 
 __all__ = ["Param", "ParamSpec", "DEFAULT_SPEC", "default_spec", "PARAMS", "Fit", "fit", "predict_with", "PredictionCache",
-           "cross_validate", "fitted_records", "presets_from_fit", "as_toml", "objective", "CV_SCHEMES",
+           "cross_validate", "default_jobs", "fitted_records", "presets_from_fit", "as_toml", "objective", "CV_SCHEMES",
            "DEFAULT_CV", "SCHEME_LABEL"]

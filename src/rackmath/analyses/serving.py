@@ -269,7 +269,8 @@ def prefill_wait(t_bar, prefill_s, utilisation):
     """Wait for a prefill slot: W = t̄ / 2 + ρ / (2 (1 − ρ)) · t_prefill (M/D/1 queue, Pollaczek–Khinchine).
 
     A new request waits half a step for the next schedule, then for the prompts ahead of it; the
-    prefill server is busy a share ρ = p / c of the steps (capped at 0.95).
+    prefill server's utilisation is its load over its capacity, ρ = p / (R · budget left after the
+    decode tokens) in an aggregated deployment (capped at 0.95).
     """
     rho = np.minimum(np.asarray(utilisation, dtype=float), 0.95)
     return 0.5 * np.asarray(t_bar, dtype=float) + rho / (2.0 * (1.0 - rho)) * prefill_s
@@ -454,31 +455,116 @@ def mixed_numbers(mn_decode, model, *, extra_tokens_per_seq, isl, chunk, cached_
                    head_tokens_per_seq=pl)
 
 
-def _run(plan, mn, layout, eff, micro_batch, *, gpus=None, sched=True):
+def _run(plan, mn, layout, eff, micro_batch, *, gpus=None, sched=True, adp_imbalance=None):
     """One step of ``layout`` on ``mn`` (engine/layout.evaluate → engine/step.compose)."""
     from ..engine.layout import evaluate as layout_evaluate
 
     if not sched:
         eff = replace(eff, step_overhead_s=0.0)
-    else:  # the stack's own scheduler time on top of the chip family's host time
-        from ..engine.efficiency import stack_sched_s
+    else:  # the stack's own host time (per step + per sequence) on top of the chip family's host time
+        from ..engine.efficiency import host_step_s
 
-        extra = stack_sched_s(eff, plan.stack.name)
+        ranks = np.where(np.asarray(layout.attention_dp, dtype=bool), np.asarray(layout.tp, dtype=float), 1.0)
+        per_sched = np.asarray(micro_batch, dtype=float) / ranks  # each attention-DP rank has its own scheduler
+        extra = host_step_s(eff, plan.stack.name, per_sched)
         if np.any(np.asarray(extra) != 0):
             eff = replace(eff, step_overhead_s=eff.step_overhead_s + extra)
     return layout_evaluate(mn, plan.hw(), tp=layout.tp, ep=layout.ep, pp=layout.pp, micro_batch=micro_batch,
                            attention_dp=layout.attention_dp, chips=gpus or layout.gpus,
                            redundant_experts=layout.redundant_experts, usable_fraction=USABLE_MEMORY_FRACTION,
-                           efficiency=eff, sched_overlap=plan.stack.overlap_scheduler)
+                           efficiency=eff, sched_overlap=plan.stack.overlap_scheduler, adp_imbalance=adp_imbalance)
 
 
-def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=None, max_pp=8, sched_overlap=False):
+def eager_step(t_gpu, n_kernels, tau_eager):
+    """A step that is not graph-captured: t = max(t_gpu, n_kernels · τ_eager).
+
+    SGLang and vLLM capture CUDA graphs for decode batches only (vLLM V1's piecewise graphs leave
+    attention eager); prefill and mixed prefill+decode steps are dispatched kernel by kernel from
+    Python. The host runs ahead of the GPU (launches are asynchronous), so the step takes the longer
+    of the GPU's time and the host's dispatch time — a short prompt through many layers is
+    dispatch-bound, a long chunk is GPU-bound.
+    """
+    return np.maximum(np.asarray(t_gpu, dtype=float),
+                      np.asarray(n_kernels, dtype=float) * np.asarray(tau_eager, dtype=float))
+
+
+def step_kernels(res) -> object:
+    """Kernels and collectives one step of an evaluated layout launches (every PP stage's)."""
+    times = res.__dict__["times"]
+    n = sum(np.asarray(op.kernels, dtype=float) + np.asarray(op.collectives, dtype=float) for op in times.ops)
+    return n * np.asarray(res.__dict__["scale"], dtype=float)
+
+
+def mixed_step_share(rank_share, ranks):
+    """Share of steps that carry prefill when R attention-DP ranks step together: n = 1 − (1 − f)^R.
+
+    Under attention DP every rank schedules its own requests (SGLang ``--enable-dp-attention``, vLLM
+    data-parallel attention), but all ranks run each forward together: the MoE layers' all-to-all
+    needs every rank (idle ranks run dummy batches). A rank prefills its waiting prompts in a share
+    f of the steps; with prompts arriving independently at the ranks, a step is mixed when any rank
+    prefills. With R = 1 (TP attention) n = f: waiting prompts are batched into one chunk.
+    """
+    f = np.clip(np.asarray(rank_share, dtype=float), 0.0, 1.0)
+    return 1.0 - (1.0 - f) ** np.asarray(ranks, dtype=float)
+
+
+def mixed_step_imbalance(seqs, ranks, decode_tokens_per_seq, chunk_per_rank, prefill_tokens=None):
+    """Busiest attention-DP rank of a mixed step over the mean: (c + imb · b·(k+1)/R) / ((b·(k+1) + P) / R).
+
+    The rank that prefills carries one whole chunk c of its own prompts (within the stack's per-rank
+    token budget), so the prefill tokens are not subject to the round-robin imbalance of the decode
+    sequences (:func:`engine.layout.attention_dp_imbalance`); only the decode tokens are. P is the
+    step's prompt tokens over all ranks (default R·c: every rank prefills).
+    """
+    from ..engine.layout import attention_dp_imbalance
+
+    b = np.asarray(seqs, dtype=float)
+    dec = b * float(decode_tokens_per_seq)
+    c = np.asarray(chunk_per_rank, dtype=float)
+    P = ranks * c if prefill_tokens is None else np.asarray(prefill_tokens, dtype=float)
+    busiest = c + attention_dp_imbalance(b, ranks) * dec / ranks
+    return busiest / np.maximum((dec + P) / ranks, 1e-300)
+
+
+def prefill_schedule(seqs, ranks, isl_new, osl, acceptance=1.0, mtp=0, budget=None) -> dict:
+    """How a continuous-batching stack carries prefill beside b decoding sequences (arrays broadcast).
+
+    p = b · ISL_new · A / OSL prompt tokens are needed per decode step. Each of the R attention ranks
+    (R = 1 without attention DP) takes whole waiting prompts within the token budget left after its
+    busiest decode tokens: c_r = min(left, max(ISL_new, p/R)), left = max(budget − imb·b·(k+1)/R,
+    min(ISL_new, budget)). A rank prefills in a share f = min(1, p/(R·c_r)) of the steps; a step is
+    mixed when any rank prefills (:func:`mixed_step_share`), carrying c = R·f·c_r/n prompt tokens
+    (prefill-bound, f = 1: c = R·c_r). The prefill queue's utilisation is ρ = p / (R · left).
+    Returns p, left, c_rank, c_tot, n_any, rho and the busiest rank's ``imbalance`` of the mixed step.
+    """
+    from ..engine.layout import attention_dp_imbalance
+
+    b = np.asarray(seqs, dtype=float)
+    R = np.asarray(ranks, dtype=float)
+    isl_new = max(float(isl_new), 1.0)
+    imb_dec = np.where(R > 1, attention_dp_imbalance(b, R), 1.0)
+    p = b * isl_new * float(acceptance) / float(osl)
+    bud = np.asarray(np.inf if budget is None else budget, dtype=float)
+    left = np.maximum(bud - b * (mtp + 1) / R * imb_dec, np.minimum(isl_new, bud))
+    c_rank = np.minimum(left, np.maximum(isl_new, p / R))  # whole waiting prompts, within the budget
+    f = np.minimum(1.0, p / R / c_rank)  # share of steps in which one rank prefills
+    n_any = mixed_step_share(f, R)  # share of steps in which any rank does (the ranks step together)
+    c_tot = np.where(f < 1.0, R * f * c_rank / np.maximum(n_any, 1e-300), R * c_rank)
+    imb = mixed_step_imbalance(b, R, mtp + 1, c_rank, c_tot)
+    return dict(p=p, left=left, c_rank=c_rank, c_tot=c_tot, n_any=n_any, rho=p / (R * left),
+                imbalance=np.where(R > 1, imb, 1.0))
+
+
+def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=None, max_pp=8, sched_overlap=False,
+                  top=1):
     """Best valid layout of ``gpus`` GPUs for this step: the lowest step time that fits memory.
 
     Enumerates TP (powers of two and multiples of the domain), EP dividing TP, attention DP and
     PP ≤ ``max_pp`` (one vectorized call of the step model); keeps only layouts that satisfy the
     given flags (``constraints``: any of tp, ep, pp, attention_dp) and use every GPU; with C fixed,
-    the shortest step is both the highest throughput and the lowest TPOT.
+    the shortest step is both the highest throughput and the lowest TPOT. ``top`` > 1 returns the
+    ``top`` best (a list, best first) for a caller that scores them further (:func:`plan` scores the
+    full time-sliced step, prefill included).
     """
     from ..engine.layout import HwNumbers, evaluate as layout_evaluate, layout_grid
 
@@ -512,9 +598,14 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
         best_c = float(np.max(res.max_concurrency))
         raise InputError("concurrency", f"{float(concurrency):g} sequences do not fit on {gpus} × {system.chip.name} "
                          "in any layout", f"at most about {best_c:g} sequences, or more GPUs, or a smaller dtype")
-    score = np.where(fits, np.asarray(res.tpot_s, dtype=float), np.inf)
-    i = int(np.argmin(score + 1e-9 * tp * pp))  # ties: the smaller model-parallel group
-    return dict(tp=int(tp[i]), ep=int(ep[i]), pp=int(pp[i]), attention_dp=bool(adp[i]))
+    score = np.where(fits, np.asarray(res.tpot_s, dtype=float), np.inf) + 1e-9 * tp * pp  # ties: smaller group
+    order = [int(i) for i in np.argsort(score, kind="stable") if np.isfinite(score[i])][:max(int(top), 1)]
+    out = [dict(tp=int(tp[i]), ep=int(ep[i]), pp=int(pp[i]), attention_dp=bool(adp[i])) for i in order]
+    return out[0] if top == 1 else out
+
+
+#: Layouts the decode-step ranking keeps for the full serving evaluation (prefill time-sliced in).
+LAYOUT_FINALISTS = 8
 
 
 # --------------------------------------------------------------------------------------
@@ -696,9 +787,12 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
         chosen = False
     else:
         cons = dict(ep=ep, pp=pp, attention_dp=True if attention_dp else None)
-        lay = choose_layout(p.numbers("decode"), system, eff, n_dec, float(np.max(wl.concurrency)), hw=p.hw(),
-                            constraints=cons, sched_overlap=stack.overlap_scheduler) if rx == 0 and not uneven_experts \
-            else _choose_with_experts(p, eff, n_dec, cons, rx, uneven_experts)
+        if rx == 0 and not uneven_experts:
+            cands = choose_layout(p.numbers("decode"), system, eff, n_dec, float(np.max(wl.concurrency)), hw=p.hw(),
+                                  constraints=cons, sched_overlap=stack.overlap_scheduler, top=LAYOUT_FINALISTS)
+            lay = cands[0] if disagg or len(cands) == 1 else _best_serving_layout(p, cands, n_dec, eff)
+        else:
+            lay = _choose_with_experts(p, eff, n_dec, cons, rx, uneven_experts)
         chosen = not all(v is not None for v in (ep, pp, attention_dp))
     Deployment.build(system, n_dec, **lay, redundant_experts=rx, uneven_experts=uneven_experts, model=m)
     p.layout = Layout(n_dec, **lay, redundant_experts=rx, uneven_experts=bool(uneven_experts), chosen=chosen)
@@ -713,6 +807,30 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
     return p
 
 
+def _best_serving_layout(p, cands, n_dec, eff):
+    """Of the decode-step finalists, the layout with the least time per output token per sequence at the highest
+    concurrency asked, prefill time-sliced in: max(TPOT, C / X_out) (= TPOT unless the prefill budget binds; at a
+    fixed C the least is also the highest output rate). An attention-DP layout's cheaper decode step may lose to its
+    costlier mixed steps."""
+    C = float(np.max(p.workload.concurrency))
+    best, best_x = cands[0], np.inf
+    from ..engine.layout import Deployment
+
+    for lay in cands:
+        try:
+            Deployment.build(p.system, n_dec, **lay, model=p.model)
+        except InputError:
+            continue
+        q = replace(p, workload=replace(p.workload, concurrency=np.asarray(C)), layout=Layout(n_dec, **lay),
+                    notes=[], _cache=p._cache)
+        r = evaluate(q, eff)
+        v = {k: float(np.asarray(r.values[k]).reshape(-1)[0]) for k in ("tpot_ms", "output_tok_s")}
+        x = max(v["tpot_ms"] / 1e3, C / max(v["output_tok_s"], 1e-300))
+        if x < best_x * (1 - 1e-9):
+            best, best_x = lay, x
+    return best
+
+
 def _choose_with_experts(p, eff, n_dec, cons, rx, uneven):
     """Layout choice when redundant / uneven expert placement is asked for: TP = EP = the GPUs given the flags."""
     tp = int(cons.get("ep") or n_dec)
@@ -723,7 +841,7 @@ def _choose_with_experts(p, eff, n_dec, cons, rx, uneven):
 def evaluate(p: Plan, efficiency=None) -> "ServeResult":
     """Serving numbers of a plan under an efficiency preset (its numeric fields may be arrays of K candidates,
     broadcasting against the concurrency): time-sliced prefill and decode, MoE realities, speculation."""
-    from ..engine.efficiency import load_efficiency
+    from ..engine.efficiency import load_efficiency, stack_eager_s
 
     if isinstance(efficiency, str):
         from ..engine.efficiency import resolve
@@ -757,15 +875,17 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         mp = p.numbers("prefill")
         seqs = max(1.0, np.floor((st.max_num_tokens or MAX_NUM_TOKENS) / chunk)) * (lp.tp if lp.attention_dp else 1)
         res_p = _run(p, mp, lp, eff, seqs)
-        pf_tok_s = lp.dp * seqs * chunk / res_p.tpot_s
+        tau_e = stack_eager_s(eff, st.name)
+        t_pass = eager_step(res_p.tpot_s, step_kernels(res_p), tau_e)
+        pf_tok_s = lp.dp * seqs * chunk / t_pass
         x_out = disaggregated_output_rate(cap_out, pf_tok_s, w.isl, w.osl, w.cached_share)
         prefill_bound = x_out < cap_out
         res_1 = _run(p, mp, lp, eff, 1.0)
-        t_pf = res_1.tpot_s * n_chunks
+        t_pf = eager_step(res_1.tpot_s, step_kernels(res_1), tau_e) * n_chunks
         kv_bytes = float(np.asarray(m.kv_cache_bytes(w.isl, p.kv_dtype)))
         t_xfer = kv_transfer_time(kv_bytes, p.system.chip.scaleout_bw * lp.tp * eff.eta_comm)
         rho = x_out * isl_new / w.osl / pf_tok_s
-        ttft = t_pf + t_xfer + prefill_wait(0.0 * t_pf, res_p.tpot_s, rho) + eff.request_overhead_s
+        ttft = t_pf + t_xfer + prefill_wait(0.0 * t_pf, t_pass, rho) + eff.request_overhead_s
         info.update(prefill=dict(gpus=lp.gpus, layout=dict(tp=lp.tp, ep=lp.ep, pp=lp.pp, attention_dp=lp.attention_dp,
                                                            dp=lp.dp, label=lp.label()),
                                  input_tok_s=pf_tok_s, input_tok_s_per_gpu=pf_tok_s / lp.gpus, prefill_s=t_pf,
@@ -776,24 +896,22 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         t_mix = t_dec
     else:
         ranks = lay.tp if lay.attention_dp else 1
-        decode_tok_rank = b * (k + 1) / ranks
-        p_step = b * isl_new * A / w.osl
-        budget = float(st.max_num_tokens or np.inf)
-        left = np.maximum(budget - decode_tok_rank, min(max(isl_new, 1.0), budget))
-        c_rank = np.minimum(left, np.maximum(max(isl_new, 1.0), p_step / ranks))  # whole waiting prompts, in budget
-        c_tot = c_rank * ranks
+        sch = prefill_schedule(b, ranks, isl_new, w.osl, A, k, st.max_num_tokens)
+        p_step, left, c_rank, c_tot, rho = sch["p"], sch["left"], sch["c_rank"], sch["c_tot"], sch["rho"]
         mn_m = mixed_numbers(mn_d, m, extra_tokens_per_seq=c_tot / b, isl=w.isl, chunk=c_rank,
                              cached_share=w.cached_share, kv_dtype=p.kv_dtype)
-        res_m = _run(p, mn_m, lay, eff, b)
-        t_mix = speculative_step(res_m.tpot_s, t_draft, k)
+        res_m = _run(p, mn_m, lay, eff, b, adp_imbalance=sch["imbalance"] if lay.attention_dp else None)
+        tau_e = stack_eager_s(eff, st.name)
+        t_mix = speculative_step(eager_step(res_m.tpot_s, step_kernels(res_m), tau_e), t_draft, k)
         t_bar, t_tpot, x_rep, prefill_bound = time_sliced_schedule(t_dec, t_mix, p_step, c_tot, b, A, isl_new, w.osl)
         x_out = x_rep * dp * ppd
         n_mix = p_step / c_tot
         t_pf = np.ceil(isl_new / c_rank) * t_mix
-        ttft = t_pf + prefill_wait(t_bar, t_pf, n_mix) + eff.request_overhead_s
+        ttft = t_pf + prefill_wait(t_bar, t_pf, rho) + eff.request_overhead_s
         little = C * w.osl / x_out - (w.osl - 1.0) * t_tpot
         ttft = np.where(prefill_bound, np.maximum(ttft, little), ttft)
-        info.update(chunk=c_rank, chunk_total=c_tot, prefill_per_step=p_step, t_mixed=t_mix, n_mixed=n_mix)
+        info.update(chunk=c_rank, chunk_total=c_tot, prefill_per_step=p_step, t_mixed=t_mix, n_mixed=n_mix, rho=rho,
+                    budget_left=left)
         if np.any(prefill_bound):
             notes.append(f"the prefill budget ({st.max_num_tokens} tokens per step) binds: prompts wait")
     x_tot = total_tokens_per_s(x_out, w.isl, w.osl)
@@ -855,6 +973,8 @@ def _f(x, i=0):
 
 def _derive(r: "ServeResult") -> Derivation:
     """The blackboard derivation of the first configuration; every step carries the expression it computes."""
+    from ..engine.efficiency import stack_eager_s
+
     p, eff, res, info = r._plan, r._eff, r._res, r._info
     w, lay = p.workload, p.layout
     v = {kk: _f(x) for kk, x in r.values.items() if kk not in ("fits", "bottleneck")}
@@ -881,10 +1001,15 @@ def _derive(r: "ServeResult") -> Derivation:
     if r.mode == "aggregated":
         d.add("p", "b · ISL_new · A / OSL", f"{b:g} · {w.isl_new:g} · {A:g} / {w.osl:g}", _f(info["prefill_per_step"]),
               "tokens", "prompt tokens needed per decode step", expr=f"b * {w.isl_new!r} * {A!r} / {w.osl!r}", key="p")
-        d.add("c", "per rank: min(max(budget − decode tokens, min(ISL_new, budget)), max(ISL_new, p/ranks)) × ranks",
-              f"budget {p.stack.max_num_tokens or '∞'}", _f(info["chunk_total"]), "tokens", "prefill tokens per mixed step",
-              key="c")
-        d.add("t_mixed", "the decode step carrying c prefill tokens", "", _f(info["t_mixed"]), "s", key="t_mixed")
+        ranks = lay.tp if lay.attention_dp else 1
+        d.add("c", "c_r = min(max(budget − busiest decode tokens, min(ISL_new, budget)), max(ISL_new, p/R)); "
+              "f = min(1, p/(R·c_r)); n_any = 1 − (1 − f)^R; c = R·f·c_r/n_any (f < 1) else R·c_r",
+              f"R = {ranks} ranks, budget {p.stack.max_num_tokens or '∞'}, c_r = {_f(info['chunk']):g}",
+              _f(info["chunk_total"]), "tokens", "prefill tokens per mixed step (ranks step together: "
+              "a step is mixed when any rank prefills)", key="c")
+        d.add("t_mixed", "max(the decode step carrying c prefill tokens, its kernels · τ_eager)", "",
+              _f(info["t_mixed"]), "s", "an eager step: no CUDA graph, the host dispatches every kernel "
+              f"(τ_eager = {fmt(_f(stack_eager_s(eff, p.stack.name)), 's')})", key="t_mixed")
         n = d.add("n", "p / c", "", _f(info["n_mixed"]), "", "mixed steps per decode step", expr="p / c", key="n")
         d.add("t̄", "t_decode + n·(t_mixed − t_decode) if n ≤ 1 else t_mixed", "", v["step_ms"] / 1e3, "s",
               "time-sliced prefill (Sarathi-Serve)",
@@ -912,7 +1037,10 @@ def _derive(r: "ServeResult") -> Derivation:
           "tok/s", "every GPU counted, prefill pool included", expr=f"X / {r.gpus}")
     d.add("X_total/GPU", "X_out · (1 + ISL/OSL) / N_GPU", "", v["total_tok_s_per_gpu"], "tok/s",
           expr=f"X * (1 + {w.isl!r} / {w.osl!r}) / {r.gpus}")
-    d.add("TTFT", "ceil(ISL_new/c)·t_mixed + t̄/2 + ρ/(2(1−ρ))·t_prefill (M/D/1 wait) + t_request"
+    if r.mode == "aggregated":
+        d.add("ρ", "p / (R · budget left after decode)", "", _f(info["rho"]), "",
+              "prefill load over its capacity (the M/D/1 queue's utilisation, capped at 0.95)")
+    d.add("TTFT", "ceil(ISL_new/c_r)·t_mixed + t̄/2 + ρ/(2(1−ρ))·t_prefill (M/D/1 wait) + t_request"
           if r.mode == "aggregated" else "t_prefill + KV transfer + wait + t_request", "", v["ttft_ms"] / 1e3, "s",
           f"t_request = {fmt(_f(eff.request_overhead_s), 's')} host time per request")
     d.add("$/Mtok", "N_GPU · $/GPU-h / 3600 / X_out · 10⁶", f"{r.gpus} · ${r.usd_per_gpu_hour:g}/h …",

@@ -155,7 +155,7 @@ def _prefill_numbers(st: Stack, tokens: float, prompt: float):
                            weights_dtype=st.weights_dtype, kv_dtype=st.kv_dtype)
 
 
-def _eval(st: Stack, mn, eff, lay: dict, micro_batch, sched: bool = True):
+def _eval(st: Stack, mn, eff, lay: dict, micro_batch, sched: bool = True, adp_imbalance=None):
     """One call of the step model on one replica of each layout, composed exactly as ``serve`` composes it
     (``serving._run``: engine/layout.evaluate → engine/step, the stack's scheduler time and overlap).
 
@@ -170,8 +170,16 @@ def _eval(st: Stack, mn, eff, lay: dict, micro_batch, sched: bool = True):
     layout = SimpleNamespace(tp=tp, ep=np.asarray(lay["ep"], dtype=float), pp=pp, attention_dp=lay["attention_dp"],
                              gpus=tp * pp, redundant_experts=0)
     plan = SimpleNamespace(stack=st.serving_stack, hw=st.hw)
-    res = _run(plan, mn, layout, eff, micro_batch, sched=sched)
+    res = _run(plan, mn, layout, eff, micro_batch, sched=sched, adp_imbalance=adp_imbalance)
     return res, np.asarray(res.tpot_s, dtype=float), res.bound
+
+
+def _eager(st: Stack, eff, res, t):
+    """A prefill or mixed step runs without a CUDA graph: ``serving.eager_step`` (max of GPU and dispatch time)."""
+    from ..engine.efficiency import stack_eager_s
+    from .serving import eager_step, step_kernels
+
+    return eager_step(t, step_kernels(res), stack_eager_s(eff, st.serving_stack.name))
 
 
 def _speculative_step(t_verify, t_draft, mtp):
@@ -254,8 +262,8 @@ def prefill_grid(st: Stack, lay: dict, tokens, prompt: float) -> np.ndarray:
         sel = tokb == v
         sub = {k: np.broadcast_to(np.asarray(x), shape)[sel] for k, x in lay.items()}
         piece = min(float(v), max(float(prompt), 1.0))
-        _, step, _ = _eval(st, _prefill_numbers(st, piece, prompt), st.eff_prefill, sub, max(1.0, float(v) / piece))
-        out[sel] = step
+        res, step, _ = _eval(st, _prefill_numbers(st, piece, prompt), st.eff_prefill, sub, max(1.0, float(v) / piece))
+        out[sel] = _eager(st, st.eff_prefill, res, step)
     return out if out.ndim else float(out)
 
 
@@ -273,13 +281,16 @@ def kv_transfer_s(st: Stack, prompt_tokens, prefill_tp) -> np.ndarray:
     return kv_transfer_time(kvb, bw)
 
 
-def _mixed_grid(st: Stack, lay: dict, b, P, L, prompt: float, role: str = "aggregated") -> np.ndarray:
+def _mixed_grid(st: Stack, lay: dict, b, P, L, prompt: float, role: str = "aggregated", chunk=None,
+                imbalance=None) -> np.ndarray:
     """Step time of b decoding sequences at context L plus a prefill chunk of P tokens (arrays broadcast).
 
     One scheduler iteration is one forward pass: ``serving.mixed_numbers`` adds the chunk's P/b tokens per
     decoding sequence to the decode step (weights read once, FLOPs, experts hit and collectives over every
     token; the chunk attends to its prompt's earlier part). b = 0 is a prefill pass alone
     (``serving.prefill_numbers``). Under speculative decoding, ``serving.speculative_step`` adds k drafts.
+    A step that carries prefill is eager (``serving.eager_step``). ``chunk`` (default P / attention ranks) is
+    one rank's prompt tokens, ``imbalance`` the busiest attention-DP rank's share (``serving.prefill_schedule``).
     """
     from .serving import mixed_numbers, speculative_step
 
@@ -288,6 +299,8 @@ def _mixed_grid(st: Stack, lay: dict, b, P, L, prompt: float, role: str = "aggre
     shape = np.broadcast_shapes(lay_shape, b.shape, P.shape, L.shape)
     out = np.zeros(shape)
     bb, PP, LL = (np.broadcast_to(x, shape) for x in (b, P, L))
+    CH = None if chunk is None else np.broadcast_to(np.asarray(chunk, dtype=float), shape)
+    IM = None if imbalance is None else np.broadcast_to(np.asarray(imbalance, dtype=float), shape)
     lays = {k: np.broadcast_to(np.asarray(v), shape) for k, v in lay.items()}
     ranks = np.where(lays["attention_dp"], lays["tp"], 1.0)
     prompt = max(float(prompt), 1.0)
@@ -298,11 +311,13 @@ def _mixed_grid(st: Stack, lay: dict, b, P, L, prompt: float, role: str = "aggre
             sub = {k: v[sel] for k, v in lays.items()}
             bs, Ps = bb[sel], PP[sel]
             mn_d = _decode_numbers(st, float(c))
-            chunk = np.maximum(Ps / ranks[sel], 1.0)  # each attention-DP rank takes its share of the chunk
-            mn = mixed_numbers(mn_d, st.model, extra_tokens_per_seq=Ps / bs, isl=prompt, chunk=chunk,
+            ch = np.maximum(Ps / ranks[sel] if CH is None else CH[sel], 1.0)  # one rank's prompt tokens
+            mn = mixed_numbers(mn_d, st.model, extra_tokens_per_seq=Ps / bs, isl=prompt, chunk=ch,
                                kv_dtype=st.kv_dtype)
             pp = np.asarray(sub["pp"], dtype=float)
-            _, t, _ = _eval(st, mn, eff, sub, np.maximum(bs / pp, 1.0))
+            res, t, _ = _eval(st, mn, eff, sub, np.maximum(bs / pp, 1.0),
+                              adp_imbalance=None if IM is None else IM[sel])
+            t = np.where(Ps > 0, _eager(st, eff, res, t), t)
             out[sel] = speculative_step(t, _draft_time(st, sub, np.maximum(bs / pp, 1.0), float(c)), st.mtp)
     for v in np.unique(PP[(bb == 0) & (PP > 0)]):
         sel = (bb == 0) & (PP == v)
@@ -319,24 +334,21 @@ def steady_state(st: Stack, lay: dict, n, isl: float, osl: float, budget) -> dic
     plus ``serving.prefill_wait``), on this adapter's step times. Returns mean step, TPOT, TTFT,
     output tokens/s per replica and the prefill-bound mask.
     """
-    from .serving import prefill_wait, time_sliced_schedule
+    from .serving import prefill_schedule, prefill_wait, time_sliced_schedule
 
     A, k = st.acceptance, st.mtp
     n = np.asarray(n, dtype=float)
     L = float(isl) + float(osl) / 2.0
     ranks = np.where(np.asarray(lay["attention_dp"], dtype=bool), np.asarray(lay["tp"], dtype=float), 1.0)
     isl_new = max(float(isl), 1.0)
-    p_step = n * isl_new * A / float(osl)  # prompt tokens a step must carry on average
-    budget = np.asarray(budget, dtype=float)
-    left = np.maximum(budget - n * (k + 1) / ranks, np.minimum(isl_new, budget))
-    c_rank = np.minimum(left, np.maximum(isl_new, p_step / ranks))  # whole waiting prompts, within the budget
-    c_tot = c_rank * ranks
+    sch = prefill_schedule(n, ranks, isl_new, float(osl), A, k, budget)  # serve's schedule, one function
+    p_step, c_rank, c_tot = sch["p"], sch["c_rank"], sch["c_tot"]
     Lg = np.full_like(n, L)
     t_dec = _mixed_grid(st, lay, n, np.zeros_like(n), Lg, isl_new)
-    t_mix = _mixed_grid(st, lay, n, c_tot, Lg, isl_new)
+    t_mix = _mixed_grid(st, lay, n, c_tot, Lg, isl_new, chunk=c_rank, imbalance=sch["imbalance"])
     t_bar, t_tpot, x_rep, bound = time_sliced_schedule(t_dec, t_mix, p_step, c_tot, n, A, isl_new, float(osl))
     t_pf = np.ceil(isl_new / c_rank) * t_mix
-    ttft = t_pf + prefill_wait(t_bar, t_pf, p_step / c_tot)
+    ttft = t_pf + prefill_wait(t_bar, t_pf, sch["rho"])
     return dict(step_s=t_bar, tpot_s=t_tpot, ttft_s=ttft, out_tok_s=x_rep, prefill_bound=bound)
 
 

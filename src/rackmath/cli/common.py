@@ -495,6 +495,10 @@ INTEGER_FIELDS = {"batch", "context", "pass_len", "chips", "gpus", "concurrency"
                   "micro_batch", "microbatches", "tp", "pp", "ep", "dp"}
 
 
+#: Whole-number fields whose given values may still be means (ISL/OSL of a variable-length run: totals ÷ prompts).
+MEAN_LENGTH_FIELDS = {"isl", "osl"}
+
+
 def parse_range(text: str, field: str, kind: str = "count", integer: bool | None = None):
     """'1:16384:log' -> log-spaced values; '1:100:10' -> 10 linear points; '1,2,4' -> a list; '8' -> [8].
 
@@ -541,6 +545,10 @@ def parse_range(text: str, field: str, kind: str = "count", integer: bool | None
                          "a value, a list '1,2,4', or a range 'LO:HI:log', 'LO:HI:logN' or 'LO:HI:N'") from None
     if vals.size == 0:
         raise InputError(field, "empty", "at least one value")
+    if integer and field not in MEAN_LENGTH_FIELDS:
+        frac = vals[np.isfinite(vals) & (vals != np.round(vals))]
+        if frac.size:
+            raise InputError(field, f"{frac[0]:g} is not a whole number", "whole numbers (e.g. 1,8,64 or 1:4096:log)")
     return vals.astype(float)
 
 

@@ -67,6 +67,8 @@ def register(app: typer.Typer) -> None:
         c = [int(x) for x in parse_range(context, "context", integer=True)] if context else None
         if b and max(b) > 65536:
             raise InputError("batch", f"{max(b):g} sequences", "at most 65536")
+        if c and min(c) < 1:
+            raise InputError("context", f"{min(c):g} tokens", "at least 1 token of KV per decode step (up to 1M)")
         if c and max(c) > 1_048_576:
             raise InputError("context", f"{max(c):g} tokens", "at most 1M tokens")
         wb = units.parse_bytes(weight_budget, "weight_budget") if weight_budget else None

@@ -56,6 +56,8 @@ def register(app: typer.Typer) -> None:
                                                    "model family out, refit, predict what was left out."),
         scheme: str = typer.Option("source,hardware,model", "--scheme",
                                    help="With --cv: comma list of source, hardware, model, loo."),
+        jobs: int = typer.Option(None, "--jobs", "-j", min=1, max=64,
+                                 help="With --cv: worker processes for the folds (default: the CPUs, at most 8)."),
     ):
         """Every validation record: inputs, measured, predicted, signed error; summaries by source and family."""
         from ..errors import InputError
@@ -68,6 +70,8 @@ def register(app: typer.Typer) -> None:
                              "one of them (the ideal roofline has nothing fitted)")
         if cv and refit:
             raise InputError("cv", "--cv with --refit", "one of them")
+        if jobs is not None and not cv:
+            raise InputError("jobs", "--jobs without --cv", "--cv --jobs N")
         if scheme != "source,hardware,model" and not cv:
             raise InputError("scheme", "--scheme without --cv", "--cv --scheme source,hardware,model,loo")
         if (output is not None or force or prefix is not None) and not refit:
@@ -86,7 +90,7 @@ def register(app: typer.Typer) -> None:
             bad = [s for s in schemes if s not in CV_SCHEMES]
             if bad or not schemes:
                 raise InputError("scheme", f"{(bad or [scheme])[0]!r}", "a comma list of " + ", ".join(CV_SCHEMES))
-            c = cross_validate(recs, schemes=tuple(schemes))
+            c = _cv_with_progress(cross_validate, recs, tuple(schemes), jobs)
             if json:
                 print_json(c)
                 return
@@ -116,6 +120,31 @@ def register(app: typer.Typer) -> None:
         if v["excluded"]:
             table("excluded records (kept as data, not predicted)", ["id", "reason"],
                   [[e["id"], e["reason"]] for e in v["excluded"]])
+
+    def _cv_with_progress(cross_validate, recs, schemes, jobs):
+        """Cross-validation with a progress bar on stderr (a terminal only; stdout stays clean for --json)."""
+        import sys
+
+        if not sys.stderr.isatty():
+            return cross_validate(recs, schemes=schemes, jobs=jobs)
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from ..analyses.calibration import _SCHEME_KEY, fitted_records
+
+        use = fitted_records(recs)
+        total = sum(len({getattr(r, _SCHEME_KEY[s]) for r in use}) for s in schemes)
+        bar = Progress(TextColumn("cross-validating (refit per fold)"), BarColumn(), MofNCompleteColumn(),
+                       TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True),
+                       transient=True)
+        task = bar.add_task("full fit", total=total)
+        bar.start()
+        try:
+            return cross_validate(recs, schemes=schemes, jobs=jobs,
+                                  progress=lambda sc, g: bar.update(task, advance=0 if sc == "in-sample" else 1,
+                                                                    description=f"{sc}: {g}"))
+        finally:
+            bar.stop()
 
     def _refit(recs, output, force, prefix, json, check_output, print_json):
         from ..analyses.calibration import as_toml, fit, fitted_records, presets_from_fit

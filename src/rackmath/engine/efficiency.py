@@ -17,6 +17,11 @@ preset says, with physical meaning:
 * ``step_overhead_s`` — per-step host time of this chip family; ``sched_<stack>_s`` — the per-step scheduler
   time of each serving stack (TensorRT-LLM, vLLM, SGLang), the same on every chip; a step pays both; the
   generic stack (no ``--framework``, or another stack) pays the mean of the three;
+* ``seq_<stack>_s`` — host time per sequence per step of each stack (request bookkeeping, block tables,
+  sampling parameters, output processing): a step of n sequences on one scheduler pays n · τ_seq;
+* ``eager_<stack>_s`` — host dispatch time per kernel of a step that is not graph-captured (prefill and
+  mixed prefill+decode steps run eagerly in SGLang and vLLM; CUDA graphs hold decode batches only): such a
+  step takes max(GPU time, n_kernels · τ_eager);
 * ``request_overhead_s`` — per-request host time before the first token (HTTP, tokenisation, admission);
 * ``composition`` — ``serial`` (kernels one after another, as TensorRT-LLM, vLLM and SGLang run a
   step) or ``overlap`` (the lecture's max(compute, memory, network)).
@@ -53,6 +58,12 @@ NUMERIC = {
     "sched_trtllm_s": (0.0, 1.0, 0.0),
     "sched_vllm_s": (0.0, 1.0, 0.0),
     "sched_sglang_s": (0.0, 1.0, 0.0),
+    "seq_trtllm_s": (0.0, 1e-3, 0.0),
+    "seq_vllm_s": (0.0, 1e-3, 0.0),
+    "seq_sglang_s": (0.0, 1e-3, 0.0),
+    "eager_trtllm_s": (0.0, 1e-3, 0.0),
+    "eager_vllm_s": (0.0, 1e-3, 0.0),
+    "eager_sglang_s": (0.0, 1e-3, 0.0),
 }
 
 #: The fit's loss is |log(predicted/measured)| up to this cap (≈ ±50%), nearly flat beyond it
@@ -71,6 +82,37 @@ def stack_sched_s(eff, stack: str):
     return (eff.sched_trtllm_s + eff.sched_vllm_s + eff.sched_sglang_s) / 3.0
 
 
+def stack_seq_s(eff, stack: str):
+    """Host time per sequence per step of a stack (``seq_<stack>_s``): the scheduler's per-request work each
+    step (batch bookkeeping, KV block tables, sampling parameters, output processing); the generic stack
+    takes the mean of the three."""
+    if stack in STACK_NAMES:
+        return getattr(eff, f"seq_{stack}_s")
+    return (eff.seq_trtllm_s + eff.seq_vllm_s + eff.seq_sglang_s) / 3.0
+
+
+def stack_eager_s(eff, stack: str):
+    """Host time to dispatch one kernel of an eager (not graph-captured) step of a stack (``eager_<stack>_s``);
+    the generic stack takes the mean of the three."""
+    if stack in STACK_NAMES:
+        return getattr(eff, f"eager_{stack}_s")
+    return (eff.eager_trtllm_s + eff.eager_vllm_s + eff.eager_sglang_s) / 3.0
+
+
+def host_step_s(eff, stack: str, seqs_per_scheduler):
+    """Host time of one step: t_host = t_sched(stack) + n_seq · τ_seq(stack).
+
+    ``n_seq`` is the number of sequences one scheduler process handles in the step (the whole
+    micro-batch; under attention DP each rank's scheduler handles its own share). A stack that
+    overlaps scheduling with the GPU (SGLang, TensorRT-LLM) shows only the part above the GPU
+    time (engine/step.compose). Per-request host work per step is the CPU cost reported by
+    vLLM's V1 re-architecture notes and SGLang's overlap-scheduler write-up (LMSYS, 2024-12).
+    """
+    import numpy as np
+
+    return stack_sched_s(eff, stack) + stack_seq_s(eff, stack) * np.asarray(seqs_per_scheduler, dtype=float)
+
+
 @dataclass(frozen=True)
 class Efficiency:
     """A preset. Numeric fields may be numpy arrays (K candidate presets evaluated at once)."""
@@ -87,6 +129,12 @@ class Efficiency:
     sched_trtllm_s: float = 0.0  # per-step host scheduler time of each serving stack (shared by every chip)
     sched_vllm_s: float = 0.0
     sched_sglang_s: float = 0.0
+    seq_trtllm_s: float = 0.0  # per-sequence host time per step of each serving stack (shared by every chip)
+    seq_vllm_s: float = 0.0
+    seq_sglang_s: float = 0.0
+    eager_trtllm_s: float = 0.0  # host dispatch time per kernel of an eager (prefill / mixed) step, per stack
+    eager_vllm_s: float = 0.0
+    eager_sglang_s: float = 0.0
     composition: str = "serial"
     description: str = "the lecture's ideal roofline: peak FLOP/s and bandwidth, no fixed costs"
     source: str = "lecture 00:00 (roofline)"
@@ -122,8 +170,9 @@ FIT_PARAMS = (
          description="achieved share of peak FLOP/s by a large GEMM"),
     dict(name="eta_memory", lo=0.05, hi=1.0, x0=0.7, width=0.4, per_family=True, decimals=4,
          description="achieved share of HBM bandwidth"),
-    dict(name="kernel_latency_s", lo=1e-6, hi=8e-6, x0=4e-6, width=3e-6, per_family=True, decimals=8,
-         description="launch + tail of one kernel in a captured graph (s), physically 1–8 µs"),
+    dict(name="kernel_latency_s", lo=1e-6, hi=2e-5, x0=6e-6, width=8e-6, per_family=True, decimals=8,
+         description="shortest time of one decode-size kernel in a captured graph: launch gap + ramp + tail (s), "
+                     "physically 1–20 µs"),
     dict(name="gemm_half_tokens", lo=0.0, hi=512.0, x0=32.0, width=128.0, per_family=False, decimals=1,
          description="GEMM rows (tokens) at which a GEMM reaches half its large-M efficiency"),
     dict(name="eta_comm", lo=0.05, hi=1.0, x0=0.6, width=0.4, per_family=False, decimals=4,
@@ -134,7 +183,14 @@ FIT_PARAMS = (
          description="per-request host time before the first token (s)"),
 ) + tuple(dict(name=f"sched_{st}_s", lo=0.0, hi=0.005, x0=0.002, width=0.002, per_family=False, decimals=6,
                description=f"per-step scheduler time of the {st} serving stack (s), physically 0–5 ms")
-        for st in STACK_NAMES)
+        for st in STACK_NAMES) + tuple(
+    dict(name=f"seq_{st}_s", lo=0.0, hi=1e-4, x0=1e-5, width=4e-5, per_family=False, decimals=7,
+         description=f"host time per sequence per step of the {st} serving stack (s), physically 0–100 µs")
+    for st in STACK_NAMES) + tuple(
+    dict(name=f"eager_{st}_s", lo=0.0, hi=1e-4, x0=1e-5, width=4e-5, per_family=False, decimals=7,
+         description=f"host dispatch time per kernel of an eager prefill / mixed step of the {st} stack (s), "
+                     "physically 0–100 µs")
+    for st in STACK_NAMES)
 
 
 def _num(d, k, path, name):
@@ -230,4 +286,4 @@ def resolve(chip_name: str, efficiency=None, ideal: bool = False, regime: str = 
 
 
 __all__ = ["Efficiency", "IDEAL", "FIT_PARAMS", "NUMERIC", "COMPOSITIONS", "presets", "load_efficiency",
-           "default_efficiency", "resolve"]
+           "default_efficiency", "resolve", "stack_sched_s", "stack_seq_s", "stack_eager_s", "host_step_s"]

@@ -404,7 +404,8 @@ class LayoutArrays:
 
 def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attention_dp=False, chips=None,
              redundant_experts=0, overlap=None, act_bytes=2.0, hop_latency_s=None, usable_fraction=1.0,
-             reserve_bytes=0.0, collective_latency_s=None, efficiency=None, sched_overlap=False) -> LayoutArrays:
+             reserve_bytes=0.0, collective_latency_s=None, efficiency=None, sched_overlap=False,
+             adp_imbalance=None) -> LayoutArrays:
     """Evaluate layouts (arrays broadcast together): memory per chip, communication and step time.
 
     ``micro_batch`` b is sequences per micro-batch per replica; ``pp`` micro-batches are in flight,
@@ -412,6 +413,8 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     ``tp·pp``) are billed; replicas ``dp = chips // (tp·pp)``. The step is the step model of
     ``engine/step.py`` on the busiest chip's operators, costed with ``efficiency`` (default: the
     one ``hw`` carries, else the ideal roofline); ``overlap`` "max"/"sum" overrides its composition.
+    ``adp_imbalance`` (attention DP) replaces the busiest rank's share of the step's tokens over the mean
+    (default :func:`attention_dp_imbalance` of the micro-batch's sequences; a mixed prefill step passes its own).
     """
     if overlap is not None and overlap not in OVERLAP_MODES:
         raise InputError("overlap", f"unknown mode {overlap!r}", "max (overlapped) or sum (serial)")
@@ -462,7 +465,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     comp = None if overlap is None else ("overlap" if overlap == "max" else "serial")
     tokens = b * pl  # tokens of one micro-batch through one stage
     ashard = np.where(adp, 1.0, tp)  # attention DP: each chip runs its own sequences on replicated weights
-    adp_imb = np.where(adp, attention_dp_imbalance(b, tp), 1.0)
+    adp_imb = np.where(adp, attention_dp_imbalance(b, tp) if adp_imbalance is None else f(adp_imbalance), 1.0)
     t_attn = np.where(adp, tokens / tp * adp_imb, tokens)  # tokens one chip's attention/dense GEMMs see
     ht = np.asarray(mn.head_tokens_per_seq, dtype=float)
     head_tok = np.where(ht < 0, pl, ht)
