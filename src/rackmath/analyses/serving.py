@@ -605,7 +605,7 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
 
 
 #: Layouts the decode-step ranking keeps for the full serving evaluation (prefill time-sliced in).
-LAYOUT_FINALISTS = 4
+LAYOUT_FINALISTS = 8
 
 
 # --------------------------------------------------------------------------------------
