@@ -179,7 +179,8 @@ def test_physical_sanity(quick_run):
 def test_step_time_rises_with_batch_past_the_knee(quick_run):
     res, _, _ = quick_run
     k = next(k for k in res["knees"] if k["context"] == 64)
-    assert k["measured"] is not None
+    if k["measured"] is None:  # no knee found in the sweep: a timing failure (xfail only on a busy machine)
+        _timing_check(res, False, f"no measured knee at context 64: {k}")
     past = [r for r in res["sweep"] if r["context"] == 64 and r["batch"] >= k["measured"]]
     assert len(past) >= 2
     t = [r["measured_s"] for r in past]
@@ -203,6 +204,8 @@ def test_predicted_knee_within_2x_of_measured(quick_run):
     k = next(k for k in res["knees"] if k["context"] == 64)
     assert k["predicted_calibrated"] is not None
     assert k["predicted"] is not None and k["predicted"] >= 1
+    if k["measured"] is None:
+        _timing_check(res, False, f"no measured knee at context 64: {k}")
     _timing_check(res, 0.5 <= k["predicted_calibrated"] / k["measured"] <= 2.0, f"knee not within 2×: {k}")
 
 
