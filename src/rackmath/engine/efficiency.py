@@ -74,29 +74,28 @@ FIT_ROBUST_CAP = 0.4
 STACK_NAMES = ("trtllm", "vllm", "sglang")
 
 
-def stack_sched_s(eff, stack: str):
-    """Per-step scheduler time of a stack: its fitted ``sched_<stack>_s``; the generic stack (no --framework, or a
-    stack that is none of the three) takes the mean of TensorRT-LLM's, vLLM's and SGLang's."""
+def _per_stack(eff, field: str, stack: str):
+    """``<field>_<stack>_s`` of a preset; the generic stack (no --framework, or a stack that is none of the three)
+    takes the mean of TensorRT-LLM's, vLLM's and SGLang's."""
     if stack in STACK_NAMES:
-        return getattr(eff, f"sched_{stack}_s")
-    return (eff.sched_trtllm_s + eff.sched_vllm_s + eff.sched_sglang_s) / 3.0
+        return getattr(eff, f"{field}_{stack}_s")
+    return sum(getattr(eff, f"{field}_{st}_s") for st in STACK_NAMES) / len(STACK_NAMES)
+
+
+def stack_sched_s(eff, stack: str):
+    """Per-step scheduler time of a stack (``sched_<stack>_s``)."""
+    return _per_stack(eff, "sched", stack)
 
 
 def stack_seq_s(eff, stack: str):
     """Host time per sequence per step of a stack (``seq_<stack>_s``): the scheduler's per-request work each
-    step (batch bookkeeping, KV block tables, sampling parameters, output processing); the generic stack
-    takes the mean of the three."""
-    if stack in STACK_NAMES:
-        return getattr(eff, f"seq_{stack}_s")
-    return (eff.seq_trtllm_s + eff.seq_vllm_s + eff.seq_sglang_s) / 3.0
+    step (batch bookkeeping, KV block tables, sampling parameters, output processing)."""
+    return _per_stack(eff, "seq", stack)
 
 
 def stack_eager_s(eff, stack: str):
-    """Host time to dispatch one kernel of an eager (not graph-captured) step of a stack (``eager_<stack>_s``);
-    the generic stack takes the mean of the three."""
-    if stack in STACK_NAMES:
-        return getattr(eff, f"eager_{stack}_s")
-    return (eff.eager_trtllm_s + eff.eager_vllm_s + eff.eager_sglang_s) / 3.0
+    """Host time to dispatch one kernel of an eager (not graph-captured) step of a stack (``eager_<stack>_s``)."""
+    return _per_stack(eff, "eager", stack)
 
 
 def host_step_s(eff, stack: str, seqs_per_scheduler):
