@@ -44,6 +44,32 @@ def test_serial_gemm_has_m_half_equal_to_the_hardware_ratio():
     assert fit["eta_max"] == pytest.approx(1.0, rel=1e-9)
 
 
+def test_gemm_fit_ignores_the_weight_streaming_floor():
+    """A GPU runs small-M GEMMs at a flat time until the math catches up: t = max(2MKN / (P·η(M)), W / BW).
+    Fitting η(M) on the flat head would read η ∝ M and put η_max above 1 (it gave 1.21 on an H200). Above the
+    floor the points follow η(M) = 0.8 · M / (M + 50) exactly, so the fit recovers 0.8 and 50.
+    H200 numbers: 989 TFLOP/s bf16, 4.8 TB/s, an 8192 × 8192 bf16 matrix (134 MB): the floor is 28 µs."""
+    P, BW, K, N = 989e12, 4.8e12, 8192, 8192
+    M = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192], dtype=float)
+    t = np.maximum(2 * M * K * N / (P * am.gemm_efficiency(M, 0.8, 50.0)), K * N * 2 / BW)
+    fit = am.fit_gemm_efficiency(M, 2 * M * K * N / t, P)
+    assert fit["eta_max"] == pytest.approx(0.8, rel=1e-9)
+    assert fit["m_half"] == pytest.approx(50.0, rel=1e-9)
+    assert fit["n"] == 6  # M = 256 … 8192: compute passes the floor at M + 50 = 0.8·P/BW = 165; M = 128 is 1.08×
+
+
+def test_kernel_line_recovers_latency_and_bandwidth_share():
+    """t = 4 µs + B / (4.8 TB/s · 0.85): a 1 MB kernel takes 4.245 µs, a 512 MB one 129.5 µs; the fit of the
+    line through six sizes gives back τ = 4 µs and η_m = 0.85 exactly."""
+    b = np.array([1e6, 4e6, 16e6, 64e6, 256e6, 512e6])
+    t = 4e-6 + b / (4.8e12 * 0.85)
+    assert t[0] == pytest.approx(4.245e-6, rel=1e-4) and t[-1] == pytest.approx(129.5e-6, rel=1e-3)
+    fit = am.fit_kernel_line(b, t, 4.8e12)
+    assert fit["tau_s"] == pytest.approx(4e-6, rel=1e-9)
+    assert fit["eta_memory"] == pytest.approx(0.85, rel=1e-9)
+    assert fit["rms_rel_error"] < 1e-12 and fit["n"] == 6
+
+
 def test_measured_knee_of_the_lecture_roofline_is_its_corner():
     """t = max(10 ms, B · 0.1 ms): corner at B = 100; the estimator (t0 = median of t − s·B over B = 1, 2, 4 =
     10 − 0.2 = 9.8 ms, knee = t0/s) gives 98."""
@@ -122,6 +148,46 @@ def test_decode_network_has_exactly_the_weights_rackmath_counts():
         B = 3
         out = mt.decode_steps(net, torch.device("cpu"), "fp32", B, 16, steps=2, warmup=0)
         assert len(out) == 2 and all(x > 0 for x in out)
+
+
+def test_moe_operators_grow_with_the_experts_hit():
+    """16 experts, top-1: E_hit(1) = 1, E_hit(8) = 16·(1 − (15/16)^8) = 6.45198, E_hit(64) = 16·(1 − (15/16)^64)
+    = 15.74189; with 100 operators at batch 1 and 200 at batch 8, batch 64 dispatches
+    100 + 100 · 14.74189 / 5.45198 = 370.39. A dense model dispatches the same count at every batch."""
+    s = am.scale_model(load_model("qwen3-30b-a3b"), 100e6, "bf16")
+    assert (s.n_experts, s.experts_per_token) == (16, 1)
+    assert am.ops_per_step(s, [1, 8, 64], 100, 200, 8) == pytest.approx([100, 200, 370.39], abs=0.01)
+    dense = am.scale_model(load_model("llama-3.1-8b"), 100e6, "bf16")
+    assert am.ops_per_step(dense, [1, 64, 4096], 340, 340, 8) == pytest.approx([340, 340, 340])
+
+
+def test_cache_write_counts_the_slot_written_not_the_cache():
+    """count_ops' elementwise bytes: a decode step that writes one token's K into a 4,096-slot cache and reads
+    it back through views (transpose, select) moves that token's bytes, not the cache's. The rule: an op's
+    tensor arguments plus its fresh outputs, views skipped. Per sequence (64 bf16 = 128 B per row): embedding
+    = token id 8 + row 128 (the table is the same at every batch and cancels); the slot write (copy_) = source
+    128 + slot 128 + slot written 128; the add = 3 × 128; the sum = 128 + 2; the cast to int64 = 2 + 8 —
+    1,044 B, against 4,096 × 64 × 2 = 512 KiB of cache per sequence that the views used to add."""
+    torch = pytest.importorskip("torch")
+    from rackmath import measure_torch as mt
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(16, 64)
+
+        def new_cache(self, B, L, dtype, dev):
+            return torch.zeros(B, L, 64, dtype=dtype, device=dev)
+
+        def forward(self, tok, cache, pos):
+            x = self.emb(tok)
+            cache[:, pos] = x
+            y = cache.transpose(0, 1)[pos]
+            return (x + y).sum(-1).long()
+
+    net = Tiny().to(torch.bfloat16)
+    got = mt.count_ops(net, torch.device("cpu"), "bf16", 4096)
+    assert got["elementwise_bytes_per_seq"] == pytest.approx(136 + 384 + 384 + 130 + 10, rel=1e-12)
 
 
 def test_missing_torch_is_one_line_exit_2(monkeypatch):

@@ -420,9 +420,17 @@ def param_bytes(model) -> float:
 _MATMULS = {"mm", "bmm", "addmm", "matmul", "linear", "baddbmm", "einsum"}
 
 
+def _storage(t) -> int | None:
+    """Address of a tensor's storage (None where it has none): two tensors with the same one alias."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
 def count_ops(model, dev, dtype: str, context: int, batch: int = 8) -> dict:
     """What one decode step dispatches, counted (not timed): aten operators (each one a kernel launch on a
-    GPU) at batch 1, and the activation bytes the non-matmul operators (norms, activations, residual adds,
+    GPU) at batch 1 and at ``batch`` (an MoE runs more experts there), and the activation bytes the non-matmul operators (norms, activations, residual adds,
     softmax, top-1, cache writes) read and write per sequence, counted at ``batch`` sequences."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -438,7 +446,11 @@ def count_ops(model, dev, dtype: str, context: int, batch: int = 8) -> dict:
             out = func(*args, **(kwargs or {}))
             name = func.__name__.split(".")[0]
             outs = out if isinstance(out, (tuple, list)) else (out,)
-            fresh = [o for o in outs if isinstance(o, torch.Tensor) and not o._is_view()]
+            # a view (select, transpose, split, …) moves nothing: its output shares an input's storage; an
+            # in-place op (name ending in "_": cache writes, index_add_) writes into its input and does move data
+            inputs = {_storage(a) for a in args if isinstance(a, torch.Tensor)}
+            fresh = [o for o in outs if isinstance(o, torch.Tensor)
+                     and (name.endswith("_") or _storage(o) not in inputs)]
             if name not in _MATMULS and fresh:
                 Count.moved += sum(nbytes(a) for a in args) + sum(nbytes(o) for o in fresh)
             return out
@@ -447,16 +459,24 @@ def count_ops(model, dev, dtype: str, context: int, batch: int = 8) -> dict:
     for B in (1, batch):
         Count.n, Count.moved = 0, 0
         caches = model.new_cache(B, max(1, int(context)), DTYPES[dtype], dev)
-        tok = torch.zeros(B, dtype=torch.long, device=dev)
+        # distinct tokens (as in the sweep), so that an MoE routes the sequences to different experts
+        vocab = getattr(getattr(model, "spec", None), "vocab_size", 1)
+        tok = torch.randint(0, vocab, (B,), generator=torch.Generator().manual_seed(0)).to(dev)
         with torch.inference_mode(), Count():
             model(tok, caches, 0)
         res[B] = (Count.n, Count.moved)
         del caches
-    return {"ops": res[1][0], "elementwise_bytes_per_seq": (res[batch][1] - res[1][1]) / max(batch - 1, 1)}
+    return {"ops": res[1][0], "ops_at_batch": res[batch][0], "batch": batch,
+            "elementwise_bytes_per_seq": (res[batch][1] - res[1][1]) / max(batch - 1, 1)}
 
 
-def bench_elementwise(dev, dtype: str, shape=(256, 4096), min_time=0.02) -> float:
-    """Bytes/s of activation-sized elementwise work: silu(x) · x on ``shape`` (reads 3, writes 2 tensors)."""
+def bench_elementwise(dev, dtype: str, shape=None, min_time=0.02) -> float:
+    """Bytes/s of elementwise work: silu(x) · x on ``shape`` (reads 3, writes 2 tensors).
+
+    Default shape: activation-sized (256 × 4096) on a CPU, where caches make that the relevant rate; 8192 ×
+    8192 on a GPU, where a 2 MB tensor times the launch of two kernels rather than the bandwidth (the launches
+    are already counted, as operators × dispatch time)."""
+    shape = shape or ((8192, 8192) if dev.type == "cuda" else (256, 4096))
     x = _rand(shape, DTYPES[dtype], dev)
     t = timeit(lambda: nn.functional.silu(x) * x, dev, min_time=min_time)
     return 5.0 * x.numel() * x.element_size() / t

@@ -203,7 +203,9 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
     ideal = roofline(spec, system, chips=1, batch=B, context=L, weights_dtype=dtype, kv_dtype=dtype)
     eta_kw = dict(eta_max=preset_d["eta_compute"], m_half=preset_d["gemm_half_tokens"], eta_memory=preset_d["eta_memory"],
                   eta_kv=preset_d["eta_kv"], elementwise_s_per_seq=preset_d["elementwise_s_per_seq"])
-    cal = am.calibrated_times(spec, system, B, L, dtype, overhead_s=preset_d["step_overhead_s"], **eta_kw)
+    # an MoE dispatches more operators as the batch hits more experts (the preset keeps the batch-1 count)
+    overhead = dispatch * am.ops_per_step(spec, B, ops, counted["ops_at_batch"], counted["batch"])
+    cal = am.calibrated_times(spec, system, B, L, dtype, overhead_s=overhead, **eta_kw)
     for i, r in enumerate(rows):
         r.update(roofline_s=float(ideal.step_s[i]), t_compute_s=float(ideal.t_compute_s[i]),
                  t_weights_s=float(ideal.t_weights_s[i]), t_kv_s=float(ideal.t_kv_s[i]), bound=str(ideal.bound[i]),

@@ -46,6 +46,13 @@ def fit_gemm_efficiency(tokens, flops_per_s, peak):
 
     1/η = 1/η_max + (M_half/η_max) · (1/M) is linear in 1/M: a weighted least-squares line
     (weights 1/y², i.e. relative errors) gives both parameters in closed form.
+
+    Only the points above the weight-streaming floor are fitted. The same matrices are timed at every M, so
+    the time of a pass is t ∝ M / FLOP/s; where t is within 10 % of the shortest one, the pass is bound by
+    streaming the weights (η_memory's business: a GPU runs small-M GEMMs at a flat time until the math
+    catches up), and η(M) = FLOP/s ÷ peak there would read as η ∝ M and push η_max above 1. A CPU that does
+    not overlap math with streaming has t ∝ M + M_half from the first M: dropping its flat head leaves the
+    same line. With fewer than two points above the floor, the two largest M are fitted.
     Returns ``{"eta_max", "m_half", "rms_rel_error", "n"}``.
     """
     M = np.asarray(tokens, dtype=float)
@@ -54,6 +61,11 @@ def fit_gemm_efficiency(tokens, flops_per_s, peak):
     M, eta = M[ok], eta[ok]
     if M.size < 2:
         raise InputError("tokens", "fewer than two measured GEMM sizes", "at least two token counts M")
+    t = M / eta  # ∝ the time of each pass
+    above = t > 1.1 * t.min()
+    if above.sum() < 2:
+        above = M >= np.sort(M)[-2]
+    M, eta = M[above], eta[above]
     x, y = 1.0 / M, 1.0 / eta
     w = 1.0 / y**2
     A = np.column_stack([np.ones_like(x), x]) * np.sqrt(w)[:, None]
@@ -65,6 +77,26 @@ def fit_gemm_efficiency(tokens, flops_per_s, peak):
     pred = gemm_efficiency(M, eta_max, m_half)
     rms = float(np.sqrt(np.mean((pred / eta - 1.0) ** 2)))
     return {"eta_max": float(eta_max), "m_half": float(m_half), "rms_rel_error": rms, "n": int(M.size)}
+
+
+def fit_kernel_line(nbytes, seconds, bandwidth) -> dict:
+    """Fit t = τ + B / (BW · η_m) to memory-bound kernels (decode GEMMs at M = 1) of B bytes each.
+
+    The step model's kernel time at the weight-streaming floor (engine.step.kernel_time with no compute):
+    a fixed time τ per kernel (launch gap, ramp, tail) plus the bytes at a share η_m of the peak bandwidth.
+    Least squares in relative error (weights 1/t). Returns ``{"tau_s", "eta_memory", "rms_rel_error", "n"}``.
+    """
+    b = np.asarray(nbytes, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    ok = np.isfinite(b) & np.isfinite(t) & (b > 0) & (t > 0)
+    b, t = b[ok], t[ok]
+    if b.size < 2 or np.ptp(b) == 0:
+        raise InputError("bytes", "fewer than two distinct kernel sizes", "at least two sizes")
+    A = np.column_stack([np.ones_like(b), b]) / t[:, None]
+    (tau, slope), *_ = np.linalg.lstsq(A, np.ones_like(t), rcond=None)
+    pred = tau + slope * b
+    return {"tau_s": float(tau), "eta_memory": float(1.0 / (slope * float(bandwidth))),
+            "rms_rel_error": float(np.sqrt(np.mean((pred / t - 1.0) ** 2))), "n": int(b.size)}
 
 
 # --------------------------------------------------------------------------------------------- the model
@@ -236,6 +268,26 @@ def predicted_knee(model, system, context, dtype: str, efficiency=None, b_max: f
     r = roofline(model, system, chips=1, batch=B, context=float(context), weights_dtype=dtype, kv_dtype=dtype,
                  efficiency=efficiency)
     return knee_of(B, r.t_compute_s, r.t_memory_s)
+
+
+def ops_per_step(model, batch, ops_1: float, ops_b: float, b: int) -> np.ndarray:
+    """Operators one eager decode step dispatches at ``batch`` sequences, from counts at 1 and ``b`` sequences.
+
+    A dense model dispatches the same operators at every batch: ops(B) = ops(1). The measured MoE runs the
+    experts the batch routes to, one after another (``measure_torch.MoE``), so its operators grow with the
+    expected experts hit, E_hit(B) = E · (1 − (1 − k/E)^B) (random routing; engine.roofline):
+
+        ops(B) = ops(1) + (ops(b) − ops(1)) · (E_hit(B) − E_hit(1)) / (E_hit(b) − E_hit(1))
+    """
+    from ..engine.roofline import expected_experts_hit
+
+    B = np.asarray(batch, dtype=float)
+    if not model.n_experts or b <= 1:
+        return np.full_like(B, float(ops_1))
+    hit = lambda n: expected_experts_hit(model.n_experts, model.experts_per_token, n)  # noqa: E731
+    span = hit(float(b)) - hit(1.0)
+    share = (hit(B) - hit(1.0)) / span if span > 0 else 0.0 * B
+    return ops_1 + (ops_b - ops_1) * share
 
 
 def calibrated_times(model, system, batch, context, dtype: str, eta_max: float, m_half: float, eta_memory: float,
