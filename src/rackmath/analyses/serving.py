@@ -237,6 +237,11 @@ def load_stack(framework=None) -> Stack:
 # --------------------------------------------------------------------------------------
 
 
+def mixed_steps_per_decode(prefill_per_step, chunk_tokens):
+    """n = p / c: mixed steps per decode step, when p prompt tokens per step arrive in chunks of c (Sarathi-Serve)."""
+    return np.asarray(prefill_per_step, dtype=float) / np.asarray(chunk_tokens, dtype=float)
+
+
 def time_sliced_schedule(t_decode, t_mixed, prefill_per_step, chunk_tokens, seqs, acceptance, isl_new, osl):
     """Chunked prefill time-sliced with decode, as continuous-batching schedulers run it.
 
@@ -254,7 +259,7 @@ def time_sliced_schedule(t_decode, t_mixed, prefill_per_step, chunk_tokens, seqs
     steps, TPOT = (t_decode + n·(b − 1)/b·(t_mixed − t_decode)) / A.
     Returns (t̄, TPOT, output tokens/s per micro-batch stream, prefill-bound mask).
     """
-    n = np.asarray(prefill_per_step, dtype=float) / np.asarray(chunk_tokens, dtype=float)
+    n = mixed_steps_per_decode(prefill_per_step, chunk_tokens)
     b = np.asarray(seqs, dtype=float)
     t_bar = np.where(n <= 1.0, t_decode + n * (t_mixed - t_decode), t_mixed)
     others = np.maximum(b - 1.0, 0.0) / np.maximum(b, 1.0)
@@ -905,7 +910,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         t_mix = speculative_step(eager_step(res_m.tpot_s, step_kernels(res_m), tau_e), t_draft, k)
         t_bar, t_tpot, x_rep, prefill_bound = time_sliced_schedule(t_dec, t_mix, p_step, c_tot, b, A, isl_new, w.osl)
         x_out = x_rep * dp * ppd
-        n_mix = p_step / c_tot
+        n_mix = mixed_steps_per_decode(p_step, c_tot)
         t_pf = np.ceil(isl_new / c_rank) * t_mix
         ttft = t_pf + prefill_wait(t_bar, t_pf, rho) + eff.request_overhead_s
         little = C * w.osl / x_out - (w.osl - 1.0) * t_tpot
