@@ -190,6 +190,59 @@ def test_cache_write_counts_the_slot_written_not_the_cache():
     assert got["elementwise_bytes_per_seq"] == pytest.approx(136 + 384 + 384 + 130 + 10, rel=1e-12)
 
 
+def test_a_run_that_would_take_an_hour_is_refused_before_it_starts():
+    """fp16 on a CPU without fast fp16 matmuls ran `measure --quick` for 4 min 48 s (fuzz: a "hang"). With a 256³
+    probe per dtype as the peak, the square benchmarks alone bound it: 4 calls × 2·(1024³ + 2048³) FLOP at
+    1 GFLOP/s = 4 × 19.33 s = 77 s; the GEMM pass and sweep add more, past the 120 s limit of --quick."""
+    from rackmath import measuring
+    from rackmath.errors import InputError
+
+    class FakeTorch:
+        rates = {"fp16": 1e9, "bf16": 2e11, "fp32": 1e11}
+
+        def bench_matmul(self, dev, d, sizes, min_time):
+            return [{"flops_per_s": self.rates[d]}]
+
+    class Dev:
+        type = "cpu"
+
+    plan = dict(measuring.PLANS[("cpu", True)])
+    spec = am.scale_model(load_model("llama-3.1-8b"), plan["budget"], "bf16")
+    points = [(B, L) for L in plan["contexts"] for B in plan["batches"]]
+    assert 4 * 2.0 * (1024**3 + 2048**3) / 1e9 == pytest.approx(77.31, abs=0.01)
+    with pytest.raises(InputError) as e:
+        measuring._check_duration(FakeTorch(), Dev(), ["fp16"], "fp16", spec, plan, points, True)
+    assert e.value.field == "dtype" and "fp16" in str(e.value) and "1 GFLOP/s" in str(e.value)
+    measuring._check_duration(FakeTorch(), Dev(), ["bf16"], "bf16", spec, plan, points, True)  # seconds: runs
+    FakeTorch.rates = {"bf16": 1e9, "fp32": 1e9}  # a uniformly slow device: too many points, not the dtype
+    with pytest.raises(InputError) as e:
+        measuring._check_duration(FakeTorch(), Dev(), ["bf16"], "bf16", spec, plan, points, True)
+    assert e.value.field == "batch"
+
+
+def test_an_allocation_the_device_refuses_is_one_line(monkeypatch):
+    """torch reports a refused allocation as RuntimeError (CPU: "can't allocate memory", CUDA: OutOfMemoryError,
+    "Tried to allocate 2.00 GiB"); measure names what to shrink instead of a bug report. Other errors pass."""
+    from rackmath import measuring
+    from rackmath.errors import InputError
+
+    def boom(model, **kw):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
+                           "memory: you tried to allocate 536870912 bytes. Error code 12")
+
+    monkeypatch.setattr(measuring, "_measure", boom)
+    with pytest.raises(InputError) as e:
+        measuring.measure("llama-3.1-8b", quick=True)
+    assert e.value.field == "memory" and "537 MB" in str(e.value) and "--context" in str(e.value)
+    monkeypatch.setattr(measuring, "_measure", lambda model, **kw: (_ for _ in ()).throw(
+        RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.1 GiB total)")))
+    with pytest.raises(InputError, match="2.00 GiB"):
+        measuring.measure("llama-3.1-8b")
+    monkeypatch.setattr(measuring, "_measure", lambda model, **kw: (_ for _ in ()).throw(RuntimeError("other")))
+    with pytest.raises(RuntimeError, match="other"):
+        measuring.measure("llama-3.1-8b")
+
+
 def test_missing_torch_is_one_line_exit_2(monkeypatch):
     import sys
 

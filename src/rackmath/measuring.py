@@ -18,16 +18,16 @@ from .errors import InputError
 
 # Sizes per (device type, quick): weight budget of the decode model, batches, contexts, steps, GEMM sizes.
 PLANS = {
-    ("cpu", True): dict(budget=256e6, kv_budget=1e9, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+    ("cpu", True): dict(max_seconds=120, budget=256e6, kv_budget=1e9, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
                         contexts=(128, 1024), steps=3, warmup=1, square=(1024, 2048),
                         tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), min_time=0.02),
-    ("cpu", False): dict(budget=1e9, kv_budget=4e9, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), contexts=(128, 2048),
+    ("cpu", False): dict(max_seconds=1200, budget=1e9, kv_budget=4e9, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), contexts=(128, 2048),
                          steps=6, warmup=2, square=(512, 1024, 2048, 4096),
                          tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048), min_time=0.05),
-    ("cuda", True): dict(budget=4e9, kv_budget=20e9, batches=(1, 4, 16, 64, 128, 256, 512, 1024), contexts=(256, 4096), steps=5,
+    ("cuda", True): dict(max_seconds=120, budget=4e9, kv_budget=20e9, batches=(1, 4, 16, 64, 128, 256, 512, 1024), contexts=(256, 4096), steps=5,
                          warmup=2, square=(4096, 8192),
                          tokens=(1, 4, 16, 64, 128, 256, 512, 1024, 4096), min_time=0.05),
-    ("cuda", False): dict(budget=8e9, kv_budget=40e9, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048),
+    ("cuda", False): dict(max_seconds=600, budget=8e9, kv_budget=40e9, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048),
                           contexts=(256, 4096), steps=10, warmup=3, square=(2048, 4096, 8192, 16384),
                           tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), min_time=0.1),
 }
@@ -68,9 +68,68 @@ def _median(xs):
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
-def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: bool = False, name: str | None = None,
-            batches=None, contexts=None, weight_budget: float | None = None, threads: int | None = None,
-            progress=None) -> dict:
+def _out_of_memory(exc: BaseException) -> bool:
+    """An allocation the device or the process limit refused (torch raises RuntimeError / OutOfMemoryError)."""
+    if isinstance(exc, MemoryError):
+        return True
+    msg = str(exc).lower()
+    return isinstance(exc, RuntimeError) and ("out of memory" in msg or "can't allocate memory" in msg
+                                               or "cannot allocate memory" in msg)
+
+
+def measure(model="llama-3.1-8b", **kw) -> dict:
+    """Measure this machine and compare a real decode sweep with its roofline (:func:`_measure`).
+
+    An allocation the device refuses (the model, a KV cache, a benchmark buffer, thread stacks under a memory
+    limit) is a one-line error naming what to shrink, not a crash.
+    """
+    try:
+        return _measure(model, **kw)
+    except (RuntimeError, MemoryError) as exc:
+        if not _out_of_memory(exc):
+            raise
+        import re
+
+        m = re.search(r"allocate (\d+) bytes|Tried to allocate ([\d.]+ \w+)", str(exc))
+        what = (f"{int(m.group(1)) / 1e6:.0f} MB" if m and m.group(1) else m.group(2)) if m else "memory"
+        raise InputError("memory", f"the device refused to allocate {what} ({type(exc).__name__})",
+                         "smaller --context, --batch or --weight-budget, fewer --threads, or more free memory") from None
+
+
+def _check_duration(mt, dev, dts, dtype, spec, plan, points, quick) -> None:
+    """Refuse, before it starts, a run that would take far longer than the plan's limit.
+
+    A 256³ matmul per dtype (fp32 as the reference) gives each dtype's rate in a fraction of a second; with
+    it as the peak, :func:`analyses.measure.estimated_seconds` plus the square-GEMM benchmarks (four calls per
+    size) bound the run's time from below. fp16 on most CPUs runs ~100× below bf16 and would take an hour.
+    """
+    from . import units
+    from .analyses import measure as am
+
+    rate = {d: max(r["flops_per_s"] for r in mt.bench_matmul(dev, d, (256,), min_time=0.005))
+            for d in dict.fromkeys([*dts, "fp32"])}
+    probe_bw = 50e9 if dev.type == "cpu" else 1e12  # only to bound the weight-streaming terms from below
+    squares = sum(4 * 2.0 * n**3 / rate[d] for d in dts for n in plan["square"])
+    est = squares + am.estimated_seconds(spec, rate[dtype], probe_bw, plan["tokens"], points,
+                                         plan["steps"] + plan["warmup"], dtype, plan["min_time"])
+    if est <= plan["max_seconds"]:
+        return
+    slow = [d for d in dts if rate[d] < 0.1 * max(rate.values())]
+    if slow:
+        raise InputError("dtype", f"{', '.join(slow)} matmuls run at {units.format_si(min(rate[d] for d in slow), 'FLOP/s')}"
+                         f" on this {dev.type} ({units.format_si(max(rate.values()), 'FLOP/s')} for "
+                         f"{max(rate, key=rate.get)}): the run would take at least {est:.0f} s (limit "
+                         f"{plan['max_seconds']} s{' with --quick' if quick else ''})",
+                         "a dtype the device runs fast (bf16 or fp32 on most CPUs)")
+    raise InputError("batch", f"the run would take at least {est:.0f} s at this device's "
+                     f"{units.format_si(rate[dtype], 'FLOP/s')} (limit {plan['max_seconds']} s"
+                     f"{' with --quick' if quick else ''})",
+                     "fewer or smaller --batch / --context values, or a smaller --weight-budget")
+
+
+def _measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: bool = False, name: str | None = None,
+             batches=None, contexts=None, weight_budget: float | None = None, threads: int | None = None,
+             progress=None) -> dict:
     """Measure this machine and compare a real decode sweep with its roofline.
 
     ``model``: a catalog name or HF config.json (scaled down to fit, same family); ``dtypes``: matmul dtypes
@@ -131,6 +190,11 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
     src = load_model(model)
     spec = am.scale_model(src, plan["budget"], dtype)
 
+    # (batch, context) points whose KV cache fits the KV budget
+    points = [(B, L) for L in plan["contexts"] for B in plan["batches"]
+              if B * spec.kv_cache_bytes(L, dtype) <= plan["kv_budget"]]
+    _check_duration(mt, dev, dts, dtype, spec, plan, points, quick)
+
     # -------- micro-benchmarks
     adv = stage("matmul peaks", len(dts) * len(plan["square"]))
     matmul, peaks = {}, {}
@@ -144,6 +208,9 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
     adv = stage("memory bandwidth", 1)
     bw = mt.bench_bandwidth(dev, max(spec.weight_bytes(), 64e6), min_time=plan["min_time"])
     adv()
+    # (batch, context) points whose KV cache fits the KV budget
+    points = [(B, L) for L in plan["contexts"] for B in plan["batches"]
+              if B * spec.kv_cache_bytes(L, dtype) <= plan["kv_budget"]]
     shapes = am.gemm_shapes(spec)
     adv = stage(f"GEMM efficiency vs tokens ({dtype}, the model's matrices)", 1)
     small = mt.bench_gemm_pass(dev, dtype, shapes, plan["tokens"], min_time=plan["min_time"], reps=3)
@@ -186,9 +253,6 @@ def measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: b
     preset_d = am.preset_from_microbenchmarks(f"{cname}-eager", cname, fit, gemv_bw, bw["bytes_per_s"], ops,
                                               dispatch, attn["kv_bytes_per_s"], elem_s)
     rows = []
-    # (batch, context) points whose KV cache fits the KV budget
-    points = [(B, L) for L in plan["contexts"] for B in plan["batches"]
-              if B * spec.kv_cache_bytes(L, dtype) <= plan["kv_budget"]]
     adv = stage(f"decode sweep ({spec.name})", len(points))
     for B, L in points:
         ts = mt.decode_steps(net, dev, dtype, B, L, plan["steps"], plan["warmup"])

@@ -290,6 +290,26 @@ def ops_per_step(model, batch, ops_1: float, ops_b: float, b: int) -> np.ndarray
     return ops_1 + (ops_b - ops_1) * share
 
 
+def estimated_seconds(model, peak_flops: float, bandwidth: float, tokens, points, steps: int, dtype: str,
+                      min_time: float) -> float:
+    """A lower bound on the time ``rackmath measure`` spends in its GEMM pass and decode sweep, from the
+    measured peak and bandwidth (the lecture's roofline, nothing else):
+
+        GEMM pass: Σ_M max(min_time, 3 · (2·M·N_params / peak + W / BW))     (three timed passes per M)
+        sweep:     Σ_(B, L) steps · max(2·B·N_active / peak, (W + B·KV(L)) / BW)
+
+    Real runs add dispatch and elementwise time, so the true figure is larger; a dtype the device has no fast
+    matmul for (fp16 on most CPUs: ~100× below bf16) shows up here before it runs for an hour.
+    """
+    W = float(model.weight_bytes(dtype))
+    n_params = float(model.total_params)
+    n_active = float(model.active_params)
+    gemm = sum(max(min_time, 3.0 * (2.0 * m * n_params / peak_flops + W / bandwidth)) for m in tokens)
+    sweep = sum(steps * max(2.0 * B * n_active / peak_flops, (W + B * float(model.kv_cache_bytes(L, dtype))) / bandwidth)
+                for B, L in points)
+    return gemm + sweep
+
+
 def calibrated_times(model, system, batch, context, dtype: str, eta_max: float, m_half: float, eta_memory: float,
                      eta_kv: float | None = None, overhead_s: float = 0.0,
                      elementwise_s_per_seq: float = 0.0) -> dict:
