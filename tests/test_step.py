@@ -28,6 +28,46 @@ def test_compose_is_the_lecture_roofline_when_ideal():
     assert float(s.step) == pytest.approx(a + b + 1e-3)
 
 
+def test_collectives_that_leave_the_scale_up_domain_pay_the_scale_out_latency():
+    """t_op = n_kernels·τ + n_coll·τ_c + n_out·τ_out + …: 4 all-reduces of which 2 cross the NIC, τ_c = 10 µs,
+    τ_out = 30 µs → 40 + 60 = 100 µs of latency. In a layout, TP 16 over 8-GPU NVLink domains sends both
+    all-reduces of every layer across the scale-out network; TP 8 sends none."""
+    from dataclasses import replace
+
+    from rackmath.engine.layout import HwNumbers, ModelNumbers, evaluate
+    from rackmath.specs.hardware import load_hardware
+    from rackmath.specs.models import load_model
+
+    eff = replace(SERIAL, scaleout_latency_s=3e-5, step_overhead_s=0.0)
+    t = compose([Op("allreduce", collectives=4, scaleout_collectives=2)], 1e12, eff)
+    assert float(t.latency["allreduce"]) == pytest.approx(4 * 1e-5 + 2 * 3e-5)
+    mn = ModelNumbers.from_model(load_model("llama-3.1-70b"), 1024)
+    hw = HwNumbers.from_system(load_hardware("hgx-h100"))
+    assert hw.scaleup_size == 8 and mn.n_layers == 80
+    for tp, crossing in ((8, 0), (16, 2 * 80)):
+        with_out, without = (evaluate(mn, hw, tp=tp, ep=1, pp=1, micro_batch=1, efficiency=e, chips=16).row(0)
+                             for e in (eff, replace(eff, scaleout_latency_s=0.0)))
+        assert with_out["t_allreduce_s"] - without["t_allreduce_s"] == pytest.approx(crossing * 3e-5, abs=1e-12)
+
+
+def test_fp8_gemms_launch_an_activation_quantisation_kernel(monkeypatch):
+    """With QUANT_KERNELS_PER_GEMM = 1, a GEMM whose weights are ≤ 1 byte per parameter launches one more kernel
+    per weight GEMM: routed experts 6 + 2, MLA projections 8 + 4, gated FFN 3 + 2; a BF16 one does not."""
+    import rackmath.engine.step as st
+
+    monkeypatch.setattr(st, "QUANT_KERNELS_PER_GEMM", 1)
+    assert (st.op_kernels("experts", True), st.op_kernels("qkv_o_mla", True), st.op_kernels("dense_ffn", True)) == \
+        (8.0, 12.0, 5.0)
+    assert st.op_kernels("dense_ffn", False) == 3.0 and st.op_kernels("router", True) == 3.0
+    fp8 = roofline("deepseek-v3", "hgx-h200", batch=1, context=1024, weights_dtype="fp8", efficiency=SERIAL)
+    monkeypatch.setattr(st, "QUANT_KERNELS_PER_GEMM", 0)
+    base = roofline("deepseek-v3", "hgx-h200", batch=1, context=1024, weights_dtype="fp8", efficiency=SERIAL)
+    extra = float(fp8.step_s) - float(base.step_s)
+    # 61 layers × 4 MLA GEMMs + 58 MoE layers × (2 routed + 2 shared) + 3 dense layers × 2 = 482 kernels × 5 µs
+    # (the attention operator holds its BF16 norms too: "≤ 1 byte per weight" reads "< 1.5 bytes")
+    assert extra == pytest.approx((61 * 4 + 58 * 4 + 3 * 2) * 5e-6, rel=1e-9)
+
+
 def test_scaling_book_17ms_is_unchanged():
     """published.md SB2: Llama 3 70B, batch 32 at 8,192, int8 weights + KV, 8 TPU v5e → ≈ 17 ms (ideal)."""
     r = roofline("llama-3.1-70b", "tpu-v5e-pod", chips=8, batch=32, context=8192, weights_dtype="int8",

@@ -992,7 +992,8 @@ def _derive(r: "ServeResult") -> Derivation:
     b = d.add("b", "min(max(C / (dp · PP), 1), max batch)", f"{C:g} / ({lay.dp} · {lay.pp})", _f(info["b"]), "",
               "sequences per micro-batch per replica",
               expr=f"min(max(C / ({lay.dp} * {lay.pp}), 1), {p.stack.max_batch_size})", key="b")
-    d.add("t_verify", "Σ_ops [n_kernels·τ_k + n_coll·τ_c + max(F/(peak·η_c(M)), B/(BW·η_m), net/η_comm)] · PP "
+    d.add("t_verify", "Σ_ops [n_kernels·τ_k + n_coll·τ_c + n_out·τ_out + max(F/(peak·η_c(M)), B/(BW·η_m), "
+          "net/η_comm)] · PP "
           "+ t_sched", f"compute {fmt(v['t_compute_ms'] / 1e3, 's')}, weights {fmt(v['t_weights_ms'] / 1e3, 's')}, "
           f"KV {fmt(v['t_kv_ms'] / 1e3, 's')}, comm {fmt(v['t_comm_ms'] / 1e3, 's')}, latencies "
           f"{fmt(v['t_latency_ms'] / 1e3, 's')}, scheduler {fmt(v['overhead_ms'] / 1e3, 's')} "

@@ -10,8 +10,11 @@ from .common import JSON_OPT
 
 
 def _progress(enabled: bool):
-    """rich progress bars on stderr (stdout stays clean for --json); a no-op when disabled."""
-    if not enabled:
+    """rich progress bars on stderr (stdout stays clean for --json); a no-op when disabled or when stderr is not
+    a terminal (a log or a pipe gets no bar lines, and an error stays the one line it is)."""
+    import sys
+
+    if not enabled or not sys.stderr.isatty():
         return None, None
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -50,7 +53,7 @@ def register(app: typer.Typer) -> None:
         output: Path = typer.Option(None, "--output", "-o", help="Plot file (.png or .svg); with --save the "
                                                                  "default is DIR/<chip>.png."),
         force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
-        no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+        no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars (they show only on a terminal)."),
         json: bool = JSON_OPT,
     ):
         """Measure matmul FLOP/s, memory bandwidth and a real decode sweep; compare with this machine's roofline."""

@@ -459,7 +459,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
 
     # --- one stage step on the most-loaded chip: per-layer operators (engine/step.py)
     from .comms import allreduce_time, p2p_time
-    from .step import ELEMENTWISE_KERNELS_PER_LAYER, KERNELS, Op, compose
+    from .step import ELEMENTWISE_KERNELS_PER_LAYER, KERNELS, Op, compose, op_kernels
 
     eff = _effective(hw, efficiency, collective_latency_s)
     comp = None if overlap is None else ("overlap" if overlap == "max" else "serial")
@@ -483,9 +483,10 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     ops = []
     for name, nbytes, params in comps:
         tok = np.where(adp, b * head_tok / tp * adp_imb, b * head_tok) if name == "lm_head" else t_attn
+        quant = nbytes < 1.5 * params  # about 1 byte per weight or less: FP8 / FP4 GEMMs (norms stay BF16)
         ops.append(Op(name, flops=2.0 * tok * params * frac[name] / ashard, bytes=nbytes * frac[name] / ashard,
                       peak=hw.peak_flops, m=tok,
-                      kernels=KERNELS["qkv_o_mla" if name == "qkv_o" and mn.mla else name] * layers[name]))
+                      kernels=op_kernels("qkv_o_mla" if name == "qkv_o" and mn.mla else name, quant) * layers[name]))
     kv_shard = np.where(adp, tp, np.minimum(tp, mn.kv_heads))
     head_shard = np.where(adp, tp, tp)  # attention heads: split by TP, or by sequences under attention DP
     ops.append(Op("attention", flops=b * mn.attn_flops_per_seq * s_frac / head_shard * adp_imb,
@@ -500,20 +501,23 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
         p_exp = mn.expert_params or mn.expert_flops_per_seq / np.maximum(2.0 * k * mn.n_moe_layers * pl, 1e-300)
         ops.append(Op("experts", flops=2.0 * t_routed * p_exp * L_moe / moe_tp,
                       bytes=L_moe * e_chip * hit * mn.expert_weight_bytes / moe_tp, peak=hw.peak_flops,
-                      m=np.maximum(t_routed / active, 1e-9), kernels=KERNELS["experts"] * L_moe))
+                      m=np.maximum(t_routed / active, 1e-9),
+                      kernels=op_kernels("experts", mn.expert_weight_bytes < 1.5 * p_exp) * L_moe))
     ops.append(Op("elementwise", kernels=ELEMENTWISE_KERNELS_PER_LAYER * L_stage))
 
     # --- collectives per stage step
     ar_bw = np.where(tp <= S, hw.scaleup_bw, hw.scaleout_bw)
     ar_bytes = tokens * mn.d_model * act_bytes
     n_ar = np.where(adp | (tp <= 1), 0.0, 2.0 * L_stage)
-    ops.append(Op("allreduce", net_s=n_ar * allreduce_time(ar_bytes, tp, ar_bw), collectives=n_ar))
+    ops.append(Op("allreduce", net_s=n_ar * allreduce_time(ar_bytes, tp, ar_bw), collectives=n_ar,
+                  scaleout_collectives=np.where(tp > S, n_ar, 0.0)))
     if mn.is_moe:
         fan = moe_fanout(mn.experts_per_token, ep, moe_tp)
         a2a_bytes = moe_alltoall_bytes(t_attn, fan, mn.d_model, act_bytes)  # per chip, per MoE layer
         n_a2a = np.where(adp & (tp > 1), 2.0 * L_moe, 0.0)
         ops.append(Op("alltoall", net_s=np.where(n_a2a > 0, L_moe * alltoall_split_time(
-            a2a_bytes, tp, S, hw.scaleup_bw, hw.scaleout_bw), 0.0), collectives=n_a2a))
+            a2a_bytes, tp, S, hw.scaleup_bw, hw.scaleout_bw), 0.0), collectives=n_a2a,
+            scaleout_collectives=np.where(tp > S, n_a2a, 0.0)))
         out_share = np.where(adp, scaleout_share(tp, S), 0.0)
         so_bytes = np.where(adp, L_moe * a2a_bytes * out_share, 0.0)
     else:

@@ -145,7 +145,7 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None,
     T·k/E_hit rows each) and attention (the KV read, FLOPs at the KV dtype's peak). Their sums
     are the lecture's F = T · 2N_active' + F_attn and W_read + KV_read.
     """
-    from .step import ELEMENTWISE_KERNELS_PER_LAYER, KERNELS, Op
+    from .step import ELEMENTWISE_KERNELS_PER_LAYER, KERNELS, Op, op_kernels
 
     T = np.asarray(tokens, dtype=float)
     n = np.asarray(chips, dtype=float)
@@ -163,7 +163,7 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None,
               pb["lm_head"] + (pb["embedding"] if tied else 0.0), 1))
     mla = getattr(model, "attention", "") == "mla"
     ops = [Op(name, flops=2.0 * T * params / n, bytes=nbytes / n, peak=peak, m=T,
-              kernels=KERNELS["qkv_o_mla" if name == "qkv_o" and mla else name] * layers)
+              kernels=op_kernels("qkv_o_mla" if name == "qkv_o" and mla else name, nbytes < 1.5 * params) * layers)
            for name, nbytes, params, layers in comps if nbytes > 0 or params > 0]
     if getattr(model, "n_experts", 0):
         k, nm = model.experts_per_token, model.n_moe_layers
@@ -171,7 +171,8 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None,
         read = np.full_like(np.asarray(hit, dtype=float), float(model.n_experts)) if weight_read == "all" else hit
         ops.append(Op("experts", flops=2.0 * T * k * nm * model.expert_params / n,
                       bytes=nm * read * model.expert_weight_bytes(dtype) / n, peak=peak,
-                      m=T * k / np.maximum(hit, 1e-9), kernels=KERNELS["experts"] * nm))
+                      m=T * k / np.maximum(hit, 1e-9),
+                      kernels=op_kernels("experts", model.expert_weight_bytes(dtype) < 1.5 * model.expert_params) * nm))
     ops.append(Op("attention", flops=np.asarray(f_attn, dtype=float) / n, bytes=np.asarray(kv_read, dtype=float) / n,
                   peak=attn_peak, kernels=KERNELS["attention"] * model.n_layers, kv=True))
     ops.append(Op("elementwise", kernels=ELEMENTWISE_KERNELS_PER_LAYER * model.n_layers))

@@ -4,9 +4,11 @@ Every engine path (``roofline``, ``layout.evaluate``, serving) describes a step 
 operators (:class:`Op`: FLOPs, HBM bytes, network time, kernels, collectives, GEMM rows)
 and calls :func:`compose`. Each operator costs
 
-    t_op = n_kernels · τ_kernel + n_coll · τ_coll + max(F / (peak · η_c(M)), B / (BW · η_m), t_net / η_comm)
+    t_op = n_kernels · τ_kernel + n_coll · τ_coll + n_out · τ_out
+           + max(F / (peak · η_c(M)), B / (BW · η_m), t_net / η_comm)
 
-with η_c(M) = η_c · M / (M + M½) for GEMMs of M rows (tokens), and the step is
+with η_c(M) = η_c · M / (M + M½) for GEMMs of M rows (tokens); n_out of the operator's collectives leave the
+scale-up domain and pay τ_out more (NIC, switch and proxy hops). The step is
 
     serial:  t_step = Σ_op t_op + t_sched                     (kernels one after another)
     overlap: t_step = max(Σ F/(peak·η_c), Σ B/(BW·η_m), Σ t_net/η_comm) + Σ latencies + t_sched
@@ -35,6 +37,22 @@ ELEMENTWISE_KERNELS_PER_LAYER = 4
 KERNELS = {"qkv_o": 3, "qkv_o_mla": 8, "attention": 1, "router": 3, "dense_ffn": 3, "shared_experts": 3,
            "experts": 6, "lm_head": 2, "dense": 6}
 
+#: Weight GEMMs each operator runs per layer (the rest of its kernels are norms, RoPE, activations, routing).
+GEMMS = {"qkv_o": 2, "qkv_o_mla": 4, "attention": 0, "router": 0, "dense_ffn": 2, "shared_experts": 2,
+         "experts": 2, "lm_head": 0, "dense": 4}
+
+#: Kernels a GEMM with quantised activations adds: FP8 / FP4 weight-and-activation GEMMs (DeepSeek's FP8 blocks,
+#: NVFP4, per-tensor FP8) quantise their input in a kernel of their own before the GEMM (vLLM
+#: ``per_token_group_quant_fp8``, SGLang ``sglang_per_token_group_quant_fp8``, TensorRT-LLM FP8 quantize).
+QUANT_KERNELS_PER_GEMM = 0
+
+
+def op_kernels(name: str, quantised=False):
+    """Kernels one operator launches per layer: ``KERNELS[name]``, plus one activation-quantisation kernel per
+    GEMM (:data:`QUANT_KERNELS_PER_GEMM`) when its weights are ≤ 1 byte per parameter (``quantised``)."""
+    return KERNELS[name] + np.where(quantised, GEMMS[name] * QUANT_KERNELS_PER_GEMM, 0.0)
+
+
 #: Display order and which layer type each operator belongs to (``--ops``).
 OP_ORDER = ("qkv_o", "attention", "router", "dense_ffn", "shared_experts", "experts", "dense", "lm_head",
             "elementwise", "allreduce", "alltoall", "handoff", "draft", "scheduler")
@@ -60,6 +78,7 @@ class Op:
     net_s: object = 0.0
     kernels: object = 0.0
     collectives: object = 0.0
+    scaleout_collectives: object = 0.0  # of ``collectives``, those that leave the scale-up domain
     m: object = None
     latency_s: object = 0.0
     kv: bool = False  # bytes are KV-cache reads (reported as t_kv rather than t_weights)
@@ -125,7 +144,8 @@ def compose(ops, hbm_bw, eff, *, scale=1.0, fixed=None, composition=None, sched_
         m = np.asarray(op.bytes, dtype=float) / (hbm_bw * eff.eta_memory)
         n = np.asarray(op.net_s, dtype=float) / eff.eta_comm
         lat = (np.asarray(op.kernels, dtype=float) * eff.kernel_latency_s
-               + np.asarray(op.collectives, dtype=float) * eff.collective_latency_s + op.latency_s)
+               + np.asarray(op.collectives, dtype=float) * eff.collective_latency_s
+               + np.asarray(op.scaleout_collectives, dtype=float) * eff.scaleout_latency_s + op.latency_s)
         tc[op.name], tm[op.name], tn[op.name], tl[op.name] = c, m, n, lat
         t[op.name] = lat + np.maximum(np.maximum(c, m), n)
         sum_c = sum_c + c
