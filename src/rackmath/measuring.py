@@ -99,14 +99,16 @@ def measure(model="llama-3.1-8b", **kw) -> dict:
 def _check_duration(mt, dev, dts, dtype, spec, plan, points, quick) -> None:
     """Refuse, before it starts, a run that would take far longer than the plan's limit.
 
-    A 256³ matmul per dtype (fp32 as the reference) gives each dtype's rate in a fraction of a second; with
-    it as the peak, :func:`analyses.measure.estimated_seconds` plus the square-GEMM benchmarks (four calls per
-    size) bound the run's time from below. fp16 on most CPUs runs ~100× below bf16 and would take an hour.
+    A 256³ matmul per dtype (4096³ on a GPU, which runs 256³ launch-bound; fp32 as the reference) gives each
+    dtype's rate in a fraction of a second; with it as the peak, :func:`analyses.measure.estimated_seconds` plus
+    the square-GEMM benchmarks (four calls per size) bound the run's time from below. fp16 on most CPUs runs
+    ~100× below bf16 and would take an hour.
     """
     from . import units
     from .analyses import measure as am
 
-    rate = {d: max(r["flops_per_s"] for r in mt.bench_matmul(dev, d, (256,), min_time=0.005))
+    probe_n = 256 if dev.type == "cpu" else 4096  # on an H200 a 256³ matmul ran at 1.1 TFLOP/s, 4096³ at ~700
+    rate = {d: max(r["flops_per_s"] for r in mt.bench_matmul(dev, d, (probe_n,), min_time=0.005))
             for d in dict.fromkeys([*dts, "fp32"])}
     probe_bw = 50e9 if dev.type == "cpu" else 1e12  # only to bound the weight-streaming terms from below
     squares = sum(4 * 2.0 * n**3 / rate[d] for d in dts for n in plan["square"])
