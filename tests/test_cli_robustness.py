@@ -224,6 +224,8 @@ _SERVE = ("serve", "-m", "llama-3.1-8b", "-H", "h100", "--isl", "100", "--osl", 
     (("--usd-per-gpu-hour", "1e30"), "usd_per_gpu_hour"),
     (("--prefill-gpus", "1e30", "--decode-gpus", "8"), "prefill_gpus"),
     (("--redundant-experts", "-3"), "redundant_experts"),
+    (("--pp", "1e30"), "pp"),  # a whole number past 10⁶ (once a numpy TypeError on a 31-digit int)
+    (("--tp", "1e30"), "tp"),
 ])
 def test_serve_layout_flags(extra, field):
     code, _, err = run_cli(*_SERVE, *extra)

@@ -261,6 +261,9 @@ def test_missing_torch_is_one_line_exit_2(monkeypatch):
     (["--batch", "1,2"], "batch"),
     (["--weight-budget", "5 TB"], "weight_budget"),
     (["--context", "0"], "context"),  # refused before the benchmark (it once ran 4 min, then divided by zero)
+    (["--threads", "1,2,4"], "threads"),  # once read as 124 threads (commas taken as thousands separators)
+    (["--threads", str((__import__("os").cpu_count() or 1) + 1)], "threads"),  # more than the CPUs
+    (["--save", "/etc/hostname/sub/dir"], "save"),  # an ancestor that is a file: refused before the run
 ])
 def test_bad_input_is_one_line_exit_2(args, field):
     pytest.importorskip("torch")

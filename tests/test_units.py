@@ -157,6 +157,8 @@ def test_count_round_trip(n):
     (units.parse_usd_per_hour, "two dollars"),
     (units.parse_count, "-200K"),
     (units.parse_count, "abc"),
+    (units.parse_count, "1,2,4"),  # a list, not 124: separators only between groups of three digits
+    (units.parse_bytes, "12,34 GB"),
     (units.parse_duration, "soon"),
     (units.parse_duration, "-3 ms"),
 ])
@@ -178,3 +180,8 @@ def test_nan_never_passes():
     for fn in (units.parse_bytes, units.parse_bandwidth, units.parse_flops, units.parse_count, units.parse_duration):
         with pytest.raises(InputError):
             fn(math.nan)
+
+
+def test_thousands_separators_between_groups_of_three():
+    assert units.parse_count("1,000,000") == 1e6 and units.parse_count("8_192") == 8192
+    assert units.parse_bytes("1,000 GB") == 1e12 and units.parse_count("1,000.5") == 1000.5

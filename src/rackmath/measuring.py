@@ -157,8 +157,9 @@ def _measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: 
     dev = mt.resolve_device(device)
     load = _load()
     if threads is not None:
-        if not 1 <= int(threads) <= 1024:
-            raise InputError("threads", f"{threads!r}", "1 to 1024 CPU threads")
+        cpus = os.cpu_count() or 1
+        if not 1 <= int(threads) <= cpus:
+            raise InputError("threads", f"{threads!r}", f"1 to {cpus} CPU threads (this machine's CPUs)")
         torch.set_num_threads(int(threads))
     elif dev.type == "cpu":
         torch.set_num_threads(default_threads(torch.get_num_threads(), load))

@@ -100,10 +100,20 @@ _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _QTY = re.compile(r"^\s*" + _NUM + r"\s*(Ki|Mi|Gi|Ti|Pi|[kKMGTPE]?)\s*(.*?)\s*$")
 
 
+def _digit_groups(s: str, field: str, accepted: str) -> str:
+    """Drop thousands separators ('1,000,000', '8_192') — only where they separate groups of three digits:
+    '1,2,4' is a list, not 124."""
+    if "," not in s and "_" not in s:
+        return s
+    if not re.match(r"^[+-]?\d{1,3}([,_]\d{3})+(\.\d*)?(?!\d)", s):
+        raise InputError(field, f"cannot read {s!r} (a comma or _ separates groups of three digits)", accepted)
+    return s.replace(",", "").replace("_", "")
+
+
 def _split(text: str, field: str, accepted: str) -> tuple[float, float, str]:
     if isinstance(text, (int, float)):
         return float(text), 1.0, ""
-    s = str(text).replace(",", "").replace("_", "")
+    s = _digit_groups(str(text).strip(), field, accepted)
     m = _QTY.match(s)
     if not m:
         raise InputError(field, f"cannot read {text!r}", accepted)
@@ -179,7 +189,7 @@ def parse_count(text: str | float, field: str = "count") -> float:
     accepted = "a number such as '8192', '200K' (= 200,000), '8Ki' (= 8,192) or '1.5M'"
     if isinstance(text, (int, float)):
         return _finite_positive(float(text), field, accepted, allow_zero=True, kind="count")
-    s = str(text).strip().replace(",", "").replace("_", "")
+    s = _digit_groups(str(text).strip(), field, accepted)
     m = re.match(r"^" + _NUM + r"\s*([kK]i|Mi|Gi|Ti|[kKMGBT]?)\s*(?:tokens?|tok)?\s*$", s)
     if not m:
         raise InputError(field, f"cannot read {text!r}", accepted)

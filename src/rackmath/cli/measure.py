@@ -79,14 +79,22 @@ def register(app: typer.Typer) -> None:
             raise InputError("weight_budget", units.format_bytes(wb), "1 MB to 1 TB")
         th = None
         if threads is not None:
+            import os
+
             th = units.parse_count(threads, "threads")
-            if th != int(th) or not 1 <= th <= 1024:
-                raise InputError("threads", f"{threads!r}", "a whole number from 1 to 1024")
+            cpus = os.cpu_count() or 1
+            if th != int(th) or not 1 <= th <= cpus:
+                raise InputError("threads", f"{threads!r}", f"a whole number from 1 to {cpus} (this machine's CPUs: "
+                                 "more threads only contend for them)")
             th = int(th)
         if output is not None:
             check_output(output, force, "output", (".png", ".svg", ".pdf"))
-        if save is not None and save.exists() and not save.is_dir():
-            raise InputError("save", f"{save} exists and is not a directory", "a directory (created when missing)")
+        if save is not None:
+            up = save
+            while not up.exists() and up.parent != up:  # the directory is created later: its nearest existing
+                up = up.parent                          # ancestor must be a directory, checked before the run
+            if not up.is_dir():
+                raise InputError("save", f"{up} exists and is not a directory", "a directory (created when missing)")
         if save is not None and name:
             for p in (save / f"{name}.toml", save / f"{name}-records.toml"):
                 if p.exists() and not force:
