@@ -16,20 +16,23 @@ import time
 
 from .errors import InputError
 
-# Sizes per (device type, quick): weight budget of the decode model, batches, contexts, steps, GEMM sizes.
+# Sizes per (device type, quick): weight budget of the decode model, batches, contexts, steps, GEMM sizes, and the
+# longest run allowed (a lower bound on the run's time above it is refused before it starts: _check_duration).
 PLANS = {
-    ("cpu", True): dict(max_seconds=120, budget=256e6, kv_budget=1e9, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+    ("cpu", True): dict(budget=256e6, kv_budget=1e9, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
                         contexts=(128, 1024), steps=3, warmup=1, square=(1024, 2048),
-                        tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), min_time=0.02),
-    ("cpu", False): dict(max_seconds=1200, budget=1e9, kv_budget=4e9, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), contexts=(128, 2048),
-                         steps=6, warmup=2, square=(512, 1024, 2048, 4096),
-                         tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048), min_time=0.05),
-    ("cuda", True): dict(max_seconds=120, budget=4e9, kv_budget=20e9, batches=(1, 4, 16, 64, 128, 256, 512, 1024), contexts=(256, 4096), steps=5,
-                         warmup=2, square=(4096, 8192),
-                         tokens=(1, 4, 16, 64, 128, 256, 512, 1024, 4096), min_time=0.05),
-    ("cuda", False): dict(max_seconds=600, budget=8e9, kv_budget=40e9, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048),
+                        tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), min_time=0.02, max_seconds=120),
+    ("cpu", False): dict(budget=1e9, kv_budget=4e9, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+                         contexts=(128, 2048), steps=6, warmup=2, square=(512, 1024, 2048, 4096),
+                         tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048), min_time=0.05,
+                         max_seconds=1200),
+    ("cuda", True): dict(budget=4e9, kv_budget=20e9, batches=(1, 4, 16, 64, 128, 256, 512, 1024),
+                         contexts=(256, 4096), steps=5, warmup=2, square=(4096, 8192),
+                         tokens=(1, 4, 16, 64, 128, 256, 512, 1024, 4096), min_time=0.05, max_seconds=120),
+    ("cuda", False): dict(budget=8e9, kv_budget=40e9, batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048),
                           contexts=(256, 4096), steps=10, warmup=3, square=(2048, 4096, 8192, 16384),
-                          tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), min_time=0.1),
+                          tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), min_time=0.1,
+                          max_seconds=600),
 }
 
 
@@ -211,9 +214,6 @@ def _measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: 
     adv = stage("memory bandwidth", 1)
     bw = mt.bench_bandwidth(dev, max(spec.weight_bytes(), 64e6), min_time=plan["min_time"])
     adv()
-    # (batch, context) points whose KV cache fits the KV budget
-    points = [(B, L) for L in plan["contexts"] for B in plan["batches"]
-              if B * spec.kv_cache_bytes(L, dtype) <= plan["kv_budget"]]
     shapes = am.gemm_shapes(spec)
     adv = stage(f"GEMM efficiency vs tokens ({dtype}, the model's matrices)", 1)
     small = mt.bench_gemm_pass(dev, dtype, shapes, plan["tokens"], min_time=plan["min_time"], reps=3)
