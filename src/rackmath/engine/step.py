@@ -50,8 +50,11 @@ QUANT_KERNELS_PER_GEMM = 0
 
 
 def op_kernels(name: str, quantised=False):
-    """Kernels one operator launches per layer: ``KERNELS[name]``, plus one activation-quantisation kernel per
-    GEMM (:data:`QUANT_KERNELS_PER_GEMM`) when its weights are ≤ 1 byte per parameter (``quantised``)."""
+    """Kernels one operator launches per layer: ``KERNELS[name]``, plus :data:`QUANT_KERNELS_PER_GEMM` per weight
+    GEMM when its weights are quantised (``quantised``: the callers test < 1.5 bytes per parameter, so that FP8
+    projections with their BF16 norms count)."""
+    if not QUANT_KERNELS_PER_GEMM:
+        return float(KERNELS[name])
     return KERNELS[name] + np.where(quantised, GEMMS[name] * QUANT_KERNELS_PER_GEMM, 0.0)
 
 
