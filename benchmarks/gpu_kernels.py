@@ -88,7 +88,7 @@ def _timer(dev):
     return run
 
 
-def _weights(n_bytes: float, k: int, n: int, dtype, dev, pool: float):
+def _weights(k: int, n: int, dtype, dev, pool: float):
     """Enough distinct K×N weight matrices that cycling through them streams ``pool`` bytes (no L2 reuse)."""
     per = k * n * torch.finfo(dtype).bits // 8
     copies = max(2, min(64, math.ceil(pool / per)))
@@ -98,7 +98,7 @@ def _weights(n_bytes: float, k: int, n: int, dtype, dev, pool: float):
 def bench_gemv(dev, dtype, sizes, pool, iters, timer):
     rows = []
     for k, n in sizes:
-        ws = _weights(0, k, n, dtype, dev, pool)
+        ws = _weights(k, n, dtype, dev, pool)
         x = torch.randn(1, k, dtype=dtype, device=dev)
         outs = [torch.empty(1, n, dtype=dtype, device=dev) for _ in ws]
 
@@ -116,7 +116,7 @@ def bench_gemv(dev, dtype, sizes, pool, iters, timer):
 def bench_gemm(dev, dtype, shapes, ms, pool, iters, timer):
     rows = []
     for k, n in shapes:
-        ws = _weights(0, k, n, dtype, dev, pool)
+        ws = _weights(k, n, dtype, dev, pool)
         for m in ms:
             x = torch.randn(m, k, dtype=dtype, device=dev)
             outs = [torch.empty(m, n, dtype=dtype, device=dev) for _ in ws]

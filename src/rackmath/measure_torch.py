@@ -430,8 +430,9 @@ def _storage(t) -> int | None:
 
 def count_ops(model, dev, dtype: str, context: int, batch: int = 8) -> dict:
     """What one decode step dispatches, counted (not timed): aten operators (each one a kernel launch on a
-    GPU) at batch 1 and at ``batch`` (an MoE runs more experts there), and the activation bytes the non-matmul operators (norms, activations, residual adds,
-    softmax, top-1, cache writes) read and write per sequence, counted at ``batch`` sequences."""
+    GPU) at batch 1 and at ``batch`` (an MoE runs more experts there), and the activation bytes the non-matmul
+    operators (norms, activations, residual adds, softmax, top-1, cache writes) read and write per sequence,
+    counted at ``batch`` sequences."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     def nbytes(x):

@@ -697,18 +697,15 @@ class ServeResult(ResultMixin):
 
 def _check_layout_flags(tp, ep, pp, redundant_experts, usd_per_gpu_hour):
     """Given layout degrees are whole numbers ≥ 1 (0 is not 'default'); a price is finite and not absurd."""
-    def whole(v):  # a float first: a huge Python int (10³⁰) is not something np.isfinite accepts
-        try:
-            f = float(v)
-        except (TypeError, ValueError, OverflowError):
-            return None
-        return f if np.isfinite(f) and f == int(f) else None
+    from ..bounds import check_int
+
+    def degree(v):  # numpy scalars as Python numbers; check_int takes ints (any size) and whole floats
+        return v.item() if isinstance(v, np.generic) else v
 
     for name, v in (("tp", tp), ("ep", ep), ("pp", pp)):
-        if v is not None and (whole(v) is None or not 1 <= whole(v) <= 1e6):
-            raise InputError(name, f"{v!r} is not a whole number from 1 to 10⁶", "a parallel degree ≥ 1")
-    if whole(redundant_experts) is None or not 0 <= whole(redundant_experts) <= 1e6:
-        raise InputError("redundant_experts", f"{redundant_experts!r}", "a whole number from 0 to 10⁶")
+        if v is not None:
+            check_int(degree(v), name, 1, 10**6, "a whole number from 1 to 10⁶: a parallel degree ≥ 1")
+    check_int(degree(redundant_experts), "redundant_experts", 0, 10**6, "a whole number from 0 to 10⁶")
     if usd_per_gpu_hour is not None:
         check_positive(usd_per_gpu_hour, "usd_per_gpu_hour", "a price in $ per GPU-hour", allow_zero=True,
                        maximum=1e4)
