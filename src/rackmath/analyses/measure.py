@@ -301,11 +301,14 @@ def estimated_seconds(model, peak_flops: float, bandwidth: float, tokens, points
     Real runs add dispatch and elementwise time, so the true figure is larger; a dtype the device has no fast
     matmul for (fp16 on most CPUs: ~100× below bf16) shows up here before it runs for an hour.
     """
+    from ..engine.roofline import step_time
+
     W = float(model.weight_bytes(dtype))
     n_params = float(model.total_params)
     n_active = float(model.active_params)
     gemm = sum(max(min_time, 3.0 * (2.0 * m * n_params / peak_flops + W / bandwidth)) for m in tokens)
-    sweep = sum(steps * max(2.0 * B * n_active / peak_flops, (W + B * float(model.kv_cache_bytes(L, dtype))) / bandwidth)
+    sweep = sum(steps * float(step_time(2.0 * B * n_active / peak_flops, W / bandwidth,
+                                        B * float(model.kv_cache_bytes(L, dtype)) / bandwidth))
                 for B, L in points)
     return gemm + sweep
 
