@@ -243,6 +243,18 @@ def test_one_max_context_with_the_model_limit():
     assert d["max_context_fit"] == mc.tokens and d["warning"]
 
 
+def test_serve_memory_line_and_max_context_agree():
+    # serve fills 90% of HBM (USABLE_MEMORY_FRACTION); its "longest context" uses the same budget:
+    # Llama-3.1-8B BF16 on one H100: (0.9 · 80 GB − 16.06 GB of weights) / 131,072 B of KV per token ≈ 426.8k tokens
+    d = json.loads(run_cli("serve", "llama-3.1-8b", "-H", "hgx-h100", "-n", "1", "--isl", "128", "--osl", "128", "-c", "1",
+                           "--json")[1])
+    assert d["fits"] and d["max_context"] == pytest.approx((0.9 * 80e9 - 16.06e9) / 131072, rel=2e-3)
+    # Qwen2.5-72B BF16 on 2 × H100 (72.7 GB of weights per GPU > 72 GB): neither fits nor holds any context
+    d = json.loads(run_cli("serve", "qwen2.5-72b", "-H", "hgx-h100", "-n", "2", "--tp", "2", "--isl", "128",
+                           "--osl", "128", "-c", "1", "--weights-dtype", "bf16", "--json")[1])
+    assert not d["fits"] and d["max_context"] == 0
+
+
 def test_train_searches_a_layout_that_fits():
     code, out, err = run_cli("train", "llama-3.1-70b", "-n", "10000", "-D", "15T", "--json")
     assert code == 0, err

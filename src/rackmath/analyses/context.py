@@ -313,19 +313,21 @@ def context_warning(model, context) -> str | None:
 
 
 def max_context(model, hardware, *, gpus=None, concurrency=1.0, weights_dtype=None, kv_dtype=None,
-                deployment=None, **layout) -> MaxContext:
+                deployment=None, usable_fraction=1.0, **layout) -> MaxContext:
     """The one answer to "max context": the longest context at which ``concurrency`` sequences fit in memory
     (weights sharded over the deployment, KV, workspace: ``Deployment.max_context``, lecture c_mem 01:03:37),
     with the model's own limit beside it and a warning when memory allows more than the model can use.
     ``deployment`` (an ``engine.layout.Deployment``) or ``gpus`` + layout degrees (tp, ep, pp, attention_dp, …;
-    default: one scale-up domain, TP over all of it). Used by ``racks memory``, ``context`` and ``serve``."""
+    default: one scale-up domain, TP over all of it). ``usable_fraction``: the share of HBM the stack may fill
+    (``serve`` passes its own 0.9, so that its memory line and this answer agree). Used by ``racks memory``,
+    ``context`` and ``serve``."""
     from ..engine.layout import Deployment
     from ..specs.models import load_model
 
     m = load_model(model)
     dep = deployment or Deployment.build(hardware, gpus, model=m, **layout)
     tokens = float(dep.max_context(m, concurrency=float(concurrency), weights_dtype=weights_dtype,
-                                   kv_dtype=kv_dtype))
+                                   kv_dtype=kv_dtype, usable_fraction=usable_fraction))
     lim = model_context_limit(m)
     warning = None
     if lim and tokens > lim:

@@ -24,6 +24,7 @@ def _context_limits(r, model, hardware, weights_dtype, kv_dtype, redundant) -> d
     """The one max-context answer (analyses.context.max_context) for the decode layout serve used, and warnings
     when the request (ISL + OSL) or the memory limit passes the model's own context limit."""
     from ..analyses.context import context_warning, max_context
+    from ..analyses.serving import USABLE_MEMORY_FRACTION
     from ..errors import InputError
 
     out = {"max_context": None, "model_max_context": None, "warnings": []}
@@ -32,7 +33,7 @@ def _context_limits(r, model, hardware, weights_dtype, kv_dtype, redundant) -> d
         mc = max_context(model, hardware, gpus=lay.get("gpus"), concurrency=float(r.concurrency),
                          weights_dtype=weights_dtype, kv_dtype=kv_dtype, tp=lay.get("tp"), ep=lay.get("ep", 1),
                          pp=lay.get("pp", 1), attention_dp=bool(lay.get("attention_dp")), redundant_experts=redundant,
-                         uneven_experts=True, allow_idle=True)
+                         uneven_experts=True, allow_idle=True, usable_fraction=USABLE_MEMORY_FRACTION)
     except (InputError, TypeError, ValueError):
         return out
     w = context_warning(r.model if hasattr(r.model, "name") else __import__(
