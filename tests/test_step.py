@@ -172,6 +172,31 @@ def test_time_sliced_prefill_stalls_the_stream():
     assert bool(b2) and float(x2) == pytest.approx(1000 * 20 / (1000 * 0.12))
 
 
+def test_lock_step_waves():
+    """wave_schedule, hand-derived: 8 prompts of 3,200 tokens through 8,192-token passes of 0.2 s, 30 ms decode."""
+    ttft, tpot, x, t_wave = serving.wave_schedule(8.0, 1, 3200.0, 800.0, 8192.0, 0.2, 0.03)
+    n = 3200 / 8192  # passes per prompt
+    assert float(t_wave) == pytest.approx(8 * n * 0.2)  # 0.625 s: the wave's 25,600 prompt tokens
+    assert float(ttft) == pytest.approx((n * 9 / 2 + 0.5) * 0.2)  # 0.452 s: prompt i done after ⌈i·n⌉ passes
+    assert float(tpot) == pytest.approx((0.625 - float(ttft) + 799 * 0.03) / 799)  # waits for the rest of the wave
+    assert float(x) == pytest.approx(8 * 800 / (0.625 + 799 * 0.03))  # 260.2 tok/s
+    # one client: Little's law, X = OSL / (TTFT + (OSL − 1) · TPOT), TPOT = the decode step
+    ttft1, tpot1, x1, _ = serving.wave_schedule(1.0, 1, 3200.0, 800.0, 8192.0, 0.2, 0.03)
+    assert (float(ttft1), float(tpot1)) == pytest.approx((0.2, 0.03))
+    assert float(x1) == pytest.approx(800 / (0.2 + 799 * 0.03))
+    # a prompt longer than a pass: ⌈20,000 / 8,192⌉ = 3 passes before its first token
+    assert float(serving.wave_schedule(1.0, 1, 20000.0, 100.0, 8192.0, 0.2, 0.03)[0]) == pytest.approx(0.6)
+    # in serve: --arrivals waves moves the prefill out of TPOT into TTFT; the derivation reproduces every value
+    kw = dict(gpus=8, tp=8, isl=3200, osl=800, concurrency=8, framework="vllm", efficiency="hopper-serving")
+    steady = rackmath.serve("deepseek-v3", "hgx-h200", **kw)
+    waves = rackmath.serve("deepseek-v3", "hgx-h200", arrivals="waves", **kw)
+    assert waves.ttft_ms > 2 * steady.ttft_ms and waves.tpot_ms < steady.tpot_ms
+    assert waves.explain().check() == []
+    with pytest.raises(InputError) as e:
+        rackmath.serve("deepseek-v3", "hgx-h200", arrivals="burst", **kw)
+    assert e.value.field == "arrivals"
+
+
 def test_speculative_step_runs_the_draft_k_times():
     r = rackmath.serve("deepseek-v3", "hgx-h200", gpus=8, tp=8, isl=1000, osl=1000, concurrency=1, mtp=3,
                        acceptance=2.5, framework="sglang")

@@ -33,6 +33,7 @@ from ..results import ResultMixin
 
 from ..errors import InputError, check_positive
 from ..explain import Derivation, fmt
+from ..specs.records import ARRIVALS  # request arrival patterns: "steady" (spread out) or "waves" (lock-step)
 
 #: Largest number of tokens one step processes per replica (prefill chunk + decode), TensorRT-LLM's
 #: default ``max_num_tokens`` (LLM API BuildConfig), also the scale of vLLM's chunked-prefill budget.
@@ -281,6 +282,36 @@ def prefill_wait(t_bar, prefill_s, utilisation):
     return 0.5 * np.asarray(t_bar, dtype=float) + rho / (2.0 * (1.0 - rho)) * prefill_s
 
 
+
+
+def wave_schedule(seqs, ranks, isl_new, osl, budget, t_pass, t_decode, acceptance=1.0):
+    """Lock-step waves: C clients at fixed ISL/OSL that start together stay together.
+
+    A closed-loop benchmark client (``bench_serving --max-concurrency C --random-range-ratio 1``, a burst
+    of C fixed-length prompts) sends C prompts at once; identical requests finish together and the
+    next C arrive together, so prefill and decode alternate in waves instead of interleaving
+    (published.md §1i caveats; the dstack runs' TTFT of 1–67 s at C = 4–128). Per attention rank,
+    b_r = b / R prompts of ISL_new tokens pass through prefill passes of at most ``budget`` tokens:
+
+        n = ISL_new / budget                          passes per prompt
+        N = max(⌈n⌉, b_r · n)                         passes per wave, t_wave = N · t_pass
+        TTFT = t_pass · max(⌈n⌉, n (b_r + 1)/2 + 1/2)  mean over the wave (prompt i is done after ⌈i·n⌉ passes)
+        TPOT = (t_wave − TTFT + (OSL − 1)/A · t_decode) / (OSL − 1)   (a prompt's decode waits for the wave)
+        X = b · OSL / (t_wave + (OSL − 1)/A · t_decode)               output tokens/s per replica
+
+    Returns (mean TTFT, TPOT, output tokens/s per replica, t_wave).
+    """
+    b = np.asarray(seqs, dtype=float)
+    b_r = np.maximum(b / np.asarray(ranks, dtype=float), 1.0)
+    n = float(max(isl_new, 1.0)) / np.asarray(budget, dtype=float)
+    t_pass = np.asarray(t_pass, dtype=float)
+    t_wave = np.maximum(np.ceil(n), b_r * n) * t_pass
+    ttft = np.minimum(np.maximum(np.ceil(n), n * (b_r + 1.0) / 2.0 + 0.5) * t_pass, t_wave)
+    decode = (osl - 1.0) / float(acceptance) * np.asarray(t_decode, dtype=float)
+    tpot = (t_wave - ttft + decode) / max(osl - 1.0, 1.0)
+    return ttft, tpot, b * osl / (t_wave + decode), t_wave
+
+
 def speculative_step(t_verify, t_draft, mtp):
     """Speculative decoding / MTP step: t = t_verify(k + 1 tokens per sequence) + k · t_draft.
 
@@ -307,6 +338,7 @@ class Workload:
     mtp: int = 0
     acceptance: float = 1.0
     cached_share: float = 0.0
+    arrivals: str = "steady"  # "steady" (requests arrive spread out) or "waves" (lock-step, wave_schedule)
 
     @property
     def isl_new(self) -> float:
@@ -648,6 +680,7 @@ class ServeResult(ResultMixin):
     notes: list = field(default_factory=list)
     framework: str = "generic"
     efficiency_label: str = ""
+    arrivals: str = "steady"
     _derivation: object = None
 
     def __getattr__(self, name):
@@ -669,7 +702,7 @@ class ServeResult(ResultMixin):
         out.update(model=self.model, hardware=self.hardware, mode=self.mode, gpus=self.gpus, isl=self.isl,
                    osl=self.osl, layout=self.layout, layout_chosen=self.layout_chosen, efficiency=self.efficiency,
                    weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype, mtp=self.mtp,
-                   acceptance=self.acceptance, cached_share=self.cached_share,
+                   acceptance=self.acceptance, cached_share=self.cached_share, arrivals=self.arrivals,
                    usd_per_gpu_hour=self.usd_per_gpu_hour, notes=list(self.notes))
         for k in ("t_compute_ms", "t_weights_ms", "t_kv_ms", "t_comm_ms", "t_latency_ms", "overhead_ms",
                   "prefill_tokens_per_step", "decode_step_ms", "mixed_step_ms"):
@@ -750,7 +783,7 @@ def _check_inputs(gpus, isl, osl, concurrency, mtp, acceptance, cached_share, pr
 def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None, pp=None, attention_dp=None,
          weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None, decode_gpus=None,
          cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None, redundant_experts=0,
-         uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None) -> Plan:
+         uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None, arrivals="steady") -> Plan:
     """Validate the inputs and fix what does not depend on the efficiency: workload, layout(s), stack, dtypes.
 
     Layout flags mean what they say: with ``tp`` given the layout is built from the flags; with
@@ -785,7 +818,13 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
     cdt = chip.compute_dtype(wdt or m.native_dtype)
     price = chip.usd_per_hour if usd_per_gpu_hour is None else float(usd_per_gpu_hour)
     eff = resolve(chip.name, efficiency, ideal)
-    wl = Workload(isl, osl, np.asarray(concurrency, dtype=float), mtp, a, float(cached_share))
+    if arrivals == "waves" and prefill_gpus is not None:
+        raise InputError("arrivals", "waves with separate prefill and decode pools", "steady (aggregated "
+                                                                                     "deployments only for waves)")
+    if arrivals not in ARRIVALS:
+        raise InputError("arrivals", f"{arrivals!r}", "steady (requests spread out) or waves (lock-step, "
+                                                      "a closed-loop client at fixed lengths)")
+    wl = Workload(isl, osl, np.asarray(concurrency, dtype=float), mtp, a, float(cached_share), str(arrivals))
     disagg = prefill_gpus is not None
     n_dec = int(decode_gpus) if disagg else gpus
     p = Plan(m, system, wl, Layout(n_dec, 1), stack, wdt, kvdt, cdt, gpus, price,
@@ -903,6 +942,20 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
             notes.append("the prefill pool limits throughput: the decode pool idles part of the time")
         n_mix = np.zeros_like(np.asarray(t_dec))
         t_mix = t_dec
+    elif w.arrivals == "waves":
+        ranks = lay.tp if lay.attention_dp else 1
+        c_rank = np.minimum(np.maximum(b / ranks, 1.0) * isl_new, float(st.max_num_tokens or np.inf))
+        mn_w = mixed_numbers(mn_d, m, extra_tokens_per_seq=ranks * c_rank / b, isl=w.isl,
+                             chunk=np.minimum(isl_new, c_rank), cached_share=w.cached_share, kv_dtype=p.kv_dtype)
+        res_w = _run(p, mn_w, lay, eff, b)
+        t_mix = eager_step(res_w.tpot_s, step_kernels(res_w), stack_eager_s(eff, st.name))
+        ttft, t_tpot, x_rep, t_wave = wave_schedule(b, ranks, isl_new, w.osl, c_rank, t_mix, t_dec, A)
+        x_out = x_rep * dp * ppd
+        ttft = ttft + eff.request_overhead_s
+        t_bar, n_mix = t_dec, np.zeros_like(np.asarray(t_dec))
+        prefill_bound = np.zeros(np.shape(x_out), dtype=bool)
+        info.update(chunk=c_rank, t_mixed=t_mix, t_wave=t_wave)
+        notes.append("arrivals in lock-step waves: each wave's prompts are prefilled before it decodes")
     else:
         ranks = lay.tp if lay.attention_dp else 1
         sch = prefill_schedule(b, ranks, isl_new, w.osl, A, k, st.max_num_tokens)
@@ -949,7 +1002,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
                       gpus=gp, isl=w.isl, osl=w.osl, layout=layout, layout_chosen=lay.chosen, efficiency=eff.name,
                       weights_dtype=p.weights_dtype or m.native_dtype, kv_dtype=p.kv_dtype, mtp=k, acceptance=A,
                       cached_share=w.cached_share, usd_per_gpu_hour=p.usd_per_gpu_hour, values=values,
-                      prefill=info.get("prefill"), notes=notes)
+                      prefill=info.get("prefill"), notes=notes, arrivals=w.arrivals)
     out.framework = st.name
     out.efficiency_label = eff.label()
     out._plan, out._eff, out._res, out._info = p, eff, res_d, info
@@ -959,19 +1012,22 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
 def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None, pp=None, attention_dp=None,
           weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None, decode_gpus=None,
           cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None, redundant_experts=0,
-          uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None) -> "ServeResult":
+          uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None,
+          arrivals="steady") -> "ServeResult":
     """Steady-state serving of ``model`` on ``gpus`` GPUs of ``hardware``: ``evaluate(plan(...))``.
 
     ``concurrency`` (sequences in flight across the deployment) may be a numpy array; the rest are
     single values. Layout flags follow conventions.md (given flags are honoured, the rest chosen).
     ``efficiency`` None/'auto' picks the calibrated preset for the chip (a cross-family preset, named,
-    for chips without their own), ``ideal=True`` the lecture's roofline; ``framework`` a stack preset.
+    for chips without their own), ``ideal=True`` the lecture's roofline; ``framework`` a stack preset;
+    ``arrivals`` "steady" (default) or "waves" (:func:`wave_schedule`: a closed-loop client at fixed lengths).
     """
     p = plan(model, hardware, gpus=gpus, isl=isl, osl=osl, concurrency=concurrency, tp=tp, ep=ep, pp=pp,
              attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance,
              prefill_gpus=prefill_gpus, decode_gpus=decode_gpus, cached_share=cached_share, ideal=ideal,
              efficiency=efficiency, usd_per_gpu_hour=usd_per_gpu_hour, redundant_experts=redundant_experts,
-             uneven_experts=uneven_experts, kv_shards=kv_shards, framework=framework, max_num_tokens=max_num_tokens)
+             uneven_experts=uneven_experts, kv_shards=kv_shards, framework=framework, max_num_tokens=max_num_tokens,
+             arrivals=arrivals)
     return evaluate(p)
 
 
@@ -1008,6 +1064,8 @@ def _derive(r: "ServeResult") -> Derivation:
               key="t_draft")
     td = d.add("t_decode", "t_verify + k · t_draft", f"… + {k} · …", _f(info["t_decode"]), "s",
                expr=f"t_verify + {k} * t_draft" if k else "t_verify", key="t_decode")
+    if r.mode == "aggregated" and w.arrivals == "waves":
+        return _derive_waves(d, r, v, b)
     if r.mode == "aggregated":
         d.add("p", "b · ISL_new · A / OSL", f"{b:g} · {w.isl_new:g} · {A:g} / {w.osl:g}", _f(info["prefill_per_step"]),
               "tokens", "prompt tokens needed per decode step", expr=f"b * {w.isl_new!r} * {A!r} / {w.osl!r}", key="p")
@@ -1059,6 +1117,49 @@ def _derive(r: "ServeResult") -> Derivation:
     d.conclusion = f"→ {fmt(v['output_tok_s_per_gpu'], 'tok/s')} per GPU at {v['tokens_per_s_per_user']:.3g} " \
                    f"tok/s per user; {str(np.asarray(r.values['bottleneck']).ravel()[0])}-bound" + \
                    ("; " + "; ".join(r.notes) if r.notes else "")
+    return d
+
+
+def _derive_waves(d: Derivation, r: "ServeResult", v: dict, b: float) -> Derivation:
+    """The rest of the derivation under lock-step waves (:func:`wave_schedule`)."""
+    p, eff, info = r._plan, r._eff, r._info
+    w, lay, A = p.workload, p.layout, p.workload.acceptance
+    R = lay.tp if lay.attention_dp else 1
+    bud = float(p.stack.max_num_tokens or np.inf)
+    d.add("c_r", "min(max(b/R, 1) · ISL_new, budget)", f"R = {R}, budget {p.stack.max_num_tokens or '∞'}",
+          _f(info["chunk"]), "tokens", "prompt tokens one rank carries per prefill pass",
+          expr=f"min(max(b / {R}, 1) * {w.isl_new!r}, {bud!r})", key="c_r")
+    d.add("t_pass", "max(the step carrying R·c_r prompt tokens, its kernels · τ_eager)", "", _f(info["t_mixed"]),
+          "s", "an eager step: no CUDA graph, the host dispatches every kernel", key="t_pass")
+    d.add("n", "ISL_new / c_r", "", max(w.isl_new, 1.0) / _f(info["chunk"]), "", "prefill passes per prompt",
+          expr=f"{max(w.isl_new, 1.0)!r} / c_r", key="n")
+    d.add("t_wave", "max(⌈n⌉, b_r·n) · t_pass", "", _f(info["t_wave"]), "s",
+          "every prompt of the wave prefilled (b_r = max(b/R, 1) per rank)",
+          expr=f"max(ceil(n), max(b / {R}, 1) * n) * t_pass", key="t_wave")
+    d.add("TTFT_wave", "min(max(⌈n⌉, n·(b_r + 1)/2 + 1/2) · t_pass, t_wave)", "",
+          (v["ttft_ms"] / 1e3) - _f(eff.request_overhead_s), "s", "mean over the wave: prompt i is done after ⌈i·n⌉ passes",
+          expr=f"min(max(ceil(n), n * (max(b / {R}, 1) + 1) / 2 + 0.5) * t_pass, t_wave)", key="ttft_w")
+    d.add("t̄", "t_decode (a wave decodes with no prefill beside it)", "", v["step_ms"] / 1e3, "s", expr="t_decode",
+          key="tbar")
+    d.add("TPOT", "(t_wave − TTFT_wave + (OSL − 1)/A · t_decode) / (OSL − 1)", "", v["tpot_ms"] / 1e3, "s",
+          "a prompt's decode waits for the rest of its wave's prefill",
+          expr=f"(t_wave - ttft_w + ({w.osl!r} - 1) / {A!r} * t_decode) / max({w.osl!r} - 1, 1)", key="tpot")
+    d.add("tok/s/user", "1 / TPOT", "", v["tokens_per_s_per_user"], "tok/s", expr="1 / tpot")
+    d.add("X_out", "dp·PP·b·OSL / (t_wave + (OSL − 1)/A · t_decode)", "", v["output_tok_s"], "tok/s",
+          "one wave's output over one wave's period", key="X",
+          expr=f"{lay.dp * lay.pp} * b * {w.osl!r} / (t_wave + ({w.osl!r} - 1) / {A!r} * t_decode)")
+    d.add("X_out/GPU", "X_out / N_GPU", f"{fmt(v['output_tok_s'], 'tok/s')} / {r.gpus}", v["output_tok_s_per_gpu"],
+          "tok/s", "every GPU counted", expr=f"X / {r.gpus}")
+    d.add("X_total/GPU", "X_out · (1 + ISL/OSL) / N_GPU", "", v["total_tok_s_per_gpu"], "tok/s",
+          expr=f"X * (1 + {w.isl!r} / {w.osl!r}) / {r.gpus}")
+    d.add("TTFT", "TTFT_wave + t_request", "", v["ttft_ms"] / 1e3, "s",
+          f"t_request = {fmt(_f(eff.request_overhead_s), 's')} host time per request",
+          expr=f"ttft_w + {_f(eff.request_overhead_s)!r}")
+    d.add("$/Mtok", "N_GPU · $/GPU-h / 3600 / X_out · 10⁶", f"{r.gpus} · ${r.usd_per_gpu_hour:g}/h …",
+          v["usd_per_mtok_output"], "$/Mtok", "output tokens",
+          expr=f"{r.gpus} * {r.usd_per_gpu_hour!r} / 3600 / X * 1e6")
+    d.conclusion = f"→ {fmt(v['output_tok_s_per_gpu'], 'tok/s')} per GPU at {v['tokens_per_s_per_user']:.3g} " \
+                   f"tok/s per user in lock-step waves" + ("; " + "; ".join(r.notes) if r.notes else "")
     return d
 
 

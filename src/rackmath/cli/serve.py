@@ -80,6 +80,9 @@ def register(app: typer.Typer) -> None:
         framework: str = typer.Option(None, "--framework", help="Serving stack preset: trtllm, vllm, sglang "
                                                                 "(prefill budget, batch cap, scheduler overlap; "
                                                                 "default: a generic stack, named in the output)."),
+        arrivals: str = typer.Option("steady", "--arrivals", help="steady: requests arrive spread out (a production "
+                                     "stream); waves: lock-step, C prompts at once (a closed-loop benchmark client "
+                                     "at fixed lengths, a fixed-length burst, C = 1)."),
         ideal: bool = IDEAL_OPT,
         efficiency: str = EFF_OPT,
         price: str = USD_OPT,
@@ -109,7 +112,7 @@ def register(app: typer.Typer) -> None:
                   mtp=_count(mtp, "mtp"), acceptance=acc, prefill_gpus=_count(prefill_gpus, "prefill_gpus"),
                   decode_gpus=_count(decode_gpus, "decode_gpus"), cached_share=cached_share, ideal=ideal,
                   efficiency=efficiency, redundant_experts=_count(redundant_experts, "redundant_experts") or 0,
-                  uneven_experts=uneven_experts, framework=framework,
+                  uneven_experts=uneven_experts, framework=framework, arrivals=arrivals,
                   usd_per_gpu_hour=None if price is None else units.parse_usd_per_hour(price, "usd_per_gpu_hour"))
         if ops or ops_plot:
             from .common import print_ops

@@ -39,6 +39,8 @@ METRICS = {
 UNITS = {"output_tok_s_per_gpu": "tok/s/GPU", "total_tok_s_per_gpu": "tok/s/GPU", "tpot_s": "s", "ttft_s": "s",
          "tok_s_per_user": "tok/s", "step_s": "s", "e2e_s": "s", "prefill_s": "s", "prefill_tok_s_per_gpu": "tok/s/GPU"}
 STATUSES = ("measured", "approximate", "derived")
+#: How requests arrive (analyses.serving.ARRIVALS): spread out, or in lock-step waves.
+ARRIVALS = ("steady", "waves")
 FRAMEWORKS = ("trtllm", "vllm", "sglang", "atom", "dynamo", "jax", "torch", "other")
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,79}$")
@@ -155,12 +157,14 @@ FIELDS: dict = {
     "kv_dtype": (_dtype, None, False, "KV-cache dtype (default: the model's)"),
     "mtp": (_num(0, 16, integer=True), ("serve",), False, "speculative tokens per step (MTP/EAGLE)"),
     "acceptance": (_num(1, 17), ("serve",), False, "mean tokens emitted per verification step (1 … mtp + 1)"),
+    "arrivals": (_enum(ARRIVALS), ("serve",), False, "steady (default: requests spread out) or waves (lock-step: a "
+                                                      "closed-loop client at fixed lengths, a fixed-length burst, C = 1)"),
 }
 
 #: Fields that describe the configuration (what a prediction needs), in order.
 INPUTS = ("model", "hardware", "gpus", "prefill_gpus", "decode_gpus", "tp", "ep", "pp", "attention_dp",
           "redundant_experts", "kv_shards", "isl", "osl", "concurrency", "max_batch", "batch", "context",
-          "cached_share", "weights_dtype", "kv_dtype", "mtp", "acceptance", "framework")
+          "cached_share", "weights_dtype", "kv_dtype", "mtp", "acceptance", "arrivals", "framework")
 
 
 #: Hardware family of each chip: the unit of leave-one-hardware-family-out and of per-family presets.
