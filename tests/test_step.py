@@ -184,8 +184,9 @@ def test_lock_step_waves():
     ttft1, tpot1, x1, _ = serving.wave_schedule(1.0, 1, 3200.0, 800.0, 8192.0, 0.2, 0.03)
     assert (float(ttft1), float(tpot1)) == pytest.approx((0.2, 0.03))
     assert float(x1) == pytest.approx(800 / (0.2 + 799 * 0.03))
-    # a prompt longer than a pass: ⌈20,000 / 8,192⌉ = 3 passes before its first token
-    assert float(serving.wave_schedule(1.0, 1, 20000.0, 100.0, 8192.0, 0.2, 0.03)[0]) == pytest.approx(0.6)
+    # a prompt longer than a pass: two full passes and a partial one (3,616 tokens) before its first token
+    assert float(serving.wave_schedule(1.0, 1, 20000.0, 100.0, 8192.0, 0.2, 0.03)[0]) == pytest.approx(
+        20000 / 8192 * 0.2)
     # in serve: --arrivals waves moves the prefill out of TPOT into TTFT; the derivation reproduces every value
     kw = dict(gpus=8, tp=8, isl=3200, osl=800, concurrency=8, framework="vllm", efficiency="hopper-serving")
     steady = rackmath.serve("deepseek-v3", "hgx-h200", **kw)

@@ -284,32 +284,37 @@ def prefill_wait(t_bar, prefill_s, utilisation):
 
 
 
-def wave_schedule(seqs, ranks, isl_new, osl, budget, t_pass, t_decode, acceptance=1.0):
+def wave_schedule(seqs, ranks, isl_new, osl, budget, t_pass, t_decode, acceptance=1.0, t_request=0.0):
     """Lock-step waves: C clients at fixed ISL/OSL that start together stay together.
 
-    A closed-loop benchmark client (``bench_serving --max-concurrency C --random-range-ratio 1``, a burst
-    of C fixed-length prompts) sends C prompts at once; identical requests finish together and the
-    next C arrive together, so prefill and decode alternate in waves instead of interleaving
+    A burst or one batch of C fixed-length prompts, or a closed-loop benchmark client
+    (``bench_serving --max-concurrency C --random-range-ratio 1``) on a prefill-first scheduler (SGLang;
+    vLLM V0 without chunked prefill), sends C prompts at once; identical requests finish together and
+    the next C arrive together, so prefill and decode alternate in waves instead of interleaving
     (published.md §1i caveats; the dstack runs' TTFT of 1–67 s at C = 4–128). Per attention rank,
-    b_r = b / R prompts of ISL_new tokens pass through prefill passes of at most ``budget`` tokens:
+    b_r = b / R prompts of ISL_new tokens pass through prefill passes of ``budget`` tokens (the last
+    one partial, its time in proportion to its tokens):
 
         n = ISL_new / budget                          passes per prompt
-        N = max(⌈n⌉, b_r · n)                         passes per wave, t_wave = N · t_pass
-        TTFT = t_pass · max(⌈n⌉, n (b_r + 1)/2 + 1/2)  mean over the wave (prompt i is done after ⌈i·n⌉ passes)
-        TPOT = (t_wave − TTFT + (OSL − 1)/A · t_decode) / (OSL − 1)   (a prompt's decode waits for the wave)
-        X = b · OSL / (t_wave + (OSL − 1)/A · t_decode)               output tokens/s per replica
+        t_wave = b_r · n · t_pass                     the wave's prompt tokens (≥ one pass: budget ≤ b_r · ISL_new)
+        TTFT_w = min(max(⌈n⌉, n (b_r + 1)/2 + 1/2) · t_pass, t_wave)  mean (prompt i is done after ⌈i·n⌉ passes)
+        TTFT = t_request + TTFT_w                                       (host time per request first)
+        TPOT = (t_wave − TTFT_w + (OSL − 1)/A · t_decode) / (OSL − 1)  (a prompt's decode waits for the wave)
+        X = b · OSL / (t_request + t_wave + (OSL − 1)/A · t_decode)    one wave's tokens over its period
 
+    E2E = TTFT + (OSL − 1) · TPOT is the period, so X = b · OSL / E2E (Little's law) holds exactly.
     Returns (mean TTFT, TPOT, output tokens/s per replica, t_wave).
     """
     b = np.asarray(seqs, dtype=float)
     b_r = np.maximum(b / np.asarray(ranks, dtype=float), 1.0)
     n = float(max(isl_new, 1.0)) / np.asarray(budget, dtype=float)
     t_pass = np.asarray(t_pass, dtype=float)
-    t_wave = np.maximum(np.ceil(n), b_r * n) * t_pass
+    t_wave = np.maximum(b_r * n, 1.0) * t_pass
     ttft = np.minimum(np.maximum(np.ceil(n), n * (b_r + 1.0) / 2.0 + 0.5) * t_pass, t_wave)
     decode = (osl - 1.0) / float(acceptance) * np.asarray(t_decode, dtype=float)
     tpot = (t_wave - ttft + decode) / max(osl - 1.0, 1.0)
-    return ttft, tpot, b * osl / (t_wave + decode), t_wave
+    t_req = np.asarray(t_request, dtype=float)
+    return t_req + ttft, tpot, b * osl / (t_req + t_wave + decode), t_wave
 
 
 def speculative_step(t_verify, t_draft, mtp):
@@ -949,9 +954,9 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
                              chunk=np.minimum(isl_new, c_rank), cached_share=w.cached_share, kv_dtype=p.kv_dtype)
         res_w = _run(p, mn_w, lay, eff, b)
         t_mix = eager_step(res_w.tpot_s, step_kernels(res_w), stack_eager_s(eff, st.name))
-        ttft, t_tpot, x_rep, t_wave = wave_schedule(b, ranks, isl_new, w.osl, c_rank, t_mix, t_dec, A)
+        ttft, t_tpot, x_rep, t_wave = wave_schedule(b, ranks, isl_new, w.osl, c_rank, t_mix, t_dec, A,
+                                                    eff.request_overhead_s)
         x_out = x_rep * dp * ppd
-        ttft = ttft + eff.request_overhead_s
         t_bar, n_mix = t_dec, np.zeros_like(np.asarray(t_dec))
         prefill_bound = np.zeros(np.shape(x_out), dtype=bool)
         info.update(chunk=c_rank, t_mixed=t_mix, t_wave=t_wave)
@@ -1133,9 +1138,9 @@ def _derive_waves(d: Derivation, r: "ServeResult", v: dict, b: float) -> Derivat
           "s", "an eager step: no CUDA graph, the host dispatches every kernel", key="t_pass")
     d.add("n", "ISL_new / c_r", "", max(w.isl_new, 1.0) / _f(info["chunk"]), "", "prefill passes per prompt",
           expr=f"{max(w.isl_new, 1.0)!r} / c_r", key="n")
-    d.add("t_wave", "max(⌈n⌉, b_r·n) · t_pass", "", _f(info["t_wave"]), "s",
-          "every prompt of the wave prefilled (b_r = max(b/R, 1) per rank)",
-          expr=f"max(ceil(n), max(b / {R}, 1) * n) * t_pass", key="t_wave")
+    d.add("t_wave", "b_r·n · t_pass", "", _f(info["t_wave"]), "s",
+          "every prompt of the wave prefilled (b_r = max(b/R, 1) per rank; the last pass partial)",
+          expr=f"max(max(b / {R}, 1) * n, 1) * t_pass", key="t_wave")
     d.add("TTFT_wave", "min(max(⌈n⌉, n·(b_r + 1)/2 + 1/2) · t_pass, t_wave)", "",
           (v["ttft_ms"] / 1e3) - _f(eff.request_overhead_s), "s", "mean over the wave: prompt i is done after ⌈i·n⌉ passes",
           expr=f"min(max(ceil(n), n * (max(b / {R}, 1) + 1) / 2 + 0.5) * t_pass, t_wave)", key="ttft_w")
@@ -1145,9 +1150,10 @@ def _derive_waves(d: Derivation, r: "ServeResult", v: dict, b: float) -> Derivat
           "a prompt's decode waits for the rest of its wave's prefill",
           expr=f"(t_wave - ttft_w + ({w.osl!r} - 1) / {A!r} * t_decode) / max({w.osl!r} - 1, 1)", key="tpot")
     d.add("tok/s/user", "1 / TPOT", "", v["tokens_per_s_per_user"], "tok/s", expr="1 / tpot")
-    d.add("X_out", "dp·PP·b·OSL / (t_wave + (OSL − 1)/A · t_decode)", "", v["output_tok_s"], "tok/s",
-          "one wave's output over one wave's period", key="X",
-          expr=f"{lay.dp * lay.pp} * b * {w.osl!r} / (t_wave + ({w.osl!r} - 1) / {A!r} * t_decode)")
+    t_req = _f(eff.request_overhead_s)
+    d.add("X_out", "dp·PP·b·OSL / (t_request + t_wave + (OSL − 1)/A · t_decode)", "", v["output_tok_s"], "tok/s",
+          f"one wave's output over one wave's period (= E2E: Little's law); t_request = {fmt(t_req, 's')}", key="X",
+          expr=f"{lay.dp * lay.pp} * b * {w.osl!r} / ({t_req!r} + t_wave + ({w.osl!r} - 1) / {A!r} * t_decode)")
     d.add("X_out/GPU", "X_out / N_GPU", f"{fmt(v['output_tok_s'], 'tok/s')} / {r.gpus}", v["output_tok_s_per_gpu"],
           "tok/s", "every GPU counted", expr=f"X / {r.gpus}")
     d.add("X_total/GPU", "X_out · (1 + ISL/OSL) / N_GPU", "", v["total_tok_s_per_gpu"], "tok/s",

@@ -637,7 +637,8 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
 
     Traffic: ``rate`` (requests/s, Poisson, or gamma with ``arrivals='gamma'`` and coefficient of
     variation ``burstiness``), or ``concurrency`` (closed loop: that many users, each sending its
-    next request when the last completes, ``think_s`` later), or ``trace`` (dict of arrays
+    next request when the last completes, ``think_s`` later; their progress spread out, or with
+    ``arrivals='waves'`` all starting together), or ``trace`` (dict of arrays
     ``arrival_s, isl, osl`` from :func:`parse_trace`). ``isl``/``osl``: fixed or distributions
     (:func:`parse_lengths`). Layout flags describe one replica (decode pool when disaggregated);
     omitted, the layout with the highest throughput per GPU at ``max_batch`` is chosen.
@@ -698,8 +699,11 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
             c = float(concurrency)
             if not (1 <= c <= 1e6) or c != int(c):
                 raise InputError("concurrency", f"{concurrency!r}", "a whole number of users from 1 to 10⁶")
+            if arrivals not in ("poisson", "steady", "waves"):
+                raise InputError("arrivals", f"{arrivals!r} with a closed loop",
+                                 "steady (the users' progress spread out) or waves (they start together)")
             arr = np.zeros(n)
-            src = f"closed loop, {int(c)} users"
+            src = f"closed loop, {int(c)} users" + (", starting together" if arrivals == "waves" else "")
     disagg = prefill_gpus is not None or decode_gpus is not None
     if disagg and (prefill_gpus is None or decode_gpus is None):
         raise InputError("prefill_gpus" if prefill_gpus is None else "decode_gpus", "given alone",
@@ -746,9 +750,11 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
     out = _Out(admit=[math.nan] * n, first=[math.nan] * n, finish=[math.nan] * n, preempted=[0] * n,
                arrival=[0.0] * n)
     ids = np.arange(n)
-    if closed is not None:
+    if closed is not None and arrivals != "waves":
         # staggered start: the first request of user j of a replica is cut to (j + 1)/c of its OSL, so the users'
-        # progress is spread evenly from the first step (steady state at once; these requests are warm-up)
+        # progress is spread evenly from the first step (steady state at once; these requests are warm-up).
+        # arrivals="waves": every user starts at 0 with the same request, as a benchmark client does (lock-step
+        # waves at fixed lengths: serving.wave_schedule)
         c = max(1, -(-closed // R))
         for r in range(R):
             first_ids = ids[r::R][:c]

@@ -62,7 +62,9 @@ def register(app: typer.Typer) -> None:
         requests: str = typer.Option("10000", "--requests", help="Requests to simulate (rate / concurrency)."),
         isl: str = typer.Option("1000", "--isl", help="Input tokens: N, LO:HI (uniform), exp:MEAN, lognormal:MEDIAN:SIGMA."),
         osl: str = typer.Option("1000", "--osl", help="Output tokens (same forms as --isl)."),
-        arrivals: str = typer.Option("poisson", "--arrivals", help="poisson or gamma (bursty)."),
+        arrivals: str = typer.Option("poisson", "--arrivals", help="With --rate: poisson or gamma (bursty). With "
+                                     "--concurrency: steady (the users' progress spread out, the default) or waves "
+                                     "(they start together, as a benchmark client does)."),
         burstiness: float = typer.Option(2.0, "--burstiness", help="Gamma arrivals: coefficient of variation of the gaps."),
         tp: str = typer.Option(None, "--tp", help="Tensor-parallel degree of a replica (decode pool)."),
         ep: str = typer.Option(None, "--ep", help="Expert-parallel degree within TP."),
