@@ -188,11 +188,16 @@ def test_lock_step_waves():
     assert float(serving.wave_schedule(1.0, 1, 20000.0, 100.0, 8192.0, 0.2, 0.03)[0]) == pytest.approx(
         20000 / 8192 * 0.2)
     # in serve: --arrivals waves moves the prefill out of TPOT into TTFT; the derivation reproduces every value
-    kw = dict(gpus=8, tp=8, isl=3200, osl=800, concurrency=8, framework="vllm", efficiency="hopper-serving")
+    kw = dict(gpus=8, tp=8, isl=3200, osl=800, concurrency=8, framework="sglang", efficiency="hopper-serving")
     steady = rackmath.serve("deepseek-v3", "hgx-h200", **kw)
-    waves = rackmath.serve("deepseek-v3", "hgx-h200", arrivals="waves", **kw)
+    waves = rackmath.serve("deepseek-v3", "hgx-h200", arrivals="waves", **kw)  # SGLang runs prefill first: they persist
     assert waves.ttft_ms > 2 * steady.ttft_ms and waves.tpot_ms < steady.tpot_ms
-    assert waves.explain().check() == []
+    assert waves.explain().check() == [] and "waves" in [s.symbol for s in waves.explain().steps]
+    # vLLM V1 mixes prefill into decode steps: a wave of 25,600 prompt tokens (4 passes) spreads out
+    mixed = rackmath.serve("deepseek-v3", "hgx-h200", arrivals="waves", **{**kw, "framework": "vllm"})
+    assert mixed.ttft_ms == pytest.approx(rackmath.serve("deepseek-v3", "hgx-h200", **{**kw, "framework": "vllm"})
+                                          .ttft_ms) and mixed.explain().check() == []
+    assert not serving.waves_persist(False, 8, 1, 3200, 8192) and serving.waves_persist(False, 2, 1, 3200, 8192)
     with pytest.raises(InputError) as e:
         rackmath.serve("deepseek-v3", "hgx-h200", arrivals="burst", **kw)
     assert e.value.field == "arrivals"

@@ -55,14 +55,14 @@ def test_shipped_records_parse_and_cover_sources_chips_models(recs):
 
 def test_arrivals_follow_one_rule(recs):
     """Lock-step waves exactly where every client starts together with identical requests (docs/validation.md)."""
-    waves_groups = {"dstack-deepseek-r1", "amd-rocm-vllm", "oci-mi300x", "vllm-recipes-kimi-k2", "vllm-pr-16458"}
+    waves_groups = {"dstack-deepseek-r1", "amd-rocm-vllm", "oci-mi300x", "trtllm-h100", "trtllm-h200", "trtllm-b200",
+                    "trtllm-gb200", "vllm-recipes-kimi-k2", "vllm-pr-16458"}
     for r in recs:
         if r.kind != "serve":
             assert "arrivals" not in r.inputs, r.id
             continue
         one = r.inputs["concurrency"] == 1
-        mixed = r.framework == "trtllm"  # in-flight batching mixes prefill into decode: repeated rounds spread out
-        want = "waves" if one or (r.source_group in waves_groups and not mixed) else "steady"
+        want = "waves" if one or r.source_group in waves_groups else "steady"
         assert r.inputs.get("arrivals", "steady") == want, r.id
 
 

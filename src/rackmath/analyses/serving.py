@@ -194,6 +194,7 @@ class Stack:
     overlap_scheduler: bool  # host schedules step n+1 while the GPU runs step n
     description: str
     source: str
+    prefill_first: bool = False  # waiting prompts run as prefill batches of their own while decode waits
 
 
 STACKS = {
@@ -202,7 +203,8 @@ STACKS = {
                      "host scheduling serial with the GPU",
                      "rackmath default (no --framework given)"),
     "trtllm": Stack("trtllm", 8192, 2048, True,
-                    "TensorRT-LLM (PyTorch backend): max_num_tokens 8,192, max_batch_size 2,048, overlap scheduler",
+                    "TensorRT-LLM (PyTorch backend): max_num_tokens 8,192, max_batch_size 2,048, overlap scheduler, "
+                    "in-flight batching (context chunks ride in decode steps)",
                     "TensorRT-LLM LLM API defaults: max_num_tokens=8192, max_batch_size=2048, "
                     "disable_overlap_scheduler=False"),
     "vllm": Stack("vllm", 8192, 1024, False,
@@ -210,9 +212,10 @@ STACKS = {
                   "vLLM EngineArgs defaults for the OpenAI server on ≥ 70 GiB GPUs (V1, 0.10-era): "
                   "max_num_batched_tokens=8192, max_num_seqs=1024, async_scheduling=False"),
     "sglang": Stack("sglang", 8192, 2048, True,
-                    "SGLang: chunked_prefill_size 8,192, overlap scheduler on",
+                    "SGLang: chunked_prefill_size 8,192, overlap scheduler on, prefill batches first",
                     "SGLang ServerArgs defaults on ≥ 80 GB GPUs: chunked_prefill_size=8192; overlap schedule on "
-                    "unless --disable-overlap-schedule"),
+                    "unless --disable-overlap-schedule; a prefill batch runs whenever prompts wait "
+                    "(--enable-mixed-chunk off)", prefill_first=True),
 }
 _STACK_ALIASES = {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "tensorrt_llm": "trtllm", "dynamo": "trtllm",
                   "atom": "vllm", "sgl": "sglang", "jax": "generic", "torch": "generic", "other": "generic",
@@ -315,6 +318,16 @@ def wave_schedule(seqs, ranks, isl_new, osl, budget, t_pass, t_decode, acceptanc
     tpot = (t_wave - ttft + decode) / max(osl - 1.0, 1.0)
     t_req = np.asarray(t_request, dtype=float)
     return t_req + ttft, tpot, b * osl / (t_req + t_wave + decode), t_wave
+
+
+def waves_persist(prefill_first, seqs, ranks, isl_new, budget):
+    """Whether lock-step waves survive repeated rounds: a prefill-first scheduler starts the whole wave decoding
+    together; a mixed-step scheduler (vLLM V1, TensorRT-LLM in-flight batching) keeps a wave together only when
+    its prompts fit one prefill pass (b/R · ISL_new ≤ budget) — otherwise the first prompts decode while the last
+    prefill, finish first, and the next round arrives spread out (``rackmath simulate --arrivals waves``)."""
+    fits = np.maximum(np.asarray(seqs, dtype=float) / ranks, 1.0) * max(float(isl_new), 1.0) <= float(
+        budget or np.inf)
+    return np.asarray(bool(prefill_first) | fits)
 
 
 def speculative_step(t_verify, t_draft, mtp):
@@ -515,6 +528,22 @@ def _run(plan, mn, layout, eff, micro_batch, *, gpus=None, sched=True, adp_imbal
                            attention_dp=layout.attention_dp, chips=gpus or layout.gpus,
                            redundant_experts=layout.redundant_experts, usable_fraction=USABLE_MEMORY_FRACTION,
                            efficiency=eff, sched_overlap=plan.stack.overlap_scheduler, adp_imbalance=adp_imbalance)
+
+
+def _waves(p, eff, mn_d, b, ranks, t_dec) -> dict:
+    """The wave schedule of an aggregated plan: a prefill pass of c_r prompt tokens per rank (an eager step)."""
+    from ..engine.efficiency import stack_eager_s
+
+    w, st = p.workload, p.stack
+    isl_new = w.isl_new
+    c_rank = np.minimum(np.maximum(b / ranks, 1.0) * isl_new, float(st.max_num_tokens or np.inf))
+    mn_w = mixed_numbers(mn_d, p.model, extra_tokens_per_seq=ranks * c_rank / b, isl=w.isl,
+                         chunk=np.minimum(isl_new, c_rank), cached_share=w.cached_share, kv_dtype=p.kv_dtype)
+    res_w = _run(p, mn_w, p.layout, eff, b)
+    t_pass = eager_step(res_w.tpot_s, step_kernels(res_w), stack_eager_s(eff, st.name))
+    ttft, tpot, x_rep, t_wave = wave_schedule(b, ranks, isl_new, w.osl, c_rank, t_pass, t_dec, w.acceptance,
+                                              eff.request_overhead_s)
+    return dict(ttft=ttft, tpot=tpot, x_rep=x_rep, t_wave=t_wave, t_pass=t_pass, chunk=c_rank)
 
 
 def eager_step(t_gpu, n_kernels, tau_eager):
@@ -947,20 +976,6 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
             notes.append("the prefill pool limits throughput: the decode pool idles part of the time")
         n_mix = np.zeros_like(np.asarray(t_dec))
         t_mix = t_dec
-    elif w.arrivals == "waves":
-        ranks = lay.tp if lay.attention_dp else 1
-        c_rank = np.minimum(np.maximum(b / ranks, 1.0) * isl_new, float(st.max_num_tokens or np.inf))
-        mn_w = mixed_numbers(mn_d, m, extra_tokens_per_seq=ranks * c_rank / b, isl=w.isl,
-                             chunk=np.minimum(isl_new, c_rank), cached_share=w.cached_share, kv_dtype=p.kv_dtype)
-        res_w = _run(p, mn_w, lay, eff, b)
-        t_mix = eager_step(res_w.tpot_s, step_kernels(res_w), stack_eager_s(eff, st.name))
-        ttft, t_tpot, x_rep, t_wave = wave_schedule(b, ranks, isl_new, w.osl, c_rank, t_mix, t_dec, A,
-                                                    eff.request_overhead_s)
-        x_out = x_rep * dp * ppd
-        t_bar, n_mix = t_dec, np.zeros_like(np.asarray(t_dec))
-        prefill_bound = np.zeros(np.shape(x_out), dtype=bool)
-        info.update(chunk=c_rank, t_mixed=t_mix, t_wave=t_wave)
-        notes.append("arrivals in lock-step waves: each wave's prompts are prefilled before it decodes")
     else:
         ranks = lay.tp if lay.attention_dp else 1
         sch = prefill_schedule(b, ranks, isl_new, w.osl, A, k, st.max_num_tokens)
@@ -979,6 +994,18 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         ttft = np.where(prefill_bound, np.maximum(ttft, little), ttft)
         info.update(chunk=c_rank, chunk_total=c_tot, prefill_per_step=p_step, t_mixed=t_mix, n_mixed=n_mix, rho=rho,
                     budget_left=left)
+        if w.arrivals == "waves":
+            wv = _waves(p, eff, mn_d, b, ranks, t_dec)
+            keep = waves_persist(st.prefill_first, b, ranks, isl_new, st.max_num_tokens)
+            ttft, t_tpot = np.where(keep, wv["ttft"], ttft), np.where(keep, wv["tpot"], t_tpot)
+            x_out = np.where(keep, wv["x_rep"] * dp * ppd, x_out)
+            t_bar, prefill_bound = np.where(keep, t_dec, t_bar), np.where(keep, False, prefill_bound)
+            info.update(waves=keep, wave=wv)
+            notes.append("arrivals in lock-step waves: each wave's prompts are prefilled before it decodes"
+                         if np.all(keep) else "clients start together, but this stack mixes prefill into decode "
+                         "steps and a wave takes several passes: the waves spread out (steady schedule)"
+                         if not np.any(keep) else "clients start together: lock-step waves where a wave fits one "
+                         "prefill pass, the steady schedule where it spreads out")
         if np.any(prefill_bound):
             notes.append(f"the prefill budget ({st.max_num_tokens} tokens per step) binds: prompts wait")
     x_tot = total_tokens_per_s(x_out, w.isl, w.osl)
@@ -1069,7 +1096,7 @@ def _derive(r: "ServeResult") -> Derivation:
               key="t_draft")
     td = d.add("t_decode", "t_verify + k · t_draft", f"… + {k} · …", _f(info["t_decode"]), "s",
                expr=f"t_verify + {k} * t_draft" if k else "t_verify", key="t_decode")
-    if r.mode == "aggregated" and w.arrivals == "waves":
+    if r.mode == "aggregated" and w.arrivals == "waves" and bool(np.asarray(info["waves"]).ravel()[0]):
         return _derive_waves(d, r, v, b)
     if r.mode == "aggregated":
         d.add("p", "b · ISL_new · A / OSL", f"{b:g} · {w.isl_new:g} · {A:g} / {w.osl:g}", _f(info["prefill_per_step"]),
@@ -1127,18 +1154,20 @@ def _derive(r: "ServeResult") -> Derivation:
 
 def _derive_waves(d: Derivation, r: "ServeResult", v: dict, b: float) -> Derivation:
     """The rest of the derivation under lock-step waves (:func:`wave_schedule`)."""
-    p, eff, info = r._plan, r._eff, r._info
+    p, eff, wv = r._plan, r._eff, r._info["wave"]
     w, lay, A = p.workload, p.layout, p.workload.acceptance
     R = lay.tp if lay.attention_dp else 1
     bud = float(p.stack.max_num_tokens or np.inf)
+    d.add("waves", "prefill-first stack, or b_r · ISL_new ≤ budget", f"{p.stack.name}: prefill first = "
+          f"{p.stack.prefill_first}", 1.0, "", "the waves persist round after round (waves_persist)")
     d.add("c_r", "min(max(b/R, 1) · ISL_new, budget)", f"R = {R}, budget {p.stack.max_num_tokens or '∞'}",
-          _f(info["chunk"]), "tokens", "prompt tokens one rank carries per prefill pass",
+          _f(wv["chunk"]), "tokens", "prompt tokens one rank carries per prefill pass",
           expr=f"min(max(b / {R}, 1) * {w.isl_new!r}, {bud!r})", key="c_r")
-    d.add("t_pass", "max(the step carrying R·c_r prompt tokens, its kernels · τ_eager)", "", _f(info["t_mixed"]),
+    d.add("t_pass", "max(the step carrying R·c_r prompt tokens, its kernels · τ_eager)", "", _f(wv["t_pass"]),
           "s", "an eager step: no CUDA graph, the host dispatches every kernel", key="t_pass")
-    d.add("n", "ISL_new / c_r", "", max(w.isl_new, 1.0) / _f(info["chunk"]), "", "prefill passes per prompt",
+    d.add("n", "ISL_new / c_r", "", max(w.isl_new, 1.0) / _f(wv["chunk"]), "", "prefill passes per prompt",
           expr=f"{max(w.isl_new, 1.0)!r} / c_r", key="n")
-    d.add("t_wave", "b_r·n · t_pass", "", _f(info["t_wave"]), "s",
+    d.add("t_wave", "b_r·n · t_pass", "", _f(wv["t_wave"]), "s",
           "every prompt of the wave prefilled (b_r = max(b/R, 1) per rank; the last pass partial)",
           expr=f"max(max(b / {R}, 1) * n, 1) * t_pass", key="t_wave")
     d.add("TTFT_wave", "min(max(⌈n⌉, n·(b_r + 1)/2 + 1/2) · t_pass, t_wave)", "",
