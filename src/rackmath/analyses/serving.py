@@ -1001,11 +1001,14 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
             x_out = np.where(keep, wv["x_rep"] * dp * ppd, x_out)
             t_bar, prefill_bound = np.where(keep, t_dec, t_bar), np.where(keep, False, prefill_bound)
             info.update(waves=keep, wave=wv)
-            notes.append("arrivals in lock-step waves: each wave's prompts are prefilled before it decodes"
-                         if np.all(keep) else "clients start together, but this stack mixes prefill into decode "
-                         "steps and a wave takes several passes: the waves spread out (steady schedule)"
-                         if not np.any(keep) else "clients start together: lock-step waves where a wave fits one "
-                         "prefill pass, the steady schedule where it spreads out")
+            if np.all(keep):
+                notes.append("arrivals in lock-step waves: each wave's prompts are prefilled before it decodes")
+            elif np.any(keep):
+                notes.append("clients start together: lock-step waves where a wave fits one prefill pass, the steady "
+                             "schedule where it spreads out")
+            else:
+                notes.append("clients start together, but this stack mixes prefill into decode steps and a wave takes "
+                             "several passes: the waves spread out (steady schedule)")
         if np.any(prefill_bound):
             notes.append(f"the prefill budget ({st.max_num_tokens} tokens per step) binds: prompts wait")
     x_tot = total_tokens_per_s(x_out, w.isl, w.osl)
