@@ -285,8 +285,6 @@ def prefill_wait(t_bar, prefill_s, utilisation):
     return 0.5 * np.asarray(t_bar, dtype=float) + rho / (2.0 * (1.0 - rho)) * prefill_s
 
 
-
-
 def wave_schedule(seqs, ranks, isl_new, osl, budget, t_pass, t_decode, acceptance=1.0, t_request=0.0):
     """Lock-step waves: C clients at fixed ISL/OSL that start together stay together.
 

@@ -39,7 +39,8 @@ METRICS = {
 UNITS = {"output_tok_s_per_gpu": "tok/s/GPU", "total_tok_s_per_gpu": "tok/s/GPU", "tpot_s": "s", "ttft_s": "s",
          "tok_s_per_user": "tok/s", "step_s": "s", "e2e_s": "s", "prefill_s": "s", "prefill_tok_s_per_gpu": "tok/s/GPU"}
 STATUSES = ("measured", "approximate", "derived")
-#: How requests arrive (analyses.serving.ARRIVALS): spread out, or in lock-step waves.
+#: How requests arrive (serve --arrivals, a record's arrivals; analyses.serving imports it): spread out, or in
+#: lock-step waves.
 ARRIVALS = ("steady", "waves")
 FRAMEWORKS = ("trtllm", "vllm", "sglang", "atom", "dynamo", "jax", "torch", "other")
 
