@@ -203,6 +203,22 @@ def test_lock_step_waves():
     assert e.value.field == "arrivals"
 
 
+def test_vllm_v0_stack_runs_prefill_first_with_vllm_host_times():
+    from rackmath.analyses.simulate import framework_defaults
+    from rackmath.engine.efficiency import load_efficiency, stack_eager_s, stack_sched_s
+
+    st = serving.load_stack("vllm-v0")
+    assert st.prefill_first and (st.max_num_tokens, st.max_batch_size) == (32768, 256)
+    eff = load_efficiency("hopper-serving")
+    assert stack_sched_s(eff, "vllm-v0") == stack_sched_s(eff, "vllm")
+    assert stack_eager_s(eff, "vllm-v0") == stack_eager_s(eff, "vllm")
+    assert framework_defaults("vllm-v0") == dict(max_batch=256, budget=32768, name="vllm-v0")
+    # 8 prompts of 3,200 tokens fit one 32,768-token pass: the wave persists (V1's 8,192 would take 4 passes)
+    kw = dict(gpus=8, tp=8, isl=3200, osl=800, concurrency=8, arrivals="waves", efficiency="hopper-serving")
+    assert bool(rackmath.serve("deepseek-v3", "hgx-h200", framework="vllm-v0", **kw)._info["waves"])
+    assert not bool(rackmath.serve("deepseek-v3", "hgx-h200", framework="vllm", **kw)._info["waves"])
+
+
 def test_speculative_step_runs_the_draft_k_times():
     r = rackmath.serve("deepseek-v3", "hgx-h200", gpus=8, tp=8, isl=1000, osl=1000, concurrency=1, mtp=3,
                        acceptance=2.5, framework="sglang")

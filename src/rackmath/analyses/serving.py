@@ -211,6 +211,12 @@ STACKS = {
                   "vLLM V1: max_num_batched_tokens 8,192, max_num_seqs 1,024, async scheduling off",
                   "vLLM EngineArgs defaults for the OpenAI server on ≥ 70 GiB GPUs (V1, 0.10-era): "
                   "max_num_batched_tokens=8192, max_num_seqs=1024, async_scheduling=False"),
+    "vllm-v0": Stack("vllm-v0", 32768, 256, False,
+                     "vLLM V0 (≤ 0.10) with chunked prefill off: prefill batches first, up to max_model_len tokens "
+                     "a step (32,768 here), max_num_seqs 256",
+                     "vLLM V0 EngineArgs: chunked prefill on by default only above a 32K max_model_len (and off for "
+                     "MLA models in 0.7.x), then max_num_batched_tokens = max(max_model_len, 2048); max_num_seqs=256; "
+                     "the default scheduler runs waiting prefills before any decode", prefill_first=True),
     "sglang": Stack("sglang", 8192, 2048, True,
                     "SGLang: chunked_prefill_size 8,192, overlap scheduler on, prefill batches first",
                     "SGLang ServerArgs defaults on ≥ 80 GB GPUs: chunked_prefill_size=8192; overlap schedule on "
@@ -223,7 +229,8 @@ _STACK_ALIASES = {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "tensorrt_llm":
 
 
 def load_stack(framework=None) -> Stack:
-    """``--framework trtllm|vllm|sglang`` (aliases: tensorrt-llm, dynamo → trtllm; atom → vllm); None = generic."""
+    """``--framework trtllm|vllm|sglang|vllm-v0`` (aliases: tensorrt-llm, dynamo → trtllm; atom → vllm); None =
+    generic."""
     if framework is None:
         return STACKS["generic"]
     if isinstance(framework, Stack):
@@ -232,7 +239,8 @@ def load_stack(framework=None) -> Stack:
     key = _STACK_ALIASES.get(key, key)
     if key not in STACKS:
         raise InputError("framework", f"unknown serving stack {framework!r}",
-                         "trtllm, vllm, sglang (or tensorrt-llm, dynamo, atom), or none/other for the generic stack")
+                         "trtllm, vllm, sglang, vllm-v0 (or tensorrt-llm, dynamo, atom), or none/other for the generic "
+                         "stack")
     return STACKS[key]
 
 

@@ -895,6 +895,10 @@ def framework_defaults(framework) -> dict:
 
     if framework is None:
         return dict(max_batch=DEFAULT_MAX_BATCH, budget=DEFAULT_BUDGET, name="generic")
+    if str(framework).strip().lower() in serving.STACKS:  # serve's own presets (vllm-v0 included)
+        s = serving.load_stack(framework)
+        return dict(max_batch=int(min(s.max_batch_size, 65536)), budget=int(s.max_num_tokens or DEFAULT_BUDGET),
+                    name=s.name)
     name = framework_info(framework)["name"]
     if hasattr(serving, "load_stack"):
         s = serving.load_stack(name)

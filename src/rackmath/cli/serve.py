@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
                                               help="Extra expert replicas spread over the EP GPUs (DeepSeek: 32)."),
         uneven_experts: bool = typer.Option(False, "--uneven-experts",
                                             help="Allow experts that do not divide over EP; model the most-loaded GPU."),
-        framework: str = typer.Option(None, "--framework", help="Serving stack preset: trtllm, vllm, sglang "
+        framework: str = typer.Option(None, "--framework", help="Serving stack preset: trtllm, vllm, sglang, vllm-v0 "
                                                                 "(prefill budget, batch cap, scheduler overlap; "
                                                                 "default: a generic stack, named in the output)."),
         arrivals: str = typer.Option("steady", "--arrivals", help="steady: requests arrive spread out (a production "

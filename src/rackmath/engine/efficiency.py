@@ -73,11 +73,14 @@ FIT_ROBUST_CAP = 0.4
 
 #: Serving stacks with their own fitted per-step scheduler time (``sched_<stack>_s``); others use generic.
 STACK_NAMES = ("trtllm", "vllm", "sglang")
+#: Stack presets that share another stack's fitted host times (the same host code, another scheduler setting).
+STACK_HOST_OF = {"vllm-v0": "vllm"}
 
 
 def _per_stack(eff, field: str, stack: str):
     """``<field>_<stack>_s`` of a preset; the generic stack (no --framework, or a stack that is none of the three)
     takes the mean of TensorRT-LLM's, vLLM's and SGLang's."""
+    stack = STACK_HOST_OF.get(stack, stack)
     if stack in STACK_NAMES:
         return getattr(eff, f"{field}_{stack}_s")
     return sum(getattr(eff, f"{field}_{st}_s") for st in STACK_NAMES) / len(STACK_NAMES)

@@ -42,7 +42,7 @@ STATUSES = ("measured", "approximate", "derived")
 #: How requests arrive (serve --arrivals, a record's arrivals; analyses.serving imports it): spread out, or in
 #: lock-step waves.
 ARRIVALS = ("steady", "waves")
-FRAMEWORKS = ("trtllm", "vllm", "sglang", "atom", "dynamo", "jax", "torch", "other")
+FRAMEWORKS = ("trtllm", "vllm", "vllm-v0", "sglang", "atom", "dynamo", "jax", "torch", "other")
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,79}$")
 
