@@ -66,6 +66,14 @@ def test_arrivals_follow_one_rule(recs):
         assert r.inputs.get("arrivals", "steady") == want, r.id
 
 
+def test_launch_token_budgets_reach_serve(recs):
+    """A token budget the source's launch sets (max_num_tokens) is passed to serve, not the stack's default."""
+    by = {r.id: r for r in recs}
+    assert validation.serve_kwargs(by["C40-out"])["max_num_tokens"] == 512  # --max-num-batched-tokens 512
+    assert validation.serve_kwargs(by["C4-c4-ttft"])["max_num_tokens"] == 16384  # trtllm-serve --max_num_tokens
+    assert "max_num_tokens" not in validation.serve_kwargs(by["C6-1k1k-c1-tpot"])  # not stated: the stack default
+
+
 def test_measured_values_are_the_published_ones(recs):
     """Each value as published.md prints it (SI units), not as rackmath computes it."""
     by = {r.id: r for r in recs}

@@ -158,6 +158,8 @@ FIELDS: dict = {
     "kv_dtype": (_dtype, None, False, "KV-cache dtype (default: the model's)"),
     "mtp": (_num(0, 16, integer=True), ("serve",), False, "speculative tokens per step (MTP/EAGLE)"),
     "acceptance": (_num(1, 17), ("serve",), False, "mean tokens emitted per verification step (1 … mtp + 1)"),
+    "max_num_tokens": (_num(1, 1e7, integer=True), ("serve",), False, "the stack's token budget per step, where the "
+                                                                         "source's launch sets it"),
     "arrivals": (_enum(ARRIVALS), ("serve",), False, "steady (default: requests spread out) or waves (lock-step: a "
                                                       "closed-loop client at fixed lengths, a fixed-length burst, C = 1)"),
 }
@@ -165,7 +167,7 @@ FIELDS: dict = {
 #: Fields that describe the configuration (what a prediction needs), in order.
 INPUTS = ("model", "hardware", "gpus", "prefill_gpus", "decode_gpus", "tp", "ep", "pp", "attention_dp",
           "redundant_experts", "kv_shards", "isl", "osl", "concurrency", "max_batch", "batch", "context",
-          "cached_share", "weights_dtype", "kv_dtype", "mtp", "acceptance", "arrivals", "framework")
+          "cached_share", "weights_dtype", "kv_dtype", "mtp", "acceptance", "max_num_tokens", "arrivals", "framework")
 
 
 #: Hardware family of each chip: the unit of leave-one-hardware-family-out and of per-family presets.
@@ -360,7 +362,7 @@ def parse_record(t: dict, path="<records>", i: int = 0, check_names: bool = True
     a = t.get("assumptions", ())
     inputs = {k: t[k] for k in INPUTS if k in t}
     for k in ("gpus", "prefill_gpus", "decode_gpus", "tp", "ep", "pp", "redundant_experts", "kv_shards", "mtp",
-              "max_batch"):
+              "max_batch", "max_num_tokens"):
         if k in inputs:
             inputs[k] = int(inputs[k])
     return Record(id=rid, title=t["title"], kind=kind, metric=t["metric"], value=float(t["value"]),
