@@ -356,6 +356,10 @@ def test_saved_catalog_is_used_by_other_commands(quick_run):
     # never overwritten without --force (checked before anything is measured)
     code, out, e = run_cli("measure", "--quick", "--name", "ci-cpu", "--save", str(d), "--no-progress")
     assert code == 2 and "would be overwritten" in e
+    # a name with a path separator is refused before the run (it names the files --save writes)
+    code, out, e = run_cli("measure", "--quick", "--name", "$-1/h", "--save", str(d), "--no-progress")
+    assert code == 2 and e.strip().splitlines() == [e.strip()] and e.startswith("error: name:")
+    assert not (d / "$-1").exists()
 
 
 def test_default_threads_leave_busy_cores_alone():

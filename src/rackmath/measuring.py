@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 
 from .errors import InputError
@@ -132,6 +133,17 @@ def _check_duration(mt, dev, dts, dtype, spec, plan, points, quick) -> None:
                      "fewer or smaller --batch / --context values, or a smaller --weight-budget")
 
 
+#: A measured chip's name: a catalog name and the file name of what ``--save`` writes (no path separators).
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,79}$")
+
+
+def check_name(name) -> None:
+    """``--name``: letters, digits and ``- _ . +``, at most 80 characters, or None (a name from the device)."""
+    if name is not None and not _NAME.match(str(name)):
+        raise InputError("name", f"{str(name)[:80]!r}", "letters, digits and - _ . + (a catalog name, also the file "
+                                                        "name under --save), at most 80 characters")
+
+
 def _measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: bool = False, name: str | None = None,
              batches=None, contexts=None, weight_budget: float | None = None, threads: int | None = None,
              progress=None) -> dict:
@@ -150,6 +162,7 @@ def _measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: 
     from .engine.roofline import roofline
     from .specs.models import load_model
 
+    check_name(name)
     for c in (contexts or ()):
         if not 1 <= float(c) <= 1_048_576 or float(c) != int(c):
             raise InputError("contexts", f"{c!r} tokens", "whole numbers of KV tokens from 1 to 1M")

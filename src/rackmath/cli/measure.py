@@ -95,6 +95,9 @@ def register(app: typer.Typer) -> None:
                 up = up.parent                          # ancestor must be a directory, checked before the run
             if not up.is_dir():
                 raise InputError("save", f"{up} exists and is not a directory", "a directory (created when missing)")
+        from ..measuring import check_name
+
+        check_name(name)  # before any file name is built from it
         if save is not None and name:
             for p in (save / f"{name}.toml", save / f"{name}-records.toml"):
                 if p.exists() and not force:
