@@ -56,9 +56,10 @@ def test_fp8_gemms_launch_an_activation_quantisation_kernel(monkeypatch):
     import rackmath.engine.step as st
 
     monkeypatch.setattr(st, "QUANT_KERNELS_PER_GEMM", 1)
-    assert (st.op_kernels("experts", True), st.op_kernels("qkv_o_mla", True), st.op_kernels("dense_ffn", True)) == \
-        (8.0, 12.0, 5.0)
-    assert st.op_kernels("dense_ffn", False) == 3.0 and st.op_kernels("router", True) == 3.0
+    one_byte = dict(weight_bytes=1.0e9, params=1.0e9)  # 1 byte per parameter: quantised; BF16's 2 bytes: not
+    assert (st.op_kernels("experts", **one_byte), st.op_kernels("qkv_o_mla", **one_byte),
+            st.op_kernels("dense_ffn", **one_byte)) == (8.0, 12.0, 5.0)
+    assert st.op_kernels("dense_ffn", 2.0e9, 1.0e9) == 3.0 and st.op_kernels("router", **one_byte) == 3.0
     fp8 = roofline("deepseek-v3", "hgx-h200", batch=1, context=1024, weights_dtype="fp8", efficiency=SERIAL)
     monkeypatch.setattr(st, "QUANT_KERNELS_PER_GEMM", 0)
     base = roofline("deepseek-v3", "hgx-h200", batch=1, context=1024, weights_dtype="fp8", efficiency=SERIAL)

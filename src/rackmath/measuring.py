@@ -92,8 +92,6 @@ def measure(model="llama-3.1-8b", **kw) -> dict:
     except (RuntimeError, MemoryError) as exc:
         if not _out_of_memory(exc):
             raise
-        import re
-
         m = re.search(r"allocate (\d+) bytes|Tried to allocate ([\d.]+ \w+)", str(exc))
         what = (f"{int(m.group(1)) / 1e6:.0f} MB" if m and m.group(1) else m.group(2)) if m else "memory"
         raise InputError("memory", f"the device refused to allocate {what} ({type(exc).__name__})",

@@ -1001,12 +1001,14 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         info.update(chunk=c_rank, chunk_total=c_tot, prefill_per_step=p_step, t_mixed=t_mix, n_mixed=n_mix, rho=rho,
                     budget_left=left)
         if w.arrivals == "waves":
-            wv = _waves(p, eff, mn_d, b, ranks, t_dec)
             keep = waves_persist(st.prefill_first, b, ranks, isl_new, st.max_num_tokens)
-            ttft, t_tpot = np.where(keep, wv["ttft"], ttft), np.where(keep, wv["tpot"], t_tpot)
-            x_out = np.where(keep, wv["x_rep"] * dp * ppd, x_out)
-            t_bar, prefill_bound = np.where(keep, t_dec, t_bar), np.where(keep, False, prefill_bound)
-            info.update(waves=keep, wave=wv)
+            info.update(waves=keep)
+            if np.any(keep):  # the wave's prefill pass is evaluated only where a wave persists
+                wv = _waves(p, eff, mn_d, b, ranks, t_dec)
+                ttft, t_tpot = np.where(keep, wv["ttft"], ttft), np.where(keep, wv["tpot"], t_tpot)
+                x_out = np.where(keep, wv["x_rep"] * dp * ppd, x_out)
+                t_bar, prefill_bound = np.where(keep, t_dec, t_bar), np.where(keep, False, prefill_bound)
+                info.update(wave=wv)
             if np.all(keep):
                 notes.append("arrivals in lock-step waves: each wave's prompts are prefilled before it decodes")
             elif np.any(keep):

@@ -895,17 +895,10 @@ def framework_defaults(framework) -> dict:
 
     if framework is None:
         return dict(max_batch=DEFAULT_MAX_BATCH, budget=DEFAULT_BUDGET, name="generic")
-    if str(framework).strip().lower() in serving.STACKS:  # serve's own presets (vllm-v0 included)
-        s = serving.load_stack(framework)
-        return dict(max_batch=int(min(s.max_batch_size, 65536)), budget=int(s.max_num_tokens or DEFAULT_BUDGET),
-                    name=s.name)
-    name = framework_info(framework)["name"]
-    if hasattr(serving, "load_stack"):
-        s = serving.load_stack(name)
-        return dict(max_batch=int(min(s.max_batch_size, 65536)), budget=int(s.max_num_tokens or DEFAULT_BUDGET),
-                    name=s.name)
-    f = framework_info(name)
-    return dict(max_batch=int(f["max_batch"]), budget=int(f["budget"]), name=f["name"])
+    key = str(framework).strip().lower()  # serve's own presets (vllm-v0 included), else the launch catalog's names
+    s = serving.load_stack(key if key in serving.STACKS else framework_info(framework)["name"])
+    return dict(max_batch=int(min(s.max_batch_size, 65536)), budget=int(s.max_num_tokens or DEFAULT_BUDGET),
+                name=s.name)
 
 
 def _pick_layout(st, gpus, given, max_batch, context):

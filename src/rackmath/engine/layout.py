@@ -483,10 +483,10 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     ops = []
     for name, nbytes, params in comps:
         tok = np.where(adp, b * head_tok / tp * adp_imb, b * head_tok) if name == "lm_head" else t_attn
-        quant = nbytes < 1.5 * params  # about 1 byte per weight or less: FP8 / FP4 GEMMs (norms stay BF16)
         ops.append(Op(name, flops=2.0 * tok * params * frac[name] / ashard, bytes=nbytes * frac[name] / ashard,
                       peak=hw.peak_flops, m=tok,
-                      kernels=op_kernels("qkv_o_mla" if name == "qkv_o" and mn.mla else name, quant) * layers[name]))
+                      kernels=op_kernels("qkv_o_mla" if name == "qkv_o" and mn.mla else name, nbytes, params)
+                      * layers[name]))
     kv_shard = np.where(adp, tp, np.minimum(tp, mn.kv_heads))
     head_shard = np.where(adp, tp, tp)  # attention heads: split by TP, or by sequences under attention DP
     ops.append(Op("attention", flops=b * mn.attn_flops_per_seq * s_frac / head_shard * adp_imb,
@@ -502,7 +502,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
         ops.append(Op("experts", flops=2.0 * t_routed * p_exp * L_moe / moe_tp,
                       bytes=L_moe * e_chip * hit * mn.expert_weight_bytes / moe_tp, peak=hw.peak_flops,
                       m=np.maximum(t_routed / active, 1e-9),
-                      kernels=op_kernels("experts", mn.expert_weight_bytes < 1.5 * p_exp) * L_moe))
+                      kernels=op_kernels("experts", mn.expert_weight_bytes, p_exp) * L_moe))
     ops.append(Op("elementwise", kernels=ELEMENTWISE_KERNELS_PER_LAYER * L_stage))
 
     # --- collectives per stage step

@@ -163,7 +163,7 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None,
               pb["lm_head"] + (pb["embedding"] if tied else 0.0), 1))
     mla = getattr(model, "attention", "") == "mla"
     ops = [Op(name, flops=2.0 * T * params / n, bytes=nbytes / n, peak=peak, m=T,
-              kernels=op_kernels("qkv_o_mla" if name == "qkv_o" and mla else name, nbytes < 1.5 * params) * layers)
+              kernels=op_kernels("qkv_o_mla" if name == "qkv_o" and mla else name, nbytes, params) * layers)
            for name, nbytes, params, layers in comps if nbytes > 0 or params > 0]
     if getattr(model, "n_experts", 0):
         k, nm = model.experts_per_token, model.n_moe_layers
@@ -172,7 +172,7 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None,
         ops.append(Op("experts", flops=2.0 * T * k * nm * model.expert_params / n,
                       bytes=nm * read * model.expert_weight_bytes(dtype) / n, peak=peak,
                       m=T * k / np.maximum(hit, 1e-9),
-                      kernels=op_kernels("experts", model.expert_weight_bytes(dtype) < 1.5 * model.expert_params) * nm))
+                      kernels=op_kernels("experts", model.expert_weight_bytes(dtype), model.expert_params) * nm))
     ops.append(Op("attention", flops=np.asarray(f_attn, dtype=float) / n, bytes=np.asarray(kv_read, dtype=float) / n,
                   peak=attn_peak, kernels=KERNELS["attention"] * model.n_layers, kv=True))
     ops.append(Op("elementwise", kernels=ELEMENTWISE_KERNELS_PER_LAYER * model.n_layers))

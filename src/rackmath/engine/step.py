@@ -49,12 +49,13 @@ GEMMS = {"qkv_o": 2, "qkv_o_mla": 4, "attention": 0, "router": 0, "dense_ffn": 2
 QUANT_KERNELS_PER_GEMM = 0
 
 
-def op_kernels(name: str, quantised=False):
+def op_kernels(name: str, weight_bytes=0.0, params=0.0):
     """Kernels one operator launches per layer: ``KERNELS[name]``, plus :data:`QUANT_KERNELS_PER_GEMM` per weight
-    GEMM when its weights are quantised (``quantised``: the callers test < 1.5 bytes per parameter, so that FP8
-    projections with their BF16 norms count)."""
+    GEMM when its weights are quantised: under 1.5 bytes per parameter (``weight_bytes < 1.5 · params``), so that
+    FP8 / FP4 projections with their BF16 norms count."""
     if not QUANT_KERNELS_PER_GEMM:
         return float(KERNELS[name])
+    quantised = np.asarray(weight_bytes, dtype=float) < 1.5 * np.asarray(params, dtype=float)
     return KERNELS[name] + np.where(quantised, GEMMS[name] * QUANT_KERNELS_PER_GEMM, 0.0)
 
 
