@@ -862,7 +862,7 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
         raise InputError("arrivals", "waves with separate prefill and decode pools", "steady (aggregated "
                                                                                      "deployments only for waves)")
     if arrivals not in ARRIVALS:
-        raise InputError("arrivals", f"{arrivals!r}", "steady (requests spread out) or waves (lock-step, "
+        raise InputError("arrivals", f"{str(arrivals)[:80]!r}", "steady (requests spread out) or waves (lock-step, "
                                                       "a closed-loop client at fixed lengths)")
     wl = Workload(isl, osl, np.asarray(concurrency, dtype=float), mtp, a, float(cached_share), str(arrivals))
     disagg = prefill_gpus is not None

@@ -700,7 +700,7 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
             if not (1 <= c <= 1e6) or c != int(c):
                 raise InputError("concurrency", f"{concurrency!r}", "a whole number of users from 1 to 10⁶")
             if arrivals not in ("poisson", "steady", "waves"):
-                raise InputError("arrivals", f"{arrivals!r} with a closed loop",
+                raise InputError("arrivals", f"{str(arrivals)[:80]!r} with a closed loop",
                                  "steady (the users' progress spread out) or waves (they start together)")
             arr = np.zeros(n)
             src = f"closed loop, {int(c)} users" + (", starting together" if arrivals == "waves" else "")
