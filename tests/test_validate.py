@@ -273,6 +273,31 @@ def test_fit_recovers_known_per_family_and_shared_parameters():
     assert g.values == f.values  # consistent data: the weighting changes nothing
 
 
+def test_a_prior_pulls_a_family_toward_its_measured_value_and_only_that_family():
+    """Param.prior: the fit minimises the records' loss + w·(log(θ/θ₀)/σ)² per prior (a ridge toward a measured
+    value)."""
+    from dataclasses import replace
+
+    recs = _syn_records()
+    assert calibration.fit(recs, SPEC, predictor=_syn_predictor).values[("eta", "B")] == 0.25  # the records' value
+    eta = replace(SPEC.params[0], prior=(("B", 0.5),), prior_sigma=0.1, prior_weight=0.5)
+    f = calibration.fit(recs, replace(SPEC, params=(eta, SPEC.params[1])), predictor=_syn_predictor)
+    assert f.values[("eta", "A")] == 0.5 and f.values[("ovh", None)] == 0.1  # family A: no prior, unchanged
+    # family B's coordinate, by brute force over a fine grid of the same objective (records b1, b2, z2 + penalty)
+    b = [r for r in recs if r.hardware_family == "B"]
+    grid = np.linspace(0.2, 0.6, 40001)
+    total = sum(calibration._logerr(r.work / grid + 0.1, r.value) for r in b) + eta.penalty(grid, "B")
+    best = grid[np.argmin(total)]
+    assert 0.25 < best < 0.5 and f.values[("eta", "B")] == pytest.approx(best, abs=2e-3)
+    # the reported objective is the records' mean loss at the fitted values, the penalty not in it
+    pred = np.array([r.work / f.values[("eta", r.hardware_family)] + 0.1 for r in recs])
+    assert f.objective == pytest.approx(float(np.mean(calibration._logerr(pred, np.array([r.value for r in recs])))))
+    # a prior with family None applies to every family and to a shared parameter; none: no penalty
+    assert replace(eta, prior=((None, 0.5),)).penalty(0.25, "A") == pytest.approx(0.5 * (np.log(0.5) / 0.1) ** 2)
+    assert eta.penalty(0.25, "A") == 0.0 and SPEC.params[0].penalty(0.25, "B") == 0.0
+    assert calibration.default_spec().describe()[1]["prior"] == {"hopper": 0.85}  # η_m, measured on an H200
+
+
 def test_cross_validation_groups_and_errors_are_the_hand_derived_ones():
     cv = calibration.cross_validate(_syn_records(), SPEC, predictor=_syn_predictor,
                                     schemes=("source", "hardware", "model", "loo"))

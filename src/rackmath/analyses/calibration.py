@@ -49,6 +49,24 @@ class Param:
     per_family: bool = True  # False: one value shared by every hardware family
     decimals: int = 4  # grid values are rounded (so folds meet the same candidates and reuse predictions)
     description: str = ""
+    prior: tuple = ()  # ((family or None, value), …): values measured on silicon that the fit is pulled toward
+    prior_sigma: float = 0.1  # width of a prior in log units (0.1 ≈ ±10 %)
+    prior_weight: float = 2.0  # a prior weighs as this many records at |log(θ/θ₀)| = σ
+
+    def penalty(self, theta, family=None):
+        """Prior penalty w · (log(θ/θ₀) / σ)² of this parameter at θ for one family (0 where no prior).
+
+        A Gaussian prior in log space (a ridge toward a measurement): where the records identify the
+        parameter the prior barely moves it; where a fold leaves few records that do, the measured value
+        holds instead of whatever the remaining records tolerate. A prior with family None applies to
+        every family (and to a shared parameter).
+        """
+        theta = np.asarray(theta, dtype=float)
+        for fam, value in self.prior:
+            if fam is None or fam == family:
+                t = np.maximum(theta, 1e-300)
+                return self.prior_weight * (np.log(t / float(value)) / self.prior_sigma) ** 2
+        return np.zeros_like(theta)
 
     def grid(self, center: float, width: float, points: int = 9) -> np.ndarray:
         lo, hi = max(self.lo, center - width), min(self.hi, center + width)
@@ -80,7 +98,9 @@ class ParamSpec:
 
     def describe(self) -> list[dict]:
         return [{"name": p.name, "lo": p.lo, "hi": p.hi, "x0": p.x0,
-                 "sharing": "per family" if p.per_family else "shared", "description": p.description}
+                 "sharing": "per family" if p.per_family else "shared", "description": p.description,
+                 **({"prior": {fam or "all": v for fam, v in p.prior}, "prior_sigma": p.prior_sigma,
+                     "prior_weight": p.prior_weight} if p.prior else {})}
                 for p in self.params]
 
 
@@ -110,7 +130,9 @@ def default_spec() -> ParamSpec:
     if not declared:
         return DEFAULT_SPEC
     params = tuple(Param(d["name"], float(d["lo"]), float(d["hi"]), float(d["x0"]), float(d["width"]),
-                         bool(d.get("per_family", True)), int(d.get("decimals", 4)), str(d.get("description", "")))
+                         bool(d.get("per_family", True)), int(d.get("decimals", 4)), str(d.get("description", "")),
+                         prior=tuple((fam, float(v)) for fam, v in dict(d.get("prior", {})).items()),
+                         prior_sigma=float(d.get("prior_sigma", 0.1)), prior_weight=float(d.get("prior_weight", 2.0)))
                    for d in declared)
     return ParamSpec(params, family_of=getattr(E, "FIT_FAMILY_OF", "hardware_family"),
                      rounds=int(getattr(E, "FIT_ROUNDS", 4)), sweeps=int(getattr(E, "FIT_SWEEPS", 1)))
@@ -276,7 +298,8 @@ def fit(recs, spec: ParamSpec | None = None, predictor=None, cache: PredictionCa
     else:
         w = np.ones(N)
     loss = w * _logerr(np.array([cache.table([r], [base[i]])[0, 0] for i, r in enumerate(recs)]), meas)
-    best = float(loss.mean())
+    pen = {c: float(spec.params[spec.names.index(c[0])].penalty(theta[c], c[1])) for c in coords}
+    best = float((loss.sum() + sum(pen.values())) / N)  # the records' mean loss + the priors' penalties / N
     for rnd in range(int(rounds)):
         scale = 0.5 ** rnd
         for _sweep in range(spec.sweeps):
@@ -291,16 +314,18 @@ def fit(recs, spec: ParamSpec | None = None, predictor=None, cache: PredictionCa
                     X = np.tile(np.array(vec(i), dtype=float), (len(cands), 1))
                     X[:, j] = cands
                     L[row] = w[i] * _logerr(cache.table([recs[i]], X)[0], meas[i])
-                rest = loss.sum() - loss[idx].sum()
-                scores = (rest + L.sum(axis=0)) / N
+                rest = loss.sum() - loss[idx].sum() + sum(pen.values()) - pen[(name, fam)]
+                pc = prm.penalty(cands, fam)
+                scores = (rest + L.sum(axis=0) + pc) / N
                 for k, sc in enumerate(scores):  # as if scored one by one: keep each strict improvement
                     if sc < best - 1e-12:
                         best = float(sc)
                         theta[(name, fam)] = float(cands[k])
                         loss[idx] = L[:, k]
+                        pen[(name, fam)] = float(pc[k])
             if theta == before:
                 break
-    return Fit(spec=spec, values=dict(theta), families=fams, objective=best,
+    return Fit(spec=spec, values=dict(theta), families=fams, objective=float(loss.mean()),
                record_ids=tuple(r.id for r in recs), sources=tuple(sorted({r.source_group for r in recs})),
                _records=recs, _cache=cache)
 

@@ -172,6 +172,9 @@ def register(app: typer.Typer) -> None:
         head = (f'{n["fitted_params"]} fitted parameters ({n["params_per_family"]} per hardware family × '
                 f'{n["hardware_families"]} families + {n["shared_params"]} shared) on {n["records"]} records from '
                 f'{n["sources"]} independent sources, {n["model_families"]} model families')
+        priors = [f'{p["name"]} ({fam}) {v:g}' for p in c.get("spec", []) for fam, v in p.get("prior", {}).items()]
+        if priors:
+            head += f'; priors measured on silicon: {", ".join(priors)}'
         rows = [["in-sample (no hold-out)", str(c["in_sample"]["summary"]["n"]), _pct(c["in_sample"]["summary"]),
                  _pct(c["in_sample"]["summary"], "p90_abs_error"),
                  f'{c["in_sample"]["summary"]["within_2x"]}', _worst(c["in_sample"]["summary"])]]

@@ -170,11 +170,19 @@ IDEAL = Efficiency(composition="overlap")
 #: Per family: what differs between chips and their stacks (GEMM/HBM efficiency, kernel launch and
 #: host costs); shared: what is the same physics everywhere (tile-size GEMM ramp, collective
 #: latency and network efficiency).
+#: η_m measured on silicon, the prior of the fit (``calibration.Param.prior``): the line t = τ + B/(BW·η_m) through
+#: M = 1 decode GEMMs of 0.26–537 MB on one H200 (``benchmarks/gpu_kernels.py``, rows in
+#: ``benchmarks/data/h200-kernels.json``, fitted by ``benchmarks/fit_kernels.py``; docs/validation.md). Hopper only:
+#: no other family has been measured. Without it the Hopper η_m of a fold swung from 0.95 to 0.68 when one source
+#: (the vLLM FP8-KV blog's single-GPU runs) was left out.
+MEASURED_ETA_MEMORY = {"hopper": 0.85}
+
 FIT_PARAMS = (
     dict(name="eta_compute", lo=0.05, hi=1.0, x0=0.6, width=0.4, per_family=True, decimals=4,
          description="achieved share of peak FLOP/s by a large GEMM"),
     dict(name="eta_memory", lo=0.05, hi=1.0, x0=0.7, width=0.4, per_family=True, decimals=4,
-         description="achieved share of HBM bandwidth"),
+         description="achieved share of HBM bandwidth",
+         prior=MEASURED_ETA_MEMORY, prior_sigma=0.1, prior_weight=2.0),
     dict(name="kernel_latency_s", lo=1e-6, hi=2e-5, x0=6e-6, width=8e-6, per_family=True, decimals=8,
          description="shortest time of one decode-size kernel in a captured graph: launch gap + ramp + tail (s), "
                      "physically 1–20 µs"),
