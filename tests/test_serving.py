@@ -158,6 +158,37 @@ def test_explain_is_a_derivation():
     assert d.steps[0].value == pytest.approx(512 + 64)
 
 
+def test_eager_decode_steps_take_the_hosts_dispatch_time():
+    """--eager (no CUDA graphs): t_verify = max(GPU time, n_kernels · τ_eager), hand-counted kernels."""
+    from dataclasses import replace
+
+    from rackmath.engine.efficiency import load_efficiency
+    from rackmath.engine.step import ELEMENTWISE_KERNELS_PER_LAYER, KERNELS
+
+    eff = replace(load_efficiency("hopper-serving"), eager_vllm_s=50e-6)
+    kw = dict(gpus=1, isl=512, osl=128, concurrency=8, framework="vllm", efficiency=eff)
+    graphs = rackmath.serve("llama-3.1-8b", "hgx-h100", **kw)
+    eager = rackmath.serve("llama-3.1-8b", "hgx-h100", eager=True, **kw)
+    # Llama-3.1-8B on one GPU: 32 layers × (QKV/O 3 + attention 1 + gated FFN 3 + elementwise) + LM head 2
+    n = 32 * (KERNELS["qkv_o"] + KERNELS["attention"] + KERNELS["dense_ffn"] + ELEMENTWISE_KERNELS_PER_LAYER) + 2
+    assert n == 354 and float(serving.step_kernels(eager._res)) == n
+    t_gpu = graphs._info["t_verify"]
+    assert t_gpu < n * 50e-6  # the host binds here
+    assert eager._info["t_verify"] == pytest.approx(n * 50e-6) and eager._info["t_decode_gpu"] == pytest.approx(t_gpu)
+    assert eager.tpot_ms > graphs.tpot_ms
+    d = eager.explain()
+    assert [s.symbol for s in d.steps][3:5] == ["t_gpu", "t_verify"] and d.check() == []
+    # a small dispatch time hides behind the GPU: eager changes nothing
+    cheap = rackmath.serve("llama-3.1-8b", "hgx-h100", eager=True,
+                           **{**kw, "efficiency": replace(eff, eager_vllm_s=1e-6)})
+    assert cheap._info["t_verify"] == pytest.approx(t_gpu)
+    with pytest.raises(InputError, match="eager"):
+        rackmath.serve("llama-3.1-8b", "hgx-h100", eager="yes", **kw)
+    code, out, err = run_cli("serve", "llama-3.1-8b", "--hardware", "hgx-h100", "--gpus", "1", "--isl", "512",
+                             "--osl", "128", "--concurrency", "8", "--framework", "vllm", "--eager", "--explain")
+    assert code == 0 and "--eager: no CUDA graph" in out
+
+
 # --- equations -----------------------------------------------------------------------------------------------
 
 

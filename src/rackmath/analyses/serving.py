@@ -195,6 +195,7 @@ class Stack:
     description: str
     source: str
     prefill_first: bool = False  # waiting prompts run as prefill batches of their own while decode waits
+    cuda_graphs: bool = True  # decode steps replay captured graphs; False (--eager): every step is dispatched eagerly
 
 
 STACKS = {
@@ -823,7 +824,8 @@ def _check_inputs(gpus, isl, osl, concurrency, mtp, acceptance, cached_share, pr
 def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None, pp=None, attention_dp=None,
          weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None, decode_gpus=None,
          cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None, redundant_experts=0,
-         uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None, arrivals="steady") -> Plan:
+         uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None, arrivals="steady",
+         eager=False) -> Plan:
     """Validate the inputs and fix what does not depend on the efficiency: workload, layout(s), stack, dtypes.
 
     Layout flags mean what they say: with ``tp`` given the layout is built from the flags; with
@@ -853,6 +855,10 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
     if max_num_tokens is not None:
         check_positive(max_num_tokens, "max_num_tokens", "a token budget per step", maximum=1e7)
         stack = replace(stack, max_num_tokens=int(max_num_tokens))
+    if not isinstance(eager, (bool, np.bool_)):
+        raise InputError("eager", f"{str(eager)[:80]!r}", "true or false (decode steps without CUDA graphs)")
+    if eager:
+        stack = replace(stack, cuda_graphs=False)
     wdt = units.normalize_dtype(weights_dtype, "weights_dtype") if weights_dtype else None
     kvdt = units.normalize_dtype(kv_dtype or getattr(m, "kv_dtype", None) or "bf16", "kv_dtype")
     cdt = chip.compute_dtype(wdt or m.native_dtype)
@@ -946,8 +952,15 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         b = np.minimum(b, st.max_batch_size)
     mn_d = p.numbers("decode")
     res_d = _run(p, mn_d, lay, eff, b)
-    t_draft = _run(p, p.numbers("draft"), replace(lay, pp=1), eff, b, sched=False).tpot_s if k else 0.0
-    t_dec = speculative_step(res_d.tpot_s, t_draft, k)
+    t_verify, t_draft = res_d.tpot_s, 0.0
+    if k:
+        res_k = _run(p, p.numbers("draft"), replace(lay, pp=1), eff, b, sched=False)
+        t_draft = res_k.tpot_s
+    if not st.cuda_graphs:  # --eager: the host dispatches every kernel of the decode step too
+        tau_e = stack_eager_s(eff, st.name)
+        t_verify = eager_step(t_verify, step_kernels(res_d), tau_e)
+        t_draft = eager_step(t_draft, step_kernels(res_k), tau_e) if k else 0.0
+    t_dec = speculative_step(t_verify, t_draft, k)
     fits = np.asarray(res_d.fits)
     if not np.all(fits):
         notes.append("the KV cache of this many sequences does not fit in HBM (fits = false): "
@@ -955,7 +968,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
     isl_new = w.isl_new
     chunk = p.chunk()
     n_chunks = float(prefill_chunks(isl_new, chunk))
-    info = dict(t_decode=t_dec, t_verify=res_d.tpot_s, t_draft=t_draft, b=b)
+    info = dict(t_decode=t_dec, t_verify=t_verify, t_draft=t_draft, b=b, t_decode_gpu=res_d.tpot_s)
     if p.disaggregated:
         t_bar, t_tpot = t_dec, tpot(t_dec, A)
         cap_out = output_tokens_per_s(C, t_dec, A)
@@ -1056,21 +1069,24 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
           weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None, decode_gpus=None,
           cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None, redundant_experts=0,
           uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None,
-          arrivals="steady") -> "ServeResult":
+          arrivals="steady", eager=False) -> "ServeResult":
     """Steady-state serving of ``model`` on ``gpus`` GPUs of ``hardware``: ``evaluate(plan(...))``.
 
     ``concurrency`` (sequences in flight across the deployment) may be a numpy array; the rest are
     single values. Layout flags follow conventions.md (given flags are honoured, the rest chosen).
     ``efficiency`` None/'auto' picks the calibrated preset for the chip (a cross-family preset, named,
     for chips without their own), ``ideal=True`` the lecture's roofline; ``framework`` a stack preset;
-    ``arrivals`` "steady" (default) or "waves" (:func:`wave_schedule`: a closed-loop client at fixed lengths).
+    ``arrivals`` "steady" (default) or "waves" (:func:`wave_schedule`: a closed-loop client at fixed lengths);
+    ``eager`` True: the stack runs without CUDA graphs (vLLM ``--enforce-eager``, SGLang ``--disable-cuda-graph``,
+    TensorRT-LLM's PyTorch backend before 0.19 unless ``use_cuda_graph``), so decode steps are eager too
+    (:func:`eager_step`).
     """
     p = plan(model, hardware, gpus=gpus, isl=isl, osl=osl, concurrency=concurrency, tp=tp, ep=ep, pp=pp,
              attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance,
              prefill_gpus=prefill_gpus, decode_gpus=decode_gpus, cached_share=cached_share, ideal=ideal,
              efficiency=efficiency, usd_per_gpu_hour=usd_per_gpu_hour, redundant_experts=redundant_experts,
              uneven_experts=uneven_experts, kv_shards=kv_shards, framework=framework, max_num_tokens=max_num_tokens,
-             arrivals=arrivals)
+             arrivals=arrivals, eager=eager)
     return evaluate(p)
 
 
@@ -1095,13 +1111,20 @@ def _derive(r: "ServeResult") -> Derivation:
     b = d.add("b", "min(max(C / (dp · PP), 1), max batch)", f"{C:g} / ({lay.dp} · {lay.pp})", _f(info["b"]), "",
               "sequences per micro-batch per replica",
               expr=f"min(max(C / ({lay.dp} * {lay.pp}), 1), {p.stack.max_batch_size})", key="b")
-    d.add("t_verify", "Σ_ops [n_kernels·τ_k + n_coll·τ_c + n_out·τ_out + max(F/(peak·η_c(M)), B/(BW·η_m), "
-          "net/η_comm)] · PP "
+    d.add("t_verify" if p.stack.cuda_graphs else "t_gpu",
+          "Σ_ops [n_kernels·τ_k + n_coll·τ_c + n_out·τ_out + max(F/(peak·η_c(M)), B/(BW·η_m), net/η_comm)] "
+          "· PP "
           "+ t_sched", f"compute {fmt(v['t_compute_ms'] / 1e3, 's')}, weights {fmt(v['t_weights_ms'] / 1e3, 's')}, "
           f"KV {fmt(v['t_kv_ms'] / 1e3, 's')}, comm {fmt(v['t_comm_ms'] / 1e3, 's')}, latencies "
           f"{fmt(v['t_latency_ms'] / 1e3, 's')}, scheduler {fmt(v['overhead_ms'] / 1e3, 's')} "
-          f"({res.overlap})", _f(info["t_verify"]), "s",
-          f"decode step of b sequences × {k + 1} tokens (engine/step.py; --ops for each operator)", key="t_verify")
+          f"({res.overlap})", _f(info["t_decode_gpu"]), "s",
+          f"decode step of b sequences × {k + 1} tokens (engine/step.py; --ops for each operator)",
+          key="t_verify" if p.stack.cuda_graphs else "t_verify_gpu")
+    if not p.stack.cuda_graphs:
+        n_k, tau_e = _f(step_kernels(res)), _f(stack_eager_s(eff, p.stack.name))
+        d.add("t_verify", "max(GPU time, n_kernels · τ_eager)", f"max(…, {n_k:g} · {fmt(tau_e, 's')})",
+              _f(info["t_verify"]), "s", "--eager: no CUDA graph, the host dispatches every kernel of the decode step",
+              expr=f"max(t_verify_gpu, {n_k!r} * {tau_e!r})", key="t_verify")
     if k:
         d.add("t_draft", "one draft/MTP layer + LM head, 1 token per sequence", "", _f(info["t_draft"]), "s",
               key="t_draft")

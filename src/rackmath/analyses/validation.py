@@ -67,7 +67,7 @@ def _key(inputs: dict) -> tuple:
 
 _SERVE_ARGS = ("model", "hardware", "gpus", "prefill_gpus", "decode_gpus", "tp", "ep", "pp", "attention_dp",
                "redundant_experts", "kv_shards", "isl", "osl", "concurrency", "cached_share", "weights_dtype",
-               "kv_dtype", "mtp", "acceptance", "max_num_tokens", "arrivals")
+               "kv_dtype", "mtp", "acceptance", "max_num_tokens", "arrivals", "eager")
 
 
 @lru_cache(maxsize=1)

@@ -83,6 +83,9 @@ def register(app: typer.Typer) -> None:
         arrivals: str = typer.Option("steady", "--arrivals", help="steady: requests arrive spread out (a production "
                                      "stream); waves: lock-step, C prompts at once (a closed-loop benchmark client "
                                      "at fixed lengths, a fixed-length burst, C = 1)."),
+        eager: bool = typer.Option(False, "--eager", help="The stack runs without CUDA graphs (vLLM --enforce-eager, "
+                                   "SGLang --disable-cuda-graph): decode steps take max(GPU time, kernels · host "
+                                   "dispatch time)."),
         ideal: bool = IDEAL_OPT,
         efficiency: str = EFF_OPT,
         price: str = USD_OPT,
@@ -112,7 +115,7 @@ def register(app: typer.Typer) -> None:
                   mtp=_count(mtp, "mtp"), acceptance=acc, prefill_gpus=_count(prefill_gpus, "prefill_gpus"),
                   decode_gpus=_count(decode_gpus, "decode_gpus"), cached_share=cached_share, ideal=ideal,
                   efficiency=efficiency, redundant_experts=_count(redundant_experts, "redundant_experts") or 0,
-                  uneven_experts=uneven_experts, framework=framework, arrivals=arrivals,
+                  uneven_experts=uneven_experts, framework=framework, arrivals=arrivals, eager=eager,
                   usd_per_gpu_hour=None if price is None else units.parse_usd_per_hour(price, "usd_per_gpu_hour"))
         if ops or ops_plot:
             from .common import print_ops

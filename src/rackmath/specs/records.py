@@ -162,12 +162,15 @@ FIELDS: dict = {
                                                                          "source's launch sets it"),
     "arrivals": (_enum(ARRIVALS), ("serve",), False, "steady (default: requests spread out) or waves (lock-step: a "
                                                       "closed-loop client at fixed lengths, a fixed-length burst, C = 1)"),
+    "eager": (_bool, ("serve",), False, "the stack ran without CUDA graphs (every decode step dispatched from the "
+                                        "host)"),
 }
 
 #: Fields that describe the configuration (what a prediction needs), in order.
 INPUTS = ("model", "hardware", "gpus", "prefill_gpus", "decode_gpus", "tp", "ep", "pp", "attention_dp",
           "redundant_experts", "kv_shards", "isl", "osl", "concurrency", "max_batch", "batch", "context",
-          "cached_share", "weights_dtype", "kv_dtype", "mtp", "acceptance", "max_num_tokens", "arrivals", "framework")
+          "cached_share", "weights_dtype", "kv_dtype", "mtp", "acceptance", "max_num_tokens", "arrivals", "eager",
+          "framework")
 
 
 #: Hardware family of each chip: the unit of leave-one-hardware-family-out and of per-family presets.
