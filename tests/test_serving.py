@@ -189,6 +189,31 @@ def test_eager_decode_steps_take_the_hosts_dispatch_time():
     assert code == 0 and "--eager: no CUDA graph" in out
 
 
+def test_sglang_runs_its_scheduler_serially_under_speculative_decoding():
+    """SGLang turns its overlap scheduler off with EAGLE / NEXTN: the host time adds to the step instead of hiding."""
+    from dataclasses import replace
+
+    from rackmath.engine.efficiency import load_efficiency
+
+    base = replace(load_efficiency("blackwell-serving"), sched_sglang_s=0.0, seq_sglang_s=0.0)
+    host = replace(base, sched_sglang_s=2e-3)
+    kw = dict(gpus=8, tp=8, isl=200, osl=280, concurrency=1, framework="sglang")
+    for mtp, acc in ((0, None), (3, 2.46)):
+        r0 = rackmath.serve("deepseek-v3", "hgx-b200", mtp=mtp, acceptance=acc, efficiency=base, **kw)
+        r1 = rackmath.serve("deepseek-v3", "hgx-b200", mtp=mtp, acceptance=acc, efficiency=host, **kw)
+        gpu = r0._info["t_verify"]
+        assert gpu > 2e-3  # the GPU step is longer than the host's 2 ms
+        if mtp:  # serial: the 2 ms show in full
+            assert r1._plan.stack.overlap_scheduler is False and any("overlap scheduler off" in n for n in r1.notes)
+            assert r1._info["t_verify"] == pytest.approx(gpu + 2e-3)
+        else:  # overlapped: hidden behind the GPU
+            assert r1._plan.stack.overlap_scheduler is True
+            assert r1._info["t_verify"] == pytest.approx(gpu)
+    # TensorRT-LLM keeps its overlap scheduler with MTP
+    t = rackmath.serve("deepseek-v3", "hgx-b200", mtp=3, acceptance=2.46, **{**kw, "framework": "trtllm"})
+    assert t._plan.stack.overlap_scheduler is True
+
+
 # --- equations -----------------------------------------------------------------------------------------------
 
 

@@ -196,6 +196,7 @@ class Stack:
     source: str
     prefill_first: bool = False  # waiting prompts run as prefill batches of their own while decode waits
     cuda_graphs: bool = True  # decode steps replay captured graphs; False (--eager): every step is dispatched eagerly
+    overlap_with_speculation: bool = True  # False: speculative decoding (MTP / EAGLE) turns the overlap scheduler off
 
 
 STACKS = {
@@ -219,10 +220,13 @@ STACKS = {
                      "MLA models in 0.7.x), then max_num_batched_tokens = max(max_model_len, 2048); max_num_seqs=256; "
                      "the default scheduler runs waiting prefills before any decode", prefill_first=True),
     "sglang": Stack("sglang", 8192, 2048, True,
-                    "SGLang: chunked_prefill_size 8,192, overlap scheduler on, prefill batches first",
+                    "SGLang: chunked_prefill_size 8,192, overlap scheduler on (off under speculative decoding), "
+                    "prefill batches first",
                     "SGLang ServerArgs defaults on ≥ 80 GB GPUs: chunked_prefill_size=8192; overlap schedule on "
-                    "unless --disable-overlap-schedule; a prefill batch runs whenever prompts wait "
-                    "(--enable-mixed-chunk off)", prefill_first=True),
+                    "unless --disable-overlap-schedule, and off with EAGLE / NEXTN speculative decoding (ServerArgs: "
+                    "'Overlap scheduler is disabled because of using eagle speculative decoding'); a prefill batch "
+                    "runs whenever prompts wait (--enable-mixed-chunk off)", prefill_first=True,
+                    overlap_with_speculation=False),
 }
 _STACK_ALIASES = {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "tensorrt_llm": "trtllm", "dynamo": "trtllm",
                   "atom": "vllm", "sgl": "sglang", "jax": "generic", "torch": "generic", "other": "generic",
@@ -859,6 +863,9 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
         raise InputError("eager", f"{str(eager)[:80]!r}", "true or false (decode steps without CUDA graphs)")
     if eager:
         stack = replace(stack, cuda_graphs=False)
+    spec_serial = int(mtp) > 0 and stack.overlap_scheduler and not stack.overlap_with_speculation
+    if spec_serial:
+        stack = replace(stack, overlap_scheduler=False)
     wdt = units.normalize_dtype(weights_dtype, "weights_dtype") if weights_dtype else None
     kvdt = units.normalize_dtype(kv_dtype or getattr(m, "kv_dtype", None) or "bf16", "kv_dtype")
     cdt = chip.compute_dtype(wdt or m.native_dtype)
@@ -875,6 +882,9 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
     n_dec = int(decode_gpus) if disagg else gpus
     p = Plan(m, system, wl, Layout(n_dec, 1), stack, wdt, kvdt, cdt, gpus, price,
              prefill_gpus=int(prefill_gpus) if disagg else None, kv_shards=kv_shards, efficiency=eff)
+    if spec_serial:
+        p.notes.append(f"speculative decoding turns {stack.name}'s overlap scheduler off: its host time adds to "
+                       "every step")
     rx = int(redundant_experts or 0)
     if tp is not None:
         lay = dict(tp=int(tp), ep=int(ep or 1), pp=int(pp or 1), attention_dp=bool(attention_dp))
