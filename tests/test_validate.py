@@ -15,7 +15,7 @@ import pytest
 
 from conftest import run_cli
 from rackmath.analyses import calibration, validation
-from rackmath.errors import CatalogError
+from rackmath.errors import CatalogError, InputError
 from rackmath.specs import records as R
 
 
@@ -296,6 +296,26 @@ def test_a_prior_pulls_a_family_toward_its_measured_value_and_only_that_family()
     assert replace(eta, prior=((None, 0.5),)).penalty(0.25, "A") == pytest.approx(0.5 * (np.log(0.5) / 0.1) ** 2)
     assert eta.penalty(0.25, "A") == 0.0 and SPEC.params[0].penalty(0.25, "B") == 0.0
     assert calibration.default_spec().describe()[1]["prior"] == {"hopper": 0.85}  # η_m, measured on an H200
+
+
+def test_extra_starts_find_the_better_basin():
+    """ParamSpec.starts: the descent is repeated from each start and the lowest objective kept (two basins)."""
+    from dataclasses import replace
+
+    def two_basins(rec, X, names):  # |log(pred/meas)| = min(|a − 0.2| + 0.1, |a − 0.8|): minima at 0.2 and 0.8
+        a = X[:, 0]
+        return rec.value * np.exp(np.minimum(np.abs(a - 0.2) + 0.1, np.abs(a - 0.8)))
+
+    recs = [Syn("r1", 1.0, "s1", "A", "m1", 0.0), Syn("r2", 2.0, "s2", "A", "m1", 0.0)]
+    spec = calibration.ParamSpec((calibration.Param("a", 0.0, 1.0, 0.1, 0.05, per_family=False),), rounds=6,
+                                 sweeps=5)
+    local = calibration.fit(recs, spec, predictor=two_basins)
+    assert local.values[("a", None)] == pytest.approx(0.2, abs=1e-3) and local.objective == pytest.approx(0.1, abs=1e-3)
+    both = calibration.fit(recs, replace(spec, starts=({"a": 0.9},)), predictor=two_basins)
+    assert both.values[("a", None)] == pytest.approx(0.8, abs=1e-3) and both.objective == pytest.approx(0.0, abs=1e-3)
+    with pytest.raises(InputError, match="starts"):
+        calibration.fit(recs, replace(spec, starts=({"b": 0.5},)), predictor=two_basins)
+    assert calibration.default_spec().starts  # the shipped model declares one (engine.efficiency.FIT_STARTS)
 
 
 def test_cross_validation_groups_and_errors_are_the_hand_derived_ones():

@@ -84,6 +84,7 @@ class ParamSpec:
     name: str = "fit"
     sweeps: int = 1  # sweeps over every coordinate per round (more: coupled parameters converge further)
     weighting: str = "record"  # "record": every record counts 1; "source": every source_group counts 1 in total
+    starts: tuple = ()  # extra starting points ({param name: x0}, …): the fit keeps the best descent of all
 
     @property
     def names(self) -> tuple:
@@ -134,8 +135,12 @@ def default_spec() -> ParamSpec:
                          prior=tuple((fam, float(v)) for fam, v in dict(d.get("prior", {})).items()),
                          prior_sigma=float(d.get("prior_sigma", 0.1)), prior_weight=float(d.get("prior_weight", 2.0)))
                    for d in declared)
+    names = {p.name for p in params}
+    starts = tuple(s for s in ({k: float(v) for k, v in dict(x).items() if k in names}
+                               for x in getattr(E, "FIT_STARTS", ())) if s)  # those of the declared parameters
     return ParamSpec(params, family_of=getattr(E, "FIT_FAMILY_OF", "hardware_family"),
-                     rounds=int(getattr(E, "FIT_ROUNDS", 4)), sweeps=int(getattr(E, "FIT_SWEEPS", 1)))
+                     rounds=int(getattr(E, "FIT_ROUNDS", 4)), sweeps=int(getattr(E, "FIT_SWEEPS", 1)),
+                     starts=starts)
 
 
 def objective(predicted, measured):
@@ -263,6 +268,9 @@ def fit(recs, spec: ParamSpec | None = None, predictor=None, cache: PredictionCa
     scores the grid's candidates, predicted in one batched call per affected record, and keeps
     a candidate whenever it is strictly better than the best so far (what scoring them one by one
     would do). ``predictor`` (see :class:`PredictionCache`) or a shared ``cache`` may be given.
+    The descent starts from every parameter's ``x0`` and, in turn, from each of ``spec.starts`` (the
+    ``x0`` of the parameters it names replaced); the fit with the lowest objective (records' loss plus
+    priors) is returned — coupled host-time parameters have more than one basin.
     """
     spec = default_spec() if spec is None else spec
     recs = [r for r in recs]
@@ -279,7 +287,24 @@ def fit(recs, spec: ParamSpec | None = None, predictor=None, cache: PredictionCa
     coords = []
     for p in spec.params:
         coords += [(p.name, f) for f in fams] if p.per_family else [(p.name, None)]
-    theta = {c: float(next(p for p in spec.params if p.name == c[0]).x0) for c in coords}
+    for start in spec.starts:
+        unknown = set(start) - set(spec.names)
+        if unknown:
+            raise InputError("starts", f"unknown parameter(s) {sorted(unknown)}", f"names of {spec.names}")
+    best_fit = None
+    for start in ({},) + tuple(spec.starts):
+        x0 = {p.name: float(start.get(p.name, p.x0)) for p in spec.params}
+        f = _descend(recs, spec, cache, rounds, fams, coords, {c: x0[c[0]] for c in coords})
+        if best_fit is None or f[1] < best_fit[1] - 1e-12:
+            best_fit = f
+    theta, _, objective = best_fit
+    return Fit(spec=spec, values=dict(theta), families=fams, objective=objective,
+               record_ids=tuple(r.id for r in recs), sources=tuple(sorted({r.source_group for r in recs})),
+               _records=recs, _cache=cache)
+
+
+def _descend(recs, spec, cache, rounds, fams, coords, theta):
+    """One coordinate descent from ``theta``: (values, penalised objective, records' mean loss)."""
     meas = np.array([r.value for r in recs], dtype=float)
     rec_fam = [spec.family(r) for r in recs]
 
@@ -325,9 +350,7 @@ def fit(recs, spec: ParamSpec | None = None, predictor=None, cache: PredictionCa
                         pen[(name, fam)] = float(pc[k])
             if theta == before:
                 break
-    return Fit(spec=spec, values=dict(theta), families=fams, objective=float(loss.mean()),
-               record_ids=tuple(r.id for r in recs), sources=tuple(sorted({r.source_group for r in recs})),
-               _records=recs, _cache=cache)
+    return theta, best, float(loss.mean())
 
 
 def predict_with(fit_: Fit, recs, cache: PredictionCache) -> tuple[np.ndarray, list]:
