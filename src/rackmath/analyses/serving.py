@@ -1088,8 +1088,8 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
     for chips without their own), ``ideal=True`` the lecture's roofline; ``framework`` a stack preset;
     ``arrivals`` "steady" (default) or "waves" (:func:`wave_schedule`: a closed-loop client at fixed lengths);
     ``eager`` True: the stack runs without CUDA graphs (vLLM ``--enforce-eager``, SGLang ``--disable-cuda-graph``,
-    TensorRT-LLM's PyTorch backend before 0.19 unless ``use_cuda_graph``), so decode steps are eager too
-    (:func:`eager_step`).
+    the early-2025 PyTorch backend of TensorRT-LLM unless ``use_cuda_graph`` was set), so decode steps are eager
+    too (:func:`eager_step`).
     """
     p = plan(model, hardware, gpus=gpus, isl=isl, osl=osl, concurrency=concurrency, tp=tp, ep=ep, pp=pp,
              attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance,
@@ -1123,18 +1123,17 @@ def _derive(r: "ServeResult") -> Derivation:
               expr=f"min(max(C / ({lay.dp} * {lay.pp}), 1), {p.stack.max_batch_size})", key="b")
     d.add("t_verify" if p.stack.cuda_graphs else "t_gpu",
           "Σ_ops [n_kernels·τ_k + n_coll·τ_c + n_out·τ_out + max(F/(peak·η_c(M)), B/(BW·η_m), net/η_comm)] "
-          "· PP "
-          "+ t_sched", f"compute {fmt(v['t_compute_ms'] / 1e3, 's')}, weights {fmt(v['t_weights_ms'] / 1e3, 's')}, "
+          "· PP + t_sched", f"compute {fmt(v['t_compute_ms'] / 1e3, 's')}, weights {fmt(v['t_weights_ms'] / 1e3, 's')}, "
           f"KV {fmt(v['t_kv_ms'] / 1e3, 's')}, comm {fmt(v['t_comm_ms'] / 1e3, 's')}, latencies "
           f"{fmt(v['t_latency_ms'] / 1e3, 's')}, scheduler {fmt(v['overhead_ms'] / 1e3, 's')} "
           f"({res.overlap})", _f(info["t_decode_gpu"]), "s",
           f"decode step of b sequences × {k + 1} tokens (engine/step.py; --ops for each operator)",
-          key="t_verify" if p.stack.cuda_graphs else "t_verify_gpu")
+          key="t_verify" if p.stack.cuda_graphs else "t_gpu")
     if not p.stack.cuda_graphs:
         n_k, tau_e = _f(step_kernels(res)), _f(stack_eager_s(eff, p.stack.name))
         d.add("t_verify", "max(GPU time, n_kernels · τ_eager)", f"max(…, {n_k:g} · {fmt(tau_e, 's')})",
               _f(info["t_verify"]), "s", "--eager: no CUDA graph, the host dispatches every kernel of the decode step",
-              expr=f"max(t_verify_gpu, {n_k!r} * {tau_e!r})", key="t_verify")
+              expr=f"max(t_gpu, {n_k!r} * {tau_e!r})", key="t_verify")
     if k:
         d.add("t_draft", "one draft/MTP layer + LM head, 1 token per sequence", "", _f(info["t_draft"]), "s",
               key="t_draft")
