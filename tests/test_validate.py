@@ -516,6 +516,11 @@ def test_cli_cv_json_on_user_records(user_dir):
     assert d["counts"]["records"] == 2 and d["counts"]["fitted_params"] == len(calibration.default_spec().params)
     assert d["source"]["not_predictable"] == [{"group": "my-lab", "reason": "nothing left to fit on"}]
     assert len(d["loo"]["records"]) == 2
+    assert [p.get("prior") for p in d["spec"] if p["name"] == "eta_memory"] == [{"hopper": 0.85}]
+    code, out, err = run_cli("validate", "--records", str(user_dir), "--only-records", "--cv", "--scheme", "loo",
+                             "--jobs", "1")
+    assert code == 0, err
+    assert "priors measured on silicon: eta_memory (hopper) 0.85" in " ".join(out.split())
     code, _, err = run_cli("validate", "--cv", "--scheme", "planets")
     assert code == 2 and "scheme" in err
     code, _, err = run_cli("validate", "--cv", "--ideal")
