@@ -65,13 +65,10 @@ def _key(inputs: dict) -> tuple:
     return tuple(sorted(inputs.items()))
 
 
-_SERVE_ARGS = ("model", "hardware", "gpus", "prefill_gpus", "decode_gpus", "tp", "ep", "pp", "attention_dp",
-               "redundant_experts", "kv_shards", "isl", "osl", "concurrency", "cached_share", "weights_dtype",
-               "kv_dtype", "mtp", "acceptance", "max_num_tokens", "arrivals", "eager")
-
-
 @lru_cache(maxsize=1)
 def _serve_params() -> frozenset:
+    """The keyword arguments ``serve()`` takes: a record's inputs among them are passed (others, such as
+    ``max_batch`` or a step record's ``batch``, are not serve's)."""
     from .serving import serve
 
     return frozenset(inspect.signature(serve).parameters)
@@ -88,14 +85,12 @@ def _max_load_cached(key: tuple) -> float:
 
 
 def serve_kwargs(rec: Record) -> dict:
-    """The keyword arguments of ``serve()`` for a serving record (concurrency resolved, framework if supported)."""
+    """The keyword arguments of ``serve()`` for a serving record (concurrency resolved): every record input that
+    ``serve()`` takes."""
     inp = dict(rec.inputs)
     if inp.get("concurrency") == "max-load":
         inp["concurrency"] = _max_load_cached(_key({k: v for k, v in inp.items() if k != "framework"}))
-    kw = {k: inp[k] for k in _SERVE_ARGS if k in inp}
-    if "framework" in inp and "framework" in _serve_params():
-        kw["framework"] = inp["framework"]
-    return kw
+    return {k: v for k, v in inp.items() if k in _serve_params()}
 
 
 def _metric_of_serve(d: dict, rec: Record) -> float:

@@ -165,11 +165,6 @@ class Efficiency:
 
 IDEAL = Efficiency(composition="overlap")
 
-#: The parameter vector calibration fits: name (an Efficiency field), bounds, start, initial grid
-#: half-width, shared by every hardware family (False) or fitted per family (True), grid decimals.
-#: Per family: what differs between chips and their stacks (GEMM/HBM efficiency, kernel launch and
-#: host costs); shared: what is the same physics everywhere (tile-size GEMM ramp, collective
-#: latency and network efficiency).
 #: η_m measured on silicon, the prior of the fit (``calibration.Param.prior``): the line t = τ + B/(BW·η_m) through
 #: M = 1 decode GEMMs of 0.26–537 MB on one H200 (``benchmarks/gpu_kernels.py``, rows in
 #: ``benchmarks/data/h200-kernels.json``, fitted by ``benchmarks/fit_kernels.py``; docs/validation.md). Hopper only:
@@ -177,6 +172,11 @@ IDEAL = Efficiency(composition="overlap")
 #: (the vLLM FP8-KV blog's single-GPU runs) was left out.
 MEASURED_ETA_MEMORY = {"hopper": 0.85}
 
+#: The parameter vector calibration fits: name (an Efficiency field), bounds, start, initial grid
+#: half-width, shared by every hardware family (False) or fitted per family (True), grid decimals.
+#: Per family: what differs between chips and their stacks (GEMM/HBM efficiency, kernel launch and
+#: host costs); shared: what is the same physics everywhere (tile-size GEMM ramp, collective
+#: latency and network efficiency).
 FIT_PARAMS = (
     dict(name="eta_compute", lo=0.05, hi=1.0, x0=0.6, width=0.4, per_family=True, decimals=4,
          description="achieved share of peak FLOP/s by a large GEMM"),
