@@ -131,6 +131,23 @@ def test_moe_alltoall_matches_hand_formula():
     assert r["t_alltoall_s"] == pytest.approx(48 * per_layer, rel=1e-9)
 
 
+def test_tp_allreduce_across_two_hgx_nodes_is_hierarchical():
+    """TP16 on two 8-GPU H100 nodes (NVLink 450 GB/s, NIC 50 GB/s per GPU), a prefill of 8,192 tokens of d = 7,168:
+    reduce-scatter + all-gather on NVLink, 1/8 of the message all-reduced across the 2 nodes over the NICs.
+    By hand: 2·7/8 · 117.44 MB / 450 GB/s + 2·1/2 · 14.68 MB / 50 GB/s = 0.4567 ms + 0.2936 ms = 0.7503 ms
+    (a flat ring over the NICs would take 2·15/16 · 117.44 MB / 50 GB/s = 4.40 ms)."""
+    from rackmath.engine.comms import (allreduce_time, hierarchical_allreduce_scaleout_bytes,
+                                       hierarchical_allreduce_time)
+
+    nbytes = 8192 * 7168 * 2
+    t = float(hierarchical_allreduce_time(nbytes, 16, 8, 450e9, 50e9))
+    assert t == pytest.approx(0.7503e-3, rel=1e-3)
+    assert float(hierarchical_allreduce_scaleout_bytes(nbytes, 16, 8)) == pytest.approx(nbytes / 8)
+    # inside one domain it is the ring all-reduce on NVLink, and nothing crosses the NIC
+    assert float(hierarchical_allreduce_time(nbytes, 8, 8, 450e9, 50e9)) == float(allreduce_time(nbytes, 8, 450e9))
+    assert float(hierarchical_allreduce_scaleout_bytes(nbytes, 8, 8)) == 0.0
+
+
 def test_overlap_modes():
     kw = dict(tp=16, ep=16, pp=1, micro_batch=512, attention_dp=True)
     mx = evaluate(TOY, HW, overlap="max", **kw).row(0)

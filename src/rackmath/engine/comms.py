@@ -26,6 +26,34 @@ def allreduce_time(nbytes, n, bw, latency=0.0):
     return frac * np.asarray(nbytes, dtype=float) / bw + np.where(n > 1, 2 * (n - 1), 0.0) * latency
 
 
+def hierarchical_allreduce_time(nbytes, n, scaleup_size, scaleup_bw, scaleout_bw, latency=0.0):
+    """All-reduce of ``nbytes`` per chip over ``n`` chips that span ⌈n/S⌉ scale-up domains of S chips.
+
+    Reduce-scatter inside each domain, all-reduce of the 1/S shards across the D = ⌈n/S⌉ domains
+    (every chip over its own NIC, D chips per ring), all-gather inside the domain:
+
+        t = 2 (S−1)/S · bytes / BW_up + 2 (D−1)/D · (bytes / S) / BW_out
+
+    so only 1/S of the message crosses the NIC (hierarchical all-reduce: Sergeev & Del Balso 2018,
+    Horovod; the 2D all-reduce of Ying et al. 2018; NCCL's rings through one NIC per GPU move the same
+    share). With n ≤ S it is the ring all-reduce over the scale-up network.
+    """
+    n = np.asarray(n, dtype=float)
+    s = np.minimum(n, float(scaleup_size))
+    d = np.ceil(n / np.maximum(float(scaleup_size), 1.0))
+    nbytes = np.asarray(nbytes, dtype=float)
+    return (allreduce_time(nbytes, s, scaleup_bw, latency)
+            + allreduce_time(nbytes / np.maximum(s, 1.0), d, scaleout_bw, latency))
+
+
+def hierarchical_allreduce_scaleout_bytes(nbytes, n, scaleup_size):
+    """Bytes one chip sends over its NIC in :func:`hierarchical_allreduce_time`: 2 (D−1)/D · bytes / S."""
+    n = np.asarray(n, dtype=float)
+    s = np.minimum(n, float(scaleup_size))
+    d = np.ceil(n / np.maximum(float(scaleup_size), 1.0))
+    return np.where(d > 1, 2.0 * (d - 1) / np.maximum(d, 1.0), 0.0) * np.asarray(nbytes, dtype=float) / np.maximum(s, 1.0)
+
+
 def allgather_time(nbytes, n, bw, latency=0.0):
     """Ring all-gather (or reduce-scatter) producing ``nbytes`` per chip: t = (n-1)/n · bytes / bw + (n-1)·latency."""
     n = np.asarray(n, dtype=float)

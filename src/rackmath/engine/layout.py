@@ -458,7 +458,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     max_b = np.maximum(0.0, np.floor((cap - w_chip - reserve_bytes) / np.maximum(per_b, 1e-300)))
 
     # --- one stage step on the most-loaded chip: per-layer operators (engine/step.py)
-    from .comms import allreduce_time, p2p_time
+    from .comms import hierarchical_allreduce_scaleout_bytes, hierarchical_allreduce_time, p2p_time
     from .step import ELEMENTWISE_KERNELS_PER_LAYER, KERNELS, Op, compose, op_kernels
 
     eff = _effective(hw, efficiency, collective_latency_s)
@@ -506,10 +506,10 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     ops.append(Op("elementwise", kernels=ELEMENTWISE_KERNELS_PER_LAYER * L_stage))
 
     # --- collectives per stage step
-    ar_bw = np.where(tp <= S, hw.scaleup_bw, hw.scaleout_bw)
     ar_bytes = tokens * mn.d_model * act_bytes
     n_ar = np.where(adp | (tp <= 1), 0.0, 2.0 * L_stage)
-    ops.append(Op("allreduce", net_s=n_ar * allreduce_time(ar_bytes, tp, ar_bw), collectives=n_ar,
+    t_ar = hierarchical_allreduce_time(ar_bytes, tp, S, hw.scaleup_bw, hw.scaleout_bw)
+    ops.append(Op("allreduce", net_s=n_ar * t_ar, collectives=n_ar,
                   scaleout_collectives=np.where(tp > S, n_ar, 0.0)))
     if mn.is_moe:
         fan = moe_fanout(mn.experts_per_token, ep, moe_tp)
@@ -523,7 +523,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     else:
         out_share = np.zeros_like(tokens)
         so_bytes = np.zeros_like(tokens)
-    so_bytes = so_bytes + np.where(adp | (tp <= S), 0.0, 2.0 * L_stage * 2.0 * ar_bytes * (tp - 1) / tp)
+    so_bytes = so_bytes + np.where(adp, 0.0, n_ar * hierarchical_allreduce_scaleout_bytes(ar_bytes, tp, S))
 
     # --- pipeline: hand-offs and hop latency (01:12)
     hops = pipeline_hops(pp, tp, S)
@@ -605,7 +605,7 @@ def explain_layout(res: LayoutArrays, i=0):
         d.add("t_a2a", "L_moe_stage · max(bytes·in/BW_up, bytes·out/BW_out), bytes = (b/TP)·fanout·d·bytes·2, fanout ≈ k", "",
               r["t_alltoall_s"], "s", f"scale-out share {r['scaleout_share']:.3g}")
     d.add("t_allreduce", "2 · L_stage · allreduce(b·d·bytes, TP)", "", r["t_allreduce_s"], "s",
-          "0 with attention DP")
+          "0 with attention DP; TP > S: reduce-scatter on NVLink, 1/S of the bytes over the NIC, all-gather")
     d.add("t_stage", "max(Σ compute, Σ memory, Σ network) + latencies" if res.overlap == "overlap"
           else "Σ_ops [latency + max(compute, memory, network)]", "", r["t_stage_s"], "s",
           f"composition = {res.overlap} (engine/step.py)")
