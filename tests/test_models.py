@@ -147,6 +147,17 @@ def test_mla_attention_flops_absorbed_form():
     assert m.attention_flops_per_token(1) == 61 * (2 * 128 * 576 + 2 * 128 * 512)
 
 
+def test_mla_prefill_attention_runs_unabsorbed():
+    """Prefill: MHA mode on up-projected K/V — 2·128·(128+64) scores + 2·128·128 values per layer per attended
+    token (DeepSeek-V2 §2.1.2 absorbs for decode only); DSA (V3.2) keeps the absorbed MQA mode; GQA is the same."""
+    m = load_model("deepseek-v3")
+    assert m.attention_flops_per_token(1000, prefill=True) == 61 * (2 * 128 * 192 + 2 * 128 * 128) * 1000
+    v32 = load_model("deepseek-v3.2")
+    assert v32.attention_flops_per_token(1000, prefill=True) == v32.attention_flops_per_token(1000)
+    g = load_model("llama-3.1-70b")
+    assert g.attention_flops_per_token(8192, prefill=True) == g.attention_flops_per_token(8192)
+
+
 def test_gqa_attention_flops():
     m = load_model("llama-3.1-70b")
     assert m.attention_flops_per_token(8192) == 80 * 4 * 64 * 128 * 8192

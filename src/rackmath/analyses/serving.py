@@ -491,7 +491,7 @@ def prefill_numbers(model, *, isl, chunk, weights_dtype=None, kv_dtype="bf16", c
 
     prefix = float(cached_share) * float(isl)
     mn = ModelNumbers.from_model(model, prefix, pass_len=max(float(chunk), 1.0), weights_dtype=weights_dtype,
-                                 kv_dtype=kv_dtype)
+                                 kv_dtype=kv_dtype, prefill=True)
     kv_read = float(np.asarray(model.kv_read_bytes(prefix, kv_dtype))) if prefix > 0 else 0.0
     out = replace(mn, kv_read_bytes_per_seq=kv_read, head_tokens_per_seq=1.0,
                   kv_bytes_per_seq=float(model.kv_cache_bytes(max(float(isl), 1.0), kv_dtype)))
@@ -510,7 +510,7 @@ def mixed_numbers(mn_decode, model, *, extra_tokens_per_seq, isl, chunk, cached_
     piece = np.minimum(chunk, isl_new)  # one prompt's part of the chunk (a chunk may hold several prompts)
     prefix = float(cached_share) * float(isl) + np.maximum(isl_new - piece, 0.0) / 2.0
     ctx = prefix + (piece - 1.0) / 2.0
-    attn_tok = np.asarray(model.attention_flops_per_token(np.maximum(ctx, 0.0)), dtype=float)
+    attn_tok = np.asarray(model.attention_flops_per_token(np.maximum(ctx, 0.0), prefill=True), dtype=float)
     kv_chunk = np.asarray(model.kv_read_bytes(prefix, kv_dtype), dtype=float)
     pl = float(mn_decode.pass_len)
     exp_tok = mn_decode.expert_flops_per_seq / pl
@@ -904,11 +904,30 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
         p.notes.append(f"layout chosen: {p.layout.label()} (the shortest step that fits; give --tp/--ep/--pp/"
                        "--attention-dp to fix it)")
     if disagg:
-        lay_p = choose_layout(p.numbers("prefill"), system, eff, int(prefill_gpus), 1.0, hw=p.hw(),
-                              sched_overlap=stack.overlap_scheduler)
+        cands_p = choose_layout(p.numbers("prefill"), system, eff, int(prefill_gpus), 1.0, hw=p.hw(),
+                                sched_overlap=stack.overlap_scheduler, top=10**6)
+        lay_p = max(cands_p, key=lambda lay: float(np.max(prefill_pool_rate(
+            p, Layout(int(prefill_gpus), **lay), eff)[0])))  # stable: the first of equals (the shortest pass)
         Deployment.build(system, int(prefill_gpus), **lay_p, model=m)
         p.prefill_layout = Layout(int(prefill_gpus), **lay_p, chosen=True)
     return p
+
+
+def prefill_pool_rate(p, lp, eff):
+    """Prompt tokens/s of a disaggregated prefill pool of layout ``lp``: X_P = dp · n_seq · c / t_pass.
+
+    Each replica's pass carries n_seq = ⌊budget / c⌋ prompt chunks of c tokens (× TP under attention DP, one
+    scheduler per rank) and runs eagerly (:func:`eager_step`). The prefill pool's layout is the valid layout with
+    the highest X_P (ties: the shortest one-prompt pass): the pool exists to keep the decode pool fed. Returns (X_P, t_pass,
+    the pass's step result, n_seq).
+    """
+    from ..engine.efficiency import stack_eager_s
+
+    chunk = p.chunk()
+    seqs = max(1.0, np.floor((p.stack.max_num_tokens or MAX_NUM_TOKENS) / chunk)) * (lp.tp if lp.attention_dp else 1)
+    res_p = _run(p, p.numbers("prefill"), lp, eff, seqs)
+    t_pass = eager_step(res_p.tpot_s, step_kernels(res_p), stack_eager_s(eff, p.stack.name))
+    return lp.dp * seqs * chunk / t_pass, t_pass, res_p, seqs
 
 
 def _best_serving_layout(p, cands, n_dec, eff):
@@ -984,11 +1003,8 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         cap_out = output_tokens_per_s(C, t_dec, A)
         lp = p.prefill_layout
         mp = p.numbers("prefill")
-        seqs = max(1.0, np.floor((st.max_num_tokens or MAX_NUM_TOKENS) / chunk)) * (lp.tp if lp.attention_dp else 1)
-        res_p = _run(p, mp, lp, eff, seqs)
+        pf_tok_s, t_pass, res_p, seqs = prefill_pool_rate(p, lp, eff)
         tau_e = stack_eager_s(eff, st.name)
-        t_pass = eager_step(res_p.tpot_s, step_kernels(res_p), tau_e)
-        pf_tok_s = lp.dp * seqs * chunk / t_pass
         x_out = disaggregated_output_rate(cap_out, pf_tok_s, w.isl, w.osl, w.cached_share)
         prefill_bound = x_out < cap_out
         res_1 = _run(p, mp, lp, eff, 1.0)

@@ -207,8 +207,12 @@ class ModelNumbers:
         return _expected_experts_hit(self.n_experts, self.experts_per_token, tokens) / self.n_experts
 
     @classmethod
-    def from_model(cls, model, context, *, pass_len=1, weights_dtype=None, kv_dtype=None) -> "ModelNumbers":
-        """Read a ``specs.models.ModelSpec`` at one context (uses the roofline engine's building blocks)."""
+    def from_model(cls, model, context, *, pass_len=1, weights_dtype=None, kv_dtype=None,
+                   prefill=False) -> "ModelNumbers":
+        """Read a ``specs.models.ModelSpec`` at one context (uses the roofline engine's building blocks).
+
+        ``prefill``: the pass is a prompt chunk, its attention in the prefill form (MLA un-absorbed,
+        ``ModelSpec.prefill_attention_flops_per_attended_token``)."""
         from ..units import dtype_bytes
 
         ctx = float(context)
@@ -219,7 +223,8 @@ class ModelNumbers:
         dense = float(model.dense_weight_bytes(weights_dtype))
         total = float(model.weight_bytes(weights_dtype))
         other = max(0.0, total - dense - n_moe * n_exp * eb)
-        flops = _step_flops_per_seq(model, ctx, pass_len)
+        attn = float(np.asarray(model.attention_flops_per_token(ctx + (pass_len - 1) / 2.0, prefill=prefill))) * pass_len
+        flops = float(model.matmul_flops_per_token) * pass_len + attn  # roofline.step_flops, with this attention
         expert_params = float(model.expert_weight_bytes("bf16")) / dtype_bytes("bf16") if n_exp and n_moe else 0.0
         expert_flops = 2.0 * k * n_moe * expert_params * pass_len
         from ..units import dtype_bytes as _db
@@ -237,7 +242,6 @@ class ModelNumbers:
                  ("shared_experts", wb("shared_experts"), pb["shared_experts"]),
                  ("lm_head", head_b, head_p))
         comps = tuple(c for c in comps if c[1] > 0 or c[2] > 0)
-        attn = float(np.asarray(model.attention_flops_per_token(ctx + (pass_len - 1) / 2.0))) * pass_len
         del _db
         return cls(
             name=str(model.name),
@@ -288,12 +292,6 @@ def _expected_experts_hit(n_experts, k, tokens):
     from .roofline import expected_experts_hit
 
     return np.asarray(expected_experts_hit(n_experts, k, np.asarray(tokens, dtype=float)), dtype=float)
-
-
-def _step_flops_per_seq(model, context, pass_len) -> float:
-    from .roofline import step_flops
-
-    return float(np.asarray(step_flops(model, 1, context, pass_len)))
 
 
 def _kv_step_bytes_per_seq(model, context, pass_len, kv_dtype) -> float:

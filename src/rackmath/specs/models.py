@@ -350,17 +350,34 @@ class ModelSpec:
             return 2.0 * H * (self.kv_lora_rank + self.qk_rope_head_dim) + 2.0 * H * self.kv_lora_rank
         return 4.0 * H * self.head_dim
 
-    def attention_flops_per_token(self, context):
+    @property
+    def prefill_attention_flops_per_attended_token(self) -> float:
+        """FLOPs per layer per (query token, attended token) pair in a prefill pass.
+
+        MLA prefill runs un-absorbed, as multi-head attention on up-projected keys and values
+        (DeepSeek-V2 §2.1.2 absorbs W_UK / W_UV for decode only; vLLM's MLA backend and SGLang's
+        ``forward_normal`` compute prefill in this "MHA mode"): 2 · n_heads · (qk_nope + qk_rope) for
+        scores + 2 · n_heads · v_head_dim for values — 81,920 for DeepSeek-V3 against 278,528 absorbed.
+        MLA with DSA (DeepSeek-V3.2) runs its sparse attention in the absorbed "MQA mode" for prefill
+        too (V3.2 report §2.1), and every other attention is the same in both passes.
+        """
+        if self.attention == "mla" and not self.index_topk and self.qk_nope_head_dim and self.v_head_dim:
+            H = self.n_heads
+            return 2.0 * H * (self.qk_nope_head_dim + self.qk_rope_head_dim) + 2.0 * H * self.v_head_dim
+        return self.attention_flops_per_attended_token
+
+    def attention_flops_per_token(self, context, prefill=False):
         """FLOPs for one token attending to ``context`` earlier tokens, all layers.
 
         F_attn(L) = Σ_layer-types n_t · f · min(L, W_t) with f = attention_flops_per_attended_token
-        (every layer attends, shared caches or not). With DSA the main attention sees
-        min(L, index_topk) tokens and the indexer scores all L: + n_layers · 2 · index_n_heads ·
-        index_head_dim · L (its ReLU/weighting adds O(index_n_heads · L), ignored).
+        (every layer attends, shared caches or not; ``prefill``: f =
+        prefill_attention_flops_per_attended_token, MLA's un-absorbed form). With DSA the main
+        attention sees min(L, index_topk) tokens and the indexer scores all L: + n_layers · 2 ·
+        index_n_heads · index_head_dim · L (its ReLU/weighting adds O(index_n_heads · L), ignored).
         """
         L = _context(context)
         np = _np()
-        f = self.attention_flops_per_attended_token
+        f = self.prefill_attention_flops_per_attended_token if prefill else self.attention_flops_per_attended_token
         if self.index_topk:
             out = self.n_layers * (f * np.minimum(L, self.index_topk)
                                    + 2.0 * self.index_n_heads * self.index_head_dim * L)
