@@ -44,9 +44,9 @@ GEMMS = {"qkv_o": 2, "qkv_o_mla": 4, "attention": 0, "router": 0, "dense_ffn": 2
 #: Kernels a GEMM with quantised activations adds: FP8 / FP4 weight-and-activation GEMMs (DeepSeek's FP8 blocks,
 #: NVFP4, per-tensor FP8) quantise their input in a kernel of their own before the GEMM (vLLM
 #: ``per_token_group_quant_fp8``, SGLang ``sglang_per_token_group_quant_fp8``, TensorRT-LLM FP8 quantize).
-#: 0 in the shipped model: with 1, the refit's leave-one-source-out median rose from 18.9 % to 20.2 % (176 records
-#: within 2× instead of 173; on an earlier model 22.8 % → 29.3 %; docs/validation.md) — the per-kernel latency
-#: already prices what these kernels cost.
+#: 0 in the shipped model: with 1, the refit's leave-one-source-out median rose from 17.4 % to 18.9 % (177 records
+#: within 2× instead of 176; on earlier models 18.9 % → 20.2 % and 22.8 % → 29.3 %; docs/validation.md) — the
+#: per-kernel latency already prices what these kernels cost.
 QUANT_KERNELS_PER_GEMM = 0
 
 
