@@ -301,3 +301,36 @@ def test_cli_experts_that_do_not_divide_offer_working_ways_out():
     code, out, err = run_cli(*base, "--uneven-experts")  # the most-loaded GPU holds 2 of the 256
     assert code == 0, err
     assert json.loads(out)["tpot_ms"] >= 0.9 * even["tpot_ms"]
+
+
+# ----------------------------------------------------------------------------- Poisson arrivals batch prompts
+
+
+def test_poisson_mixed_share_fixed_point_and_limits():
+    """s = q_d / (1 − q_m + q_d), q = 1 − e^(−λt), λ = (p/ISL)/t̄, t̄ = t_d + s(t_m − t_d); → p/ISL as λt → 0."""
+    p, isl, td, tm = 155.0, 297.0, 0.008, 0.055
+    s = float(serving.poisson_mixed_share(p, isl, td, tm, p / isl))
+    lam = (p / isl) / (td + s * (tm - td))
+    qd, qm = 1 - np.exp(-lam * td), 1 - np.exp(-lam * tm)
+    assert s == pytest.approx(qd / (1 - qm + qd), rel=1e-6)
+    assert 0.30 < s < p / isl  # prompts that arrive during a 55 ms mixed step ride the next one: fewer mixed steps
+    # a trickle of prompts: one prompt per mixed step, the deterministic n = p / ISL
+    assert float(serving.poisson_mixed_share(0.01, isl, td, tm, 0.01 / isl)) == pytest.approx(0.01 / isl, rel=1e-3)
+    # equal steps: the chain is memoryless, s = 1 − e^(−λ t)
+    s_eq = float(serving.poisson_mixed_share(100.0, 1000.0, 0.01, 0.01, 0.1))
+    assert s_eq == pytest.approx(1 - np.exp(-0.1), rel=1e-6)
+
+
+def test_steady_serve_agrees_with_the_poisson_simulator():
+    """The analytic steady state (prompts batched by arrival during mixed steps) against the discrete-event
+    simulator fed Poisson arrivals, at the simulator's own mean number of running sequences."""
+    kw = dict(gpus=8, tp=8, isl=297, osl=192, weights_dtype="mxfp4", framework="sglang")
+    sim = rackmath.simulate("gpt-oss-120b", "hgx-b200", rate=20, requests=6000, seed=1, **kw)
+    running = float(sim.as_dict(timeline=False)["running_per_replica"])
+    r = rackmath.serve("gpt-oss-120b", "hgx-b200", concurrency=round(running), **kw)
+    assert r.tpot_ms / 1e3 == pytest.approx(float(sim.as_dict(timeline=False)["tpot_s"]["mean"]), rel=0.05)
+    assert r.output_tok_s == pytest.approx(float(sim.as_dict(timeline=False)["output_tok_s"]), rel=0.05)
+    # one prompt per mixed step (the deterministic stream) would stall the decode stream 30% more
+    n_det = r._info["prefill_per_step"] / 297.0
+    t_det = r._info["t_decode"] + n_det * (r._info["t_mixed"] - r._info["t_decode"])
+    assert t_det > 1.2 * r.tpot_ms / 1e3

@@ -287,6 +287,57 @@ def time_sliced_schedule(t_decode, t_mixed, prefill_per_step, chunk_tokens, seqs
     return t_bar, t_tpot, np.minimum(x_dec, x_pf), bound
 
 
+def poisson_mixed_share(prefill_per_step, isl_new, t_decode, t_mixed, n_max, iterations=50):
+    """Share s of steps that carry prefill when prompts arrive as a Poisson stream and each step admits every
+    waiting prompt (vLLM, SGLang and TensorRT-LLM schedulers take the whole waiting queue within the budget).
+
+    Prompts arrive at λ = (p / ISL_new) / t̄ per second. After a decode step of t_d a prompt waits with
+    probability q_d = 1 − e^(−λ·t_d); after a mixed step of t_m with q_m = 1 − e^(−λ·t_m): the prompts that arrive
+    during a long (eager) mixed step ride the next step together. The steps are a two-state Markov chain whose
+    stationary mixed share is
+
+        s = q_d / (1 − q_m + q_d),   t̄ = t_d + s · (t_m − t_d)     (a fixed point in s, found by bisection:
+                                                                  the right side falls as s rises, one root)
+
+    As λ·t → 0 it is n = p / ISL_new, one prompt per mixed step (the deterministic stream of Sarathi-Serve, which
+    closed-loop clients at fixed lengths produce); it never exceeds ``n_max``. ``rackmath simulate --rate``
+    (Poisson arrivals, whole waiting queue admitted each step) agrees within 3% on gpt-oss-120b on 8 × B200
+    (docs/serving.md).
+    """
+    p = np.asarray(prefill_per_step, dtype=float)
+    td, tm = np.asarray(t_decode, dtype=float), np.asarray(t_mixed, dtype=float)
+    n_max = np.asarray(n_max, dtype=float)
+    prompts = p / max(float(isl_new), 1e-9)  # prompts needed per decode step
+
+    def chain(s):
+        lam = prompts / np.maximum(td + s * (tm - td), 1e-300)
+        qd, qm = -np.expm1(-lam * td), -np.expm1(-lam * tm)
+        return qd / np.maximum(1.0 - qm + qd, 1e-300)
+
+    hi = np.minimum(n_max, 1.0) + np.zeros(np.broadcast_shapes(p.shape, td.shape, tm.shape, n_max.shape))
+    lo = np.zeros_like(hi)
+    for _ in range(int(iterations)):
+        mid = 0.5 * (lo + hi)
+        up = chain(mid) > mid
+        lo, hi = np.where(up, mid, lo), np.where(up, hi, mid)
+    return np.where(chain(np.minimum(n_max, 1.0)) >= np.minimum(n_max, 1.0), np.minimum(n_max, 1.0), 0.5 * (lo + hi))
+
+
+def batch_arrivals(sch: dict, seqs, ranks, mtp, isl_new, t_decode, t_mixed) -> dict:
+    """:func:`prefill_schedule` under Poisson arrivals: a mixed step carries c = p / s prompt tokens
+    (:func:`poisson_mixed_share`), within every rank's budget; the busiest rank carries at least an even share,
+    c_r = min(max(c_r, c / R), left). Unchanged where no step or every step is mixed (n = p / c ∉ (0, 1))."""
+    p, c_tot, left = sch["p"], sch["c_tot"], sch["left"]
+    R = np.asarray(ranks, dtype=float)
+    n0 = p / np.maximum(c_tot, 1e-300)
+    s = poisson_mixed_share(p, isl_new, t_decode, t_mixed, n0)
+    inside = (n0 > 0) & (n0 < 1)
+    c_new = np.where(inside, np.minimum(p / np.maximum(s, 1e-300), R * left), c_tot)
+    c_rank = np.where(inside, np.minimum(np.maximum(sch["c_rank"], c_new / R), left), sch["c_rank"])
+    imb = np.where(R > 1, mixed_step_imbalance(seqs, R, mtp + 1, c_rank, c_new), 1.0)
+    return dict(sch, c_tot=c_new, c_rank=c_rank, imbalance=imb)
+
+
 def prefill_wait(t_bar, prefill_s, utilisation):
     """Wait for a prefill slot: W = t̄ / 2 + ρ / (2 (1 − ρ)) · t_prefill (M/D/1 queue, Pollaczek–Khinchine).
 
@@ -1024,12 +1075,19 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
     else:
         ranks = lay.tp if lay.attention_dp else 1
         sch = prefill_schedule(b, ranks, isl_new, w.osl, A, k, st.max_num_tokens)
-        p_step, left, c_rank, c_tot, rho = sch["p"], sch["left"], sch["c_rank"], sch["c_tot"], sch["rho"]
-        mn_m = mixed_numbers(mn_d, m, extra_tokens_per_seq=c_tot / b, isl=w.isl, chunk=c_rank,
-                             cached_share=w.cached_share, kv_dtype=p.kv_dtype)
-        res_m = _run(p, mn_m, lay, eff, b, adp_imbalance=sch["imbalance"] if lay.attention_dp else None)
         tau_e = stack_eager_s(eff, st.name)
-        t_mix = speculative_step(eager_step(res_m.tpot_s, step_kernels(res_m), tau_e), t_draft, k)
+
+        def mixed_step(sch):
+            mn_m = mixed_numbers(mn_d, m, extra_tokens_per_seq=sch["c_tot"] / b, isl=w.isl, chunk=sch["c_rank"],
+                                 cached_share=w.cached_share, kv_dtype=p.kv_dtype)
+            res_m = _run(p, mn_m, lay, eff, b, adp_imbalance=sch["imbalance"] if lay.attention_dp else None)
+            return speculative_step(eager_step(res_m.tpot_s, step_kernels(res_m), tau_e), t_draft, k)
+
+        t_mix = mixed_step(sch)
+        if w.arrivals == "steady":  # a stream of independent arrivals: waiting prompts ride one mixed step together
+            sch = batch_arrivals(sch, b, ranks, k, isl_new, t_dec, t_mix)
+            t_mix = mixed_step(sch)
+        p_step, left, c_rank, c_tot, rho = sch["p"], sch["left"], sch["c_rank"], sch["c_tot"], sch["rho"]
         t_bar, t_tpot, x_rep, prefill_bound = time_sliced_schedule(t_dec, t_mix, p_step, c_tot, b, A, isl_new, w.osl)
         x_out = x_rep * dp * ppd
         n_mix = mixed_steps_per_decode(p_step, c_tot)
@@ -1161,11 +1219,15 @@ def _derive(r: "ServeResult") -> Derivation:
         d.add("p", "b · ISL_new · A / OSL", f"{b:g} · {w.isl_new:g} · {A:g} / {w.osl:g}", _f(info["prefill_per_step"]),
               "tokens", "prompt tokens needed per decode step", expr=f"b * {w.isl_new!r} * {A!r} / {w.osl!r}", key="p")
         ranks = lay.tp if lay.attention_dp else 1
+        steady = w.arrivals == "steady"
         d.add("c", "c_r = min(max(budget − busiest decode tokens, min(ISL_new, budget)), max(ISL_new, p/R)); "
-              "f = min(1, p/(R·c_r)); n_any = 1 − (1 − f)^R; c = R·f·c_r/n_any (f < 1) else R·c_r",
+              "f = min(1, p/(R·c_r)); n_any = 1 − (1 − f)^R; c = R·f·c_r/n_any (f < 1) else R·c_r"
+              + ("; Poisson arrivals: c ← p/s, s = q_d/(1 − q_m + q_d), q = 1 − e^(−λt), λ = p/(ISL_new·t̄), "
+                 "c_r ← min(max(c_r, c/R), left)" if steady else ""),
               f"R = {ranks} ranks, budget {p.stack.max_num_tokens or '∞'}, c_r = {_f(info['chunk']):g}",
               _f(info["chunk_total"]), "tokens", "prefill tokens per mixed step (ranks step together: "
-              "a step is mixed when any rank prefills)", key="c")
+              "a step is mixed when any rank prefills" + ("; prompts that arrive during a mixed step ride the next "
+                                                          "one together" if steady else "") + ")", key="c")
         d.add("t_mixed", "max(the decode step carrying c prefill tokens, its kernels · τ_eager)", "",
               _f(info["t_mixed"]), "s", "an eager step: no CUDA graph, the host dispatches every kernel "
               f"(τ_eager = {fmt(_f(stack_eager_s(eff, p.stack.name)), 's')})", key="t_mixed")
@@ -1332,7 +1394,7 @@ def ops(result, which="decode", index=0) -> list[dict]:
 
 __all__ = ["serve", "plan", "evaluate", "Plan", "Workload", "Layout", "Stack", "STACKS", "load_stack", "ServeResult",
            "choose_layout", "decode_step", "prefill_time", "ops", "time_sliced_schedule", "prefill_wait",
-           "speculative_step", "mean_decode_context", "steps_per_request", "prefill_tokens_per_seq_step",
+           "speculative_step", "poisson_mixed_share", "batch_arrivals", "mean_decode_context", "steps_per_request", "prefill_tokens_per_seq_step",
            "prefill_attended_context", "verify_tokens", "draft_params", "draft_flops_per_step", "draft_weight_bytes",
            "tpot", "output_tokens_per_s", "total_tokens_per_s", "tokens_per_s_per_user", "usd_per_mtok",
            "prefill_chunks", "ttft_aggregated", "kv_transfer_time", "disaggregated_output_rate", "little_concurrency",
