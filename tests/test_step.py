@@ -99,7 +99,8 @@ def test_ops_rows_sum_to_the_step():
 
 def test_serve_explain_reproduces_every_value():
     for kw in (dict(concurrency=64), dict(concurrency=1, mtp=2, acceptance=2.2), dict(concurrency=512),
-               dict(concurrency=256, ep=8, attention_dp=True)):
+               dict(concurrency=256, ep=8, attention_dp=True), dict(concurrency=64, arrivals="poisson"),
+               dict(concurrency=256, ep=8, attention_dp=True, arrivals="poisson")):
         r = rackmath.serve("deepseek-v3", "hgx-h200", gpus=8, tp=8, isl=3000, osl=800, framework="sglang", **kw)
         assert r.explain().check() == []
 

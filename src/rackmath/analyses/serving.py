@@ -418,7 +418,7 @@ class Workload:
     mtp: int = 0
     acceptance: float = 1.0
     cached_share: float = 0.0
-    arrivals: str = "steady"  # "steady" (requests arrive spread out) or "waves" (lock-step, wave_schedule)
+    arrivals: str = "steady"  # "steady" (spread out evenly), "poisson" (independent) or "waves" (wave_schedule)
 
     @property
     def isl_new(self) -> float:
@@ -926,8 +926,9 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
         raise InputError("arrivals", "waves with separate prefill and decode pools", "steady (aggregated "
                                                                                      "deployments only for waves)")
     if arrivals not in ARRIVALS:
-        raise InputError("arrivals", f"{str(arrivals)[:80]!r}", "steady (requests spread out) or waves (lock-step, "
-                                                      "a closed-loop client at fixed lengths)")
+        raise InputError("arrivals", f"{str(arrivals)[:80]!r}", "steady (requests spread out evenly), poisson "
+                                                      "(independent arrivals) or waves (lock-step, a closed-loop "
+                                                      "client at fixed lengths)")
     wl = Workload(isl, osl, np.asarray(concurrency, dtype=float), mtp, a, float(cached_share), str(arrivals))
     disagg = prefill_gpus is not None
     n_dec = int(decode_gpus) if disagg else gpus
@@ -1084,7 +1085,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
             return speculative_step(eager_step(res_m.tpot_s, step_kernels(res_m), tau_e), t_draft, k)
 
         t_mix = mixed_step(sch)
-        if w.arrivals == "steady":  # a stream of independent arrivals: waiting prompts ride one mixed step together
+        if w.arrivals == "poisson":  # independent arrivals: the prompts waiting after a mixed step ride one together
             sch = batch_arrivals(sch, b, ranks, k, isl_new, t_dec, t_mix)
             t_mix = mixed_step(sch)
         p_step, left, c_rank, c_tot, rho = sch["p"], sch["left"], sch["c_rank"], sch["c_tot"], sch["rho"]
@@ -1160,7 +1161,8 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
     single values. Layout flags follow conventions.md (given flags are honoured, the rest chosen).
     ``efficiency`` None/'auto' picks the calibrated preset for the chip (a cross-family preset, named,
     for chips without their own), ``ideal=True`` the lecture's roofline; ``framework`` a stack preset;
-    ``arrivals`` "steady" (default) or "waves" (:func:`wave_schedule`: a closed-loop client at fixed lengths);
+    ``arrivals`` "steady" (default: spread out evenly), "poisson" (independent arrivals, :func:`batch_arrivals`) or
+    "waves" (:func:`wave_schedule`: a closed-loop client at fixed lengths);
     ``eager`` True: the stack runs without CUDA graphs (vLLM ``--enforce-eager``, SGLang ``--disable-cuda-graph``,
     the early-2025 PyTorch backend of TensorRT-LLM unless ``use_cuda_graph`` was set), so decode steps are eager
     too (:func:`eager_step`).
@@ -1219,7 +1221,7 @@ def _derive(r: "ServeResult") -> Derivation:
         d.add("p", "b · ISL_new · A / OSL", f"{b:g} · {w.isl_new:g} · {A:g} / {w.osl:g}", _f(info["prefill_per_step"]),
               "tokens", "prompt tokens needed per decode step", expr=f"b * {w.isl_new!r} * {A!r} / {w.osl!r}", key="p")
         ranks = lay.tp if lay.attention_dp else 1
-        steady = w.arrivals == "steady"
+        steady = w.arrivals == "poisson"
         d.add("c", "c_r = min(max(budget − busiest decode tokens, min(ISL_new, budget)), max(ISL_new, p/R)); "
               "f = min(1, p/(R·c_r)); n_any = 1 − (1 − f)^R; c = R·f·c_r/n_any (f < 1) else R·c_r"
               + ("; Poisson arrivals: c ← p/s, s = q_d/(1 − q_m + q_d), q = 1 − e^(−λt), λ = p/(ISL_new·t̄), "

@@ -334,7 +334,7 @@ def steady_state(st: Stack, lay: dict, n, isl: float, osl: float, budget) -> dic
     plus ``serving.prefill_wait``), on this adapter's step times. Returns mean step, TPOT, TTFT,
     output tokens/s per replica and the prefill-bound mask.
     """
-    from .serving import batch_arrivals, prefill_schedule, prefill_wait, time_sliced_schedule
+    from .serving import prefill_schedule, prefill_wait, time_sliced_schedule
 
     A, k = st.acceptance, st.mtp
     n = np.asarray(n, dtype=float)
@@ -342,11 +342,9 @@ def steady_state(st: Stack, lay: dict, n, isl: float, osl: float, budget) -> dic
     ranks = np.where(np.asarray(lay["attention_dp"], dtype=bool), np.asarray(lay["tp"], dtype=float), 1.0)
     isl_new = max(float(isl), 1.0)
     sch = prefill_schedule(n, ranks, isl_new, float(osl), A, k, budget)  # serve's schedule, one function
+    p_step, c_rank, c_tot = sch["p"], sch["c_rank"], sch["c_tot"]
     Lg = np.full_like(n, L)
     t_dec = _mixed_grid(st, lay, n, np.zeros_like(n), Lg, isl_new)
-    t_mix = _mixed_grid(st, lay, n, sch["c_tot"], Lg, isl_new, chunk=sch["c_rank"], imbalance=sch["imbalance"])
-    sch = batch_arrivals(sch, n, ranks, k, isl_new, t_dec, t_mix)  # steady arrivals, as serve's default
-    p_step, c_rank, c_tot = sch["p"], sch["c_rank"], sch["c_tot"]
     t_mix = _mixed_grid(st, lay, n, c_tot, Lg, isl_new, chunk=c_rank, imbalance=sch["imbalance"])
     t_bar, t_tpot, x_rep, bound = time_sliced_schedule(t_dec, t_mix, p_step, c_tot, n, A, isl_new, float(osl))
     t_pf = np.ceil(isl_new / c_rank) * t_mix

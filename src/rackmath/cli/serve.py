@@ -80,9 +80,11 @@ def register(app: typer.Typer) -> None:
         framework: str = typer.Option(None, "--framework", help="Serving stack preset: trtllm, vllm, sglang, vllm-v0 "
                                                                 "(prefill budget, batch cap, scheduler overlap; "
                                                                 "default: a generic stack, named in the output)."),
-        arrivals: str = typer.Option("steady", "--arrivals", help="steady: requests arrive spread out (a production "
-                                     "stream); waves: lock-step, C prompts at once (a closed-loop benchmark client "
-                                     "at fixed lengths, a fixed-length burst, C = 1)."),
+        arrivals: str = typer.Option("steady", "--arrivals", help="steady: requests arrive spread out evenly, one "
+                                     "prompt per mixed step; poisson: independent arrivals (a production stream, "
+                                     "simulate --rate), prompts that arrive during a mixed step share the next; "
+                                     "waves: lock-step, C prompts at once (a closed-loop benchmark client at fixed "
+                                     "lengths, a fixed-length burst, C = 1)."),
         eager: bool = typer.Option(False, "--eager", help="The stack runs without CUDA graphs (vLLM --enforce-eager, "
                                    "SGLang --disable-cuda-graph): decode steps take max(GPU time, kernels · host "
                                    "dispatch time)."),

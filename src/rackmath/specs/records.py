@@ -39,9 +39,9 @@ METRICS = {
 UNITS = {"output_tok_s_per_gpu": "tok/s/GPU", "total_tok_s_per_gpu": "tok/s/GPU", "tpot_s": "s", "ttft_s": "s",
          "tok_s_per_user": "tok/s", "step_s": "s", "e2e_s": "s", "prefill_s": "s", "prefill_tok_s_per_gpu": "tok/s/GPU"}
 STATUSES = ("measured", "approximate", "derived")
-#: How requests arrive (serve --arrivals, a record's arrivals; analyses.serving imports it): spread out, or in
-#: lock-step waves.
-ARRIVALS = ("steady", "waves")
+#: How requests arrive (serve --arrivals, a record's arrivals; analyses.serving imports it): spread out evenly, in
+#: lock-step waves, or as a Poisson stream (independent arrivals).
+ARRIVALS = ("steady", "waves", "poisson")
 FRAMEWORKS = ("trtllm", "vllm", "vllm-v0", "sglang", "atom", "dynamo", "jax", "torch", "other")
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,79}$")
@@ -160,8 +160,9 @@ FIELDS: dict = {
     "acceptance": (_num(1, 17), ("serve",), False, "mean tokens emitted per verification step (1 … mtp + 1)"),
     "max_num_tokens": (_num(1, 1e7, integer=True), ("serve",), False, "the stack's token budget per step, where the "
                                                                          "source's launch sets it"),
-    "arrivals": (_enum(ARRIVALS), ("serve",), False, "steady (default: requests spread out) or waves (lock-step: a "
-                                                      "closed-loop client at fixed lengths, a fixed-length burst, C = 1)"),
+    "arrivals": (_enum(ARRIVALS), ("serve",), False, "steady (default: requests spread out evenly), waves (lock-step: "
+                                                      "a closed-loop client at fixed lengths, a fixed-length burst, C = "
+                                                      "1) or poisson (independent arrivals)"),
     "eager": (_bool, ("serve",), False, "the stack ran without CUDA graphs (every decode step dispatched from the "
                                         "host)"),
 }
