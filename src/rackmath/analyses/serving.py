@@ -301,8 +301,8 @@ def poisson_mixed_share(prefill_per_step, isl_new, t_decode, t_mixed, n_max, ite
 
     As λ·t → 0 it is n = p / ISL_new, one prompt per mixed step (the deterministic stream of Sarathi-Serve, which
     closed-loop clients at fixed lengths produce); it never exceeds ``n_max``. ``rackmath simulate --rate``
-    (Poisson arrivals, whole waiting queue admitted each step) agrees within 3% on gpt-oss-120b on 8 × B200
-    (docs/serving.md).
+    (Poisson arrivals, whole waiting queue admitted each step) agrees within 1% on gpt-oss-120b on 8 × B200
+    (docs/serving.md; tests/test_serving.py).
     """
     p = np.asarray(prefill_per_step, dtype=float)
     td, tm = np.asarray(t_decode, dtype=float), np.asarray(t_mixed, dtype=float)
@@ -970,8 +970,8 @@ def prefill_pool_rate(p, lp, eff):
 
     Each replica's pass carries n_seq = ⌊budget / c⌋ prompt chunks of c tokens (× TP under attention DP, one
     scheduler per rank) and runs eagerly (:func:`eager_step`). The prefill pool's layout is the valid layout with
-    the highest X_P (ties: the shortest one-prompt pass): the pool exists to keep the decode pool fed. Returns (X_P, t_pass,
-    the pass's step result, n_seq).
+    the highest X_P (ties: the shortest one-prompt pass): the pool exists to keep the decode pool fed. Returns
+    (X_P, t_pass, the pass's step result, n_seq).
     """
     from ..engine.efficiency import stack_eager_s
 
@@ -1221,15 +1221,15 @@ def _derive(r: "ServeResult") -> Derivation:
         d.add("p", "b · ISL_new · A / OSL", f"{b:g} · {w.isl_new:g} · {A:g} / {w.osl:g}", _f(info["prefill_per_step"]),
               "tokens", "prompt tokens needed per decode step", expr=f"b * {w.isl_new!r} * {A!r} / {w.osl!r}", key="p")
         ranks = lay.tp if lay.attention_dp else 1
-        steady = w.arrivals == "poisson"
+        poisson = w.arrivals == "poisson"
         d.add("c", "c_r = min(max(budget − busiest decode tokens, min(ISL_new, budget)), max(ISL_new, p/R)); "
               "f = min(1, p/(R·c_r)); n_any = 1 − (1 − f)^R; c = R·f·c_r/n_any (f < 1) else R·c_r"
               + ("; Poisson arrivals: c ← p/s, s = q_d/(1 − q_m + q_d), q = 1 − e^(−λt), λ = p/(ISL_new·t̄), "
-                 "c_r ← min(max(c_r, c/R), left)" if steady else ""),
+                 "c_r ← min(max(c_r, c/R), left)" if poisson else ""),
               f"R = {ranks} ranks, budget {p.stack.max_num_tokens or '∞'}, c_r = {_f(info['chunk']):g}",
               _f(info["chunk_total"]), "tokens", "prefill tokens per mixed step (ranks step together: "
               "a step is mixed when any rank prefills" + ("; prompts that arrive during a mixed step ride the next "
-                                                          "one together" if steady else "") + ")", key="c")
+                                                          "one together" if poisson else "") + ")", key="c")
         d.add("t_mixed", "max(the decode step carrying c prefill tokens, its kernels · τ_eager)", "",
               _f(info["t_mixed"]), "s", "an eager step: no CUDA graph, the host dispatches every kernel "
               f"(τ_eager = {fmt(_f(stack_eager_s(eff, p.stack.name)), 's')})", key="t_mixed")
@@ -1396,7 +1396,8 @@ def ops(result, which="decode", index=0) -> list[dict]:
 
 __all__ = ["serve", "plan", "evaluate", "Plan", "Workload", "Layout", "Stack", "STACKS", "load_stack", "ServeResult",
            "choose_layout", "decode_step", "prefill_time", "ops", "time_sliced_schedule", "prefill_wait",
-           "speculative_step", "poisson_mixed_share", "batch_arrivals", "mean_decode_context", "steps_per_request", "prefill_tokens_per_seq_step",
+           "speculative_step", "poisson_mixed_share", "batch_arrivals", "mean_decode_context", "steps_per_request",
+           "prefill_tokens_per_seq_step",
            "prefill_attended_context", "verify_tokens", "draft_params", "draft_flops_per_step", "draft_weight_bytes",
            "tpot", "output_tokens_per_s", "total_tokens_per_s", "tokens_per_s_per_user", "usd_per_mtok",
            "prefill_chunks", "ttft_aggregated", "kv_transfer_time", "disaggregated_output_rate", "little_concurrency",

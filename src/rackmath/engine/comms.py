@@ -51,7 +51,8 @@ def hierarchical_allreduce_scaleout_bytes(nbytes, n, scaleup_size):
     n = np.asarray(n, dtype=float)
     s = np.minimum(n, float(scaleup_size))
     d = np.ceil(n / np.maximum(float(scaleup_size), 1.0))
-    return np.where(d > 1, 2.0 * (d - 1) / np.maximum(d, 1.0), 0.0) * np.asarray(nbytes, dtype=float) / np.maximum(s, 1.0)
+    share = np.where(d > 1, 2.0 * (d - 1) / np.maximum(d, 1.0), 0.0)
+    return share * np.asarray(nbytes, dtype=float) / np.maximum(s, 1.0)
 
 
 def allgather_time(nbytes, n, bw, latency=0.0):

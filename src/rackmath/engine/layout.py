@@ -223,7 +223,8 @@ class ModelNumbers:
         dense = float(model.dense_weight_bytes(weights_dtype))
         total = float(model.weight_bytes(weights_dtype))
         other = max(0.0, total - dense - n_moe * n_exp * eb)
-        attn = float(np.asarray(model.attention_flops_per_token(ctx + (pass_len - 1) / 2.0, prefill=prefill))) * pass_len
+        attended = ctx + (pass_len - 1) / 2.0
+        attn = float(np.asarray(model.attention_flops_per_token(attended, prefill=prefill))) * pass_len
         flops = float(model.matmul_flops_per_token) * pass_len + attn  # roofline.step_flops, with this attention
         expert_params = float(model.expert_weight_bytes("bf16")) / dtype_bytes("bf16") if n_exp and n_moe else 0.0
         expert_flops = 2.0 * k * n_moe * expert_params * pass_len
