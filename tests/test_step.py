@@ -142,6 +142,10 @@ def test_host_time_per_step_and_per_sequence():
     assert float(host_step_s(e, "vllm", 100)) == pytest.approx(2e-3 + 100 * 2e-5)
     assert float(host_step_s(e, "trtllm", 2048)) == pytest.approx(1e-3 + 2048 * 1e-6)
     assert float(host_step_s(e, "generic", 10)) == pytest.approx(2e-3 + 10 * (1e-6 + 2e-5 + 3e-6) / 3)
+    # vLLM's V0 engine has host times of its own, and the generic stack's mean leaves them out
+    e0 = replace(e, sched_vllm_v0_s=4e-3, seq_vllm_v0_s=8e-5)
+    assert float(host_step_s(e0, "vllm-v0", 100)) == pytest.approx(4e-3 + 100 * 8e-5)
+    assert float(host_step_s(e0, "generic", 10)) == pytest.approx(2e-3 + 10 * (1e-6 + 2e-5 + 3e-6) / 3)
     # in serve: vLLM (host serial with the GPU) pays it on every step; 1,000 sequences × 20 µs = 20 ms
     p = serving.plan("llama-3.1-8b", "hgx-h100", gpus=1, tp=1, isl=100, osl=1000, concurrency=1000, framework="vllm")
     a = serving.evaluate(p, replace(IDEAL, composition="serial"))
@@ -205,15 +209,15 @@ def test_lock_step_waves():
     assert e.value.field == "arrivals"
 
 
-def test_vllm_v0_stack_runs_prefill_first_with_vllm_host_times():
+def test_vllm_v0_stack_runs_prefill_first_with_its_own_host_times():
     from rackmath.analyses.simulate import framework_defaults
-    from rackmath.engine.efficiency import load_efficiency, stack_eager_s, stack_sched_s
+    from rackmath.engine.efficiency import load_efficiency, stack_eager_s, stack_sched_s, stack_seq_s
 
     st = serving.load_stack("vllm-v0")
     assert st.prefill_first and (st.max_num_tokens, st.max_batch_size) == (32768, 256)
     eff = load_efficiency("hopper-serving")
-    assert stack_sched_s(eff, "vllm-v0") == stack_sched_s(eff, "vllm")
-    assert stack_eager_s(eff, "vllm-v0") == stack_eager_s(eff, "vllm")
+    for fn, name in ((stack_sched_s, "sched"), (stack_seq_s, "seq"), (stack_eager_s, "eager")):
+        assert fn(eff, "vllm-v0") == getattr(eff, f"{name}_vllm_v0_s")  # V0's synchronous engine, fitted apart
     assert framework_defaults("vllm-v0") == dict(max_batch=256, budget=32768, name="vllm-v0")
     # 8 prompts of 3,200 tokens fit one 32,768-token pass: the wave persists (V1's 8,192 would take 4 passes)
     kw = dict(gpus=8, tp=8, isl=3200, osl=800, concurrency=8, arrivals="waves", efficiency="hopper-serving")

@@ -15,8 +15,8 @@ preset says, with physical meaning:
 * ``kernel_latency_s`` — launch + tail of one kernel (CUDA/HIP graphs included);
 * ``collective_latency_s`` — fixed cost of one collective (all-reduce, one all-to-all direction);
 * ``step_overhead_s`` — per-step host time of this chip family; ``sched_<stack>_s`` — the per-step scheduler
-  time of each serving stack (TensorRT-LLM, vLLM, SGLang), the same on every chip; a step pays both; the
-  generic stack (no ``--framework``, or another stack) pays the mean of the three;
+  time of each serving stack (TensorRT-LLM, vLLM, SGLang, and vLLM's V0 engine), the same on every chip; a step pays
+  both; the generic stack (no ``--framework``, or another stack) pays the mean of TensorRT-LLM's, vLLM's and SGLang's;
 * ``seq_<stack>_s`` — host time per sequence per step of each stack (request bookkeeping, block tables,
   sampling parameters, output processing): a step of n sequences on one scheduler pays n · τ_seq;
 * ``eager_<stack>_s`` — host dispatch time per kernel of a step that is not graph-captured (prefill and
@@ -65,25 +65,32 @@ NUMERIC = {
     "eager_trtllm_s": (0.0, 1e-3, 0.0),
     "eager_vllm_s": (0.0, 1e-3, 0.0),
     "eager_sglang_s": (0.0, 1e-3, 0.0),
+    "sched_vllm_v0_s": (0.0, 1.0, 0.0),
+    "seq_vllm_v0_s": (0.0, 1e-3, 0.0),
+    "eager_vllm_v0_s": (0.0, 1e-3, 0.0),
 }
 
 #: The fit's loss is |log(predicted/measured)| up to this cap (≈ ±50%), nearly flat beyond it
 #: (calibration._logerr): records no parameter vector can describe do not drag the others.
 FIT_ROBUST_CAP = 0.4
 
-#: Serving stacks with their own fitted per-step scheduler time (``sched_<stack>_s``); others use generic.
-STACK_NAMES = ("trtllm", "vllm", "sglang")
-#: Stack presets that share another stack's fitted host times (the same host code, another scheduler setting).
-STACK_HOST_OF = {"vllm-v0": "vllm"}
+#: Serving stacks with their own fitted host times (``sched_<stack>_s``, ``seq_<stack>_s``, ``eager_<stack>_s``);
+#: others use generic. vLLM's V0 engine (≤ 0.10: a synchronous Python scheduler, sampler and output processor on
+#: every step) has its own: the V1 re-architecture was made to cut exactly this host time.
+STACK_NAMES = ("trtllm", "vllm", "sglang", "vllm_v0")
+#: The stacks whose host times the generic stack (no --framework) averages: today's three.
+GENERIC_STACKS = ("trtllm", "vllm", "sglang")
+#: Stack presets whose fitted host times carry another name (``--framework vllm-v0`` → the ``vllm_v0`` fields).
+STACK_HOST_OF = {"vllm-v0": "vllm_v0"}
 
 
 def _per_stack(eff, field: str, stack: str):
-    """``<field>_<stack>_s`` of a preset; the generic stack (no --framework, or a stack that is none of the three)
+    """``<field>_<stack>_s`` of a preset; the generic stack (no --framework, or a stack with no fields of its own)
     takes the mean of TensorRT-LLM's, vLLM's and SGLang's."""
     stack = STACK_HOST_OF.get(stack, stack)
     if stack in STACK_NAMES:
         return getattr(eff, f"{field}_{stack}_s")
-    return sum(getattr(eff, f"{field}_{st}_s") for st in STACK_NAMES) / len(STACK_NAMES)
+    return sum(getattr(eff, f"{field}_{st}_s") for st in GENERIC_STACKS) / len(GENERIC_STACKS)
 
 
 def stack_sched_s(eff, stack: str):
@@ -140,6 +147,9 @@ class Efficiency:
     eager_trtllm_s: float = 0.0  # host dispatch time per kernel of an eager (prefill / mixed) step, per stack
     eager_vllm_s: float = 0.0
     eager_sglang_s: float = 0.0
+    sched_vllm_v0_s: float = 0.0  # vLLM's V0 engine (--framework vllm-v0): its own host times
+    seq_vllm_v0_s: float = 0.0
+    eager_vllm_v0_s: float = 0.0
     composition: str = "serial"
     description: str = "the lecture's ideal roofline: peak FLOP/s and bandwidth, no fixed costs"
     source: str = "lecture 00:00 (roofline)"
