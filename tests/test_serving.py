@@ -325,11 +325,11 @@ def test_steady_serve_agrees_with_the_poisson_simulator():
     """The analytic steady state (prompts batched by arrival during mixed steps) against the discrete-event
     simulator fed Poisson arrivals, at the simulator's own mean number of running sequences."""
     kw = dict(gpus=8, tp=8, isl=297, osl=192, weights_dtype="mxfp4", framework="sglang")
-    sim = rackmath.simulate("gpt-oss-120b", "hgx-b200", rate=20, requests=6000, seed=1, **kw)
-    running = float(sim.as_dict(timeline=False)["running_per_replica"])
+    sim = rackmath.simulate("gpt-oss-120b", "hgx-b200", rate=20, requests=6000, seed=1, **kw).as_dict(timeline=False)
+    running = float(sim["running_per_replica"])
     r = rackmath.serve("gpt-oss-120b", "hgx-b200", concurrency=round(running), arrivals="poisson", **kw)
-    assert r.tpot_ms / 1e3 == pytest.approx(float(sim.as_dict(timeline=False)["tpot_s"]["mean"]), rel=0.05)
-    assert r.output_tok_s == pytest.approx(float(sim.as_dict(timeline=False)["output_tok_s"]), rel=0.05)
+    assert r.tpot_ms / 1e3 == pytest.approx(float(sim["tpot_s"]["mean"]), rel=0.05)
+    assert r.output_tok_s == pytest.approx(float(sim["output_tok_s"]), rel=0.05)
     # one prompt per mixed step (the evenly spread stream, arrivals="steady") stalls the decode stream 30% more
     even = rackmath.serve("gpt-oss-120b", "hgx-b200", concurrency=round(running), **kw)
     assert even.tpot_ms > 1.2 * r.tpot_ms

@@ -301,8 +301,8 @@ def poisson_mixed_share(prefill_per_step, isl_new, t_decode, t_mixed, n_max, ite
 
     As λ·t → 0 it is n = p / ISL_new, one prompt per mixed step (the deterministic stream of Sarathi-Serve, which
     closed-loop clients at fixed lengths produce); it never exceeds ``n_max``. ``rackmath simulate --rate``
-    (Poisson arrivals, whole waiting queue admitted each step) agrees within 1% on gpt-oss-120b on 8 × B200
-    (docs/serving.md; tests/test_serving.py).
+    (Poisson arrivals, whole waiting queue admitted each step) agrees within 1% on TPOT and 2% on output on
+    gpt-oss-120b on 8 × B200 (docs/serving.md; tests/test_serving.py checks 5%).
     """
     p = np.asarray(prefill_per_step, dtype=float)
     td, tm = np.asarray(t_decode, dtype=float), np.asarray(t_mixed, dtype=float)
@@ -314,13 +314,13 @@ def poisson_mixed_share(prefill_per_step, isl_new, t_decode, t_mixed, n_max, ite
         qd, qm = -np.expm1(-lam * td), -np.expm1(-lam * tm)
         return qd / np.maximum(1.0 - qm + qd, 1e-300)
 
-    hi = np.minimum(n_max, 1.0) + np.zeros(np.broadcast_shapes(p.shape, td.shape, tm.shape, n_max.shape))
-    lo = np.zeros_like(hi)
+    top = np.minimum(n_max, 1.0) + np.zeros(np.broadcast_shapes(p.shape, td.shape, tm.shape, n_max.shape))
+    lo, hi = np.zeros_like(top), top
     for _ in range(int(iterations)):
         mid = 0.5 * (lo + hi)
         up = chain(mid) > mid
         lo, hi = np.where(up, mid, lo), np.where(up, hi, mid)
-    return np.where(chain(np.minimum(n_max, 1.0)) >= np.minimum(n_max, 1.0), np.minimum(n_max, 1.0), 0.5 * (lo + hi))
+    return np.where(chain(top) >= top, top, 0.5 * (lo + hi))  # the root, or the cap where the chain stays above it
 
 
 def batch_arrivals(sch: dict, seqs, ranks, mtp, isl_new, t_decode, t_mixed) -> dict:
@@ -971,7 +971,7 @@ def prefill_pool_rate(p, lp, eff):
     Each replica's pass carries n_seq = ⌊budget / c⌋ prompt chunks of c tokens (× TP under attention DP, one
     scheduler per rank) and runs eagerly (:func:`eager_step`). The prefill pool's layout is the valid layout with
     the highest X_P (ties: the shortest one-prompt pass): the pool exists to keep the decode pool fed. Returns
-    (X_P, t_pass, the pass's step result, n_seq).
+    (X_P, t_pass).
     """
     from ..engine.efficiency import stack_eager_s
 
@@ -979,7 +979,7 @@ def prefill_pool_rate(p, lp, eff):
     seqs = max(1.0, np.floor((p.stack.max_num_tokens or MAX_NUM_TOKENS) / chunk)) * (lp.tp if lp.attention_dp else 1)
     res_p = _run(p, p.numbers("prefill"), lp, eff, seqs)
     t_pass = eager_step(res_p.tpot_s, step_kernels(res_p), stack_eager_s(eff, p.stack.name))
-    return lp.dp * seqs * chunk / t_pass, t_pass, res_p, seqs
+    return lp.dp * seqs * chunk / t_pass, t_pass
 
 
 def _best_serving_layout(p, cands, n_dec, eff):
@@ -1055,7 +1055,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         cap_out = output_tokens_per_s(C, t_dec, A)
         lp = p.prefill_layout
         mp = p.numbers("prefill")
-        pf_tok_s, t_pass, res_p, seqs = prefill_pool_rate(p, lp, eff)
+        pf_tok_s, t_pass = prefill_pool_rate(p, lp, eff)
         tau_e = stack_eager_s(eff, st.name)
         x_out = disaggregated_output_rate(cap_out, pf_tok_s, w.isl, w.osl, w.cached_share)
         prefill_bound = x_out < cap_out

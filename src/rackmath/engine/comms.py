@@ -26,6 +26,12 @@ def allreduce_time(nbytes, n, bw, latency=0.0):
     return frac * np.asarray(nbytes, dtype=float) / bw + np.where(n > 1, 2 * (n - 1), 0.0) * latency
 
 
+def _domain_split(n, scaleup_size):
+    """(S, D): chips of one domain in the group, min(n, S), and domains the group spans, ⌈n / S⌉."""
+    n = np.asarray(n, dtype=float)
+    return np.minimum(n, float(scaleup_size)), np.ceil(n / np.maximum(float(scaleup_size), 1.0))
+
+
 def hierarchical_allreduce_time(nbytes, n, scaleup_size, scaleup_bw, scaleout_bw, latency=0.0):
     """All-reduce of ``nbytes`` per chip over ``n`` chips that span ⌈n/S⌉ scale-up domains of S chips.
 
@@ -38,9 +44,7 @@ def hierarchical_allreduce_time(nbytes, n, scaleup_size, scaleup_bw, scaleout_bw
     Horovod; the 2D all-reduce of Ying et al. 2018; NCCL's rings through one NIC per GPU move the same
     share). With n ≤ S it is the ring all-reduce over the scale-up network.
     """
-    n = np.asarray(n, dtype=float)
-    s = np.minimum(n, float(scaleup_size))
-    d = np.ceil(n / np.maximum(float(scaleup_size), 1.0))
+    s, d = _domain_split(n, scaleup_size)
     nbytes = np.asarray(nbytes, dtype=float)
     return (allreduce_time(nbytes, s, scaleup_bw, latency)
             + allreduce_time(nbytes / np.maximum(s, 1.0), d, scaleout_bw, latency))
@@ -48,9 +52,7 @@ def hierarchical_allreduce_time(nbytes, n, scaleup_size, scaleup_bw, scaleout_bw
 
 def hierarchical_allreduce_scaleout_bytes(nbytes, n, scaleup_size):
     """Bytes one chip sends over its NIC in :func:`hierarchical_allreduce_time`: 2 (D−1)/D · bytes / S."""
-    n = np.asarray(n, dtype=float)
-    s = np.minimum(n, float(scaleup_size))
-    d = np.ceil(n / np.maximum(float(scaleup_size), 1.0))
+    s, d = _domain_split(n, scaleup_size)
     share = np.where(d > 1, 2.0 * (d - 1) / np.maximum(d, 1.0), 0.0)
     return share * np.asarray(nbytes, dtype=float) / np.maximum(s, 1.0)
 
