@@ -52,13 +52,13 @@ def test_collectives_that_leave_the_scale_up_domain_pay_the_scale_out_latency():
 
 def test_fp8_gemms_launch_an_activation_quantisation_kernel(monkeypatch):
     """With QUANT_KERNELS_PER_GEMM = 1, a GEMM whose weights are ≤ 1 byte per parameter launches one more kernel
-    per weight GEMM: routed experts 6 + 2, MLA projections 8 + 4, gated FFN 3 + 2; a BF16 one does not."""
+    per weight GEMM: routed experts 6 + 2, MLA projections 11 + 4, gated FFN 3 + 2; a BF16 one does not."""
     import rackmath.engine.step as st
 
     monkeypatch.setattr(st, "QUANT_KERNELS_PER_GEMM", 1)
     one_byte = dict(weight_bytes=1.0e9, params=1.0e9)  # 1 byte per parameter: quantised; BF16's 2 bytes: not
     assert (st.op_kernels("experts", **one_byte), st.op_kernels("qkv_o_mla", **one_byte),
-            st.op_kernels("dense_ffn", **one_byte)) == (8.0, 12.0, 5.0)
+            st.op_kernels("dense_ffn", **one_byte)) == (8.0, 15.0, 5.0)
     assert st.op_kernels("dense_ffn", 2.0e9, 1.0e9) == 3.0 and st.op_kernels("router", **one_byte) == 3.0
     fp8 = roofline("deepseek-v3", "hgx-h200", batch=1, context=1024, weights_dtype="fp8", efficiency=SERIAL)
     monkeypatch.setattr(st, "QUANT_KERNELS_PER_GEMM", 0)
@@ -67,6 +67,23 @@ def test_fp8_gemms_launch_an_activation_quantisation_kernel(monkeypatch):
     # 61 layers × 4 MLA GEMMs + 58 MoE layers × (2 routed + 2 shared) + 3 dense layers × 2 = 482 kernels × 5 µs
     # (the attention operator holds its BF16 norms too: "≤ 1 byte per weight" reads "< 1.5 bytes")
     assert extra == pytest.approx((61 * 4 + 58 * 4 + 3 * 2) * 5e-6, rel=1e-9)
+
+
+def test_mla_and_dsa_layers_launch_their_hand_counted_kernels():
+    """DeepSeek-V3 on one chip, decode: 61 layers × (MLA projections 11 + attention 2 + elementwise 4), 3 dense FFN
+    layers × 3, 58 MoE layers × (router 3 + shared experts 3 + routed experts 6), LM head 2 = 1,744 kernels.
+    DeepSeek-V3.2 adds its lightning indexer, 10 kernels in each of the 61 layers (DSA)."""
+    from dataclasses import replace
+
+    kw = dict(gpus=8, tp=8, isl=1000, osl=100, concurrency=1, framework="sglang")
+    eff = replace(IDEAL, composition="serial")
+    v3 = serving.evaluate(serving.plan("deepseek-v3", "hgx-h200", **kw), eff)
+    v32 = serving.evaluate(serving.plan("deepseek-v3.2", "hgx-h200", **kw), eff)
+    kernels = 61 * (11 + 2 + 4) + 3 * 3 + 58 * (3 + 3 + 6) + 2
+    collectives = 2 * 61  # two TP all-reduces a layer
+    assert kernels == 1744
+    assert serving.step_kernels(v3._res) == pytest.approx(kernels + collectives)
+    assert serving.step_kernels(v32._res) - serving.step_kernels(v3._res) == pytest.approx(61 * 10)
 
 
 def test_scaling_book_17ms_is_unchanged():
@@ -161,11 +178,11 @@ def test_eager_steps_are_dispatch_bound_or_gpu_bound():
 
     from rackmath.engine.efficiency import IDEAL
 
-    # in serve: Llama 3.1 8B has 32 layers; its mixed step launches 32 · (3 + 1 + 3 + 4) + 2 = 354 kernels
+    # in serve: Llama 3.1 8B has 32 layers; its mixed step launches 32 · (3 + 2 + 3 + 4) + 2 = 386 kernels
     p = serving.plan("llama-3.1-8b", "hgx-h100", gpus=1, tp=1, isl=100, osl=100, concurrency=1, framework="sglang")
     r = serving.evaluate(p, replace(IDEAL, composition="serial", eager_sglang_s=1e-3))
-    assert r.mixed_step_ms == pytest.approx(354 * 1.0, rel=1e-9)
-    assert serving.step_kernels(r._res) == pytest.approx(354)
+    assert r.mixed_step_ms == pytest.approx(386 * 1.0, rel=1e-9)
+    assert serving.step_kernels(r._res) == pytest.approx(386)
 
 
 def test_time_sliced_prefill_stalls_the_stream():

@@ -189,6 +189,7 @@ class ModelNumbers:
     head_tokens_per_seq: float = -1.0  # tokens per sequence through the LM head (-1: pass_len)
     n_dense_ffn_layers: int = 0
     mla: bool = False  # multi-head latent attention (more, smaller kernels per layer)
+    dsa: bool = False  # DeepSeek sparse attention: the lightning indexer's kernels in every layer
 
     @property
     def weight_bytes(self) -> float:
@@ -267,6 +268,7 @@ class ModelNumbers:
             expert_params=expert_params,
             n_dense_ffn_layers=int(model.n_dense_layers),
             mla=str(getattr(model, "attention", "")) == "mla",
+            dsa=int(getattr(model, "index_topk", 0) or 0) > 0,
         )
 
 
@@ -458,7 +460,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
 
     # --- one stage step on the most-loaded chip: per-layer operators (engine/step.py)
     from .comms import hierarchical_allreduce_scaleout_bytes, hierarchical_allreduce_time, p2p_time
-    from .step import ELEMENTWISE_KERNELS_PER_LAYER, KERNELS, Op, compose, op_kernels
+    from .step import ELEMENTWISE_KERNELS_PER_LAYER, Op, attention_kernels, compose, op_kernels
 
     eff = _effective(hw, efficiency, collective_latency_s)
     comp = None if overlap is None else ("overlap" if overlap == "max" else "serial")
@@ -490,7 +492,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     head_shard = np.where(adp, tp, tp)  # attention heads: split by TP, or by sequences under attention DP
     ops.append(Op("attention", flops=b * mn.attn_flops_per_seq * s_frac / head_shard * adp_imb,
                   bytes=b * mn.kv_read_bytes_per_seq * s_frac / kv_shard * adp_imb,
-                  peak=hw.attn_peak_flops or hw.peak_flops, kernels=KERNELS["attention"] * L_stage, kv=True))
+                  peak=hw.attn_peak_flops or hw.peak_flops, kernels=attention_kernels(mn.dsa) * L_stage, kv=True))
     if mn.is_moe:
         k = mn.experts_per_token
         busiest = ep_rank_load(tokens * k, ep, mn.n_experts, f(redundant_experts))

@@ -145,7 +145,7 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None,
     T·k/E_hit rows each) and attention (the KV read, FLOPs at the KV dtype's peak). Their sums
     are the lecture's F = T · 2N_active' + F_attn and W_read + KV_read.
     """
-    from .step import ELEMENTWISE_KERNELS_PER_LAYER, KERNELS, Op, op_kernels
+    from .step import ELEMENTWISE_KERNELS_PER_LAYER, Op, attention_kernels, op_kernels
 
     T = np.asarray(tokens, dtype=float)
     n = np.asarray(chips, dtype=float)
@@ -174,7 +174,8 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None,
                       m=T * k / np.maximum(hit, 1e-9),
                       kernels=op_kernels("experts", model.expert_weight_bytes(dtype), model.expert_params) * nm))
     ops.append(Op("attention", flops=np.asarray(f_attn, dtype=float) / n, bytes=np.asarray(kv_read, dtype=float) / n,
-                  peak=attn_peak, kernels=KERNELS["attention"] * model.n_layers, kv=True))
+                  peak=attn_peak, kernels=attention_kernels(int(getattr(model, "index_topk", 0) or 0) > 0) * model.n_layers,
+                  kv=True))
     ops.append(Op("elementwise", kernels=ELEMENTWISE_KERNELS_PER_LAYER * model.n_layers))
     return ops
 
