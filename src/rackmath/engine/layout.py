@@ -268,7 +268,7 @@ class ModelNumbers:
             expert_params=expert_params,
             n_dense_ffn_layers=int(model.n_dense_layers),
             mla=str(getattr(model, "attention", "")) == "mla",
-            dsa=int(getattr(model, "index_topk", 0) or 0) > 0,
+            dsa=bool(getattr(model, "sparse_attention", False)),
         )
 
 

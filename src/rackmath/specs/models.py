@@ -136,6 +136,11 @@ class ModelSpec:
     def n_dense_layers(self) -> int:
         return self.n_layers - self.n_moe_layers
 
+    @property
+    def sparse_attention(self) -> bool:
+        """DeepSeek sparse attention (DSA): a lightning indexer picks ``index_topk`` tokens per query."""
+        return self.index_topk > 0
+
     @cached_property
     def window_groups(self) -> tuple:
         """((window or 0 for full, n_layers, n_unique_kv_caches), …): one entry per layer type."""
