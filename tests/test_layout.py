@@ -131,6 +131,32 @@ def test_moe_alltoall_matches_hand_formula():
     assert r["t_alltoall_s"] == pytest.approx(48 * per_layer, rel=1e-9)
 
 
+def test_prefill_dispatch_crosses_the_nic_once_per_remote_domain():
+    """EP32 over four 8-GPU H100 nodes (NVLink 450 GB/s, NIC 50 GB/s per GPU), a prompt pass of 8,192 tokens per chip,
+    d = 7,168 in BF16, k = 8: dispatch + combine are 8,192 · 7,168 · 2 B · 2 = 234.88 MB per copy. By hand:
+    remote nodes hit D_remote = 3 · (1 − (3/4)^8) = 2.6997, so the NIC carries 234.88 MB · 2.6997 / 50 GB/s =
+    12.68 ms; NVLink carries every copy to another GPU, fanout 32 · (1 − (31/32)^8) = 7.1776 · 31/32, in 3.63 ms.
+    Sent chip by chip (the decode kernels), 3/4 of the 7.18 copies cross the NIC: 25.29 ms. Inside one node both
+    are the same."""
+    from rackmath.engine.comms import (alltoall_dedup_time, alltoall_split_time, domains_hit_remote,
+                                       moe_alltoall_bytes, moe_fanout)
+
+    per_copy = 8192 * 7168 * 2 * 2
+    assert per_copy == 234_881_024
+    assert float(domains_hit_remote(8, 32, 8)) == pytest.approx(3 * (1 - 0.75 ** 8), rel=1e-12)
+    assert float(domains_hit_remote(8, 8, 8)) == 0.0
+    fan = moe_fanout(8, 32)
+    assert float(fan) == pytest.approx(7.1776, rel=1e-4)
+    t = float(alltoall_dedup_time(8192, 8, fan, 7168, 2, 32, 8, 450e9, 50e9))
+    assert t == pytest.approx(12.68e-3, rel=1e-3)
+    split = float(alltoall_split_time(moe_alltoall_bytes(8192, fan, 7168, 2), 32, 8, 450e9, 50e9))
+    assert split == pytest.approx(25.29e-3, rel=1e-3)
+    one = dict(tokens=8192, k=8, fanout=moe_fanout(8, 8), d_model=7168, act_bytes=2, group=8, scaleup_size=8,
+               scaleup_bw=450e9, scaleout_bw=50e9)
+    assert float(alltoall_dedup_time(**one)) == pytest.approx(float(alltoall_split_time(
+        moe_alltoall_bytes(8192, moe_fanout(8, 8), 7168, 2), 8, 8, 450e9, 50e9)), rel=1e-12)
+
+
 def test_tp_allreduce_across_two_hgx_nodes_is_hierarchical():
     """TP16 on two 8-GPU H100 nodes (NVLink 450 GB/s, NIC 50 GB/s per GPU), a prefill of 8,192 tokens of d = 7,168:
     reduce-scatter + all-gather on NVLink, 1/8 of the message all-reduced across the 2 nodes over the NICs.

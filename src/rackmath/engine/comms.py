@@ -108,6 +108,34 @@ def moe_alltoall_bytes(tokens, k, d_model, act_bytes):
     return np.asarray(tokens, dtype=float) * k * d_model * act_bytes * 2.0
 
 
+def domains_hit_remote(k, group, scaleup_size):
+    """Other scale-up domains one token's k experts land in: (D − 1) · (1 − (1 − 1/D)^k), D = G/S domains.
+
+    A dispatch that deduplicates by domain sends a token across the scale-out network once per destination
+    domain, then forwards it over the scale-up links to the chips there (DeepEP's normal kernels, the ones
+    prefill uses; DeepSeek-V3 §3.2.2: "transmitted via IB to the GPUs with the same in-node index on the target
+    nodes … then forwarded via NVLink"). Experts uniformly spread over the group; 0 inside one domain.
+    """
+    g = np.asarray(group, dtype=float)
+    d = np.maximum(g / float(scaleup_size), 1.0)
+    return np.where(g > scaleup_size, (d - 1.0) * -np.expm1(k * np.log1p(-1.0 / np.maximum(d, 1.0 + 1e-12))), 0.0)
+
+
+def alltoall_dedup_time(tokens, k, fanout, d_model, act_bytes, group, scaleup_size, scaleup_bw, scaleout_bw):
+    """MoE dispatch + combine of one layer deduplicated by domain (DeepEP normal mode, prefill):
+
+    t = max(T · fanout · (1 − 1/G) · d · bytes · 2 / BW_up,  T · D_remote · d · bytes · 2 / BW_out)
+
+    Every copy to another chip crosses the scale-up links once (sent there, or forwarded there after the NIC);
+    the scale-out network carries one copy per remote domain hit (:func:`domains_hit_remote`), not one per chip.
+    """
+    g = np.asarray(group, dtype=float)
+    per_copy = np.asarray(tokens, dtype=float) * d_model * act_bytes * 2.0
+    t_up = per_copy * np.asarray(fanout, dtype=float) * np.where(g > 1, 1.0 - 1.0 / np.maximum(g, 1.0), 0.0) / scaleup_bw
+    t_out = per_copy * domains_hit_remote(k, g, scaleup_size) / scaleout_bw
+    return np.where(g > 1, np.maximum(t_up, t_out), 0.0)
+
+
 def alltoall_split_time(nbytes, group, scaleup_size, scaleup_bw, scaleout_bw, latency=0.0):
     """All-to-all time when part of the traffic leaves the domain (lecture 00:32).
 

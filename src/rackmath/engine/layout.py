@@ -190,6 +190,7 @@ class ModelNumbers:
     n_dense_ffn_layers: int = 0
     mla: bool = False  # multi-head latent attention (more, smaller kernels per layer)
     dsa: bool = False  # DeepSeek sparse attention: the lightning indexer's kernels in every layer
+    prefill: bool = False  # a prompt pass: MoE dispatch deduplicated by domain (DeepEP normal kernels)
 
     @property
     def weight_bytes(self) -> float:
@@ -269,6 +270,7 @@ class ModelNumbers:
             n_dense_ffn_layers=int(model.n_dense_layers),
             mla=str(getattr(model, "attention", "")) == "mla",
             dsa=bool(getattr(model, "sparse_attention", False)),
+            prefill=bool(prefill),
         )
 
 
@@ -459,7 +461,8 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     max_b = np.maximum(0.0, np.floor((cap - w_chip - reserve_bytes) / np.maximum(per_b, 1e-300)))
 
     # --- one stage step on the most-loaded chip: per-layer operators (engine/step.py)
-    from .comms import hierarchical_allreduce_scaleout_bytes, hierarchical_allreduce_time, p2p_time
+    from .comms import (alltoall_dedup_time, domains_hit_remote, hierarchical_allreduce_scaleout_bytes,
+                        hierarchical_allreduce_time, p2p_time)
     from .step import ELEMENTWISE_KERNELS_PER_LAYER, Op, attention_kernels, compose, op_kernels
 
     eff = _effective(hw, efficiency, collective_latency_s)
@@ -516,11 +519,17 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
         fan = moe_fanout(mn.experts_per_token, ep, moe_tp)
         a2a_bytes = moe_alltoall_bytes(t_attn, fan, mn.d_model, act_bytes)  # per chip, per MoE layer
         n_a2a = np.where(adp & (tp > 1), 2.0 * L_moe, 0.0)
-        ops.append(Op("alltoall", net_s=np.where(n_a2a > 0, L_moe * alltoall_split_time(
-            a2a_bytes, tp, S, hw.scaleup_bw, hw.scaleout_bw), 0.0), collectives=n_a2a,
-            scaleout_collectives=np.where(tp > S, n_a2a, 0.0)))
+        if mn.prefill:  # prompt passes dispatch once per remote domain, then forward inside it (DeepEP normal)
+            t_a2a_layer = alltoall_dedup_time(t_attn, mn.experts_per_token, fan, mn.d_model, act_bytes, tp, S,
+                                              hw.scaleup_bw, hw.scaleout_bw)
+            so_layer = t_attn * domains_hit_remote(mn.experts_per_token, tp, S) * mn.d_model * act_bytes * 2.0
+        else:  # decode: low-latency kernels send every copy straight to its chip
+            t_a2a_layer = alltoall_split_time(a2a_bytes, tp, S, hw.scaleup_bw, hw.scaleout_bw)
+            so_layer = a2a_bytes * scaleout_share(tp, S)
+        ops.append(Op("alltoall", net_s=np.where(n_a2a > 0, L_moe * t_a2a_layer, 0.0), collectives=n_a2a,
+                      scaleout_collectives=np.where(tp > S, n_a2a, 0.0)))
         out_share = np.where(adp, scaleout_share(tp, S), 0.0)
-        so_bytes = np.where(adp, L_moe * a2a_bytes * out_share, 0.0)
+        so_bytes = np.where(adp, L_moe * so_layer, 0.0)
     else:
         out_share = np.zeros_like(tokens)
         so_bytes = np.zeros_like(tokens)
@@ -603,8 +612,13 @@ def explain_layout(res: LayoutArrays, i=0):
           "expected experts hit at this micro-batch")
     d.add("t_kv", "b · kv_read(L) · (L_stage/L) / shards / HBM BW", "", r["t_kv_s"], "s")
     if mn.is_moe:
-        d.add("t_a2a", "L_moe_stage · max(bytes·in/BW_up, bytes·out/BW_out), bytes = (b/TP)·fanout·d·bytes·2, fanout ≈ k", "",
-              r["t_alltoall_s"], "s", f"scale-out share {r['scaleout_share']:.3g}")
+        if mn.prefill:
+            d.add("t_a2a", "L_moe_stage · max(T·fanout·(1 − 1/G)·d·bytes·2/BW_up, T·D_remote·d·bytes·2/BW_out), "
+                  "D_remote = (D − 1)(1 − (1 − 1/D)^k)", "", r["t_alltoall_s"], "s",
+                  "a prompt pass: one copy per remote domain over the NIC, forwarded inside it (DeepEP normal)")
+        else:
+            d.add("t_a2a", "L_moe_stage · max(bytes·in/BW_up, bytes·out/BW_out), bytes = (b/TP)·fanout·d·bytes·2, "
+                  "fanout ≈ k", "", r["t_alltoall_s"], "s", f"scale-out share {r['scaleout_share']:.3g}")
     d.add("t_allreduce", "2 · L_stage · allreduce(b·d·bytes, TP)", "", r["t_allreduce_s"], "s",
           "0 with attention DP; TP > S: reduce-scatter on NVLink, 1/S of the bytes over the NIC, all-gather")
     d.add("t_stage", "max(Σ compute, Σ memory, Σ network) + latencies" if res.overlap == "overlap"
