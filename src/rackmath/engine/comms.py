@@ -130,10 +130,16 @@ def alltoall_dedup_time(tokens, k, fanout, d_model, act_bytes, group, scaleup_si
     the scale-out network carries one copy per remote domain hit (:func:`domains_hit_remote`), not one per chip.
     """
     g = np.asarray(group, dtype=float)
-    per_copy = np.asarray(tokens, dtype=float) * d_model * act_bytes * 2.0
-    t_up = per_copy * np.asarray(fanout, dtype=float) * np.where(g > 1, 1.0 - 1.0 / np.maximum(g, 1.0), 0.0) / scaleup_bw
-    t_out = per_copy * domains_hit_remote(k, g, scaleup_size) / scaleout_bw
+    others = np.where(g > 1, 1.0 - 1.0 / np.maximum(g, 1.0), 0.0)  # copies to another chip, not to itself
+    t_up = moe_alltoall_bytes(tokens, fanout, d_model, act_bytes) * others / scaleup_bw
+    t_out = alltoall_dedup_scaleout_bytes(tokens, k, d_model, act_bytes, g, scaleup_size) / scaleout_bw
     return np.where(g > 1, np.maximum(t_up, t_out), 0.0)
+
+
+def alltoall_dedup_scaleout_bytes(tokens, k, d_model, act_bytes, group, scaleup_size):
+    """Bytes one chip sends over the scale-out network for a deduplicated dispatch + combine of one MoE layer:
+    T · D_remote · d · bytes · 2 (:func:`domains_hit_remote`)."""
+    return moe_alltoall_bytes(tokens, domains_hit_remote(k, group, scaleup_size), d_model, act_bytes)
 
 
 def alltoall_split_time(nbytes, group, scaleup_size, scaleup_bw, scaleout_bw, latency=0.0):

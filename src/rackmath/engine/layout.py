@@ -461,7 +461,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     max_b = np.maximum(0.0, np.floor((cap - w_chip - reserve_bytes) / np.maximum(per_b, 1e-300)))
 
     # --- one stage step on the most-loaded chip: per-layer operators (engine/step.py)
-    from .comms import (alltoall_dedup_time, domains_hit_remote, hierarchical_allreduce_scaleout_bytes,
+    from .comms import (alltoall_dedup_scaleout_bytes, alltoall_dedup_time, hierarchical_allreduce_scaleout_bytes,
                         hierarchical_allreduce_time, p2p_time)
     from .step import ELEMENTWISE_KERNELS_PER_LAYER, Op, attention_kernels, compose, op_kernels
 
@@ -522,7 +522,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
         if mn.prefill:  # prompt passes dispatch once per remote domain, then forward inside it (DeepEP normal)
             t_a2a_layer = alltoall_dedup_time(t_attn, mn.experts_per_token, fan, mn.d_model, act_bytes, tp, S,
                                               hw.scaleup_bw, hw.scaleout_bw)
-            so_layer = t_attn * domains_hit_remote(mn.experts_per_token, tp, S) * mn.d_model * act_bytes * 2.0
+            so_layer = alltoall_dedup_scaleout_bytes(t_attn, mn.experts_per_token, mn.d_model, act_bytes, tp, S)
         else:  # decode: low-latency kernels send every copy straight to its chip
             t_a2a_layer = alltoall_split_time(a2a_bytes, tp, S, hw.scaleup_bw, hw.scaleout_bw)
             so_layer = a2a_bytes * scaleout_share(tp, S)
