@@ -216,6 +216,7 @@ class ModelNumbers:
         ``prefill``: the pass is a prompt chunk, its attention in the prefill form (MLA un-absorbed,
         ``ModelSpec.prefill_attention_flops_per_attended_token``)."""
         from ..units import dtype_bytes
+        from .roofline import attention_flops, step_flops
 
         ctx = float(context)
         n_exp = int(getattr(model, "n_experts", 0) or 0)
@@ -225,9 +226,8 @@ class ModelNumbers:
         dense = float(model.dense_weight_bytes(weights_dtype))
         total = float(model.weight_bytes(weights_dtype))
         other = max(0.0, total - dense - n_moe * n_exp * eb)
-        attended = ctx + (pass_len - 1) / 2.0
-        attn = float(np.asarray(model.attention_flops_per_token(attended, prefill=prefill))) * pass_len
-        flops = float(model.matmul_flops_per_token) * pass_len + attn  # roofline.step_flops, with this attention
+        attn = float(np.asarray(attention_flops(model, 1, ctx, pass_len, prefill=prefill)))
+        flops = float(np.asarray(step_flops(model, 1, ctx, pass_len, prefill=prefill)))
         expert_params = float(model.expert_weight_bytes("bf16")) / dtype_bytes("bf16") if n_exp and n_moe else 0.0
         expert_flops = 2.0 * k * n_moe * expert_params * pass_len
         from ..units import dtype_bytes as _db

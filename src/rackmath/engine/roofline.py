@@ -87,15 +87,16 @@ def attended_context(context, pass_len):
     return np.asarray(context, dtype=float) + (np.asarray(pass_len, dtype=float) - 1.0) / 2.0
 
 
-def step_flops(model, batch, context, pass_len=1):
+def step_flops(model, batch, context, pass_len=1, prefill=False):
     """FLOPs of one pass: matmuls plus attention.
 
     F = B · P · (2 · N_active' + F_attn(L + (P − 1)/2)), N_active' = active params less
     the input embedding table (lecture 00:00: "multiply by all of the active
-    parameters", attention FLOPs included here rather than ignored).
+    parameters", attention FLOPs included here rather than ignored). ``prefill``: the
+    attention of a prompt pass (:func:`attention_flops`).
     """
     tokens = np.asarray(batch, dtype=float) * np.asarray(pass_len, dtype=float)
-    return matmul_flops(model, tokens) + attention_flops(model, batch, context, pass_len)
+    return matmul_flops(model, tokens) + attention_flops(model, batch, context, pass_len, prefill=prefill)
 
 
 def matmul_flops(model, tokens):
@@ -103,10 +104,11 @@ def matmul_flops(model, tokens):
     return np.asarray(tokens, dtype=float) * model.matmul_flops_per_token
 
 
-def attention_flops(model, batch, context, pass_len=1):
-    """Attention FLOPs: F_attn = B · P · attention_flops_per_token(L + (P − 1)/2)."""
+def attention_flops(model, batch, context, pass_len=1, prefill=False):
+    """Attention FLOPs: F_attn = B · P · attention_flops_per_token(L + (P − 1)/2); ``prefill``: in the prompt
+    pass's form (MLA un-absorbed, ``ModelSpec.prefill_attention_flops_per_attended_token``)."""
     tokens = np.asarray(batch, dtype=float) * np.asarray(pass_len, dtype=float)
-    return tokens * model.attention_flops_per_token(attended_context(context, pass_len))
+    return tokens * model.attention_flops_per_token(attended_context(context, pass_len), prefill=prefill)
 
 
 def kv_step_bytes(model, batch, context, pass_len=1, kv_dtype="bf16"):
