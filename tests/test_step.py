@@ -52,21 +52,22 @@ def test_collectives_that_leave_the_scale_up_domain_pay_the_scale_out_latency():
 
 def test_fp8_gemms_launch_an_activation_quantisation_kernel(monkeypatch):
     """With QUANT_KERNELS_PER_GEMM = 1, a GEMM whose weights are ≤ 1 byte per parameter launches one more kernel
-    per weight GEMM: routed experts 6 + 2, MLA projections 11 + 4, gated FFN 3 + 2; a BF16 one does not."""
+    per weight GEMM: routed experts 6 + 2, MLA projections 11 + 5 (3 GEMMs, 2 BMMs), gated FFN 3 + 2; a BF16 one
+    does not."""
     import rackmath.engine.step as st
 
     monkeypatch.setattr(st, "QUANT_KERNELS_PER_GEMM", 1)
     one_byte = dict(weight_bytes=1.0e9, params=1.0e9)  # 1 byte per parameter: quantised; BF16's 2 bytes: not
     assert (st.op_kernels("experts", **one_byte), st.op_kernels("qkv_o_mla", **one_byte),
-            st.op_kernels("dense_ffn", **one_byte)) == (8.0, 15.0, 5.0)
+            st.op_kernels("dense_ffn", **one_byte)) == (8.0, 16.0, 5.0)
     assert st.op_kernels("dense_ffn", 2.0e9, 1.0e9) == 3.0 and st.op_kernels("router", **one_byte) == 3.0
     fp8 = roofline("deepseek-v3", "hgx-h200", batch=1, context=1024, weights_dtype="fp8", efficiency=SERIAL)
     monkeypatch.setattr(st, "QUANT_KERNELS_PER_GEMM", 0)
     base = roofline("deepseek-v3", "hgx-h200", batch=1, context=1024, weights_dtype="fp8", efficiency=SERIAL)
     extra = float(fp8.step_s) - float(base.step_s)
-    # 61 layers × 4 MLA GEMMs + 58 MoE layers × (2 routed + 2 shared) + 3 dense layers × 2 = 482 kernels × 5 µs
+    # 61 layers × 5 MLA GEMMs + 58 MoE layers × (2 routed + 2 shared) + 3 dense layers × 2 = 543 kernels × 5 µs
     # (the attention operator holds its BF16 norms too: "≤ 1 byte per weight" reads "< 1.5 bytes")
-    assert extra == pytest.approx((61 * 4 + 58 * 4 + 3 * 2) * 5e-6, rel=1e-9)
+    assert extra == pytest.approx((61 * 5 + 58 * 4 + 3 * 2) * 5e-6, rel=1e-9)
 
 
 def test_mla_and_dsa_layers_launch_their_hand_counted_kernels():

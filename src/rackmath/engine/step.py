@@ -52,16 +52,18 @@ ELEMENTWISE_KERNELS_PER_LAYER = 4
 KERNELS = {"qkv_o": 3, "qkv_o_mla": 11, "attention": 2, "dsa_indexer": 10, "router": 3, "dense_ffn": 3,
            "shared_experts": 3, "experts": 6, "lm_head": 2, "dense": 6}
 
-#: Weight GEMMs each operator runs per layer (the rest of its kernels are norms, RoPE, activations, routing).
-GEMMS = {"qkv_o": 2, "qkv_o_mla": 4, "attention": 0, "router": 0, "dense_ffn": 2, "shared_experts": 2,
+#: Weight GEMMs each operator runs per layer (the rest of its kernels are norms, RoPE, activations, routing). MLA's
+#: 5 are the fused q_a + kv_a, q_b and O GEMMs and the W_UK / W_UV BMMs of its 11 kernels (SGLang quantises the
+#: BMMs' input too: ``per_tensor_quant_mla_fp8`` + ``bmm_fp8``, ``DeepseekV2AttentionMLA.forward_absorb``).
+GEMMS = {"qkv_o": 2, "qkv_o_mla": 5, "attention": 0, "router": 0, "dense_ffn": 2, "shared_experts": 2,
          "experts": 2, "lm_head": 0, "dense": 4}
 
 #: Kernels a GEMM with quantised activations adds: FP8 / FP4 weight-and-activation GEMMs (DeepSeek's FP8 blocks,
 #: NVFP4, per-tensor FP8) quantise their input in a kernel of their own before the GEMM (vLLM
 #: ``per_token_group_quant_fp8``, SGLang ``sglang_per_token_group_quant_fp8``, TensorRT-LLM FP8 quantize).
-#: 0 in the shipped model: with 1, the refit's leave-one-source-out median rose from 17.4 % to 18.9 % (177 records
-#: within 2× instead of 176; on earlier models 18.9 % → 20.2 % and 22.8 % → 29.3 %; docs/validation.md) — the
-#: per-kernel latency already prices what these kernels cost.
+#: 0 in the shipped model: with 1, the refit's leave-one-source-out median rose from 14.7 % to 17.4 % on the kernel
+#: counts above (179 records within 2× either way; on earlier models 17.4 % → 18.9 %, 18.9 % → 20.2 % and
+#: 22.8 % → 29.3 %; docs/validation.md) — the per-kernel latency already prices what these kernels cost.
 QUANT_KERNELS_PER_GEMM = 0
 
 
