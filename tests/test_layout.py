@@ -265,3 +265,51 @@ def test_dense_model_search_uses_no_ep():
     sr = search_layouts("llama-3.1-70b", "hgx-h100", 8, context=8192)
     assert np.all(sr.layouts.ep == 1)
     assert len(sr.frontier) > 0
+
+
+# ----------------------------------------------------------------------------- attention DP over R groups
+
+
+def test_attention_dp_over_groups_hand_numbers():
+    """SGLang's --tp 8 --dp 2 --enable-dp-attention on the toy MoE (48 MoE layers, 1 GB dense, 64 experts of 10 MB,
+    100 MB of KV a sequence), EP8, 64 sequences: two groups of four chips. Each chip holds the dense weights ÷ 4 and
+    8 experts × 48 layers, the KV of its group's 32 sequences split over its 4 chips, and runs the 48 attention
+    all-reduces inside its group on the group's 32 tokens (ring: 2·3/4 · 32·4096·2 B / 400 GB/s each)."""
+    r = evaluate(TOY, HW, tp=8, ep=8, pp=1, micro_batch=64, attention_dp=True, adp_ranks=2,
+                 collective_latency_s=0).row(0)
+    assert r["attention_dp_size"] == 2
+    assert r["weight_bytes_per_chip"] == pytest.approx(1e9 / 4 + 48 * 8 * 1e7)
+    assert r["kv_bytes_per_chip"] == pytest.approx(32 * 1e8 / 4)
+    assert r["t_allreduce_s"] == pytest.approx(48 * 2 * 3 / 4 * 32 * 4096 * 2 / 4e11)
+    full = evaluate(TOY, HW, tp=8, ep=8, pp=1, micro_batch=64, attention_dp=True, collective_latency_s=0).row(0)
+    tp = evaluate(TOY, HW, tp=8, ep=8, pp=1, micro_batch=64, collective_latency_s=0).row(0)
+    assert full["attention_dp_size"] == 8 and tp["attention_dp_size"] == 1 and full["t_allreduce_s"] == 0.0
+    assert full["weight_bytes_per_chip"] == pytest.approx(1e9 + 48 * 8 * 1e7)  # R = TP: replicated (as before)
+    assert tp["weight_bytes_per_chip"] == pytest.approx(1e9 / 8 + 48 * 8 * 1e7)  # R = 1 without attention DP
+    # R = TP given explicitly is full attention DP
+    same = evaluate(TOY, HW, tp=8, ep=8, pp=1, micro_batch=64, attention_dp=True, adp_ranks=8,
+                    collective_latency_s=0).row(0)
+    assert same["tpot_s"] == pytest.approx(full["tpot_s"]) and same["mem_per_chip"] == full["mem_per_chip"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(tp=st.sampled_from([2, 4, 8, 16, 32]), groups_frac=divisors16, b=st.integers(1, 4096), reps=st.integers(1, 3))
+def test_memory_conserved_with_attention_dp_groups(tp, groups_frac, b, reps):
+    """R attention-DP groups hold R copies of the dense weights; experts and KV are never duplicated."""
+    R = max(1, tp // groups_frac)
+    r = evaluate(TOY, HW, tp=tp, ep=tp, pp=1, micro_batch=b, attention_dp=True, adp_ranks=R, chips=tp * reps).row(0)
+    experts = TOY.n_moe_layers * TOY.n_experts * TOY.expert_weight_bytes
+    assert r["chips_used"] * r["weight_bytes_per_chip"] == pytest.approx(reps * (experts + R * TOY.dense_weight_bytes))
+    assert r["chips_used"] * r["kv_bytes_per_chip"] == pytest.approx(r["concurrency"] * TOY.kv_bytes_per_seq)
+
+
+def test_attention_dp_size_is_checked():
+    m = load_model("deepseek-v3")
+    with pytest.raises(InputError, match="attention_dp_size.*do not divide TP 8"):
+        Deployment.build("hgx-h200", 8, tp=8, ep=8, attention_dp_size=3, model=m)
+    with pytest.raises(InputError, match="attention_dp_size.*not a positive integer"):
+        Deployment.build("hgx-h200", 8, tp=8, ep=8, attention_dp_size=-2, model=m)
+    d = Deployment.build("hgx-h200", 8, tp=8, ep=8, attention_dp_size=4, model=m)
+    assert d.attention_dp and d.attention_ranks == 4 and d.label() == "TP8 EP8 attnDP4 ×1"
+    full = Deployment.build("hgx-h200", 8, tp=8, ep=8, attention_dp_size=8, model=m)
+    assert full.attention_ranks == 8 and full.label() == "TP8 EP8 attnDP ×1"  # R = TP: every GPU its own sequences

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,7 @@ from rackmath.engine.layout import attention_dp_imbalance, ep_rank_load
 from rackmath.engine.roofline import roofline
 from rackmath.engine.step import Op, compose
 from rackmath.errors import InputError
+from conftest import run_cli
 
 SERIAL = Efficiency("t", eta_compute=0.5, eta_memory=0.8, eta_comm=0.7, kernel_latency_s=5e-6,
                     collective_latency_s=1e-5, gemm_half_tokens=32.0, step_overhead_s=1e-3, composition="serial")
@@ -265,6 +268,32 @@ def test_layout_flags_mean_what_they_say():
     r = rackmath.serve("qwen3-235b-a22b", "hgx-h200", gpus=8, ep=8, attention_dp=True, isl=1000, osl=1000,
                        concurrency=256)
     assert (r.layout["tp"], r.layout["ep"], r.layout["attention_dp"]) == (8, 8, True)
+
+
+def test_attention_dp_over_groups_means_what_it_says():
+    """SGLang's --tp 8 --dp 4 --enable-dp-attention = attention DP over 4 groups of 2 GPUs: the layout says so, the
+    4 ranks schedule (and prefill) independently, and the MLA KV (one latent head, replicated under TP) is split 4
+    ways, so 4× the sequences fit next to the same experts; the group size must divide TP (one-line error)."""
+    kw = dict(gpus=8, tp=8, ep=4, isl=195, osl=276, concurrency=100, framework="sglang", weights_dtype="fp8")
+    r = rackmath.serve("kimi-k2", "hgx-b200", attention_dp_size=4, **kw)
+    assert (r.layout["attention_dp"], r.layout["attention_dp_size"], r.layout["label"]) == (True, 4, "TP8 EP4 attnDP4 ×1")
+    assert "R = 4 ranks" in r.explain().render() and not r.explain().check()
+    t = rackmath.serve("kimi-k2", "hgx-b200", **kw)
+    assert t.layout["attention_dp_size"] == 1 and not t.layout["attention_dp"]
+    f = rackmath.serve("kimi-k2", "hgx-b200", attention_dp=True, **kw)
+    assert f.layout["attention_dp_size"] == 8
+    # KV per sequence per GPU: all of it under TP (MLA replicated), 1/4 with four groups, 1/8 on every GPU its own
+    cap = [float(x.values["max_concurrency"]) for x in (t, r, f)]
+    assert cap[0] < cap[1] < cap[2]
+    code, out, err = run_cli("serve", "kimi-k2", "--hardware", "hgx-b200", "--tp", "8", "--isl", "195", "--osl", "276",
+                             "-c", "1", "--attention-dp-size", "3")
+    assert code == 2 and err.count("\n") == 1 and "attention_dp_size" in err and "divisor of tp: 1, 2, 4, 8" in err
+    code, out, err = run_cli("serve", "kimi-k2", "--hardware", "hgx-b200", "--isl", "195", "--osl", "276", "-c", "1",
+                             "--attention-dp-size", "16")
+    assert code == 2 and "attention_dp_size" in err and "at most the 8 GPUs" in err
+    code, out, err = run_cli("serve", "kimi-k2", "--hardware", "hgx-b200", "--tp", "8", "--isl", "195", "--osl", "276",
+                             "-c", "1", "--attention-dp-size", "2", "--json")
+    assert code == 0 and json.loads(out)["layout"]["label"] == "TP8 attnDP2 ×1"
 
 
 def test_every_chip_gets_a_named_non_ideal_default():

@@ -437,14 +437,24 @@ class Layout:
     redundant_experts: int = 0
     uneven_experts: bool = False
     chosen: bool = False
+    attention_dp_size: int = 0  # attention-DP groups of the TP group (0: TP, every GPU its own sequences)
 
     @property
     def dp(self) -> int:
         return self.gpus // (self.tp * self.pp)
 
+    @property
+    def attention_ranks(self) -> int:
+        """Attention-DP groups R (each with its own scheduler, sequences and KV): the size given, TP under full
+        attention DP, 1 without it."""
+        return (self.attention_dp_size or self.tp) if self.attention_dp else 1
+
     def label(self) -> str:
+        from ..engine.layout import attention_dp_label
+
         parts = [f"TP{self.tp}"] + ([f"EP{self.ep}"] if self.ep > 1 else []) + \
-            (["attnDP"] if self.attention_dp else []) + ([f"PP{self.pp}"] if self.pp > 1 else []) + [f"×{self.dp}"]
+            ([attention_dp_label(self.attention_dp_size, self.tp)] if self.attention_dp else []) + \
+            ([f"PP{self.pp}"] if self.pp > 1 else []) + [f"×{self.dp}"]
         return " ".join(parts)
 
 
@@ -581,13 +591,13 @@ def _run(plan, mn, layout, eff, micro_batch, *, gpus=None, sched=True, adp_imbal
     else:  # the stack's own host time (per step + per sequence) on top of the chip family's host time
         from ..engine.efficiency import host_step_s
 
-        ranks = np.where(np.asarray(layout.attention_dp, dtype=bool), np.asarray(layout.tp, dtype=float), 1.0)
+        ranks = np.asarray(layout.attention_ranks, dtype=float)
         per_sched = np.asarray(micro_batch, dtype=float) / ranks  # each attention-DP rank has its own scheduler
         extra = host_step_s(eff, plan.stack.name, per_sched)
         if np.any(np.asarray(extra) != 0):
             eff = replace(eff, step_overhead_s=eff.step_overhead_s + extra)
     return layout_evaluate(mn, plan.hw(), tp=layout.tp, ep=layout.ep, pp=layout.pp, micro_batch=micro_batch,
-                           attention_dp=layout.attention_dp, chips=gpus or layout.gpus,
+                           attention_dp=layout.attention_dp, adp_ranks=layout.attention_ranks, chips=gpus or layout.gpus,
                            redundant_experts=layout.redundant_experts, usable_fraction=USABLE_MEMORY_FRACTION,
                            efficiency=eff, sched_overlap=plan.stack.overlap_scheduler, adp_imbalance=adp_imbalance)
 
@@ -706,10 +716,15 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
                     uneven_experts=False)
     tp, ep, pp, adp = g["tp"], g["ep"], g["pp"], g["attention_dp"]
     ok = (gpus % (tp * pp)) == 0
-    if not mn.is_moe:
+    size = (constraints or {}).get("attention_dp_size")
+    if not mn.is_moe and size is None:
         ok &= ~adp  # attention DP replicates a dense model's FFN too: never better than DP replicas
     for k, v in (constraints or {}).items():
-        if v is not None:
+        if v is None:
+            continue
+        if k == "attention_dp_size":  # R groups of TP/R GPUs: R must divide TP
+            ok &= adp & (tp % int(v) == 0)
+        else:
             ok &= (g[k] == v) if k != "attention_dp" else (adp == bool(v))
     ep_given = (constraints or {}).get("ep")
     if not ok.any() and ep_given and mn.is_moe and mn.n_experts % int(ep_given):
@@ -724,7 +739,8 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
     tp, ep, pp, adp = tp[ok], ep[ok], pp[ok], adp[ok]
     dp = np.floor(gpus / (tp * pp))
     b = np.maximum(np.asarray(concurrency, dtype=float) / (dp * pp), 1.0)
-    res = layout_evaluate(mn, hw, tp=tp, ep=ep, pp=pp, attention_dp=adp, micro_batch=b, chips=gpus,
+    ranks = np.where(adp, tp if size is None else float(size), 1.0)
+    res = layout_evaluate(mn, hw, tp=tp, ep=ep, pp=pp, attention_dp=adp, adp_ranks=ranks, micro_batch=b, chips=gpus,
                           usable_fraction=USABLE_MEMORY_FRACTION, efficiency=eff, sched_overlap=sched_overlap)
     fits = np.asarray(res.fits)
     if not fits.any():
@@ -733,7 +749,8 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
                          "in any layout", f"at most about {best_c:g} sequences, or more GPUs, or a smaller dtype")
     score = np.where(fits, np.asarray(res.tpot_s, dtype=float), np.inf) + 1e-9 * tp * pp  # ties: smaller group
     order = [int(i) for i in np.argsort(score, kind="stable") if np.isfinite(score[i])][:max(int(top), 1)]
-    out = [dict(tp=int(tp[i]), ep=int(ep[i]), pp=int(pp[i]), attention_dp=bool(adp[i])) for i in order]
+    out = [dict(tp=int(tp[i]), ep=int(ep[i]), pp=int(pp[i]), attention_dp=bool(adp[i]),
+                attention_dp_size=0 if size is None or int(size) == int(tp[i]) else int(size)) for i in order]
     return out[0] if top == 1 else out
 
 
@@ -877,7 +894,7 @@ def _check_inputs(gpus, isl, osl, concurrency, mtp, acceptance, cached_share, pr
 
 
 def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None, pp=None, attention_dp=None,
-         weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None, decode_gpus=None,
+         attention_dp_size=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None, decode_gpus=None,
          cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None, redundant_experts=0,
          uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None, arrivals="steady",
          eager=False) -> Plan:
@@ -885,7 +902,8 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
 
     Layout flags mean what they say: with ``tp`` given the layout is built from the flags; with
     only some of ep / pp / attention_dp given, the best layout that satisfies them is chosen
-    (``--ep 72 --attention-dp`` on 72 GPUs is attention DP over 72 ranks with EP 72).
+    (``--ep 72 --attention-dp`` on 72 GPUs is attention DP over 72 ranks with EP 72). ``attention_dp_size`` R
+    (SGLang's ``--dp R --enable-dp-attention``) implies attention DP over R groups of TP/R GPUs.
     """
     from ..engine.efficiency import resolve
     from ..engine.layout import Deployment
@@ -938,11 +956,20 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
         p.notes.append(f"speculative decoding turns {stack.name}'s overlap scheduler off: its host time adds to "
                        "every step")
     rx = int(redundant_experts or 0)
+    from ..engine.layout import check_attention_dp_size
+
+    if attention_dp_size is not None:
+        check_attention_dp_size(attention_dp_size, tp if tp is not None else attention_dp_size)
+        if attention_dp_size > n_dec:
+            raise InputError("attention_dp_size", f"{attention_dp_size:g} groups on {n_dec} GPUs",
+                             f"a divisor of tp, at most the {n_dec} GPUs")
+        attention_dp = True
     if tp is not None:
-        lay = dict(tp=int(tp), ep=int(ep or 1), pp=int(pp or 1), attention_dp=bool(attention_dp))
+        lay = dict(tp=int(tp), ep=int(ep or 1), pp=int(pp or 1), attention_dp=bool(attention_dp),
+                   attention_dp_size=check_attention_dp_size(attention_dp_size, int(tp)))
         chosen = False
     else:
-        cons = dict(ep=ep, pp=pp, attention_dp=True if attention_dp else None)
+        cons = dict(ep=ep, pp=pp, attention_dp=True if attention_dp else None, attention_dp_size=attention_dp_size)
         if rx == 0 and not uneven_experts:
             cands = choose_layout(p.numbers("decode"), system, eff, n_dec, float(np.max(wl.concurrency)), hw=p.hw(),
                                   constraints=cons, sched_overlap=stack.overlap_scheduler, top=LAYOUT_FINALISTS)
@@ -976,7 +1003,7 @@ def prefill_pool_rate(p, lp, eff):
     from ..engine.efficiency import stack_eager_s
 
     chunk = p.chunk()
-    seqs = max(1.0, np.floor((p.stack.max_num_tokens or MAX_NUM_TOKENS) / chunk)) * (lp.tp if lp.attention_dp else 1)
+    seqs = max(1.0, np.floor((p.stack.max_num_tokens or MAX_NUM_TOKENS) / chunk)) * lp.attention_ranks
     res_p = _run(p, p.numbers("prefill"), lp, eff, seqs)
     t_pass = eager_step(res_p.tpot_s, step_kernels(res_p), stack_eager_s(eff, p.stack.name))
     return lp.dp * seqs * chunk / t_pass, t_pass
@@ -1074,7 +1101,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         n_mix = np.zeros_like(np.asarray(t_dec))
         t_mix = t_dec
     else:
-        ranks = lay.tp if lay.attention_dp else 1
+        ranks = lay.attention_ranks
         sch = prefill_schedule(b, ranks, isl_new, w.osl, A, k, st.max_num_tokens)
         tau_e = stack_eager_s(eff, st.name)
 
@@ -1137,8 +1164,8 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
     )
     if np.ndim(C) == 0 and np.ndim(np.asarray(eff.eta_compute)) == 0:
         values = {kk: (np.asarray(v).item() if np.asarray(v).size == 1 else v) for kk, v in values.items()}
-    layout = dict(tp=lay.tp, ep=lay.ep, pp=lay.pp, attention_dp=lay.attention_dp, dp=dp, gpus=lay.gpus,
-                  label=lay.label())
+    layout = dict(tp=lay.tp, ep=lay.ep, pp=lay.pp, attention_dp=lay.attention_dp,
+                  attention_dp_size=lay.attention_ranks, dp=dp, gpus=lay.gpus, label=lay.label())
     out = ServeResult(model=m.name, hardware=p.system.name, mode="disaggregated" if p.disaggregated else "aggregated",
                       gpus=gp, isl=w.isl, osl=w.osl, layout=layout, layout_chosen=lay.chosen, efficiency=eff.name,
                       weights_dtype=p.weights_dtype or m.native_dtype, kv_dtype=p.kv_dtype, mtp=k, acceptance=A,
@@ -1151,7 +1178,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
 
 
 def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None, pp=None, attention_dp=None,
-          weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None, decode_gpus=None,
+          attention_dp_size=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None, decode_gpus=None,
           cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None, redundant_experts=0,
           uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None,
           arrivals="steady", eager=False) -> "ServeResult":
@@ -1163,16 +1190,18 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
     for chips without their own), ``ideal=True`` the lecture's roofline; ``framework`` a stack preset;
     ``arrivals`` "steady" (default: spread out evenly), "poisson" (independent arrivals, :func:`batch_arrivals`) or
     "waves" (:func:`wave_schedule`: a closed-loop client at fixed lengths);
+    ``attention_dp_size`` R: attention data-parallel over R groups of TP/R GPUs (SGLang ``--tp T --dp R
+    --enable-dp-attention``; implies ``attention_dp``; default: every GPU its own sequences);
     ``eager`` True: the stack runs without CUDA graphs (vLLM ``--enforce-eager``, SGLang ``--disable-cuda-graph``,
     the early-2025 PyTorch backend of TensorRT-LLM unless ``use_cuda_graph`` was set), so decode steps are eager
     too (:func:`eager_step`).
     """
     p = plan(model, hardware, gpus=gpus, isl=isl, osl=osl, concurrency=concurrency, tp=tp, ep=ep, pp=pp,
-             attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance,
-             prefill_gpus=prefill_gpus, decode_gpus=decode_gpus, cached_share=cached_share, ideal=ideal,
-             efficiency=efficiency, usd_per_gpu_hour=usd_per_gpu_hour, redundant_experts=redundant_experts,
-             uneven_experts=uneven_experts, kv_shards=kv_shards, framework=framework, max_num_tokens=max_num_tokens,
-             arrivals=arrivals, eager=eager)
+             attention_dp=attention_dp, attention_dp_size=attention_dp_size, weights_dtype=weights_dtype,
+             kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance, prefill_gpus=prefill_gpus, decode_gpus=decode_gpus,
+             cached_share=cached_share, ideal=ideal, efficiency=efficiency, usd_per_gpu_hour=usd_per_gpu_hour,
+             redundant_experts=redundant_experts, uneven_experts=uneven_experts, kv_shards=kv_shards,
+             framework=framework, max_num_tokens=max_num_tokens, arrivals=arrivals, eager=eager)
     return evaluate(p)
 
 
@@ -1220,7 +1249,7 @@ def _derive(r: "ServeResult") -> Derivation:
     if r.mode == "aggregated":
         d.add("p", "b · ISL_new · A / OSL", f"{b:g} · {w.isl_new:g} · {A:g} / {w.osl:g}", _f(info["prefill_per_step"]),
               "tokens", "prompt tokens needed per decode step", expr=f"b * {w.isl_new!r} * {A!r} / {w.osl!r}", key="p")
-        ranks = lay.tp if lay.attention_dp else 1
+        ranks = lay.attention_ranks
         poisson = w.arrivals == "poisson"
         d.add("c", "c_r = min(max(budget − busiest decode tokens, min(ISL_new, budget)), max(ISL_new, p/R)); "
               "f = min(1, p/(R·c_r)); n_any = 1 − (1 − f)^R; c = R·f·c_r/n_any (f < 1) else R·c_r"
@@ -1279,7 +1308,7 @@ def _derive_waves(d: Derivation, r: "ServeResult", v: dict, b: float) -> Derivat
     """The rest of the derivation under lock-step waves (:func:`wave_schedule`)."""
     p, eff, wv = r._plan, r._eff, r._info["wave"]
     w, lay, A = p.workload, p.layout, p.workload.acceptance
-    R = lay.tp if lay.attention_dp else 1
+    R = lay.attention_ranks
     bud = float(p.stack.max_num_tokens or np.inf)
     d.add("waves", "prefill-first stack, or b_r · ISL_new ≤ budget", f"{p.stack.name}: prefill first = "
           f"{p.stack.prefill_first}", 1.0, "", "the waves persist round after round (waves_persist)")

@@ -168,6 +168,7 @@ def _eval(st: Stack, mn, eff, lay: dict, micro_batch, sched: bool = True, adp_im
     tp = np.asarray(lay["tp"], dtype=float)
     pp = np.asarray(lay["pp"], dtype=float)
     layout = SimpleNamespace(tp=tp, ep=np.asarray(lay["ep"], dtype=float), pp=pp, attention_dp=lay["attention_dp"],
+                             attention_ranks=np.where(np.asarray(lay["attention_dp"], dtype=bool), tp, 1.0),
                              gpus=tp * pp, redundant_experts=0)
     plan = SimpleNamespace(stack=st.serving_stack, hw=st.hw)
     res = _run(plan, mn, layout, eff, micro_batch, sched=sched, adp_imbalance=adp_imbalance)

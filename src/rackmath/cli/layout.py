@@ -137,6 +137,9 @@ def register(app: typer.Typer) -> None:
         ep: str = typer.Option("1", "--ep", help="Expert-parallel degree within the TP group."),
         pp: str = typer.Option("1", "--pp", help="Pipeline stages."),
         attention_dp: bool = typer.Option(False, "--attention-dp", help="Attention data-parallel over the TP group."),
+        attention_dp_size: str = typer.Option(None, "--attention-dp-size",
+                                              help="Attention data-parallel over R groups of TP/R GPUs (implies "
+                                                   "--attention-dp; default: every GPU its own sequences)."),
         redundant_experts: int = typer.Option(0, "--redundant-experts", min=0, help="Extra expert slots."),
         uneven: bool = typer.Option(False, "--uneven", help="Allow experts that do not divide (most-loaded GPU)."),
         allow_idle: bool = typer.Option(False, "--allow-idle", help="Leave chips idle when TP·PP does not divide."),
@@ -155,6 +158,8 @@ def register(app: typer.Typer) -> None:
         m = load_model(model)
         dep = Deployment.build(hardware, _int(chips, "gpus") if chips else None, tp=_int(tp, "tp") if tp else None,
                                ep=_int(ep, "ep"), pp=_int(pp, "pp"), attention_dp=attention_dp,
+                               attention_dp_size=_int(attention_dp_size, "attention_dp_size")
+                               if attention_dp_size is not None else None,
                                redundant_experts=redundant_experts, uneven_experts=uneven, allow_idle=allow_idle,
                                model=m)
         from ..analyses.context import context_warning, max_context

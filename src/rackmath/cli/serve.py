@@ -32,7 +32,9 @@ def _context_limits(r, model, hardware, weights_dtype, kv_dtype, redundant) -> d
     try:
         mc = max_context(model, hardware, gpus=lay.get("gpus"), concurrency=float(r.concurrency),
                          weights_dtype=weights_dtype, kv_dtype=kv_dtype, tp=lay.get("tp"), ep=lay.get("ep", 1),
-                         pp=lay.get("pp", 1), attention_dp=bool(lay.get("attention_dp")), redundant_experts=redundant,
+                         pp=lay.get("pp", 1), attention_dp=bool(lay.get("attention_dp")),
+                         attention_dp_size=lay.get("attention_dp_size") if lay.get("attention_dp") else None,
+                         redundant_experts=redundant,
                          uneven_experts=True, allow_idle=True, usable_fraction=USABLE_MEMORY_FRACTION)
     except (InputError, TypeError, ValueError):
         return out
@@ -66,6 +68,10 @@ def register(app: typer.Typer) -> None:
         ep: str = typer.Option(None, "--ep", help="Expert-parallel degree within the TP GPUs (default 1)."),
         pp: str = typer.Option(None, "--pp", help="Pipeline stages."),
         attention_dp: bool = typer.Option(False, "--attention-dp", help="Attention data-parallel over the TP GPUs."),
+        attention_dp_size: str = typer.Option(None, "--attention-dp-size",
+                                              help="Attention data-parallel over R groups of TP/R GPUs (SGLang "
+                                                   "--dp R --enable-dp-attention; implies --attention-dp; "
+                                                   "default: every GPU its own sequences)."),
         weights_dtype: str = typer.Option(None, "--weights-dtype", help="bf16, fp8, fp4, nvfp4, mxfp4 … (default: as published)."),
         kv_dtype: str = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default bf16)."),
         mtp: str = typer.Option("0", "--mtp", help="Speculative / MTP draft tokens per step (k)."),
@@ -113,8 +119,9 @@ def register(app: typer.Typer) -> None:
         r = serve(model, power_capped(hardware, power_cap), gpus=_count(gpus, "gpus"), isl=_count(isl, "isl", False),
                   osl=_count(osl, "osl", False), concurrency=_count(concurrency, "concurrency", False),
                   tp=_count(tp, "tp"), ep=_count(ep, "ep"), pp=_count(pp, "pp"),
-                  attention_dp=True if attention_dp else None, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
-                  mtp=_count(mtp, "mtp"), acceptance=acc, prefill_gpus=_count(prefill_gpus, "prefill_gpus"),
+                  attention_dp=True if attention_dp else None,
+                  attention_dp_size=_count(attention_dp_size, "attention_dp_size"), weights_dtype=weights_dtype,
+                  kv_dtype=kv_dtype, mtp=_count(mtp, "mtp"), acceptance=acc, prefill_gpus=_count(prefill_gpus, "prefill_gpus"),
                   decode_gpus=_count(decode_gpus, "decode_gpus"), cached_share=cached_share, ideal=ideal,
                   efficiency=efficiency, redundant_experts=_count(redundant_experts, "redundant_experts") or 0,
                   uneven_experts=uneven_experts, framework=framework, arrivals=arrivals, eager=eager,

@@ -130,6 +130,13 @@ def attention_dp_imbalance(seqs, ranks):
     return np.ceil(b / r - 1e-9) / (b / r)
 
 
+def attention_tp(tp, ranks):
+    """Chips one attention-DP group splits its attention over: TP / R (SGLang ``--tp T --dp R
+    --enable-dp-attention``: R groups of T/R chips, each with its own sequences and KV; R = T is full attention
+    DP, every chip its own sequences; R = 1 is plain TP)."""
+    return np.asarray(tp, dtype=float) / np.maximum(np.asarray(ranks, dtype=float), 1.0)
+
+
 def _effective(hw, efficiency, collective_latency_s):
     """The Efficiency a layout is costed with; the layout chapter's ideal keeps a 5 µs collective latency."""
     from dataclasses import replace as _replace
@@ -350,7 +357,7 @@ class HwNumbers:
 # --------------------------------------------------------------------------------------
 
 _RESULT_FIELDS = (
-    "tp", "ep", "pp", "dp", "attention_dp", "micro_batch", "batch", "concurrency", "chips_billed", "chips_used",
+    "tp", "ep", "pp", "dp", "attention_dp", "attention_dp_size", "micro_batch", "batch", "concurrency", "chips_billed", "chips_used",
     "idle_chips", "moe_tp", "experts_per_chip", "layers_per_stage", "moe_layers_per_stage",
     "weight_bytes_per_chip", "kv_bytes_per_chip", "workspace_bytes_per_chip", "mem_per_chip", "mem_capacity",
     "headroom_bytes", "fits", "max_micro_batch", "max_concurrency",
@@ -405,8 +412,8 @@ class LayoutArrays:
         return explain_layout(self, i)
 
 
-def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attention_dp=False, chips=None,
-             redundant_experts=0, overlap=None, act_bytes=2.0, hop_latency_s=None, usable_fraction=1.0,
+def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attention_dp=False, adp_ranks=None,
+             chips=None, redundant_experts=0, overlap=None, act_bytes=2.0, hop_latency_s=None, usable_fraction=1.0,
              reserve_bytes=0.0, collective_latency_s=None, efficiency=None, sched_overlap=False,
              adp_imbalance=None) -> LayoutArrays:
     """Evaluate layouts (arrays broadcast together): memory per chip, communication and step time.
@@ -418,12 +425,16 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     one ``hw`` carries, else the ideal roofline); ``overlap`` "max"/"sum" overrides its composition.
     ``adp_imbalance`` (attention DP) replaces the busiest rank's share of the step's tokens over the mean
     (default :func:`attention_dp_imbalance` of the micro-batch's sequences; a mixed prefill step passes its own).
+    ``adp_ranks`` R (attention DP): the attention data-parallel groups of the TP group (default TP: every chip
+    its own sequences); each group runs attention tensor-parallel over TP / R chips (:func:`attention_tp`).
     """
     if overlap is not None and overlap not in OVERLAP_MODES:
         raise InputError("overlap", f"unknown mode {overlap!r}", "max (overlapped) or sum (serial)")
     f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
     tp, ep, pp, b = f(tp), f(ep), f(pp), f(micro_batch)
     adp = np.asarray(attention_dp, dtype=bool)
+    R = np.where(adp, tp if adp_ranks is None else f(adp_ranks), 1.0)  # attention-DP groups of the TP group
+    ta = attention_tp(tp, R)  # chips one group's attention (and dense FFN) is split over
     S = float(hw.scaleup_size)
     chips = tp * pp if chips is None else f(chips)
     dp = np.floor(chips / (tp * pp))
@@ -444,20 +455,20 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
         e_chip = np.zeros_like(ep)
 
     # --- memory per chip (c_mem, 01:03:37)
-    dense_shard = np.where(adp, 1.0, tp)  # attention DP replicates attention/dense weights over the TP group
+    dense_shard = ta  # attention DP replicates attention/dense weights over the groups, split TP/R ways in each
     w_dense = (mn.dense_weight_bytes + mn.other_weight_bytes) * s_frac / dense_shard
     w_exp = L_moe * e_chip * mn.expert_weight_bytes / moe_tp
     w_chip = w_dense + w_exp
-    kv_shard = np.where(adp, tp, np.minimum(tp, mn.kv_heads))
+    kv_shard = R * np.minimum(ta, mn.kv_heads)  # sequences over the R groups, KV heads over each group's chips
     B = pp * b  # sequences in flight per replica
     kv_chip = B * mn.kv_bytes_per_seq * s_frac / kv_shard
-    tok_chip = b * pl / np.where(adp, tp, 1.0)  # tokens whose activations a chip holds
+    tok_chip = b * pl / R  # tokens whose activations a chip holds
     ws_per_tok = (4.0 + 2.0 * mn.experts_per_token) * mn.d_model * act_bytes
     ws_chip = tok_chip * ws_per_tok + reserve_bytes
     mem = w_chip + kv_chip + ws_chip
     cap = hw.hbm_bytes * usable_fraction
     headroom = cap - mem
-    per_b = pp * mn.kv_bytes_per_seq * s_frac / kv_shard + pl / np.where(adp, tp, 1.0) * ws_per_tok
+    per_b = pp * mn.kv_bytes_per_seq * s_frac / kv_shard + pl / R * ws_per_tok
     max_b = np.maximum(0.0, np.floor((cap - w_chip - reserve_bytes) / np.maximum(per_b, 1e-300)))
 
     # --- one stage step on the most-loaded chip: per-layer operators (engine/step.py)
@@ -468,9 +479,9 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     eff = _effective(hw, efficiency, collective_latency_s)
     comp = None if overlap is None else ("overlap" if overlap == "max" else "serial")
     tokens = b * pl  # tokens of one micro-batch through one stage
-    ashard = np.where(adp, 1.0, tp)  # attention DP: each chip runs its own sequences on replicated weights
-    adp_imb = np.where(adp, attention_dp_imbalance(b, tp) if adp_imbalance is None else f(adp_imbalance), 1.0)
-    t_attn = np.where(adp, tokens / tp * adp_imb, tokens)  # tokens one chip's attention/dense GEMMs see
+    ashard = ta  # attention DP: each group runs its own sequences on weights split TP/R ways
+    adp_imb = np.where(adp, attention_dp_imbalance(b, R) if adp_imbalance is None else f(adp_imbalance), 1.0)
+    t_attn = np.where(adp, tokens / R * adp_imb, tokens)  # tokens one chip's attention/dense GEMMs see
     ht = np.asarray(mn.head_tokens_per_seq, dtype=float)
     head_tok = np.where(ht < 0, pl, ht)
     n_dense_ffn = mn.n_dense_ffn_layers or max(mn.n_layers - mn.n_moe_layers, 0)
@@ -486,13 +497,12 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
         comps = (("dense", mn.dense_weight_bytes, dense_params),)
     ops = []
     for name, nbytes, params in comps:
-        tok = np.where(adp, b * head_tok / tp * adp_imb, b * head_tok) if name == "lm_head" else t_attn
+        tok = np.where(adp, b * head_tok / R * adp_imb, b * head_tok) if name == "lm_head" else t_attn
         ops.append(Op(name, flops=2.0 * tok * params * frac[name] / ashard, bytes=nbytes * frac[name] / ashard,
                       peak=hw.peak_flops, m=tok,
                       kernels=op_kernels("qkv_o_mla" if name == "qkv_o" and mn.mla else name, nbytes, params)
                       * layers[name]))
-    kv_shard = np.where(adp, tp, np.minimum(tp, mn.kv_heads))
-    head_shard = np.where(adp, tp, tp)  # attention heads: split by TP, or by sequences under attention DP
+    head_shard = tp  # attention: heads split TP/R ways within a group, sequences R ways over the groups
     ops.append(Op("attention", flops=b * mn.attn_flops_per_seq * s_frac / head_shard * adp_imb,
                   bytes=b * mn.kv_read_bytes_per_seq * s_frac / kv_shard * adp_imb,
                   peak=hw.attn_peak_flops or hw.peak_flops, kernels=attention_kernels(mn.dsa) * L_stage, kv=True))
@@ -509,20 +519,23 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
                       kernels=op_kernels("experts", mn.expert_weight_bytes, p_exp) * L_moe))
     ops.append(Op("elementwise", kernels=ELEMENTWISE_KERNELS_PER_LAYER * L_stage))
 
-    # --- collectives per stage step
-    ar_bytes = tokens * mn.d_model * act_bytes
-    n_ar = np.where(adp | (tp <= 1), 0.0, 2.0 * L_stage)
-    t_ar = hierarchical_allreduce_time(ar_bytes, tp, S, hw.scaleup_bw, hw.scaleout_bw)
+    # --- collectives per stage step: TP all-reduces after attention and the FFN; under attention DP only the
+    # attention (and dense FFN) all-reduces inside a group of TP/R > 1 chips remain, the MoE layers dispatch
+    ar_group = np.where(adp, ta, tp)
+    ar_bytes = np.where(adp, t_attn, tokens) * mn.d_model * act_bytes
+    n_ar = np.where(ar_group <= 1, 0.0, np.where(adp, L_stage + L_dense, 2.0 * L_stage))
+    t_ar = hierarchical_allreduce_time(ar_bytes, ar_group, S, hw.scaleup_bw, hw.scaleout_bw)
     ops.append(Op("allreduce", net_s=n_ar * t_ar, collectives=n_ar,
-                  scaleout_collectives=np.where(tp > S, n_ar, 0.0)))
+                  scaleout_collectives=np.where(ar_group > S, n_ar, 0.0)))
     if mn.is_moe:
         fan = moe_fanout(mn.experts_per_token, ep, moe_tp)
-        a2a_bytes = moe_alltoall_bytes(t_attn, fan, mn.d_model, act_bytes)  # per chip, per MoE layer
+        a2a_tok = t_attn / ta  # each chip of a group dispatches its share of the group's tokens
+        a2a_bytes = moe_alltoall_bytes(a2a_tok, fan, mn.d_model, act_bytes)  # per chip, per MoE layer
         n_a2a = np.where(adp & (tp > 1), 2.0 * L_moe, 0.0)
         if mn.prefill:  # prompt passes dispatch once per remote domain, then forward inside it (DeepEP normal)
-            t_a2a_layer = alltoall_dedup_time(t_attn, mn.experts_per_token, fan, mn.d_model, act_bytes, tp, S,
+            t_a2a_layer = alltoall_dedup_time(a2a_tok, mn.experts_per_token, fan, mn.d_model, act_bytes, tp, S,
                                               hw.scaleup_bw, hw.scaleout_bw)
-            so_layer = alltoall_dedup_scaleout_bytes(t_attn, mn.experts_per_token, mn.d_model, act_bytes, tp, S)
+            so_layer = alltoall_dedup_scaleout_bytes(a2a_tok, mn.experts_per_token, mn.d_model, act_bytes, tp, S)
         else:  # decode: low-latency kernels send every copy straight to its chip
             t_a2a_layer = alltoall_split_time(a2a_bytes, tp, S, hw.scaleup_bw, hw.scaleout_bw)
             so_layer = a2a_bytes * scaleout_share(tp, S)
@@ -533,7 +546,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     else:
         out_share = np.zeros_like(tokens)
         so_bytes = np.zeros_like(tokens)
-    so_bytes = so_bytes + np.where(adp, 0.0, n_ar * hierarchical_allreduce_scaleout_bytes(ar_bytes, tp, S))
+    so_bytes = so_bytes + n_ar * hierarchical_allreduce_scaleout_bytes(ar_bytes, ar_group, S)
 
     # --- pipeline: hand-offs and hop latency (01:12)
     hops = pipeline_hops(pp, tp, S)
@@ -564,7 +577,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
                          pp * t_lat + times.t_sched)
 
     vals = dict(
-        tp=tp, ep=ep, pp=pp, dp=dp, attention_dp=adp, micro_batch=b, batch=B, concurrency=dp * B,
+        tp=tp, ep=ep, pp=pp, dp=dp, attention_dp=adp, attention_dp_size=R, micro_batch=b, batch=B, concurrency=dp * B,
         chips_billed=chips, chips_used=chips_used, idle_chips=chips - chips_used, moe_tp=moe_tp,
         experts_per_chip=e_chip, layers_per_stage=L_stage, moe_layers_per_stage=L_moe,
         weight_bytes_per_chip=w_chip, kv_bytes_per_chip=kv_chip, workspace_bytes_per_chip=ws_chip,
@@ -591,8 +604,10 @@ def explain_layout(res: LayoutArrays, i=0):
 
     r = res.row(i)
     mn, hw = res.model, res.hw
+    adp_txt = "" if not r["attention_dp"] else " attention-DP" if r["attention_dp_size"] == r["tp"] else \
+        f" attention-DP over {r['attention_dp_size']:g} groups of {r['tp'] / r['attention_dp_size']:g}"
     d = Derivation(f"{mn.name} on {int(r['chips_billed'])} × {hw.name}: TP{int(r['tp'])} EP{int(r['ep'])} "
-                   f"PP{int(r['pp'])}{' attention-DP' if r['attention_dp'] else ''}, b = {r['micro_batch']:g}")
+                   f"PP{int(r['pp'])}{adp_txt}, b = {r['micro_batch']:g}")
     d.add("dp", "floor(chips / (TP·PP))", f"floor({r['chips_billed']:g} / ({r['tp']:g}·{r['pp']:g}))", r["dp"], "",
           "replicas (conventions.md)")
     d.add("B", "P · b", f"{r['pp']:g} · {r['micro_batch']:g}", r["batch"], "",
@@ -600,10 +615,11 @@ def explain_layout(res: LayoutArrays, i=0):
     if mn.is_moe:
         d.add("experts/chip", "ceil((E + redundant) / EP)", f"ceil(… / {r['ep']:g})", r["experts_per_chip"], "",
               "most-loaded chip (00:32)")
-    d.add("w_chip", "dense·(L_stage/L)/(TP or 1) + L_moe_stage·experts/chip·expert_bytes/(TP/EP)", "",
-          r["weight_bytes_per_chip"], "B", "weights ÷ (EP·TP·PP)")
-    d.add("kv_chip", "P·b · kv_seq(L) · (L_stage/L) / KV shards", "", r["kv_bytes_per_chip"], "B",
-          "does not fall with P (01:03:37)")
+    d.add("w_chip", "dense·(L_stage/L)/(TP/R) + L_moe_stage·experts/chip·expert_bytes/(TP/EP)", "",
+          r["weight_bytes_per_chip"], "B", "weights ÷ (EP·TP·PP); R attention-DP groups (1 without attention DP) "
+          "replicate attention and dense weights")
+    d.add("kv_chip", "P·b · kv_seq(L) · (L_stage/L) / KV shards, shards = R · min(TP/R, KV heads)", "",
+          r["kv_bytes_per_chip"], "B", "does not fall with P (01:03:37)")
     d.add("c_mem", "w_chip + kv_chip + workspace", f"{fmt(r['weight_bytes_per_chip'], 'B')} + "
           f"{fmt(r['kv_bytes_per_chip'], 'B')} + {fmt(r['workspace_bytes_per_chip'], 'B')}", r["mem_per_chip"], "B",
           ("fits" if r["fits"] else "does NOT fit") + f" in {fmt(r['mem_capacity'], 'B')}")
@@ -619,8 +635,10 @@ def explain_layout(res: LayoutArrays, i=0):
         else:
             d.add("t_a2a", "L_moe_stage · max(bytes·in/BW_up, bytes·out/BW_out), bytes = (b/TP)·fanout·d·bytes·2, "
                   "fanout ≈ k", "", r["t_alltoall_s"], "s", f"scale-out share {r['scaleout_share']:.3g}")
-    d.add("t_allreduce", "2 · L_stage · allreduce(b·d·bytes, TP)", "", r["t_allreduce_s"], "s",
-          "0 with attention DP; TP > S: reduce-scatter on NVLink, 1/S of the bytes over the NIC, all-gather")
+    d.add("t_allreduce", "2 · L_stage · allreduce(b·d·bytes, TP); attention DP: (L_stage + L_dense) · "
+          "allreduce((b/R)·d·bytes, TP/R)", "", r["t_allreduce_s"], "s",
+          "0 with attention DP on every chip (R = TP); TP > S: reduce-scatter on NVLink, 1/S of the bytes over the "
+          "NIC, all-gather")
     d.add("t_stage", "max(Σ compute, Σ memory, Σ network) + latencies" if res.overlap == "overlap"
           else "Σ_ops [latency + max(compute, memory, network)]", "", r["t_stage_s"], "s",
           f"composition = {res.overlap} (engine/step.py)")
@@ -659,6 +677,26 @@ def ep_way_out(n_slots: int, ep: int) -> str:
             f"or allow uneven placement (the most-loaded GPU holds {-(-n_slots // ep)})")
 
 
+def check_attention_dp_size(size, tp) -> int:
+    """The attention-DP group count a user gave, validated: a positive divisor of TP (0 = TP, the default)."""
+    if size is None:
+        return 0
+    if isinstance(size, bool) or not isinstance(size, (int, float, np.integer, np.floating)) or int(size) != size \
+            or size < 1:
+        raise InputError("attention_dp_size", f"{size!r} is not a positive integer",
+                         "a divisor of tp: " + ", ".join(str(d) for d in _divisors(int(tp))))
+    size = int(size)
+    if tp % size:
+        raise InputError("attention_dp_size", f"{size} attention-DP groups do not divide TP {tp}",
+                         "a divisor of tp: " + ", ".join(str(d) for d in _divisors(int(tp))))
+    return 0 if size == tp else size
+
+
+def attention_dp_label(size, tp) -> str:
+    """``attnDP`` (every chip its own sequences) or ``attnDP{R}`` (R groups of TP/R chips)."""
+    return "attnDP" if not size or size == tp else f"attnDP{int(size)}"
+
+
 @dataclass(frozen=True)
 class Deployment:
     """One validated layout: ``chips`` chips of ``system`` cut TP × EP × PP, replicated ``dp`` times.
@@ -675,12 +713,18 @@ class Deployment:
     redundant_experts: int = 0
     uneven_experts: bool = False
     allow_idle: bool = False
+    attention_dp_size: int = 0  # attention-DP groups R of the TP group (0: TP, every chip its own sequences)
 
     # ---- construction and validation
     @classmethod
     def build(cls, system, chips=None, *, tp=None, ep=1, pp=1, attention_dp=False, redundant_experts=0,
-              uneven_experts=False, allow_idle=False, model=None) -> "Deployment":
-        """Validate and build. ``chips`` defaults to one scale-up domain; ``tp`` to chips / pp."""
+              uneven_experts=False, allow_idle=False, model=None, attention_dp_size=None) -> "Deployment":
+        """Validate and build. ``chips`` defaults to one scale-up domain; ``tp`` to chips / pp.
+
+        ``attention_dp_size`` R (implies ``attention_dp``): attention runs data-parallel over R groups of TP/R
+        chips (SGLang's ``--tp T --dp R --enable-dp-attention``); it must divide TP. R = TP (the default; None or
+        0) is every chip its own sequences.
+        """
         from ..specs.hardware import load_hardware
 
         system = load_hardware(system)
@@ -714,11 +758,13 @@ class Deployment:
         if tp % ep:
             raise InputError("ep", f"EP {ep} does not divide TP {tp} (EP runs within the TP group, conventions.md)",
                              "a divisor of tp: " + ", ".join(str(d) for d in _divisors(tp)))
+        given = attention_dp_size not in (None, 0)  # 0: the default, every chip its own sequences
+        adp_size = check_attention_dp_size(attention_dp_size if given else None, tp)
         if model is not None:
             model = load_model_any(model)
             cls._validate_model(model, tp, ep, pp, redundant_experts, uneven_experts)
-        return cls(system, chips, tp, ep, pp, bool(attention_dp), redundant_experts, bool(uneven_experts),
-                   bool(allow_idle))
+        return cls(system, chips, tp, ep, pp, bool(attention_dp) or given, redundant_experts,
+                   bool(uneven_experts), bool(allow_idle), adp_size)
 
     @staticmethod
     def _validate_model(model, tp, ep, pp, redundant, uneven):
@@ -773,6 +819,11 @@ class Deployment:
         return self.tp // self.ep
 
     @property
+    def attention_ranks(self) -> int:
+        """Attention-DP groups R of the TP group: ``attention_dp_size`` or TP under attention DP, else 1."""
+        return (self.attention_dp_size or self.tp) if self.attention_dp else 1
+
+    @property
     def domains_per_replica(self) -> int:
         """Scale-up domains one replica spans: ceil(tp·pp / S) (at least 1)."""
         return max(1, -(-self.chips_per_replica // self.scaleup_size))
@@ -792,7 +843,7 @@ class Deployment:
         if self.ep > 1:
             parts.append(f"EP{self.ep}")
         if self.attention_dp:
-            parts.append("attnDP")
+            parts.append(attention_dp_label(self.attention_dp_size, self.tp))
         if self.pp > 1:
             parts.append(f"PP{self.pp}")
         parts.append(f"×{self.dp}")
@@ -800,7 +851,8 @@ class Deployment:
 
     def as_dict(self) -> dict:
         return {"system": self.system.name, "chips": self.chips, "tp": self.tp, "ep": self.ep, "pp": self.pp,
-                "dp": self.dp, "attention_dp": self.attention_dp, "redundant_experts": self.redundant_experts,
+                "dp": self.dp, "attention_dp": self.attention_dp, "attention_dp_size": self.attention_ranks,
+                "redundant_experts": self.redundant_experts,
                 "moe_tp": self.moe_tp, "chips_per_replica": self.chips_per_replica, "idle_chips": self.idle_chips,
                 "domains_per_replica": self.domains_per_replica, "ep_spans_domains": self.ep_spans_domains}
 
@@ -829,8 +881,8 @@ class Deployment:
             micro_batch = np.asarray(concurrency, dtype=float) / (self.dp * self.pp)
         hw = self.hw_numbers(weights_dtype, model, efficiency)
         return evaluate(mn, hw, tp=self.tp, ep=self.ep, pp=self.pp, micro_batch=micro_batch,
-                        attention_dp=self.attention_dp, chips=self.chips, redundant_experts=self.redundant_experts,
-                        overlap=overlap, act_bytes=dtype_bytes(act_dtype), hop_latency_s=hop_latency_s,
+                        attention_dp=self.attention_dp, adp_ranks=self.attention_ranks, chips=self.chips,
+                        redundant_experts=self.redundant_experts, overlap=overlap, act_bytes=dtype_bytes(act_dtype), hop_latency_s=hop_latency_s,
                         usable_fraction=usable_fraction, reserve_bytes=reserve_bytes,
                         collective_latency_s=collective_latency_s)
 

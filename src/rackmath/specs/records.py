@@ -145,6 +145,9 @@ FIELDS: dict = {
     "ep": (_num(1, 1e5, integer=True), None, False, "expert-parallel degree"),
     "pp": (_num(1, 1e3, integer=True), ("serve",), False, "pipeline stages"),
     "attention_dp": (_bool, None, False, "attention data-parallel across the TP GPUs"),
+    "attention_dp_size": (_num(1, 1e5, integer=True), ("serve",), False, "attention data-parallel over R groups of "
+                                                                         "TP/R GPUs (SGLang --dp R; implies "
+                                                                         "attention_dp)"),
     "redundant_experts": (_num(0, 1e5, integer=True), None, False, "extra expert replicas (EPLB)"),
     "kv_shards": (_num(1, 1e5, integer=True), None, False, "ways the KV is split by sequence (Pope's batch-sharded MQA)"),
     "isl": (_num(1, 1e7), ("serve", "prefill"), True, "input (prompt) tokens per request"),
@@ -169,7 +172,7 @@ FIELDS: dict = {
 
 #: Fields that describe the configuration (what a prediction needs), in order.
 INPUTS = ("model", "hardware", "gpus", "prefill_gpus", "decode_gpus", "tp", "ep", "pp", "attention_dp",
-          "redundant_experts", "kv_shards", "isl", "osl", "concurrency", "max_batch", "batch", "context",
+          "attention_dp_size", "redundant_experts", "kv_shards", "isl", "osl", "concurrency", "max_batch", "batch", "context",
           "cached_share", "weights_dtype", "kv_dtype", "mtp", "acceptance", "max_num_tokens", "arrivals", "eager",
           "framework")
 
