@@ -597,7 +597,8 @@ def _run(plan, mn, layout, eff, micro_batch, *, gpus=None, sched=True, adp_imbal
         if np.any(np.asarray(extra) != 0):
             eff = replace(eff, step_overhead_s=eff.step_overhead_s + extra)
     return layout_evaluate(mn, plan.hw(), tp=layout.tp, ep=layout.ep, pp=layout.pp, micro_batch=micro_batch,
-                           attention_dp=layout.attention_dp, adp_ranks=layout.attention_ranks, chips=gpus or layout.gpus,
+                           attention_dp=layout.attention_dp, adp_ranks=layout.attention_ranks,
+                           chips=gpus or layout.gpus,
                            redundant_experts=layout.redundant_experts, usable_fraction=USABLE_MEMORY_FRACTION,
                            efficiency=eff, sched_overlap=plan.stack.overlap_scheduler, adp_imbalance=adp_imbalance)
 
@@ -894,8 +895,8 @@ def _check_inputs(gpus, isl, osl, concurrency, mtp, acceptance, cached_share, pr
 
 
 def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None, pp=None, attention_dp=None,
-         attention_dp_size=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None, decode_gpus=None,
-         cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None, redundant_experts=0,
+         attention_dp_size=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None,
+         decode_gpus=None, cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None, redundant_experts=0,
          uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None, arrivals="steady",
          eager=False) -> Plan:
     """Validate the inputs and fix what does not depend on the efficiency: workload, layout(s), stack, dtypes.
@@ -906,7 +907,7 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
     (SGLang's ``--dp R --enable-dp-attention``) implies attention DP over R groups of TP/R GPUs.
     """
     from ..engine.efficiency import resolve
-    from ..engine.layout import Deployment
+    from ..engine.layout import Deployment, check_attention_dp_size
     from ..specs.hardware import load_hardware
     from ..specs.models import load_model
     from .. import units
@@ -956,17 +957,16 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
         p.notes.append(f"speculative decoding turns {stack.name}'s overlap scheduler off: its host time adds to "
                        "every step")
     rx = int(redundant_experts or 0)
-    from ..engine.layout import check_attention_dp_size
-
-    if attention_dp_size is not None:
-        check_attention_dp_size(attention_dp_size, tp if tp is not None else attention_dp_size)
+    adp_size = 0  # attention DP over R groups (0: over every TP GPU)
+    if attention_dp_size is not None:  # R must divide TP (the TP given, or the TP chosen below)
+        adp_size = check_attention_dp_size(attention_dp_size, int(tp) if tp is not None else attention_dp_size)
         if attention_dp_size > n_dec:
             raise InputError("attention_dp_size", f"{attention_dp_size:g} groups on {n_dec} GPUs",
                              f"a divisor of tp, at most the {n_dec} GPUs")
         attention_dp = True
     if tp is not None:
         lay = dict(tp=int(tp), ep=int(ep or 1), pp=int(pp or 1), attention_dp=bool(attention_dp),
-                   attention_dp_size=check_attention_dp_size(attention_dp_size, int(tp)))
+                   attention_dp_size=adp_size)
         chosen = False
     else:
         cons = dict(ep=ep, pp=pp, attention_dp=True if attention_dp else None, attention_dp_size=attention_dp_size)
