@@ -71,6 +71,27 @@ def test_simulation_agrees_with_serve_at_fixed_concurrency():
     assert r.summary["running_per_replica"] == pytest.approx(64, rel=0.02)
 
 
+def test_simulation_with_attention_dp_groups_agrees_with_serve():
+    """--attention-dp-size 4 in the simulator means what it means in serve: four schedulers (four times the
+    stack's running cap and step budget per replica) and the same decode step, so a decode-dominated closed loop
+    at C = 64 gives serve's TPOT within 5%."""
+    from rackmath.analyses.serving import serve
+    from rackmath.analyses.simulate import simulate
+
+    kw = dict(gpus=8, tp=8, ep=8, attention_dp_size=4, isl=200, osl=2000, weights_dtype="fp8", framework="sglang")
+    r = simulate("deepseek-v3", "hgx-h200", concurrency=64, requests=1500, **kw)
+    s = serve("deepseek-v3", "hgx-h200", concurrency=64, **kw)
+    assert r.config["layout"]["attention_dp_size"] == 4 and r.config["layout"]["label"].endswith("×4 groups")
+    assert r.config["max_batch"] == 4 * serving_max_batch("sglang")
+    assert r.summary["tpot_s"]["mean"] == pytest.approx(s.tpot_ms / 1e3, rel=0.05)
+
+
+def serving_max_batch(framework):
+    from rackmath.analyses.serving import load_stack
+
+    return load_stack(framework).max_batch_size
+
+
 @pytest.mark.parametrize("isl, osl, c, framework", [(1000, 1000, 64, None), (128, 1024, 256, "vllm"),
                                                     (4000, 500, 32, "trtllm"), (1000, 1000, 64, "sglang")])
 def test_simulation_agrees_with_time_sliced_serve_with_long_prompts(isl, osl, c, framework):

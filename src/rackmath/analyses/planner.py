@@ -102,7 +102,8 @@ def layout_label(lay: dict) -> str:
     if lay["pp"] > 1:
         s += f" PP{lay['pp']}"
     if lay["attention_dp"]:
-        s += " attention-DP"
+        size = int(lay.get("attention_dp_size") or 0)
+        s += " attention-DP" if not size or size == int(lay["tp"]) else f" attention-DP ×{size} groups"
     return s
 
 

@@ -629,7 +629,8 @@ def _pool_run(table, arr, ids, isl, osl, out, *, replicas, max_batch, budget, ac
 
 def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=None, requests=10000, isl="1000",
              osl="1000", arrivals="poisson", burstiness=2.0, tp=None, ep=None, pp=None, attention_dp=None,
-             prefill_gpus=None, decode_gpus=None, prefill_layout=None, max_batch=None, budget=None, cadence=None,
+             attention_dp_size=None, prefill_gpus=None, decode_gpus=None, prefill_layout=None, max_batch=None,
+             budget=None, cadence=None,
              weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, efficiency=None, ideal=False,
              usd_per_gpu_hour=None, framework=None, ttft_slo=None, tpot_slo=None, seed=0, warmup=None,
              progress=None, think_s=0.0) -> SimResult:
@@ -641,7 +642,8 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
     ``arrivals='waves'`` all starting together), or ``trace`` (dict of arrays
     ``arrival_s, isl, osl`` from :func:`parse_trace`). ``isl``/``osl``: fixed or distributions
     (:func:`parse_lengths`). Layout flags describe one replica (decode pool when disaggregated);
-    omitted, the layout with the highest throughput per GPU at ``max_batch`` is chosen.
+    omitted, the layout with the highest throughput per GPU at ``max_batch`` is chosen. ``attention_dp_size`` R:
+    attention DP over R groups of TP/R GPUs, each group its own scheduler (as ``serve``).
     ``cadence`` (s): the lecture's fixed train schedule. SLOs (s) set goodput.
     """
     from . import step_table as stt
@@ -724,10 +726,11 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
     mean_ctx = float(np.mean(isl_a + osl_a / 2.0))
 
     # ---- layouts and step tables
-    lay = _pick_layout(st, n_dec, dict(tp=tp, ep=ep, pp=pp, attention_dp=attention_dp), B, mean_ctx)
+    lay = _pick_layout(st, n_dec, dict(tp=tp, ep=ep, pp=pp, attention_dp=attention_dp,
+                                       attention_dp_size=attention_dp_size), B, mean_ctx)
     g = int(lay["tp"] * lay["pp"])
     # the frameworks' max running sequences and step budget are per scheduler: one per attention-DP rank
-    ranks = int(lay["tp"]) if lay["attention_dp"] else 1
+    ranks = int(stt.attention_ranks(lay))
     B_rank, T_rank = B, T
     B, T = B * ranks, T * ranks
     if n_dec % g:
@@ -771,7 +774,7 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
             raise InputError("prefill_gpus", f"{n_pf} is not a multiple of the prefill replica's {gp} GPUs",
                              f"a multiple of {gp}")
         Rp = n_pf // gp
-        Tp = T_rank * (int(lay_p["tp"]) if lay_p["attention_dp"] else 1)
+        Tp = T_rank * int(stt.attention_ranks(lay_p))
         ptable = stt.StepTable(st, lay_p, max_batch=max(1, min(Tp, 4096)), max_context=max_ctx, prompt=mean_isl,
                                budget=Tp, role="prefill", n_context=4)
         pout = _Out(admit=[math.nan] * n, first=[math.nan] * n, finish=[math.nan] * n, preempted=[0] * n)
@@ -906,14 +909,18 @@ def _pick_layout(st, gpus, given, max_batch, context):
     from . import step_table as stt
 
     if any(v is not None for v in given.values()):
+        from ..engine.layout import check_attention_dp_size
+
         tp = int(given["tp"]) if given["tp"] is not None else min(int(gpus), int(st.system.scaleup_size))
+        size = given.get("attention_dp_size")
         lay = dict(tp=tp, ep=int(given["ep"] or 1), pp=int(given["pp"] or 1),
-                   attention_dp=bool(given["attention_dp"]))
+                   attention_dp=bool(given["attention_dp"]) or size is not None)
         for k in ("tp", "ep", "pp"):
             if lay[k] < 1:
                 raise InputError(k, f"{lay[k]}", "a parallel degree ≥ 1")
         if lay["tp"] % lay["ep"]:
             raise InputError("ep", f"EP {lay['ep']} does not divide TP {lay['tp']}", "a divisor of --tp")
+        lay["attention_dp_size"] = check_attention_dp_size(size, tp)  # R | TP (0: every GPU its own sequences)
         return lay
     lays = stt.replica_layouts(st, gpus)
     ok = (gpus % lays["gpus"]) == 0

@@ -155,6 +155,14 @@ def _prefill_numbers(st: Stack, tokens: float, prompt: float):
                            weights_dtype=st.weights_dtype, kv_dtype=st.kv_dtype)
 
 
+def attention_ranks(lay: dict):
+    """Attention-DP groups R of layout arrays: ``attention_dp_size`` where given (> 0), TP under attention DP over
+    every GPU, 1 without attention DP (``serving.Layout.attention_ranks``, broadcast)."""
+    tp = np.asarray(lay["tp"], dtype=float)
+    size = np.asarray(lay.get("attention_dp_size", 0), dtype=float)
+    return np.where(np.asarray(lay["attention_dp"], dtype=bool), np.where(size > 0, size, tp), 1.0)
+
+
 def _eval(st: Stack, mn, eff, lay: dict, micro_batch, sched: bool = True, adp_imbalance=None):
     """One call of the step model on one replica of each layout, composed exactly as ``serve`` composes it
     (``serving._run``: engine/layout.evaluate → engine/step, the stack's scheduler time and overlap).
@@ -168,7 +176,7 @@ def _eval(st: Stack, mn, eff, lay: dict, micro_batch, sched: bool = True, adp_im
     tp = np.asarray(lay["tp"], dtype=float)
     pp = np.asarray(lay["pp"], dtype=float)
     layout = SimpleNamespace(tp=tp, ep=np.asarray(lay["ep"], dtype=float), pp=pp, attention_dp=lay["attention_dp"],
-                             attention_ranks=np.where(np.asarray(lay["attention_dp"], dtype=bool), tp, 1.0),
+                             attention_ranks=attention_ranks(lay),
                              gpus=tp * pp, redundant_experts=0)
     plan = SimpleNamespace(stack=st.serving_stack, hw=st.hw)
     res = _run(plan, mn, layout, eff, micro_batch, sched=sched, adp_imbalance=adp_imbalance)
@@ -303,7 +311,7 @@ def _mixed_grid(st: Stack, lay: dict, b, P, L, prompt: float, role: str = "aggre
     CH = None if chunk is None else np.broadcast_to(np.asarray(chunk, dtype=float), shape)
     IM = None if imbalance is None else np.broadcast_to(np.asarray(imbalance, dtype=float), shape)
     lays = {k: np.broadcast_to(np.asarray(v), shape) for k, v in lay.items()}
-    ranks = np.where(lays["attention_dp"], lays["tp"], 1.0)
+    ranks = attention_ranks(lays)
     prompt = max(float(prompt), 1.0)
     eff = st.eff_prefill if role == "prefill" else st.eff_decode
     for c in np.unique(LL):
@@ -340,7 +348,7 @@ def steady_state(st: Stack, lay: dict, n, isl: float, osl: float, budget) -> dic
     A, k = st.acceptance, st.mtp
     n = np.asarray(n, dtype=float)
     L = float(isl) + float(osl) / 2.0
-    ranks = np.where(np.asarray(lay["attention_dp"], dtype=bool), np.asarray(lay["tp"], dtype=float), 1.0)
+    ranks = attention_ranks(lay)
     isl_new = max(float(isl), 1.0)
     sch = prefill_schedule(n, ranks, isl_new, float(osl), A, k, budget)  # serve's schedule, one function
     p_step, c_rank, c_tot = sch["p"], sch["c_rank"], sch["c_tot"]

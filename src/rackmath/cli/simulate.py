@@ -70,6 +70,9 @@ def register(app: typer.Typer) -> None:
         ep: str = typer.Option(None, "--ep", help="Expert-parallel degree within TP."),
         pp: str = typer.Option(None, "--pp", help="Pipeline stages."),
         attention_dp: bool = typer.Option(False, "--attention-dp", help="Attention data-parallel over the TP GPUs."),
+        attention_dp_size: str = typer.Option(None, "--attention-dp-size",
+                                              help="Attention data-parallel over R groups of TP/R GPUs (SGLang "
+                                                   "--dp R --enable-dp-attention; implies --attention-dp)."),
         prefill_gpus: str = typer.Option(None, "--prefill-gpus", help="Disaggregated: GPUs of the prefill pool."),
         decode_gpus: str = typer.Option(None, "--decode-gpus", help="Disaggregated: GPUs of the decode pool."),
         max_batch: str = typer.Option(None, "--max-batch", help="Max running sequences per replica (default: the "
@@ -137,6 +140,7 @@ def register(app: typer.Typer) -> None:
                          concurrency=_num(concurrency, "concurrency", True), trace=tr, requests=n_req, isl=isl, osl=osl,
                          arrivals=arrivals, burstiness=burstiness, tp=_num(tp, "tp", True), ep=_num(ep, "ep", True),
                          pp=_num(pp, "pp", True), attention_dp=True if attention_dp else None,
+                         attention_dp_size=_num(attention_dp_size, "attention_dp_size", True),
                          prefill_gpus=_num(prefill_gpus, "prefill_gpus", True),
                          decode_gpus=_num(decode_gpus, "decode_gpus", True), max_batch=_num(max_batch, "max_batch", True),
                          budget=_num(budget, "budget", True),
