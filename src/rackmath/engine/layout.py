@@ -357,8 +357,8 @@ class HwNumbers:
 # --------------------------------------------------------------------------------------
 
 _RESULT_FIELDS = (
-    "tp", "ep", "pp", "dp", "attention_dp", "attention_dp_size", "micro_batch", "batch", "concurrency", "chips_billed", "chips_used",
-    "idle_chips", "moe_tp", "experts_per_chip", "layers_per_stage", "moe_layers_per_stage",
+    "tp", "ep", "pp", "dp", "attention_dp", "attention_dp_size", "micro_batch", "batch", "concurrency",
+    "chips_billed", "chips_used", "idle_chips", "moe_tp", "experts_per_chip", "layers_per_stage", "moe_layers_per_stage",
     "weight_bytes_per_chip", "kv_bytes_per_chip", "workspace_bytes_per_chip", "mem_per_chip", "mem_capacity",
     "headroom_bytes", "fits", "max_micro_batch", "max_concurrency",
     "t_compute_s", "t_weights_s", "t_kv_s", "t_memory_s", "t_alltoall_s", "t_allreduce_s", "t_comm_s",
@@ -577,8 +577,8 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
                          pp * t_lat + times.t_sched)
 
     vals = dict(
-        tp=tp, ep=ep, pp=pp, dp=dp, attention_dp=adp, attention_dp_size=R, micro_batch=b, batch=B, concurrency=dp * B,
-        chips_billed=chips, chips_used=chips_used, idle_chips=chips - chips_used, moe_tp=moe_tp,
+        tp=tp, ep=ep, pp=pp, dp=dp, attention_dp=adp, attention_dp_size=R, micro_batch=b, batch=B,
+        concurrency=dp * B, chips_billed=chips, chips_used=chips_used, idle_chips=chips - chips_used, moe_tp=moe_tp,
         experts_per_chip=e_chip, layers_per_stage=L_stage, moe_layers_per_stage=L_moe,
         weight_bytes_per_chip=w_chip, kv_bytes_per_chip=kv_chip, workspace_bytes_per_chip=ws_chip,
         mem_per_chip=mem, mem_capacity=np.asarray(cap), headroom_bytes=headroom, fits=(headroom >= 0) & (dp >= 1),
