@@ -445,9 +445,10 @@ class Layout:
 
     @property
     def attention_ranks(self) -> int:
-        """Attention-DP groups R (each with its own scheduler, sequences and KV): the size given, TP under full
-        attention DP, 1 without it."""
-        return (self.attention_dp_size or self.tp) if self.attention_dp else 1
+        """Attention-DP groups R, each with its own scheduler, sequences and KV (``engine.layout.attention_ranks``)."""
+        from ..engine.layout import attention_ranks
+
+        return int(attention_ranks(self.tp, self.attention_dp, self.attention_dp_size))
 
     def label(self) -> str:
         from ..engine.layout import attention_dp_label

@@ -156,11 +156,10 @@ def _prefill_numbers(st: Stack, tokens: float, prompt: float):
 
 
 def attention_ranks(lay: dict):
-    """Attention-DP groups R of layout arrays: ``attention_dp_size`` where given (> 0), TP under attention DP over
-    every GPU, 1 without attention DP (``serving.Layout.attention_ranks``, broadcast)."""
-    tp = np.asarray(lay["tp"], dtype=float)
-    size = np.asarray(lay.get("attention_dp_size", 0), dtype=float)
-    return np.where(np.asarray(lay["attention_dp"], dtype=bool), np.where(size > 0, size, tp), 1.0)
+    """Attention-DP groups R of a layout dict of arrays (``engine.layout.attention_ranks``)."""
+    from ..engine.layout import attention_ranks as ranks
+
+    return ranks(lay["tp"], lay["attention_dp"], lay.get("attention_dp_size", 0))
 
 
 def _eval(st: Stack, mn, eff, lay: dict, micro_batch, sched: bool = True, adp_imbalance=None):

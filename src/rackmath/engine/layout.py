@@ -130,6 +130,14 @@ def attention_dp_imbalance(seqs, ranks):
     return np.ceil(b / r - 1e-9) / (b / r)
 
 
+def attention_ranks(tp, attention_dp, size=0):
+    """Attention-DP groups R (arrays broadcast): the group count given (> 0) under attention DP, TP under attention
+    DP with none given (every chip its own sequences), 1 without attention DP (plain TP attention)."""
+    tp = np.asarray(tp, dtype=float)
+    size = np.asarray(size if size is not None else 0, dtype=float)
+    return np.where(np.asarray(attention_dp, dtype=bool), np.where(size > 0, size, tp), 1.0)
+
+
 def attention_tp(tp, ranks):
     """Chips one attention-DP group splits its attention over: TP / R (SGLang ``--tp T --dp R
     --enable-dp-attention``: R groups of T/R chips, each with its own sequences and KV; R = T is full attention
@@ -820,8 +828,8 @@ class Deployment:
 
     @property
     def attention_ranks(self) -> int:
-        """Attention-DP groups R of the TP group: ``attention_dp_size`` or TP under attention DP, else 1."""
-        return (self.attention_dp_size or self.tp) if self.attention_dp else 1
+        """Attention-DP groups R of the TP group (:func:`attention_ranks`)."""
+        return int(attention_ranks(self.tp, self.attention_dp, self.attention_dp_size))
 
     @property
     def domains_per_replica(self) -> int:
@@ -1082,5 +1090,6 @@ __all__ = [
     "Deployment", "MemoryFit", "ModelNumbers", "HwNumbers", "LayoutArrays", "SearchResult", "evaluate",
     "search_layouts", "layout_grid", "pareto_front", "experts_per_chip", "expert_imbalance", "layers_on_stage",
     "scaleout_share", "scaleup_share", "moe_alltoall_bytes", "moe_fanout", "COLLECTIVE_LATENCY_S", "alltoall_split_time", "pipeline_hops",
-    "ep_rank_load", "attention_dp_imbalance", "c_mem", "MIN_EXPERT_SHARD", "load_model_any", "ep_way_out", "explain_layout", "candidate_degrees", "replace",
+    "ep_rank_load", "attention_dp_imbalance", "attention_ranks", "attention_tp", "check_attention_dp_size",
+    "attention_dp_label", "c_mem", "MIN_EXPERT_SHARD", "load_model_any", "ep_way_out", "explain_layout", "candidate_degrees", "replace",
 ]
