@@ -371,6 +371,23 @@ def test_emit_sglang_flags():
         assert flag in cmd
 
 
+def test_emit_attention_dp_over_groups():
+    """A layout of four attention-DP groups of two GPUs is launched as such: SGLang --tp 8 --dp 4
+    --enable-dp-attention (caps multiplied by the 4 ranks), vLLM -tp 2 -dp 4; TensorRT-LLM has no such layout and
+    says so."""
+    from rackmath.analyses.launch import emit
+
+    dep = dict(DEP8, layout=dict(tp=8, ep=8, pp=1, attention_dp=True, attention_dp_size=4))
+    sg = emit("sglang", dep)["commands"][0]["command"]
+    for flag in ("--tp 8", "--dp 4", "--enable-dp-attention", "--max-running-requests 2048",
+                 "--chunked-prefill-size 32768"):
+        assert flag in sg
+    vl = emit("vllm", dep)["commands"][0]["command"]
+    assert "--tensor-parallel-size 2" in vl and "--data-parallel-size 4" in vl
+    tr = emit("trtllm", dep)
+    assert any("not a TensorRT-LLM layout" in n for n in tr["notes"])
+
+
 def test_emit_trtllm_flags_and_yaml():
     from rackmath.analyses.launch import emit, render
 

@@ -60,7 +60,8 @@ def _is_mtp_model(model_name: str) -> bool:
 def emit(framework: str, deployment: dict) -> dict:
     """Launch commands for ``deployment`` under ``framework``.
 
-    ``deployment`` keys: model, mode ('aggregated' | 'disaggregated'), layout (tp, ep, pp, attention_dp),
+    ``deployment`` keys: model, mode ('aggregated' | 'disaggregated'), layout (tp, ep, pp, attention_dp, and
+    optionally attention_dp_size: R attention-DP groups of tp/R GPUs),
     replicas, max_batch and budget (per scheduler: per attention-DP rank when attention-DP is on, as vLLM's
     and TensorRT-LLM's flags are; SGLang's are totals over the ranks and are multiplied out here), kv_dtype,
     mtp, and for disaggregated: prefill_layout, prefill_replicas.
@@ -101,12 +102,19 @@ def emit(framework: str, deployment: dict) -> dict:
                 notes=[n for n in dict.fromkeys(notes) if n])
 
 
+def _ranks(lay) -> int:
+    """Attention-DP groups R of an emitted layout (``engine.layout.attention_ranks``)."""
+    from ..engine.layout import attention_ranks
+
+    return int(attention_ranks(int(lay["tp"]), bool(lay["attention_dp"]), lay.get("attention_dp_size") or 0))
+
+
 def _vllm(info, repo, model, lay, d, role):
     tp, ep, pp, adp = int(lay["tp"]), int(lay["ep"]), int(lay["pp"]), bool(lay["attention_dp"])
     notes = []
     parts = [info["command"], repo]
-    if adp:
-        parts += [info["tp"], "1", info["dp"], str(tp)]
+    if adp:  # R data-parallel ranks of tp/R tensor-parallel GPUs each
+        parts += [info["tp"], str(tp // _ranks(lay)), info["dp"], str(_ranks(lay))]
     else:
         parts += [info["tp"], str(tp)]
     if pp > 1:
@@ -135,9 +143,9 @@ def _vllm(info, repo, model, lay, d, role):
 def _sglang(info, repo, model, lay, d, role):
     tp, ep, pp, adp = int(lay["tp"]), int(lay["ep"]), int(lay["pp"]), bool(lay["attention_dp"])
     parts = [info["command"], "--model-path", repo, info["tp"], str(tp)]
-    ranks = tp if adp else 1  # SGLang's running-request cap and chunk size are totals over the DP-attention ranks
+    ranks = _ranks(lay)  # SGLang's running-request cap and chunk size are totals over the DP-attention ranks
     if adp:
-        parts += [info["dp"], str(tp), info["adp"]]
+        parts += [info["dp"], str(ranks), info["adp"]]
     if ep > 1:
         parts += [info["ep"], str(ep)]
     if pp > 1:
@@ -182,6 +190,10 @@ def _trtllm(info, repo, model, lay, d, role):
              str(int(d["budget"])), info["mem_flag"], "0.9", info["extra_flag"], fname]
     extra = dict(enable_attention_dp=adp, enable_chunked_prefill=True,
                  cuda_graph_config=dict(max_batch_size=min(int(d["max_batch"]), 1024), enable_padding=True))
+    notes = []
+    if adp and _ranks(lay) != tp:
+        notes.append(f"TensorRT-LLM's enable_attention_dp runs attention data-parallel over all {tp} TP ranks: "
+                     f"attention DP over {_ranks(lay)} groups is not a TensorRT-LLM layout (emitted as {tp} ranks)")
     kv = _kv("trtllm", d.get("kv_dtype", "bf16"))
     extra["kv_cache_config"] = dict(dtype=kv or "auto", free_gpu_memory_fraction=0.9)
     k = int(d.get("mtp") or 0)
@@ -191,7 +203,7 @@ def _trtllm(info, repo, model, lay, d, role):
     if role != "aggregated":
         extra["disable_overlap_scheduler"] = role == "prefill"
         extra["cache_transceiver_config"] = dict(backend="UCX")
-    return " ".join(parts), {fname: _yaml(extra) + "\n"}, []
+    return " ".join(parts), {fname: _yaml(extra) + "\n"}, notes
 
 
 def render(emitted: dict) -> str:
