@@ -114,7 +114,8 @@ def _vllm(info, repo, model, lay, d, role):
     notes = []
     parts = [info["command"], repo]
     if adp:  # R data-parallel ranks of tp/R tensor-parallel GPUs each
-        parts += [info["tp"], str(tp // _ranks(lay)), info["dp"], str(_ranks(lay))]
+        ranks = _ranks(lay)
+        parts += [info["tp"], str(tp // ranks), info["dp"], str(ranks)]
     else:
         parts += [info["tp"], str(tp)]
     if pp > 1:
@@ -190,10 +191,10 @@ def _trtllm(info, repo, model, lay, d, role):
              str(int(d["budget"])), info["mem_flag"], "0.9", info["extra_flag"], fname]
     extra = dict(enable_attention_dp=adp, enable_chunked_prefill=True,
                  cuda_graph_config=dict(max_batch_size=min(int(d["max_batch"]), 1024), enable_padding=True))
-    notes = []
-    if adp and _ranks(lay) != tp:
+    notes, ranks = [], _ranks(lay)
+    if adp and ranks != tp:
         notes.append(f"TensorRT-LLM's enable_attention_dp runs attention data-parallel over all {tp} TP ranks: "
-                     f"attention DP over {_ranks(lay)} groups is not a TensorRT-LLM layout (emitted as {tp} ranks)")
+                     f"attention DP over {ranks} groups is not a TensorRT-LLM layout (emitted as {tp} ranks)")
     kv = _kv("trtllm", d.get("kv_dtype", "bf16"))
     extra["kv_cache_config"] = dict(dtype=kv or "auto", free_gpu_memory_fraction=0.9)
     k = int(d.get("mtp") or 0)

@@ -711,7 +711,7 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
     ``top`` best (a list, best first) for a caller that scores them further (:func:`plan` scores the
     full time-sliced step, prefill included).
     """
-    from ..engine.layout import HwNumbers, evaluate as layout_evaluate, layout_grid
+    from ..engine.layout import HwNumbers, attention_ranks, evaluate as layout_evaluate, layout_grid
 
     hw = hw or HwNumbers.from_system(system, "bf16")
     g = layout_grid(mn, int(gpus), int(system.scaleup_size), micro_batches=[1.0], max_pp=max_pp,
@@ -741,7 +741,7 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
     tp, ep, pp, adp = tp[ok], ep[ok], pp[ok], adp[ok]
     dp = np.floor(gpus / (tp * pp))
     b = np.maximum(np.asarray(concurrency, dtype=float) / (dp * pp), 1.0)
-    ranks = np.where(adp, tp if size is None else float(size), 1.0)
+    ranks = attention_ranks(tp, adp, size)
     res = layout_evaluate(mn, hw, tp=tp, ep=ep, pp=pp, attention_dp=adp, adp_ranks=ranks, micro_batch=b, chips=gpus,
                           usable_fraction=USABLE_MEMORY_FRACTION, efficiency=eff, sched_overlap=sched_overlap)
     fits = np.asarray(res.fits)
@@ -1179,9 +1179,9 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
 
 
 def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None, pp=None, attention_dp=None,
-          attention_dp_size=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None, decode_gpus=None,
-          cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None, redundant_experts=0,
-          uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None,
+          attention_dp_size=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None,
+          decode_gpus=None, cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None,
+          redundant_experts=0, uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None,
           arrivals="steady", eager=False) -> "ServeResult":
     """Steady-state serving of ``model`` on ``gpus`` GPUs of ``hardware``: ``evaluate(plan(...))``.
 

@@ -630,8 +630,8 @@ def _pool_run(table, arr, ids, isl, osl, out, *, replicas, max_batch, budget, ac
 def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=None, requests=10000, isl="1000",
              osl="1000", arrivals="poisson", burstiness=2.0, tp=None, ep=None, pp=None, attention_dp=None,
              attention_dp_size=None, prefill_gpus=None, decode_gpus=None, prefill_layout=None, max_batch=None,
-             budget=None, cadence=None,
-             weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, efficiency=None, ideal=False,
+             budget=None, cadence=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, efficiency=None,
+             ideal=False,
              usd_per_gpu_hour=None, framework=None, ttft_slo=None, tpot_slo=None, seed=0, warmup=None,
              progress=None, think_s=0.0) -> SimResult:
     """Simulate one deployment of ``model`` on ``gpus`` GPUs of ``hardware`` (module docstring).

@@ -441,7 +441,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
     tp, ep, pp, b = f(tp), f(ep), f(pp), f(micro_batch)
     adp = np.asarray(attention_dp, dtype=bool)
-    R = np.where(adp, tp if adp_ranks is None else f(adp_ranks), 1.0)  # attention-DP groups of the TP group
+    R = attention_ranks(tp, adp, adp_ranks)  # attention-DP groups of the TP group
     ta = attention_tp(tp, R)  # chips one group's attention (and dense FFN) is split over
     S = float(hw.scaleup_size)
     chips = tp * pp if chips is None else f(chips)
@@ -689,14 +689,13 @@ def check_attention_dp_size(size, tp) -> int:
     """The attention-DP group count a user gave, validated: a positive divisor of TP (0 = TP, the default)."""
     if size is None:
         return 0
+    accepted = "a divisor of tp: " + ", ".join(str(d) for d in _divisors(int(tp)))
     if isinstance(size, bool) or not isinstance(size, (int, float, np.integer, np.floating)) or int(size) != size \
             or size < 1:
-        raise InputError("attention_dp_size", f"{size!r} is not a positive integer",
-                         "a divisor of tp: " + ", ".join(str(d) for d in _divisors(int(tp))))
+        raise InputError("attention_dp_size", f"{size!r} is not a positive integer", accepted)
     size = int(size)
     if tp % size:
-        raise InputError("attention_dp_size", f"{size} attention-DP groups do not divide TP {tp}",
-                         "a divisor of tp: " + ", ".join(str(d) for d in _divisors(int(tp))))
+        raise InputError("attention_dp_size", f"{size} attention-DP groups do not divide TP {tp}", accepted)
     return 0 if size == tp else size
 
 
