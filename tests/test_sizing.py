@@ -312,6 +312,37 @@ def test_plan_confirms_winners_in_the_simulator():
     assert sim["tpot_p50_s"] == pytest.approx(r.rows[0]["deployment"]["tpot_s"], rel=0.25)
 
 
+def test_plan_searches_attention_dp_over_groups(monkeypatch):
+    """The planner's replica layouts include attention DP over every group count R dividing TP (SGLang --dp R), so
+    its cheapest deployment can only get cheaper for them. DeepSeek-V3 on H200 for 256 users at TPOT ≤ 80 ms
+    chooses 1 < R < TP; the simulator replays that layout and agrees; the launch line says --tp T --dp R."""
+    from rackmath.analyses import step_table
+    from rackmath.analyses.launch import emit
+    from rackmath.analyses.planner import plan
+
+    kw = dict(users=256, isl=2000, osl=1000, tpot=0.08, framework="sglang", modes=("aggregated",))
+    r = plan("deepseek-v3", "h200", confirm=True, confirm_requests=1200, **kw)
+    d = r.rows[0]["deployment"]
+    lay = d["layout"]
+    R = lay["attention_dp_size"]
+    assert lay["attention_dp"] and 1 < R < lay["tp"] and lay["tp"] % R == 0 and f"×{R} groups" in lay["label"]
+    assert d["simulated"]["tpot_p50_s"] == pytest.approx(d["tpot_s"], rel=0.1)
+    cmd = emit("sglang", dict(d, model=r.model, kv_dtype="bf16", mtp=0))["commands"][0]["command"]
+    assert f"--tp {lay['tp']} --dp {R} --enable-dp-attention" in cmd
+    full = step_table.replica_layouts
+
+    def without_groups(*a, **k):  # the layouts before partial attention DP: R = 1 or R = TP only
+        lays = full(*a, **k)
+        keep = lays["attention_dp_size"] == 0
+        return {key: v[keep] for key, v in lays.items()}
+
+    monkeypatch.setattr(step_table, "replica_layouts", without_groups)
+    before = plan("deepseek-v3", "h200", confirm=False, **kw).rows[0]["deployment"]
+    assert not before["layout"].get("attention_dp_size")
+    assert d["usd_per_hour"] <= before["usd_per_hour"] and (d["usd_per_hour"], d["tpot_s"]) != (
+        before["usd_per_hour"], before["tpot_s"])
+
+
 def test_price_overrides():
     from rackmath.analyses.planner import compare, parse_prices
 

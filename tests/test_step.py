@@ -297,6 +297,24 @@ def test_attention_dp_over_groups_means_what_it_says():
     assert code == 0 and json.loads(out)["layout"]["label"] == "TP8 attnDP2 ×1"
 
 
+def test_the_chooser_tries_attention_dp_over_every_group_count():
+    """With --tp omitted the layout search includes attention DP over R groups for every R dividing TP, not only R = 1
+    (plain TP) and R = TP (every GPU its own sequences). DeepSeek-V3 on 16 × H200 at C = 256 chooses a partial R;
+    its serving numbers are those of the same layout given by hand, and no worse than TP16 EP16 with R = 1 or 16."""
+    kw = dict(gpus=16, isl=2000, osl=1000, concurrency=256, framework="sglang")
+    c = rackmath.serve("deepseek-v3", "hgx-h200", **kw)
+    tp, ep, R = c.layout["tp"], c.layout["ep"], c.layout["attention_dp_size"]
+    assert c.layout["attention_dp"] and 1 < R < tp and tp % R == 0 and f"attnDP{R}" in c.layout["label"]
+    same = rackmath.serve("deepseek-v3", "hgx-h200", tp=tp, ep=ep, attention_dp_size=R, **kw)
+    assert same.values["tpot_ms"] == pytest.approx(c.values["tpot_ms"], rel=1e-12)
+
+    def per_token(r):  # the chooser's figure of merit: max(TPOT, C / X_out)
+        return max(r.values["tpot_ms"] / 1e3, 256 / (r.values["output_tok_s_per_gpu"] * 16))
+
+    for other in (dict(tp=16, ep=16), dict(tp=16, ep=16, attention_dp=True)):
+        assert per_token(c) <= per_token(rackmath.serve("deepseek-v3", "hgx-h200", **other, **kw))
+
+
 def test_every_chip_gets_a_named_non_ideal_default():
     from rackmath.specs.hardware import chips
 

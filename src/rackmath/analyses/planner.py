@@ -86,13 +86,15 @@ def _price_for(prices: dict, chip: str, system: str):
 
 
 def _ranks(lays):
-    """Schedulers per replica: one per attention-DP rank (TP of the replica), else one."""
-    return np.where(np.asarray(lays["attention_dp"], dtype=bool), np.asarray(lays["tp"], dtype=float), 1.0)
+    """Schedulers per replica: one per attention-DP group (R, TP when every GPU has its own sequences), else one."""
+    from . import step_table as stt
+
+    return stt.attention_ranks(lays)
 
 
 def _lay_row(lays, i) -> dict:
     return dict(tp=int(lays["tp"][i]), ep=int(lays["ep"][i]), pp=int(lays["pp"][i]),
-                attention_dp=bool(lays["attention_dp"][i]))
+                attention_dp=bool(lays["attention_dp"][i]), attention_dp_size=int(lays["attention_dp_size"][i]))
 
 
 def layout_label(lay: dict) -> str:
@@ -420,14 +422,15 @@ def _confirm(st, d, model, isl, osl, rate, users, ttft_s, tpot_s, n_req, seed, w
               kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance, efficiency=efficiency, ideal=ideal,
               framework=framework, ttft_slo=ttft_s, tpot_slo=tpot_s, seed=seed, usd_per_gpu_hour=st.usd_per_gpu_hour)
     lay = d["layout"]
-    kw.update(tp=lay["tp"], ep=lay["ep"], pp=lay["pp"], attention_dp=lay["attention_dp"])
+    kw.update(tp=lay["tp"], ep=lay["ep"], pp=lay["pp"], attention_dp=lay["attention_dp"],
+              attention_dp_size=lay.get("attention_dp_size") or None)
     if d["mode"] == "disaggregated":
         rd = max(1, round(d["replicas"] * f))
         rp = max(1, math.ceil(d["prefill_replicas"] * f))
         f_eff = rd / d["replicas"]
         pl = d["prefill_layout"]
         kw.update(prefill_gpus=rp * pl["tp"] * pl["pp"], decode_gpus=rd * d["gpus_per_replica"],
-                  prefill_layout=dict(tp=pl["tp"], ep=pl["ep"], pp=pl["pp"], attention_dp=pl["attention_dp"]))
+                  prefill_layout={k: pl[k] for k in ("tp", "ep", "pp", "attention_dp", "attention_dp_size")})
         r = simulate(st.model, st.system, rate=d["request_rate"] * f_eff, requests=n_req, **kw)
     else:
         R = max(1, round(d["replicas"] * f))

@@ -704,12 +704,14 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
                   top=1):
     """Best valid layout of ``gpus`` GPUs for this step: the lowest step time that fits memory.
 
-    Enumerates TP (powers of two and multiples of the domain), EP dividing TP, attention DP and
-    PP ≤ ``max_pp`` (one vectorized call of the step model); keeps only layouts that satisfy the
-    given flags (``constraints``: any of tp, ep, pp, attention_dp) and use every GPU; with C fixed,
-    the shortest step is both the highest throughput and the lowest TPOT. ``top`` > 1 returns the
-    ``top`` best (a list, best first) for a caller that scores them further (:func:`plan` scores the
-    full time-sliced step, prefill included).
+    Enumerates TP (powers of two and multiples of the domain), EP dividing TP, attention DP over every
+    group count R dividing TP (SGLang ``--tp T --dp R --enable-dp-attention``; R = T: every GPU its own
+    sequences) and PP ≤ ``max_pp`` (one vectorized call of the step model); keeps only layouts that satisfy
+    the given flags (``constraints``: any of tp, ep, pp, attention_dp, attention_dp_size) and use every GPU;
+    with C fixed, the shortest step is both the highest throughput and the lowest TPOT. ``top`` > 1 returns
+    the ``top`` best (a list, best first) for a caller that scores them further (:func:`plan` scores the
+    full time-sliced step, prefill included), and beside them the ``top`` best with 1 < R < TP: a layout
+    that was a finalist before partial attention DP was enumerated stays one.
     """
     from ..engine.layout import HwNumbers, attention_ranks, evaluate as layout_evaluate, layout_grid
 
@@ -739,9 +741,12 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
                          + ", ".join(f"{k}={v}" for k, v in (constraints or {}).items() if v is not None),
                          "flags whose degrees divide the GPUs (TP·PP | GPUs, EP | TP, EP ≤ experts)")
     tp, ep, pp, adp = tp[ok], ep[ok], pp[ok], adp[ok]
+    if size is None:  # attention DP over every group count R that divides TP (R = TP: every chip its own sequences)
+        tp, ep, pp, adp, ranks = _with_attention_groups(tp, ep, pp, adp)
+    else:
+        ranks = attention_ranks(tp, adp, size)
     dp = np.floor(gpus / (tp * pp))
     b = np.maximum(np.asarray(concurrency, dtype=float) / (dp * pp), 1.0)
-    ranks = attention_ranks(tp, adp, size)
     res = layout_evaluate(mn, hw, tp=tp, ep=ep, pp=pp, attention_dp=adp, adp_ranks=ranks, micro_batch=b, chips=gpus,
                           usable_fraction=USABLE_MEMORY_FRACTION, efficiency=eff, sched_overlap=sched_overlap)
     fits = np.asarray(res.fits)
@@ -750,10 +755,23 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
         raise InputError("concurrency", f"{float(concurrency):g} sequences do not fit on {gpus} × {system.chip.name} "
                          "in any layout", f"at most about {best_c:g} sequences, or more GPUs, or a smaller dtype")
     score = np.where(fits, np.asarray(res.tpot_s, dtype=float), np.inf) + 1e-9 * tp * pp  # ties: smaller group
-    order = [int(i) for i in np.argsort(score, kind="stable") if np.isfinite(score[i])][:max(int(top), 1)]
+    ranked = [int(i) for i in np.argsort(score, kind="stable") if np.isfinite(score[i])]
+    partial = adp & (ranks < tp)  # attention DP over fewer groups than TP: the finalists of TP and of full attention
+    order = [i for i in ranked if not partial[i]][:max(int(top), 1)]  # DP stay finalists, these join them
+    order = sorted(order + [i for i in ranked if partial[i]][:max(int(top), 1)], key=ranked.index)
+    order = order[:1] if top == 1 else order
     out = [dict(tp=int(tp[i]), ep=int(ep[i]), pp=int(pp[i]), attention_dp=bool(adp[i]),
-                attention_dp_size=0 if size is None or int(size) == int(tp[i]) else int(size)) for i in order]
+                attention_dp_size=0 if not adp[i] or int(ranks[i]) == int(tp[i]) else int(ranks[i])) for i in order]
     return out[0] if top == 1 else out
+
+
+def _with_attention_groups(tp, ep, pp, adp):
+    """Layout rows with attention DP repeated once per group count R dividing TP, 2 ≤ R ≤ TP (SGLang ``--tp T --dp R
+    --enable-dp-attention``); rows without attention DP keep R = 1. Returns (tp, ep, pp, adp, R)."""
+    reps = [[1] if not a else [r for r in range(2, int(t) + 1) if int(t) % r == 0] for t, a in zip(tp, adp)]
+    idx = np.repeat(np.arange(len(tp)), [len(r) for r in reps])
+    ranks = np.array([r for rs in reps for r in rs], dtype=float)
+    return tp[idx], ep[idx], pp[idx], adp[idx], ranks
 
 
 #: Layouts the decode-step ranking keeps for the full serving evaluation (prefill time-sliced in).
@@ -982,7 +1000,7 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
     p.layout = Layout(n_dec, **lay, redundant_experts=rx, uneven_experts=bool(uneven_experts), chosen=chosen)
     if chosen:
         p.notes.append(f"layout chosen: {p.layout.label()} (the shortest step that fits; give --tp/--ep/--pp/"
-                       "--attention-dp to fix it)")
+                       "--attention-dp/--attention-dp-size to fix it)")
     if disagg:
         cands_p = choose_layout(p.numbers("prefill"), system, eff, int(prefill_gpus), 1.0, hw=p.hw(),
                                 sched_overlap=stack.overlap_scheduler, top=10**6)

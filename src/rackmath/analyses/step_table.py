@@ -212,11 +212,12 @@ def _draft_time(st: Stack, lay: dict, b, L: float):
 
 
 def replica_layouts(st: Stack, gpus_per_replica=None, *, max_pp: int = 4) -> dict:
-    """Every valid layout of one replica: arrays tp, ep, pp, attention_dp, gpus (= TP·PP).
+    """Every valid layout of one replica: arrays tp, ep, pp, attention_dp, attention_dp_size, gpus (= TP·PP).
 
     Replica sizes are powers of two and multiples of the scale-up domain up to ``gpus_per_replica``
     (default: two domains); within a size, the layout engine's grid (EP dividing TP with experts
-    placed evenly, expert shards ≥ 128 columns; attention-DP only for MoE models).
+    placed evenly, expert shards ≥ 128 columns; attention-DP only for MoE models, over every group count R dividing
+    TP: ``attention_dp_size`` R, 0 where R = TP, every GPU its own sequences).
     """
     from ..engine.layout import layout_grid
 
@@ -236,12 +237,15 @@ def replica_layouts(st: Stack, gpus_per_replica=None, *, max_pp: int = 4) -> dic
         for k in ("tp", "ep", "pp", "attention_dp"):
             grid[k] = grid[k][keep]
         for i in range(int(keep.sum())):
-            rows.append((grid["tp"][i], grid["ep"][i], grid["pp"][i], grid["attention_dp"][i]))
+            t, a = int(grid["tp"][i]), bool(grid["attention_dp"][i])
+            for R in ([r for r in range(2, t + 1) if t % r == 0] if a else [0]):  # attention DP over R groups
+                rows.append((grid["tp"][i], grid["ep"][i], grid["pp"][i], a, 0 if R == t else R))
     rows = sorted(set(rows))
     if not rows:
         raise InputError("gpus", f"no replica layout of up to {top} × {st.chip}", "more GPUs per replica")
     g = np.array(rows, dtype=float)
-    return dict(tp=g[:, 0], ep=g[:, 1], pp=g[:, 2], attention_dp=g[:, 3].astype(bool), gpus=g[:, 0] * g[:, 2])
+    return dict(tp=g[:, 0], ep=g[:, 1], pp=g[:, 2], attention_dp=g[:, 3].astype(bool), attention_dp_size=g[:, 4],
+                gpus=g[:, 0] * g[:, 2])
 
 
 def decode_grid(st: Stack, lay: dict, batch, context: float) -> dict:
