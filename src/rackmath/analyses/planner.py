@@ -92,11 +92,6 @@ def _ranks(lays):
     return stt.attention_ranks(lays)
 
 
-def _lay_row(lays, i) -> dict:
-    return dict(tp=int(lays["tp"][i]), ep=int(lays["ep"][i]), pp=int(lays["pp"][i]),
-                attention_dp=bool(lays["attention_dp"][i]), attention_dp_size=int(lays["attention_dp_size"][i]))
-
-
 def layout_label(lay: dict) -> str:
     s = f"TP{lay['tp']}"
     if lay["ep"] > 1:
@@ -163,6 +158,8 @@ def _prefill_points(st, lays, isl, budget) -> dict:
 
 def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budget, modes):
     """The cheapest aggregated and disaggregated deployments of one chip meeting the SLOs (or None each)."""
+    from . import step_table as stt
+
     price = st.usd_per_gpu_hour
     out = {}
     pts = None
@@ -186,7 +183,7 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
         cost = np.where(ok, gp * price + 1e-6 * pts["tpot"], np.inf)
         if np.isfinite(cost).any():
             i, j = np.unravel_index(int(np.argmin(cost)), cost.shape)
-            lay = _lay_row(lays, i)
+            lay = stt.layout_row(lays, i)
             out["aggregated"] = dict(
                 mode="aggregated", gpus=int(gp[i, j]), replicas=int(R[i, j]), gpus_per_replica=int(pts["gpus"][i, j]),
                 layout=dict(lay, label=layout_label(lay)), concurrency_per_replica=float(n[i, j]),
@@ -228,7 +225,7 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
                     Rp_ac = int(np.ceil(lam * isl / (PREFILL_RHO[c] * pf["tok_s"][a])))
                 else:
                     Rp_ac = int(Rp[a, c])
-                lay_d, lay_p = _lay_row(lays, i), _lay_row(lays, a)
+                lay_d, lay_p = stt.layout_row(lays, i), stt.layout_row(lays, a)
                 g_d = int(Rd[i, j] * dp["gpus"][i, j])
                 g_p = int(Rp_ac * lays["gpus"][a])
                 out["disaggregated"] = dict(
@@ -485,7 +482,7 @@ def compare(model, hardware=None, *, tok_s_user=None, isl=1000, osl=1000, usd_pe
         if sel.any():
             cost = np.where(sel, usd, np.inf)
             i, j = np.unravel_index(int(np.argmin(cost)), cost.shape)
-            lay = _lay_row(lays, i)
+            lay = stt.layout_row(lays, i)
             row.update(usd_per_mtok=float(usd[i, j]), tok_s_user=float(speed[i, j]),
                        output_tok_s_per_gpu=float(pts["out_tok_s"][i, j] / pts["gpus"][i, j]),
                        layout=layout_label(lay), gpus_per_replica=int(pts["gpus"][i, j]),

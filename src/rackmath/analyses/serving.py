@@ -756,9 +756,10 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
                          "in any layout", f"at most about {best_c:g} sequences, or more GPUs, or a smaller dtype")
     score = np.where(fits, np.asarray(res.tpot_s, dtype=float), np.inf) + 1e-9 * tp * pp  # ties: smaller group
     ranked = [int(i) for i in np.argsort(score, kind="stable") if np.isfinite(score[i])]
-    partial = adp & (ranks < tp)  # attention DP over fewer groups than TP: the finalists of TP and of full attention
-    order = [i for i in ranked if not partial[i]][:max(int(top), 1)]  # DP stay finalists, these join them
-    order = sorted(order + [i for i in ranked if partial[i]][:max(int(top), 1)], key=ranked.index)
+    # the `top` best of plain TP and full attention DP stay finalists; the `top` best with 1 < R < TP join them
+    partial = adp & (ranks < tp)
+    n = max(int(top), 1)
+    order = sorted([i for i in ranked if not partial[i]][:n] + [i for i in ranked if partial[i]][:n], key=ranked.index)
     order = order[:1] if top == 1 else order
     out = [dict(tp=int(tp[i]), ep=int(ep[i]), pp=int(pp[i]), attention_dp=bool(adp[i]),
                 attention_dp_size=0 if not adp[i] or int(ranks[i]) == int(tp[i]) else int(ranks[i])) for i in order]

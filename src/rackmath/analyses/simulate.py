@@ -927,13 +927,7 @@ def _pick_layout(st, gpus, given, max_batch, context):
     if not ok.any():
         raise InputError("gpus", f"no replica layout divides {gpus} GPUs", "a power of two or a multiple of 8")
     lays = {k: v[ok] for k, v in lays.items()}
-    return _row(lays, decode_grid_best(st, lays, max_batch, context))
-
-
-def _row(lays, i) -> dict:
-    """Layout ``i`` of :func:`step_table.replica_layouts`' arrays as a dict of plain ints / bool."""
-    return {k: (bool(lays[k][i]) if k == "attention_dp" else int(lays[k][i]))
-            for k in ("tp", "ep", "pp", "attention_dp", "attention_dp_size")}
+    return stt.layout_row(lays, decode_grid_best(st, lays, max_batch, context))
 
 
 def decode_grid_best(st, lays, max_batch, context) -> int:
@@ -963,7 +957,7 @@ def _pick_prefill_layout(st, gpus, budget, prompt):
     thr = np.where(fit, budget / t / lays["gpus"], 0.0)
     if not (thr > 0).any():
         raise InputError("prefill_gpus", f"the model does not fit {gpus} × {st.chip}", "more prefill GPUs")
-    return _row(lays, int(np.argmax(thr - 1e-9 * lays["gpus"])))
+    return stt.layout_row(lays, int(np.argmax(thr - 1e-9 * lays["gpus"])))
 
 
 __all__ = ["simulate", "SimResult", "parse_trace", "parse_lengths", "sample_lengths", "poisson_arrivals",

@@ -248,6 +248,13 @@ def replica_layouts(st: Stack, gpus_per_replica=None, *, max_pp: int = 4) -> dic
                 gpus=g[:, 0] * g[:, 2])
 
 
+def layout_row(lays: dict, i) -> dict:
+    """Layout ``i`` of :func:`replica_layouts`' arrays as plain ints and a bool (tp, ep, pp, attention_dp,
+    attention_dp_size)."""
+    return {k: (bool(lays[k][i]) if k == "attention_dp" else int(lays[k][i]))
+            for k in ("tp", "ep", "pp", "attention_dp", "attention_dp_size")}
+
+
 def decode_grid(st: Stack, lay: dict, batch, context: float) -> dict:
     """Decode step over layouts × batch (arrays broadcast): ``step_s``, ``fits``, ``max_batch`` (per replica).
 
@@ -463,5 +470,5 @@ class StepTable:
                     efficiency=self.stack.efficiency)
 
 
-__all__ = ["Stack", "stack", "replica_layouts", "decode_grid", "prefill_grid", "steady_state", "kv_bytes_per_token",
+__all__ = ["Stack", "stack", "replica_layouts", "layout_row", "decode_grid", "prefill_grid", "steady_state", "kv_bytes_per_token",
            "kv_transfer_s", "StepTable"]
