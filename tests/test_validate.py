@@ -273,6 +273,23 @@ def test_fit_recovers_known_per_family_and_shared_parameters():
     assert g.values == f.values  # consistent data: the weighting changes nothing
 
 
+def test_source_weighting_decides_between_disagreeing_sources():
+    """ParamSpec.weighting: the loss is an L1 in log space, so the fit is a weighted median of the records. Source s1
+    has 4 records at 1.0, sources s2–s4 one record each at 1.2: per record 4 > 3 (→ 1.0); weighted 1/sqrt(n) a
+    record, s1 weighs 4/2 = 2 < 3 (→ 1.2); weighted 1/n, 1 < 3 (→ 1.2)."""
+    from dataclasses import replace
+
+    recs = [Syn(f"a{i}", 1.0, "s1", "A", "m1", 0.0) for i in range(4)] + \
+           [Syn(f"b{i}", 1.2, f"s{i + 2}", "A", "m1", 0.0) for i in range(3)]
+    spec = calibration.ParamSpec((calibration.Param("ovh", 0.5, 2.0, 1.1, 0.4, per_family=False),), rounds=6, sweeps=20)
+    level = lambda w: calibration.fit(recs, replace(spec, weighting=w), predictor=lambda r, X, n: X[:, 0]).values
+    assert level("record")[("ovh", None)] == pytest.approx(1.0)
+    assert level("sqrt")[("ovh", None)] == pytest.approx(1.2)
+    assert level("source")[("ovh", None)] == pytest.approx(1.2)
+    with pytest.raises(InputError, match="weighting"):
+        calibration.fit(recs, replace(spec, weighting="log"), predictor=lambda r, X, n: X[:, 0])
+
+
 def test_a_prior_pulls_a_family_toward_its_measured_value_and_only_that_family():
     """Param.prior: the fit minimises the records' loss + w·(log(θ/θ₀)/σ)² per prior (a ridge toward a measured
     value)."""
@@ -582,3 +599,56 @@ def test_validate_names_the_preset_each_record_used(result):
     by = result["summary_by_efficiency"]
     assert by["hopper-serving"]["n"] > 50 and by["blackwell-serving"]["n"] > 30
     assert sum(s["n"] for s in by.values()) == result["summary"]["n"]
+
+
+def _screen_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "screen.py"
+    spec = importlib.util.spec_from_file_location("screen", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_screen_builds_the_variant_it_is_asked_for():
+    """benchmarks/screen.py: the shipped spec with the command line's changes, nothing else; an extra start stays
+    inside a bound the variant lowers."""
+    import argparse
+
+    screen = _screen_module()
+    args = argparse.Namespace(param=["eager_sglang_s:hi=3e-5,per_family=true", "eta_memory:prior=[[null, 0.8]]"],
+                              drop=["gemm_half_tokens"], rounds=3, sweeps=None, weighting="sqrt", no_starts=False)
+    spec = screen.variant(args)
+    shipped = calibration.default_spec()
+    byname = {p.name: p for p in spec.params}
+    assert "gemm_half_tokens" not in byname and len(spec.params) == len(shipped.params) - 1
+    assert byname["eager_sglang_s"].hi == 3e-5 and byname["eager_sglang_s"].per_family
+    assert byname["eta_memory"].prior == ((None, 0.8),)
+    assert (spec.rounds, spec.sweeps, spec.weighting) == (3, shipped.sweeps, "sqrt")
+    assert shipped.starts[0]["eager_sglang_s"] > 3e-5 and spec.starts[0]["eager_sglang_s"] == 3e-5  # clipped
+    assert spec.starts[0]["eager_vllm_s"] == shipped.starts[0]["eager_vllm_s"]
+    unchanged = {p.name: p for p in shipped.params}
+    assert all(byname[n] == unchanged[n] for n in byname if n not in ("eager_sglang_s", "eta_memory"))
+    assert screen.variant(argparse.Namespace(param=[], drop=[], rounds=None, sweeps=None, weighting=None,
+                                             no_starts=True)).starts == ()
+
+
+@pytest.mark.parametrize("argv, field", [(["--param", "nope:hi=1"], "unknown parameter 'nope'"),
+                                         (["--param", "eta_compute:lo=2"], "lo ≤ x0 ≤ hi"),
+                                         (["--param", "eta_compute:width=nan"], "width > 0"),
+                                         (["--param", "eta_compute:bogus=1"], "FIELD one of"),
+                                         (["--drop", "nope"], "--drop 'nope'"), (["--rounds", "0"], "--rounds 0"),
+                                         (["--schemes", "foo"], "--schemes 'foo'"), (["--rounds", "x"], "invalid int"),
+                                         (["--json", "README.md"], "exists")])
+def test_screen_bad_arguments_are_one_line_exit_2(argv, field):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, str(root / "benchmarks" / "screen.py"), *argv], capture_output=True, text=True,
+                       cwd=root, timeout=60)
+    assert p.returncode == 2 and field in p.stderr and p.stdout == ""
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr

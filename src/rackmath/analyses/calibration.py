@@ -83,7 +83,8 @@ class ParamSpec:
     points: int = 9
     name: str = "fit"
     sweeps: int = 1  # sweeps over every coordinate per round (more: coupled parameters converge further)
-    weighting: str = "record"  # "record": every record counts 1; "source": every source_group counts 1 in total
+    weighting: str = "record"  # "record": every record counts 1; "source": every source_group counts 1 in total;
+    # "sqrt": a source of n records counts sqrt(n) in total
     starts: tuple = ()  # extra starting points ({param name: x0}, …): the fit keeps the best descent of all
 
     @property
@@ -312,14 +313,16 @@ def _descend(recs, spec, cache, rounds, fams, coords, theta):
         return [theta[(p.name, rec_fam[i] if p.per_family else None)] for p in spec.params]
 
     base = np.array([vec(i) for i in range(len(recs))])
-    if spec.weighting not in ("record", "source"):
-        raise InputError("weighting", f"{spec.weighting!r}", "record or source")
+    if spec.weighting not in ("record", "source", "sqrt"):
+        raise InputError("weighting", f"{spec.weighting!r}", "record, source or sqrt")
     N = len(recs)
-    if spec.weighting == "source":
+    if spec.weighting in ("source", "sqrt"):  # a source of n records weighs n^-1 (or n^-1/2) a record
         counts = {}
         for r in recs:
             counts[r.source_group] = counts.get(r.source_group, 0) + 1
-        w = np.array([N / (len(counts) * counts[r.source_group]) for r in recs])  # mean weight 1
+        power = 1.0 if spec.weighting == "source" else 0.5
+        w = np.array([counts[r.source_group] ** -power for r in recs])
+        w = w * (N / w.sum())  # mean weight 1
     else:
         w = np.ones(N)
     loss = w * _logerr(np.array([cache.table([r], [base[i]])[0, 0] for i, r in enumerate(recs)]), meas)
