@@ -398,3 +398,15 @@ def test_400_carries_the_library_message(client):
 
     rc, _, err = run_cli("roofline", "deepseek-v4", "-H", "gb200-nvl72")
     assert rc == 2 and str(e.value) in err
+
+
+def test_serve_view_sweeps_the_layout_it_chose(client):
+    """The serve page's concurrency sweep keeps the chosen layout, attention DP over R groups included: at the asked
+    concurrency the sweep passes through the point itself."""
+    j = client.get("/api/view/serve?model=deepseek-v3&hardware=hgx-h200&gpus=16&isl=2000&osl=1000"
+                   "&concurrency=256").json()
+    sweep, point = j["charts"][0]["data"]
+    assert "attention_dp_size" in sweep["name"]
+    i = sweep["text"].index("concurrency 256")
+    assert sweep["x"][i] == pytest.approx(point["x"][0], rel=1e-9)
+    assert sweep["y"][i] == pytest.approx(point["y"][0], rel=1e-9)
