@@ -80,8 +80,22 @@ def _overrides(items, names, field_names):
             if not eq or key not in field_names:
                 _fail(f"--param {item!r}: expected FIELD=VALUE with FIELD one of " + ", ".join(sorted(field_names)))
             v = _value(val)
-            if key == "prior":
+            if key == "prior":  # ((family or null, value), …)
+                ok = isinstance(v, list) and all(isinstance(p, list) and len(p) == 2 and (
+                    p[0] is None or isinstance(p[0], str)) and isinstance(p[1], (int, float)) and p[1] > 0 for p in v)
+                if not ok:
+                    _fail(f"--param {item!r}: prior is a JSON list of [family or null, value > 0] pairs")
                 v = tuple(tuple(p) for p in v)
+            elif key == "per_family" and not isinstance(v, bool):
+                _fail(f"--param {item!r}: per_family is true or false")
+            elif key != "per_family" and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                _fail(f"--param {item!r}: {key} is a number")
+            elif key in ("prior_sigma", "prior_weight") and not (math.isfinite(v) and v > 0):
+                _fail(f"--param {item!r}: {key} is a number above 0")
+            elif key == "decimals":
+                if v != int(v) or not 0 <= v <= 12:
+                    _fail(f"--param {item!r}: decimals is a whole number from 0 to 12")
+                v = int(v)
             out.setdefault(name, {})[key] = v
     return out
 
@@ -173,6 +187,10 @@ def main(argv=None) -> int:
             ap.error(f"{n} {v}: a whole number from 1 to 12")
     if not 1 <= a.jobs <= 64:
         ap.error(f"--jobs {a.jobs}: a whole number from 1 to 64")
+    if a.top < 0:
+        ap.error(f"--top {a.top}: a number of records ≥ 0")
+    if a.json is not None and not a.json.parent.is_dir():
+        ap.error(f"--json {a.json}: no folder {a.json.parent}")
     if a.json is not None and a.json.exists():
         ap.error(f"--json {a.json}: exists; give a new file (nothing is overwritten)")
     base = None
@@ -181,6 +199,10 @@ def main(argv=None) -> int:
             base = json.loads(a.base.read_text())
         except (OSError, ValueError) as e:
             ap.error(f"--base {a.base}: not a readable cross-validation JSON ({type(e).__name__})")
+        if not isinstance(base, dict) or not any(isinstance(base.get(k), dict) and isinstance(
+                base[k].get("records"), list) for k in ("source", "hardware", "model", "loo")):
+            ap.error(f"--base {a.base}: no held-out records in it (write one with --json or `rackmath validate --cv "
+                     "--json`)")
     from rackmath.analyses import calibration as cal
 
     schemes = tuple(s for s in a.schemes.split(",") if s)
@@ -209,7 +231,7 @@ def main(argv=None) -> int:
         s, w15 = row_summary(res, sc)
         print(f"{res[sc]['label']}: median {s['median_abs_error']:.1%}, p90 {s['p90_abs_error']:.0%}, "
               f"within 2× {s['within_2x']}, within 15% {w15}, worst {s['worst_ratio']:.1f}×")
-        if base is not None and sc in base:
+        if base is not None and isinstance(base.get(sc), dict) and isinstance(base[sc].get("records"), list):
             compare(res, base, sc, a.top)
     return 0
 

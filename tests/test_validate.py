@@ -641,7 +641,12 @@ def test_screen_builds_the_variant_it_is_asked_for():
                                          (["--param", "eta_compute:bogus=1"], "FIELD one of"),
                                          (["--drop", "nope"], "--drop 'nope'"), (["--rounds", "0"], "--rounds 0"),
                                          (["--schemes", "foo"], "--schemes 'foo'"), (["--rounds", "x"], "invalid int"),
-                                         (["--json", "README.md"], "exists")])
+                                         (["--json", "README.md"], "exists"),
+                                         (["--param", "eta_memory:prior=5"], "prior is a JSON list"),
+                                         (["--param", "eta_memory:prior_sigma=0"], "above 0"),
+                                         (["--param", "eta_memory:decimals=2.5"], "whole number"),
+                                         (["--json", "no-such-folder/x.json"], "no folder"),
+                                         (["--base", "pyproject.toml"], "not a readable")])
 def test_screen_bad_arguments_are_one_line_exit_2(argv, field):
     import subprocess
     import sys
