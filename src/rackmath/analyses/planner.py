@@ -85,13 +85,6 @@ def _price_for(prices: dict, chip: str, system: str):
     return prices.get("*")
 
 
-def _ranks(lays):
-    """Schedulers per replica: one per attention-DP group (R, TP when every GPU has its own sequences), else one."""
-    from . import step_table as stt
-
-    return stt.attention_ranks(lays)
-
-
 def layout_label(lay: dict) -> str:
     s = f"TP{lay['tp']}"
     if lay["ep"] > 1:
@@ -147,7 +140,7 @@ def _decode_points(st, lays, isl, osl, n=CONCURRENCY_GRID, rho=RHO) -> dict:
 def _prefill_points(st, lays, isl, budget) -> dict:
     from . import step_table as stt
 
-    budget = budget * _ranks(lays)
+    budget = budget * stt.attention_ranks(lays)  # one scheduler, with its own budget, per attention-DP group
     t_pass = stt.prefill_grid(st, lays, budget, isl)
     t_one = stt.prefill_grid(st, lays, isl, isl)
     fit = stt.decode_grid(st, lays, 1.0, isl)["fits"]
@@ -187,7 +180,8 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
             out["aggregated"] = dict(
                 mode="aggregated", gpus=int(gp[i, j]), replicas=int(R[i, j]), gpus_per_replica=int(pts["gpus"][i, j]),
                 layout=dict(lay, label=layout_label(lay)), concurrency_per_replica=float(n[i, j]),
-                max_batch=int(math.ceil(pts["max_batch"][i, j] / _ranks(lay))), schedulers=int(_ranks(lay)),
+                max_batch=int(math.ceil(pts["max_batch"][i, j] / stt.attention_ranks(lay))),
+                schedulers=int(stt.attention_ranks(lay)),
                 budget=int(budget), tpot_s=float(pts["tpot"][i, j]),
                 ttft_s=float(pts["ttft"][i, j]), request_rate=float(lam[i, j]))
     if "disaggregated" in modes:
@@ -232,8 +226,8 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
                     mode="disaggregated", gpus=g_d + g_p, prefill_gpus=g_p, decode_gpus=g_d,
                     replicas=int(Rd[i, j]), prefill_replicas=Rp_ac, gpus_per_replica=int(dp["gpus"][i, j]),
                     layout=dict(lay_d, label=layout_label(lay_d)), prefill_layout=dict(lay_p, label=layout_label(lay_p)),
-                    concurrency_per_replica=float(n[i, j]), max_batch=int(math.ceil(dp["max_batch"][i, j] / _ranks(lay_d))),
-                    schedulers=int(_ranks(lay_d)), budget=int(budget),
+                    concurrency_per_replica=float(n[i, j]), max_batch=int(math.ceil(dp["max_batch"][i, j] / stt.attention_ranks(lay_d))),
+                    schedulers=int(stt.attention_ranks(lay_d)), budget=int(budget),
                     tpot_s=tpot_d, ttft_s=float(ttft[a, c]), request_rate=float(lam),
                     prefill_load=float(PREFILL_RHO[c]), kv_transfer_s=float(pf["xfer"][a]),
                     pd_ratio=f"{g_p}:{g_d}")

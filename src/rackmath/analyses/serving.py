@@ -713,7 +713,8 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
     full time-sliced step, prefill included), and beside them the ``top`` best with 1 < R < TP: a layout
     that was a finalist before partial attention DP was enumerated stays one.
     """
-    from ..engine.layout import HwNumbers, attention_ranks, evaluate as layout_evaluate, layout_grid
+    from ..engine.layout import HwNumbers, attention_ranks, evaluate as layout_evaluate, layout_grid, \
+        with_attention_groups
 
     hw = hw or HwNumbers.from_system(system, "bf16")
     g = layout_grid(mn, int(gpus), int(system.scaleup_size), micro_batches=[1.0], max_pp=max_pp,
@@ -742,7 +743,7 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
                          "flags whose degrees divide the GPUs (TP·PP | GPUs, EP | TP, EP ≤ experts)")
     tp, ep, pp, adp = tp[ok], ep[ok], pp[ok], adp[ok]
     if size is None:  # attention DP over every group count R that divides TP (R = TP: every chip its own sequences)
-        tp, ep, pp, adp, ranks = _with_attention_groups(tp, ep, pp, adp)
+        tp, ep, pp, adp, ranks = with_attention_groups(tp, ep, pp, adp)
     else:
         ranks = attention_ranks(tp, adp, size)
     dp = np.floor(gpus / (tp * pp))
@@ -764,15 +765,6 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
     out = [dict(tp=int(tp[i]), ep=int(ep[i]), pp=int(pp[i]), attention_dp=bool(adp[i]),
                 attention_dp_size=0 if not adp[i] or int(ranks[i]) == int(tp[i]) else int(ranks[i])) for i in order]
     return out[0] if top == 1 else out
-
-
-def _with_attention_groups(tp, ep, pp, adp):
-    """Layout rows with attention DP repeated once per group count R dividing TP, 2 ≤ R ≤ TP (SGLang ``--tp T --dp R
-    --enable-dp-attention``); rows without attention DP keep R = 1. Returns (tp, ep, pp, adp, R)."""
-    reps = [[1] if not a else [r for r in range(2, int(t) + 1) if int(t) % r == 0] for t, a in zip(tp, adp)]
-    idx = np.repeat(np.arange(len(tp)), [len(r) for r in reps])
-    ranks = np.array([r for rs in reps for r in rs], dtype=float)
-    return tp[idx], ep[idx], pp[idx], adp[idx], ranks
 
 
 #: Layouts the decode-step ranking keeps for the full serving evaluation (prefill time-sliced in).

@@ -219,7 +219,7 @@ def replica_layouts(st: Stack, gpus_per_replica=None, *, max_pp: int = 4) -> dic
     placed evenly, expert shards ≥ 128 columns; attention-DP only for MoE models, over every group count R dividing
     TP: ``attention_dp_size`` R, 0 where R = TP, every GPU its own sequences).
     """
-    from ..engine.layout import layout_grid
+    from ..engine.layout import layout_grid, with_attention_groups
 
     S = int(st.system.scaleup_size)
     top = int(gpus_per_replica or max(8, 2 * S))
@@ -234,12 +234,9 @@ def replica_layouts(st: Stack, gpus_per_replica=None, *, max_pp: int = 4) -> dic
         keep = (grid["tp"] * grid["pp"] == g)
         if not mn.is_moe:
             keep &= ~grid["attention_dp"]
-        for k in ("tp", "ep", "pp", "attention_dp"):
-            grid[k] = grid[k][keep]
-        for i in range(int(keep.sum())):
-            t, a = int(grid["tp"][i]), bool(grid["attention_dp"][i])
-            for R in ([r for r in range(2, t + 1) if t % r == 0] if a else [0]):  # attention DP over R groups
-                rows.append((grid["tp"][i], grid["ep"][i], grid["pp"][i], a, 0 if R == t else R))
+        tp, ep, pp, adp, R = with_attention_groups(*(grid[k][keep] for k in ("tp", "ep", "pp", "attention_dp")))
+        size = np.where(adp & (R < tp), R, 0.0)  # attention DP over R groups; 0: every GPU its own sequences
+        rows += list(zip(tp, ep, pp, adp, size))
     rows = sorted(set(rows))
     if not rows:
         raise InputError("gpus", f"no replica layout of up to {top} × {st.chip}", "more GPUs per replica")

@@ -699,6 +699,16 @@ def check_attention_dp_size(size, tp) -> int:
     return 0 if size == tp else size
 
 
+def with_attention_groups(tp, ep, pp, adp):
+    """Layout rows with attention DP repeated once per group count R dividing TP, 2 ≤ R ≤ TP (SGLang ``--tp T --dp R
+    --enable-dp-attention``); rows without attention DP keep R = 1. Returns (tp, ep, pp, adp, R)."""
+    tp, ep, pp, adp = (np.asarray(x) for x in (tp, ep, pp, adp))
+    reps = [[d for d in _divisors(int(t)) if d > 1] if a else [1] for t, a in zip(tp, adp)]
+    idx = np.repeat(np.arange(len(tp)), [len(r) for r in reps])
+    ranks = np.array([r for rs in reps for r in rs], dtype=float)
+    return tp[idx], ep[idx], pp[idx], adp[idx], ranks
+
+
 def attention_dp_label(size, tp) -> str:
     """``attnDP`` (every chip its own sequences) or ``attnDP{R}`` (R groups of TP/R chips)."""
     return "attnDP" if not size or size == tp else f"attnDP{int(size)}"
@@ -1090,5 +1100,5 @@ __all__ = [
     "search_layouts", "layout_grid", "pareto_front", "experts_per_chip", "expert_imbalance", "layers_on_stage",
     "scaleout_share", "scaleup_share", "moe_alltoall_bytes", "moe_fanout", "COLLECTIVE_LATENCY_S", "alltoall_split_time", "pipeline_hops",
     "ep_rank_load", "attention_dp_imbalance", "attention_ranks", "attention_tp", "check_attention_dp_size",
-    "attention_dp_label", "c_mem", "MIN_EXPERT_SHARD", "load_model_any", "ep_way_out", "explain_layout", "candidate_degrees", "replace",
+    "attention_dp_label", "with_attention_groups", "c_mem", "MIN_EXPERT_SHARD", "load_model_any", "ep_way_out", "explain_layout", "candidate_degrees", "replace",
 ]

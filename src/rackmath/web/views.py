@@ -604,9 +604,8 @@ def serve_view(p):
     d = r.as_dict()
     grid = np.unique(np.geomspace(1, 65536, 49).round())
     lay = {k: d["layout"][k] for k in ("tp", "ep", "pp", "attention_dp") if k in d.get("layout", {})}
-    size = int(d.get("layout", {}).get("attention_dp_size") or 0)
-    if lay.get("attention_dp") and 1 < size < int(lay.get("tp", 0)):  # attention DP over R groups, as chosen
-        lay["attention_dp_size"] = size
+    if lay.get("attention_dp"):  # the chosen attention-DP group count R (R = TP: every GPU its own sequences)
+        lay["attention_dp_size"] = d["layout"]["attention_dp_size"]
     try:  # the same layout across concurrency
         sweep = rackmath.serve(m, hw, concurrency=grid, **kw, **lay).as_dict()
     except RackmathError:  # the layout cannot be fixed this way: show the single point only
