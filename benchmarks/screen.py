@@ -4,6 +4,7 @@
     python benchmarks/screen.py --rounds 6 --base base.json                # a finer grid, compared with base
     python benchmarks/screen.py --param eager_sglang_s:hi=3e-5 --no-starts --base base.json
     python benchmarks/screen.py --weighting sqrt --base base.json          # sources weighted 1/sqrt(records)
+    python benchmarks/screen.py --hinge 1 --base base.json                 # records outside 2x pull again
     python benchmarks/screen.py --drop gemm_half_tokens --schemes source,hardware,model
 
 A variant is the shipped ``calibration.default_spec()`` with some of its fitter settings or parameter declarations
@@ -129,6 +130,8 @@ def variant(args):
         kw["sweeps"] = args.sweeps
     if args.weighting:
         kw["weighting"] = args.weighting
+    if getattr(args, "hinge", None) is not None:
+        kw["outside_2x_slope"] = args.hinge
     return replace(spec, **kw)
 
 
@@ -176,6 +179,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sweeps", type=int, help="sweeps per round (shipped: FIT_SWEEPS or 1)")
     ap.add_argument("--weighting", choices=("record", "source", "sqrt"), help="how records weigh in the objective")
     ap.add_argument("--no-starts", action="store_true", help="descend from the declared x0 only (no FIT_STARTS)")
+    ap.add_argument("--hinge", type=float, metavar="SLOPE",
+                    help="add SLOPE·max(0, |log(p/m)| − log 2) to each record's loss (records outside 2× pull again)")
     ap.add_argument("--schemes", default="source", help="comma list of source, hardware, model, loo")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes for the folds")
     ap.add_argument("--base", type=Path, help="a cross-validation JSON to compare with")
@@ -185,6 +190,8 @@ def main(argv=None) -> int:
     for n, v in (("--rounds", a.rounds), ("--sweeps", a.sweeps)):
         if v is not None and not 1 <= v <= 12:
             ap.error(f"{n} {v}: a whole number from 1 to 12")
+    if a.hinge is not None and not (math.isfinite(a.hinge) and 0 <= a.hinge <= 100):
+        ap.error(f"--hinge {a.hinge}: a number from 0 to 100")
     if not 1 <= a.jobs <= 64:
         ap.error(f"--jobs {a.jobs}: a whole number from 1 to 64")
     if a.top < 0:

@@ -612,6 +612,28 @@ def _screen_module():
     return mod
 
 
+def test_the_outside_2x_hinge_adds_loss_beyond_2x_only():
+    """ParamSpec.outside_2x_slope s: the loss gains s·(|log r| − log 2) beyond 2× (hand values: r = 4 under the
+    0.4 cap is 0.4 + 0.1·ln(1 + ln 4 − 0.4) = 0.46862, + ln 2 with s = 1); within 2× nothing changes. Fitted,
+    it trades records inside 2× for one outside: a level shared by records at 1 (×3) and 3 goes from the median
+    of the records (1) to the level that brings 3 within 2× (1.5) once s beats the three records' slope (s = 4 > 3)."""
+    from dataclasses import replace
+
+    e = calibration._logerr(np.array([4.0, 1.5, 0.5, 2.0]), 1.0, 1.0)
+    assert e[0] == pytest.approx(0.4 + 0.1 * np.log1p(np.log(4) - 0.4) + np.log(2), rel=1e-12)
+    assert e[0] == pytest.approx(1.16177, abs=1e-5)
+    assert list(e[1:]) == pytest.approx(list(calibration._logerr(np.array([1.5, 0.5, 2.0]), 1.0)), rel=1e-12)
+    recs = [Syn(f"a{i}", 1.0, f"s{i}", "A", "m1", 0.0) for i in range(3)] + [Syn("b", 3.0, "s9", "A", "m1", 0.0)]
+    spec = calibration.ParamSpec((calibration.Param("ovh", 0.5, 4.0, 1.1, 0.4, per_family=False),), rounds=8,
+                                 sweeps=20)
+    level = lambda s: calibration.fit(recs, replace(spec, outside_2x_slope=s), predictor=lambda r, X, n: X[:, 0])
+    assert level(0.0).values[("ovh", None)] == pytest.approx(1.0, abs=0.01)
+    assert level(2.0).values[("ovh", None)] == pytest.approx(1.0, abs=0.01)  # s = 2 < 3: still the median
+    assert level(4.0).values[("ovh", None)] == pytest.approx(1.5, abs=0.01)
+    with pytest.raises(InputError, match="outside_2x_slope"):
+        level(float("nan"))
+
+
 def test_screen_builds_the_variant_it_is_asked_for():
     """benchmarks/screen.py: the shipped spec with the command line's changes, nothing else; an extra start stays
     inside a bound the variant lowers."""
@@ -646,7 +668,8 @@ def test_screen_builds_the_variant_it_is_asked_for():
                                          (["--param", "eta_memory:prior_sigma=0"], "above 0"),
                                          (["--param", "eta_memory:decimals=2.5"], "whole number"),
                                          (["--json", "no-such-folder/x.json"], "no folder"),
-                                         (["--base", "pyproject.toml"], "not a readable")])
+                                         (["--base", "pyproject.toml"], "not a readable"),
+                                         (["--hinge", "-1"], "--hinge -1.0"), (["--hinge", "nan"], "--hinge nan")])
 def test_screen_bad_arguments_are_one_line_exit_2(argv, field):
     import subprocess
     import sys

@@ -86,6 +86,7 @@ class ParamSpec:
     weighting: str = "record"  # "record": every record counts 1; "source": every source_group counts 1 in total;
     # "sqrt": a source of n records counts sqrt(n) in total
     starts: tuple = ()  # extra starting points ({param name: x0}, …): the fit keeps the best descent of all
+    outside_2x_slope: float = 0.0  # loss added per unit of |log(p/m)| beyond log 2 (0: off; see _logerr)
 
     @property
     def names(self) -> tuple:
@@ -151,12 +152,14 @@ def objective(predicted, measured):
     return float(np.mean(np.abs(np.log(np.maximum(p, 1e-300) / m))))
 
 
-def _logerr(p, m):
+def _logerr(p, m, outside_2x_slope=0.0):
     """Per-record loss: |log(p/m)|, robust past the efficiency model's ``FIT_ROBUST_CAP`` (if it declares one).
 
     Beyond the cap c a record's loss grows as c + 0.1·log(1 + |log| − c): a record the model cannot
     describe (a stack far off every other, a mislabelled metric) still pulls, but cannot drag the
     parameters that serve every other record (a soft-L1 / Cauchy-type M-estimator).
+    ``outside_2x_slope`` s adds s·max(0, |log| − log 2): a record outside 2× pulls again (issue 9's
+    "every record within 2×" as a loss term; 0 in the shipped fit, docs/validation.md).
     """
     p = np.asarray(p, dtype=float)
     ok = np.isfinite(p) & (p > 0)
@@ -165,8 +168,12 @@ def _logerr(p, m):
 
     cap = getattr(E, "FIT_ROBUST_CAP", None)
     if cap:
-        e = np.where(e < cap, e, cap + 0.1 * np.log1p(np.maximum(e - cap, 0.0)))
-    return e
+        c = np.where(e < cap, e, cap + 0.1 * np.log1p(np.maximum(e - cap, 0.0)))
+    else:
+        c = e
+    if outside_2x_slope:
+        c = c + float(outside_2x_slope) * np.maximum(e - np.log(2.0), 0.0)
+    return c
 
 
 # --------------------------------------------------------------------------------------
@@ -278,6 +285,8 @@ def fit(recs, spec: ParamSpec | None = None, predictor=None, cache: PredictionCa
     if not recs:
         raise InputError("records", "no records to fit on", "at least one measured or approximate record")
     rounds = spec.rounds if rounds is None else rounds
+    if not (np.isfinite(spec.outside_2x_slope) and spec.outside_2x_slope >= 0):
+        raise InputError("outside_2x_slope", f"{spec.outside_2x_slope!r}", "a finite number ≥ 0")
     if int(rounds) != rounds or rounds < 1:
         raise InputError("rounds", f"{rounds!r}", "a whole number of refinement rounds ≥ 1")
     if cache is None:
@@ -325,7 +334,8 @@ def _descend(recs, spec, cache, rounds, fams, coords, theta):
         w = w * (N / w.sum())  # mean weight 1
     else:
         w = np.ones(N)
-    loss = w * _logerr(np.array([cache.table([r], [base[i]])[0, 0] for i, r in enumerate(recs)]), meas)
+    hinge = spec.outside_2x_slope
+    loss = w * _logerr(np.array([cache.table([r], [base[i]])[0, 0] for i, r in enumerate(recs)]), meas, hinge)
     pen = {c: float(spec.params[spec.names.index(c[0])].penalty(theta[c], c[1])) for c in coords}
     best = float((loss.sum() + sum(pen.values())) / N)  # the records' mean loss + the priors' penalties / N
     for rnd in range(int(rounds)):
@@ -341,7 +351,7 @@ def _descend(recs, spec, cache, rounds, fams, coords, theta):
                 for row, i in enumerate(idx):
                     X = np.tile(np.array(vec(i), dtype=float), (len(cands), 1))
                     X[:, j] = cands
-                    L[row] = w[i] * _logerr(cache.table([recs[i]], X)[0], meas[i])
+                    L[row] = w[i] * _logerr(cache.table([recs[i]], X)[0], meas[i], hinge)
                 rest = loss.sum() - loss[idx].sum() + sum(pen.values()) - pen[(name, fam)]
                 pc = prm.penalty(cands, fam)
                 scores = (rest + L.sum(axis=0) + pc) / N
