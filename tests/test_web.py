@@ -410,3 +410,14 @@ def test_serve_view_sweeps_the_layout_it_chose(client):
     i = sweep["text"].index("concurrency 256")
     assert sweep["x"][i] == pytest.approx(point["x"][0], rel=1e-9)
     assert sweep["y"][i] == pytest.approx(point["y"][0], rel=1e-9)
+
+
+def test_serve_view_names_the_nearest_measurements(client):
+    """The serve page carries the same "nearest measured" lines as the CLI (analyses/evidence.py): DeepSeek-V3 on
+    8 × MI300X at C = 4, 3200/800, no stack named: dstack's runs of it under vLLM (published.md §1i C1: TPOT 46.20 ms,
+    83.82 output tok/s = 10.48 per GPU) and SGLang (C2) are equally near; the ids break the tie."""
+    j = client.get("/api/view/serve?model=deepseek-v3&hardware=mi300x-8&gpus=8&isl=3200&osl=800"
+                   "&concurrency=4").json()
+    near = [n for n in j["notes"] if n.startswith("nearest measured: ")]
+    assert len(near) == 2 and all("predicted with its source left out" in n for n in near)
+    assert "C1-c4-out: output tok/s per GPU 10.48 measured" in near[0] and "C1-c4-tpot: TPOT 46.2 ms measured" in near[1]

@@ -848,6 +848,18 @@ class ServeResult(ResultMixin):
         """Per-operator breakdown of the decode step (``--ops``)."""
         return ops(self, index=index)
 
+    def nearest_measured(self, k: int = 2) -> dict | None:
+        """The ``k`` shipped measurements nearest to this configuration, each with rackmath's prediction of it out
+        of sample (``analyses/evidence.py``); None for a sweep over concurrency."""
+        from ..specs.hardware import load_hardware
+        from .evidence import nearest
+
+        c = np.asarray(self.values["concurrency"])
+        if c.ndim:
+            return None
+        return nearest(self.model, load_hardware(self.hardware).chip.name, gpus=self.gpus, isl=self.isl,
+                       osl=self.osl, concurrency=float(c), framework=self.framework, k=k)
+
 
 # --------------------------------------------------------------------------------------
 # Entry point

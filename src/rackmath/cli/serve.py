@@ -54,6 +54,13 @@ def serve_energy(r, hardware, *, pue="1.2", usd_per_kwh="0.08", power_cap=None):
                      usd_per_mtok=d["usd_per_mtok_output"], pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
 
 
+def _nearest_rows(near) -> list[list[str]]:
+    """'nearest measured' rows of the serve table (analyses/evidence.sentences)."""
+    from ..analyses.evidence import sentences
+
+    return [["nearest measured", line] for line in sentences(near)]
+
+
 def register(app: typer.Typer) -> None:
 
     @app.command("serve")
@@ -149,8 +156,9 @@ def register(app: typer.Typer) -> None:
         mode = mode_dict(r.efficiency) | _context_limits(r, model, hardware, weights_dtype, kv_dtype,
                                                           _count(redundant_experts, "redundant_experts") or 0)
         e = serve_energy(r, hardware, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
+        near = r.nearest_measured()
         if json:
-            d = mode | r.as_dict() | {"energy": energy_dict(e, power_cap, hardware)}
+            d = mode | r.as_dict() | {"energy": energy_dict(e, power_cap, hardware), "nearest_measured": near}
             if explain:
                 d["derivation"] = r.explain().as_dict()
                 if e is not None:
@@ -184,6 +192,7 @@ def register(app: typer.Typer) -> None:
         if d.get("prefill"):
             p = d["prefill"]
             rows.append(["prefill pool", f'{p["gpus"]} GPUs, {human(p["input_tok_s_per_gpu"])} input tok/s per GPU'])
+        rows += _nearest_rows(near)
         table(f'{d["model"]} on {d["gpus"]} × {d["hardware"]} ({d["mode"]}), ISL {human(d["isl"])} / '
               f'OSL {human(d["osl"])}, C = {human(d["concurrency"])}\n{mode["label"]}', ["quantity", "value"], rows,
               caption="; ".join(d["notes"] + [f"WARNING: {w}" for w in mode["warnings"]]) or None)

@@ -636,8 +636,10 @@ def serve_view(p):
     numbers.append(num("layout", _layout(d.get("layout", {})), key="layout"))
     header = _efficiency_header(d.get("efficiency") or None)
     der = r.explain()
+    from ..analyses.evidence import sentences
+
     return {"header": header, "numbers": numbers, "charts": charts, "derivations": [derivation(der)] if der else [],
-            "notes": list(d.get("notes", []))}
+            "notes": list(d.get("notes", [])) + [f"nearest measured: {x}" for x in sentences(r.nearest_measured())]}
 
 
 # --------------------------------------------------------------------------- plan
