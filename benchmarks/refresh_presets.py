@@ -12,7 +12,7 @@ Per hardware family: the in-sample fit of every shipped record (``cv["in_sample"
 family tied (refitted here, ~30 s), with ``error_band`` = the leave-one-hardware-family-out median over all records.
 Nothing is tuned by hand: the numbers are the fitter's.
 
-The held-out table (``analyses/evidence.py``: what ``serve`` prints as "measured nearby") is every fitted serving
+The held-out table (``analyses/evidence.py``: what ``serve`` prints as "nearest measured") is every fitted serving
 record's configuration, measured value, in-sample prediction and leave-one-source-out prediction from the same run.
 """
 
