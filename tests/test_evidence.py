@@ -97,3 +97,16 @@ def test_refresh_presets_writes_the_shipped_table_from_its_predictions():
     cv = {"in_sample": {"records": [{"id": r["id"], "predicted": r["predicted"]} for r in rows]},
           "source": {"records": [{"id": r["id"], "predicted": r["predicted_out_of_sample"]} for r in rows]}}
     assert json.loads(mod.heldout_table(cv))["heldout"] == list(rows)
+
+
+def test_a_missing_table_drops_the_rows_not_the_answer(tmp_path, monkeypatch):
+    """A broken install without analyses/data/heldout.json still answers; the evidence rows are left out."""
+    from rackmath.analyses.serving import serve
+
+    monkeypatch.setattr(E, "DATA", tmp_path / "absent.json")
+    E.table.cache_clear()
+    try:
+        r = serve("llama-3.1-8b", "hgx-h100", isl=1000, osl=1000, concurrency=8)
+        assert r.nearest_measured() is None and r.as_dict()["tpot_ms"] > 0
+    finally:
+        E.table.cache_clear()

@@ -857,8 +857,11 @@ class ServeResult(ResultMixin):
         c = np.asarray(self.values["concurrency"])
         if c.ndim:
             return None
-        return nearest(self.model, load_hardware(self.hardware).chip.name, gpus=self.gpus, isl=self.isl,
-                       osl=self.osl, concurrency=float(c), framework=self.framework, k=k)
+        try:
+            return nearest(self.model, load_hardware(self.hardware).chip.name, gpus=self.gpus, isl=self.isl,
+                           osl=self.osl, concurrency=float(c), framework=self.framework, k=k)
+        except (OSError, ValueError, KeyError):  # the table missing or unreadable (a broken install): no evidence rows
+            return None
 
 
 # --------------------------------------------------------------------------------------
