@@ -246,6 +246,28 @@ def test_vllm_v0_stack_runs_prefill_first_with_its_own_host_times():
     assert not bool(rackmath.serve("deepseek-v3", "hgx-h200", framework="vllm", **kw)._info["waves"])
 
 
+def test_each_stack_pays_its_own_time_per_request():
+    """t_request = t_req,all + t_req(stack) (engine.efficiency.stack_request_s): TensorRT-LLM, vLLM and SGLang their
+    own, vLLM's V0 engine vLLM's, any other stack the mean of the three; serve's TTFT moves by exactly the
+    difference, and its derivation prints the stack's value."""
+    from dataclasses import replace
+
+    from rackmath.engine.efficiency import load_efficiency, stack_request_s
+
+    eff = replace(load_efficiency("hopper-serving"), request_overhead_s=0.01, request_trtllm_s=0.02,
+                  request_vllm_s=0.05, request_sglang_s=0.0)
+    assert stack_request_s(eff, "trtllm") == pytest.approx(0.03)
+    assert stack_request_s(eff, "vllm") == stack_request_s(eff, "vllm-v0") == pytest.approx(0.06)
+    assert stack_request_s(eff, "sglang") == pytest.approx(0.01)
+    assert stack_request_s(eff, "generic") == stack_request_s(eff, "atom") == pytest.approx(0.01 + 0.07 / 3)
+    kw = dict(gpus=8, tp=8, isl=1000, osl=500, concurrency=4, arrivals="waves")
+    a = rackmath.serve("llama-3.1-70b", "hgx-h100", framework="sglang", efficiency=eff, **kw)
+    b = rackmath.serve("llama-3.1-70b", "hgx-h100", framework="sglang",
+                       efficiency=replace(eff, request_sglang_s=0.04), **kw)
+    assert b.ttft_ms - a.ttft_ms == pytest.approx(40.0, rel=1e-9) and b.tpot_ms == pytest.approx(a.tpot_ms)
+    assert b.explain().check() == [] and float(b._eff.request_overhead_s) == pytest.approx(0.05)
+
+
 def test_speculative_step_runs_the_draft_k_times():
     r = rackmath.serve("deepseek-v3", "hgx-h200", gpus=8, tp=8, isl=1000, osl=1000, concurrency=1, mtp=3,
                        acceptance=2.5, framework="sglang")

@@ -1070,13 +1070,14 @@ def _choose_with_experts(p, eff, n_dec, cons, rx, uneven):
 def evaluate(p: Plan, efficiency=None) -> "ServeResult":
     """Serving numbers of a plan under an efficiency preset (its numeric fields may be arrays of K candidates,
     broadcasting against the concurrency): time-sliced prefill and decode, MoE realities, speculation."""
-    from ..engine.efficiency import load_efficiency, stack_eager_s
+    from ..engine.efficiency import load_efficiency, stack_eager_s, stack_request_s
 
     if isinstance(efficiency, str):
         from ..engine.efficiency import resolve
 
         efficiency = resolve(p.system.chip.name, efficiency)
     eff = load_efficiency(efficiency if efficiency is not None else p.efficiency)
+    eff = replace(eff, request_overhead_s=stack_request_s(eff, p.stack.name))  # the stack's t_request, in force below
     m, w, lay, st = p.model, p.workload, p.layout, p.stack
     C, A, k = w.concurrency, w.acceptance, w.mtp
     dp, ppd = lay.dp, lay.pp

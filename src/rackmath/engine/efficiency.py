@@ -22,7 +22,9 @@ preset says, with physical meaning:
 * ``eager_<stack>_s`` — host dispatch time per kernel of a step that is not graph-captured (prefill and
   mixed prefill+decode steps run eagerly in SGLang and vLLM; CUDA graphs hold decode batches only): such a
   step takes max(GPU time, n_kernels · τ_eager);
-* ``request_overhead_s`` — per-request host time before the first token (HTTP, tokenisation, admission);
+* ``request_<stack>_s`` — per-request host time before the first token of each stack (HTTP, tokenisation,
+  admission, the first scheduling), on top of ``request_overhead_s`` (a time every stack pays, 0 in the fitted
+  presets); vLLM's V0 engine pays vLLM's (one source alone measures it); the generic stack the mean of the three;
 * ``composition`` — ``serial`` (kernels one after another, as TensorRT-LLM, vLLM and SGLang run a
   step) or ``overlap`` (the lecture's max(compute, memory, network)).
 
@@ -68,6 +70,9 @@ NUMERIC = {
     "sched_vllm_v0_s": (0.0, 1.0, 0.0),
     "seq_vllm_v0_s": (0.0, 1e-3, 0.0),
     "eager_vllm_v0_s": (0.0, 1e-3, 0.0),
+    "request_trtllm_s": (0.0, 10.0, 0.0),
+    "request_vllm_s": (0.0, 10.0, 0.0),
+    "request_sglang_s": (0.0, 10.0, 0.0),
 }
 
 #: The fit's loss is |log(predicted/measured)| up to this cap (≈ ±50%), nearly flat beyond it
@@ -109,6 +114,23 @@ def stack_eager_s(eff, stack: str):
     return _per_stack(eff, "eager", stack)
 
 
+def stack_request_s(eff, stack: str):
+    """Host time per request before its first token: t_request = t_req,all + t_req(stack).
+
+    ``request_overhead_s`` is paid by every stack (0 in the fitted presets; a user's preset may set one number);
+    ``request_<stack>_s`` is the stack's own front end (HTTP server, tokeniser, admission, first scheduling): TensorRT-LLM,
+    vLLM and SGLang each have theirs, vLLM's V0 engine pays vLLM's (only one source measures a V0 run's TTFT, and a
+    parameter one source alone identifies is a per-source constant: docs/validation.md), and the generic stack the
+    mean of the three.
+    """
+    stack = "vllm" if stack in ("vllm-v0", "vllm_v0") else stack
+    if stack in GENERIC_STACKS:
+        own = getattr(eff, f"request_{stack}_s")
+    else:
+        own = sum(getattr(eff, f"request_{st}_s") for st in GENERIC_STACKS) / len(GENERIC_STACKS)
+    return eff.request_overhead_s + own
+
+
 def host_step_s(eff, stack: str, seqs_per_scheduler):
     """Host time of one step: t_host = t_sched(stack) + n_seq · τ_seq(stack).
 
@@ -137,7 +159,10 @@ class Efficiency:
     collective_latency_s: float = 0.0
     scaleout_latency_s: float = 0.0  # extra fixed time of a collective that leaves the scale-up domain (a preset
     # may set it; not in FIT_PARAMS: fitted, it made leave-one-source-out worse, 23.3 % vs 22.8 %, docs/validation.md)
-    request_overhead_s: float = 0.0
+    request_overhead_s: float = 0.0  # per-request host time every stack pays (stack_request_s adds the stack's own)
+    request_trtllm_s: float = 0.0  # per-request host time before the first token of each stack (shared by every chip)
+    request_vllm_s: float = 0.0
+    request_sglang_s: float = 0.0
     sched_trtllm_s: float = 0.0  # per-step host scheduler time of each serving stack (shared by every chip)
     sched_vllm_s: float = 0.0
     sched_sglang_s: float = 0.0
@@ -202,9 +227,9 @@ FIT_PARAMS = (
          description="achieved share of network bandwidth in collectives"),
     dict(name="collective_latency_s", lo=0.0, hi=1e-4, x0=1e-5, width=4e-5, per_family=False, decimals=8,
          description="fixed cost of one collective (s)"),
-    dict(name="request_overhead_s", lo=0.0, hi=0.3, x0=0.03, width=0.12, per_family=False, decimals=5,
-         description="per-request host time before the first token (s)"),
-) + tuple(dict(name=f"sched_{st}_s", lo=0.0, hi=0.005, x0=0.002, width=0.002, per_family=False, decimals=6,
+) + tuple(dict(name=f"request_{st}_s", lo=0.0, hi=0.3, x0=0.03, width=0.12, per_family=False, decimals=5,
+               description=f"per-request host time before the first token of the {st} stack (s)")
+        for st in GENERIC_STACKS) + tuple(dict(name=f"sched_{st}_s", lo=0.0, hi=0.005, x0=0.002, width=0.002, per_family=False, decimals=6,
                description=f"per-step scheduler time of the {st} serving stack (s), physically 0–5 ms")
         for st in STACK_NAMES) + tuple(
     dict(name=f"seq_{st}_s", lo=0.0, hi=1e-4, x0=1e-5, width=4e-5, per_family=False, decimals=7,
@@ -317,4 +342,5 @@ def resolve(chip_name: str, efficiency=None, ideal: bool = False, regime: str = 
 
 
 __all__ = ["Efficiency", "IDEAL", "FIT_PARAMS", "NUMERIC", "COMPOSITIONS", "presets", "load_efficiency",
-           "default_efficiency", "resolve", "stack_sched_s", "stack_seq_s", "stack_eager_s", "host_step_s"]
+           "default_efficiency", "resolve", "stack_sched_s", "stack_seq_s", "stack_eager_s", "stack_request_s",
+           "host_step_s"]
