@@ -110,3 +110,20 @@ def test_a_missing_table_drops_the_rows_not_the_answer(tmp_path, monkeypatch):
         assert r.nearest_measured() is None and r.as_dict()["tpot_ms"] > 0
     finally:
         E.table.cache_clear()
+
+
+def test_a_system_of_the_users_own_finds_the_measurements_of_its_chip():
+    """A System built in Python (not in the catalog) is matched by its chip: an H100 box named 'my-box' gets the
+    vLLM blog's Llama-3.1-8B runs on one H100 at C = 8 (C38, 20000/2000: d = ½(ln 20 + ln 2) = 1.84, nearer than
+    TensorRT-LLM's max-load T9-H100 at 1000/1000)."""
+    import dataclasses
+
+    import rackmath
+    from rackmath.specs.hardware import load_hardware
+
+    box = dataclasses.replace(load_hardware("hgx-h100"), name="my-box")
+    r = rackmath.serve("llama-3.1-8b", box, gpus=1, tp=1, isl=1000, osl=1000, concurrency=8)
+    near = r.nearest_measured()
+    assert r.hardware == "my-box" and near["hardware_family"] == "hopper"
+    assert [x["id"] for x in near["records"]] == ["C38-bf16kv-c8-out", "C38-bf16kv-c8-tpot"]
+    assert near["records"][0]["distance"] == pytest.approx(0.5 * (math.log(20) + math.log(2)))

@@ -857,9 +857,11 @@ class ServeResult(ResultMixin):
         c = np.asarray(self.values["concurrency"])
         if c.ndim:
             return None
+        plan = self.__dict__.get("_plan")
         try:
-            return nearest(self.model, load_hardware(self.hardware).chip.name, gpus=self.gpus, isl=self.isl,
-                           osl=self.osl, concurrency=float(c), framework=self.framework, k=k)
+            chip = plan.system.chip.name if plan is not None else load_hardware(self.hardware).chip.name
+            return nearest(self.model, chip, gpus=self.gpus, isl=self.isl, osl=self.osl, concurrency=float(c),
+                           framework=self.framework, k=k)
         except (OSError, ValueError, KeyError):  # the table missing or unreadable (a broken install): no evidence rows
             return None
 
