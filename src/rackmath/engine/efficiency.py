@@ -89,11 +89,11 @@ GENERIC_STACKS = ("trtllm", "vllm", "sglang")
 STACK_HOST_OF = {"vllm-v0": "vllm_v0"}
 
 
-def _per_stack(eff, field: str, stack: str):
-    """``<field>_<stack>_s`` of a preset; the generic stack (no --framework, or a stack with no fields of its own)
-    takes the mean of TensorRT-LLM's, vLLM's and SGLang's."""
-    stack = STACK_HOST_OF.get(stack, stack)
-    if stack in STACK_NAMES:
+def _per_stack(eff, field: str, stack: str, host_of=STACK_HOST_OF, stacks=STACK_NAMES):
+    """``<field>_<stack>_s`` of a preset, ``stack`` renamed by ``host_of``; a stack without fields of its own among
+    ``stacks`` (and the generic stack, no --framework) takes the mean of TensorRT-LLM's, vLLM's and SGLang's."""
+    stack = host_of.get(stack, stack)
+    if stack in stacks:
         return getattr(eff, f"{field}_{stack}_s")
     return sum(getattr(eff, f"{field}_{st}_s") for st in GENERIC_STACKS) / len(GENERIC_STACKS)
 
@@ -123,12 +123,8 @@ def stack_request_s(eff, stack: str):
     parameter one source alone identifies is a per-source constant: docs/validation.md), and the generic stack the
     mean of the three.
     """
-    stack = "vllm" if stack in ("vllm-v0", "vllm_v0") else stack
-    if stack in GENERIC_STACKS:
-        own = getattr(eff, f"request_{stack}_s")
-    else:
-        own = sum(getattr(eff, f"request_{st}_s") for st in GENERIC_STACKS) / len(GENERIC_STACKS)
-    return eff.request_overhead_s + own
+    return eff.request_overhead_s + _per_stack(eff, "request", stack, host_of={"vllm-v0": "vllm", "vllm_v0": "vllm"},
+                                               stacks=GENERIC_STACKS)
 
 
 def host_step_s(eff, stack: str, seqs_per_scheduler):
