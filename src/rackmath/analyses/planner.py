@@ -177,11 +177,11 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
         if np.isfinite(cost).any():
             i, j = np.unravel_index(int(np.argmin(cost)), cost.shape)
             lay = stt.layout_row(lays, i)
+            ranks = stt.attention_ranks(lay)  # schedulers: one per attention-DP group
             out["aggregated"] = dict(
                 mode="aggregated", gpus=int(gp[i, j]), replicas=int(R[i, j]), gpus_per_replica=int(pts["gpus"][i, j]),
                 layout=dict(lay, label=layout_label(lay)), concurrency_per_replica=float(n[i, j]),
-                max_batch=int(math.ceil(pts["max_batch"][i, j] / stt.attention_ranks(lay))),
-                schedulers=int(stt.attention_ranks(lay)),
+                max_batch=int(math.ceil(pts["max_batch"][i, j] / ranks)), schedulers=int(ranks),
                 budget=int(budget), tpot_s=float(pts["tpot"][i, j]),
                 ttft_s=float(pts["ttft"][i, j]), request_rate=float(lam[i, j]))
     if "disaggregated" in modes:
@@ -220,14 +220,15 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
                 else:
                     Rp_ac = int(Rp[a, c])
                 lay_d, lay_p = stt.layout_row(lays, i), stt.layout_row(lays, a)
+                ranks_d = stt.attention_ranks(lay_d)
                 g_d = int(Rd[i, j] * dp["gpus"][i, j])
                 g_p = int(Rp_ac * lays["gpus"][a])
                 out["disaggregated"] = dict(
                     mode="disaggregated", gpus=g_d + g_p, prefill_gpus=g_p, decode_gpus=g_d,
                     replicas=int(Rd[i, j]), prefill_replicas=Rp_ac, gpus_per_replica=int(dp["gpus"][i, j]),
                     layout=dict(lay_d, label=layout_label(lay_d)), prefill_layout=dict(lay_p, label=layout_label(lay_p)),
-                    concurrency_per_replica=float(n[i, j]), max_batch=int(math.ceil(dp["max_batch"][i, j] / stt.attention_ranks(lay_d))),
-                    schedulers=int(stt.attention_ranks(lay_d)), budget=int(budget),
+                    concurrency_per_replica=float(n[i, j]), max_batch=int(math.ceil(dp["max_batch"][i, j] / ranks_d)),
+                    schedulers=int(ranks_d), budget=int(budget),
                     tpot_s=tpot_d, ttft_s=float(ttft[a, c]), request_rate=float(lam),
                     prefill_load=float(PREFILL_RHO[c]), kv_transfer_s=float(pf["xfer"][a]),
                     pd_ratio=f"{g_p}:{g_d}")
