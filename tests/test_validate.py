@@ -332,6 +332,11 @@ def test_extra_starts_find_the_better_basin():
     assert both.values[("a", None)] == pytest.approx(0.8, abs=1e-3) and both.objective == pytest.approx(0.0, abs=1e-3)
     with pytest.raises(InputError, match="starts"):
         calibration.fit(recs, replace(spec, starts=({"b": 0.5},)), predictor=two_basins)
+    # a start beyond a bound begins at the bound: with a ≤ 0.5 the start 0.9 descends from 0.5 to the basin at 0.2
+    # (unclipped, it sat at 0.9, outside the bounds, where no grid point improved on it)
+    capped = replace(spec, params=(replace(spec.params[0], hi=0.5),), starts=({"a": 0.9},))
+    f = calibration.fit(recs, capped, predictor=two_basins)
+    assert f.values[("a", None)] == pytest.approx(0.2, abs=1e-3) and f.objective == pytest.approx(0.1, abs=1e-3)
     assert calibration.default_spec().starts  # the shipped model declares one (engine.efficiency.FIT_STARTS)
 
 

@@ -303,7 +303,8 @@ def fit(recs, spec: ParamSpec | None = None, predictor=None, cache: PredictionCa
             raise InputError("starts", f"unknown parameter(s) {sorted(unknown)}", f"names of {spec.names}")
     best_fit = None
     for start in ({},) + tuple(spec.starts):
-        x0 = {p.name: float(start.get(p.name, p.x0)) for p in spec.params}
+        # a start (or an x0) outside a parameter's bounds begins at the nearest bound: the grid never leaves them
+        x0 = {p.name: min(max(float(start.get(p.name, p.x0)), p.lo), p.hi) for p in spec.params}
         f = _descend(recs, spec, cache, rounds, fams, coords, {c: x0[c[0]] for c in coords})
         if best_fit is None or f[1] < best_fit[1] - 1e-12:
             best_fit = f
