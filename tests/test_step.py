@@ -265,7 +265,9 @@ def test_each_stack_pays_its_own_time_per_request():
     b = rackmath.serve("llama-3.1-70b", "hgx-h100", framework="sglang",
                        efficiency=replace(eff, request_sglang_s=0.04), **kw)
     assert b.ttft_ms - a.ttft_ms == pytest.approx(40.0, rel=1e-9) and b.tpot_ms == pytest.approx(a.tpot_ms)
-    assert b.explain().check() == [] and float(b._eff.request_overhead_s) == pytest.approx(0.05)
+    # the result carries the stack's t_request; the preset's field keeps its own meaning (the part every stack pays)
+    assert b.explain().check() == [] and float(b._info["t_request"]) == pytest.approx(0.05)
+    assert float(b._eff.request_overhead_s) == pytest.approx(0.01) and "t_request = 50 ms" in str(b.explain())
 
 
 def test_speculative_step_runs_the_draft_k_times():

@@ -604,7 +604,7 @@ def _run(plan, mn, layout, eff, micro_batch, *, gpus=None, sched=True, adp_imbal
                            efficiency=eff, sched_overlap=plan.stack.overlap_scheduler, adp_imbalance=adp_imbalance)
 
 
-def _waves(p, eff, mn_d, b, ranks, t_dec) -> dict:
+def _waves(p, eff, mn_d, b, ranks, t_dec, t_request) -> dict:
     """The wave schedule of an aggregated plan: a prefill pass of c_r prompt tokens per rank (an eager step)."""
     from ..engine.efficiency import stack_eager_s
 
@@ -616,7 +616,7 @@ def _waves(p, eff, mn_d, b, ranks, t_dec) -> dict:
     res_w = _run(p, mn_w, p.layout, eff, b)
     t_pass = eager_step(res_w.tpot_s, step_kernels(res_w), stack_eager_s(eff, st.name))
     ttft, tpot, x_rep, t_wave = wave_schedule(b, ranks, isl_new, w.osl, c_rank, t_pass, t_dec, w.acceptance,
-                                              eff.request_overhead_s)
+                                              t_request)
     return dict(ttft=ttft, tpot=tpot, x_rep=x_rep, t_wave=t_wave, t_pass=t_pass, chunk=c_rank)
 
 
@@ -1079,7 +1079,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
 
         efficiency = resolve(p.system.chip.name, efficiency)
     eff = load_efficiency(efficiency if efficiency is not None else p.efficiency)
-    eff = replace(eff, request_overhead_s=stack_request_s(eff, p.stack.name))  # the stack's t_request, in force below
+    t_req = stack_request_s(eff, p.stack.name)  # host time per request before its first token (this stack's)
     m, w, lay, st = p.model, p.workload, p.layout, p.stack
     C, A, k = w.concurrency, w.acceptance, w.mtp
     dp, ppd = lay.dp, lay.pp
@@ -1106,7 +1106,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
     isl_new = w.isl_new
     chunk = p.chunk()
     n_chunks = float(prefill_chunks(isl_new, chunk))
-    info = dict(t_decode=t_dec, t_verify=t_verify, t_draft=t_draft, b=b, t_decode_gpu=res_d.tpot_s)
+    info = dict(t_decode=t_dec, t_verify=t_verify, t_draft=t_draft, b=b, t_decode_gpu=res_d.tpot_s, t_request=t_req)
     if p.disaggregated:
         t_bar, t_tpot = t_dec, tpot(t_dec, A)
         cap_out = output_tokens_per_s(C, t_dec, A)
@@ -1121,7 +1121,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         kv_bytes = float(np.asarray(m.kv_cache_bytes(w.isl, p.kv_dtype)))
         t_xfer = kv_transfer_time(kv_bytes, p.system.chip.scaleout_bw * lp.tp * eff.eta_comm)
         rho = x_out * isl_new / w.osl / pf_tok_s
-        ttft = t_pf + t_xfer + prefill_wait(0.0 * t_pf, t_pass, rho) + eff.request_overhead_s
+        ttft = t_pf + t_xfer + prefill_wait(0.0 * t_pf, t_pass, rho) + t_req
         info.update(prefill=dict(gpus=lp.gpus, layout=dict(tp=lp.tp, ep=lp.ep, pp=lp.pp, attention_dp=lp.attention_dp,
                                                            dp=lp.dp, label=lp.label()),
                                  input_tok_s=pf_tok_s, input_tok_s_per_gpu=pf_tok_s / lp.gpus, prefill_s=t_pf,
@@ -1150,7 +1150,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         x_out = x_rep * dp * ppd
         n_mix = mixed_steps_per_decode(p_step, c_tot)
         t_pf = np.ceil(isl_new / c_rank) * t_mix
-        ttft = t_pf + prefill_wait(t_bar, t_pf, rho) + eff.request_overhead_s
+        ttft = t_pf + prefill_wait(t_bar, t_pf, rho) + t_req
         little = C * w.osl / x_out - (w.osl - 1.0) * t_tpot
         ttft = np.where(prefill_bound, np.maximum(ttft, little), ttft)
         info.update(chunk=c_rank, chunk_total=c_tot, prefill_per_step=p_step, t_mixed=t_mix, n_mixed=n_mix, rho=rho,
@@ -1159,7 +1159,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
             keep = waves_persist(st.prefill_first, b, ranks, isl_new, st.max_num_tokens)
             info.update(waves=keep)
             if np.any(keep):  # the wave's prefill pass is evaluated only where a wave persists
-                wv = _waves(p, eff, mn_d, b, ranks, t_dec)
+                wv = _waves(p, eff, mn_d, b, ranks, t_dec, t_req)
                 ttft, t_tpot = np.where(keep, wv["ttft"], ttft), np.where(keep, wv["tpot"], t_tpot)
                 x_out = np.where(keep, wv["x_rep"] * dp * ppd, x_out)
                 t_bar, prefill_bound = np.where(keep, t_dec, t_bar), np.where(keep, False, prefill_bound)
@@ -1324,7 +1324,7 @@ def _derive(r: "ServeResult") -> Derivation:
               "prefill load over its capacity (the M/D/1 queue's utilisation, capped at 0.95)")
     d.add("TTFT", "ceil(ISL_new/c_r)·t_mixed + t̄/2 + ρ/(2(1−ρ))·t_prefill (M/D/1 wait) + t_request"
           if r.mode == "aggregated" else "t_prefill + KV transfer + wait + t_request", "", v["ttft_ms"] / 1e3, "s",
-          f"t_request = {fmt(_f(eff.request_overhead_s), 's')} host time per request")
+          f"t_request = {fmt(_f(info['t_request']), 's')} host time per request ({p.stack.name}'s)")
     d.add("$/Mtok", "N_GPU · $/GPU-h / 3600 / X_out · 10⁶", f"{r.gpus} · ${r.usd_per_gpu_hour:g}/h …",
           v["usd_per_mtok_output"], "$/Mtok", "output tokens",
           expr=f"{r.gpus} * {r.usd_per_gpu_hour!r} / 3600 / X * 1e6")
@@ -1336,7 +1336,7 @@ def _derive(r: "ServeResult") -> Derivation:
 
 def _derive_waves(d: Derivation, r: "ServeResult", v: dict, b: float) -> Derivation:
     """The rest of the derivation under lock-step waves (:func:`wave_schedule`)."""
-    p, eff, wv = r._plan, r._eff, r._info["wave"]
+    p, wv = r._plan, r._info["wave"]
     w, lay, A = p.workload, p.layout, p.workload.acceptance
     R = lay.attention_ranks
     bud = float(p.stack.max_num_tokens or np.inf)
@@ -1353,7 +1353,7 @@ def _derive_waves(d: Derivation, r: "ServeResult", v: dict, b: float) -> Derivat
           "every prompt of the wave prefilled (b_r = max(b/R, 1) per rank; the last pass partial)",
           expr=f"max(max(b / {R}, 1) * n, 1) * t_pass", key="t_wave")
     d.add("TTFT_wave", "min(max(⌈n⌉, n·(b_r + 1)/2 + 1/2) · t_pass, t_wave)", "",
-          (v["ttft_ms"] / 1e3) - _f(eff.request_overhead_s), "s", "mean over the wave: prompt i is done after ⌈i·n⌉ passes",
+          (v["ttft_ms"] / 1e3) - _f(r._info["t_request"]), "s", "mean over the wave: prompt i is done after ⌈i·n⌉ passes",
           expr=f"min(max(ceil(n), n * (max(b / {R}, 1) + 1) / 2 + 0.5) * t_pass, t_wave)", key="ttft_w")
     d.add("t̄", "t_decode (a wave decodes with no prefill beside it)", "", v["step_ms"] / 1e3, "s", expr="t_decode",
           key="tbar")
@@ -1361,7 +1361,7 @@ def _derive_waves(d: Derivation, r: "ServeResult", v: dict, b: float) -> Derivat
           "a prompt's decode waits for the rest of its wave's prefill",
           expr=f"(t_wave - ttft_w + ({w.osl!r} - 1) / {A!r} * t_decode) / max({w.osl!r} - 1, 1)", key="tpot")
     d.add("tok/s/user", "1 / TPOT", "", v["tokens_per_s_per_user"], "tok/s", expr="1 / tpot")
-    t_req = _f(eff.request_overhead_s)
+    t_req = _f(r._info["t_request"])
     d.add("X_out", "dp·PP·b·OSL / (t_request + t_wave + (OSL − 1)/A · t_decode)", "", v["output_tok_s"], "tok/s",
           f"one wave's output over one wave's period (= E2E: Little's law); t_request = {fmt(t_req, 's')}", key="X",
           expr=f"{lay.dp * lay.pp} * b * {w.osl!r} / ({t_req!r} + t_wave + ({w.osl!r} - 1) / {A!r} * t_decode)")
@@ -1370,8 +1370,8 @@ def _derive_waves(d: Derivation, r: "ServeResult", v: dict, b: float) -> Derivat
     d.add("X_total/GPU", "X_out · (1 + ISL/OSL) / N_GPU", "", v["total_tok_s_per_gpu"], "tok/s",
           expr=f"X * (1 + {w.isl!r} / {w.osl!r}) / {r.gpus}")
     d.add("TTFT", "TTFT_wave + t_request", "", v["ttft_ms"] / 1e3, "s",
-          f"t_request = {fmt(_f(eff.request_overhead_s), 's')} host time per request",
-          expr=f"ttft_w + {_f(eff.request_overhead_s)!r}")
+          f"t_request = {fmt(t_req, 's')} host time per request ({p.stack.name}'s)",
+          expr=f"ttft_w + {t_req!r}")
     d.add("$/Mtok", "N_GPU · $/GPU-h / 3600 / X_out · 10⁶", f"{r.gpus} · ${r.usd_per_gpu_hour:g}/h …",
           v["usd_per_mtok_output"], "$/Mtok", "output tokens",
           expr=f"{r.gpus} * {r.usd_per_gpu_hour!r} / 3600 / X * 1e6")
