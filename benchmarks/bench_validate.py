@@ -51,10 +51,7 @@ def main() -> None:
     cv = calibration.cross_validate(recs, schemes=schemes, jobs=args.jobs)
     t_cv, c_cv = time.perf_counter() - t0, time.process_time() - c0
 
-    n = cv["counts"]
-    print(f"{n['fitted_params']} fitted parameters ({n['params_per_family']} per hardware family × "
-          f"{n['hardware_families']} families + {n['shared_params']} shared) on {n['records']} records from "
-          f"{n['sources']} sources, {n['model_families']} model families")
+    print(calibration.describe_counts(cv["counts"]))
     print(f"shipped presets (`rackmath validate`): {_fmt(v['summary'])}")
     for fam, s in v["summary_by_hardware_family"].items():
         print(f"   {fam:10s} {_fmt(s)}")

@@ -87,9 +87,13 @@ def _overrides(items, names, field_names):
                 if not ok:
                     _fail(f"--param {item!r}: prior is a JSON list of [family or null, value > 0] pairs")
                 v = tuple(tuple(p) for p in v)
+            elif key == "families":  # [family, …]; [] = every family
+                if not (isinstance(v, list) and all(isinstance(f, str) for f in v)):
+                    _fail(f"--param {item!r}: families is a JSON list of family names ([] = every family)")
+                v = tuple(v)
             elif key == "per_family" and not isinstance(v, bool):
                 _fail(f"--param {item!r}: per_family is true or false")
-            elif key != "per_family" and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            elif key not in ("per_family", "families") and (isinstance(v, bool) or not isinstance(v, (int, float))):
                 _fail(f"--param {item!r}: {key} is a number")
             elif key in ("prior_sigma", "prior_weight") and not (math.isfinite(v) and v > 0):
                 _fail(f"--param {item!r}: {key} is a number above 0")
@@ -171,8 +175,8 @@ def compare(res, base, scheme, top):
 def main(argv=None) -> int:
     ap = _Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--param", action="append", default=[], metavar="NAME:FIELD=VALUE[,FIELD=VALUE]",
-                    help="change a declared parameter (lo, hi, x0, width, per_family, decimals, prior, prior_sigma, "
-                         "prior_weight); repeatable")
+                    help="change a declared parameter (lo, hi, x0, width, per_family, families, decimals, prior, "
+                         "prior_sigma, prior_weight); repeatable")
     ap.add_argument("--drop", action="append", default=[], metavar="NAME",
                     help="leave a parameter out of the fit (it keeps the Efficiency default); repeatable")
     ap.add_argument("--rounds", type=int, help="refinement rounds (shipped: engine.efficiency.FIT_ROUNDS or 4)")
@@ -227,9 +231,7 @@ def main(argv=None) -> int:
     c = res["counts"]
     ins = res["in_sample"]
     print(f"variant: {' '.join(res['screen_argv']) or 'the shipped spec'}")
-    print(f"{c['fitted_params']} fitted parameters ({c['params_per_family']} per family × {c['hardware_families']} "
-          f"families + {c['shared_params']} shared), {c['records']} records, {c['sources']} sources; "
-          f"{res['wall_s']:.0f} s")
+    print(f"{cal.describe_counts(c)}; {res['wall_s']:.0f} s")
     s = ins["summary"]
     w15 = sum(abs(r["error"]) <= 0.15 for r in ins["records"])
     print(f"in-sample: median {s['median_abs_error']:.1%}, within 2× {s['within_2x']}, within 15% {w15}, "

@@ -90,6 +90,27 @@ def test_mla_and_dsa_layers_launch_their_hand_counted_kernels():
     assert serving.step_kernels(v32._res) - serving.step_kernels(v3._res) == pytest.approx(61 * 10)
 
 
+def test_mla_kernel_scale_multiplies_the_mla_blocks_kernels_and_nothing_else():
+    """mla_kernel_scale s: an MLA block runs s × (11 projections + 2 attention) kernels. From s = 1 to s = 3, a
+    DeepSeek-V3 decode step gains 2 × 13 × 61 kernels × τ_k = 1,586 × 5 µs in the roofline and in a serving layout
+    (serial: every other term unchanged); a GQA model does not move; the shipped presets hold 1 on NVIDIA (the counts
+    are the CUDA paths') and the fitted AMD one more."""
+    from dataclasses import replace
+
+    three = replace(SERIAL, mla_kernel_scale=3.0)
+    for model, extra in (("deepseek-v3", 2 * 13 * 61 * 5e-6), ("llama-3.1-70b", 0.0)):
+        a, b = (roofline(model, "hgx-h200", batch=4, context=2048, efficiency=e) for e in (SERIAL, three))
+        assert float(b.step_s) - float(a.step_s) == pytest.approx(extra, abs=1e-12)
+    kw = dict(gpus=8, tp=8, isl=1000, osl=100, concurrency=1, framework="sglang")
+    p = serving.plan("deepseek-v3", "hgx-h200", **kw)
+    one, s3 = (serving.evaluate(p, replace(SERIAL, step_overhead_s=0.0, mla_kernel_scale=s)) for s in (1.0, 3.0))
+    assert serving.step_kernels(s3._res) - serving.step_kernels(one._res) == pytest.approx(2 * 13 * 61)
+    assert float(s3._info["t_decode_gpu"]) - float(one._info["t_decode_gpu"]) == pytest.approx(2 * 13 * 61 * 5e-6)
+    assert load_efficiency("hopper-serving").mla_kernel_scale == load_efficiency("blackwell-serving").mla_kernel_scale \
+        == load_efficiency("cross-family-serving").mla_kernel_scale == 1.0
+    assert load_efficiency("amd-serving").mla_kernel_scale > 2.0
+
+
 def test_scaling_book_17ms_is_unchanged():
     """published.md SB2: Llama 3 70B, batch 32 at 8,192, int8 weights + KV, 8 TPU v5e → ≈ 17 ms (ideal)."""
     r = roofline("llama-3.1-70b", "tpu-v5e-pod", chips=8, batch=32, context=8192, weights_dtype="int8",

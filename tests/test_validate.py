@@ -273,6 +273,25 @@ def test_fit_recovers_known_per_family_and_shared_parameters():
     assert g.values == f.values  # consistent data: the weighting changes nothing
 
 
+def test_a_parameter_fitted_for_some_families_holds_its_start_elsewhere():
+    """Param.families: η fitted for family B only; A keeps x0 = 0.6 (its records then misfit: w/0.6 + 0.1 against
+    w/0.5 + 0.1), B recovers 0.25; 2 fitted parameters, not 3; the cross-family fit holds η at x0 too, and the counts
+    line names the restriction."""
+    from dataclasses import replace
+
+    spec = replace(SPEC, params=(replace(SPEC.params[0], families=("B",)), SPEC.params[1]))
+    f = calibration.fit(_syn_records(), spec, predictor=_syn_predictor)
+    assert f.values[("eta", "A")] == 0.6 and f.values[("eta", "B")] == pytest.approx(0.25, abs=1e-3)
+    assert f.n_params == 2 and spec.describe()[0]["sharing"] == "per family (B only)"
+    c = f.cross_family()
+    assert c.values[("eta", None)] == 0.6 and c.n_params == 1
+    cv = calibration.cross_validate(_syn_records(), spec, predictor=_syn_predictor, schemes=("source",))
+    assert cv["counts"]["fitted_params"] == 2 and cv["counts"]["params_per_family"] == 0
+    assert calibration.describe_counts(cv["counts"]) == (
+        "2 fitted parameters (0 per hardware family × 2 families + eta for B only + 1 shared) on 7 records from 3 "
+        "independent sources, 2 model families")
+
+
 def test_source_weighting_decides_between_disagreeing_sources():
     """ParamSpec.weighting: the loss is an L1 in log space, so the fit is a weighted median of the records. Source s1
     has 4 records at 1.0, sources s2–s4 one record each at 1.2: per record 4 > 3 (→ 1.0); weighted 1/sqrt(n) a
@@ -344,7 +363,8 @@ def test_cross_validation_groups_and_errors_are_the_hand_derived_ones():
     cv = calibration.cross_validate(_syn_records(), SPEC, predictor=_syn_predictor,
                                     schemes=("source", "hardware", "model", "loo"))
     assert cv["counts"] == {"records": 7, "sources": 3, "hardware_families": 2, "model_families": 2,
-                            "fitted_params": 3, "params_per_family": 1, "shared_params": 1}
+                            "fitted_params": 3, "params_per_family": 1, "params_some_families": {},
+                            "shared_params": 1}
     src = cv["source"]
     assert [f["held_out"] for f in src["folds"]] == [["a1", "a2", "z1"], ["a3"], ["b1", "b2", "z2"]]
     # leaving s1 or s2 out leaves family A a record: exact; leaving s3 out leaves no B record, so B is predicted
@@ -409,7 +429,9 @@ def test_cross_validate_on_real_records_reports_counts():
     """A small real subset (TensorRT-LLM B200 and GB200 columns): one family, the declared vector, two sources."""
     sub = [r for r in R.shipped_records() if r.source_group in ("trtllm-b200", "trtllm-gb200")]
     cv = calibration.cross_validate(sub, schemes=("source",))
-    n_params = len(calibration.default_spec().params)  # one family: every parameter once
+    # one family (Blackwell): every parameter once, but the MLA kernel scale, fitted for AMD only
+    n_params = sum(p.fitted_for("blackwell") or p.fitted_for(None) for p in calibration.default_spec().params)
+    assert n_params == len(calibration.default_spec().params) - 1
     assert cv["counts"]["records"] == 16 and cv["counts"]["sources"] == 2 and cv["counts"]["fitted_params"] == n_params
     assert set(cv["source"]["summary_by_group"]) == {"trtllm-b200", "trtllm-gb200"}
     # the same workloads on the sibling chip transfer well (published B200 vs GB200 differ by ≤ 18%)
@@ -535,7 +557,10 @@ def test_cli_cv_json_on_user_records(user_dir):
                              "--scheme", "source,loo")
     assert code == 0, err
     d = json.loads(out)
-    assert d["counts"]["records"] == 2 and d["counts"]["fitted_params"] == len(calibration.default_spec().params)
+    # every declared parameter is fitted for the one (Hopper) family of these records, but the MLA scale (AMD only)
+    params = calibration.default_spec().params
+    assert d["counts"]["records"] == 2 and d["counts"]["fitted_params"] == len(params) - 1
+    assert [p.name for p in params if not p.fitted_for("hopper") and not p.fitted_for(None)] == ["mla_kernel_scale"]
     assert d["source"]["not_predictable"] == [{"group": "my-lab", "reason": "nothing left to fit on"}]
     assert len(d["loo"]["records"]) == 2
     assert [p.get("prior") for p in d["spec"] if p["name"] == "eta_memory"] == [{"hopper": 0.85}]

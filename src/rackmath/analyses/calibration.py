@@ -52,6 +52,13 @@ class Param:
     prior: tuple = ()  # ((family or None, value), …): values measured on silicon that the fit is pulled toward
     prior_sigma: float = 0.1  # width of a prior in log units (0.1 ≈ ±10 %)
     prior_weight: float = 2.0  # a prior weighs as this many records at |log(θ/θ₀)| = σ
+    families: tuple = ()  # per-family parameter fitted only for these families (the others hold x0); () = all
+
+    def fitted_for(self, family) -> bool:
+        """Whether the fit adjusts this parameter for ``family`` (None: the shared value)."""
+        if family is None:
+            return not self.per_family
+        return self.per_family and (not self.families or family in self.families)
 
     def penalty(self, theta, family=None):
         """Prior penalty w · (log(θ/θ₀) / σ)² of this parameter at θ for one family (0 where no prior).
@@ -96,12 +103,17 @@ class ParamSpec:
         return str(getattr(rec, self.family_of))
 
     def tied(self) -> "ParamSpec":
-        """Every parameter shared (the cross-family fit)."""
-        return replace(self, params=tuple(replace(p, per_family=False) for p in self.params))
+        """Every parameter shared (the cross-family fit); one fitted for some families only holds its x0 there (a
+        chip of no known family is not assumed to share their difference)."""
+        return replace(self, params=tuple(replace(p, per_family=False, families=())
+                                          if not p.families else replace(p, per_family=False, families=(),
+                                                                         lo=p.x0, hi=p.x0)
+                                          for p in self.params))
 
     def describe(self) -> list[dict]:
         return [{"name": p.name, "lo": p.lo, "hi": p.hi, "x0": p.x0,
-                 "sharing": "per family" if p.per_family else "shared", "description": p.description,
+                 "sharing": ("per family" + (f" ({', '.join(p.families)} only)" if p.families else "")
+                             if p.per_family else "shared"), "description": p.description,
                  **({"prior": {fam or "all": v for fam, v in p.prior}, "prior_sigma": p.prior_sigma,
                      "prior_weight": p.prior_weight} if p.prior else {})}
                 for p in self.params]
@@ -135,7 +147,8 @@ def default_spec() -> ParamSpec:
     params = tuple(Param(d["name"], float(d["lo"]), float(d["hi"]), float(d["x0"]), float(d["width"]),
                          bool(d.get("per_family", True)), int(d.get("decimals", 4)), str(d.get("description", "")),
                          prior=tuple((fam, float(v)) for fam, v in dict(d.get("prior", {})).items()),
-                         prior_sigma=float(d.get("prior_sigma", 0.1)), prior_weight=float(d.get("prior_weight", 2.0)))
+                         prior_sigma=float(d.get("prior_sigma", 0.1)), prior_weight=float(d.get("prior_weight", 2.0)),
+                         families=tuple(d.get("families", ())))
                    for d in declared)
     names = {p.name for p in params}
     starts = tuple(s for s in ({k: float(v) for k, v in dict(x).items() if k in names}
@@ -143,6 +156,15 @@ def default_spec() -> ParamSpec:
     return ParamSpec(params, family_of=getattr(E, "FIT_FAMILY_OF", "hardware_family"),
                      rounds=int(getattr(E, "FIT_ROUNDS", 4)), sweeps=int(getattr(E, "FIT_SWEEPS", 1)),
                      starts=starts)
+
+
+def describe_counts(n: dict) -> str:
+    """The line every report opens with: fitted parameters, how they are shared, records, sources (``counts``)."""
+    some = n.get("params_some_families") or {}
+    extra = "".join(f" + {p} for {', '.join(fams)} only" for p, fams in some.items())
+    return (f'{n["fitted_params"]} fitted parameters ({n["params_per_family"]} per hardware family × '
+            f'{n["hardware_families"]} families{extra} + {n["shared_params"]} shared) on {n["records"]} records from '
+            f'{n["sources"]} independent sources, {n["model_families"]} model families')
 
 
 def objective(predicted, measured):
@@ -240,8 +262,9 @@ class Fit:
 
     @property
     def n_params(self) -> int:
-        """Free parameters fitted: shared ones + per-family ones × families present."""
-        return len(self.values)
+        """Free parameters fitted: shared ones + per-family ones × the families present they are fitted for."""
+        by = {p.name: p for p in self.spec.params}
+        return sum(by[n].fitted_for(f) and by[n].lo < by[n].hi for (n, f) in self.values)
 
     def cross_family(self) -> "Fit":
         """The same parameters fitted with every family tied (for a family absent from the records)."""
@@ -294,9 +317,10 @@ def fit(recs, spec: ParamSpec | None = None, predictor=None, cache: PredictionCa
     elif tuple(cache.names) != spec.names:
         raise InputError("cache", f"a cache for {cache.names}", f"one for {spec.names}")
     fams = tuple(sorted({spec.family(r) for r in recs}))
-    coords = []
+    keys = []  # every (parameter, family) value; the descent moves those the parameter is fitted for
     for p in spec.params:
-        coords += [(p.name, f) for f in fams] if p.per_family else [(p.name, None)]
+        keys += [(p.name, f) for f in fams] if p.per_family else [(p.name, None)]
+    coords = [(n, f) for (n, f) in keys if spec.params[spec.names.index(n)].fitted_for(f)]
     for start in spec.starts:
         unknown = set(start) - set(spec.names)
         if unknown:
@@ -305,7 +329,7 @@ def fit(recs, spec: ParamSpec | None = None, predictor=None, cache: PredictionCa
     for start in ({},) + tuple(spec.starts):
         # a start (or an x0) outside a parameter's bounds begins at the nearest bound: the grid never leaves them
         x0 = {p.name: min(max(float(start.get(p.name, p.x0)), p.lo), p.hi) for p in spec.params}
-        f = _descend(recs, spec, cache, rounds, fams, coords, {c: x0[c[0]] for c in coords})
+        f = _descend(recs, spec, cache, rounds, fams, coords, {c: x0[c[0]] for c in keys})
         if best_fit is None or f[1] < best_fit[1] - 1e-12:
             best_fit = f
     theta, _, objective = best_fit
@@ -531,7 +555,9 @@ def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, sch
            "counts": {"records": len(recs), "sources": len(full.sources),
                       "hardware_families": len({r.hardware_family for r in recs}),
                       "model_families": len({r.model_family for r in recs}), "fitted_params": full.n_params,
-                      "params_per_family": sum(p.per_family for p in spec.params),
+                      "params_per_family": sum(p.per_family and not p.families for p in spec.params),
+                      "params_some_families": {p.name: list(p.families) for p in spec.params
+                                               if p.per_family and p.families},
                       "shared_params": sum(not p.per_family for p in spec.params)},
            "in_sample": {"fit": full.as_dict(), "records": in_rows, "summary": summarize(in_rows),
                          "summary_by_hardware_family": summarize_by(in_rows, "hardware_family"),

@@ -166,12 +166,9 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"wrote {output}", err=True)
 
     def _print_cv(c, schemes, table):
-        from ..analyses.calibration import SCHEME_LABEL
+        from ..analyses.calibration import SCHEME_LABEL, describe_counts
 
-        n = c["counts"]
-        head = (f'{n["fitted_params"]} fitted parameters ({n["params_per_family"]} per hardware family × '
-                f'{n["hardware_families"]} families + {n["shared_params"]} shared) on {n["records"]} records from '
-                f'{n["sources"]} independent sources, {n["model_families"]} model families')
+        head = describe_counts(c["counts"])
         priors = [f'{p["name"]} ({fam}) {v:g}' for p in c.get("spec", []) for fam, v in p.get("prior", {}).items()]
         if priors:
             head += f'; priors measured on silicon: {", ".join(priors)}'

@@ -139,13 +139,14 @@ def step_time(t_compute, t_weights, t_kv, overhead=0.0):
     return np.maximum(t_compute, t_weights + t_kv) + overhead
 
 
-def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None, weight_read="hit"):
+def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None, weight_read="hit", mla_scale=1.0):
     """The operators of one pass over ``tokens`` tokens spread perfectly over ``chips`` chips (engine/step.py).
 
     Dense weights by component (attention projections, dense FFN, router, shared experts, LM
     head: each read once, GEMM of T rows), the routed experts (E_hit experts read per MoE layer,
     T·k/E_hit rows each) and attention (the KV read, FLOPs at the KV dtype's peak). Their sums
-    are the lecture's F = T · 2N_active' + F_attn and W_read + KV_read.
+    are the lecture's F = T · 2N_active' + F_attn and W_read + KV_read. ``mla_scale`` multiplies an MLA
+    block's kernels (the preset's ``mla_kernel_scale``).
     """
     from .step import ELEMENTWISE_KERNELS_PER_LAYER, Op, attention_kernels, op_kernels
 
@@ -164,8 +165,10 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None,
              ("lm_head", wb("lm_head") + (wb("embedding") if tied else 0.0),
               pb["lm_head"] + (pb["embedding"] if tied else 0.0), 1))
     mla = getattr(model, "attention", "") == "mla"
+    scale = mla_scale if mla else 1.0
     ops = [Op(name, flops=2.0 * T * params / n, bytes=nbytes / n, peak=peak, m=T,
-              kernels=op_kernels("qkv_o_mla" if name == "qkv_o" and mla else name, nbytes, params) * layers)
+              kernels=op_kernels("qkv_o_mla" if name == "qkv_o" and mla else name, nbytes, params) * layers
+              * (scale if name == "qkv_o" else 1.0))
            for name, nbytes, params, layers in comps if nbytes > 0 or params > 0]
     if getattr(model, "n_experts", 0):
         k, nm = model.experts_per_token, model.n_moe_layers
@@ -177,7 +180,7 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None,
                       kernels=op_kernels("experts", model.expert_weight_bytes(dtype), model.expert_params) * nm))
     dsa = getattr(model, "sparse_attention", False)
     ops.append(Op("attention", flops=np.asarray(f_attn, dtype=float) / n, bytes=np.asarray(kv_read, dtype=float) / n,
-                  peak=attn_peak, kernels=attention_kernels(dsa) * model.n_layers, kv=True))
+                  peak=attn_peak, kernels=attention_kernels(dsa) * model.n_layers * scale, kv=True))
     ops.append(Op("elementwise", kernels=ELEMENTWISE_KERNELS_PER_LAYER * model.n_layers))
     return ops
 
@@ -438,7 +441,7 @@ def roofline(model, hardware, *, chips=None, batch, context, pass_len=1, weights
     flops = f_mm + f_attn
     w_read = weights_read_bytes(model, tokens, wdt, check_weight_read(weight_read))
     kv_read = kv_step_bytes(model, B, L, P, kvdt)
-    ops = pass_ops(model, tokens, f_attn, kv_read, n, peak, attn_peak, wdt, weight_read)
+    ops = pass_ops(model, tokens, f_attn, kv_read, n, peak, attn_peak, wdt, weight_read, eff.mla_kernel_scale)
     times = compose(ops, chip.hbm_bw, eff)
     shape = np.broadcast_shapes(n.shape, B.shape, L.shape, P.shape, np.shape(times.step))
     t_c, t_w, t_kv = (np.broadcast_to(x, shape) for x in (times.t_compute, times.t_weights, times.t_kv))
