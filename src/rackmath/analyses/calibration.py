@@ -105,9 +105,8 @@ class ParamSpec:
     def tied(self) -> "ParamSpec":
         """Every parameter shared (the cross-family fit); one fitted for some families only holds its x0 there (a
         chip of no known family is not assumed to share their difference)."""
-        return replace(self, params=tuple(replace(p, per_family=False, families=())
-                                          if not p.families else replace(p, per_family=False, families=(),
-                                                                         lo=p.x0, hi=p.x0)
+        return replace(self, params=tuple(replace(p, per_family=False, families=(),
+                                                  **({"lo": p.x0, "hi": p.x0} if p.families else {}))
                                           for p in self.params))
 
     def describe(self) -> list[dict]:

@@ -509,13 +509,12 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
         tok = np.where(adp, b * head_tok / R * adp_imb, b * head_tok) if name == "lm_head" else t_attn
         ops.append(Op(name, flops=2.0 * tok * params * frac[name] / ashard, bytes=nbytes * frac[name] / ashard,
                       peak=hw.peak_flops, m=tok,
-                      kernels=op_kernels("qkv_o_mla" if name == "qkv_o" and mn.mla else name, nbytes, params)
-                      * layers[name] * (mla if name == "qkv_o" else 1.0)))
+                      kernels=op_kernels("qkv_o_mla" if name == "qkv_o" and mn.mla else name, nbytes, params, mla)
+                      * layers[name]))
     head_shard = tp  # attention: heads split TP/R ways within a group, sequences R ways over the groups
     ops.append(Op("attention", flops=b * mn.attn_flops_per_seq * s_frac / head_shard * adp_imb,
                   bytes=b * mn.kv_read_bytes_per_seq * s_frac / kv_shard * adp_imb,
-                  peak=hw.attn_peak_flops or hw.peak_flops, kernels=attention_kernels(mn.dsa) * L_stage * mla,
-                  kv=True))
+                  peak=hw.attn_peak_flops or hw.peak_flops, kernels=attention_kernels(mn.dsa, mla) * L_stage, kv=True))
     if mn.is_moe:
         k = mn.experts_per_token
         busiest = ep_rank_load(tokens * k, ep, mn.n_experts, f(redundant_experts))

@@ -167,8 +167,7 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None,
     mla = getattr(model, "attention", "") == "mla"
     scale = mla_scale if mla else 1.0
     ops = [Op(name, flops=2.0 * T * params / n, bytes=nbytes / n, peak=peak, m=T,
-              kernels=op_kernels("qkv_o_mla" if name == "qkv_o" and mla else name, nbytes, params) * layers
-              * (scale if name == "qkv_o" else 1.0))
+              kernels=op_kernels("qkv_o_mla" if name == "qkv_o" and mla else name, nbytes, params, scale) * layers)
            for name, nbytes, params, layers in comps if nbytes > 0 or params > 0]
     if getattr(model, "n_experts", 0):
         k, nm = model.experts_per_token, model.n_moe_layers
@@ -180,7 +179,7 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None,
                       kernels=op_kernels("experts", model.expert_weight_bytes(dtype), model.expert_params) * nm))
     dsa = getattr(model, "sparse_attention", False)
     ops.append(Op("attention", flops=np.asarray(f_attn, dtype=float) / n, bytes=np.asarray(kv_read, dtype=float) / n,
-                  peak=attn_peak, kernels=attention_kernels(dsa) * model.n_layers * scale, kv=True))
+                  peak=attn_peak, kernels=attention_kernels(dsa, scale) * model.n_layers, kv=True))
     ops.append(Op("elementwise", kernels=ELEMENTWISE_KERNELS_PER_LAYER * model.n_layers))
     return ops
 

@@ -67,19 +67,22 @@ GEMMS = {"qkv_o": 2, "qkv_o_mla": 5, "attention": 0, "router": 0, "dense_ffn": 2
 QUANT_KERNELS_PER_GEMM = 0
 
 
-def op_kernels(name: str, weight_bytes=0.0, params=0.0):
+def op_kernels(name: str, weight_bytes=0.0, params=0.0, mla_scale=1.0):
     """Kernels one operator launches per layer: ``KERNELS[name]``, plus :data:`QUANT_KERNELS_PER_GEMM` per weight
     GEMM when its weights are quantised: under 1.5 bytes per parameter (``weight_bytes < 1.5 · params``), so that
-    FP8 / FP4 projections with their BF16 norms count."""
+    FP8 / FP4 projections with their BF16 norms count. MLA's projections (``qkv_o_mla``) are multiplied by
+    ``mla_scale`` (the preset's ``mla_kernel_scale``: the counts are the CUDA paths', ROCm's runs more)."""
+    scale = mla_scale if name == "qkv_o_mla" else 1.0
     if not QUANT_KERNELS_PER_GEMM:
-        return float(KERNELS[name])
+        return float(KERNELS[name]) * scale
     quantised = np.asarray(weight_bytes, dtype=float) < 1.5 * np.asarray(params, dtype=float)
-    return KERNELS[name] + np.where(quantised, GEMMS[name] * QUANT_KERNELS_PER_GEMM, 0.0)
+    return (KERNELS[name] + np.where(quantised, GEMMS[name] * QUANT_KERNELS_PER_GEMM, 0.0)) * scale
 
 
-def attention_kernels(dsa=False) -> float:
-    """Kernels of a layer's attention operator: the split-KV decode kernel and its merge, plus DSA's indexer."""
-    return float(KERNELS["attention"] + (KERNELS["dsa_indexer"] if dsa else 0))
+def attention_kernels(dsa=False, mla_scale=1.0):
+    """Kernels of a layer's attention operator: the split-KV decode kernel and its merge, plus DSA's indexer;
+    × ``mla_scale`` for an MLA model's (:func:`op_kernels`)."""
+    return float(KERNELS["attention"] + (KERNELS["dsa_indexer"] if dsa else 0)) * mla_scale
 
 
 #: Display order and which layer type each operator belongs to (``--ops``).
