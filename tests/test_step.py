@@ -301,6 +301,26 @@ def test_speculative_step_runs_the_draft_k_times():
     assert 1.3 < base.tpot_ms / r.tpot_ms < 2.5  # faster per user, by less than the acceptance
 
 
+def test_each_draft_pass_pays_the_host_time_where_the_host_is_not_overlapped():
+    """SGLang under speculation runs its host work serially (overlap scheduler off): the verification and each of
+    the k draft passes pay t_host = t_sched + n·τ_seq. Raising SGLang's scheduler time by 4 ms raises the step by
+    (k + 1)·4 ms = 16 ms at k = 3; TensorRT-LLM keeps its overlap scheduler with MTP, so its draft passes pay none."""
+    from dataclasses import replace
+
+    eff = replace(load_efficiency("hopper-serving"), sched_sglang_s=0.001, sched_trtllm_s=0.001)
+    kw = dict(gpus=8, tp=8, isl=1000, osl=1000, concurrency=1, mtp=3, acceptance=2.5)
+    a, b = (rackmath.serve("deepseek-v3", "hgx-h200", framework="sglang", efficiency=e, **kw)
+            for e in (eff, replace(eff, sched_sglang_s=0.005)))
+    da, db = ({s.symbol: s.value for s in x.explain().steps} for x in (a, b))
+    assert db["t_draft"] - da["t_draft"] == pytest.approx(0.004) and db["t_verify"] - da["t_verify"] == pytest.approx(0.004)
+    assert db["t_decode"] - da["t_decode"] == pytest.approx(4 * 0.004)
+    assert "t_host" in str(b.explain()) and b.explain().check() == []
+    c, d = (rackmath.serve("deepseek-v3", "hgx-h200", framework="trtllm", efficiency=e, **kw)
+            for e in (eff, replace(eff, sched_trtllm_s=0.002)))
+    dc, dd = ({s.symbol: s.value for s in x.explain().steps} for x in (c, d))
+    assert dd["t_draft"] == dc["t_draft"]  # hidden behind the GPU, as the verification's is below its GPU time
+
+
 def test_layout_flags_mean_what_they_say():
     """--ep and --attention-dp without --tp: the chosen layout honours them."""
     r = rackmath.serve("deepseek-v3", "gb200-nvl72", gpus=72, ep=72, attention_dp=True, redundant_experts=32,

@@ -397,8 +397,10 @@ def speculative_step(t_verify, t_draft, mtp):
 
     The draft (MTP module, EAGLE head) is a real transformer layer plus the LM head, run k times
     one after another for one token per sequence; the target verifies the k + 1 tokens in one
-    pass; A tokens are accepted per step (TPOT = t / A). Leviathan et al. 2023; DeepSeek-V3 MTP
-    (arXiv 2412.19437 §2.2); EAGLE (Li et al. 2024).
+    pass; A tokens are accepted per step (TPOT = t / A). Where the host's work is not overlapped
+    (a serial stack; SGLang, which turns its overlap scheduler off under speculation) each draft pass
+    pays the stack's host time like the verification does (:func:`evaluate`): t_draft = t_gpu + t_host.
+    Leviathan et al. 2023; DeepSeek-V3 MTP (arXiv 2412.19437 §2.2); EAGLE (Li et al. 2024).
     """
     return np.asarray(t_verify, dtype=float) + np.asarray(mtp, dtype=float) * np.asarray(t_draft, dtype=float)
 
@@ -1092,7 +1094,9 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
     res_d = _run(p, mn_d, lay, eff, b)
     t_verify, t_draft = res_d.tpot_s, 0.0
     if k:
-        res_k = _run(p, p.numbers("draft"), replace(lay, pp=1), eff, b, sched=False)
+        # each draft pass is a forward of its own: where the host cannot hide behind the GPU (a serial stack, or
+        # SGLang, whose overlap scheduler speculation turns off) it prepares and launches each one, t_host per pass
+        res_k = _run(p, p.numbers("draft"), replace(lay, pp=1), eff, b, sched=not st.overlap_scheduler)
         t_draft = res_k.tpot_s
     if not st.cuda_graphs:  # --eager: the host dispatches every kernel of the decode step too
         tau_e = stack_eager_s(eff, st.name)
@@ -1270,8 +1274,9 @@ def _derive(r: "ServeResult") -> Derivation:
               _f(info["t_verify"]), "s", "--eager: no CUDA graph, the host dispatches every kernel of the decode step",
               expr=f"max(t_gpu, {n_k!r} * {tau_e!r})", key="t_verify")
     if k:
-        d.add("t_draft", "one draft/MTP layer + LM head, 1 token per sequence", "", _f(info["t_draft"]), "s",
-              key="t_draft")
+        d.add("t_draft", "one draft/MTP layer + LM head, 1 token per sequence"
+              + ("" if p.stack.overlap_scheduler else " + t_host (a pass of its own, host work not overlapped)"),
+              "", _f(info["t_draft"]), "s", key="t_draft")
     td = d.add("t_decode", "t_verify + k · t_draft", f"… + {k} · …", _f(info["t_decode"]), "s",
                expr=f"t_verify + {k} * t_draft" if k else "t_verify", key="t_decode")
     if r.mode == "aggregated" and w.arrivals == "waves" and bool(np.asarray(info["waves"]).ravel()[0]):
