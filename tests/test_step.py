@@ -108,7 +108,12 @@ def test_mla_kernel_scale_multiplies_the_mla_blocks_kernels_and_nothing_else():
     assert float(s3._info["t_decode_gpu"]) - float(one._info["t_decode_gpu"]) == pytest.approx(2 * 13 * 61 * 5e-6)
     assert load_efficiency("hopper-serving").mla_kernel_scale == load_efficiency("blackwell-serving").mla_kernel_scale \
         == load_efficiency("cross-family-serving").mla_kernel_scale == 1.0
-    assert load_efficiency("amd-serving").mla_kernel_scale > 2.0
+    amd = load_efficiency("amd-serving")
+    assert amd.mla_kernel_scale > 2.0
+    ex = str(rackmath.serve("deepseek-r1", "mi300x-8", tp=8, isl=1000, osl=100, concurrency=4).explain())
+    assert f"the MLA blocks' kernels × {amd.mla_kernel_scale:g} (amd-serving's mla_kernel_scale)" in ex
+    assert "MLA blocks" not in str(rackmath.serve("llama-3.1-70b", "mi300x-8", tp=8, isl=1000, osl=100,
+                                                  concurrency=4).explain())
 
 
 def test_scaling_book_17ms_is_unchanged():

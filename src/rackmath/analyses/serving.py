@@ -1266,7 +1266,9 @@ def _derive(r: "ServeResult") -> Derivation:
           f"KV {fmt(v['t_kv_ms'] / 1e3, 's')}, comm {fmt(v['t_comm_ms'] / 1e3, 's')}, latencies "
           f"{fmt(v['t_latency_ms'] / 1e3, 's')}, scheduler {fmt(v['overhead_ms'] / 1e3, 's')} "
           f"({res.overlap})", _f(info["t_decode_gpu"]), "s",
-          f"decode step of b sequences × {k + 1} tokens (engine/step.py; --ops for each operator)",
+          f"decode step of b sequences × {k + 1} tokens (engine/step.py; --ops for each operator)"
+          + (f"; the MLA blocks' kernels × {_f(eff.mla_kernel_scale):g} ({eff.name}'s mla_kernel_scale)" if getattr(p.model, "attention", "") == "mla" and _f(eff.mla_kernel_scale) != 1.0
+             else ""),
           key="t_verify" if p.stack.cuda_graphs else "t_gpu")
     if not p.stack.cuda_graphs:
         n_k, tau_e = _f(step_kernels(res)), _f(stack_eager_s(eff, p.stack.name))
