@@ -685,6 +685,10 @@ def test_screen_builds_the_variant_it_is_asked_for():
     assert all(byname[n] == unchanged[n] for n in byname if n not in ("eager_sglang_s", "eta_memory"))
     assert screen.variant(argparse.Namespace(param=[], drop=[], rounds=None, sweeps=None, weighting=None,
                                              no_starts=True)).starts == ()
+    every = screen.variant(argparse.Namespace(param=["mla_kernel_scale:families=[]"], drop=[], rounds=None,
+                                              sweeps=None, weighting=None, no_starts=False))
+    assert unchanged["mla_kernel_scale"].families == ("amd",)
+    assert {p.name: p for p in every.params}["mla_kernel_scale"].families == ()  # fitted for every family
 
 
 @pytest.mark.parametrize("argv, field", [(["--param", "nope:hi=1"], "unknown parameter 'nope'"),
@@ -699,7 +703,8 @@ def test_screen_builds_the_variant_it_is_asked_for():
                                          (["--param", "eta_memory:decimals=2.5"], "whole number"),
                                          (["--json", "no-such-folder/x.json"], "no folder"),
                                          (["--base", "pyproject.toml"], "not a readable"),
-                                         (["--hinge", "-1"], "--hinge -1.0"), (["--hinge", "nan"], "--hinge nan")])
+                                         (["--hinge", "-1"], "--hinge -1.0"), (["--hinge", "nan"], "--hinge nan"),
+                                         (["--param", "mla_kernel_scale:families=5"], "families is a JSON list")])
 def test_screen_bad_arguments_are_one_line_exit_2(argv, field):
     import subprocess
     import sys
