@@ -552,6 +552,18 @@ def test_cli_refit_writes_presets_and_never_overwrites(user_dir, tmp_path):
     assert json.loads(out)["efficiency"] == "user-hopper-fit"
 
 
+def test_cli_cv_text_with_a_scheme_nothing_is_left_to_fit_on(user_dir):
+    """Two records of one source: leaving it out leaves nothing to fit on — the table prints n/a for that scheme
+    (it raised KeyError 'within_2x' before), and the counts line names only what this fit has (one family, no AMD)."""
+    code, out, err = run_cli("validate", "--records", str(user_dir), "--only-records", "--cv", "--scheme", "source")
+    assert code == 0, err
+    row = next(ln for ln in out.splitlines() if ln.startswith("leave one source out"))
+    assert row.split()[4:] == ["0", "n/a", "n/a", "n/a", "n/a"] and "nothing left to fit on" in out
+    n = sum(not p.per_family or not p.families for p in calibration.default_spec().params)
+    assert f"{n} fitted parameters (3 per hardware family × 1 family + {n - 3} shared) on 2 records from 1" \
+        in " ".join(out.split())
+
+
 def test_cli_cv_json_on_user_records(user_dir):
     code, out, err = run_cli("validate", "--records", str(user_dir), "--only-records", "--cv", "--json",
                              "--scheme", "source,loo")

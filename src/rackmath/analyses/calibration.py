@@ -159,11 +159,16 @@ def default_spec() -> ParamSpec:
 
 def describe_counts(n: dict) -> str:
     """The line every report opens with: fitted parameters, how they are shared, records, sources (``counts``)."""
+    def many(k, one, other):
+        return f"{k} {one if k == 1 else other}"
+
     some = n.get("params_some_families") or {}
     extra = "".join(f" + {p} for {', '.join(fams)} only" for p, fams in some.items())
-    return (f'{n["fitted_params"]} fitted parameters ({n["params_per_family"]} per hardware family × '
-            f'{n["hardware_families"]} families{extra} + {n["shared_params"]} shared) on {n["records"]} records from '
-            f'{n["sources"]} independent sources, {n["model_families"]} model families')
+    return (f'{many(n["fitted_params"], "fitted parameter", "fitted parameters")} ({n["params_per_family"]} per '
+            f'hardware family × {many(n["hardware_families"], "family", "families")}{extra} + '
+            f'{n["shared_params"]} shared) on {many(n["records"], "record", "records")} from '
+            f'{many(n["sources"], "independent source", "independent sources")}, '
+            f'{many(n["model_families"], "model family", "model families")}')
 
 
 def objective(predicted, measured):
@@ -555,8 +560,9 @@ def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, sch
                       "hardware_families": len({r.hardware_family for r in recs}),
                       "model_families": len({r.model_family for r in recs}), "fitted_params": full.n_params,
                       "params_per_family": sum(p.per_family and not p.families for p in spec.params),
-                      "params_some_families": {p.name: list(p.families) for p in spec.params
-                                               if p.per_family and p.families},
+                      "params_some_families": {p.name: [f for f in p.families if f in full.families]
+                                               for p in spec.params
+                                               if p.per_family and set(p.families) & set(full.families)},
                       "shared_params": sum(not p.per_family for p in spec.params)},
            "in_sample": {"fit": full.as_dict(), "records": in_rows, "summary": summarize(in_rows),
                          "summary_by_hardware_family": summarize_by(in_rows, "hardware_family"),

@@ -22,6 +22,10 @@ def _worst(s):
     return f'{s["worst_ratio"]:.2f}× ({s["worst"]["id"]})' if s.get("n") else "n/a"
 
 
+def _within_2x(s):
+    return f'{s["within_2x"]}' if s.get("n") else "n/a"
+
+
 def _fmt_value(v, unit):
     from ..units import human
 
@@ -174,11 +178,10 @@ def register(app: typer.Typer) -> None:
             head += f'; priors measured on silicon: {", ".join(priors)}'
         rows = [["in-sample (no hold-out)", str(c["in_sample"]["summary"]["n"]), _pct(c["in_sample"]["summary"]),
                  _pct(c["in_sample"]["summary"], "p90_abs_error"),
-                 f'{c["in_sample"]["summary"]["within_2x"]}', _worst(c["in_sample"]["summary"])]]
+                 _within_2x(c["in_sample"]["summary"]), _worst(c["in_sample"]["summary"])]]
         for s in schemes:
             x = c[s]["summary"]
-            rows.append([SCHEME_LABEL[s], str(x["n"]), _pct(x), _pct(x, "p90_abs_error"), f'{x["within_2x"]}',
-                         _worst(x)])
+            rows.append([SCHEME_LABEL[s], str(x["n"]), _pct(x), _pct(x, "p90_abs_error"), _within_2x(x), _worst(x)])
         table("rackmath validate --cv: out-of-group error (refit without the group, predict it)",
               ["scheme", "n", "median |err|", "p90 |err|", "within 2×", "worst ratio"], rows, caption=head)
         for s in schemes:
