@@ -552,6 +552,21 @@ def test_cli_refit_writes_presets_and_never_overwrites(user_dir, tmp_path):
     assert json.loads(out)["efficiency"] == "user-hopper-fit"
 
 
+def test_cli_validate_and_plot_with_derived_records_only(tmp_path):
+    """Records a user marks "derived" are shown, not scored: with nothing else (--only-records) `validate` prints them
+    and says so (it raised KeyError 'within_20pct' before); `plot validate` refuses in one line, exit 2, no file."""
+    d = tmp_path / "derived"
+    d.mkdir()
+    (d / "runs.toml").write_text(USER.replace('status = "measured"', 'status = "derived"'))
+    code, out, err = run_cli("validate", "--records", str(d), "--only-records")
+    assert code == 0, err
+    assert "derived (not fitted)" in out and "no measured or approximate record to score" in " ".join(out.split())
+    png = tmp_path / "v.png"
+    code, out, err = run_cli("plot", "validate", "--records", str(d), "--only-records", "-o", str(png))
+    assert code == 2 and "records: no measured or approximate record to plot" in err and err.count("\n") <= 1
+    assert not png.exists()
+
+
 def test_cli_cv_text_with_a_scheme_nothing_is_left_to_fit_on(user_dir):
     """Two records of one source: leaving it out leaves nothing to fit on — the table prints n/a for that scheme
     (it raised KeyError 'within_2x' before), and the counts line names only what this fit has (one family, no AMD)."""

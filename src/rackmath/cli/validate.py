@@ -113,9 +113,10 @@ def register(app: typer.Typer) -> None:
         table("rackmath validate" + (" (ideal roofline — a lower bound on time)" if ideal else
                                      " (calibrated prediction: each chip's default preset)"),
               ["id", "source", "hw family", "metric", "measured", "predicted", "error", "status"], rows,
-              caption=f'median |error| {_pct(s)} over {s["n"]} records from {n["sources"]} sources; p90 '
-                      f'{_pct(s, "p90_abs_error")}; within ±20%: {s["within_20pct"]}, within 2×: {s["within_2x"]}; '
-                      f'worst {_worst(s)}')
+              caption=(f'median |error| {_pct(s)} over {s["n"]} records from {n["sources"]} sources; p90 '
+                       f'{_pct(s, "p90_abs_error")}; within ±20%: {s["within_20pct"]}, within 2×: {s["within_2x"]}; '
+                       f'worst {_worst(s)}') if s.get("n") else
+                      "no measured or approximate record to score (derived records are shown, not scored)")
         for key, title in (("summary_by_efficiency", "by the efficiency preset each record was predicted with "
                                                      "(ideal = no preset for that chip)"),
                            ("summary_by_hardware_family", "by hardware family"),

@@ -20,6 +20,11 @@ def plot_validate(result: dict, path="validate.png", ideal: dict | None = None):
     """Left: predicted vs measured (log-log, y = x, ±20% and 2× bands), one color per source, one marker per
     hardware family. Right: predicted / measured of each record, by source (filled: calibrated; hollow: ideal)."""
     rows = [r for r in result["records"] if r.get("fitted", True)]
+    if not rows:
+        from ..errors import InputError
+
+        raise InputError("records", "no measured or approximate record to plot",
+                         "at least one (derived records are not scored)")
     plt = pyplot()
     groups = list(dict.fromkeys(r["source_group"] for r in rows))
     col = _colors(groups)
