@@ -760,8 +760,18 @@ def validate_view(p):
                num("within ±20% (all fitted)", s.get("within_20pct", 0), "", "within20"),
                num("median |error| (this filter)", float(np.median(errs)) if errs.size else float("nan"), "%",
                    "median_filter")]
+    notes = []
+    if not ideal:  # the figure that measures transfer: each record predicted by a fit that never saw its source
+        from ..analyses.evidence import table
+
+        oos = {t["id"]: t["predicted_out_of_sample"] / t["measured"] for t in table()}
+        held = np.abs([oos[r["id"]] - 1.0 for r in rows if r["id"] in oos])
+        numbers.append(num("median |error| with its source left out (this filter)",
+                           float(np.median(held)) if held.size else float("nan"), "%", "median_heldout"))
+        notes.append(f"held out: {held.size} serving records each predicted by the presets refitted without its "
+                     f"source (rackmath validate --cv; docs/validation.md)")
     return {"header": IDEAL if ideal else "calibrated prediction (auto preset per chip family)", "numbers": numbers,
-            "charts": [c1], "derivations": [], "notes": []}
+            "charts": [c1], "derivations": [], "notes": notes}
 
 
 # --------------------------------------------------------------------------- the page table
