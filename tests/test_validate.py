@@ -552,6 +552,24 @@ def test_cli_refit_writes_presets_and_never_overwrites(user_dir, tmp_path):
     assert json.loads(out)["efficiency"] == "user-hopper-fit"
 
 
+def test_validate_reports_the_held_out_error_beside_the_in_sample_one(user_dir):
+    """`validate` (default presets) also scores each shipped record as predicted by the presets refitted without its
+    source (the held-out table): issue 9's leave-one-source-out figure, within its 15% target and above the in-sample
+    one; nothing under --ideal; a user's record that replaces a shipped one (T1-H100 at 3,000 tok/s) leaves it."""
+    from rackmath.analyses import evidence
+
+    v = validation.validate()
+    h, n_table = v["summary_held_out"], len(evidence.table())
+    assert h["n"] == n_table and 0.0 < h["median_abs_error"] <= 0.15
+    assert h["median_abs_error"] > v["summary"]["median_abs_error"] and h["within_2x"] <= h["n"]
+    assert validation.validate(ideal=True)["summary_held_out"] == {"n": 0}
+    mine = validation.validate(recs=validation.records((str(user_dir),)))
+    assert mine["summary_held_out"]["n"] == n_table - 1  # T1-H100 replaced; my-h100-8b is not in the table
+    code, out, err = run_cli("validate")
+    assert code == 0 and "With each record's source left out of the fit (rackmath validate --cv): median |error| " \
+        f"{h['median_abs_error']:.1%} over {n_table} records" in " ".join(out.split())
+
+
 def test_cli_validate_and_plot_with_derived_records_only(tmp_path):
     """Records a user marks "derived" are shown, not scored: with nothing else (--only-records) `validate` prints them
     and says so (it raised KeyError 'within_20pct' before); `plot validate` refuses in one line, exit 2, no file."""

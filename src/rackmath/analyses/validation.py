@@ -342,13 +342,28 @@ def summarize_by(rows: list[dict], key: str) -> dict:
     return {k: summarize([r for r in rows if r[key] == k]) for k in sorted({r[key] for r in rows})}
 
 
+def held_out_summary(fit_rows: list[dict], efficiency=None, ideal=False) -> dict:
+    """:func:`summarize` of each shipped record as predicted by the presets refitted without its source (the held-out
+    table written with the presets, ``analyses/evidence``): the figure that measures transfer, for the default presets
+    only (``{"n": 0}`` under ``ideal`` or another preset). A user's record that replaces a shipped one (same id, another
+    value) is not in it."""
+    if ideal or efficiency not in (None, "auto"):
+        return {"n": 0}
+    from .evidence import table
+
+    oos = {t["id"]: t for t in table()}
+    return summarize([dict(r, error=float(error(oos[r["id"]]["predicted_out_of_sample"], r["measured"])))
+                      for r in fit_rows if r["id"] in oos and oos[r["id"]]["measured"] == r["measured"]])
+
+
 def validate(efficiency=None, ideal=False, ids=None, recs=None) -> dict:
     """Every record predicted and compared.
 
     Returns ``{"records": [...], "summary", "summary_by_source", "summary_by_hardware_family",
     "summary_by_model_family", "summary_by_status", "summary_by_efficiency" (the preset each record
-    was predicted with: "ideal" names chips without one), "summary_derived", "excluded", "counts"}``.
-    ``summary`` covers the fitted records (measured and approximate, not excluded): the headline.
+    was predicted with: "ideal" names chips without one), "summary_derived", "summary_held_out"
+    (:func:`held_out_summary`), "excluded", "counts"}``. ``summary`` covers the fitted records (measured and
+    approximate, not excluded), in sample: the presets were fitted on them.
     ``recs`` defaults to the shipped records (:func:`records`).
     """
     rows, excluded = [], []
@@ -373,6 +388,7 @@ def validate(efficiency=None, ideal=False, ids=None, recs=None) -> dict:
             "summary_by_efficiency": summarize_by([dict(r, efficiency_used=r["operating_point"].get("efficiency", "?"))
                                                    for r in fit], "efficiency_used"),
             "summary_derived": summarize([r for r in rows if r["status"] == "derived"]),
+            "summary_held_out": held_out_summary(fit, efficiency, ideal),
             "excluded": excluded,
             "counts": {"records": len(rows) + len(excluded), "fitted": len(fit),
                        "sources": len({r["source_group"] for r in fit}), "excluded": len(excluded),
@@ -380,4 +396,4 @@ def validate(efficiency=None, ideal=False, ids=None, recs=None) -> dict:
 
 
 __all__ = ["Record", "records", "shipped_records", "predict", "predict_many", "vectorizable", "source_group",
-           "validate", "summarize", "summarize_by", "error", "max_load_concurrency", "serve_kwargs"]
+           "validate", "summarize", "summarize_by", "held_out_summary", "error", "max_load_concurrency", "serve_kwargs"]

@@ -22,6 +22,14 @@ def _worst(s):
     return f'{s["worst_ratio"]:.2f}× ({s["worst"]["id"]})' if s.get("n") else "n/a"
 
 
+def _held_out_line(h):
+    """The in-sample caption's second half: the same records, each predicted with its source left out of the fit."""
+    if not h.get("n"):
+        return ""
+    return (f' (in sample: the presets were fitted on these records). With each record\'s source left out of the fit '
+            f'(rackmath validate --cv): median |error| {_pct(h)} over {h["n"]} records, within 2×: {h["within_2x"]}')
+
+
 def _within_2x(s):
     return f'{s["within_2x"]}' if s.get("n") else "n/a"
 
@@ -115,7 +123,7 @@ def register(app: typer.Typer) -> None:
               ["id", "source", "hw family", "metric", "measured", "predicted", "error", "status"], rows,
               caption=(f'median |error| {_pct(s)} over {s["n"]} records from {n["sources"]} sources; p90 '
                        f'{_pct(s, "p90_abs_error")}; within ±20%: {s["within_20pct"]}, within 2×: {s["within_2x"]}; '
-                       f'worst {_worst(s)}') if s.get("n") else
+                       f'worst {_worst(s)}' + _held_out_line(v["summary_held_out"])) if s.get("n") else
                       "no measured or approximate record to score (derived records are shown, not scored)")
         for key, title in (("summary_by_efficiency", "by the efficiency preset each record was predicted with "
                                                      "(ideal = no preset for that chip)"),
