@@ -1,8 +1,9 @@
 """Measured evidence beside a prediction: the shipped measurements nearest to a serving configuration.
 
 A calibrated prediction carries its preset's error band, a median over every record of the chip's family. Some
-configurations sit in corners where the model is known to be far off (the early-2025 DeepSeek stacks on MI300X run
-2–2.6× slower than predicted, docs/validation.md), and a user asking about exactly that corner should see it. So
+configurations sit in corners where the model is known to be far off (the early-2025 DeepSeek stacks took 2.5–3.2×
+longer to the first token than predicted, docs/validation.md), and a user asking about exactly that corner should
+see it. So
 ``serve`` also names the shipped measurements nearest to what was asked, each with the value measured and the value
 rackmath predicts for it **out of sample**, with that record's source left out of the fit (leave one source out).
 

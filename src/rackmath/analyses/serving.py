@@ -1260,15 +1260,16 @@ def _derive(r: "ServeResult") -> Derivation:
     b = d.add("b", "min(max(C / (dp · PP), 1), max batch)", f"{C:g} / ({lay.dp} · {lay.pp})", _f(info["b"]), "",
               "sequences per micro-batch per replica",
               expr=f"min(max(C / ({lay.dp} * {lay.pp}), 1), {p.stack.max_batch_size})", key="b")
+    scale = _f(eff.mla_kernel_scale)
+    mla_note = (f"; the MLA blocks' kernels × {scale:g} ({eff.name}'s mla_kernel_scale)"
+                if p.numbers("decode").mla and scale != 1.0 else "")
     d.add("t_verify" if p.stack.cuda_graphs else "t_gpu",
           "Σ_ops [n_kernels·τ_k + n_coll·τ_c + n_out·τ_out + max(F/(peak·η_c(M)), B/(BW·η_m), net/η_comm)] "
           "· PP + t_sched", f"compute {fmt(v['t_compute_ms'] / 1e3, 's')}, weights {fmt(v['t_weights_ms'] / 1e3, 's')}, "
           f"KV {fmt(v['t_kv_ms'] / 1e3, 's')}, comm {fmt(v['t_comm_ms'] / 1e3, 's')}, latencies "
           f"{fmt(v['t_latency_ms'] / 1e3, 's')}, scheduler {fmt(v['overhead_ms'] / 1e3, 's')} "
           f"({res.overlap})", _f(info["t_decode_gpu"]), "s",
-          f"decode step of b sequences × {k + 1} tokens (engine/step.py; --ops for each operator)"
-          + (f"; the MLA blocks' kernels × {_f(eff.mla_kernel_scale):g} ({eff.name}'s mla_kernel_scale)" if getattr(p.model, "attention", "") == "mla" and _f(eff.mla_kernel_scale) != 1.0
-             else ""),
+          f"decode step of b sequences × {k + 1} tokens (engine/step.py; --ops for each operator)" + mla_note,
           key="t_verify" if p.stack.cuda_graphs else "t_gpu")
     if not p.stack.cuda_graphs:
         n_k, tau_e = _f(step_kernels(res)), _f(stack_eager_s(eff, p.stack.name))

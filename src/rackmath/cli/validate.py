@@ -22,6 +22,14 @@ def _worst(s):
     return f'{s["worst_ratio"]:.2f}× ({s["worst"]["id"]})' if s.get("n") else "n/a"
 
 
+def _summary_line(s, sources):
+    """The in-sample caption of `rackmath validate` (or why there is none)."""
+    if not s.get("n"):
+        return "no measured or approximate record to score (derived records are shown, not scored)"
+    return (f'median |error| {_pct(s)} over {s["n"]} records from {sources} sources; p90 {_pct(s, "p90_abs_error")}; '
+            f'within ±20%: {s["within_20pct"]}, within 2×: {s["within_2x"]}; worst {_worst(s)}')
+
+
 def _held_out_line(h):
     """The in-sample caption's second half: the same records, each predicted with its source left out of the fit."""
     if not h.get("n"):
@@ -121,10 +129,7 @@ def register(app: typer.Typer) -> None:
         table("rackmath validate" + (" (ideal roofline — a lower bound on time)" if ideal else
                                      " (calibrated prediction: each chip's default preset)"),
               ["id", "source", "hw family", "metric", "measured", "predicted", "error", "status"], rows,
-              caption=(f'median |error| {_pct(s)} over {s["n"]} records from {n["sources"]} sources; p90 '
-                       f'{_pct(s, "p90_abs_error")}; within ±20%: {s["within_20pct"]}, within 2×: {s["within_2x"]}; '
-                       f'worst {_worst(s)}' + _held_out_line(v["summary_held_out"])) if s.get("n") else
-                      "no measured or approximate record to score (derived records are shown, not scored)")
+              caption=_summary_line(s, n["sources"]) + _held_out_line(v["summary_held_out"]))
         for key, title in (("summary_by_efficiency", "by the efficiency preset each record was predicted with "
                                                      "(ideal = no preset for that chip)"),
                            ("summary_by_hardware_family", "by hardware family"),

@@ -762,13 +762,12 @@ def validate_view(p):
                    "median_filter")]
     notes = []
     if not ideal:  # the figure that measures transfer: each record predicted by a fit that never saw its source
-        from ..analyses.evidence import table
+        from ..analyses.validation import held_out_summary
 
-        oos = {t["id"]: t["predicted_out_of_sample"] / t["measured"] for t in table()}
-        held = np.abs([oos[r["id"]] - 1.0 for r in rows if r["id"] in oos])
+        h = held_out_summary([r for r in rows if r.get("fitted", True)])
         numbers.append(num("median |error| with its source left out (this filter)",
-                           float(np.median(held)) if held.size else float("nan"), "%", "median_heldout"))
-        notes.append(f"held out: {held.size} serving records each predicted by the presets refitted without its "
+                           h.get("median_abs_error", float("nan")), "%", "median_heldout"))
+        notes.append(f"held out: {h['n']} serving records each predicted by the presets refitted without its "
                      f"source (rackmath validate --cv; docs/validation.md)")
     return {"header": IDEAL if ideal else "calibrated prediction (auto preset per chip family)", "numbers": numbers,
             "charts": [c1], "derivations": [], "notes": notes}
