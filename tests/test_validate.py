@@ -552,6 +552,22 @@ def test_cli_refit_writes_presets_and_never_overwrites(user_dir, tmp_path):
     assert json.loads(out)["efficiency"] == "user-hopper-fit"
 
 
+def test_cli_refit_header_counts_and_warns_when_records_are_fewer_than_parameters(user_dir, tmp_path):
+    """Two user records cannot pin ~20 parameters: the header says so (and stderr), with singulars right."""
+    code, out, err = run_cli("validate", "--records", str(user_dir), "--only-records", "--refit")
+    assert code == 0, err
+    head = out.split("[[efficiency]]")[0]
+    assert "on 2 records from 1 source\n" in head
+    n = int(head.split("(")[1].split(" parameters")[0])
+    assert n > 2 and f"fewer records (2) than fitted parameters ({n})" in head and "note: fewer records (2)" in err
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "r.toml").write_text(USER.split("[[record]]")[0] + "[[record]]" + USER.split("[[record]]")[1])
+    code, out, err = run_cli("validate", "--records", str(one), "--only-records", "--refit")
+    assert code == 0, err
+    assert "on 1 record from 1 source\n" in out and "fewer records (1)" in out
+
+
 def test_validate_reports_the_held_out_error_beside_the_in_sample_one(user_dir):
     """`validate` (default presets) also scores each shipped record as predicted by the presets refitted without its
     source (the held-out table): issue 9's leave-one-source-out figure, within its 15% target and above the in-sample

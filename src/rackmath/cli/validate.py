@@ -14,6 +14,11 @@ RECORDS_OPT = typer.Option(None, "--records", help="A directory (or file) of [[r
 ONLY_OPT = typer.Option(False, "--only-records", help="Use only the --records files, not the shipped records.")
 
 
+def _many(k, word):
+    """``1 record``, ``2 records``."""
+    return f"{k} {word}" if k == 1 else f"{k} {word}s"
+
+
 def _pct(s, k="median_abs_error"):
     return f"{s[k]:.1%}" if s.get("n") else "n/a"
 
@@ -173,9 +178,16 @@ def register(app: typer.Typer) -> None:
         if json and output is None:
             print_json({"fit": f.as_dict(), "presets": presets})
             return
-        text = as_toml(presets, header=f"Efficiency presets fitted by `rackmath validate --refit` on {len(use)} "
-                                       f"records from {len(f.sources)} sources\n({f.n_params} parameters; mean "
-                                       f"|log error| {f.objective:.3f}). Use with: rackmath --catalog DIR …")
+        header = (f"Efficiency presets fitted by `rackmath validate --refit` on {_many(len(use), 'record')} from "
+                  f"{_many(len(f.sources), 'source')}\n({_many(f.n_params, 'parameter')}; mean |log error| "
+                  f"{f.objective:.3f}). Use with: rackmath --catalog DIR …")
+        if f.n_params > len(use):
+            warn = (f"fewer records ({len(use)}) than fitted parameters ({f.n_params}): the presets reproduce these "
+                    "records, but the parameters they do not constrain are arbitrary — predict other configurations "
+                    "with care, or add records")
+            header += f"\nNote: {warn}."
+            typer.echo(f"note: {warn}", err=True)
+        text = as_toml(presets, header=header)
         if output is None or str(output) == "-":
             typer.echo(text)
             return
