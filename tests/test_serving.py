@@ -158,6 +158,21 @@ def test_explain_is_a_derivation():
     assert d.steps[0].value == pytest.approx(512 + 64)
 
 
+def test_mixed_step_explains_its_eager_kernels_and_the_mla_count():
+    """The mixed step's line shows n_eager (serving.step_kernels of the step carrying prompt tokens) and, for an MLA
+    model, that its blocks dispatch 1.5 × their graph kernels; a GQA model's line has no such note."""
+    kw = dict(gpus=8, tp=8, isl=1000, osl=1000, concurrency=64, framework="sglang")
+    for model, mla in (("deepseek-r1", True), ("llama-3.1-70b", False)):
+        r = rackmath.serve(model, "hgx-b200", **kw)
+        step = next(s for s in r.explain().steps if s.symbol == "t_mixed")
+        n = float(r._info["eager_kernels_mixed"])
+        assert f"max(…, {n:g} · " in step.substituted
+        assert ("an MLA block dispatches 1.5 × its graph kernels" in step.note) is mla
+    # DeepSeek-R1 on TP8: the graph's 1,744 kernels + 122 all-reduces, and half of the 61 MLA blocks' 13 again
+    assert float(rackmath.serve("deepseek-r1", "hgx-b200", **kw)._info["eager_kernels_mixed"]) == \
+        pytest.approx(1744 + 122 + 0.5 * 13 * 61)
+
+
 def test_eager_decode_steps_take_the_hosts_dispatch_time():
     """--eager (no CUDA graphs): t_verify = max(GPU time, n_kernels · τ_eager), hand-counted kernels."""
     from dataclasses import replace

@@ -76,8 +76,11 @@ def test_fp8_gemms_launch_an_activation_quantisation_kernel(monkeypatch):
 def test_mla_and_dsa_layers_launch_their_hand_counted_kernels():
     """DeepSeek-V3 on one chip, decode: 61 layers × (MLA projections 11 + attention 2 + elementwise 4), 3 dense FFN
     layers × 3, 58 MoE layers × (router 3 + shared experts 3 + routed experts 6), LM head 2 = 1,744 kernels.
-    DeepSeek-V3.2 adds its lightning indexer, 10 kernels in each of the 61 layers (DSA)."""
+    DeepSeek-V3.2 adds its lightning indexer, 10 kernels in each of the 61 layers (DSA). Run eagerly, an MLA block's
+    host dispatches 1.5 × its 13 (+ 10) kernels (FP8 input quantisations, the prefill path: 19 ≈ 1.5 × 13)."""
     from dataclasses import replace
+
+    from rackmath.engine.step import MLA_EAGER_KERNEL_SCALE
 
     kw = dict(gpus=8, tp=8, isl=1000, osl=100, concurrency=1, framework="sglang")
     eff = replace(IDEAL, composition="serial")
@@ -86,8 +89,15 @@ def test_mla_and_dsa_layers_launch_their_hand_counted_kernels():
     kernels = 61 * (11 + 2 + 4) + 3 * 3 + 58 * (3 + 3 + 6) + 2
     collectives = 2 * 61  # two TP all-reduces a layer
     assert kernels == 1744
-    assert serving.step_kernels(v3._res) == pytest.approx(kernels + collectives)
-    assert serving.step_kernels(v32._res) - serving.step_kernels(v3._res) == pytest.approx(61 * 10)
+    assert sum(float(op.kernels) + float(op.collectives) for op in v3._res.times.ops) == pytest.approx(
+        kernels + collectives)
+    assert MLA_EAGER_KERNEL_SCALE == 1.5
+    assert serving.step_kernels(v3._res) == pytest.approx(kernels + collectives + 0.5 * 61 * 13)
+    assert serving.step_kernels(v32._res) - serving.step_kernels(v3._res) == pytest.approx(1.5 * 61 * 10)
+    # a GQA model's eager steps dispatch its graph kernels
+    gqa = serving.evaluate(serving.plan("llama-3.1-70b", "hgx-h200", **kw), eff)
+    assert serving.step_kernels(gqa._res) == pytest.approx(
+        sum(float(op.kernels) + float(op.collectives) for op in gqa._res.times.ops))
 
 
 def test_mla_kernel_scale_multiplies_the_mla_blocks_kernels_and_nothing_else():
@@ -104,7 +114,7 @@ def test_mla_kernel_scale_multiplies_the_mla_blocks_kernels_and_nothing_else():
     kw = dict(gpus=8, tp=8, isl=1000, osl=100, concurrency=1, framework="sglang")
     p = serving.plan("deepseek-v3", "hgx-h200", **kw)
     one, s3 = (serving.evaluate(p, replace(SERIAL, step_overhead_s=0.0, mla_kernel_scale=s)) for s in (1.0, 3.0))
-    assert serving.step_kernels(s3._res) - serving.step_kernels(one._res) == pytest.approx(2 * 13 * 61)
+    assert serving.step_kernels(s3._res) - serving.step_kernels(one._res) == pytest.approx(1.5 * 2 * 13 * 61)
     assert float(s3._info["t_decode_gpu"]) - float(one._info["t_decode_gpu"]) == pytest.approx(2 * 13 * 61 * 5e-6)
     assert load_efficiency("hopper-serving").mla_kernel_scale == load_efficiency("blackwell-serving").mla_kernel_scale \
         == load_efficiency("cross-family-serving").mla_kernel_scale == 1.0

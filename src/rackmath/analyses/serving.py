@@ -636,9 +636,12 @@ def eager_step(t_gpu, n_kernels, tau_eager):
 
 
 def step_kernels(res) -> object:
-    """Kernels and collectives one step of an evaluated layout launches (every PP stage's)."""
+    """Kernels and collectives one step of an evaluated layout dispatches from the host when it runs eagerly (every
+    PP stage's): each operator's ``eager_kernels`` where it has them (MLA blocks: ``step.MLA_EAGER_KERNEL_SCALE`` ×
+    their graph kernels), else its kernels."""
     times = res.__dict__["times"]
-    n = sum(np.asarray(op.kernels, dtype=float) + np.asarray(op.collectives, dtype=float) for op in times.ops)
+    n = sum(np.asarray(op.kernels if op.eager_kernels is None else op.eager_kernels, dtype=float)
+            + np.asarray(op.collectives, dtype=float) for op in times.ops)
     return n * np.asarray(res.__dict__["scale"], dtype=float)
 
 
@@ -1143,12 +1146,13 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
             mn_m = mixed_numbers(mn_d, m, extra_tokens_per_seq=sch["c_tot"] / b, isl=w.isl, chunk=sch["c_rank"],
                                  cached_share=w.cached_share, kv_dtype=p.kv_dtype)
             res_m = _run(p, mn_m, lay, eff, b, adp_imbalance=sch["imbalance"] if lay.attention_dp else None)
-            return speculative_step(eager_step(res_m.tpot_s, step_kernels(res_m), tau_e), t_draft, k)
+            n_eager = step_kernels(res_m)
+            return speculative_step(eager_step(res_m.tpot_s, n_eager, tau_e), t_draft, k), n_eager
 
-        t_mix = mixed_step(sch)
+        t_mix, n_eager = mixed_step(sch)
         if w.arrivals == "poisson":  # independent arrivals: the prompts waiting after a mixed step ride one together
             sch = batch_arrivals(sch, b, ranks, k, isl_new, t_dec, t_mix)
-            t_mix = mixed_step(sch)
+            t_mix, n_eager = mixed_step(sch)
         p_step, left, c_rank, c_tot, rho = sch["p"], sch["left"], sch["c_rank"], sch["c_tot"], sch["rho"]
         t_bar, t_tpot, x_rep, prefill_bound = time_sliced_schedule(t_dec, t_mix, p_step, c_tot, b, A, isl_new, w.osl)
         x_out = x_rep * dp * ppd
@@ -1158,7 +1162,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         little = C * w.osl / x_out - (w.osl - 1.0) * t_tpot
         ttft = np.where(prefill_bound, np.maximum(ttft, little), ttft)
         info.update(chunk=c_rank, chunk_total=c_tot, prefill_per_step=p_step, t_mixed=t_mix, n_mixed=n_mix, rho=rho,
-                    budget_left=left)
+                    budget_left=left, eager_kernels_mixed=n_eager)
         if w.arrivals == "waves":
             keep = waves_persist(st.prefill_first, b, ranks, isl_new, st.max_num_tokens)
             info.update(waves=keep)
@@ -1247,6 +1251,7 @@ def _f(x, i=0):
 def _derive(r: "ServeResult") -> Derivation:
     """The blackboard derivation of the first configuration; every step carries the expression it computes."""
     from ..engine.efficiency import stack_eager_s
+    from ..engine.step import MLA_EAGER_KERNEL_SCALE
 
     p, eff, res, info = r._plan, r._eff, r._res, r._info
     w, lay = p.workload, p.layout
@@ -1263,6 +1268,8 @@ def _derive(r: "ServeResult") -> Derivation:
     scale = _f(eff.mla_kernel_scale)
     mla_note = (f"; the MLA blocks' kernels × {scale:g} ({eff.name}'s mla_kernel_scale)"
                 if p.numbers("decode").mla and scale != 1.0 else "")
+    eager_note = (f" (an MLA block dispatches {MLA_EAGER_KERNEL_SCALE:g} × its graph kernels: FP8 input "
+                  "quantisations, a prompt's un-absorbed path; engine/step.py)" if p.numbers("decode").mla else "")
     d.add("t_verify" if p.stack.cuda_graphs else "t_gpu",
           "Σ_ops [n_kernels·τ_k + n_coll·τ_c + n_out·τ_out + max(F/(peak·η_c(M)), B/(BW·η_m), net/η_comm)] "
           "· PP + t_sched", f"compute {fmt(v['t_compute_ms'] / 1e3, 's')}, weights {fmt(v['t_weights_ms'] / 1e3, 's')}, "
@@ -1274,7 +1281,8 @@ def _derive(r: "ServeResult") -> Derivation:
     if not p.stack.cuda_graphs:
         n_k, tau_e = _f(step_kernels(res)), _f(stack_eager_s(eff, p.stack.name))
         d.add("t_verify", "max(GPU time, n_kernels · τ_eager)", f"max(…, {n_k:g} · {fmt(tau_e, 's')})",
-              _f(info["t_verify"]), "s", "--eager: no CUDA graph, the host dispatches every kernel of the decode step",
+              _f(info["t_verify"]), "s", "--eager: no CUDA graph, the host dispatches every kernel of the decode step"
+              + eager_note,
               expr=f"max(t_gpu, {n_k!r} * {tau_e!r})", key="t_verify")
     if k:
         d.add("t_draft", "one draft/MTP layer + LM head, 1 token per sequence"
@@ -1297,9 +1305,10 @@ def _derive(r: "ServeResult") -> Derivation:
               _f(info["chunk_total"]), "tokens", "prefill tokens per mixed step (ranks step together: "
               "a step is mixed when any rank prefills" + ("; prompts that arrive during a mixed step ride the next "
                                                           "one together" if poisson else "") + ")", key="c")
-        d.add("t_mixed", "max(the decode step carrying c prefill tokens, its kernels · τ_eager)", "",
-              _f(info["t_mixed"]), "s", "an eager step: no CUDA graph, the host dispatches every kernel "
-              f"(τ_eager = {fmt(_f(stack_eager_s(eff, p.stack.name)), 's')})", key="t_mixed")
+        d.add("t_mixed", "max(the decode step carrying c prefill tokens, n_eager · τ_eager)",
+              f"max(…, {_f(info['eager_kernels_mixed']):g} · {fmt(_f(stack_eager_s(eff, p.stack.name)), 's')})",
+              _f(info["t_mixed"]), "s", "an eager step: no CUDA graph, the host dispatches every kernel" + eager_note,
+              key="t_mixed")
         n = d.add("n", "p / c", "", _f(info["n_mixed"]), "", "mixed steps per decode step", expr="p / c", key="n")
         d.add("t̄", "t_decode + n·(t_mixed − t_decode) if n ≤ 1 else t_mixed", "", v["step_ms"] / 1e3, "s",
               "time-sliced prefill (Sarathi-Serve)",

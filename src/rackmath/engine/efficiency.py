@@ -25,7 +25,8 @@ preset says, with physical meaning:
   sampling parameters, output processing): a step of n sequences on one scheduler pays n · τ_seq;
 * ``eager_<stack>_s`` — host dispatch time per kernel of a step that is not graph-captured (prefill and
   mixed prefill+decode steps run eagerly in SGLang and vLLM; CUDA graphs hold decode batches only): such a
-  step takes max(GPU time, n_kernels · τ_eager);
+  step takes max(GPU time, n_kernels · τ_eager), an MLA block counting 1.5 × its graph kernels
+  (``step.MLA_EAGER_KERNEL_SCALE``: its FP8 input quantisations and a prompt's un-absorbed path);
 * ``request_<stack>_s`` — per-request host time before the first token of each stack (HTTP, tokenisation,
   admission, the first scheduling), on top of ``request_overhead_s`` (a time every stack pays, 0 in the fitted
   presets); vLLM's V0 engine pays vLLM's (one source alone measures it); the generic stack the mean of the three;

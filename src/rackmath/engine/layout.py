@@ -482,7 +482,8 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     # --- one stage step on the most-loaded chip: per-layer operators (engine/step.py)
     from .comms import (alltoall_dedup_scaleout_bytes, alltoall_dedup_time, hierarchical_allreduce_scaleout_bytes,
                         hierarchical_allreduce_time, p2p_time)
-    from .step import ELEMENTWISE_KERNELS_PER_LAYER, Op, attention_kernels, compose, op_kernels
+    from .step import (ELEMENTWISE_KERNELS_PER_LAYER, MLA_EAGER_KERNEL_SCALE, Op, attention_kernels, compose,
+                       op_kernels)
 
     eff = _effective(hw, efficiency, collective_latency_s)
     comp = None if overlap is None else ("overlap" if overlap == "max" else "serial")
@@ -504,17 +505,20 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
         dense_params = np.maximum(mn.flops_per_seq - mn.expert_flops_per_seq - mn.attn_flops_per_seq, 0.0) / (2.0 * pl)
         comps = (("dense", mn.dense_weight_bytes, dense_params),)
     mla = eff.mla_kernel_scale if mn.mla else 1.0  # an MLA block's kernels relative to the CUDA stacks' count
+    eager = MLA_EAGER_KERNEL_SCALE if mn.mla else None  # ... and those its host dispatches in an eager step
     ops = []
     for name, nbytes, params in comps:
         tok = np.where(adp, b * head_tok / R * adp_imb, b * head_tok) if name == "lm_head" else t_attn
+        n_k = op_kernels("qkv_o_mla" if name == "qkv_o" and mn.mla else name, nbytes, params, mla) * layers[name]
         ops.append(Op(name, flops=2.0 * tok * params * frac[name] / ashard, bytes=nbytes * frac[name] / ashard,
-                      peak=hw.peak_flops, m=tok,
-                      kernels=op_kernels("qkv_o_mla" if name == "qkv_o" and mn.mla else name, nbytes, params, mla)
-                      * layers[name]))
+                      peak=hw.peak_flops, m=tok, kernels=n_k,
+                      eager_kernels=n_k * eager if eager is not None and name == "qkv_o" else None))
     head_shard = tp  # attention: heads split TP/R ways within a group, sequences R ways over the groups
+    n_k = attention_kernels(mn.dsa, mla) * L_stage
     ops.append(Op("attention", flops=b * mn.attn_flops_per_seq * s_frac / head_shard * adp_imb,
                   bytes=b * mn.kv_read_bytes_per_seq * s_frac / kv_shard * adp_imb,
-                  peak=hw.attn_peak_flops or hw.peak_flops, kernels=attention_kernels(mn.dsa, mla) * L_stage, kv=True))
+                  peak=hw.attn_peak_flops or hw.peak_flops, kernels=n_k, kv=True,
+                  eager_kernels=None if eager is None else n_k * eager))
     if mn.is_moe:
         k = mn.experts_per_token
         busiest = ep_rank_load(tokens * k, ep, mn.n_experts, f(redundant_experts))

@@ -66,6 +66,17 @@ GEMMS = {"qkv_o": 2, "qkv_o_mla": 5, "attention": 0, "router": 0, "dense_ffn": 2
 #: 22.8 % → 29.3 %; docs/validation.md) — the per-kernel latency already prices what these kernels cost.
 QUANT_KERNELS_PER_GEMM = 0
 
+#: Kernels an MLA block's host dispatches in an eager step (prefill, mixed and ``--eager`` steps: no CUDA graph)
+#: relative to its decode-graph count (11 projections + 2 attention). Eagerly, its FP8 GEMMs and BMMs each run the
+#: activation quantisation of their input as a kernel of its own, and a prompt takes the un-absorbed (MHA) path: the
+#: fused q_a + kv_a GEMM, two norms, the q_b GEMM, the kv_b GEMM expanding the latent to per-head K and V, RoPE,
+#: three copies assembling q and k, two latent-cache writes, the KV-pool store and the O GEMM (13; SGLang
+#: ``forward_normal_prepare`` / ``forward_normal_core``, vLLM ``MLACommonImpl._forward_prefill``) + 4 quantisations
+#: + 2 attention = 19 ≈ 1.5 × 13; the absorbed decode path eagerly: 11 + 5 + 2 = 18. Screened against a fitted
+#: scale (15.2 % leave one source out, two basins) and against counting every quantised GEMM's quantisation in eager
+#: steps (14.8 %): 1.5 on MLA blocks alone gave 13.0 % (docs/validation.md, tenth session).
+MLA_EAGER_KERNEL_SCALE = 1.5
+
 
 def op_kernels(name: str, weight_bytes=0.0, params=0.0, mla_scale=1.0):
     """Kernels one operator launches per layer: ``KERNELS[name]``, plus :data:`QUANT_KERNELS_PER_GEMM` per weight
@@ -114,6 +125,7 @@ class Op:
     m: object = None
     latency_s: object = 0.0
     kv: bool = False  # bytes are KV-cache reads (reported as t_kv rather than t_weights)
+    eager_kernels: object = None  # kernels the host dispatches when the step is not graph-captured (None: ``kernels``)
 
 
 def gemm_efficiency(eta_c, m, half):
