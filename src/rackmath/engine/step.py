@@ -72,7 +72,8 @@ QUANT_KERNELS_PER_GEMM = 0
 #: fused q_a + kv_a GEMM, two norms, the q_b GEMM, the kv_b GEMM expanding the latent to per-head K and V, RoPE,
 #: three copies assembling q and k, two latent-cache writes, the KV-pool store and the O GEMM (13; SGLang
 #: ``forward_normal_prepare`` / ``forward_normal_core``, vLLM ``MLACommonImpl._forward_prefill``) + 4 quantisations
-#: + 2 attention = 19 ≈ 1.5 × 13; the absorbed decode path eagerly: 11 + 5 + 2 = 18. Screened against a fitted
+#: + 2 attention = 19 ≈ 1.5 × 13; the absorbed decode path eagerly: 11 + 5 + 2 = 18 (a DSA indexer's kernels, in the
+#: attention operator, are scaled with them; AMD's ``mla_kernel_scale`` applies first). Screened against a fitted
 #: scale (15.2 % leave one source out, two basins) and against counting every quantised GEMM's quantisation in eager
 #: steps (14.8 %): 1.5 on MLA blocks alone gave 13.0 % (docs/validation.md, tenth session).
 MLA_EAGER_KERNEL_SCALE = 1.5
