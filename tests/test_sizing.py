@@ -126,6 +126,25 @@ def test_simulated_waves_agree_with_serve_waves(isl, osl, c, framework):
     assert bool(s._info["waves"]) and r.summary["ttft_s"]["mean"] >= steady_ttft(isl, osl, c, framework) * 0.999
 
 
+def test_a_burst_counts_every_request_over_the_whole_run():
+    """-c C --requests N with N ≤ C: each user sends one request (a benchmark's burst). The steady-state window (20%
+    warm-up, the last C requests' drain) would leave nothing; instead every request counts and throughput is the
+    run's output over first arrival → last completion. Four identical prompts prefilled in one pass decode together:
+    one TTFT, one E2E."""
+    from rackmath.analyses.simulate import simulate
+
+    r = simulate("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, concurrency=4, requests=4, isl=1000, osl=100,
+                 framework="sglang", arrivals="waves")
+    assert r.summary["counted"] == r.summary["completed"] == 4 and any("a burst" in n for n in r.notes)
+    assert np.ptp(r.ttft_s) == pytest.approx(0.0, abs=1e-12) and np.ptp(r.e2e_s) == pytest.approx(0.0, abs=1e-12)
+    assert r.summary["duration_s"] == pytest.approx(float(np.max(r.finish_s)))
+    assert r.summary["output_tok_s"] == pytest.approx(4 * 100 / float(np.max(r.finish_s)))
+    # more requests than users: the steady-state window as before (no burst note)
+    r2 = simulate("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, concurrency=4, requests=40, isl=1000, osl=100,
+                  framework="sglang", arrivals="waves")
+    assert r2.summary["counted"] < 40 and not any("a burst" in n for n in r2.notes)
+
+
 def steady_ttft(isl, osl, c, framework):
     from rackmath.analyses.simulate import simulate
 

@@ -812,9 +812,13 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
         arrival = arr
     done = np.isfinite(finish)
     count = done.copy()
+    burst = closed is not None and n <= closed  # every user sends one request: a finite burst, no steady state
     if warmup is None:
-        warmup = 0.2 if closed is not None else 0.0
-    if warmup:
+        warmup = 0.2 if closed is not None and not burst else 0.0
+    if burst:
+        notes.append(f"a burst: {n} requests for {closed} users, each sends one — every request counted, from the "
+                     "first arrival to the last completion (as a benchmark client reports a run); no steady state")
+    elif warmup:
         order = np.argsort(np.where(np.isfinite(admit), admit, np.inf), kind="stable")
         k0 = int(warmup * n)
         k1 = n - (closed if closed is not None else 0)
@@ -828,7 +832,7 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
     # throughput: requests completing inside the window of the counted requests' completions (steady state for a
     # closed loop); an open loop counts from the first arrival to the last completion (the whole run)
     n_ok = int(count.sum())
-    if closed is not None and n_ok > 1:
+    if closed is not None and n_ok > 1 and not burst:
         t_a = float(np.nanmin(np.where(count, finish, np.nan)))
         t_b = float(np.nanmax(np.where(count, finish, np.nan)))
         inside = done & (finish > t_a) & (finish <= t_b)
