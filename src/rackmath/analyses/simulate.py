@@ -816,8 +816,9 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
     if warmup is None:
         warmup = 0.2 if closed is not None and not burst else 0.0
     if burst:
-        notes.append(f"a burst: {n} requests for {closed} users, each sends one — every request counted, from the "
-                     "first arrival to the last completion (as a benchmark client reports a run); no steady state")
+        notes.append(f"a burst: {n} request{'' if n == 1 else 's'} sent at once, at most one per user — every "
+                     "request counted, from the first arrival to the last completion (as a benchmark client reports "
+                     "a run); no steady state")
     elif warmup:
         order = np.argsort(np.where(np.isfinite(admit), admit, np.inf), kind="stable")
         k0 = int(warmup * n)
