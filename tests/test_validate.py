@@ -613,6 +613,22 @@ def test_cli_cv_text_with_a_scheme_nothing_is_left_to_fit_on(user_dir):
         in " ".join(out.split())
 
 
+def test_cli_cv_text_lists_the_records_outside_2x(user_dir):
+    """--cv (text) lists each scheme's held-out predictions off by more than 2×, worst first, in the records' units:
+    a third lab that measured the same run as my-h100-8b 100× slower cannot be predicted from my-lab's records."""
+    (user_dir / "other.toml").write_text(USER.split("[[record]]")[1].join(["[[record]]", ""]).replace(
+        'id = "my-h100-8b"', 'id = "their-h100-8b"').replace("value = 0.007", "value = 0.7").replace(
+        'source_group = "my-lab"', 'source_group = "their-lab"'))
+    code, out, err = run_cli("validate", "--records", str(user_dir), "--only-records", "--cv", "--scheme", "source",
+                             "--jobs", "1")
+    assert code == 0, err
+    text = out.split("records outside 2× when their group is held out")[1]
+    row = next(ln for ln in text.splitlines() if "their-h100-8b" in ln)
+    assert "their-lab" in row and "tpot_s" in row and "700 ms" in row
+    ratio = float(row.split()[-1].rstrip("×"))
+    assert ratio < 0.5
+
+
 def test_cli_cv_json_on_user_records(user_dir):
     code, out, err = run_cli("validate", "--records", str(user_dir), "--only-records", "--cv", "--json",
                              "--scheme", "source,loo")

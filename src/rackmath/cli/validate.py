@@ -59,6 +59,20 @@ def _group_rows(by: dict) -> list[list]:
 
 
 GROUP_COLS = ["group", "n", "median |err|", "p90 |err|", "within 2×", "worst ratio"]
+OUTSIDE_COLS = ["record", "source", "metric", "measured", "predicted (held out)", "ratio"]
+
+
+def _outside_2x_rows(recs: list, limit: int = 20) -> tuple[list[list], int]:
+    """Held-out predictions off by more than 2× (either way), worst first: at most ``limit`` rows, and how many more."""
+    out = [r for r in recs if r.get("predicted") and r.get("measured")
+           and max(r["predicted"] / r["measured"], r["measured"] / r["predicted"]) > 2.0]
+    out.sort(key=lambda r: -max(r["predicted"] / r["measured"], r["measured"] / r["predicted"]))
+    from ..specs.records import UNITS
+
+    rows = [[r["id"], r["source_group"], r["metric"], _fmt_value(r["measured"], UNITS.get(r["metric"], "")),
+             _fmt_value(r["predicted"], UNITS.get(r["metric"], "")), f'{r["predicted"] / r["measured"]:.2f}×']
+            for r in out[:limit]]
+    return rows, max(len(out) - limit, 0)
 
 
 def register(app: typer.Typer) -> None:
@@ -213,6 +227,11 @@ def register(app: typer.Typer) -> None:
         for s in schemes:
             table(f"{SCHEME_LABEL[s]}: by held-out group", GROUP_COLS, _group_rows(c[s]["summary_by_group"]),
                   caption="; ".join(f'{f["group"]}: {f["reason"]}' for f in c[s]["not_predictable"]) or None)
+        for s in schemes:
+            rows, more = _outside_2x_rows(c[s].get("records", []))
+            if rows:
+                table(f"{SCHEME_LABEL[s]}: records outside 2× when their group is held out", OUTSIDE_COLS, rows,
+                      caption=f"… and {more} more (--json lists every record)" if more else None)
 
     @plot_app.command("validate")
     def plot_validate_cmd(
