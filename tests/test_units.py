@@ -185,3 +185,10 @@ def test_nan_never_passes():
 def test_thousands_separators_between_groups_of_three():
     assert units.parse_count("1,000,000") == 1e6 and units.parse_count("8_192") == 8192
     assert units.parse_bytes("1,000 GB") == 1e12 and units.parse_count("1,000.5") == 1000.5
+
+
+def test_counted_pluralises_a_count_and_its_noun():
+    from rackmath.units import counted
+
+    assert counted(1, "record") == "1 record" and counted(0, "record") == "0 records"
+    assert counted(2, "family", "families") == "2 families" and counted(1, "family", "families") == "1 family"

@@ -36,6 +36,7 @@ __all__ = [
     "format_bytes",
     "format_duration",
     "human",
+    "counted",
 ]
 
 # Bytes per element of each storage type. Block-scaled formats include their
@@ -343,3 +344,8 @@ def human(value, unit: str = "", digits: int = 3) -> str:
     else:
         num = _sig(v, max(digits, 4) if a >= 1 else digits)
     return f"{num} {unit}".strip()
+
+
+def counted(k: int, word: str, plural: str | None = None) -> str:
+    """``1 record``, ``2 records``: a whole count and its noun (``plural`` where it is not ``word + 's'``)."""
+    return f"{k} {word if k == 1 else (plural or word + 's')}"

@@ -159,16 +159,15 @@ def default_spec() -> ParamSpec:
 
 def describe_counts(n: dict) -> str:
     """The line every report opens with: fitted parameters, how they are shared, records, sources (``counts``)."""
-    def many(k, one, other):
-        return f"{k} {one if k == 1 else other}"
+    from ..units import counted
 
     some = n.get("params_some_families") or {}
     extra = "".join(f" + {p} for {', '.join(fams)} only" for p, fams in some.items())
-    return (f'{many(n["fitted_params"], "fitted parameter", "fitted parameters")} ({n["params_per_family"]} per '
-            f'hardware family × {many(n["hardware_families"], "family", "families")}{extra} + '
-            f'{n["shared_params"]} shared) on {many(n["records"], "record", "records")} from '
-            f'{many(n["sources"], "independent source", "independent sources")}, '
-            f'{many(n["model_families"], "model family", "model families")}')
+    return (f'{counted(n["fitted_params"], "fitted parameter")} ({n["params_per_family"]} per '
+            f'hardware family × {counted(n["hardware_families"], "family", "families")}{extra} + '
+            f'{n["shared_params"]} shared) on {counted(n["records"], "record")} from '
+            f'{counted(n["sources"], "independent source")}, '
+            f'{counted(n["model_families"], "model family", "model families")}')
 
 
 def objective(predicted, measured):

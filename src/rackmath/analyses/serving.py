@@ -1265,11 +1265,10 @@ def _derive(r: "ServeResult") -> Derivation:
     b = d.add("b", "min(max(C / (dp · PP), 1), max batch)", f"{C:g} / ({lay.dp} · {lay.pp})", _f(info["b"]), "",
               "sequences per micro-batch per replica",
               expr=f"min(max(C / ({lay.dp} * {lay.pp}), 1), {p.stack.max_batch_size})", key="b")
-    scale = _f(eff.mla_kernel_scale)
-    mla_note = (f"; the MLA blocks' kernels × {scale:g} ({eff.name}'s mla_kernel_scale)"
-                if p.numbers("decode").mla and scale != 1.0 else "")
+    scale, mla = _f(eff.mla_kernel_scale), p.numbers("decode").mla
+    mla_note = f"; the MLA blocks' kernels × {scale:g} ({eff.name}'s mla_kernel_scale)" if mla and scale != 1.0 else ""
     eager_note = (f" (an MLA block dispatches {MLA_EAGER_KERNEL_SCALE:g} × its graph kernels: FP8 input "
-                  "quantisations, a prompt's un-absorbed path; engine/step.py)" if p.numbers("decode").mla else "")
+                  "quantisations, a prompt's un-absorbed path; engine/step.py)" if mla else "")
     d.add("t_verify" if p.stack.cuda_graphs else "t_gpu",
           "Σ_ops [n_kernels·τ_k + n_coll·τ_c + n_out·τ_out + max(F/(peak·η_c(M)), B/(BW·η_m), net/η_comm)] "
           "· PP + t_sched", f"compute {fmt(v['t_compute_ms'] / 1e3, 's')}, weights {fmt(v['t_weights_ms'] / 1e3, 's')}, "

@@ -43,6 +43,7 @@ import numpy as np
 from ..results import ResultMixin
 
 from ..errors import InputError
+from ..units import counted
 
 #: Defaults of the generic stack when no ``framework`` is named: vLLM's ``max_num_seqs`` (256) and the
 #: 8,192-token step budget (TensorRT-LLM ``max_num_tokens``, SGLang ``chunked_prefill_size`` on large GPUs).
@@ -816,7 +817,7 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
     if warmup is None:
         warmup = 0.2 if closed is not None and not burst else 0.0
     if burst:
-        notes.append(f"a burst: {n} request{'' if n == 1 else 's'} sent at once, at most one per user — every "
+        notes.append(f"a burst: {counted(n, 'request')} sent at once, at most one per user — every "
                      "request counted, from the first arrival to the last completion (as a benchmark client reports "
                      "a run); no steady state")
     elif warmup:

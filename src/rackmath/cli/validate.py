@@ -14,11 +14,6 @@ RECORDS_OPT = typer.Option(None, "--records", help="A directory (or file) of [[r
 ONLY_OPT = typer.Option(False, "--only-records", help="Use only the --records files, not the shipped records.")
 
 
-def _many(k, word):
-    """``1 record``, ``2 records``."""
-    return f"{k} {word}" if k == 1 else f"{k} {word}s"
-
-
 def _pct(s, k="median_abs_error"):
     return f"{s[k]:.1%}" if s.get("n") else "n/a"
 
@@ -192,8 +187,10 @@ def register(app: typer.Typer) -> None:
         if json and output is None:
             print_json({"fit": f.as_dict(), "presets": presets})
             return
-        header = (f"Efficiency presets fitted by `rackmath validate --refit` on {_many(len(use), 'record')} from "
-                  f"{_many(len(f.sources), 'source')}\n({_many(f.n_params, 'parameter')}; mean |log error| "
+        from ..units import counted
+
+        header = (f"Efficiency presets fitted by `rackmath validate --refit` on {counted(len(use), 'record')} from "
+                  f"{counted(len(f.sources), 'source')}\n({counted(f.n_params, 'parameter')}; mean |log error| "
                   f"{f.objective:.3f}). Use with: rackmath --catalog DIR …")
         if f.n_params > len(use):
             warn = (f"fewer records ({len(use)}) than fitted parameters ({f.n_params}): the presets reproduce these "
