@@ -188,6 +188,32 @@ def test_overlap_modes():
         evaluate(TOY, HW, overlap="both", **kw)
 
 
+def test_weight_gathered_prefill_hand_numbers():
+    """Pope et al. 2022 §3.2.3 / Table 2 (P6): PaLM 540B prefill, 512 × 2,048 tokens, bf16, on 64 TPU v4 chips.
+
+    Weight-stationary TP64 all-reduces the activations twice a layer; weight-gathered splits the batch 64 ways and
+    all-gathers each layer's weights instead. By hand (ideal): the gather moves 63/64 · 1.08071 TB / 270 GB/s
+    = 3.940 s per chip (+ 2 · 118 gathers × 5 µs collective latency), the same FLOPs per chip as TP64, each chip reads every weight (64× TP's share), and holds
+    two gathered layers (2 · 1.08071 TB / 118 = 18.3 GB) beside its shard."""
+    palm = ModelNumbers.from_model(load_model("palm-540b"), 0.0, pass_len=2048, weights_dtype="bf16", prefill=True)
+    hw = HwNumbers.from_system(load_hardware("tpu-v4-pod"), "bf16")
+    kw = dict(tp=64, ep=1, pp=1, micro_batch=512)
+    ws = evaluate(palm, hw, **kw).row(0)
+    wg = evaluate(palm, hw, weight_gathered=True, **kw).row(0)
+    assert palm.dense_weight_bytes == pytest.approx(1.08071e12, rel=1e-4)
+    assert wg["t_allgather_s"] == pytest.approx(63 / 64 * 1.08071e12 / 270e9 + 236 * 5e-6,
+                                                      rel=2e-5)
+    assert wg["t_allreduce_s"] == 0.0 and ws["t_allgather_s"] == 0.0
+    assert ws["t_allreduce_s"] > 10 * wg["t_allgather_s"]  # 2 · 118 all-reduces of 512 · 2,048 · 18,432 · 2 bytes
+    assert wg["t_compute_s"] == pytest.approx(ws["t_compute_s"], rel=1e-12)
+    assert wg["weight_bytes_read_per_chip"] == pytest.approx(64 * ws["weight_bytes_read_per_chip"], rel=1e-12)
+    assert wg["workspace_bytes_per_chip"] - ws["workspace_bytes_per_chip"] == pytest.approx(2 * 1.08071e12 / 118,
+                                                                                            rel=1e-4)
+    assert wg["bound"] == "compute" and ws["bound"] == "comm"
+    with pytest.raises(InputError, match="weight_gathered"):
+        evaluate(TOY, HW, weight_gathered=True, **kw)
+
+
 def test_hop_latency_adds_per_stage_across_racks():
     """01:12: 4 stages on 4 racks add 4 hops per token."""
     one = evaluate(TOY, HW, tp=16, ep=16, pp=1, micro_batch=64, attention_dp=True).row(0)

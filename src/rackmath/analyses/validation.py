@@ -142,7 +142,8 @@ def _pass_args(rec: Record) -> tuple[dict, dict]:
     inp = rec.inputs
     common = {k: inp[k] for k in ("model", "hardware", "tp", "weights_dtype", "kv_dtype") if k in inp}
     common["chips"] = inp["gpus"]
-    extra = {k: inp[k] for k in ("ep", "attention_dp", "kv_shards", "redundant_experts") if k in inp}
+    extra = {k: inp[k] for k in ("ep", "attention_dp", "kv_shards", "redundant_experts", "weight_gathered")
+             if k in inp}
     if "framework" in inp and "framework" in _pass_params():
         extra["framework"] = inp["framework"]
     return common, extra

@@ -159,6 +159,15 @@ def _effective(hw, efficiency, collective_latency_s):
     return eff
 
 
+def weight_gather_workspace(stage_weight_bytes, layers):
+    """Weight-gathered layout: two gathered layers held at once (one running, the next arriving) = 2·W_stage / L.
+
+    Pope et al. 2022 §3.2.3 (weight-gathered layouts): weights are stored sharded and all-gathered per layer, so
+    the resident cost is the shard plus the layers in flight.
+    """
+    return 2.0 * np.asarray(stage_weight_bytes, dtype=float) / np.maximum(np.asarray(layers, dtype=float), 1.0)
+
+
 def c_mem(weight_bytes, kv_bytes_per_seq, micro_batch, ep, pp):
     """The lecture's memory per chip (01:03:37): c_mem = N_total/(E·P) + (P·b)·len·bytes/(E·P) = N/(E·P) + b·len·bytes/E.
 
@@ -423,7 +432,7 @@ class LayoutArrays:
 def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attention_dp=False, adp_ranks=None,
              chips=None, redundant_experts=0, overlap=None, act_bytes=2.0, hop_latency_s=None, usable_fraction=1.0,
              reserve_bytes=0.0, collective_latency_s=None, efficiency=None, sched_overlap=False,
-             adp_imbalance=None) -> LayoutArrays:
+             adp_imbalance=None, weight_gathered=False) -> LayoutArrays:
     """Evaluate layouts (arrays broadcast together): memory per chip, communication and step time.
 
     ``micro_batch`` b is sequences per micro-batch per replica; ``pp`` micro-batches are in flight,
@@ -435,6 +444,8 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     (default :func:`attention_dp_imbalance` of the micro-batch's sequences; a mixed prefill step passes its own).
     ``adp_ranks`` R (attention DP): the attention data-parallel groups of the TP group (default TP: every chip
     its own sequences); each group runs attention tensor-parallel over TP / R chips (:func:`attention_tp`).
+    ``weight_gathered`` (dense models): the TP chips split the batch instead of the weights and all-gather each
+    layer's weights before running it (:func:`weight_gather_bytes`; Pope et al. 2022 §3.2.3).
     """
     if overlap is not None and overlap not in OVERLAP_MODES:
         raise InputError("overlap", f"unknown mode {overlap!r}", "max (overlapped) or sum (serial)")
@@ -450,6 +461,10 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     moe_tp = tp / ep
     pl = np.asarray(mn.pass_len, dtype=float)  # tokens per sequence this step (may be an array)
     hop = hw.hop_latency_s if hop_latency_s is None else float(hop_latency_s)
+    wg = np.asarray(weight_gathered, dtype=bool)
+    if np.any(wg) and mn.is_moe:
+        raise InputError("weight_gathered", f"{mn.name} is a mixture of experts",
+                         "a dense model (experts are sharded, not gathered)")
 
     # --- layers and experts on the most-loaded chip
     L_stage = layers_on_stage(mn.n_layers, pp)
@@ -472,7 +487,8 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     kv_chip = B * mn.kv_bytes_per_seq * s_frac / kv_shard
     tok_chip = b * pl / R  # tokens whose activations a chip holds
     ws_per_tok = (4.0 + 2.0 * mn.experts_per_token) * mn.d_model * act_bytes
-    ws_chip = tok_chip * ws_per_tok + reserve_bytes
+    w_stage = (mn.dense_weight_bytes + mn.other_weight_bytes) * s_frac  # one stage's weights, whole
+    ws_chip = tok_chip * ws_per_tok + reserve_bytes + np.where(wg, weight_gather_workspace(w_stage, L_stage), 0.0)
     mem = w_chip + kv_chip + ws_chip
     cap = hw.hbm_bytes * usable_fraction
     headroom = cap - mem
@@ -480,7 +496,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     max_b = np.maximum(0.0, np.floor((cap - w_chip - reserve_bytes) / np.maximum(per_b, 1e-300)))
 
     # --- one stage step on the most-loaded chip: per-layer operators (engine/step.py)
-    from .comms import (alltoall_dedup_scaleout_bytes, alltoall_dedup_time, hierarchical_allreduce_scaleout_bytes,
+    from .comms import (allgather_time, alltoall_dedup_scaleout_bytes, alltoall_dedup_time, hierarchical_allreduce_scaleout_bytes,
                         hierarchical_allreduce_time, p2p_time)
     from .step import (ELEMENTWISE_KERNELS_PER_LAYER, MLA_EAGER_KERNEL_SCALE, Op, attention_kernels, compose,
                        op_kernels)
@@ -510,8 +526,9 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     for name, nbytes, params in comps:
         tok = np.where(adp, b * head_tok / R * adp_imb, b * head_tok) if name == "lm_head" else t_attn
         n_k = op_kernels("qkv_o_mla" if name == "qkv_o" and mn.mla else name, nbytes, params, mla) * layers[name]
-        ops.append(Op(name, flops=2.0 * tok * params * frac[name] / ashard, bytes=nbytes * frac[name] / ashard,
-                      peak=hw.peak_flops, m=tok, kernels=n_k,
+        ops.append(Op(name, flops=2.0 * tok * params * frac[name] / ashard,
+                      bytes=np.where(wg, nbytes * frac[name], nbytes * frac[name] / ashard),
+                      peak=hw.peak_flops, m=np.where(wg, tok / ashard, tok), kernels=n_k,
                       eager_kernels=n_k * eager if eager is not None and name == "qkv_o" else None))
     head_shard = tp  # attention: heads split TP/R ways within a group, sequences R ways over the groups
     n_k = attention_kernels(mn.dsa, mla) * L_stage
@@ -536,10 +553,15 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     # attention (and dense FFN) all-reduces inside a group of TP/R > 1 chips remain, the MoE layers dispatch
     ar_group = np.where(adp, ta, tp)
     ar_bytes = np.where(adp, t_attn, tokens) * mn.d_model * act_bytes
-    n_ar = np.where(ar_group <= 1, 0.0, np.where(adp, L_stage + L_dense, 2.0 * L_stage))
+    n_ar = np.where(wg | (ar_group <= 1), 0.0, np.where(adp, L_stage + L_dense, 2.0 * L_stage))
     t_ar = hierarchical_allreduce_time(ar_bytes, ar_group, S, hw.scaleup_bw, hw.scaleout_bw)
     ops.append(Op("allreduce", net_s=n_ar * t_ar, collectives=n_ar,
                   scaleout_collectives=np.where(ar_group > S, n_ar, 0.0)))
+    if np.any(wg):  # weight-gathered: each layer's weights (attention block, FFN) gathered from the TP chips
+        n_ag = np.where(wg & (tp > 1), 2.0 * L_stage, 0.0)
+        t_ag = allgather_time(w_stage, tp, np.where(tp <= S, hw.scaleup_bw, hw.scaleout_bw))
+        ops.append(Op("allgather", net_s=np.where(wg, t_ag, 0.0), collectives=n_ag,
+                      scaleout_collectives=np.where(tp > S, n_ag, 0.0)))
     if mn.is_moe:
         fan = moe_fanout(mn.experts_per_token, ep, moe_tp)
         a2a_tok = t_attn / ta  # each chip of a group dispatches its share of the group's tokens
@@ -577,8 +599,10 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     t_mem = t_weights + t_kv
     t_ar = times.net["allreduce"] + times.latency["allreduce"]
     t_a2a = (times.net["alltoall"] + times.latency["alltoall"]) if mn.is_moe else np.zeros_like(tokens)
-    t_comm = t_ar + t_a2a
+    t_ag = (times.net["allgather"] + times.latency["allgather"]) if "allgather" in times.net else np.zeros_like(t_ar)
+    t_comm = t_ar + t_a2a + t_ag
     t_lat = times.t_latency - times.latency["allreduce"] - (times.latency["alltoall"] if mn.is_moe else 0.0)
+    t_lat = t_lat - (times.latency["allgather"] if "allgather" in times.net else 0.0)
     t_stage = stage
     w_read = sum(np.asarray(o.bytes, dtype=float) for o in ops if not o.kv)
 
@@ -597,7 +621,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
         mem_per_chip=mem, mem_capacity=np.asarray(cap), headroom_bytes=headroom, fits=(headroom >= 0) & (dp >= 1),
         max_micro_batch=max_b, max_concurrency=dp * pp * max_b,
         t_compute_s=t_compute, t_weights_s=t_weights, t_kv_s=t_kv, t_memory_s=t_mem, t_alltoall_s=t_a2a,
-        t_allreduce_s=t_ar, t_comm_s=t_comm, t_stage_s=t_stage, t_handoff_s=t_handoff, hops=hops,
+        t_allreduce_s=t_ar, t_allgather_s=t_ag, t_comm_s=t_comm, weight_gathered=wg, t_stage_s=t_stage, t_handoff_s=t_handoff, hops=hops,
         t_latency_s=t_lat, t_sched_s=times.t_sched, weight_bytes_read_per_chip=w_read,
         t_hop_latency_s=t_hops, tpot_s=tpot, tokens_per_s_per_user=tps_user, tokens_per_s=tps,
         tokens_per_s_per_chip=tps / chips, usd_per_mtok=usd, scaleout_share=out_share,

@@ -99,10 +99,10 @@ def attention_kernels(dsa=False, mla_scale=1.0):
 
 #: Display order and which layer type each operator belongs to (``--ops``).
 OP_ORDER = ("qkv_o", "attention", "router", "dense_ffn", "shared_experts", "experts", "dense", "lm_head",
-            "elementwise", "allreduce", "alltoall", "handoff", "draft", "scheduler")
+            "elementwise", "allreduce", "allgather", "alltoall", "handoff", "draft", "scheduler")
 LAYER_TYPE = {"qkv_o": "attention", "attention": "attention", "router": "moe", "dense_ffn": "dense ffn",
               "shared_experts": "moe", "experts": "moe", "dense": "dense", "lm_head": "head",
-              "elementwise": "all layers", "allreduce": "collective", "alltoall": "collective",
+              "elementwise": "all layers", "allreduce": "collective", "allgather": "collective", "alltoall": "collective",
               "handoff": "pipeline", "draft": "draft (MTP)", "scheduler": "host"}
 
 

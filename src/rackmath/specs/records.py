@@ -149,6 +149,8 @@ FIELDS: dict = {
                                                                          "TP/R GPUs (SGLang --dp R; implies "
                                                                          "attention_dp)"),
     "redundant_experts": (_num(0, 1e5, integer=True), None, False, "extra expert replicas (EPLB)"),
+    "weight_gathered": (_bool, ("step", "prefill"), False, "the TP chips split the batch and all-gather each layer's "
+                                                          "weights (Pope's weight-gathered layout; dense models)"),
     "kv_shards": (_num(1, 1e5, integer=True), None, False, "ways the KV is split by sequence (Pope's batch-sharded MQA)"),
     "isl": (_num(1, 1e7), ("serve", "prefill"), True, "input (prompt) tokens per request"),
     "osl": (_num(1, 1e7), ("serve",), True, "output tokens per request"),
@@ -172,7 +174,7 @@ FIELDS: dict = {
 
 #: Fields that describe the configuration (what a prediction needs), in order.
 INPUTS = ("model", "hardware", "gpus", "prefill_gpus", "decode_gpus", "tp", "ep", "pp", "attention_dp",
-          "attention_dp_size", "redundant_experts", "kv_shards", "isl", "osl", "concurrency", "max_batch", "batch", "context",
+          "attention_dp_size", "redundant_experts", "weight_gathered", "kv_shards", "isl", "osl", "concurrency", "max_batch", "batch", "context",
           "cached_share", "weights_dtype", "kv_dtype", "mtp", "acceptance", "max_num_tokens", "arrivals", "eager",
           "framework")
 
@@ -359,9 +361,11 @@ def parse_record(t: dict, path="<records>", i: int = 0, check_names: bool = True
         from ..specs.models import load_model
 
         try:
-            load_model(t["model"])
+            model = load_model(t["model"])
         except RackmathError as exc:
             fail("model", str(getattr(exc, "problem", exc)) + " (rackmath model list)")
+        if t.get("weight_gathered") and getattr(model, "n_experts", 0):
+            fail("weight_gathered", f"{t['model']} is a mixture of experts (accepted: a dense model)")
         try:
             chip = load_hardware(t["hardware"]).chip.name
         except RackmathError as exc:
