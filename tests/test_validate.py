@@ -243,6 +243,13 @@ def test_max_load_rule_is_memory_or_the_cap():
                                            weights_dtype="fp8", kv_dtype="fp8") == 2048
     assert validation.max_load_concurrency("llama-3.1-8b", "hgx-h200", gpus=1, tp=1, isl=128, osl=128,
                                            weights_dtype="fp8", kv_dtype="fp8", max_batch=512) == 512
+    # TensorRT-LLM admits a request only with KV blocks for its whole ISL + OSL (GUARANTEED_NO_EVICT, trtllm-bench's
+    # default): 2,000 tokens a sequence instead of 1,500
+    t = validation.max_load_concurrency("llama-3.3-70b", "hgx-h200", gpus=1, tp=1, isl=1000, osl=1000,
+                                        weights_dtype="fp8", kv_dtype="fp8", framework="trtllm")
+    assert t == pytest.approx((0.9 * 141e9 - 70.6e9) / (2000 * 163840), rel=0.03)
+    assert validation.max_load_concurrency("llama-3.3-70b", "hgx-h200", gpus=1, tp=1, isl=1000, osl=1000,
+                                           weights_dtype="fp8", kv_dtype="fp8", framework="vllm") == c
 
 
 # --------------------------------------------------------------------------------------

@@ -197,6 +197,7 @@ class Stack:
     prefill_first: bool = False  # waiting prompts run as prefill batches of their own while decode waits
     cuda_graphs: bool = True  # decode steps replay captured graphs; False (--eager): every step is dispatched eagerly
     overlap_with_speculation: bool = True  # False: speculative decoding (MTP / EAGLE) turns the overlap scheduler off
+    reserves_whole_request: bool = False  # admission reserves KV for ISL + OSL (TensorRT-LLM's GUARANTEED_NO_EVICT)
 
 
 STACKS = {
@@ -208,7 +209,9 @@ STACKS = {
                     "TensorRT-LLM (PyTorch backend): max_num_tokens 8,192, max_batch_size 2,048, overlap scheduler, "
                     "in-flight batching (context chunks ride in decode steps)",
                     "TensorRT-LLM LLM API defaults: max_num_tokens=8192, max_batch_size=2048, "
-                    "disable_overlap_scheduler=False"),
+                    "disable_overlap_scheduler=False; capacity scheduler GUARANTEED_NO_EVICT (a request is admitted "
+                    "only with KV blocks for its whole ISL + OSL; trtllm-bench --scheduler_policy default)",
+                    reserves_whole_request=True),
     "vllm": Stack("vllm", 8192, 1024, False,
                   "vLLM V1: max_num_batched_tokens 8,192, max_num_seqs 1,024, async scheduling off",
                   "vLLM EngineArgs defaults for the OpenAI server on ≥ 70 GiB GPUs (V1, 0.10-era): "

@@ -46,15 +46,20 @@ def source_group(rec: Record) -> str:
 
 
 def max_load_concurrency(model, hardware, *, gpus, isl, osl, weights_dtype=None, kv_dtype=None, tp=None, ep=None,
-                         pp=None, attention_dp=None, max_batch=None):
+                         pp=None, attention_dp=None, max_batch=None, framework=None):
     """The documented max-load rule: C = min(largest C whose KV fits 90% of HBM, ``max_batch`` per replica).
 
-    The KV is sized at the steady-state mean context ISL + OSL/2 (paged KV grows with the output);
-    ``max_batch`` defaults to TensorRT-LLM's 2,048.
+    The KV is sized at the steady-state mean context ISL + OSL/2 (paged KV grows with the output), or at the whole
+    request ISL + OSL where the stack admits a request only with KV for all of it (TensorRT-LLM's default
+    GUARANTEED_NO_EVICT capacity scheduler: ``Stack.reserves_whole_request``); ``max_batch`` defaults to
+    TensorRT-LLM's 2,048.
     """
-    from .serving import MAX_BATCH_SIZE, serve
+    from .serving import MAX_BATCH_SIZE, load_stack, serve
 
-    r = serve(model, hardware, gpus=gpus, isl=isl, osl=osl, concurrency=1, tp=tp, ep=ep, pp=pp,
+    whole = load_stack(framework).reserves_whole_request
+    # serve sizes the KV at L̄ = ISL + OSL/2: a prompt of ISL + OSL/2 puts L̄ at ISL + OSL
+    r = serve(model, hardware, gpus=gpus, isl=isl + osl / 2.0 if whole else isl, osl=osl, concurrency=1, tp=tp,
+              ep=ep, pp=pp,
               attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, ideal=True)
     cap = float(np.asarray(r.max_concurrency).ravel()[0])
     per_replica = MAX_BATCH_SIZE if max_batch is None else int(max_batch)
@@ -81,7 +86,8 @@ def _max_load_cached(key: tuple) -> float:
     return max_load_concurrency(inp["model"], inp["hardware"], gpus=inp["gpus"], isl=inp["isl"], osl=inp["osl"],
                                 weights_dtype=inp.get("weights_dtype"), kv_dtype=inp.get("kv_dtype"),
                                 tp=inp.get("tp"), ep=inp.get("ep"), pp=inp.get("pp"),
-                                attention_dp=inp.get("attention_dp"), max_batch=inp.get("max_batch"))
+                                attention_dp=inp.get("attention_dp"), max_batch=inp.get("max_batch"),
+                                framework=inp.get("framework"))
 
 
 def serve_kwargs(rec: Record) -> dict:
@@ -89,7 +95,7 @@ def serve_kwargs(rec: Record) -> dict:
     ``serve()`` takes."""
     inp = dict(rec.inputs)
     if inp.get("concurrency") == "max-load":
-        inp["concurrency"] = _max_load_cached(_key({k: v for k, v in inp.items() if k != "framework"}))
+        inp["concurrency"] = _max_load_cached(_key(inp))
     return {k: v for k, v in inp.items() if k in _serve_params()}
 
 

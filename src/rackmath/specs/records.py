@@ -174,9 +174,9 @@ FIELDS: dict = {
 
 #: Fields that describe the configuration (what a prediction needs), in order.
 INPUTS = ("model", "hardware", "gpus", "prefill_gpus", "decode_gpus", "tp", "ep", "pp", "attention_dp",
-          "attention_dp_size", "redundant_experts", "weight_gathered", "kv_shards", "isl", "osl", "concurrency", "max_batch", "batch", "context",
-          "cached_share", "weights_dtype", "kv_dtype", "mtp", "acceptance", "max_num_tokens", "arrivals", "eager",
-          "framework")
+          "attention_dp_size", "redundant_experts", "weight_gathered", "kv_shards", "isl", "osl", "concurrency",
+          "max_batch", "batch", "context", "cached_share", "weights_dtype", "kv_dtype", "mtp", "acceptance",
+          "max_num_tokens", "arrivals", "eager", "framework")
 
 
 #: Hardware family of each chip: the unit of leave-one-hardware-family-out and of per-family presets.
