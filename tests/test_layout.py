@@ -210,6 +210,9 @@ def test_weight_gathered_prefill_hand_numbers():
     assert wg["workspace_bytes_per_chip"] - ws["workspace_bytes_per_chip"] == pytest.approx(2 * 1.08071e12 / 118,
                                                                                             rel=1e-4)
     assert wg["bound"] == "compute" and ws["bound"] == "comm"
+    d = evaluate(palm, hw, weight_gathered=True, **kw).explain(0)
+    assert "t_allgather" in d.render() and "t_allgather" not in evaluate(palm, hw, **kw).explain(0).render()
+    assert d.check() == []
     with pytest.raises(InputError, match="weight_gathered"):
         evaluate(TOY, HW, weight_gathered=True, **kw)
 

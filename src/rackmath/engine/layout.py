@@ -445,7 +445,8 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     ``adp_ranks`` R (attention DP): the attention data-parallel groups of the TP group (default TP: every chip
     its own sequences); each group runs attention tensor-parallel over TP / R chips (:func:`attention_tp`).
     ``weight_gathered`` (dense models): the TP chips split the batch instead of the weights and all-gather each
-    layer's weights before running it (:func:`weight_gather_bytes`; Pope et al. 2022 §3.2.3).
+    layer's weights before running it (``comms.allgather_time``, :func:`weight_gather_workspace`; Pope et al. 2022
+    §3.2.3).
     """
     if overlap is not None and overlap not in OVERLAP_MODES:
         raise InputError("overlap", f"unknown mode {overlap!r}", "max (overlapped) or sum (serial)")
@@ -496,8 +497,8 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     max_b = np.maximum(0.0, np.floor((cap - w_chip - reserve_bytes) / np.maximum(per_b, 1e-300)))
 
     # --- one stage step on the most-loaded chip: per-layer operators (engine/step.py)
-    from .comms import (allgather_time, alltoall_dedup_scaleout_bytes, alltoall_dedup_time, hierarchical_allreduce_scaleout_bytes,
-                        hierarchical_allreduce_time, p2p_time)
+    from .comms import (allgather_time, alltoall_dedup_scaleout_bytes, alltoall_dedup_time,
+                        hierarchical_allreduce_scaleout_bytes, hierarchical_allreduce_time, p2p_time)
     from .step import (ELEMENTWISE_KERNELS_PER_LAYER, MLA_EAGER_KERNEL_SCALE, Op, attention_kernels, compose,
                        op_kernels)
 
@@ -621,7 +622,8 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
         mem_per_chip=mem, mem_capacity=np.asarray(cap), headroom_bytes=headroom, fits=(headroom >= 0) & (dp >= 1),
         max_micro_batch=max_b, max_concurrency=dp * pp * max_b,
         t_compute_s=t_compute, t_weights_s=t_weights, t_kv_s=t_kv, t_memory_s=t_mem, t_alltoall_s=t_a2a,
-        t_allreduce_s=t_ar, t_allgather_s=t_ag, t_comm_s=t_comm, weight_gathered=wg, t_stage_s=t_stage, t_handoff_s=t_handoff, hops=hops,
+        t_allreduce_s=t_ar, t_allgather_s=t_ag, t_comm_s=t_comm, weight_gathered=wg, t_stage_s=t_stage,
+        t_handoff_s=t_handoff, hops=hops,
         t_latency_s=t_lat, t_sched_s=times.t_sched, weight_bytes_read_per_chip=w_read,
         t_hop_latency_s=t_hops, tpot_s=tpot, tokens_per_s_per_user=tps_user, tokens_per_s=tps,
         tokens_per_s_per_chip=tps / chips, usd_per_mtok=usd, scaleout_share=out_share,
@@ -676,6 +678,14 @@ def explain_layout(res: LayoutArrays, i=0):
           "allreduce((b/R)·d·bytes, TP/R)", "", r["t_allreduce_s"], "s",
           "0 with attention DP on every chip (R = TP); TP > S: reduce-scatter on NVLink, 1/S of the bytes over the "
           "NIC, all-gather")
+    if r["weight_gathered"]:
+        tm = res.__dict__["times"]
+        net, lat = (float(np.asarray(x, dtype=float).reshape(-1)[i if np.size(x) > 1 else 0])
+                    for x in (tm.net["allgather"], tm.latency["allgather"]))
+        d.add("t_allgather", "(TP − 1)/TP · W_stage / (BW · η_comm) + 2 · L_stage · τ_c",
+              f"{fmt(net, 's')} + {fmt(lat, 's')}", r["t_allgather_s"], "s",
+              "weight-gathered: each chip runs b/TP sequences on every weight, gathered layer by layer "
+              "(Pope et al. 2022 §3.2.3); no activation all-reduce", expr=f"{net!r} + {lat!r}")
     d.add("t_stage", "max(Σ compute, Σ memory, Σ network) + latencies" if res.overlap == "overlap"
           else "Σ_ops [latency + max(compute, memory, network)]", "", r["t_stage_s"], "s",
           f"composition = {res.overlap} (engine/step.py)")

@@ -102,8 +102,8 @@ OP_ORDER = ("qkv_o", "attention", "router", "dense_ffn", "shared_experts", "expe
             "elementwise", "allreduce", "allgather", "alltoall", "handoff", "draft", "scheduler")
 LAYER_TYPE = {"qkv_o": "attention", "attention": "attention", "router": "moe", "dense_ffn": "dense ffn",
               "shared_experts": "moe", "experts": "moe", "dense": "dense", "lm_head": "head",
-              "elementwise": "all layers", "allreduce": "collective", "allgather": "collective", "alltoall": "collective",
-              "handoff": "pipeline", "draft": "draft (MTP)", "scheduler": "host"}
+              "elementwise": "all layers", "allreduce": "collective", "allgather": "collective",
+              "alltoall": "collective", "handoff": "pipeline", "draft": "draft (MTP)", "scheduler": "host"}
 
 
 @dataclass
