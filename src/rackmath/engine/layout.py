@@ -159,6 +159,13 @@ def _effective(hw, efficiency, collective_latency_s):
     return eff
 
 
+def tp_allreduces_per_layer(parallel_block=False):
+    """Tensor-parallel all-reduces per transformer layer: 2 (after attention, after the FFN; Megatron-LM, Shoeybi et
+    al. 2019), or 1 with a parallel block y = x + Attn(LN(x)) + FFN(LN(x)), whose two partial outputs are summed in
+    one all-reduce (PaLM, Chowdhery et al. 2022 §2; Pope et al. 2022 §3.5)."""
+    return 1.0 if parallel_block else 2.0
+
+
 def weight_gather_workspace(stage_weight_bytes, layers):
     """Weight-gathered layout: two gathered layers held at once (one running, the next arriving) = 2·W_stage / L.
 
@@ -215,6 +222,7 @@ class ModelNumbers:
     mla: bool = False  # multi-head latent attention (more, smaller kernels per layer)
     dsa: bool = False  # DeepSeek sparse attention: the lightning indexer's kernels in every layer
     prefill: bool = False  # a prompt pass: MoE dispatch deduplicated by domain (DeepEP normal kernels)
+    parallel_block: bool = False  # attention and FFN read the same input and sum into it: one TP all-reduce a layer
 
     @property
     def weight_bytes(self) -> float:
@@ -295,6 +303,7 @@ class ModelNumbers:
             mla=str(getattr(model, "attention", "")) == "mla",
             dsa=bool(getattr(model, "sparse_attention", False)),
             prefill=bool(prefill),
+            parallel_block=bool(getattr(model, "parallel_block", False)),
         )
 
 
@@ -554,7 +563,8 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     # attention (and dense FFN) all-reduces inside a group of TP/R > 1 chips remain, the MoE layers dispatch
     ar_group = np.where(adp, ta, tp)
     ar_bytes = np.where(adp, t_attn, tokens) * mn.d_model * act_bytes
-    n_ar = np.where(wg | (ar_group <= 1), 0.0, np.where(adp, L_stage + L_dense, 2.0 * L_stage))
+    n_ar = np.where(wg | (ar_group <= 1), 0.0, np.where(adp, L_stage + L_dense,
+                                                        tp_allreduces_per_layer(mn.parallel_block) * L_stage))
     t_ar = hierarchical_allreduce_time(ar_bytes, ar_group, S, hw.scaleup_bw, hw.scaleout_bw)
     ops.append(Op("allreduce", net_s=n_ar * t_ar, collectives=n_ar,
                   scaleout_collectives=np.where(ar_group > S, n_ar, 0.0)))
@@ -674,7 +684,8 @@ def explain_layout(res: LayoutArrays, i=0):
         else:
             d.add("t_a2a", "L_moe_stage · max(bytes·in/BW_up, bytes·out/BW_out), bytes = (b/TP)·fanout·d·bytes·2, "
                   "fanout ≈ k", "", r["t_alltoall_s"], "s", f"scale-out share {r['scaleout_share']:.3g}")
-    d.add("t_allreduce", "2 · L_stage · allreduce(b·d·bytes, TP); attention DP: (L_stage + L_dense) · "
+    d.add("t_allreduce", "2 · L_stage · allreduce(b·d·bytes, TP) (1 · L_stage with a parallel block); attention DP: "
+          "(L_stage + L_dense) · "
           "allreduce((b/R)·d·bytes, TP/R)", "", r["t_allreduce_s"], "s",
           "0 with attention DP on every chip (R = TP); TP > S: reduce-scatter on NVLink, 1/S of the bytes over the "
           "NIC, all-gather")
