@@ -608,12 +608,11 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     tpot = times.step
     t_compute, t_weights, t_kv = times.t_compute, times.t_weights, times.t_kv
     t_mem = t_weights + t_kv
-    t_ar = times.net["allreduce"] + times.latency["allreduce"]
-    t_a2a = (times.net["alltoall"] + times.latency["alltoall"]) if mn.is_moe else np.zeros_like(tokens)
-    t_ag = (times.net["allgather"] + times.latency["allgather"]) if "allgather" in times.net else np.zeros_like(t_ar)
+    colls = [c for c in ("allreduce", "alltoall", "allgather") if c in times.net]  # the collectives this step ran
+    t_ar, t_a2a, t_ag = (times.net[c] + times.latency[c] if c in colls else np.zeros_like(tokens)
+                         for c in ("allreduce", "alltoall", "allgather"))
     t_comm = t_ar + t_a2a + t_ag
-    t_lat = times.t_latency - times.latency["allreduce"] - (times.latency["alltoall"] if mn.is_moe else 0.0)
-    t_lat = t_lat - (times.latency["allgather"] if "allgather" in times.net else 0.0)
+    t_lat = times.t_latency - sum(times.latency[c] for c in colls)  # kernels' latencies; the collectives' are in t_comm
     t_stage = stage
     w_read = sum(np.asarray(o.bytes, dtype=float) for o in ops if not o.kv)
 
