@@ -200,7 +200,7 @@ def test_weight_gathered_prefill_hand_numbers():
     hw = HwNumbers.from_system(load_hardware("tpu-v4-pod"), "bf16")
     kw = dict(tp=64, ep=1, pp=1, micro_batch=512)
     ws = evaluate(palm, hw, **kw).row(0)
-    wg = evaluate(palm, hw, weight_gathered=True, **kw).row(0)
+    wg = evaluate(palm, hw, weight_layout="gathered", **kw).row(0)
     assert palm.dense_weight_bytes == pytest.approx(1.08071e12, rel=1e-4)
     assert wg["t_allgather_s"] == pytest.approx(63 / 64 * 1.08071e12 / 270e9 + 236 * 5e-6,
                                                       rel=2e-5)
@@ -213,11 +213,52 @@ def test_weight_gathered_prefill_hand_numbers():
                                                                                             rel=1e-4)
     # the ideal roofline overlaps either network under the 64 s of compute; a serial preset does not (test_validate)
     assert wg["bound"] == ws["bound"] == "compute" and wg["tpot_s"] == pytest.approx(ws["tpot_s"], rel=1e-4)
-    d = evaluate(palm, hw, weight_gathered=True, **kw).explain(0)
+    d = evaluate(palm, hw, weight_layout="gathered", **kw).explain(0)
     assert "t_allgather" in d.render() and "t_allgather" not in evaluate(palm, hw, **kw).explain(0).render()
     assert d.check() == []
-    with pytest.raises(InputError, match="weight_gathered"):
-        evaluate(TOY, HW, weight_gathered=True, **kw)
+    with pytest.raises(InputError, match="weight_layout"):
+        evaluate(TOY, HW, weight_layout="gathered", **kw)
+
+
+def test_2d_weight_stationary_hand_numbers():
+    """Pope et al. 2022 §3.2.2 / Table 2 (P4): PaLM 540B prefill of one 2,048-token prompt on 64 TPU v4 chips, 2D
+    weight-stationary. E = 18,432, F = 73,728 = 4E: X = √(64 · E/F) = 4 chips split d_model, YZ = 16 split d_ff. Per
+    layer (a parallel block: one exchange) the input is all-gathered over YZ, the hidden reduce-scattered and
+    all-gathered over X, the output reduce-scattered over YZ. By hand (ideal, 270 GB/s, 5 µs a collective):
+    [2 · 15/16 · 2,048 · 18,432 / 4 + 2 · 3/4 · 2,048 · 73,728 / 16] · 2 B = 63.70 MB → 235.9 µs, + 4 · 5 µs,
+    × 118 layers = 30.20 ms, against 1D's 118 · (2 · 63/64 · 75.50 MB / 270 GB/s + 5 µs) = 65.55 ms. Pope's
+    asymptote 8 · T·E·bytes / (√n · BW) = 75.50 MB / 270 GB/s = 279.6 µs a layer (without the (n−1)/n factors).
+    Same FLOPs, weights and memory as 1D."""
+    from rackmath.engine.comms import ws2d_exchange_time, ws2d_split
+
+    palm = ModelNumbers.from_model(load_model("palm-540b"), 0.0, pass_len=2048, weights_dtype="int8", prefill=True)
+    hw = HwNumbers.from_system(load_hardware("tpu-v4-pod"), "bf16")
+    kw = dict(tp=64, ep=1, pp=1, micro_batch=1)
+    one, two = (evaluate(palm, hw, weight_layout=w, **kw).row(0) for w in ("1d", "2d"))
+    x, yz = ws2d_split(64, 18432, 73728)
+    assert (float(x), float(yz)) == (4.0, 16.0)
+    per_layer = (2 * 15 / 16 * 2048 * 18432 / 4 + 2 * 3 / 4 * 2048 * 73728 / 16) * 2
+    assert per_layer == pytest.approx(63.70e6, rel=1e-3)
+    assert two["t_allreduce_s"] == pytest.approx(118 * (per_layer / 270e9 + 4 * 5e-6), rel=1e-9)
+    assert two["t_allreduce_s"] == pytest.approx(30.20e-3, rel=1e-3)
+    assert one["t_allreduce_s"] == pytest.approx(118 * (2 * 63 / 64 * 2048 * 18432 * 2 / 270e9 + 5e-6), rel=1e-9)
+    assert one["t_allreduce_s"] == pytest.approx(65.55e-3, rel=1e-3)
+    # Pope's closed form, without the (n − 1)/n factors: 8 · T · E · bytes / (√n · BW)
+    no_ring = (2 * 2048 * 18432 / 4 + 2 * 2048 * 73728 / 16) * 2 / 270e9
+    assert no_ring == pytest.approx(8 * 2048 * 18432 * 2 / (8 * 270e9), rel=1e-12)
+    assert float(ws2d_exchange_time(2048, 64, 18432, 73728, 2.0, 270e9)) == pytest.approx(per_layer / 270e9)
+    for k in ("t_compute_s", "weight_bytes_read_per_chip", "mem_per_chip"):
+        assert two[k] == pytest.approx(one[k], rel=1e-12)
+    # on 4 chips X = √(4/4) = 1: all-gather and reduce-scatter over all of them, exactly 1D's ring all-reduce
+    assert float(ws2d_exchange_time(1, 4, 1, 4, 1.0, 1.0)) == pytest.approx(2 * 3 / 4, rel=1e-12)
+    d = evaluate(palm, hw, weight_layout="2d", **kw).explain(0)
+    assert "2D weight-stationary" in d.render() and "X = 4, YZ = 16" in d.render() and d.check() == []
+    with pytest.raises(InputError, match="weight_layout: unknown '3d'"):
+        evaluate(palm, hw, weight_layout="3d", **kw)
+    with pytest.raises(InputError, match="weight_layout"):
+        evaluate(TOY, HW, weight_layout="2d", **kw)
+    with pytest.raises(InputError, match="weight_layout"):
+        evaluate(palm, hw, weight_layout="2d", attention_dp=True, **kw)
 
 
 def test_parallel_block_all_reduces_once_a_layer():

@@ -103,8 +103,9 @@ def test_trtllm_records_keep_their_layout_and_framework(recs):
     assert by["T5-H100"].inputs["tp"] == 8 and by["T5-H100"].framework == "trtllm"
     assert by["C4-c128-tpot"].inputs["ep"] == 4 and by["C5-c4-tpot"].inputs["attention_dp"] is True
     assert by["C12-c1-eagle-tpot"].inputs["mtp"] == 3 and by["C12-c1-eagle-tpot"].inputs["acceptance"] == 2.46
-    # Pope et al. Table 2: P6 ran XYZ weight-gathered, P4 2D weight-stationary (modelled as TP64)
-    assert by["P6"].inputs["weight_gathered"] is True and "weight_gathered" not in by["P4"].inputs
+    # Pope et al. Table 2: P6 ran XYZ weight-gathered, P4, P5 and P7 2D weight-stationary
+    assert by["P6"].inputs["weight_layout"] == "gathered"
+    assert all(by[p].inputs["weight_layout"] == "2d" for p in ("P4", "P5", "P7"))
 
 
 def test_weight_gathered_p6_is_compute_bound_and_faster_than_tp64(recs):
@@ -115,7 +116,7 @@ def test_weight_gathered_p6_is_compute_bound_and_faster_than_tp64(recs):
     p6 = next(r for r in recs if r.id == "P6")
     wg, info = validation.predict(p6)
     ws, info_ws = validation.predict(replace(p6, inputs={k: v for k, v in p6.inputs.items()
-                                                         if k != "weight_gathered"}))
+                                                         if k != "weight_layout"}))
     assert info["bottleneck"] == "compute"
     assert wg < ws / 1.25
     assert 0.5 < wg / 85.2 < 2.0
@@ -152,8 +153,15 @@ def test_schema_errors_are_one_line_and_name_the_field():
     assert ".kv_dtype:" in _err(kv_dtype="fp7")
     assert ".batch: not used by kind = 'serve'" in _err(batch=8)
     assert ".weight_gathered: not used by kind = 'serve'" in _err(weight_gathered=True)
-    assert ".weight_gathered: mixtral-8x7b is a mixture of experts" in _err(
-        kind="prefill", metric="prefill_s", model="mixtral-8x7b", osl=None, concurrency=None, weight_gathered=True)
+    assert ".weight_layout: not used by kind = 'serve'" in _err(weight_layout="2d")
+    pre = dict(kind="prefill", metric="prefill_s", osl=None, concurrency=None)
+    assert ".weight_gathered: mixtral-8x7b is a mixture of experts" in _err(model="mixtral-8x7b", weight_gathered=True,
+                                                                            **pre)
+    assert ".weight_layout: mixtral-8x7b is a mixture of experts" in _err(model="mixtral-8x7b", weight_layout="2d",
+                                                                          **pre)
+    assert ".weight_layout: '3d'" in _err(weight_layout="3d", **pre)
+    assert ".weight_gathered: true contradicts weight_layout = '2d'" in _err(weight_layout="2d", weight_gathered=True,
+                                                                             **pre)
     assert ".acceptance:" in _err(mtp=1, acceptance=3.5)
     assert ".model: unknown model 'llama-9'" in _err(model="llama-9")
     assert ".hardware: unknown" in _err(hardware="h900")

@@ -443,7 +443,7 @@ class Layout:
     uneven_experts: bool = False
     chosen: bool = False
     attention_dp_size: int = 0  # attention-DP groups of the TP group (0: TP, every GPU its own sequences)
-    weight_gathered: bool = False  # the TP GPUs split the batch and all-gather each layer's weights (dense models)
+    weight_layout: str = "1d"  # how the TP GPUs hold the weights: 1d, 2d or gathered (engine.layout.WEIGHT_LAYOUTS)
 
     @property
     def dp(self) -> int:
@@ -461,7 +461,7 @@ class Layout:
 
         parts = [f"TP{self.tp}"] + ([f"EP{self.ep}"] if self.ep > 1 else []) + \
             ([attention_dp_label(self.attention_dp_size, self.tp)] if self.attention_dp else []) + \
-            ([f"PP{self.pp}"] if self.pp > 1 else []) + (["weight-gathered"] if self.weight_gathered else []) + \
+            ([f"PP{self.pp}"] if self.pp > 1 else []) + ({"2d": ["2D weight-stationary"], "gathered": ["weight-gathered"]}.get(self.weight_layout, [])) + \
             [f"×{self.dp}"]
         return " ".join(parts)
 
@@ -609,7 +609,7 @@ def _run(plan, mn, layout, eff, micro_batch, *, gpus=None, sched=True, adp_imbal
                            chips=gpus or layout.gpus,
                            redundant_experts=layout.redundant_experts, usable_fraction=USABLE_MEMORY_FRACTION,
                            efficiency=eff, sched_overlap=plan.stack.overlap_scheduler, adp_imbalance=adp_imbalance,
-                           weight_gathered=layout.weight_gathered)
+                           weight_layout=layout.weight_layout)
 
 
 def _waves(p, eff, mn_d, b, ranks, t_dec, t_request) -> dict:
@@ -1409,35 +1409,39 @@ def _derive_waves(d: Derivation, r: "ServeResult", v: dict, b: float) -> Derivat
 
 def decode_step(model, hardware, *, chips, batch, context, tp=None, ep=1, pp=1, attention_dp=False,
                 weights_dtype=None, kv_dtype=None, kv_shards=None, redundant_experts=0, ideal=False, efficiency=None,
-                framework=None, mtp=0, weight_gathered=False):
-    """Time of one decode step of ``batch`` sequences at ``context`` on ``chips`` chips: (s, layout result, efficiency)."""
+                framework=None, mtp=0, weight_layout="1d"):
+    """Time of one decode step of ``batch`` sequences at ``context`` on ``chips`` chips: (s, layout result, efficiency).
+
+    ``weight_layout`` (dense models): "1d" weight-stationary (the default), "2d" weight-stationary or "gathered"
+    (Pope et al. 2022 §3.2; ``engine.layout.WEIGHT_LAYOUTS``)."""
     return _single_pass(model, hardware, chips=chips, seqs=batch, isl=context, tp=tp, ep=ep, pp=pp,
                         attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                         kv_shards=kv_shards, ideal=ideal, efficiency=efficiency, regime="decode",
                         redundant_experts=redundant_experts, framework=framework, mtp=mtp,
-                        weight_gathered=weight_gathered)
+                        weight_layout=weight_layout)
 
 
 def prefill_time(model, hardware, *, chips, batch, isl, tp=None, ep=1, pp=1, attention_dp=False, weights_dtype=None,
                  kv_dtype=None, kv_shards=None, cached_share=0.0, redundant_experts=0, ideal=False, efficiency=None,
-                 framework=None, weight_gathered=False):
+                 framework=None, weight_layout="1d"):
     """Time to prefill ``batch`` prompts of ``isl`` tokens in one pass on ``chips`` chips: (s, result, efficiency).
 
-    ``weight_gathered``: the chips split the batch and all-gather each layer's weights instead of splitting the
-    weights (Pope et al. 2022's layout for large-batch prefill; dense models).
+    ``weight_layout`` (dense models): "1d" weight-stationary (the default), "2d" weight-stationary (activations
+    exchanged along both split axes: Pope et al. 2022's low-latency layout) or "gathered" (the chips split the batch
+    and all-gather each layer's weights: their large-batch prefill layout); ``engine.layout.WEIGHT_LAYOUTS``.
     """
     return _single_pass(model, hardware, chips=chips, seqs=batch, isl=isl, tp=tp, ep=ep, pp=pp,
                         attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                         kv_shards=kv_shards, ideal=ideal, efficiency=efficiency, regime="prefill",
                         cached_share=cached_share, redundant_experts=redundant_experts, framework=framework,
-                        weight_gathered=weight_gathered)
+                        weight_layout=weight_layout)
 
 
 def _single_pass(model, hardware, *, chips, seqs, isl, tp, ep, pp, attention_dp, weights_dtype, kv_dtype,
                  kv_shards, ideal, efficiency, regime, cached_share=0.0, redundant_experts=0, framework=None, mtp=0,
-                 weight_gathered=False):
+                 weight_layout="1d"):
     from ..engine.efficiency import load_efficiency, resolve
-    from ..engine.layout import Deployment
+    from ..engine.layout import Deployment, check_weight_layout
     from ..specs.hardware import load_hardware
     from ..specs.models import load_model
     from .. import units
@@ -1459,7 +1463,7 @@ def _single_pass(model, hardware, *, chips, seqs, isl, tp, ep, pp, attention_dp,
                              cached_share=cached_share, kv_shards=kv_shards)
     p = Plan(m, system, Workload(float(isl), 1.0, 1.0), Layout(dep.chips, dep.tp, dep.ep, dep.pp, dep.attention_dp,
                                                                 dep.redundant_experts,
-                                                                weight_gathered=bool(weight_gathered)),
+                                                                weight_layout=str(check_weight_layout(weight_layout))),
              load_stack(framework), wdt, kvdt, cdt, dep.chips, 0.0)
     res = _run(p, mn, p.layout, eff, np.asarray(seqs, dtype=float) / dep.pp)
     step = res.tpot_s

@@ -176,7 +176,7 @@ def _eval(st: Stack, mn, eff, lay: dict, micro_batch, sched: bool = True, adp_im
     pp = np.asarray(lay["pp"], dtype=float)
     layout = SimpleNamespace(tp=tp, ep=np.asarray(lay["ep"], dtype=float), pp=pp, attention_dp=lay["attention_dp"],
                              attention_ranks=attention_ranks(lay),
-                             gpus=tp * pp, redundant_experts=0, weight_gathered=False)
+                             gpus=tp * pp, redundant_experts=0, weight_layout="1d")
     plan = SimpleNamespace(stack=st.serving_stack, hw=st.hw)
     res = _run(plan, mn, layout, eff, micro_batch, sched=sched, adp_imbalance=adp_imbalance)
     return res, np.asarray(res.tpot_s, dtype=float), res.bound

@@ -64,6 +64,35 @@ def allgather_time(nbytes, n, bw, latency=0.0):
     return frac * np.asarray(nbytes, dtype=float) / bw + np.where(n > 1, n - 1, 0.0) * latency
 
 
+def ws2d_split(n, d_model, d_ff):
+    """2D weight-stationary split of n chips: X = √(n·E/F) along d_model (clamped to [1, n]), YZ = n/X along d_ff.
+
+    The X that minimises :func:`ws2d_exchange_time`; X = √n/2, YZ = 2√n when F = 4E (Pope et al. 2022 §3.2.2:
+    X = 4, YZ = 16 on 64 chips)."""
+    n = np.asarray(n, dtype=float)
+    x = np.clip(np.sqrt(n * float(d_model) / max(float(d_ff), 1.0)), 1.0, np.maximum(n, 1.0))
+    return x, n / x
+
+
+def ws2d_exchange_time(tokens, n, d_model, d_ff, act_bytes, bw):
+    """Activation traffic of one FFN in a 2D weight-stationary layout over n chips (Pope et al. 2022 §3.2.2).
+
+    The weights are split E over X chips and F over YZ (:func:`ws2d_split`); the T-token input is all-gathered
+    over YZ, the hidden reduce-scattered over X, all-gathered over X, the output reduce-scattered over YZ:
+
+        t = [2·(YZ−1)/YZ · T·E/X + 2·(X−1)/X · T·F/YZ] · bytes / BW  ≈ 8·T·E·bytes / (√n · BW)  for F = 4E
+
+    against 2·T·E·bytes / BW for 1D weight-stationary (the all-reduce): 2D is cheaper past 16 chips, and its
+    traffic falls as 1/√n. Pope's count: a gated FFN's second hidden branch is not counted."""
+    x, yz = ws2d_split(n, d_model, d_ff)
+    t = np.asarray(tokens, dtype=float) * act_bytes
+    return (2.0 * (yz - 1.0) / yz * t * d_model / x + 2.0 * (x - 1.0) / x * t * d_ff / yz) / bw
+
+
+#: Collectives one 2D weight-stationary exchange launches: all-gather, reduce-scatter, all-gather, reduce-scatter.
+WS2D_COLLECTIVES = 4
+
+
 def alltoall_time(nbytes_out, bw, latency=0.0):
     """All-to-all where each chip sends ``nbytes_out`` to other chips over a full crossbar: t = latency + bytes / bw.
 

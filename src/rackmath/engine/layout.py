@@ -43,10 +43,12 @@ import numpy as np
 from ..results import ResultMixin
 
 from ..errors import InputError
+from ..specs.records import WEIGHT_LAYOUTS
 from .comms import (alltoall_split_time, moe_alltoall_bytes, moe_fanout, scaleout_share,  # noqa: F401 (re-exported)
-                    scaleup_share)
+                    scaleup_share, ws2d_split)
 
 OVERLAP_MODES = ("max", "sum")
+
 
 #: Fixed latency of one collective (all-reduce, or one direction of the MoE all-to-all) inside a
 #: scale-up domain. Small-message NVLink collectives take a few µs (2–20 µs); the lecture's ideal
@@ -223,6 +225,7 @@ class ModelNumbers:
     dsa: bool = False  # DeepSeek sparse attention: the lightning indexer's kernels in every layer
     prefill: bool = False  # a prompt pass: MoE dispatch deduplicated by domain (DeepEP normal kernels)
     parallel_block: bool = False  # attention and FFN read the same input and sum into it: one TP all-reduce a layer
+    d_ff: int = 0  # dense FFN width (0: unknown; a 2D weight-stationary layout then takes 4 · d_model)
 
     @property
     def weight_bytes(self) -> float:
@@ -304,6 +307,7 @@ class ModelNumbers:
             dsa=bool(getattr(model, "sparse_attention", False)),
             prefill=bool(prefill),
             parallel_block=bool(getattr(model, "parallel_block", False)),
+            d_ff=int(getattr(model, "d_ff", 0) or 0),
         )
 
 
@@ -441,7 +445,7 @@ class LayoutArrays:
 def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attention_dp=False, adp_ranks=None,
              chips=None, redundant_experts=0, overlap=None, act_bytes=2.0, hop_latency_s=None, usable_fraction=1.0,
              reserve_bytes=0.0, collective_latency_s=None, efficiency=None, sched_overlap=False,
-             adp_imbalance=None, weight_gathered=False) -> LayoutArrays:
+             adp_imbalance=None, weight_layout="1d") -> LayoutArrays:
     """Evaluate layouts (arrays broadcast together): memory per chip, communication and step time.
 
     ``micro_batch`` b is sequences per micro-batch per replica; ``pp`` micro-batches are in flight,
@@ -453,9 +457,10 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     (default :func:`attention_dp_imbalance` of the micro-batch's sequences; a mixed prefill step passes its own).
     ``adp_ranks`` R (attention DP): the attention data-parallel groups of the TP group (default TP: every chip
     its own sequences); each group runs attention tensor-parallel over TP / R chips (:func:`attention_tp`).
-    ``weight_gathered`` (dense models): the TP chips split the batch instead of the weights and all-gather each
-    layer's weights before running it (``comms.allgather_time``, :func:`weight_gather_workspace`; Pope et al. 2022
-    §3.2.3).
+    ``weight_layout`` (:data:`WEIGHT_LAYOUTS`; "2d" and "gathered" for dense models without attention DP): "2d"
+    replaces the all-reduces by 2D weight-stationary exchanges (``comms.ws2d_exchange_time``, Pope et al. 2022
+    §3.2.2); "gathered" splits the batch instead of the weights and all-gathers each layer's weights before running
+    it (``comms.allgather_time``, :func:`weight_gather_workspace`; §3.2.3).
     """
     if overlap is not None and overlap not in OVERLAP_MODES:
         raise InputError("overlap", f"unknown mode {overlap!r}", "max (overlapped) or sum (serial)")
@@ -471,10 +476,13 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     moe_tp = tp / ep
     pl = np.asarray(mn.pass_len, dtype=float)  # tokens per sequence this step (may be an array)
     hop = hw.hop_latency_s if hop_latency_s is None else float(hop_latency_s)
-    wg = np.asarray(weight_gathered, dtype=bool)
-    if np.any(wg) and mn.is_moe:
-        raise InputError("weight_gathered", f"{mn.name} is a mixture of experts",
-                         "a dense model (experts are sharded, not gathered)")
+    wl = check_weight_layout(weight_layout)
+    wg, w2 = wl == "gathered", wl == "2d"
+    if np.any(wg | w2) and mn.is_moe:
+        raise InputError("weight_layout", f"{mn.name} is a mixture of experts",
+                         "1d for a mixture of experts (its experts are sharded over EP, not gathered or split 2D)")
+    if np.any(w2 & adp):
+        raise InputError("weight_layout", "2d with attention DP", "2d without attention DP, or 1d")
 
     # --- layers and experts on the most-loaded chip
     L_stage = layers_on_stage(mn.n_layers, pp)
@@ -506,8 +514,9 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     max_b = np.maximum(0.0, np.floor((cap - w_chip - reserve_bytes) / np.maximum(per_b, 1e-300)))
 
     # --- one stage step on the most-loaded chip: per-layer operators (engine/step.py)
-    from .comms import (allgather_time, alltoall_dedup_scaleout_bytes, alltoall_dedup_time,
-                        hierarchical_allreduce_scaleout_bytes, hierarchical_allreduce_time, p2p_time)
+    from .comms import (WS2D_COLLECTIVES, allgather_time, alltoall_dedup_scaleout_bytes, alltoall_dedup_time,
+                        hierarchical_allreduce_scaleout_bytes, hierarchical_allreduce_time, p2p_time,
+                        ws2d_exchange_time)
     from .step import (ELEMENTWISE_KERNELS_PER_LAYER, MLA_EAGER_KERNEL_SCALE, Op, attention_kernels, compose,
                        op_kernels)
 
@@ -566,8 +575,12 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     n_ar = np.where(wg | (ar_group <= 1), 0.0, np.where(adp, L_stage + L_dense,
                                                         tp_allreduces_per_layer(mn.parallel_block) * L_stage))
     t_ar = hierarchical_allreduce_time(ar_bytes, ar_group, S, hw.scaleup_bw, hw.scaleout_bw)
-    ops.append(Op("allreduce", net_s=n_ar * t_ar, collectives=n_ar,
-                  scaleout_collectives=np.where(ar_group > S, n_ar, 0.0)))
+    if np.any(w2):  # 2D weight-stationary: each all-reduce becomes a 4-collective exchange along both split axes
+        t_ar = np.where(w2, ws2d_exchange_time(tokens, tp, mn.d_model, mn.d_ff or 4 * mn.d_model, act_bytes,
+                                               np.where(tp <= S, hw.scaleup_bw, hw.scaleout_bw)), t_ar)
+    n_coll = np.where(w2, WS2D_COLLECTIVES * n_ar, n_ar)
+    ops.append(Op("allreduce", net_s=n_ar * t_ar, collectives=n_coll,
+                  scaleout_collectives=np.where(ar_group > S, n_coll, 0.0)))
     if np.any(wg):  # weight-gathered: each layer's weights (attention block, FFN) gathered from the TP chips
         n_ag = np.where(wg & (tp > 1), 2.0 * L_stage, 0.0)
         t_ag = allgather_time(w_stage, tp, np.where(tp <= S, hw.scaleup_bw, hw.scaleout_bw))
@@ -592,7 +605,8 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     else:
         out_share = np.zeros_like(tokens)
         so_bytes = np.zeros_like(tokens)
-    so_bytes = so_bytes + n_ar * hierarchical_allreduce_scaleout_bytes(ar_bytes, ar_group, S)
+    so_bytes = so_bytes + np.where(w2, np.where(tp > S, n_ar * t_ar * hw.scaleout_bw, 0.0),
+                                   n_ar * hierarchical_allreduce_scaleout_bytes(ar_bytes, ar_group, S))
 
     # --- pipeline: hand-offs and hop latency (01:12)
     hops = pipeline_hops(pp, tp, S)
@@ -631,7 +645,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
         mem_per_chip=mem, mem_capacity=np.asarray(cap), headroom_bytes=headroom, fits=(headroom >= 0) & (dp >= 1),
         max_micro_batch=max_b, max_concurrency=dp * pp * max_b,
         t_compute_s=t_compute, t_weights_s=t_weights, t_kv_s=t_kv, t_memory_s=t_mem, t_alltoall_s=t_a2a,
-        t_allreduce_s=t_ar, t_allgather_s=t_ag, t_comm_s=t_comm, weight_gathered=wg, t_stage_s=t_stage,
+        t_allreduce_s=t_ar, t_allgather_s=t_ag, t_comm_s=t_comm, weight_layout=wl, t_stage_s=t_stage,
         t_handoff_s=t_handoff, hops=hops,
         t_latency_s=t_lat, t_sched_s=times.t_sched, weight_bytes_read_per_chip=w_read,
         t_hop_latency_s=t_hops, tpot_s=tpot, tokens_per_s_per_user=tps_user, tokens_per_s=tps,
@@ -683,15 +697,27 @@ def explain_layout(res: LayoutArrays, i=0):
         else:
             d.add("t_a2a", "L_moe_stage · max(bytes·in/BW_up, bytes·out/BW_out), bytes = (b/TP)·fanout·d·bytes·2, "
                   "fanout ≈ k", "", r["t_alltoall_s"], "s", f"scale-out share {r['scaleout_share']:.3g}")
-    d.add("t_allreduce", "2 · L_stage · allreduce(b·d·bytes, TP) (1 · L_stage with a parallel block); attention DP: "
-          "(L_stage + L_dense) · "
-          "allreduce((b/R)·d·bytes, TP/R)", "", r["t_allreduce_s"], "s",
-          "0 with attention DP on every chip (R = TP); TP > S: reduce-scatter on NVLink, 1/S of the bytes over the "
-          "NIC, all-gather")
-    if r["weight_gathered"]:
-        tm = res.__dict__["times"]
-        net, lat = (float(np.asarray(x, dtype=float).reshape(-1)[i if np.size(x) > 1 else 0])
-                    for x in (tm.net["allgather"], tm.latency["allgather"]))
+    tm = res.__dict__["times"]
+
+    def net_lat(op):  # a collective's network and latency terms in this row (their sum is its reported time)
+        return (float(np.asarray(x, dtype=float).reshape(-1)[i if np.size(x) > 1 else 0])
+                for x in (tm.net[op], tm.latency[op]))
+
+    if r["weight_layout"] == "2d":
+        x, yz = (float(v) for v in ws2d_split(r["tp"], mn.d_model, mn.d_ff or 4 * mn.d_model))
+        net, lat = net_lat("allreduce")
+        d.add("t_allreduce", "n_ex · [2·(YZ−1)/YZ · T·E/X + 2·(X−1)/X · T·F/YZ] · bytes / (BW · η_comm) + "
+              "4 · n_ex · τ_c, X = √(TP·E/F), YZ = TP/X", f"X = {x:.3g}, YZ = {yz:.3g}: {fmt(net, 's')} + {fmt(lat, 's')}",
+              r["t_allreduce_s"], "s", "2D weight-stationary (Pope et al. 2022 §3.2.2): weights split over d_model "
+              "(X) and d_ff (YZ); each of the n_ex all-reduces a 1D layout runs becomes all-gather, reduce-scatter, "
+              "all-gather, reduce-scatter; ≈ 8·T·E·bytes/(√TP·BW) for F = 4E", expr=f"{net!r} + {lat!r}")
+    else:
+        d.add("t_allreduce", "2 · L_stage · allreduce(b·d·bytes, TP) (1 · L_stage with a parallel block); attention "
+              "DP: (L_stage + L_dense) · allreduce((b/R)·d·bytes, TP/R)", "", r["t_allreduce_s"], "s",
+              "0 with attention DP on every chip (R = TP); TP > S: reduce-scatter on NVLink, 1/S of the bytes over "
+              "the NIC, all-gather")
+    if r["weight_layout"] == "gathered":
+        net, lat = net_lat("allgather")
         d.add("t_allgather", "(TP − 1)/TP · W_stage / (BW · η_comm) + 2 · L_stage · τ_c",
               f"{fmt(net, 's')} + {fmt(lat, 's')}", r["t_allgather_s"], "s",
               "weight-gathered: each chip runs b/TP sequences on every weight, gathered layer by layer "
@@ -732,6 +758,15 @@ def ep_way_out(n_slots: int, ep: int) -> str:
     return (f"use ep={fit} ({fit} of the {ep} GPUs, {n_slots // fit} experts each), "
             f"or add {r} redundant experts ({n_slots + r} = {(n_slots + r) // ep} × {ep}), "
             f"or allow uneven placement (the most-loaded GPU holds {-(-n_slots // ep)})")
+
+
+def check_weight_layout(layout):
+    """A weight layout (or an array of them) validated against :data:`WEIGHT_LAYOUTS`, as a numpy string array."""
+    wl = np.asarray(layout)
+    bad = [str(x) for x in np.unique(wl) if str(x) not in WEIGHT_LAYOUTS] if wl.dtype.kind in "UO" else [repr(layout)]
+    if bad:
+        raise InputError("weight_layout", f"unknown {bad[0]!r}", ", ".join(WEIGHT_LAYOUTS))
+    return wl.astype(str)
 
 
 def check_attention_dp_size(size, tp) -> int:
@@ -1149,5 +1184,5 @@ __all__ = [
     "search_layouts", "layout_grid", "pareto_front", "experts_per_chip", "expert_imbalance", "layers_on_stage",
     "scaleout_share", "scaleup_share", "moe_alltoall_bytes", "moe_fanout", "COLLECTIVE_LATENCY_S", "alltoall_split_time", "pipeline_hops",
     "ep_rank_load", "attention_dp_imbalance", "attention_ranks", "attention_tp", "check_attention_dp_size",
-    "attention_dp_label", "with_attention_groups", "c_mem", "MIN_EXPERT_SHARD", "load_model_any", "ep_way_out", "explain_layout", "candidate_degrees", "replace",
+    "attention_dp_label", "with_attention_groups", "check_weight_layout", "WEIGHT_LAYOUTS", "c_mem", "MIN_EXPERT_SHARD", "load_model_any", "ep_way_out", "explain_layout", "candidate_degrees", "replace",
 ]

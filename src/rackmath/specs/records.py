@@ -42,6 +42,11 @@ STATUSES = ("measured", "approximate", "derived")
 #: How requests arrive (serve --arrivals, a record's arrivals; analyses.serving imports it): spread out evenly, in
 #: lock-step waves, or as a Poisson stream (independent arrivals).
 ARRIVALS = ("steady", "waves", "poisson")
+#: How a TP group holds a dense model's weights (Pope et al. 2022 §3.2): "1d" weight-stationary (each chip a slice,
+#: the activations all-reduced: Megatron-LM's layout, every GPU stack's), "2d" weight-stationary (each chip a block
+#: split over d_model and d_ff, the activations gathered and scattered along both: ``comms.ws2d_exchange_time``),
+#: "gathered" (the chips split the batch and all-gather each layer's weights). ``engine.layout.evaluate`` takes them.
+WEIGHT_LAYOUTS = ("1d", "2d", "gathered")
 FRAMEWORKS = ("trtllm", "vllm", "vllm-v0", "sglang", "atom", "dynamo", "jax", "torch", "other")
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,79}$")
@@ -149,8 +154,10 @@ FIELDS: dict = {
                                                                          "TP/R GPUs (SGLang --dp R; implies "
                                                                          "attention_dp)"),
     "redundant_experts": (_num(0, 1e5, integer=True), None, False, "extra expert replicas (EPLB)"),
-    "weight_gathered": (_bool, ("step", "prefill"), False, "the TP chips split the batch and all-gather each layer's "
-                                                          "weights (Pope's weight-gathered layout; dense models)"),
+    "weight_layout": (_enum(WEIGHT_LAYOUTS), ("step", "prefill"), False, "how the TP chips hold a dense model's "
+                      "weights (Pope et al. 2022 §3.2): 1d weight-stationary (default), 2d weight-stationary, or "
+                      "gathered (the chips split the batch and all-gather each layer's weights)"),
+    "weight_gathered": (_bool, ("step", "prefill"), False, "true = weight_layout = \"gathered\" (the older spelling)"),
     "kv_shards": (_num(1, 1e5, integer=True), None, False, "ways the KV is split by sequence (Pope's batch-sharded MQA)"),
     "isl": (_num(1, 1e7), ("serve", "prefill"), True, "input (prompt) tokens per request"),
     "osl": (_num(1, 1e7), ("serve",), True, "output tokens per request"),
@@ -174,7 +181,7 @@ FIELDS: dict = {
 
 #: Fields that describe the configuration (what a prediction needs), in order.
 INPUTS = ("model", "hardware", "gpus", "prefill_gpus", "decode_gpus", "tp", "ep", "pp", "attention_dp",
-          "attention_dp_size", "redundant_experts", "weight_gathered", "kv_shards", "isl", "osl", "concurrency",
+          "attention_dp_size", "redundant_experts", "weight_layout", "weight_gathered", "kv_shards", "isl", "osl", "concurrency",
           "max_batch", "batch", "context", "cached_share", "weights_dtype", "kv_dtype", "mtp", "acceptance",
           "max_num_tokens", "arrivals", "eager", "framework")
 
@@ -355,6 +362,13 @@ def parse_record(t: dict, path="<records>", i: int = 0, check_names: bool = True
         fail("max_batch", 'only with concurrency = "max-load"')
     if t["status"] == "derived" and "exclude" in t:
         fail("exclude", "a derived record is never fitted already: drop exclude")
+    layout, layout_field = t.get("weight_layout", "1d"), "weight_layout"
+    if t.get("weight_gathered"):
+        if layout not in ("1d", "gathered") or "weight_layout" in t and layout != "gathered":
+            fail("weight_gathered", f"true contradicts weight_layout = {layout!r} (accepted: one of the two)")
+        layout, layout_field = "gathered", "weight_gathered"
+    if layout == "2d" and (t.get("attention_dp") or "attention_dp_size" in t):
+        fail("weight_layout", "2d with attention DP (accepted: 2d without attention_dp, or 1d)")
     chip = ""
     if check_names and "exclude" not in t:
         from ..specs.hardware import load_hardware
@@ -364,14 +378,17 @@ def parse_record(t: dict, path="<records>", i: int = 0, check_names: bool = True
             model = load_model(t["model"])
         except RackmathError as exc:
             fail("model", str(getattr(exc, "problem", exc)) + " (rackmath model list)")
-        if t.get("weight_gathered") and getattr(model, "n_experts", 0):
-            fail("weight_gathered", f"{t['model']} is a mixture of experts (accepted: a dense model)")
+        if layout != "1d" and getattr(model, "n_experts", 0):
+            fail(layout_field, f"{t['model']} is a mixture of experts (accepted: 1d; its experts are sharded "
+                               "over EP, not gathered or split 2D)")
         try:
             chip = load_hardware(t["hardware"]).chip.name
         except RackmathError as exc:
             fail("hardware", str(getattr(exc, "problem", exc)) + " (rackmath hardware list)")
     a = t.get("assumptions", ())
-    inputs = {k: t[k] for k in INPUTS if k in t}
+    inputs = {k: t[k] for k in INPUTS if k in t and k != "weight_gathered"}
+    if layout != "1d":
+        inputs["weight_layout"] = layout
     for k in ("gpus", "prefill_gpus", "decode_gpus", "tp", "ep", "pp", "redundant_experts", "kv_shards", "mtp",
               "max_batch", "max_num_tokens"):
         if k in inputs:
