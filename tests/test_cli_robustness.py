@@ -39,6 +39,8 @@ def _assert_one_line(code, err, field):
     (("context", "--chips", "0"), "--gpus"),
     (("layout", M, "-H", "h100", "--chips", "8", "--max-pp", "0"), "--max-pp"),
     (("layout", M, "-H", "h100", "--chips", "8", "--redundant-experts", "-1"), "--redundant-experts"),
+    (("layout", M, "-H", "h100", "--chips", "8", "--weight-layout", "3d"), "weight_layout"),
+    (("layout", "deepseek-v3", "-H", "h100", "--chips", "8", "--weight-layout", "all"), "weight_layout"),
     # dtypes: the option's own name, not a generic "dtype"
     (("batching", "balance", M, "-H", "h100", "--weights-dtype", "abc"), "weights_dtype"),
     (("batching", "penalty", M, "-H", "h100", "--kv-dtype", ""), "kv_dtype"),

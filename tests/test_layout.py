@@ -361,6 +361,31 @@ def test_dense_model_search_uses_no_ep():
     assert len(sr.frontier) > 0
 
 
+def test_search_puts_popes_three_weight_layouts_on_one_frontier():
+    """``weight_layouts``: every 1D row once more as 2D and as weight-gathered where TP > 1 and attention DP is off
+    (a dense model's attention-DP rows are 1D only); each row evaluated as if alone. PaLM 540B on 64 TPU v4."""
+    one = search_layouts("palm-540b", "tpu-v4-pod", 64, context=2048, weights_dtype="int8", max_pp=2,
+                         micro_batches=[8, 64, 512])
+    three = search_layouts("palm-540b", "tpu-v4-pod", 64, context=2048, weights_dtype="int8", max_pp=2,
+                           micro_batches=[8, 64, 512], weight_layouts=("1d", "2d", "gathered"))
+    wl, L = three.layouts.weight_layout, three.layouts
+    extra = int(np.sum((one.layouts.tp > 1) & ~one.layouts.attention_dp.astype(bool)))
+    assert len(L) == len(one.layouts) + 2 * extra
+    assert np.all(L.tp[wl != "1d"] > 1) and not np.any(L.attention_dp.astype(bool)[wl != "1d"])
+    # a 2D row = evaluate() of that row alone
+    palm = ModelNumbers.from_model(load_model("palm-540b"), 2048, weights_dtype="int8")
+    hw = HwNumbers.from_system(load_hardware("tpu-v4-pod"), "int8")
+    i = int(np.flatnonzero((wl == "2d") & (L.tp == 64) & (L.micro_batch == 512) & (L.pp == 1))[0])
+    alone = evaluate(palm, hw, tp=64, ep=1, pp=1, micro_batch=512, chips=64, weight_layout="2d").row(0)
+    assert L.row(i)["tpot_s"] == pytest.approx(alone["tpot_s"], rel=1e-12)
+    # 2D moves less than 1D at TP64 and batch 512 (8/√64 = 1 < 2 activation volumes a layer)
+    j = int(np.flatnonzero((wl == "1d") & (L.tp == 64) & (L.micro_batch == 512) & (L.pp == 1)
+                           & ~L.attention_dp.astype(bool))[0])
+    assert L.row(i)["t_allreduce_s"] < L.row(j)["t_allreduce_s"]
+    with pytest.raises(InputError, match="weight_layout: 2d for deepseek-v3, a mixture of experts"):
+        search_layouts("deepseek-v3", "gb200-nvl72", 72, context=8192, weight_layouts=("1d", "2d"))
+
+
 # ----------------------------------------------------------------------------- attention DP over R groups
 
 

@@ -109,6 +109,31 @@ def test_cli_racks_commands():
     assert json.loads(out)["fits"] is True
 
 
+def test_cli_layout_compares_popes_weight_layouts():
+    """``--weight-layout``: PaLM 540B decoding 64 sequences at 2,048 tokens on 64 TPU v4 (P5's shape), one stage.
+    Activations 64 · 18,432 · 2 B = 2.359 MB a layer. The ideal 1D all-reduce: 118 · (2 · 63/64 · 2.359 MB /
+    270 GB/s + 5 µs) = 2.62 ms; 2D (X = 4, YZ = 16) moves 0.84375 of one activation volume a layer in four
+    collectives: 118 · (0.84375 · 2.359 MB / 270 GB/s + 4 · 5 µs) = 3.23 ms — at this batch the extra collectives'
+    latency outweighs the bytes saved."""
+    args = ("layout", "palm-540b", "-H", "tpu-v4-pod", "-n", "64", "-L", "2048", "--weights-dtype", "int8",
+            "-b", "64", "--max-pp", "1", "--ideal")
+    rows = {}
+    for wl in ("1d", "2d"):
+        code, out, err = run_cli(*args, "--weight-layout", wl, "--json")
+        assert code == 0, err
+        f = json.loads(out)["frontier"]
+        i = f["tp"].index(64)
+        rows[wl] = {k: v[i] for k, v in f.items()}
+    act = 64 * 18432 * 2
+    assert rows["1d"]["t_allreduce_s"] == pytest.approx(118 * (2 * 63 / 64 * act / 270e9 + 5e-6), rel=1e-9)
+    assert rows["2d"]["t_allreduce_s"] == pytest.approx(118 * (0.84375 * act / 270e9 + 4 * 5e-6), rel=1e-9)
+    assert rows["1d"]["t_allreduce_s"] == pytest.approx(2.62e-3, rel=2e-3)
+    assert rows["2d"]["t_allreduce_s"] == pytest.approx(3.23e-3, rel=2e-3)
+    assert rows["2d"]["weight_layout"] == "2d" and rows["1d"]["weight_layout"] == "1d"
+    code, out, err = run_cli(*args, "--weight-layout", "2d")
+    assert code == 0 and "TP64·2D×1" in out, err
+
+
 def test_cli_layout_json_and_plot(tmp_path):
     code, out, err = run_cli("layout", "deepseek-v3", "--hardware", "gb200-nvl72", "--chips", "72", "--json")
     assert code == 0, err

@@ -41,7 +41,7 @@ def _int(text, field, maximum: float = MAX_CHIPS):
 
 
 def _search(model, hardware, chips, context, batch, max_pp, weights_dtype, kv_dtype, efficiency, overlap, hop_latency,
-            min_speed, redundant, ideal=False, price=None):
+            min_speed, redundant, ideal=False, price=None, weight_layouts="1d"):
     from .. import units
     from ..engine.layout import search_layouts
     from .common import efficiency_for, parse_range, priced
@@ -59,7 +59,19 @@ def _search(model, hardware, chips, context, batch, max_pp, weights_dtype, kv_dt
                           weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency, overlap=overlap,
                           micro_batches=mb, max_pp=max_pp,
                           hop_latency_s=units.parse_duration(hop_latency, "hop_latency") if hop_latency else None,
-                          min_tokens_per_s_per_user=float(min_speed or 0.0), redundant_experts=redundant)
+                          min_tokens_per_s_per_user=float(min_speed or 0.0), redundant_experts=redundant,
+                          weight_layouts=_weight_layouts(weight_layouts))
+
+
+def _weight_layouts(text) -> tuple:
+    """--weight-layout: a comma list of 1d, 2d, gathered, or all."""
+    import numpy as np
+
+    from ..engine.layout import WEIGHT_LAYOUTS, check_weight_layout
+
+    parts = [p.strip().lower() for p in str(text or "1d").split(",") if p.strip()] or ["1d"]
+    parts = list(WEIGHT_LAYOUTS) if parts == ["all"] else parts
+    return tuple(dict.fromkeys(str(w) for w in check_weight_layout(np.asarray(parts))))
 
 
 def _layout_label(r) -> str:
@@ -70,6 +82,7 @@ def _layout_label(r) -> str:
         s += "·aDP"
     if r["pp"] > 1:
         s += f"·PP{int(r['pp'])}"
+    s += {"2d": "·2D", "gathered": "·gathered"}.get(r.get("weight_layout", "1d"), "")
     return s + f"×{int(r['dp'])}"
 
 
@@ -96,6 +109,11 @@ def register(app: typer.Typer) -> None:
         price: str = USD_OPT,
         overlap: str = OVERLAP_OPT,
         hop_latency: str = HOP_OPT,
+        weight_layout: str = typer.Option("1d", "--weight-layout",
+                                          help="How a TP group holds a dense model's weights, a comma list: 1d "
+                                               "(weight-stationary, default), 2d (weight-stationary over d_model and "
+                                               "d_ff), gathered (all-gathered per layer), or all (Pope et al. 2022 "
+                                               "§3.2)."),
         json: bool = JSON_OPT,
         explain: bool = EXPLAIN_OPT,
     ):
@@ -104,7 +122,7 @@ def register(app: typer.Typer) -> None:
 
         eff = efficiency_for(hardware, efficiency, ideal, default="ideal")
         sr = _search(model, hardware, chips, context, batch, max_pp, weights_dtype, kv_dtype, eff, overlap,
-                     hop_latency, min_speed, redundant_experts, price=price)
+                     hop_latency, min_speed, redundant_experts, price=price, weight_layouts=weight_layout)
         f = sr.frontier
         if json:
             d = mode_dict(eff) | {"usd_per_gpu_hour": sr.layouts.hw.usd_per_chip_hour} | sr.as_dict()

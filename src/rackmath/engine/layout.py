@@ -1061,12 +1061,18 @@ MIN_EXPERT_SHARD = 128
 
 def layout_grid(mn: ModelNumbers, chips: int, scaleup_size: int, *, micro_batches=None, max_pp=None,
                 redundant_experts=0, uneven_experts=True, attention_dp=(False, True),
-                min_expert_shard=MIN_EXPERT_SHARD) -> dict:
-    """Arrays (tp, ep, pp, attention_dp, micro_batch) of every valid layout for ``chips`` chips.
+                min_expert_shard=MIN_EXPERT_SHARD, weight_layouts=("1d",)) -> dict:
+    """Arrays (tp, ep, pp, attention_dp, micro_batch; weight_layout where more than 1D is asked for) of every valid
+    layout for ``chips`` chips.
 
     Valid: TP·PP ≤ chips, EP divides TP, EP ≤ expert slots (and divides them unless uneven placement is
-    allowed), experts not cut narrower than ``min_expert_shard`` columns, PP ≤ layers.
+    allowed), experts not cut narrower than ``min_expert_shard`` columns, PP ≤ layers. ``weight_layouts``
+    (:data:`WEIGHT_LAYOUTS`): 2D and weight-gathered rows for dense models, TP > 1, without attention DP.
     """
+    wls = [str(w) for w in check_weight_layout(np.atleast_1d(np.asarray(weight_layouts)))]
+    if mn.is_moe and any(w != "1d" for w in wls):
+        raise InputError("weight_layout", f"{next(w for w in wls if w != '1d')} for {mn.name}, a mixture of experts",
+                         "1d (its experts are sharded over EP, not gathered or split 2D)")
     tps = candidate_degrees(chips, scaleup_size)
     max_pp = max_pp or min(mn.n_layers, 16)
     pps = np.array([p for p in range(1, max_pp + 1) if p <= chips], dtype=float)
@@ -1093,13 +1099,18 @@ def layout_grid(mn: ModelNumbers, chips: int, scaleup_size: int, *, micro_batche
                 for adp in attention_dp:
                     if adp and tp == 1:
                         continue
-                    rows.append((tp, ep, p, adp))
+                    for w, wl in enumerate(wls):
+                        if wl == "1d" or (tp > 1 and not adp):
+                            rows.append((tp, ep, p, adp, w))
     if not rows:
         raise InputError("chips", f"no layout fits {chips} chips", "at least 1 chip")
     g = np.array(rows, dtype=float)
     n_l, n_b = len(g), len(micro_batches)
-    return dict(tp=np.repeat(g[:, 0], n_b), ep=np.repeat(g[:, 1], n_b), pp=np.repeat(g[:, 2], n_b),
-                attention_dp=np.repeat(g[:, 3].astype(bool), n_b), micro_batch=np.tile(micro_batches, n_l))
+    out = dict(tp=np.repeat(g[:, 0], n_b), ep=np.repeat(g[:, 1], n_b), pp=np.repeat(g[:, 2], n_b),
+               attention_dp=np.repeat(g[:, 3].astype(bool), n_b), micro_batch=np.tile(micro_batches, n_l))
+    if wls != ["1d"]:
+        out["weight_layout"] = np.repeat(np.array(wls)[g[:, 4].astype(int)], n_b)
+    return out
 
 
 def pareto_front(cost, speed, tiebreak=None) -> np.ndarray:
@@ -1142,8 +1153,11 @@ class SearchResult(ResultMixin):
 def search_layouts(model, system, chips, *, context, weights_dtype=None, kv_dtype=None, efficiency=None,
                    overlap=None, act_dtype="bf16", micro_batches=None, max_pp=None, redundant_experts=0,
                    uneven_experts=True, hop_latency_s=None, usable_fraction=1.0, min_tokens_per_s_per_user=0.0,
-                   collective_latency_s=None) -> SearchResult:
+                   collective_latency_s=None, weight_layouts=("1d",)) -> SearchResult:
     """Enumerate every valid layout of ``model`` on ``chips`` chips of ``system``; return the Pareto frontier.
+
+    ``weight_layouts``: the ways a TP group may hold a dense model's weights (:data:`WEIGHT_LAYOUTS`; default 1D
+    weight-stationary only) — ("1d", "2d", "gathered") puts Pope et al. 2022's three layouts on one frontier.
 
     Vectorized: one call of :func:`evaluate` on arrays of all layouts (≥ 10⁵ layouts/s,
     benchmarks/bench_layout.py).
@@ -1167,7 +1181,8 @@ def search_layouts(model, system, chips, *, context, weights_dtype=None, kv_dtyp
     hw = HwNumbers.from_system(system, dtype, efficiency)
     t0 = time.perf_counter()
     g = layout_grid(mn, chips, hw.scaleup_size, micro_batches=micro_batches, max_pp=max_pp,
-                    redundant_experts=redundant_experts, uneven_experts=uneven_experts)
+                    redundant_experts=redundant_experts, uneven_experts=uneven_experts,
+                    weight_layouts=weight_layouts)
     res = evaluate(mn, hw, chips=chips, redundant_experts=redundant_experts, overlap=overlap,
                    act_bytes=dtype_bytes(act_dtype), hop_latency_s=hop_latency_s, usable_fraction=usable_fraction,
                    collective_latency_s=collective_latency_s, **g)
