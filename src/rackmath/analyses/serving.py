@@ -461,7 +461,8 @@ class Layout:
 
         parts = [f"TP{self.tp}"] + ([f"EP{self.ep}"] if self.ep > 1 else []) + \
             ([attention_dp_label(self.attention_dp_size, self.tp)] if self.attention_dp else []) + \
-            ([f"PP{self.pp}"] if self.pp > 1 else []) + ({"2d": ["2D weight-stationary"], "gathered": ["weight-gathered"]}.get(self.weight_layout, [])) + \
+            ([f"PP{self.pp}"] if self.pp > 1 else []) + \
+            ({"2d": ["2D weight-stationary"], "gathered": ["weight-gathered"]}.get(self.weight_layout, [])) + \
             [f"×{self.dp}"]
         return " ".join(parts)
 

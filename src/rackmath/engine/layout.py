@@ -49,7 +49,6 @@ from .comms import (alltoall_split_time, moe_alltoall_bytes, moe_fanout, scaleou
 
 OVERLAP_MODES = ("max", "sum")
 
-
 #: Fixed latency of one collective (all-reduce, or one direction of the MoE all-to-all) inside a
 #: scale-up domain. Small-message NVLink collectives take a few µs (2–20 µs); the lecture's ideal
 #: roofline has none, but reference/examples.md lists ignoring per-layer collective latency as a

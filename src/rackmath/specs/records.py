@@ -181,8 +181,8 @@ FIELDS: dict = {
 
 #: Fields that describe the configuration (what a prediction needs), in order.
 INPUTS = ("model", "hardware", "gpus", "prefill_gpus", "decode_gpus", "tp", "ep", "pp", "attention_dp",
-          "attention_dp_size", "redundant_experts", "weight_layout", "weight_gathered", "kv_shards", "isl", "osl", "concurrency",
-          "max_batch", "batch", "context", "cached_share", "weights_dtype", "kv_dtype", "mtp", "acceptance",
+          "attention_dp_size", "redundant_experts", "weight_layout", "weight_gathered", "kv_shards", "isl", "osl",
+          "concurrency", "max_batch", "batch", "context", "cached_share", "weights_dtype", "kv_dtype", "mtp", "acceptance",
           "max_num_tokens", "arrivals", "eager", "framework")
 
 
@@ -364,7 +364,7 @@ def parse_record(t: dict, path="<records>", i: int = 0, check_names: bool = True
         fail("exclude", "a derived record is never fitted already: drop exclude")
     layout, layout_field = t.get("weight_layout", "1d"), "weight_layout"
     if t.get("weight_gathered"):
-        if layout not in ("1d", "gathered") or "weight_layout" in t and layout != "gathered":
+        if "weight_layout" in t and layout != "gathered":
             fail("weight_gathered", f"true contradicts weight_layout = {layout!r} (accepted: one of the two)")
         layout, layout_field = "gathered", "weight_gathered"
     if layout == "2d" and (t.get("attention_dp") or "attention_dp_size" in t):
