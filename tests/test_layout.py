@@ -249,6 +249,10 @@ def test_2d_weight_stationary_hand_numbers():
     assert float(ws2d_exchange_time(2048, 64, 18432, 73728, 2.0, 270e9)) == pytest.approx(per_layer / 270e9)
     for k in ("t_compute_s", "weight_bytes_read_per_chip", "mem_per_chip"):
         assert two[k] == pytest.approx(one[k], rel=1e-12)
+    # X divides the chips: on 72 (√(72/4) = 4.24 does not) X = 4, YZ = 18 moves 2·17/18/4 + 2·3/4·4/18 = 0.806
+    # activation volumes, against 0.861 for X = 3 or 6
+    assert [float(v) for v in ws2d_split(np.array([72, 64]), 1, 4)[0]] == [4.0, 4.0]
+    assert float(ws2d_exchange_time(1, 72, 1, 4, 1.0, 1.0)) == pytest.approx(2 * 17 / 18 / 4 + 2 * 3 / 4 * 4 / 18)
     # on 4 chips X = √(4/4) = 1: all-gather and reduce-scatter over all of them, exactly 1D's ring all-reduce
     assert float(ws2d_exchange_time(1, 4, 1, 4, 1.0, 1.0)) == pytest.approx(2 * 3 / 4, rel=1e-12)
     d = evaluate(palm, hw, weight_layout="2d", **kw).explain(0)
@@ -382,6 +386,11 @@ def test_search_puts_popes_three_weight_layouts_on_one_frontier():
     j = int(np.flatnonzero((wl == "1d") & (L.tp == 64) & (L.micro_batch == 512) & (L.pp == 1)
                            & ~L.attention_dp.astype(bool))[0])
     assert L.row(i)["t_allreduce_s"] < L.row(j)["t_allreduce_s"]
+    # a frontier row (a subset of the layouts) explains itself, its exchange included (fuzz seed 68 found it did not)
+    f = search_layouts("palm-540b", "tpu-v4-pod", 64, context=2048, weights_dtype="int8", max_pp=1,
+                       micro_batches=[64], weight_layouts=("2d",)).frontier
+    d = f.explain(int(np.flatnonzero(f.tp == 64)[0]))
+    assert "X = 4, YZ = 16" in d.render() and d.check() == []
     with pytest.raises(InputError, match="weight_layout: 2d for deepseek-v3, a mixture of experts"):
         search_layouts("deepseek-v3", "gb200-nvl72", 72, context=8192, weight_layouts=("1d", "2d"))
 

@@ -46,6 +46,7 @@ from ..errors import InputError
 from ..specs.records import WEIGHT_LAYOUTS
 from .comms import (alltoall_split_time, moe_alltoall_bytes, moe_fanout, scaleout_share,  # noqa: F401 (re-exported)
                     scaleup_share, ws2d_split)
+from .comms import divisors as _divisors
 
 OVERLAP_MODES = ("max", "sum")
 
@@ -625,6 +626,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     t_ar, t_a2a, t_ag = (times.net[c] + times.latency[c] if c in colls else np.zeros_like(tokens)
                          for c in ("allreduce", "alltoall", "allgather"))
     t_comm = t_ar + t_a2a + t_ag
+    ar_net, ag_net = (times.net[c] if c in colls else np.zeros_like(tokens) for c in ("allreduce", "allgather"))
     t_lat = times.t_latency - sum(times.latency[c] for c in colls)  # kernels' latencies; the collectives' are in t_comm
     t_stage = stage
     w_read = sum(np.asarray(o.bytes, dtype=float) for o in ops if not o.kv)
@@ -645,6 +647,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
         max_micro_batch=max_b, max_concurrency=dp * pp * max_b,
         t_compute_s=t_compute, t_weights_s=t_weights, t_kv_s=t_kv, t_memory_s=t_mem, t_alltoall_s=t_a2a,
         t_allreduce_s=t_ar, t_allgather_s=t_ag, t_comm_s=t_comm, weight_layout=wl, t_stage_s=t_stage,
+        t_allreduce_net_s=ar_net, t_allgather_net_s=ag_net,  # the network terms of the two (the rest is latency)
         t_handoff_s=t_handoff, hops=hops,
         t_latency_s=t_lat, t_sched_s=times.t_sched, weight_bytes_read_per_chip=w_read,
         t_hop_latency_s=t_hops, tpot_s=tpot, tokens_per_s_per_user=tps_user, tokens_per_s=tps,
@@ -696,17 +699,15 @@ def explain_layout(res: LayoutArrays, i=0):
         else:
             d.add("t_a2a", "L_moe_stage · max(bytes·in/BW_up, bytes·out/BW_out), bytes = (b/TP)·fanout·d·bytes·2, "
                   "fanout ≈ k", "", r["t_alltoall_s"], "s", f"scale-out share {r['scaleout_share']:.3g}")
-    tm = res.__dict__["times"]
-
     def net_lat(op):  # a collective's network and latency terms in this row (their sum is its reported time)
-        return (float(np.asarray(x, dtype=float).reshape(-1)[i if np.size(x) > 1 else 0])
-                for x in (tm.net[op], tm.latency[op]))
+        net = float(r[f"t_{op}_net_s"])
+        return net, float(r[f"t_{op}_s"]) - net
 
     if r["weight_layout"] == "2d":
         x, yz = (float(v) for v in ws2d_split(r["tp"], mn.d_model, mn.d_ff or 4 * mn.d_model))
         net, lat = net_lat("allreduce")
         d.add("t_allreduce", "n_ex · [2·(YZ−1)/YZ · T·E/X + 2·(X−1)/X · T·F/YZ] · bytes / (BW · η_comm) + "
-              "4 · n_ex · τ_c, X = √(TP·E/F), YZ = TP/X", f"X = {x:.3g}, YZ = {yz:.3g}: {fmt(net, 's')} + {fmt(lat, 's')}",
+              "4 · n_ex · τ_c, X | TP moving least (√(TP·E/F) where it divides TP), YZ = TP/X", f"X = {x:.3g}, YZ = {yz:.3g}: {fmt(net, 's')} + {fmt(lat, 's')}",
               r["t_allreduce_s"], "s", "2D weight-stationary (Pope et al. 2022 §3.2.2): weights split over d_model "
               "(X) and d_ff (YZ); each of the n_ex all-reduces a 1D layout runs becomes all-gather, reduce-scatter, "
               "all-gather, reduce-scatter; ≈ 8·T·E·bytes/(√TP·BW) for F = 4E", expr=f"{net!r} + {lat!r}")
@@ -738,15 +739,6 @@ def explain_layout(res: LayoutArrays, i=0):
 # --------------------------------------------------------------------------------------
 # Validation and the lecture's ways out
 # --------------------------------------------------------------------------------------
-
-
-def _divisors(n: int) -> list[int]:
-    """Divisors of n, ascending (O(√n): n may be a million chips)."""
-    import math
-
-    n = int(n)
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0] if n > 0 else []
-    return sorted(set(small) | {n // d for d in small})
 
 
 def ep_way_out(n_slots: int, ep: int) -> str:
