@@ -754,10 +754,15 @@ def ep_way_out(n_slots: int, ep: int) -> str:
 def check_weight_layout(layout):
     """A weight layout (or an array of them) validated against :data:`WEIGHT_LAYOUTS`, as a numpy string array."""
     wl = np.asarray(layout)
-    bad = [str(x) for x in np.unique(wl) if str(x) not in WEIGHT_LAYOUTS] if wl.dtype.kind in "UO" else [repr(layout)]
-    if bad:
-        raise InputError("weight_layout", f"unknown {bad[0]!r}", ", ".join(WEIGHT_LAYOUTS))
-    return wl.astype(str)
+    if wl.dtype.kind not in "UO":
+        raise InputError("weight_layout", f"unknown {layout!r}", ", ".join(WEIGHT_LAYOUTS))
+    wl = wl.astype(str)
+    known = np.zeros(wl.shape, dtype=bool)
+    for name in WEIGHT_LAYOUTS:
+        known |= wl == name
+    if not np.all(known):
+        raise InputError("weight_layout", f"unknown {str(wl[~known].flat[0])!r}", ", ".join(WEIGHT_LAYOUTS))
+    return wl
 
 
 def check_attention_dp_size(size, tp) -> int:
