@@ -196,6 +196,24 @@ def test_preemption_when_kv_runs_out_and_everything_completes():
     assert r.config["kv_tokens_per_replica"] < 24 * 3000
 
 
+def test_tensorrt_llm_reserves_the_whole_request_and_never_preempts():
+    """The same 24 closed-loop users of 1,000 + 2,000 tokens that make vLLM preempt: TensorRT-LLM admits a request
+    only with KV for all of its 3,000 tokens (GUARANTEED_NO_EVICT), so it never preempts and runs at most
+    ⌊K / 3,000⌋ sequences, K the replica's KV tokens (the same cache: the policy is admission, not capacity)."""
+    from rackmath.analyses.simulate import simulate
+
+    kw = dict(gpus=2, tp=2, concurrency=24, requests=200, isl=1000, osl=2000, seed=3)
+    v = simulate("llama-3.1-70b", "h100", framework="vllm", **kw)
+    t = simulate("llama-3.1-70b", "h100", framework="trtllm", **kw)
+    K = t.config["kv_tokens_per_replica"]
+    assert K == pytest.approx(v.config["kv_tokens_per_replica"], rel=1e-12) and K < 24 * 3000
+    assert v.summary["preemptions"] > 0 and t.summary["preemptions"] == 0
+    assert t.summary["completed"] == v.summary["completed"] == 200
+    # steady state: ⌊K / 3,000⌋ sequences (K = 8,000 tokens here: 2); the users' first requests are cut short to
+    # stagger them (warm-up), so a few more fit at the start
+    assert K // 3000 == 2 and 1.9 < t.summary["mean_running"] < 2.2 < v.summary["mean_running"]
+
+
 def test_disaggregated_ttft_includes_the_kv_handoff():
     from rackmath.analyses.simulate import simulate
 

@@ -260,6 +260,21 @@ def test_max_load_rule_is_memory_or_the_cap():
                                            weights_dtype="fp8", kv_dtype="fp8", framework="vllm") == c
 
 
+def test_serve_holds_tensorrt_llms_kv_for_the_whole_request():
+    """``serve --framework trtllm`` sizes memory as TensorRT-LLM admits: each sequence holds KV for ISL + OSL, not the
+    mean context. Llama 3.1 8B (32 layers × 8 KV heads × 128 × 2 × 2 B = 131,072 B a token, BF16) on one H100 at
+    1,000 + 1,000 tokens and C = 100: 100 × 131,072 B × (2,000 − 1,500) = 6.5536 GB more per GPU; the largest C
+    falls by 1,500/2,000 (same room). The step reads the same KV either way (the mean context)."""
+    from rackmath import serve
+
+    kw = dict(gpus=1, tp=1, isl=1000, osl=1000, concurrency=100)
+    v, t = (serve("llama-3.1-8b", "h100", framework=f, **kw) for f in ("vllm", "trtllm"))
+    assert t.mem_per_gpu_gb - v.mem_per_gpu_gb == pytest.approx(100 * 131072 * 500 / 1e9, rel=1e-9)
+    assert abs(t.max_concurrency - v.max_concurrency * 1500 / 2000) < 1
+    assert t.t_kv_ms == pytest.approx(v.t_kv_ms, rel=1e-12)
+    assert any("ISL + OSL = 2,000 tokens" in n for n in t.notes) and not any("ISL + OSL =" in n for n in v.notes)
+
+
 # --------------------------------------------------------------------------------------
 # The generic fitter and cross-validation, on a synthetic problem with a known answer
 # --------------------------------------------------------------------------------------

@@ -107,15 +107,14 @@ def _workload(isl, osl):
 def aggregated_points(st, lays, isl, osl, budget, n=CONCURRENCY_GRID, rho=RHO) -> dict:
     """Every (replica layout × concurrency) of an aggregated deployment, analytically (arrays [layout, n])."""
     from . import step_table as stt
+    from .serving import held_context
 
-    A = st.acceptance
-    L = isl + osl / 2.0
     n = np.asarray(n, dtype=float)[None, :]
     lay = {k: v[:, None] for k, v in lays.items()}
     ss = stt.steady_state(st, lay, n, isl, osl, budget)
     tpot, ttft, x = ss["tpot_s"], ss["ttft_s"], ss["out_tok_s"]
     mx = np.ceil(n / rho)
-    fit = stt.decode_grid(st, lay, mx, L)
+    fit = stt.decode_grid(st, lay, mx, held_context(st.serving_stack, isl, osl))
     ok = fit["fits"] & (mx <= fit["max_batch"] + 1e-9)
     e2e = ttft + (osl - 1.0) * tpot
     return dict(tpot=tpot, ttft=ttft, e2e=e2e, n=np.broadcast_to(n, tpot.shape), max_batch=np.broadcast_to(mx, tpot.shape),
@@ -124,6 +123,7 @@ def aggregated_points(st, lays, isl, osl, budget, n=CONCURRENCY_GRID, rho=RHO) -
 
 def _decode_points(st, lays, isl, osl, n=CONCURRENCY_GRID, rho=RHO) -> dict:
     from . import step_table as stt
+    from .serving import held_context
 
     A = st.acceptance
     L = isl + osl / 2.0
@@ -131,7 +131,7 @@ def _decode_points(st, lays, isl, osl, n=CONCURRENCY_GRID, rho=RHO) -> dict:
     lay = {k: v[:, None] for k, v in lays.items()}
     g = stt.decode_grid(st, lay, n, L)
     mx = np.ceil(n / rho)
-    fit = stt.decode_grid(st, lay, mx, L)
+    fit = stt.decode_grid(st, lay, mx, held_context(st.serving_stack, isl, osl))
     tpot = g["step_s"] / A
     return dict(tpot=tpot, ok=fit["fits"] & (mx <= fit["max_batch"] + 1e-9), n=np.broadcast_to(n, tpot.shape),
                 max_batch=np.broadcast_to(mx, tpot.shape), gpus=np.broadcast_to(lay["gpus"], tpot.shape))

@@ -504,20 +504,34 @@ class Plan:
         if what not in self._cache:
             w = self.workload
             if what == "decode":
-                mn = decode_numbers(self.model, mean_decode_context(w.isl, w.osl), w.mtp, self.weights_dtype,
-                                    self.kv_dtype, self.kv_shards)
+                mn = self._held_kv(decode_numbers(self.model, mean_decode_context(w.isl, w.osl), w.mtp,
+                                                  self.weights_dtype, self.kv_dtype, self.kv_shards), 1.0)
             elif what == "draft":
-                mn = draft_numbers(self.model, mean_decode_context(w.isl, w.osl), self.weights_dtype, self.kv_dtype,
-                                   self.kv_shards)
+                mn = self._held_kv(draft_numbers(self.model, mean_decode_context(w.isl, w.osl), self.weights_dtype,
+                                                 self.kv_dtype, self.kv_shards), self.model.n_layers)
             else:
                 mn = prefill_numbers(self.model, isl=w.isl, chunk=self.chunk(), weights_dtype=self.weights_dtype,
                                      kv_dtype=self.kv_dtype, cached_share=w.cached_share, kv_shards=self.kv_shards)
             self._cache[what] = mn
         return self._cache[what]
 
+    def _held_kv(self, mn, layers_per_numbers):
+        """``mn`` holding each sequence's KV at :func:`held_context` (the KV a step reads stays at L̄)."""
+        if not self.stack.reserves_whole_request:
+            return mn
+        ctx = held_context(self.stack, self.workload.isl, self.workload.osl)
+        return replace(mn, kv_bytes_per_seq=float(self.model.kv_cache_bytes(ctx, self.kv_dtype)) / layers_per_numbers)
+
     def chunk(self) -> float:
         """One prompt's prefill chunk: min(ISL_new, the stack's token budget)."""
         return float(min(max(self.workload.isl_new, 1.0), self.stack.max_num_tokens or np.inf))
+
+
+def held_context(stack, isl, osl):
+    """Tokens of KV a sequence holds in memory: the mean context L̄ = ISL + OSL/2 (paged KV grows with the output),
+    or the whole request ISL + OSL where the stack admits a request only with KV blocks for all of it
+    (``Stack.reserves_whole_request``: TensorRT-LLM's capacity scheduler GUARANTEED_NO_EVICT, its default)."""
+    return float(isl + osl) if stack.reserves_whole_request else float(mean_decode_context(isl, osl))
 
 
 def decode_numbers(model, context, mtp=0, weights_dtype=None, kv_dtype="bf16", kv_shards=None):
@@ -997,6 +1011,9 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
     if spec_serial:
         p.notes.append(f"speculative decoding turns {stack.name}'s overlap scheduler off: its host time adds to "
                        "every step")
+    if stack.reserves_whole_request:
+        p.notes.append(f"memory holds each sequence's KV for the whole request, ISL + OSL = {isl + osl:,.0f} tokens: "
+                       f"{stack.name} admits a request only with KV blocks for all of it (GUARANTEED_NO_EVICT)")
     rx = int(redundant_experts or 0)
     adp_size = 0  # attention DP over R groups (0: over every TP GPU)
     if attention_dp_size is not None:  # R must divide TP (the TP given, or the TP chosen below)
@@ -1490,7 +1507,7 @@ def ops(result, which="decode", index=0) -> list[dict]:
 
 __all__ = ["serve", "plan", "evaluate", "Plan", "Workload", "Layout", "Stack", "STACKS", "load_stack", "ServeResult",
            "choose_layout", "decode_step", "prefill_time", "ops", "time_sliced_schedule", "prefill_wait",
-           "speculative_step", "poisson_mixed_share", "batch_arrivals", "mean_decode_context", "steps_per_request",
+           "speculative_step", "poisson_mixed_share", "batch_arrivals", "mean_decode_context", "held_context", "steps_per_request",
            "prefill_tokens_per_seq_step",
            "prefill_attended_context", "verify_tokens", "draft_params", "draft_flops_per_step", "draft_weight_bytes",
            "tpot", "output_tokens_per_s", "total_tokens_per_s", "tokens_per_s_per_user", "usd_per_mtok",

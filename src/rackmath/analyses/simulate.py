@@ -288,13 +288,16 @@ class _Out:
 
 def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *, max_batch: int, budget: int,
                 kv_tokens: float, acceptance: float = 1.0, cadence: float = 0.0, prefill: bool = True,
-                closed_next=None, think_s: float = 0.0, progress=None, timeline_points: int = 2000) -> dict:
+                closed_next=None, think_s: float = 0.0, progress=None, timeline_points: int = 2000,
+                reserve_whole: bool = False) -> dict:
     """Simulate one replica: requests ``a_id`` arriving at sorted times ``a_t`` (lists, appended to in closed loop).
 
     ``table`` answers ``decode(b, L)``, ``prefill(P)`` and ``mixed(b, L, P)`` in seconds (a
     :class:`~rackmath.analyses.step_table.StepTable`). ``prefill=False`` is a disaggregated decode
     pool: requests arrive with their KV and decode at once. ``closed_next`` (an iterator of
     request ids) makes it a closed loop: each completion brings the next request ``think_s`` later.
+    ``reserve_whole``: a request is admitted only when KV for all of its ISL + OSL fits beside what the running
+    ones reserved, and is never preempted (TensorRT-LLM's GUARANTEED_NO_EVICT; ``Stack.reserves_whole_request``).
     Fills ``out`` and returns the replica's totals and timeline.
     """
     A = float(acceptance)
@@ -320,6 +323,7 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
     pfq = deque()  # [rid, tokens left, tokens total]
     npf = 0
     pf_res = 0.0  # KV reserved by requests in prefill
+    held = 0.0  # reserve_whole: KV tokens reserved for the whole of every admitted, unfinished request
     requeue = deque()  # preempted: (rid, tokens to recompute)
     nxt = 0
     busy = 0.0
@@ -334,9 +338,11 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
     iters = 0
 
     def complete(rid, when):
-        nonlocal n_done, na
+        nonlocal n_done, na, held
         finish[rid] = when
         n_done += 1
+        if reserve_whole:
+            held -= isl[rid] + osl[rid]
         if closed_next is not None:
             nid = next(closed_next, None)
             if nid is not None:
@@ -359,7 +365,7 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
                 src = 2
             else:
                 break
-            if S0 + dec * A * n + pf_res + need > K:
+            if (held + isl[rid] + osl[rid] if reserve_whole else S0 + dec * A * n + pf_res + need) > K:
                 if dec == 0 and not pfq:  # can never fit: refused
                     rejected += 1
                     finish[rid] = math.nan
@@ -370,6 +376,8 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
                     continue
                 kv_blocked = True
                 break
+            if reserve_whole:
+                held += isl[rid] + osl[rid]
             if src == 1:
                 requeue.popleft()
             else:
@@ -448,8 +456,8 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
                 heappop(heap)
             k = heap[0][0] - n
             free = K - (S0 + dec * A * n + pf_res)
-            k_kv = int(free // (dec * A))
-            if k_kv < 1 and dec > 1:
+            k_kv = k if reserve_whole else int(free // (dec * A))  # reserved: the growth always fits
+            if k_kv < 1 and dec > 1 and not reserve_whole:
                 # ---- preempt the most recently admitted decoding sequence (recompute later)
                 while True:
                     rid = stack.pop()
@@ -592,7 +600,7 @@ class SimResult(ResultMixin):
 
 
 def _pool_run(table, arr, ids, isl, osl, out, *, replicas, max_batch, budget, acceptance, cadence, prefill,
-              closed=None, think_s=0.0, progress=None):
+              closed=None, think_s=0.0, progress=None, reserve_whole=False):
     """Round-robin the requests over ``replicas`` identical replicas and run each; returns the per-replica totals."""
     stats = []
     ids = np.asarray(ids)
@@ -622,7 +630,7 @@ def _pool_run(table, arr, ids, isl, osl, out, *, replicas, max_batch, budget, ac
                 progress(base + k)
         s = run_replica(table, a_t, a_id, isl_l, osl_l, out, max_batch=max_batch, budget=budget,
                         kv_tokens=table.kv_tokens, acceptance=acceptance, cadence=cadence, prefill=prefill,
-                        closed_next=it, think_s=think_s, progress=cb)
+                        closed_next=it, think_s=think_s, progress=cb, reserve_whole=reserve_whole)
         done_before[0] += len(a_id) + (0 if it is None else len(mine) - len(a_id))
         stats.append(s)
     return stats
@@ -765,7 +773,7 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
             frac = (np.arange(first_ids.size) + 1.0) / first_ids.size
             osl_a[first_ids] = np.maximum(1.0, np.round(osl_a[first_ids] * frac))
     isl_l, osl_l = isl_a.tolist(), osl_a.tolist()
-    isl_l, osl_l = isl_a.tolist(), osl_a.tolist()
+    whole = st.serving_stack.reserves_whole_request
     pstats = []
     if disagg:
         n_pf = int(prefill_gpus)
@@ -782,7 +790,7 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
         one = [1.0] * n
         pstats = _pool_run(ptable, arr, ids, isl_l, one, pout, replicas=Rp, max_batch=max(1, min(Tp, 4096)), budget=Tp,
                            acceptance=1.0, cadence=0.0, prefill=True, progress=progress and
-                           (lambda k: progress(k // 2)))
+                           (lambda k: progress(k // 2)), reserve_whole=whole)
         pf_done = np.asarray(pout.finish)
         xfer = stt.kv_transfer_s(st, isl_a, lay_p["tp"])
         arr2 = pf_done + xfer
@@ -790,7 +798,7 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
         o = np.argsort(np.where(ok, arr2, np.inf), kind="stable")[: int(ok.sum())]
         dstats = _pool_run(table, arr2[o], ids[o], isl_l, osl_l, out, replicas=R, max_batch=B, budget=T,
                            acceptance=st.acceptance, cadence=cadence or 0.0, prefill=False,
-                           progress=progress and (lambda k: progress(n // 2 + k // 2)))
+                           progress=progress and (lambda k: progress(n // 2 + k // 2)), reserve_whole=whole)
         total_gpus = n_pf + n_dec
         cfg.update(prefill_replicas=Rp, prefill_layout=ptable.as_dict()["layout"], prefill_gpus=n_pf,
                    decode_gpus=n_dec, kv_transfer_s=float(np.mean(xfer)))
@@ -799,7 +807,7 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
         dstats = _pool_run(table, arr, ids, isl_l, osl_l, out, replicas=R, max_batch=B, budget=T,
                            acceptance=st.acceptance, cadence=cadence or 0.0, prefill=True,
                            closed=None if closed is None else max(1, -(-closed // R)), think_s=think_s,
-                           progress=progress)
+                           progress=progress, reserve_whole=whole)
         admit0 = np.asarray(out.admit)
     cfg["gpus"] = total_gpus
 

@@ -54,13 +54,11 @@ def max_load_concurrency(model, hardware, *, gpus, isl, osl, weights_dtype=None,
     GUARANTEED_NO_EVICT capacity scheduler: ``Stack.reserves_whole_request``); ``max_batch`` defaults to
     TensorRT-LLM's 2,048.
     """
-    from .serving import MAX_BATCH_SIZE, load_stack, serve
+    from .serving import MAX_BATCH_SIZE, serve
 
-    whole = load_stack(framework).reserves_whole_request
-    # serve sizes the KV at L̄ = ISL + OSL/2: a prompt of ISL + OSL/2 puts L̄ at ISL + OSL
-    r = serve(model, hardware, gpus=gpus, isl=isl + osl / 2.0 if whole else isl, osl=osl, concurrency=1, tp=tp,
-              ep=ep, pp=pp,
-              attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, ideal=True)
+    r = serve(model, hardware, gpus=gpus, isl=isl, osl=osl, concurrency=1, tp=tp, ep=ep, pp=pp,
+              attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, ideal=True,
+              framework=framework)  # the stack decides the KV a sequence holds (serving.Plan._held_kv)
     cap = float(np.asarray(r.max_concurrency).ravel()[0])
     per_replica = MAX_BATCH_SIZE if max_batch is None else int(max_batch)
     return max(1.0, min(cap, per_replica * r.layout["dp"] * r.layout.get("pp", 1)))
