@@ -1507,8 +1507,8 @@ def ops(result, which="decode", index=0) -> list[dict]:
 
 __all__ = ["serve", "plan", "evaluate", "Plan", "Workload", "Layout", "Stack", "STACKS", "load_stack", "ServeResult",
            "choose_layout", "decode_step", "prefill_time", "ops", "time_sliced_schedule", "prefill_wait",
-           "speculative_step", "poisson_mixed_share", "batch_arrivals", "mean_decode_context", "held_context", "steps_per_request",
-           "prefill_tokens_per_seq_step",
+           "speculative_step", "poisson_mixed_share", "batch_arrivals", "mean_decode_context", "held_context",
+           "steps_per_request", "prefill_tokens_per_seq_step",
            "prefill_attended_context", "verify_tokens", "draft_params", "draft_flops_per_step", "draft_weight_bytes",
            "tpot", "output_tokens_per_s", "total_tokens_per_s", "tokens_per_s_per_user", "usd_per_mtok",
            "prefill_chunks", "ttft_aggregated", "kv_transfer_time", "disaggregated_output_rate", "little_concurrency",

@@ -707,7 +707,8 @@ def explain_layout(res: LayoutArrays, i=0):
         x, yz = (float(v) for v in ws2d_split(r["tp"], mn.d_model, mn.d_ff or 4 * mn.d_model))
         net, lat = net_lat("allreduce")
         d.add("t_allreduce", "n_ex · [2·(YZ−1)/YZ · T·E/X + 2·(X−1)/X · T·F/YZ] · bytes / (BW · η_comm) + "
-              "4 · n_ex · τ_c, X | TP moving least (√(TP·E/F) where it divides TP), YZ = TP/X", f"X = {x:.3g}, YZ = {yz:.3g}: {fmt(net, 's')} + {fmt(lat, 's')}",
+              "4 · n_ex · τ_c, X | TP moving least (√(TP·E/F) where it divides TP), YZ = TP/X",
+              f"X = {x:.3g}, YZ = {yz:.3g}: {fmt(net, 's')} + {fmt(lat, 's')}",
               r["t_allreduce_s"], "s", "2D weight-stationary (Pope et al. 2022 §3.2.2): weights split over d_model "
               "(X) and d_ff (YZ); each of the n_ex all-reduces a 1D layout runs becomes all-gather, reduce-scatter, "
               "all-gather, reduce-scatter; ≈ 8·T·E·bytes/(√TP·BW) for F = 4E", expr=f"{net!r} + {lat!r}")
@@ -1193,7 +1194,9 @@ def search_layouts(model, system, chips, *, context, weights_dtype=None, kv_dtyp
 __all__ = [
     "Deployment", "MemoryFit", "ModelNumbers", "HwNumbers", "LayoutArrays", "SearchResult", "evaluate",
     "search_layouts", "layout_grid", "pareto_front", "experts_per_chip", "expert_imbalance", "layers_on_stage",
-    "scaleout_share", "scaleup_share", "moe_alltoall_bytes", "moe_fanout", "COLLECTIVE_LATENCY_S", "alltoall_split_time", "pipeline_hops",
-    "ep_rank_load", "attention_dp_imbalance", "attention_ranks", "attention_tp", "check_attention_dp_size",
-    "attention_dp_label", "with_attention_groups", "check_weight_layout", "WEIGHT_LAYOUTS", "c_mem", "MIN_EXPERT_SHARD", "load_model_any", "ep_way_out", "explain_layout", "candidate_degrees", "replace",
+    "scaleout_share", "scaleup_share", "moe_alltoall_bytes", "moe_fanout", "COLLECTIVE_LATENCY_S",
+    "alltoall_split_time", "pipeline_hops", "ep_rank_load", "attention_dp_imbalance", "attention_ranks",
+    "attention_tp", "check_attention_dp_size", "attention_dp_label", "with_attention_groups", "check_weight_layout",
+    "WEIGHT_LAYOUTS", "c_mem", "MIN_EXPERT_SHARD", "load_model_any", "ep_way_out", "explain_layout",
+    "candidate_degrees", "replace",
 ]
