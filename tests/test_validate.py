@@ -260,6 +260,32 @@ def test_max_load_rule_is_memory_or_the_cap():
                                            weights_dtype="fp8", kv_dtype="fp8", framework="vllm") == c
 
 
+def test_validate_explains_a_record_and_every_printed_step_reproduces_it():
+    """``rackmath validate --id … --explain``: the derivation of each selected record's prediction (serve's, or the
+    single pass's layout derivation), then predicted, measured and their ratio; ``check()`` replays every step that
+    states its computation. One record of each kind and several metrics."""
+    recs = validation.records()
+    for rid in ("C3-c8-ttft", "T11-B200", "C12-c1-eagle-tpot", "P4", "P5", "P6", "D-prefill", "AMD-lat-b1"):
+        rec = validation.select(recs, [rid])[0]
+        d = validation.explain(rec)
+        assert d.check() == [], rid
+        by = {st.symbol: st.value for st in d.steps}
+        pred = validation.predict(rec)[0]
+        assert by["predicted"] == pytest.approx(pred, rel=1e-12) and by["measured"] == rec.value
+        assert by["ratio"] == pytest.approx(pred / rec.value, rel=1e-12)
+    assert [r.id for r in validation.select(recs, ["P*"])] == ["P5", "P7", "P4", "P6"]
+    code, out, err = run_cli("validate", "--id", "P4,C3-c8-ttft", "--explain")
+    assert code == 0, err
+    assert out.count("ratio = predicted / measured") == 2 and "outside 2×" in out and "X = 4, YZ = 16" in out
+    code, out, err = run_cli("validate", "--id", "C3-c8-*", "--json")
+    assert code == 0 and {r["id"] for r in json.loads(out)["records"]} == {"C3-c8-tpot", "C3-c8-out", "C3-c8-ttft"}
+    for args, field in ((("--id", "C9"), "id: no record matches 'C9'"), (("--explain",), "explain: --explain without"),
+                        (("--id", "C10-c1-eagle-tpot", "--explain"), "id: only excluded records"),
+                        (("--id", "P4", "--cv"), "id: --id with --cv"), (("--id", " , "), "id:")):
+        code, out, err = run_cli("validate", *args)
+        assert code == 2 and field in err and len(err.strip().splitlines()) == 1, (args, err)
+
+
 def test_serve_holds_tensorrt_llms_kv_for_the_whole_request():
     """``serve --framework trtllm`` sizes memory as TensorRT-LLM admits: each sequence holds KV for ISL + OSL, not the
     mean context. Llama 3.1 8B (32 layers × 8 KV heads × 128 × 2 × 2 B = 131,072 B a token, BF16) on one H100 at

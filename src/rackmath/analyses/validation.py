@@ -400,5 +400,67 @@ def validate(efficiency=None, ideal=False, ids=None, recs=None) -> dict:
                        "derived": sum(r["status"] == "derived" for r in rows)}}
 
 
+def select(recs, patterns) -> list:
+    """The records whose id matches one of ``patterns`` (an id, or a shell glob: ``C3-*``, ``*-ttft``), in their
+    order; a pattern that matches none is a one-line error naming the closest ids."""
+    import difflib
+    from fnmatch import fnmatchcase
+
+    from ..errors import InputError
+
+    recs = list(recs)
+    ids = [r.id for r in recs]
+    for pat in patterns:
+        if not any(fnmatchcase(i, pat) for i in ids):
+            close = difflib.get_close_matches(pat, ids, n=3, cutoff=0.5)
+            raise InputError("id", f"no record matches {pat!r}" + (f"; did you mean {', '.join(close)}?" if close
+                                                                   else ""),
+                             "record ids as `rackmath validate` lists them, or globs such as C3-* or *-ttft")
+    return [r for r in recs if any(fnmatchcase(r.id, pat) for pat in patterns)]
+
+
+def explain(rec: Record, efficiency=None, ideal=False):
+    """The derivation behind :func:`predict`: the ``serve`` derivation (or the single pass's layout derivation) whose
+    numbers the record's metric reads, then the metric, the measured value and their ratio (checked: ``check()``)."""
+    from ..errors import InputError
+    from ..explain import Derivation
+    from ..specs.records import UNITS
+    from .serving import decode_step, prefill_time
+
+    if rec.exclude is not None:
+        raise InputError("id", f"{rec.id} is excluded ({rec.exclude})", "a record that is predicted")
+    pred, info = predict(rec, efficiency=efficiency, ideal=ideal)
+    eff = record_efficiency(rec, efficiency)
+    if eff == "ideal":
+        eff, ideal = None, True
+    elif rec.efficiency is not None:
+        ideal = False
+    if rec.kind == "serve":
+        from .serving import evaluate
+
+        base = evaluate(_serve_plan(_key(serve_kwargs(rec))),
+                        "ideal" if ideal else (eff if eff is not None else "auto")).explain()
+    else:
+        common, extra = _pass_args(rec)
+        if rec.kind == "step":
+            _, res, _ = decode_step(**common, **extra, batch=float(rec.inputs["batch"]),
+                                    context=rec.inputs["context"], efficiency=eff, ideal=ideal)
+        else:
+            _, res, _ = prefill_time(**common, **extra, batch=_prefill_batch(rec), isl=float(rec.inputs["isl"]),
+                                     cached_share=float(rec.inputs.get("cached_share", 0.0)), efficiency=eff,
+                                     ideal=ideal)
+        base = res.explain(0)
+    unit = UNITS.get(rec.metric, "")
+    d = Derivation(f"{rec.id}: {rec.title} — {base.title}", list(base.steps), base.conclusion)
+    d.add("predicted", f"{rec.metric}, read from the derivation above ({info.get('efficiency', '')})", "", pred, unit,
+          key="predicted")
+    d.add("measured", rec.source, "", rec.value, unit, f"status {rec.status}", key="measured")
+    d.add("ratio", "predicted / measured", f"{pred:.4g} / {rec.value:.4g}", pred / rec.value, "",
+          f"error {error(pred, rec.value):+.1%}" + ("; outside 2×" if max(pred / rec.value, rec.value / pred) > 2
+                                                    else ""), expr="predicted / measured")
+    return d
+
+
 __all__ = ["Record", "records", "shipped_records", "predict", "predict_many", "vectorizable", "source_group",
-           "validate", "summarize", "summarize_by", "held_out_summary", "error", "max_load_concurrency", "serve_kwargs"]
+           "validate", "summarize", "summarize_by", "held_out_summary", "error", "max_load_concurrency", "serve_kwargs",
+           "select", "explain"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import JSON_OPT
+from .common import EXPLAIN_OPT, JSON_OPT
 
 RECORDS_OPT = typer.Option(None, "--records", help="A directory (or file) of [[record]] TOML tables: your own "
                                                    "measurements, added to the shipped records (same id replaces). "
@@ -92,6 +92,9 @@ def register(app: typer.Typer) -> None:
                                    help="With --cv: comma list of source, hardware, model, loo."),
         jobs: int = typer.Option(None, "--jobs", "-j", min=1, max=64,
                                  help="With --cv: worker processes for the folds (default: the CPUs, at most 8)."),
+        ids: str = typer.Option(None, "--id", help="Only these records: a comma list of ids or globs (C3-*, "
+                                                    "*-ttft)."),
+        explain: bool = EXPLAIN_OPT,
     ):
         """Every validation record: inputs, measured, predicted, signed error; summaries by source and family."""
         from ..errors import InputError
@@ -110,9 +113,33 @@ def register(app: typer.Typer) -> None:
             raise InputError("scheme", "--scheme without --cv", "--cv --scheme source,hardware,model,loo")
         if (output is not None or force or prefix is not None) and not refit:
             raise InputError("output", "--output/--force/--prefix without --refit", "--refit --output FILE")
-        from ..analyses.validation import records as load
+        if (cv or refit) and (ids is not None or explain):
+            raise InputError("id" if ids is not None else "explain", f"{'--id' if ids is not None else '--explain'} "
+                             f"with {'--cv' if cv else '--refit'}", "--id/--explain on the predictions, or --cv/--refit "
+                             "over every record")
+        if explain and ids is None:
+            raise InputError("explain", "--explain without --id", "--id ID[,ID…] --explain (one derivation a record)")
+        from ..analyses.validation import records as load, select
 
         recs = load(tuple(records or ()), only=only_records)
+        if ids is not None:
+            pats = [x.strip() for x in ids.split(",") if x.strip()]
+            if not pats:
+                raise InputError("id", f"{ids!r} names no record", "a comma list of record ids or globs")
+            recs = select(recs, pats)
+        if explain:
+            from ..analyses.validation import explain as derive
+            from .common import print_derivation
+
+            ds = [derive(r, ideal=ideal) for r in recs if r.exclude is None]
+            if not ds:
+                raise InputError("id", "only excluded records match", "a record that is predicted")
+            if json:
+                print_json({"derivations": [d.as_dict() for d in ds]})
+                return
+            for d in ds:
+                print_derivation(d)
+            return
         if refit:
             _refit(recs, output, force, prefix if prefix is not None else ("user" if records else ""), json,
                    check_output, print_json)

@@ -386,17 +386,6 @@ class HwNumbers:
 # The vectorized evaluation
 # --------------------------------------------------------------------------------------
 
-_RESULT_FIELDS = (
-    "tp", "ep", "pp", "dp", "attention_dp", "attention_dp_size", "micro_batch", "batch", "concurrency",
-    "chips_billed", "chips_used", "idle_chips", "moe_tp", "experts_per_chip", "layers_per_stage", "moe_layers_per_stage",
-    "weight_bytes_per_chip", "kv_bytes_per_chip", "workspace_bytes_per_chip", "mem_per_chip", "mem_capacity",
-    "headroom_bytes", "fits", "max_micro_batch", "max_concurrency",
-    "t_compute_s", "t_weights_s", "t_kv_s", "t_memory_s", "t_alltoall_s", "t_allreduce_s", "t_comm_s",
-    "t_stage_s", "t_handoff_s", "hops", "t_hop_latency_s", "tpot_s", "tokens_per_s_per_user", "tokens_per_s",
-    "tokens_per_s_per_chip", "usd_per_mtok", "scaleout_share", "scaleout_bytes_per_chip", "bound",
-)
-
-
 
 @dataclass
 class LayoutArrays:
