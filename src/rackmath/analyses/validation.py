@@ -189,22 +189,38 @@ def predict(rec: Record, efficiency=None, ideal=False) -> tuple[float, dict]:
     ``efficiency`` None = the calibrated default for the record's chip (``serve``'s own choice);
     ``ideal`` the roofline. A derived record keeps the efficiency it states.
     """
-    from .serving import decode_step, prefill_time
-
-    eff = record_efficiency(rec, efficiency)
-    if eff == "ideal":
-        eff, ideal = None, True
-    elif rec.efficiency is not None:
-        ideal = False
+    eff, ideal = _resolved(rec, efficiency, ideal)
     if rec.kind == "serve":
-        from .serving import evaluate
-
-        kw = serve_kwargs(rec)
-        d = evaluate(_serve_plan(_key(kw)), "ideal" if ideal else (eff if eff is not None else "auto")).as_dict()
+        d = _serve_result(rec, eff, ideal).as_dict()
         info = {k: d[k] for k in ("concurrency", "tpot_ms", "ttft_ms", "output_tok_s_per_gpu", "bottleneck",
                                   "efficiency")}
         info["layout"] = d["layout"]["label"]
         return _metric_of_serve(d, rec), info
+    step, res, e, batch = _run_pass(rec, eff, ideal)
+    step = float(np.asarray(step).ravel()[0])
+    info = dict(bottleneck=str(np.asarray(res.bound).ravel()[0]), efficiency=e.name, batch=batch)
+    return float(_pass_metric(rec, step, batch)), info
+
+
+def _resolved(rec: Record, efficiency, ideal):
+    """(efficiency, ideal) a record is predicted with: a derived record keeps the efficiency it states."""
+    eff = record_efficiency(rec, efficiency)
+    if eff == "ideal":
+        return None, True
+    return eff, (False if rec.efficiency is not None else ideal)
+
+
+def _serve_result(rec: Record, eff, ideal):
+    """A serving record's ``ServeResult`` (its plan memoised)."""
+    from .serving import evaluate
+
+    return evaluate(_serve_plan(_key(serve_kwargs(rec))), "ideal" if ideal else (eff if eff is not None else "auto"))
+
+
+def _run_pass(rec: Record, eff, ideal):
+    """A step or prefill record's single pass: (seconds, layout result, efficiency, sequences in the pass)."""
+    from .serving import decode_step, prefill_time
+
     common, extra = _pass_args(rec)
     if rec.kind == "step":
         batch = float(rec.inputs["batch"])
@@ -215,9 +231,7 @@ def predict(rec: Record, efficiency=None, ideal=False) -> tuple[float, dict]:
         step, res, e = prefill_time(**common, **extra, batch=batch, isl=float(rec.inputs["isl"]),
                                     cached_share=float(rec.inputs.get("cached_share", 0.0)), efficiency=eff,
                                     ideal=ideal)
-    step = float(np.asarray(step).ravel()[0])
-    info = dict(bottleneck=str(np.asarray(res.bound).ravel()[0]), efficiency=e.name, batch=batch)
-    return float(_pass_metric(rec, step, batch)), info
+    return step, res, e, batch
 
 
 # --------------------------------------------------------------------------------------
@@ -425,31 +439,12 @@ def explain(rec: Record, efficiency=None, ideal=False):
     from ..errors import InputError
     from ..explain import Derivation
     from ..specs.records import UNITS
-    from .serving import decode_step, prefill_time
 
     if rec.exclude is not None:
         raise InputError("id", f"{rec.id} is excluded ({rec.exclude})", "a record that is predicted")
     pred, info = predict(rec, efficiency=efficiency, ideal=ideal)
-    eff = record_efficiency(rec, efficiency)
-    if eff == "ideal":
-        eff, ideal = None, True
-    elif rec.efficiency is not None:
-        ideal = False
-    if rec.kind == "serve":
-        from .serving import evaluate
-
-        base = evaluate(_serve_plan(_key(serve_kwargs(rec))),
-                        "ideal" if ideal else (eff if eff is not None else "auto")).explain()
-    else:
-        common, extra = _pass_args(rec)
-        if rec.kind == "step":
-            _, res, _ = decode_step(**common, **extra, batch=float(rec.inputs["batch"]),
-                                    context=rec.inputs["context"], efficiency=eff, ideal=ideal)
-        else:
-            _, res, _ = prefill_time(**common, **extra, batch=_prefill_batch(rec), isl=float(rec.inputs["isl"]),
-                                     cached_share=float(rec.inputs.get("cached_share", 0.0)), efficiency=eff,
-                                     ideal=ideal)
-        base = res.explain(0)
+    eff, ideal = _resolved(rec, efficiency, ideal)
+    base = _serve_result(rec, eff, ideal).explain() if rec.kind == "serve" else _run_pass(rec, eff, ideal)[1].explain(0)
     unit = UNITS.get(rec.metric, "")
     d = Derivation(f"{rec.id}: {rec.title} — {base.title}", list(base.steps), base.conclusion)
     d.add("predicted", f"{rec.metric}, read from the derivation above ({info.get('efficiency', '')})", "", pred, unit,

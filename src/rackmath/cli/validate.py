@@ -114,9 +114,9 @@ def register(app: typer.Typer) -> None:
         if (output is not None or force or prefix is not None) and not refit:
             raise InputError("output", "--output/--force/--prefix without --refit", "--refit --output FILE")
         if (cv or refit) and (ids is not None or explain):
-            raise InputError("id" if ids is not None else "explain", f"{'--id' if ids is not None else '--explain'} "
-                             f"with {'--cv' if cv else '--refit'}", "--id/--explain on the predictions, or --cv/--refit "
-                             "over every record")
+            flag = "--id" if ids is not None else "--explain"
+            raise InputError(flag[2:], f"{flag} with {'--cv' if cv else '--refit'}",
+                             "--id/--explain on the predictions, or --cv/--refit over every record")
         if explain and ids is None:
             raise InputError("explain", "--explain without --id", "--id ID[,ID…] --explain (one derivation a record)")
         from ..analyses.validation import records as load, select
