@@ -953,16 +953,18 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
          attention_dp_size=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None,
          decode_gpus=None, cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None, redundant_experts=0,
          uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None, arrivals="steady",
-         eager=False) -> Plan:
+         eager=False, weight_layout="1d") -> Plan:
     """Validate the inputs and fix what does not depend on the efficiency: workload, layout(s), stack, dtypes.
 
     Layout flags mean what they say: with ``tp`` given the layout is built from the flags; with
     only some of ep / pp / attention_dp given, the best layout that satisfies them is chosen
     (``--ep 72 --attention-dp`` on 72 GPUs is attention DP over 72 ranks with EP 72). ``attention_dp_size`` R
     (SGLang's ``--dp R --enable-dp-attention``) implies attention DP over R groups of TP/R GPUs.
+    ``weight_layout`` "2d" or "gathered" (Pope et al. 2022 §3.2; ``engine.layout.WEIGHT_LAYOUTS``) holds a dense
+    model's weights that way over the ``tp`` GPUs given (aggregated, without attention DP; the search keeps 1D).
     """
     from ..engine.efficiency import resolve
-    from ..engine.layout import Deployment, check_attention_dp_size
+    from ..engine.layout import Deployment, check_attention_dp_size, check_weight_layout
     from ..specs.hardware import load_hardware
     from ..specs.models import load_model
     from .. import units
@@ -1022,6 +1024,14 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
             raise InputError("attention_dp_size", f"{attention_dp_size:g} groups on {n_dec} GPUs",
                              f"a divisor of tp, at most the {n_dec} GPUs")
         attention_dp = True
+    wlay = str(check_weight_layout(weight_layout))
+    if wlay != "1d":
+        why = ("without --tp (the layout search keeps 1D)" if tp is None else
+               f"for {m.name}, a mixture of experts" if m.n_experts else "with attention DP" if attention_dp else
+               "with a disaggregated deployment" if disagg else "")
+        if why:
+            raise InputError("weight_layout", f"{wlay} {why}", "1d, or 2d / gathered with --tp for a dense model, "
+                             "aggregated, without attention DP")
     if tp is not None:
         lay = dict(tp=int(tp), ep=int(ep or 1), pp=int(pp or 1), attention_dp=bool(attention_dp),
                    attention_dp_size=adp_size)
@@ -1036,7 +1046,8 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
             lay = _choose_with_experts(p, eff, n_dec, cons, rx, uneven_experts)
         chosen = not all(v is not None for v in (ep, pp, attention_dp))
     Deployment.build(system, n_dec, **lay, redundant_experts=rx, uneven_experts=uneven_experts, model=m)
-    p.layout = Layout(n_dec, **lay, redundant_experts=rx, uneven_experts=bool(uneven_experts), chosen=chosen)
+    p.layout = Layout(n_dec, **lay, redundant_experts=rx, uneven_experts=bool(uneven_experts), chosen=chosen,
+                      weight_layout=wlay)
     if chosen:
         p.notes.append(f"layout chosen: {p.layout.label()} (the shortest step that fits; give --tp/--ep/--pp/"
                        "--attention-dp/--attention-dp-size to fix it)")
@@ -1243,7 +1254,7 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
           attention_dp_size=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None,
           decode_gpus=None, cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None,
           redundant_experts=0, uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None,
-          arrivals="steady", eager=False) -> "ServeResult":
+          arrivals="steady", eager=False, weight_layout="1d") -> "ServeResult":
     """Steady-state serving of ``model`` on ``gpus`` GPUs of ``hardware``: ``evaluate(plan(...))``.
 
     ``concurrency`` (sequences in flight across the deployment) may be a numpy array; the rest are
@@ -1256,14 +1267,16 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
     --enable-dp-attention``; implies ``attention_dp``; default: every GPU its own sequences);
     ``eager`` True: the stack runs without CUDA graphs (vLLM ``--enforce-eager``, SGLang ``--disable-cuda-graph``,
     the early-2025 PyTorch backend of TensorRT-LLM unless ``use_cuda_graph`` was set), so decode steps are eager
-    too (:func:`eager_step`).
+    too (:func:`eager_step`); ``weight_layout`` "2d" / "gathered": Pope et al.'s other ways to hold a dense model's
+    weights over the ``tp`` GPUs given (:func:`plan`).
     """
     p = plan(model, hardware, gpus=gpus, isl=isl, osl=osl, concurrency=concurrency, tp=tp, ep=ep, pp=pp,
              attention_dp=attention_dp, attention_dp_size=attention_dp_size, weights_dtype=weights_dtype,
              kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance, prefill_gpus=prefill_gpus, decode_gpus=decode_gpus,
              cached_share=cached_share, ideal=ideal, efficiency=efficiency, usd_per_gpu_hour=usd_per_gpu_hour,
              redundant_experts=redundant_experts, uneven_experts=uneven_experts, kv_shards=kv_shards,
-             framework=framework, max_num_tokens=max_num_tokens, arrivals=arrivals, eager=eager)
+             framework=framework, max_num_tokens=max_num_tokens, arrivals=arrivals, eager=eager,
+             weight_layout=weight_layout)
     return evaluate(p)
 
 

@@ -101,6 +101,9 @@ def register(app: typer.Typer) -> None:
         eager: bool = typer.Option(False, "--eager", help="The stack runs without CUDA graphs (vLLM --enforce-eager, "
                                    "SGLang --disable-cuda-graph): decode steps take max(GPU time, kernels · host "
                                    "dispatch time)."),
+        weight_layout: str = typer.Option("1d", "--weight-layout", help="How the --tp GPUs hold a dense model's "
+                                          "weights: 1d (weight-stationary, default), 2d (weight-stationary over "
+                                          "d_model and d_ff), gathered (all-gathered per layer); Pope et al. 2022."),
         ideal: bool = IDEAL_OPT,
         efficiency: str = EFF_OPT,
         price: str = USD_OPT,
@@ -132,6 +135,7 @@ def register(app: typer.Typer) -> None:
                   decode_gpus=_count(decode_gpus, "decode_gpus"), cached_share=cached_share, ideal=ideal,
                   efficiency=efficiency, redundant_experts=_count(redundant_experts, "redundant_experts") or 0,
                   uneven_experts=uneven_experts, framework=framework, arrivals=arrivals, eager=eager,
+                  weight_layout=weight_layout.strip().lower(),
                   usd_per_gpu_hour=None if price is None else units.parse_usd_per_hour(price, "usd_per_gpu_hour"))
         if ops or ops_plot:
             from .common import print_ops
