@@ -140,6 +140,16 @@ def _err(**change) -> str:
     return msg
 
 
+def test_the_older_weight_gathered_spelling_is_read_as_the_gathered_layout():
+    pre = dict(GOOD, kind="prefill", metric="prefill_s", model="llama-3.1-70b", batch=64)
+    del pre["osl"], pre["concurrency"]
+    assert R.parse_record(dict(pre, weight_gathered=True), "mine.toml", 0).inputs["weight_layout"] == "gathered"
+    assert R.parse_record(dict(pre, weight_gathered=True, weight_layout="gathered"), "mine.toml", 0) \
+        .inputs["weight_layout"] == "gathered"
+    assert "weight_layout" not in R.parse_record(dict(pre, weight_gathered=False), "mine.toml", 0).inputs
+    assert R.parse_record(dict(pre, weight_layout="2d"), "mine.toml", 0).inputs["weight_layout"] == "2d"
+
+
 def test_schema_errors_are_one_line_and_name_the_field():
     m = _err(isll=5)
     assert ".isll: unknown field; did you mean 'isl'?" in m
