@@ -1024,11 +1024,10 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
             raise InputError("attention_dp_size", f"{attention_dp_size:g} groups on {n_dec} GPUs",
                              f"a divisor of tp, at most the {n_dec} GPUs")
         attention_dp = True
-    wlay = str(check_weight_layout(weight_layout))
+    wlay = str(check_weight_layout(weight_layout, m.name, bool(m.n_experts)))
     if wlay != "1d":
-        why = ("without --tp (the layout search keeps 1D)" if tp is None else
-               f"for {m.name}, a mixture of experts" if m.n_experts else "with attention DP" if attention_dp else
-               "with a disaggregated deployment" if disagg else "")
+        why = ("without --tp (the layout search keeps 1D)" if tp is None else "with attention DP" if attention_dp
+               else "with a disaggregated deployment" if disagg else "")
         if why:
             raise InputError("weight_layout", f"{wlay} {why}", "1d, or 2d / gathered with --tp for a dense model, "
                              "aggregated, without attention DP")
@@ -1472,7 +1471,7 @@ def _single_pass(model, hardware, *, chips, seqs, isl, tp, ep, pp, attention_dp,
                  kv_shards, ideal, efficiency, regime, cached_share=0.0, redundant_experts=0, framework=None, mtp=0,
                  weight_layout="1d"):
     from ..engine.efficiency import load_efficiency, resolve
-    from ..engine.layout import Deployment, check_weight_layout
+    from ..engine.layout import Deployment
     from ..specs.hardware import load_hardware
     from ..specs.models import load_model
     from .. import units
@@ -1494,7 +1493,7 @@ def _single_pass(model, hardware, *, chips, seqs, isl, tp, ep, pp, attention_dp,
                              cached_share=cached_share, kv_shards=kv_shards)
     p = Plan(m, system, Workload(float(isl), 1.0, 1.0), Layout(dep.chips, dep.tp, dep.ep, dep.pp, dep.attention_dp,
                                                                 dep.redundant_experts,
-                                                                weight_layout=str(check_weight_layout(weight_layout))),
+                                                                weight_layout=str(weight_layout)),
              load_stack(framework), wdt, kvdt, cdt, dep.chips, 0.0)
     res = _run(p, mn, p.layout, eff, np.asarray(seqs, dtype=float) / dep.pp)
     step = res.tpot_s

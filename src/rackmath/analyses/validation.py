@@ -189,38 +189,27 @@ def predict(rec: Record, efficiency=None, ideal=False) -> tuple[float, dict]:
     ``efficiency`` None = the calibrated default for the record's chip (``serve``'s own choice);
     ``ideal`` the roofline. A derived record keeps the efficiency it states.
     """
-    eff, ideal = _resolved(rec, efficiency, ideal)
+    return _predict(rec, efficiency, ideal)[:2]
+
+
+def _predict(rec: Record, efficiency, ideal):
+    """:func:`predict`, and the result its value is read from (a ``ServeResult``, or the pass's ``LayoutArrays``)."""
+    from .serving import decode_step, prefill_time
+
+    eff = record_efficiency(rec, efficiency)
+    if eff == "ideal":
+        eff, ideal = None, True
+    elif rec.efficiency is not None:
+        ideal = False
     if rec.kind == "serve":
-        d = _serve_result(rec, eff, ideal).as_dict()
+        from .serving import evaluate
+
+        r = evaluate(_serve_plan(_key(serve_kwargs(rec))), "ideal" if ideal else (eff if eff is not None else "auto"))
+        d = r.as_dict()
         info = {k: d[k] for k in ("concurrency", "tpot_ms", "ttft_ms", "output_tok_s_per_gpu", "bottleneck",
                                   "efficiency")}
         info["layout"] = d["layout"]["label"]
-        return _metric_of_serve(d, rec), info
-    step, res, e, batch = _run_pass(rec, eff, ideal)
-    step = float(np.asarray(step).ravel()[0])
-    info = dict(bottleneck=str(np.asarray(res.bound).ravel()[0]), efficiency=e.name, batch=batch)
-    return float(_pass_metric(rec, step, batch)), info
-
-
-def _resolved(rec: Record, efficiency, ideal):
-    """(efficiency, ideal) a record is predicted with: a derived record keeps the efficiency it states."""
-    eff = record_efficiency(rec, efficiency)
-    if eff == "ideal":
-        return None, True
-    return eff, (False if rec.efficiency is not None else ideal)
-
-
-def _serve_result(rec: Record, eff, ideal):
-    """A serving record's ``ServeResult`` (its plan memoised)."""
-    from .serving import evaluate
-
-    return evaluate(_serve_plan(_key(serve_kwargs(rec))), "ideal" if ideal else (eff if eff is not None else "auto"))
-
-
-def _run_pass(rec: Record, eff, ideal):
-    """A step or prefill record's single pass: (seconds, layout result, efficiency, sequences in the pass)."""
-    from .serving import decode_step, prefill_time
-
+        return _metric_of_serve(d, rec), info, r
     common, extra = _pass_args(rec)
     if rec.kind == "step":
         batch = float(rec.inputs["batch"])
@@ -231,7 +220,9 @@ def _run_pass(rec: Record, eff, ideal):
         step, res, e = prefill_time(**common, **extra, batch=batch, isl=float(rec.inputs["isl"]),
                                     cached_share=float(rec.inputs.get("cached_share", 0.0)), efficiency=eff,
                                     ideal=ideal)
-    return step, res, e, batch
+    step = float(np.asarray(step).ravel()[0])
+    info = dict(bottleneck=str(np.asarray(res.bound).ravel()[0]), efficiency=e.name, batch=batch)
+    return float(_pass_metric(rec, step, batch)), info, res
 
 
 # --------------------------------------------------------------------------------------
@@ -442,9 +433,8 @@ def explain(rec: Record, efficiency=None, ideal=False):
 
     if rec.exclude is not None:
         raise InputError("id", f"{rec.id} is excluded ({rec.exclude})", "a record that is predicted")
-    pred, info = predict(rec, efficiency=efficiency, ideal=ideal)
-    eff, ideal = _resolved(rec, efficiency, ideal)
-    base = _serve_result(rec, eff, ideal).explain() if rec.kind == "serve" else _run_pass(rec, eff, ideal)[1].explain(0)
+    pred, info, res = _predict(rec, efficiency, ideal)
+    base = res.explain() if rec.kind == "serve" else res.explain(0)
     unit = UNITS.get(rec.metric, "")
     d = Derivation(f"{rec.id}: {rec.title} — {base.title}", list(base.steps), base.conclusion)
     d.add("predicted", f"{rec.metric}, read from the derivation above ({info.get('efficiency', '')})", "", pred, unit,

@@ -465,11 +465,8 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     moe_tp = tp / ep
     pl = np.asarray(mn.pass_len, dtype=float)  # tokens per sequence this step (may be an array)
     hop = hw.hop_latency_s if hop_latency_s is None else float(hop_latency_s)
-    wl = check_weight_layout(weight_layout)
+    wl = check_weight_layout(weight_layout, mn.name, mn.is_moe)
     wg, w2 = wl == "gathered", wl == "2d"
-    if np.any(wg | w2) and mn.is_moe:
-        raise InputError("weight_layout", f"{mn.name} is a mixture of experts",
-                         "1d for a mixture of experts (its experts are sharded over EP, not gathered or split 2D)")
     if np.any(w2 & adp):
         raise InputError("weight_layout", "2d with attention DP", "2d without attention DP, or 1d")
 
@@ -564,15 +561,16 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     n_ar = np.where(wg | (ar_group <= 1), 0.0, np.where(adp, L_stage + L_dense,
                                                         tp_allreduces_per_layer(mn.parallel_block) * L_stage))
     t_ar = hierarchical_allreduce_time(ar_bytes, ar_group, S, hw.scaleup_bw, hw.scaleout_bw)
+    tp_bw = np.where(tp <= S, hw.scaleup_bw, hw.scaleout_bw)  # a 2D exchange or weight gather over the TP chips
     if np.any(w2):  # 2D weight-stationary: each all-reduce becomes a 4-collective exchange along both split axes
-        t_ar = np.where(w2, ws2d_exchange_time(tokens, tp, mn.d_model, mn.d_ff or 4 * mn.d_model, act_bytes,
-                                               np.where(tp <= S, hw.scaleup_bw, hw.scaleout_bw)), t_ar)
+        t_ar = np.where(w2, ws2d_exchange_time(tokens, tp, mn.d_model, mn.d_ff or 4 * mn.d_model, act_bytes, tp_bw),
+                        t_ar)
     n_coll = np.where(w2, WS2D_COLLECTIVES * n_ar, n_ar)
     ops.append(Op("allreduce", net_s=n_ar * t_ar, collectives=n_coll,
                   scaleout_collectives=np.where(ar_group > S, n_coll, 0.0)))
     if np.any(wg):  # weight-gathered: each layer's weights (attention block, FFN) gathered from the TP chips
         n_ag = np.where(wg & (tp > 1), 2.0 * L_stage, 0.0)
-        t_ag = allgather_time(w_stage, tp, np.where(tp <= S, hw.scaleup_bw, hw.scaleout_bw))
+        t_ag = allgather_time(w_stage, tp, tp_bw)
         ops.append(Op("allgather", net_s=np.where(wg, t_ag, 0.0), collectives=n_ag,
                       scaleout_collectives=np.where(tp > S, n_ag, 0.0)))
     if mn.is_moe:
@@ -611,12 +609,13 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     tpot = times.step
     t_compute, t_weights, t_kv = times.t_compute, times.t_weights, times.t_kv
     t_mem = t_weights + t_kv
-    colls = [c for c in ("allreduce", "alltoall", "allgather") if c in times.net]  # the collectives this step ran
-    t_ar, t_a2a, t_ag = (times.net[c] + times.latency[c] if c in colls else np.zeros_like(tokens)
-                         for c in ("allreduce", "alltoall", "allgather"))
+    zero = np.zeros_like(tokens)
+    colls = ("allreduce", "alltoall", "allgather")  # network and latency terms of those this step ran, else 0
+    net, lat = ({c: terms.get(c, zero) for c in colls} for terms in (times.net, times.latency))
+    t_ar, t_a2a, t_ag = (net[c] + lat[c] for c in colls)
     t_comm = t_ar + t_a2a + t_ag
-    ar_net, ag_net = (times.net[c] if c in colls else np.zeros_like(tokens) for c in ("allreduce", "allgather"))
-    t_lat = times.t_latency - sum(times.latency[c] for c in colls)  # kernels' latencies; the collectives' are in t_comm
+    ar_net, ag_net = net["allreduce"], net["allgather"]
+    t_lat = times.t_latency - sum(lat.values())  # kernels' latencies; the collectives' are in t_comm
     t_stage = stage
     w_read = sum(np.asarray(o.bytes, dtype=float) for o in ops if not o.kv)
 
@@ -741,8 +740,9 @@ def ep_way_out(n_slots: int, ep: int) -> str:
             f"or allow uneven placement (the most-loaded GPU holds {-(-n_slots // ep)})")
 
 
-def check_weight_layout(layout):
-    """A weight layout (or an array of them) validated against :data:`WEIGHT_LAYOUTS`, as a numpy string array."""
+def check_weight_layout(layout, model_name="", is_moe=False):
+    """A weight layout (or an array of them) validated against :data:`WEIGHT_LAYOUTS`, as a numpy string array; a
+    mixture of experts (``is_moe``) takes 1d only (its experts are sharded over EP, not gathered or split 2D)."""
     wl = np.asarray(layout)
     if wl.dtype.kind not in "UO":
         raise InputError("weight_layout", f"unknown {layout!r}", ", ".join(WEIGHT_LAYOUTS))
@@ -752,6 +752,9 @@ def check_weight_layout(layout):
         known |= wl == name
     if not np.all(known):
         raise InputError("weight_layout", f"unknown {str(wl[~known].flat[0])!r}", ", ".join(WEIGHT_LAYOUTS))
+    if is_moe and np.any(wl != "1d"):
+        raise InputError("weight_layout", f"{str(wl[wl != '1d'].flat[0])} for {model_name}, a mixture of experts",
+                         "1d (its experts are sharded over EP, not gathered or split 2D)")
     return wl
 
 
@@ -1055,10 +1058,7 @@ def layout_grid(mn: ModelNumbers, chips: int, scaleup_size: int, *, micro_batche
     allowed), experts not cut narrower than ``min_expert_shard`` columns, PP ≤ layers. ``weight_layouts``
     (:data:`WEIGHT_LAYOUTS`): 2D and weight-gathered rows for dense models, TP > 1, without attention DP.
     """
-    wls = [str(w) for w in check_weight_layout(np.atleast_1d(np.asarray(weight_layouts)))]
-    if mn.is_moe and any(w != "1d" for w in wls):
-        raise InputError("weight_layout", f"{next(w for w in wls if w != '1d')} for {mn.name}, a mixture of experts",
-                         "1d (its experts are sharded over EP, not gathered or split 2D)")
+    wls = [str(w) for w in check_weight_layout(np.atleast_1d(np.asarray(weight_layouts)), mn.name, mn.is_moe)]
     tps = candidate_degrees(chips, scaleup_size)
     max_pp = max_pp or min(mn.n_layers, 16)
     pps = np.array([p for p in range(1, max_pp + 1) if p <= chips], dtype=float)
