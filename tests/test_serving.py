@@ -369,3 +369,46 @@ def test_serve_holds_a_dense_model_2d_weight_stationary_over_the_tp_given():
         args = dict(kw, weight_layout="2d", model="palm-540b") | bad
         with pytest.raises(InputError, match=f"weight_layout: .*{why}"):
             serve(args.pop("model"), "tpu-v4-pod", **args)
+
+
+def test_weight_only_int4_multiplies_at_the_bf16_rate():
+    """AWQ INT4 (W4A16) reads 4-bit weights but multiplies on the BF16 tensor cores: a compute-bound prefill takes
+    the BF16 time, twice the FP8 time (H100: 989.4 vs 1,978.9 TFLOP/s dense, published.md H1); with the
+    activations quantised to FP8 (W4A8, --compute-dtype fp8) it takes the FP8 time."""
+    kw = dict(chips=8, tp=8, batch=8, isl=8192, ideal=True)
+    t = {k: serving.prefill_time("llama-3.1-70b", "hgx-h100", **kw, **dt)[1]
+         for k, dt in (("bf16", dict(weights_dtype="bf16")), ("fp8", dict(weights_dtype="fp8")),
+                       ("int4", dict(weights_dtype="int4")),
+                       ("w4a8", dict(weights_dtype="int4", compute_dtype="fp8")))}
+    tc = {k: float(np.sum(r.t_compute_s)) for k, r in t.items()}
+    assert tc["int4"] == pytest.approx(tc["bf16"], rel=1e-9)
+    assert tc["w4a8"] == pytest.approx(tc["fp8"], rel=1e-9)
+    # the weight GEMMs of 8 × 8,192 prompt tokens: 2 · (N − 2·V·d) · T FLOPs (no GEMM for the embedding lookup, the
+    # LM head on each prompt's last token only: 8 tokens, below 1e-6 of the total), split over 8 chips; attention
+    # runs at the KV dtype's (BF16) rate in both, so the difference is the weight GEMMs' alone
+    n, v, d = 70_553_706_496, 128_256, 8_192  # Llama 3.1 70B (published.md §5, its config.json)
+    f = 2.0 * (n - 2 * v * d) * 8 * 8192
+    assert tc["int4"] - tc["fp8"] == pytest.approx(f / 8 * (1 / 989.4e12 - 1 / 1978.9e12), rel=1e-3)
+
+
+def test_serve_names_the_gemm_dtype_when_it_is_not_the_weights():
+    r = rackmath.serve("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, isl=1000, osl=100, concurrency=8,
+                       weights_dtype="int4")
+    assert r.as_dict()["compute_dtype"] == "bf16"
+    assert "weights int4, GEMMs in bf16," in r.explain().render()
+    r = rackmath.serve("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, isl=1000, osl=100, concurrency=8,
+                       weights_dtype="fp8")
+    assert r.as_dict()["compute_dtype"] == "fp8" and "GEMMs in" not in r.explain().render()
+    with pytest.raises(InputError) as e:
+        rackmath.serve("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, isl=1000, osl=100, concurrency=8,
+                       compute_dtype="fp8")
+    assert e.value.field == "compute_dtype"
+
+
+@pytest.mark.parametrize("value, says", [("fp8", "narrower than the bf16 weights"), ("fp3", "unknown dtype")])
+def test_cli_compute_dtype_errors_are_one_line(value, says):
+    code, out, err = run_cli("serve", "llama-3.1-70b", "-H", "h100", "--isl", "1000", "--osl", "100", "-c", "8",
+                             "--weights-dtype", "bf16", "--compute-dtype", value)
+    assert code == 2 and out == ""
+    line = err.strip()
+    assert "\n" not in line and line.startswith("error: compute_dtype: ") and says in line and "accepted" in line

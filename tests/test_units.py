@@ -192,3 +192,28 @@ def test_counted_pluralises_a_count_and_its_noun():
 
     assert counted(1, "record") == "1 record" and counted(0, "record") == "0 records"
     assert counted(2, "family", "families") == "2 families" and counted(1, "family", "families") == "1 family"
+
+
+# --- the dtype a weight GEMM multiplies in ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("weights, compute, expected", [
+    ("int4", None, "bf16"),     # AWQ / GPTQ: W4A16, weights widened to BF16 in registers (Marlin)
+    ("mxfp4", None, "bf16"),    # gpt-oss's MXFP4 MoE weights against BF16 activations
+    ("fp8", None, "fp8"),       # W8A8: DeepSeek's 128-block FP8, TensorRT-LLM / vLLM FP8
+    ("nvfp4", None, "nvfp4"),   # W4A4: NVFP4 quantises the activations too
+    ("bf16", None, "bf16"),
+    ("mxfp4", "fp8", "fp8"),    # MXFP4 x MXFP8 (FlashInfer's CUTLASS MoE on Blackwell)
+    ("int4", "fp8", "fp8"),     # DeepSeek-R1-W4AFP8 (published.md C18)
+    ("fp8", "bf16", "bf16"),    # FP8 weights, BF16 activations (W8A16)
+    ("nvfp4", "fp4", "nvfp4"),  # the same width: the weights' format
+])
+def test_a_gemm_multiplies_in_its_wider_operand(weights, compute, expected):
+    assert units.gemm_dtype(weights, compute) == expected
+
+
+def test_a_gemm_narrower_than_its_weights_is_refused():
+    with pytest.raises(InputError) as e:
+        units.gemm_dtype("bf16", "fp8")
+    assert e.value.field == "compute_dtype" and "16 bits" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(InputError, match="compute_dtype.*accepted"):
+        units.gemm_dtype("fp8", "fp3")

@@ -25,6 +25,8 @@ from .errors import InputError
 __all__ = [
     "DTYPE_BYTES",
     "dtype_bytes",
+    "ACTIVATION_DTYPE",
+    "gemm_dtype",
     "parse_bytes",
     "parse_bandwidth",
     "parse_flops",
@@ -79,6 +81,50 @@ def normalize_dtype(name: str, field: str = "dtype") -> str:
 def dtype_bytes(name: str, field: str = "dtype") -> float:
     """Bytes per element of a storage dtype (scales of block formats included)."""
     return DTYPE_BYTES[normalize_dtype(name, field)]
+
+
+#: The dtype each weight format's GEMMs read their activations in, as the checkpoints ship and the stacks run them.
+#: FP8 and INT8 checkpoints quantise the activations too (W8A8: DeepSeek's 128-block FP8, TensorRT-LLM / vLLM FP8,
+#: SmoothQuant INT8); NVFP4 quantises them to FP4 (W4A4: TensorRT-LLM's FP4, NVIDIA's NVFP4 checkpoints). INT4 (AWQ,
+#: GPTQ) and MXFP4 (gpt-oss's MoE weights) are weight-only: the kernel widens each weight tile to BF16 in registers
+#: and multiplies on the BF16 tensor cores (W4A16: Marlin, Machete, Triton ``matmul_ogs``). A stack that quantises
+#: the activations of a weight-only format itself says so with ``compute_dtype`` (MXFP4 × MXFP8 on Blackwell: fp8).
+ACTIVATION_DTYPE: dict[str, str] = {
+    "fp32": "fp32",
+    "tf32": "tf32",
+    "bf16": "bf16",
+    "fp16": "fp16",
+    "fp8": "fp8",
+    "int8": "int8",
+    "fp4": "fp4",
+    "nvfp4": "nvfp4",
+    "int4": "bf16",
+    "mxfp4": "bf16",
+}
+
+
+def _element_bits(name: str) -> int:
+    """Bits of one element, scales left out (MXFP4's 4.25 bits → 4)."""
+    return int(DTYPE_BYTES[name] * 8)
+
+
+def gemm_dtype(weights_dtype: str, compute_dtype: str | None = None) -> str:
+    """The dtype a weight GEMM multiplies in: the wider of its two operands, t_compute = F / peak(max(w, a)).
+
+    A GEMM runs at the tensor-core rate of its wider operand: AWQ's INT4 weights against BF16 activations
+    (W4A16) multiply at the BF16 rate, half the FP8 rate an H100 would give the 4-bit weights alone; FP8
+    weights against FP8 activations (W8A8) at the FP8 rate. The activations are :data:`ACTIVATION_DTYPE`'s
+    for the weights' format unless ``compute_dtype`` says what the stack runs (it may not be narrower than
+    the weights: a GEMM cannot multiply its weights in fewer bits than they hold)."""
+    w = normalize_dtype(weights_dtype, "weights_dtype")
+    if compute_dtype is None:
+        a = ACTIVATION_DTYPE.get(w, w)
+    else:
+        a = normalize_dtype(compute_dtype, "compute_dtype")
+        if _element_bits(a) < _element_bits(w):
+            raise InputError("compute_dtype", f"{a} is narrower than the {w} weights",
+                             f"a dtype at least {_element_bits(w)} bits wide (the weights' width or wider)")
+    return w if _element_bits(w) >= _element_bits(a) else a
 
 
 _PREFIX = {

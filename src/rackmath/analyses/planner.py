@@ -332,7 +332,7 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
          usd_per_gpu_hour=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, efficiency=None,
          ideal=False, framework=None, modes=("aggregated", "disaggregated"), budget=None, confirm=True,
          confirm_requests=2000, max_gpus_per_replica=None, seed=0, pue=None, usd_per_kwh=None,
-         power_cap_w=None) -> PlanResult:
+         power_cap_w=None, compute_dtype=None) -> PlanResult:
     """The cheapest deployment of ``model`` per chip meeting the SLOs (module docstring).
 
     ``rate`` (requests/s) or ``users`` (concurrent users, each with one request in flight);
@@ -369,7 +369,8 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
         system = en.capped_system(load_hardware(hw), power_cap_w)
         price = _price_for(prices, system.chip.name, system.name)
         st = stt.stack(model, system, weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance,
-                       efficiency=efficiency, ideal=ideal, usd_per_gpu_hour=price, framework=framework)
+                       efficiency=efficiency, ideal=ideal, usd_per_gpu_hour=price, framework=framework,
+                       compute_dtype=compute_dtype)
         lays = stt.replica_layouts(st, max_gpus_per_replica)
         best, pts = _best_for_chip(st, lays, isl=isl, osl=osl, rate=None if rate is None else float(rate),
                                    users=None if users is None else float(users), ttft_slo=ttft_s, tpot_slo=tpot_s,
@@ -391,7 +392,7 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
             if confirm:
                 row["deployment"]["simulated"] = _confirm(st, win, model, isl, osl, rate, users, ttft_s, tpot_s,
                                                           confirm_requests, seed, weights_dtype, kv_dtype, mtp,
-                                                          acceptance, efficiency, ideal, framework)
+                                                          acceptance, efficiency, ideal, framework, compute_dtype)
         else:
             row["deployment"] = None
             row["why"] = "no deployment meets the SLOs (or the model does not fit a replica of up to " \
@@ -405,14 +406,15 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
 
 
 def _confirm(st, d, model, isl, osl, rate, users, ttft_s, tpot_s, n_req, seed, weights_dtype, kv_dtype, mtp,
-             acceptance, efficiency, ideal, framework) -> dict:
+             acceptance, efficiency, ideal, framework, compute_dtype=None) -> dict:
     """Replay a planned deployment in the simulator (a copy of ≤ 4 replicas at the same per-replica load)."""
     from .simulate import simulate
 
     f = min(1.0, 4.0 / d["replicas"])
     kw = dict(isl=isl, osl=osl, max_batch=d["max_batch"], budget=d["budget"], weights_dtype=weights_dtype,
               kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance, efficiency=efficiency, ideal=ideal,
-              framework=framework, ttft_slo=ttft_s, tpot_slo=tpot_s, seed=seed, usd_per_gpu_hour=st.usd_per_gpu_hour)
+              framework=framework, ttft_slo=ttft_s, tpot_slo=tpot_s, seed=seed, usd_per_gpu_hour=st.usd_per_gpu_hour,
+              compute_dtype=compute_dtype)
     lay = d["layout"]
     kw.update(tp=lay["tp"], ep=lay["ep"], pp=lay["pp"], attention_dp=lay["attention_dp"],
               attention_dp_size=lay.get("attention_dp_size") or None)
@@ -441,7 +443,7 @@ def _confirm(st, d, model, isl, osl, rate, users, ttft_s, tpot_s, n_req, seed, w
 
 def compare(model, hardware=None, *, tok_s_user=None, isl=1000, osl=1000, usd_per_gpu_hour=None, weights_dtype=None,
             kv_dtype=None, mtp=0, acceptance=None, efficiency=None, ideal=False, framework=None, budget=None,
-            max_gpus_per_replica=None) -> dict:
+            max_gpus_per_replica=None, compute_dtype=None) -> dict:
     """$/Mtok and tok/s/user side by side per chip at a target interactivity (steady state, aggregated).
 
     For each chip: every fitting replica layout × concurrency (the serving model's steady state,
@@ -463,7 +465,7 @@ def compare(model, hardware=None, *, tok_s_user=None, isl=1000, osl=1000, usd_pe
         st = stt.stack(model, system, weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance,
                        efficiency=efficiency, ideal=ideal, usd_per_gpu_hour=_price_for(prices, system.chip.name,
                                                                                         system.name),
-                       framework=framework)
+                       framework=framework, compute_dtype=compute_dtype)
         lays = stt.replica_layouts(st, max_gpus_per_replica)
         pts = aggregated_points(st, lays, isl, osl, T)
         ok = pts["ok"] & np.isfinite(pts["tpot"])

@@ -833,6 +833,7 @@ class ServeResult(ResultMixin):
     framework: str = "generic"
     efficiency_label: str = ""
     arrivals: str = "steady"
+    compute_dtype: str = ""  # the dtype whose peak the weight GEMMs run at (units.gemm_dtype, on the chip)
     _derivation: object = None
 
     def __getattr__(self, name):
@@ -855,7 +856,7 @@ class ServeResult(ResultMixin):
                    osl=self.osl, layout=self.layout, layout_chosen=self.layout_chosen, efficiency=self.efficiency,
                    weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype, mtp=self.mtp,
                    acceptance=self.acceptance, cached_share=self.cached_share, arrivals=self.arrivals,
-                   usd_per_gpu_hour=self.usd_per_gpu_hour, notes=list(self.notes))
+                   compute_dtype=self.compute_dtype, usd_per_gpu_hour=self.usd_per_gpu_hour, notes=list(self.notes))
         for k in ("t_compute_ms", "t_weights_ms", "t_kv_ms", "t_comm_ms", "t_latency_ms", "overhead_ms",
                   "prefill_tokens_per_step", "decode_step_ms", "mixed_step_ms"):
             if k in self.values:
@@ -953,7 +954,7 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
          attention_dp_size=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None,
          decode_gpus=None, cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None, redundant_experts=0,
          uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None, arrivals="steady",
-         eager=False, weight_layout="1d") -> Plan:
+         eager=False, weight_layout="1d", compute_dtype=None) -> Plan:
     """Validate the inputs and fix what does not depend on the efficiency: workload, layout(s), stack, dtypes.
 
     Layout flags mean what they say: with ``tp`` given the layout is built from the flags; with
@@ -995,7 +996,7 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
         stack = replace(stack, overlap_scheduler=False)
     wdt = units.normalize_dtype(weights_dtype, "weights_dtype") if weights_dtype else None
     kvdt = units.normalize_dtype(kv_dtype or getattr(m, "kv_dtype", None) or "bf16", "kv_dtype")
-    cdt = chip.compute_dtype(wdt or m.native_dtype)
+    cdt = chip.compute_dtype(units.gemm_dtype(wdt or m.native_dtype, compute_dtype))
     price = chip.usd_per_hour if usd_per_gpu_hour is None else float(usd_per_gpu_hour)
     eff = resolve(chip.name, efficiency, ideal)
     if arrivals == "waves" and prefill_gpus is not None:
@@ -1242,7 +1243,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
                       gpus=gp, isl=w.isl, osl=w.osl, layout=layout, layout_chosen=lay.chosen, efficiency=eff.name,
                       weights_dtype=p.weights_dtype or m.native_dtype, kv_dtype=p.kv_dtype, mtp=k, acceptance=A,
                       cached_share=w.cached_share, usd_per_gpu_hour=p.usd_per_gpu_hour, values=values,
-                      prefill=info.get("prefill"), notes=notes, arrivals=w.arrivals)
+                      prefill=info.get("prefill"), notes=notes, arrivals=w.arrivals, compute_dtype=p.compute_dtype)
     out.framework = st.name
     out.efficiency_label = eff.label()
     out._plan, out._eff, out._res, out._info = p, eff, res_d, info
@@ -1253,7 +1254,7 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
           attention_dp_size=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None,
           decode_gpus=None, cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None,
           redundant_experts=0, uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None,
-          arrivals="steady", eager=False, weight_layout="1d") -> "ServeResult":
+          arrivals="steady", eager=False, weight_layout="1d", compute_dtype=None) -> "ServeResult":
     """Steady-state serving of ``model`` on ``gpus`` GPUs of ``hardware``: ``evaluate(plan(...))``.
 
     ``concurrency`` (sequences in flight across the deployment) may be a numpy array; the rest are
@@ -1267,7 +1268,9 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
     ``eager`` True: the stack runs without CUDA graphs (vLLM ``--enforce-eager``, SGLang ``--disable-cuda-graph``,
     the early-2025 PyTorch backend of TensorRT-LLM unless ``use_cuda_graph`` was set), so decode steps are eager
     too (:func:`eager_step`); ``weight_layout`` "2d" / "gathered": Pope et al.'s other ways to hold a dense model's
-    weights over the ``tp`` GPUs given (:func:`plan`).
+    weights over the ``tp`` GPUs given (:func:`plan`); ``compute_dtype`` the dtype the weight GEMMs multiply in where
+    the stack quantises the activations of a weight-only format (default :func:`units.gemm_dtype`: W8A8 FP8 at the
+    FP8 rate, AWQ INT4 and MXFP4 at the BF16 rate).
     """
     p = plan(model, hardware, gpus=gpus, isl=isl, osl=osl, concurrency=concurrency, tp=tp, ep=ep, pp=pp,
              attention_dp=attention_dp, attention_dp_size=attention_dp_size, weights_dtype=weights_dtype,
@@ -1275,7 +1278,7 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
              cached_share=cached_share, ideal=ideal, efficiency=efficiency, usd_per_gpu_hour=usd_per_gpu_hour,
              redundant_experts=redundant_experts, uneven_experts=uneven_experts, kv_shards=kv_shards,
              framework=framework, max_num_tokens=max_num_tokens, arrivals=arrivals, eager=eager,
-             weight_layout=weight_layout)
+             weight_layout=weight_layout, compute_dtype=compute_dtype)
     return evaluate(p)
 
 
@@ -1292,8 +1295,9 @@ def _derive(r: "ServeResult") -> Derivation:
     p, eff, res, info = r._plan, r._eff, r._res, r._info
     w, lay = p.workload, p.layout
     v = {kk: _f(x) for kk, x in r.values.items() if kk not in ("fits", "bottleneck")}
+    gemm = "" if p.compute_dtype == p.system.chip.compute_dtype(r.weights_dtype) else f", GEMMs in {p.compute_dtype}"
     d = Derivation(f"Serving {r.model} on {r.gpus} × {p.system.chip.name} ({r.mode}, layout {lay.label()}, "
-                   f"stack {p.stack.name}, weights {r.weights_dtype}, KV {r.kv_dtype}; {eff.label()})")
+                   f"stack {p.stack.name}, weights {r.weights_dtype}{gemm}, KV {r.kv_dtype}; {eff.label()})")
     C, A, k = v["concurrency"], w.acceptance, w.mtp
     d.add("L̄", "ISL + OSL/2", f"{w.isl:g} + {w.osl:g}/2", float(mean_decode_context(w.isl, w.osl)), "tokens",
           "mean context of an in-flight sequence", expr=f"{w.isl!r} + {w.osl!r}/2")
@@ -1439,7 +1443,7 @@ def _derive_waves(d: Derivation, r: "ServeResult", v: dict, b: float) -> Derivat
 
 def decode_step(model, hardware, *, chips, batch, context, tp=None, ep=1, pp=1, attention_dp=False,
                 weights_dtype=None, kv_dtype=None, kv_shards=None, redundant_experts=0, ideal=False, efficiency=None,
-                framework=None, mtp=0, weight_layout="1d"):
+                framework=None, mtp=0, weight_layout="1d", compute_dtype=None):
     """Time of one decode step of ``batch`` sequences at ``context`` on ``chips`` chips: (s, layout result, efficiency).
 
     ``weight_layout`` (dense models): "1d" weight-stationary (the default), "2d" weight-stationary or "gathered"
@@ -1448,12 +1452,12 @@ def decode_step(model, hardware, *, chips, batch, context, tp=None, ep=1, pp=1, 
                         attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                         kv_shards=kv_shards, ideal=ideal, efficiency=efficiency, regime="decode",
                         redundant_experts=redundant_experts, framework=framework, mtp=mtp,
-                        weight_layout=weight_layout)
+                        weight_layout=weight_layout, compute_dtype=compute_dtype)
 
 
 def prefill_time(model, hardware, *, chips, batch, isl, tp=None, ep=1, pp=1, attention_dp=False, weights_dtype=None,
                  kv_dtype=None, kv_shards=None, cached_share=0.0, redundant_experts=0, ideal=False, efficiency=None,
-                 framework=None, weight_layout="1d"):
+                 framework=None, weight_layout="1d", compute_dtype=None):
     """Time to prefill ``batch`` prompts of ``isl`` tokens in one pass on ``chips`` chips: (s, result, efficiency).
 
     ``weight_layout`` (dense models): "1d" weight-stationary (the default), "2d" weight-stationary (activations
@@ -1464,12 +1468,12 @@ def prefill_time(model, hardware, *, chips, batch, isl, tp=None, ep=1, pp=1, att
                         attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                         kv_shards=kv_shards, ideal=ideal, efficiency=efficiency, regime="prefill",
                         cached_share=cached_share, redundant_experts=redundant_experts, framework=framework,
-                        weight_layout=weight_layout)
+                        weight_layout=weight_layout, compute_dtype=compute_dtype)
 
 
 def _single_pass(model, hardware, *, chips, seqs, isl, tp, ep, pp, attention_dp, weights_dtype, kv_dtype,
                  kv_shards, ideal, efficiency, regime, cached_share=0.0, redundant_experts=0, framework=None, mtp=0,
-                 weight_layout="1d"):
+                 weight_layout="1d", compute_dtype=None):
     from ..engine.efficiency import load_efficiency, resolve
     from ..engine.layout import Deployment
     from ..specs.hardware import load_hardware
@@ -1480,7 +1484,7 @@ def _single_pass(model, hardware, *, chips, seqs, isl, tp, ep, pp, attention_dp,
     system = load_hardware(hardware)
     wdt = units.normalize_dtype(weights_dtype, "weights_dtype") if weights_dtype else None
     kvdt = units.normalize_dtype(kv_dtype or getattr(m, "kv_dtype", None) or "bf16", "kv_dtype")
-    cdt = system.chip.compute_dtype(wdt or m.native_dtype)
+    cdt = system.chip.compute_dtype(units.gemm_dtype(wdt or m.native_dtype, compute_dtype))
     eff = efficiency if not isinstance(efficiency, (str, type(None))) else resolve(system.chip.name, efficiency,
                                                                                     ideal, regime)
     eff = load_efficiency(eff)

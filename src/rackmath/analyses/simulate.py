@@ -642,7 +642,7 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
              budget=None, cadence=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, efficiency=None,
              ideal=False,
              usd_per_gpu_hour=None, framework=None, ttft_slo=None, tpot_slo=None, seed=0, warmup=None,
-             progress=None, think_s=0.0) -> SimResult:
+             progress=None, think_s=0.0, compute_dtype=None) -> SimResult:
     """Simulate one deployment of ``model`` on ``gpus`` GPUs of ``hardware`` (module docstring).
 
     Traffic: ``rate`` (requests/s, Poisson, or gamma with ``arrivals='gamma'`` and coefficient of
@@ -662,7 +662,8 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
         raise InputError("rate", "give exactly one of a rate, a concurrency or a trace",
                          "--rate R, --concurrency C or --trace FILE")
     st = stt.stack(model, hardware, weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance,
-                   efficiency=efficiency, ideal=ideal, usd_per_gpu_hour=usd_per_gpu_hour, framework=framework)
+                   efficiency=efficiency, ideal=ideal, usd_per_gpu_hour=usd_per_gpu_hour, framework=framework,
+                   compute_dtype=compute_dtype)
     fw = framework_defaults(framework)
     B = int(fw["max_batch"] if max_batch is None else max_batch)
     T = int(fw["budget"] if budget is None else budget)

@@ -144,7 +144,7 @@ def record_efficiency(rec: Record, efficiency):
 
 def _pass_args(rec: Record) -> tuple[dict, dict]:
     inp = rec.inputs
-    common = {k: inp[k] for k in ("model", "hardware", "tp", "weights_dtype", "kv_dtype") if k in inp}
+    common = {k: inp[k] for k in ("model", "hardware", "tp", "weights_dtype", "kv_dtype", "compute_dtype") if k in inp}
     common["chips"] = inp["gpus"]
     extra = {k: inp[k] for k in ("ep", "attention_dp", "kv_shards", "redundant_experts", "weight_layout")
              if k in inp}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import EFF_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, WDT_OPT
+from .common import CDT_OPT, EFF_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, WDT_OPT
 
 
 def register(app: typer.Typer) -> None:
@@ -22,6 +22,7 @@ def register(app: typer.Typer) -> None:
                                   help="$/GPU-hour per chip: 'h100=2.1,b200=4' (or one number for all)."),
         framework: str = typer.Option(None, "--framework", help="trtllm, vllm or sglang: scheduler defaults."),
         weights_dtype: str = WDT_OPT,
+        compute_dtype: str = CDT_OPT,
         kv_dtype: str = KVDT_OPT,
         efficiency: str = EFF_OPT,
         ideal: bool = IDEAL_OPT,
@@ -40,7 +41,7 @@ def register(app: typer.Typer) -> None:
         target = units.parse_count(tok_s_user, "tok_s_user")
         r = compare(model, hw, tok_s_user=target, isl=units.parse_count(isl, "isl"), osl=units.parse_count(osl, "osl"),
                     usd_per_gpu_hour=price, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency,
-                    ideal=ideal, framework=framework)
+                    ideal=ideal, framework=framework, compute_dtype=compute_dtype)
         if plot is not None:
             from ..plotting.sizing import plot_pareto
 

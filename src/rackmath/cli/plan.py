@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from .common import EFF_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, POWER_CAP_OPT, PUE_OPT, USD_PER_KWH_OPT, WDT_OPT
+from .common import (CDT_OPT, EFF_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, POWER_CAP_OPT, PUE_OPT, USD_PER_KWH_OPT,
+                     WDT_OPT)
 
 
 def _ms(v):
@@ -39,6 +40,7 @@ def register(app: typer.Typer) -> None:
                                                      "vllm, sglang or trtllm."),
         budget: str = typer.Option(None, "--budget", help="Token budget per step (default: the framework's, 8192)."),
         weights_dtype: str = WDT_OPT,
+        compute_dtype: str = CDT_OPT,
         kv_dtype: str = KVDT_OPT,
         mtp: str = typer.Option("0", "--mtp", help="Speculative / MTP draft tokens per step (k)."),
         acceptance: str = typer.Option(None, "--acceptance", help="Mean tokens emitted per verification step."),
@@ -75,7 +77,8 @@ def register(app: typer.Typer) -> None:
                  kv_dtype=kv_dtype, mtp=int(num(mtp, "mtp") or 0), acceptance=num(acceptance, "acceptance"),
                  efficiency=efficiency, ideal=ideal, framework=framework, modes=modes,
                  budget=None if budget is None else int(num(budget, "budget")), confirm=not no_confirm,
-                 pue=parse_pue(pue), usd_per_kwh=parse_usd_per_kwh(usd_per_kwh), power_cap_w=parse_power(power_cap))
+                 pue=parse_pue(pue), usd_per_kwh=parse_usd_per_kwh(usd_per_kwh), power_cap_w=parse_power(power_cap),
+                 compute_dtype=compute_dtype)
         launch = None
         best = r.best
         if emit is not None and best is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .common import (EFF_OPT, EXPLAIN_OPT, IDEAL_OPT, JSON_OPT, MODEL_ARG, POWER_CAP_OPT, PUE_OPT, USD_OPT,
+from .common import (CDT_OPT, EFF_OPT, EXPLAIN_OPT, IDEAL_OPT, JSON_OPT, MODEL_ARG, POWER_CAP_OPT, PUE_OPT, USD_OPT,
                      USD_PER_KWH_OPT, gpus_opt, hardware_opt)
 
 
@@ -81,6 +81,7 @@ def register(app: typer.Typer) -> None:
                                                    "default: every GPU its own sequences)."),
         weights_dtype: str = typer.Option(None, "--weights-dtype", help="bf16, fp8, fp4, nvfp4, mxfp4 … (default: as published)."),
         kv_dtype: str = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default bf16)."),
+        compute_dtype: str = CDT_OPT,
         mtp: str = typer.Option("0", "--mtp", help="Speculative / MTP draft tokens per step (k)."),
         acceptance: str = typer.Option(None, "--acceptance", help="Mean tokens emitted per verification step (1 … k+1)."),
         prefill_gpus: str = typer.Option(None, "--prefill-gpus", help="Disaggregated: GPUs of the prefill pool."),
@@ -135,7 +136,7 @@ def register(app: typer.Typer) -> None:
                   decode_gpus=_count(decode_gpus, "decode_gpus"), cached_share=cached_share, ideal=ideal,
                   efficiency=efficiency, redundant_experts=_count(redundant_experts, "redundant_experts") or 0,
                   uneven_experts=uneven_experts, framework=framework, arrivals=arrivals, eager=eager,
-                  weight_layout=weight_layout.strip().lower(),
+                  weight_layout=weight_layout.strip().lower(), compute_dtype=compute_dtype,
                   usd_per_gpu_hour=None if price is None else units.parse_usd_per_hour(price, "usd_per_gpu_hour"))
         if ops or ops_plot:
             from .common import print_ops

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import EFF_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, WDT_OPT
+from .common import CDT_OPT, EFF_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, WDT_OPT
 
 
 def _num(text, field, integer=False, kind="count"):
@@ -81,6 +81,7 @@ def register(app: typer.Typer) -> None:
         cadence: str = typer.Option(None, "--cadence", help="The lecture's train schedule: a step leaves every "
                                                             "PERIOD (e.g. 20ms) whether or not you are on it."),
         weights_dtype: str = WDT_OPT,
+        compute_dtype: str = CDT_OPT,
         kv_dtype: str = KVDT_OPT,
         mtp: str = typer.Option("0", "--mtp", help="Speculative / MTP draft tokens per step (k)."),
         acceptance: str = typer.Option(None, "--acceptance", help="Mean tokens emitted per verification step."),
@@ -145,7 +146,8 @@ def register(app: typer.Typer) -> None:
                          decode_gpus=_num(decode_gpus, "decode_gpus", True), max_batch=_num(max_batch, "max_batch", True),
                          budget=_num(budget, "budget", True),
                          cadence=None if cadence is None else units.parse_duration(cadence, "cadence"),
-                         weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=_num(mtp, "mtp", True),
+                         weights_dtype=weights_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype,
+                         mtp=_num(mtp, "mtp", True),
                          acceptance=_num(acceptance, "acceptance"), efficiency=efficiency, ideal=ideal,
                          usd_per_gpu_hour=_price(price, hardware),
                          framework=framework, ttft_slo=None if ttft is None else units.parse_duration(ttft, "ttft"),

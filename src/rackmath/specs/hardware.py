@@ -492,7 +492,8 @@ def hardware_ratio(chip: Chip, dtype: str = "bf16") -> float:
 
     ratio = (FLOP/s / 2) / (bytes/s / bytes_per_param): multiply-accumulates per
     second over parameters streamed per second, for weights stored in ``dtype``
-    and multiplied at that dtype's peak. "On most GPUs this ends up ~300."
+    and multiplied at the peak of :func:`units.gemm_dtype` (W8A8 FP8 at the FP8 rate; weight-only INT4 and
+    MXFP4 at the BF16 rate). "On most GPUs this ends up ~300."
     """
     bpp = units.dtype_bytes(dtype)
-    return (chip.peak_flops(dtype) / 2) / (chip.hbm_bw / bpp)
+    return (chip.peak_flops(units.gemm_dtype(dtype)) / 2) / (chip.hbm_bw / bpp)

@@ -168,6 +168,8 @@ FIELDS: dict = {
     "cached_share": (_num(0, 0.999), ("serve", "prefill"), False, "share of prompt tokens that hit a prefix cache"),
     "weights_dtype": (_dtype, None, False, "weights dtype (default: the checkpoint's)"),
     "kv_dtype": (_dtype, None, False, "KV-cache dtype (default: the model's)"),
+    "compute_dtype": (_dtype, None, False, "dtype the weight GEMMs multiply in, where the source's stack quantises the "
+                                           "activations of a weight-only format (default: units.gemm_dtype)"),
     "mtp": (_num(0, 16, integer=True), ("serve",), False, "speculative tokens per step (MTP/EAGLE)"),
     "acceptance": (_num(1, 17), ("serve",), False, "mean tokens emitted per verification step (1 … mtp + 1)"),
     "max_num_tokens": (_num(1, 1e7, integer=True), ("serve",), False, "the stack's token budget per step, where the "
@@ -182,8 +184,8 @@ FIELDS: dict = {
 #: Fields that describe the configuration (what a prediction needs), in order.
 INPUTS = ("model", "hardware", "gpus", "prefill_gpus", "decode_gpus", "tp", "ep", "pp", "attention_dp",
           "attention_dp_size", "redundant_experts", "weight_layout", "weight_gathered", "kv_shards", "isl", "osl",
-          "concurrency", "max_batch", "batch", "context", "cached_share", "weights_dtype", "kv_dtype", "mtp", "acceptance",
-          "max_num_tokens", "arrivals", "eager", "framework")
+          "concurrency", "max_batch", "batch", "context", "cached_share", "weights_dtype", "kv_dtype", "compute_dtype",
+          "mtp", "acceptance", "max_num_tokens", "arrivals", "eager", "framework")
 
 
 #: Hardware family of each chip: the unit of leave-one-hardware-family-out and of per-family presets.
