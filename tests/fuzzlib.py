@@ -53,6 +53,7 @@ DTYPES = ["bf16", "fp8", "fp4", "int8", "mxfp4", "fp16", "nvfp4"]
 PLAUSIBLE = {
     "--hardware": HARDWARE, "-H": HARDWARE, "--systems": ["hgx-h100,gb200-nvl72", "h100"],
     "--weights-dtype": DTYPES, "--kv-dtype": DTYPES, "--dtype": DTYPES, "--act-dtype": DTYPES,
+    "--compute-dtype": DTYPES,
     "--efficiency": ["ideal", "auto", "hopper-serving", "blackwell-serving"],
     "--model": MODELS, "-m": MODELS,
     "--batch": ["1", "8", "64", "1:256:log", "1,16,256", "4096"], "--context": ["0", "8192", "8K", "128Ki", "1M",
