@@ -406,3 +406,21 @@ def test_cli_show_chip():
     assert d["kind"] == "chip" and d["default_system"] == "hgx-h100"
     code, out, err = run_cli("hardware", "show", "ironwood")
     assert code == 0 and "published.md H18" in out
+
+
+@pytest.mark.parametrize("chip, weights, expected", [
+    ("h100", "mxfp4", "bf16"),   # no FP4 tensor cores: W4A16 (Marlin / Triton)
+    ("b200", "mxfp4", "fp8"),    # MXFP4 x MXFP8 (TensorRT-LLM W4A8_MXFP4_MXFP8; FlashInfer's MoE, published.md C34)
+    ("mi355x", "mxfp4", "fp8"),
+    ("b200", "nvfp4", "fp4"),    # W4A4
+    ("b200", "int4", "bf16"),    # AWQ: W4A16 on any chip
+    ("h100", "fp4", "fp8"),      # a dtype the chip lacks falls back to a wider one it has
+    ("tpu-v5e", "int8", "int8"),
+])
+def test_a_weight_gemm_runs_at_the_rate_the_chip_gives_its_wider_operand(chip, weights, expected):
+    assert load_chip(chip).gemm_dtype(weights) == expected
+
+
+def test_hardware_ratio_of_a_weight_only_int4_model():
+    """AWQ INT4 on an H100: half a byte per parameter against the BF16 rate, (989.4e12/2)/(3.35e12/0.5) = 73.8."""
+    assert hardware_ratio(load_chip("h100"), "int4") == pytest.approx(989.4e12 / 2 / (3.35e12 / 0.5), rel=1e-3)

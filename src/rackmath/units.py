@@ -26,6 +26,7 @@ __all__ = [
     "DTYPE_BYTES",
     "dtype_bytes",
     "ACTIVATION_DTYPE",
+    "ACTIVATION_DTYPE_FP4_CHIP",
     "gemm_dtype",
     "parse_bytes",
     "parse_bandwidth",
@@ -88,7 +89,7 @@ def dtype_bytes(name: str, field: str = "dtype") -> float:
 #: SmoothQuant INT8); NVFP4 quantises them to FP4 (W4A4: TensorRT-LLM's FP4, NVIDIA's NVFP4 checkpoints). INT4 (AWQ,
 #: GPTQ) and MXFP4 (gpt-oss's MoE weights) are weight-only: the kernel widens each weight tile to BF16 in registers
 #: and multiplies on the BF16 tensor cores (W4A16: Marlin, Machete, Triton ``matmul_ogs``). A stack that quantises
-#: the activations of a weight-only format itself says so with ``compute_dtype`` (MXFP4 × MXFP8 on Blackwell: fp8).
+#: the activations of a weight-only format itself says so with ``compute_dtype``.
 ACTIVATION_DTYPE: dict[str, str] = {
     "fp32": "fp32",
     "tf32": "tf32",
@@ -102,23 +103,29 @@ ACTIVATION_DTYPE: dict[str, str] = {
     "mxfp4": "bf16",
 }
 
+#: Where the chip multiplies FP4 natively (Blackwell, CDNA 4) the stacks run MXFP4 weights against MXFP8
+#: activations (W4A8: TensorRT-LLM's W4A8_MXFP4_MXFP8 for gpt-oss, the FlashInfer MXFP4 × MXFP8 MoE of vLLM and
+#: SGLang, published.md C34), at the FP8 rate.
+ACTIVATION_DTYPE_FP4_CHIP: dict[str, str] = {"mxfp4": "fp8"}
+
 
 def _element_bits(name: str) -> int:
     """Bits of one element, scales left out (MXFP4's 4.25 bits → 4)."""
     return int(DTYPE_BYTES[name] * 8)
 
 
-def gemm_dtype(weights_dtype: str, compute_dtype: str | None = None) -> str:
+def gemm_dtype(weights_dtype: str, compute_dtype: str | None = None, fp4_chip: bool = False) -> str:
     """The dtype a weight GEMM multiplies in: the wider of its two operands, t_compute = F / peak(max(w, a)).
 
     A GEMM runs at the tensor-core rate of its wider operand: AWQ's INT4 weights against BF16 activations
     (W4A16) multiply at the BF16 rate, half the FP8 rate an H100 would give the 4-bit weights alone; FP8
     weights against FP8 activations (W8A8) at the FP8 rate. The activations are :data:`ACTIVATION_DTYPE`'s
-    for the weights' format unless ``compute_dtype`` says what the stack runs (it may not be narrower than
-    the weights: a GEMM cannot multiply its weights in fewer bits than they hold)."""
+    for the weights' format (:data:`ACTIVATION_DTYPE_FP4_CHIP`'s on a chip with FP4 tensor cores, ``fp4_chip``)
+    unless ``compute_dtype`` says what the stack runs (it may not be narrower than the weights: a GEMM cannot
+    multiply its weights in fewer bits than they hold)."""
     w = normalize_dtype(weights_dtype, "weights_dtype")
     if compute_dtype is None:
-        a = ACTIVATION_DTYPE.get(w, w)
+        a = (fp4_chip and ACTIVATION_DTYPE_FP4_CHIP.get(w)) or ACTIVATION_DTYPE.get(w, w)
     else:
         a = normalize_dtype(compute_dtype, "compute_dtype")
         if _element_bits(a) < _element_bits(w):

@@ -833,7 +833,7 @@ class ServeResult(ResultMixin):
     framework: str = "generic"
     efficiency_label: str = ""
     arrivals: str = "steady"
-    compute_dtype: str = ""  # the dtype whose peak the weight GEMMs run at (units.gemm_dtype, on the chip)
+    compute_dtype: str = ""  # the dtype whose peak the weight GEMMs run at (Chip.gemm_dtype)
     _derivation: object = None
 
     def __getattr__(self, name):
@@ -996,7 +996,7 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
         stack = replace(stack, overlap_scheduler=False)
     wdt = units.normalize_dtype(weights_dtype, "weights_dtype") if weights_dtype else None
     kvdt = units.normalize_dtype(kv_dtype or getattr(m, "kv_dtype", None) or "bf16", "kv_dtype")
-    cdt = chip.compute_dtype(units.gemm_dtype(wdt or m.native_dtype, compute_dtype))
+    cdt = chip.gemm_dtype(wdt or m.native_dtype, compute_dtype)
     price = chip.usd_per_hour if usd_per_gpu_hour is None else float(usd_per_gpu_hour)
     eff = resolve(chip.name, efficiency, ideal)
     if arrivals == "waves" and prefill_gpus is not None:
@@ -1269,8 +1269,8 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
     the early-2025 PyTorch backend of TensorRT-LLM unless ``use_cuda_graph`` was set), so decode steps are eager
     too (:func:`eager_step`); ``weight_layout`` "2d" / "gathered": Pope et al.'s other ways to hold a dense model's
     weights over the ``tp`` GPUs given (:func:`plan`); ``compute_dtype`` the dtype the weight GEMMs multiply in where
-    the stack quantises the activations of a weight-only format (default :func:`units.gemm_dtype`: W8A8 FP8 at the
-    FP8 rate, AWQ INT4 and MXFP4 at the BF16 rate).
+    the stack quantises the activations of a weight-only format (default ``Chip.gemm_dtype``: W8A8 FP8 at the
+    FP8 rate, AWQ INT4 at the BF16 rate, MXFP4 at the FP8 rate on chips with FP4 tensor cores and BF16 elsewhere).
     """
     p = plan(model, hardware, gpus=gpus, isl=isl, osl=osl, concurrency=concurrency, tp=tp, ep=ep, pp=pp,
              attention_dp=attention_dp, attention_dp_size=attention_dp_size, weights_dtype=weights_dtype,
@@ -1484,7 +1484,7 @@ def _single_pass(model, hardware, *, chips, seqs, isl, tp, ep, pp, attention_dp,
     system = load_hardware(hardware)
     wdt = units.normalize_dtype(weights_dtype, "weights_dtype") if weights_dtype else None
     kvdt = units.normalize_dtype(kv_dtype or getattr(m, "kv_dtype", None) or "bf16", "kv_dtype")
-    cdt = system.chip.compute_dtype(units.gemm_dtype(wdt or m.native_dtype, compute_dtype))
+    cdt = system.chip.gemm_dtype(wdt or m.native_dtype, compute_dtype)
     eff = efficiency if not isinstance(efficiency, (str, type(None))) else resolve(system.chip.name, efficiency,
                                                                                     ideal, regime)
     eff = load_efficiency(eff)

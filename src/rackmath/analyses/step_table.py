@@ -102,7 +102,7 @@ class Stack:
 
 def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, efficiency=None,
           ideal=False, usd_per_gpu_hour=None, framework=None, compute_dtype=None) -> Stack:
-    """Resolve names once: model and system from the catalog, dtypes (the weight GEMMs' by ``units.gemm_dtype``,
+    """Resolve names once: model and system from the catalog, dtypes (the weight GEMMs' by ``Chip.gemm_dtype``,
     ``compute_dtype`` overriding their activations'), the efficiency preset, the serving stack."""
     from .. import units
     from ..specs.hardware import load_hardware
@@ -122,7 +122,7 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
     price = float(system.chip.usd_per_hour) if usd_per_gpu_hour is None else float(usd_per_gpu_hour)
     if not math.isfinite(price) or price < 0 or price > 1e4:
         raise InputError("usd_per_gpu_hour", f"{price:g}", "a price in $ per GPU-hour from 0 to 10⁴")
-    cdt = system.chip.compute_dtype(units.gemm_dtype(wdt or m.native_dtype, compute_dtype))
+    cdt = system.chip.gemm_dtype(wdt or m.native_dtype, compute_dtype)
     from ..engine.efficiency import resolve
     from .serving import load_stack
 

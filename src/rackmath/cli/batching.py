@@ -64,7 +64,6 @@ def ratio_cmd(
     json: bool = JSON_OPT,
 ):
     """The hardware ratio (FLOP/s ÷ 2) ÷ (bytes/s ÷ bytes per param) per chip and dtype (00:15, R5), and drain time."""
-    from .. import units
     from ..explain import fmt
     from ..specs.hardware import chips, hardware_ratio, load_chip
     from .common import print_json, table
@@ -74,7 +73,7 @@ def ratio_cmd(
     for c in cs:
         dts = [dtype] if dtype else [d for d in ("bf16", "fp8", "fp4") if d in c.flops]
         for d in dts:
-            recs.append({"chip": c.name, "dtype": d, "compute_dtype": c.compute_dtype(units.gemm_dtype(d)),
+            recs.append({"chip": c.name, "dtype": d, "compute_dtype": c.gemm_dtype(d),
                          "ratio": hardware_ratio(c, d), "drain_time_s": c.drain_time_s})
     if json:
         print_json(recs)

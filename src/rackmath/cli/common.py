@@ -78,8 +78,9 @@ KVDT_OPT = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"),
                         help="KV-cache dtype (default: the model's own, bf16 for published models).")
 CDT_OPT = typer.Option(None, "--compute-dtype", callback=dtype_check("compute_dtype"),
                        help="Dtype the weight GEMMs multiply in, where the stack quantises the activations of a "
-                            "weight-only format (e.g. fp8 for MXFP4 × MXFP8); default: the wider of the weights' and "
-                            "their activations' (W8A8 fp8 at the FP8 rate, AWQ int4 and mxfp4 at the BF16 rate).")
+                            "weight-only format (e.g. fp8 for INT4 × FP8); default: the wider of the weights' and "
+                            "their activations' (W8A8 fp8 at the FP8 rate, AWQ int4 at the BF16 rate, mxfp4 at FP8 on "
+                            "chips with FP4 tensor cores and BF16 elsewhere).")
 
 
 def hardware_opt(default=..., help: str = "System or chip name (a chip means its standard scale-up system)."):

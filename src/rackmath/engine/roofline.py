@@ -429,7 +429,7 @@ def roofline(model, hardware, *, chips=None, batch, context, pass_len=1, weights
         raise InputError("batch", "0 sequences", "a positive number of sequences")
     wdt = units.normalize_dtype(weights_dtype, "weights_dtype") if weights_dtype else None
     kvdt = units.normalize_dtype(kv_dtype or model.kv_dtype, "kv_dtype")
-    compute_dtype = chip.compute_dtype(units.gemm_dtype(wdt or model.native_dtype))
+    compute_dtype = chip.gemm_dtype(wdt or model.native_dtype)
     peak = chip.flops[compute_dtype]
     attn_peak = chip.peak_flops(kvdt)
     n, B, L, P = arrs["chips"], arrs["batch"], arrs["context"], arrs["pass_len"]

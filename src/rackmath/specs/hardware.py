@@ -87,6 +87,11 @@ class Chip:
         """Dense peak FLOP/s for matmuls in ``dtype`` (falling back to a wider dtype the chip has)."""
         return self.flops[self.compute_dtype(dtype)]
 
+    def gemm_dtype(self, weights_dtype: str, compute_dtype: str | None = None) -> str:
+        """The dtype whose peak a weight GEMM runs at on this chip: ``units.gemm_dtype`` (the wider of weights and
+        activations; MXFP4 against MXFP8 where the chip has FP4 tensor cores), then the chip's own fallback."""
+        return self.compute_dtype(units.gemm_dtype(weights_dtype, compute_dtype, fp4_chip="fp4" in self.flops))
+
     def tier(self, name: str) -> MemoryTier:
         """A memory tier by name; 'hbm' is always available."""
         if name == "hbm":
@@ -492,8 +497,8 @@ def hardware_ratio(chip: Chip, dtype: str = "bf16") -> float:
 
     ratio = (FLOP/s / 2) / (bytes/s / bytes_per_param): multiply-accumulates per
     second over parameters streamed per second, for weights stored in ``dtype``
-    and multiplied at the peak of :func:`units.gemm_dtype` (W8A8 FP8 at the FP8 rate; weight-only INT4 and
-    MXFP4 at the BF16 rate). "On most GPUs this ends up ~300."
+    and multiplied at the peak of :meth:`Chip.gemm_dtype` (W8A8 FP8 at the FP8 rate; weight-only INT4 at the
+    BF16 rate). "On most GPUs this ends up ~300."
     """
     bpp = units.dtype_bytes(dtype)
-    return (chip.peak_flops(units.gemm_dtype(dtype)) / 2) / (chip.hbm_bw / bpp)
+    return (chip.flops[chip.gemm_dtype(dtype)] / 2) / (chip.hbm_bw / bpp)

@@ -169,7 +169,7 @@ FIELDS: dict = {
     "weights_dtype": (_dtype, None, False, "weights dtype (default: the checkpoint's)"),
     "kv_dtype": (_dtype, None, False, "KV-cache dtype (default: the model's)"),
     "compute_dtype": (_dtype, None, False, "dtype the weight GEMMs multiply in, where the source's stack quantises the "
-                                           "activations of a weight-only format (default: units.gemm_dtype)"),
+                                           "activations of a weight-only format (default: Chip.gemm_dtype)"),
     "mtp": (_num(0, 16, integer=True), ("serve",), False, "speculative tokens per step (MTP/EAGLE)"),
     "acceptance": (_num(1, 17), ("serve",), False, "mean tokens emitted per verification step (1 … mtp + 1)"),
     "max_num_tokens": (_num(1, 1e7, integer=True), ("serve",), False, "the stack's token budget per step, where the "
