@@ -287,7 +287,8 @@ def context_cmd(
               n_total=units.parse_count(n_total, "--n-total") if n_total else None,
               bytes_per_token=units.parse_bytes(kv_bytes, "--kv-bytes"), batch=B,
               ratio=float(hardware_ratio(c, weights_dtype)), bytes_per_param=bpp,
-              peak_flops=c.flops[c.gemm_dtype(weights_dtype)], mem_bw=c.hbm_bw, hbm_bytes=c.hbm_bytes * chips, chips=chips,
+              peak_flops=c.flops[c.gemm_dtype(weights_dtype)], mem_bw=c.hbm_bw, hbm_bytes=c.hbm_bytes * chips,
+              chips=chips,
               target_context=units.parse_count(target, "--target"))
     extra = {}
     if model:
