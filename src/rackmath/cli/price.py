@@ -233,7 +233,7 @@ def cache_cmd(
     b = units.parse_bytes(kv_bytes, "--kv-bytes")
     c, tiers = _tiers(hardware, tier)
     nact = units.parse_count(n_active, "--n-active")
-    remat = float(mt.remat_cost(nact, c.flops[c.gemm_dtype(weights_dtype)], c.usd_per_hour))
+    remat = float(mt.remat_cost(nact, c.gemm_flops(weights_dtype), c.usd_per_hour))
     ded = mt.deduce_cache(s, tiers, bytes_per_token=b)
     be = mt.break_even_table(tiers, b, remat)
     payload = ded.as_dict() | {"remat_usd_per_mtok": remat * 1e6, "break_even": be, "chip": c.name}
@@ -287,7 +287,7 @@ def context_cmd(
               n_total=units.parse_count(n_total, "--n-total") if n_total else None,
               bytes_per_token=units.parse_bytes(kv_bytes, "--kv-bytes"), batch=B,
               ratio=float(hardware_ratio(c, weights_dtype)), bytes_per_param=bpp,
-              peak_flops=c.flops[c.gemm_dtype(weights_dtype)], mem_bw=c.hbm_bw, hbm_bytes=c.hbm_bytes * chips,
+              peak_flops=c.gemm_flops(weights_dtype), mem_bw=c.hbm_bw, hbm_bytes=c.hbm_bytes * chips,
               chips=chips,
               target_context=units.parse_count(target, "--target"))
     extra = {}
@@ -391,7 +391,7 @@ def plot_tiers_cmd(
 
     c, tiers = _tiers(priced(hardware, price).chip if price is not None else hardware, tier)
     b = units.parse_bytes(kv_bytes, "--kv-bytes")
-    remat = float(mt.remat_cost(units.parse_count(n_active, "--n-active"), c.flops[c.gemm_dtype(weights_dtype)],
+    remat = float(mt.remat_cost(units.parse_count(n_active, "--n-active"), c.gemm_flops(weights_dtype),
                                 c.usd_per_hour))
     t = np.geomspace(1e-3, 1e7, 300)
     names, costs = mt.tier_costs(b, t, tiers, remat)

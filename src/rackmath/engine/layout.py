@@ -225,7 +225,12 @@ class ModelNumbers:
     dsa: bool = False  # DeepSeek sparse attention: the lightning indexer's kernels in every layer
     prefill: bool = False  # a prompt pass: MoE dispatch deduplicated by domain (DeepEP normal kernels)
     parallel_block: bool = False  # attention and FFN read the same input and sum into it: one TP all-reduce a layer
-    d_ff: int = 0  # dense FFN width (0: unknown; a 2D weight-stationary layout then takes 4 · d_model)
+    d_ff: int = 0  # dense FFN width (0: unknown; :attr:`ffn_width` then takes 4 · d_model)
+
+    @property
+    def ffn_width(self) -> int:
+        """F of a 2D weight-stationary split: the dense FFN width, 4 · d_model where the config does not give it."""
+        return self.d_ff or 4 * self.d_model
 
     @property
     def weight_bytes(self) -> float:
@@ -563,7 +568,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
     t_ar = hierarchical_allreduce_time(ar_bytes, ar_group, S, hw.scaleup_bw, hw.scaleout_bw)
     tp_bw = np.where(tp <= S, hw.scaleup_bw, hw.scaleout_bw)  # a 2D exchange or weight gather over the TP chips
     if np.any(w2):  # 2D weight-stationary: each all-reduce becomes a 4-collective exchange along both split axes
-        t_ar = np.where(w2, ws2d_exchange_time(tokens, tp, mn.d_model, mn.d_ff or 4 * mn.d_model, act_bytes, tp_bw),
+        t_ar = np.where(w2, ws2d_exchange_time(tokens, tp, mn.d_model, mn.ffn_width, act_bytes, tp_bw),
                         t_ar)
     n_coll = np.where(w2, WS2D_COLLECTIVES * n_ar, n_ar)
     ops.append(Op("allreduce", net_s=n_ar * t_ar, collectives=n_coll,
@@ -692,7 +697,7 @@ def explain_layout(res: LayoutArrays, i=0):
         return net, float(r[f"t_{op}_s"]) - net
 
     if r["weight_layout"] == "2d":
-        x, yz = (float(v) for v in ws2d_split(r["tp"], mn.d_model, mn.d_ff or 4 * mn.d_model))
+        x, yz = (float(v) for v in ws2d_split(r["tp"], mn.d_model, mn.ffn_width))
         net, lat = net_lat("allreduce")
         d.add("t_allreduce", "n_ex · [2·(YZ−1)/YZ · T·E/X + 2·(X−1)/X · T·F/YZ] · bytes / (BW · η_comm) + "
               "4 · n_ex · τ_c, X | TP moving least (√(TP·E/F) where it divides TP), YZ = TP/X",

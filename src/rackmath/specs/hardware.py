@@ -92,6 +92,10 @@ class Chip:
         activations; MXFP4 against MXFP8 where the chip has FP4 tensor cores), then the chip's own fallback."""
         return self.compute_dtype(units.gemm_dtype(weights_dtype, compute_dtype, fp4_chip="fp4" in self.flops))
 
+    def gemm_flops(self, weights_dtype: str, compute_dtype: str | None = None) -> float:
+        """Dense peak FLOP/s of a weight GEMM with ``weights_dtype`` weights: the peak of :meth:`gemm_dtype`."""
+        return self.flops[self.gemm_dtype(weights_dtype, compute_dtype)]
+
     def tier(self, name: str) -> MemoryTier:
         """A memory tier by name; 'hbm' is always available."""
         if name == "hbm":
@@ -501,4 +505,4 @@ def hardware_ratio(chip: Chip, dtype: str = "bf16") -> float:
     BF16 rate). "On most GPUs this ends up ~300."
     """
     bpp = units.dtype_bytes(dtype)
-    return (chip.flops[chip.gemm_dtype(dtype)] / 2) / (chip.hbm_bw / bpp)
+    return (chip.gemm_flops(dtype) / 2) / (chip.hbm_bw / bpp)

@@ -514,7 +514,7 @@ def context_view(p):
     wall = cx.context_wall(n_active=m.active_params, n_total=m.total_params,
                            bytes_per_token=float(np.asarray(m.kv_read_bytes(200e3, _kvdt(p) or "bf16"))) / 200e3,
                            batch=p["batch"], ratio=float(hardware_ratio(c, m.native_dtype)),
-                           bytes_per_param=w_bytes / m.total_params, peak_flops=c.flops[c.gemm_dtype(m.native_dtype)],
+                           bytes_per_param=w_bytes / m.total_params, peak_flops=c.gemm_flops(m.native_dtype),
                            mem_bw=c.hbm_bw, hbm_bytes=c.hbm_bytes * n, chips=n, weight_bytes=w_bytes,
                            attn_flops_per_ctx_token=float(m.attention_flops_per_token(1e6)) / 1e6, label=m.name)
     if cross <= 100:
