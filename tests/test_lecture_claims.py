@@ -57,7 +57,7 @@ def test_definitions_and_citations_are_not_counted(claims):
     assert by[("R8", "definition")].verdict == "definition"
     assert by[("R26", "cited")].verdict == "cited"
     s = summary(claims)
-    assert s["agree"] + s["differ"] == s["lecture_rows"] == sum(c.kind == "lecture" for c in claims)
+    assert s["agree"] + s["differ"] + s["not_discriminated"] == s["lecture_rows"] == sum(c.kind == "lecture" for c in claims)
     assert s["definition"] == 1 and s["cited"] == 1
 
 
@@ -324,3 +324,28 @@ def test_lecture_plots_never_overwrite(tmp_path):
     code, _, err = run_cli("lecture", "--only", "R5", "--plots", str(d))
     assert code == 2 and "--force" in err
     assert (d / "ch1-latency-cost-vs-batch.png").read_bytes() == b"mine"
+
+
+def test_reasoning_in_words_in_docs_and_explain(claims):
+    """Issue 37 item 4: the lecture's reasoning, in its words and with timestamps, in docs/lecture.md (the same text
+    `lecture --explain` prints) and the 2 + 4 split of 6·N·D in the user docs."""
+    from pathlib import Path
+
+    from rackmath.claims.reasoning import REASONING
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    lec = (docs / "lecture.md").read_text()
+    text = " ".join(t for _, t in REASONING)
+    for quote in ("They're unique per batch", "read all of HBM twice", "the minimum tends to be where the costs are "
+                  "equalized", "Pipelining is a massive hassle", "Horace He", "Ilya", "bend radius",
+                  "That's a product decision", "cabling congestion", "genuine 4×"):
+        assert quote in text, quote
+        assert quote in lec, quote
+    for stamp in ("00:12", "00:24", "01:19", "00:52", "00:35"):
+        assert stamp in text
+    # R20's note and the racks reasoning tell one story: NVL576 = 144 packages = 2× NVL72's 72, 4× its 144 dies
+    r20 = _row(claims, "R20")
+    assert "4× Blackwell's 144 dies" in r20.note and "2× its 72 packages" in r20.note
+    assert "4× Blackwell's 144 dies" in text and "2× its 72 packages" in text
+    train = (docs / "training.md").read_text()
+    assert "## Why 6·N·D: 2 for the forward pass, 4 for the backward" in train and "Forward alone is 2" in train

@@ -274,7 +274,7 @@ def unbatched_penalty(model, hardware, *, context=8192, chips=None, weights_dtyp
                                      kv_dtype=kv_dtype, usable=usable))
     if b_mem < 1:
         raise InputError("context", "weights plus one sequence do not fit in HBM", "a shorter context or more chips")
-    top = min(b_mem, max_batch) if max_batch else b_mem
+    top = min(b_mem, max_batch or 1e8)  # at context 0 a tiny KV admits ~10⁹ sequences: the floor is reached far below
     grid = np.unique(np.concatenate([np.geomspace(1, max(top, 1.0), 400), [top]]))
     r = roofline(model, hardware, chips=chips, batch=grid, context=context, weights_dtype=weights_dtype,
                  kv_dtype=kv_dtype, efficiency=efficiency, weight_read=weight_read)
