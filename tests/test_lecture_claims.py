@@ -234,8 +234,12 @@ def test_lecture_titles_distinguish_every_row(claims):
     assert max(n.values()) == 1, [k for k, v in n.items() if v > 1]
     import os
 
-    code, out, err = run_cli("lecture", "--only", "R12", env={**os.environ, "COLUMNS": "100"})
+    code, out, err = run_cli("lecture", env={**os.environ, "COLUMNS": "100"})
     assert code == 0, err
+    words = set(out.split())
+    for c in claims:  # every word of every short title is printed (wrapped, never cut off)
+        assert set(c.display_title.split()) <= words, (c.id, c.display_title)
+    code, out, err = run_cli("lecture", "--only", "R12", env={**os.environ, "COLUMNS": "100"})
     assert "lecture premises" in out and "real DeepSeek-V3" in out
 
 

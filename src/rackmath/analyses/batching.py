@@ -205,6 +205,11 @@ def operating_point(model, hardware, *, context=8192, batch=None, chips=None, mu
     if batch is not None:
         L = fill_context(m, hw, batch=batch, chips=chips, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                          usable=usable)
+        if not np.isfinite(L):
+            from ..errors import InputError
+
+            raise InputError("operating_batch", f"{m.name}'s weights alone do not fit in {fmt(cap, 'B')} of usable "
+                             "HBM, so no context fills it", "more usable HBM, more chips or a smaller dtype")
         d.add("L_fill", "W + B·KV(L) = C", f"B = {batch:g}", L, "tokens", "the context that fills HBM")
         b_mem = float(memory_batch_limit(m, hw, context=L, chips=chips, weights_dtype=weights_dtype,
                                          kv_dtype=kv_dtype, usable=usable))
@@ -516,11 +521,21 @@ def fast_mode(model, hardware, *, speedup=None, price=None, context=8192, chips=
         closed["cost_multiple"] = float(fast_mode_closed(*shares, speedup=speedup)[2])
     if price is not None:
         closed["speedup"] = float(fast_mode_closed(*shares, price=price)[1])
-    return FastModeAnswer(
-        _by_speed(model, op, g, speedup) if speedup is not None else None,
-        _by_price(model, op, g, price) if price is not None else None, speedup, price, float(g[2][0]), op,
-        None if operating_batch is not None else operating_multiple, shares,
-        float(op.batch / bs) if bs > 0 else float("inf"), closed, label)
+    by_speed = _by_speed(model, op, g, speedup) if speedup is not None else None
+    by_price = _by_price(model, op, g, price) if price is not None else None
+    c, w, k = shares
+    for fm, key, what in ((by_speed, "cost_multiple", "cost multiple"), (by_price, "speedup", "speed-up")):
+        if fm is None:
+            continue
+        fm.derivation.add("c", "t_compute / t_step at B_op", "", c, "")
+        fm.derivation.add("w", "t_weights / t_step at B_op", "", w, "",
+                          "only the weight fetch is amortized by batching; compute and KV are per sequence (00:12)")
+        fm.derivation.add("k", "t_kv / t_step at B_op", "", k, "")
+        fm.derivation.add(f"{what} (closed form)", "t(x) = max(c·x, w + k·x), cost ∝ t(x)/x (every weight read)",
+                          "", closed[key], "×", "the engine's number differs where fewer experts are hit at small B")
+    return FastModeAnswer(by_speed, by_price, speedup, price, float(g[2][0]), op,
+                          None if operating_batch is not None else operating_multiple, shares,
+                          float(op.batch / bs) if bs > 0 else float("inf"), closed, label)
 
 
 def fast_mode_sensitivity(model, hardware, *, speedup=None, price=None, context=8192, **kw) -> list[FastModeAnswer]:

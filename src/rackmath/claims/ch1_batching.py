@@ -113,12 +113,12 @@ def r2_unbatched() -> list[Claim]:
         d.add("cost(B=1)", "chips·$/h·t_step(1)/1", "", c1, "$/Mtok")
         d.add("cost(best)", f"cheapest B ≤ B_mem, at B = {best_b:,.0f}", "", cb, "$/Mtok")
         d.add("penalty", "cost(B=1) / cost(best)", f"{c1:.4g} / {cb:.4g}", pen, "×")
-        tag = f"{'all weights' if mode == 'all' else 'experts hit'}, context {ctx:,.0f}"
+        tag = f"{'all weights' if mode == 'all' else 'experts hit'}, L = {ctx:,.0f}"
         out.append(Claim(
             "R2", f"Cost penalty of not batching: B = 1 vs the cheapest batch that fits (real {MODEL}, {tag})",
             pen, "×", 1000.0, within_factor(pen, 1000.0, ORDER, "'a thousand times worse'"),
             {"model": MODEL, "hardware": RACK, "context": ctx, "weight read": mode, "best batch": best_b},
-            kind="real", derivation=d, short=f"Cost penalty of not batching — real DeepSeek-V3, {tag}",
+            kind="real", derivation=d, short=f"Cost penalty of not batching — real, {tag}",
             note={("all", 0.0): "Every weight read, no KV: ratio × the real sparsity (671/37 = 18), ~5,700×.",
                   ("all", CTX): "Every weight read at 8K: the KV fetch raises the cost floor, so the penalty "
                                 "falls with context (~280× at 32K).",

@@ -137,7 +137,9 @@ def r27_inference_practice() -> Claim:
                   "cheapest $/Mtok": r["usd_per_mtok"], "cheapest with EP ≥ 32": label(rj),
                   "its $/Mtok": rj["usd_per_mtok"], "binding": r["bound"], "layouts searched": sr.n_evaluated},
                  note="DeepSeek reports EP across the domain and little PP (01:10); TP 'was cutting up within an expert, "
-                      "but the experts are so small now that that is not a profitable optimization'.",
+                      "but the experts are so small now that that is not a profitable optimization'. Pipelining is 'a "
+                      "massive hassle' (Ilya Sutskever; Horace He: it constrains the architecture) for a benefit — "
+                      "weight capacity per rack — a Blackwell rack rarely needs.",
                  reason=reason, derivation=res.explain(j))
 
 

@@ -296,10 +296,15 @@ def fast_mode_cmd(
         check_positive(price, "price", maximum=1e6)
     ctx = _count(context, "context")
     ob = _count(operating_batch, "operating_batch") if operating_batch is not None else None
+    if ob is not None:
+        check_positive(ob, "operating_batch", maximum=1e8)
     kw = dict(context=ctx, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency,
               weight_read=weight_read, usable=usable)
     ans = fast_mode(model, hardware, speedup=speedup, price=price, operating_multiple=operating_multiple,
                     operating_batch=ob, **kw)
+    if speedup is not None and ans.by_speed is None:  # out of reach: a one-line error, as fast_mode_from_speedup
+        raise InputError("speedup", f"{speedup:g}× is out of reach by batching alone on {model} (the roofline's best "
+                                    f"is {ans.max_speedup:.3g}×, at batch 1)", f"a speed-up up to {ans.max_speedup:.3g}")
     sens = fast_mode_sensitivity(model, hardware, speedup=speedup, price=price, **kw)
     floor = slow_mode_floor(model, hardware, operating_multiple=operating_multiple, **kw)
     rows, other = fast_mode_rows(ans, sens)
