@@ -513,7 +513,7 @@ def fast_mode(model, hardware, *, speedup=None, price=None, context=8192, chips=
     r = g[4]
     t = float(g[1][-1])
     shares = (float(r.t_compute_s[-1]) / t, float(r.t_weights_s[-1]) / t, float(r.t_kv_s[-1]) / t)
-    bs = float(op.balance_batch) if np.isfinite(op.balance_batch) else float(
+    bs = float(op.balance_batch) if not np.isnan(op.balance_batch) else float(
         balance_batch_for(model, hardware, context=op.context, chips=chips, weights_dtype=weights_dtype,
                           kv_dtype=kv_dtype, efficiency=efficiency, weight_read=weight_read))
     closed = {}

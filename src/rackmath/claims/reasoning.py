@@ -30,8 +30,8 @@ def _amortize() -> str:
 def _twenty_ms() -> str:
     from ..specs.hardware import load_chip
 
-    rows = ", ".join(f"{c.upper()} {load_chip(c).drain_time_s * 1e3:.0f} ms" for c in ("h100", "h200", "b200",
-                                                                                         "gb200", "rubin"))
+    rows = ", ".join(f"{label} {load_chip(c).drain_time_s * 1e3:.0f} ms" for c, label in (
+        ("h100", "H100"), ("h200", "H200"), ("b200", "B200"), ("gb200", "GB200"), ("rubin", "Rubin")))
     return (
         "Why a step is ~20 ms, and not much faster or slower (00:24–00:26). 'We want to use all of the memory "
         "capacity we have … to store the weights or the KVs. In the time of doing a forward pass, we want to read "
@@ -59,8 +59,8 @@ def _equal_costs() -> str:
         "the other one is x … they tend to be minimized at the point where they equal each other' (heuristic: "
         "'things that follow power laws tend to have this property'). So set pretraining (6·N·D_pre), RL "
         "((2–6)·N·D_RL/η) and inference (2·N·D_inf/η_dec) equal; N cancels and the data follow: D_pre ≈ 1.5·D_RL "
-        "≈ D_inf (R31). 'Each model should generate the sum of human knowledge on the output that it gets on the "
-        "input.' rackmath checks the heuristic against a scaling law (R30): at the same loss the equal-cost point "
+        "≈ D_inf (R31) — as Dwarkesh puts it, 'each model should generate the sum of human knowledge on the output "
+        "that it gets on the input.' rackmath checks the heuristic against a scaling law (R30): at the same loss the equal-cost point "
         f"costs {o['cost_ratio']:.3f}× the true optimum, where serving is {o['serve_to_pretrain_at_opt']:.2f}× "
         "pretraining rather than 1× — the minimum is flat, so the heuristic is cheap to follow. Which way to err: "
         "a model may be retired early, so derate its inference tokens (below).")
@@ -74,7 +74,8 @@ def _hassle() -> str:
         "attention attends to layers a few back' become hard to implement; and Axel (a GPU performance engineer at "
         "Jane Street): pipelining needs micro-batches, which cannot amortize the weight loads over the whole batch. "
         "Reiner agrees: 'These complexities are real. Pipelining is a massive hassle, but it does give you some "
-        "benefits.' The cost is paid in research speed: every architectural idea that crosses a stage boundary "
+        "benefits.' What the hassle costs, in rackmath's reading, is research speed: every architectural idea that "
+        "crosses a stage boundary "
         "(cross-layer residuals, interleaved local/global attention, below) has to be re-cut and re-balanced "
         "across racks before it can be tried. The benefit is small in inference — 'we're just moving the memory "
         "time from one chip to another … there's no actual benefit in runtime' — only weight capacity per rack, "
