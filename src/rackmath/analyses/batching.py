@@ -410,14 +410,15 @@ def _by_price(model, op, g, price_multiple):
     return FastMode(op.batch, b, sp, float(price_multiple), float(step[-1]), st, d, op.context)
 
 
-def fast_mode_from_speedup(model, hardware, speedup, *, context=8192, chips=None, operating_multiple=None,
-                           operating_batch=None, weights_dtype=None, kv_dtype=None, efficiency=None,
-                           weight_read="hit", usable=USABLE_HBM) -> FastMode:
+def fast_mode_from_speedup(model, hardware, speedup, *, context=8192, chips=None,
+                           operating_multiple=FAST_OPERATING_MULTIPLE, operating_batch=None, weights_dtype=None,
+                           kv_dtype=None, efficiency=None, weight_read="hit", usable=USABLE_HBM) -> FastMode:
     """Fast mode by batching alone: the batch that gives ``speedup`` × the operating point's per-sequence
     speed, and the cost multiple it implies (lecture 00:00–00:12, R1).
 
-    The operating point is :func:`operating_point` (memory-bounded; ``operating_batch``
-    given: that batch with the context that fills HBM). speed(B) = 1 / t_step(B);
+    The operating point is :func:`operating_point` at min(``operating_multiple`` × B*, B_mem)
+    (default 2.5, as :func:`fast_mode`; ``operating_batch`` given: that batch with the
+    context that fills HBM). speed(B) = 1 / t_step(B);
     cost(B) ∝ t_step(B) / B, each user keeping its context. Shrinking the batch shortens
     the step only down to the latency floor, so the largest speed-up batching can buy is
     t_step(B_op) / t_step(1): beyond it, a one-line error. :func:`fast_mode` is the one
@@ -436,9 +437,9 @@ def fast_mode_from_speedup(model, hardware, speedup, *, context=8192, chips=None
     return fm
 
 
-def fast_mode_from_price(model, hardware, price_multiple, *, context=8192, chips=None, operating_multiple=None,
-                         operating_batch=None, weights_dtype=None, kv_dtype=None, efficiency=None,
-                         weight_read="hit", usable=USABLE_HBM) -> FastMode:
+def fast_mode_from_price(model, hardware, price_multiple, *, context=8192, chips=None,
+                         operating_multiple=FAST_OPERATING_MULTIPLE, operating_batch=None, weights_dtype=None,
+                         kv_dtype=None, efficiency=None, weight_read="hit", usable=USABLE_HBM) -> FastMode:
     """The reverse: what batch and speed-up a ``price_multiple`` × price buys by batching alone (R1).
 
     Finds B < B_op whose cost per token is ``price_multiple`` × the operating point's,

@@ -60,7 +60,8 @@ def _equal_costs() -> str:
         "'things that follow power laws tend to have this property'). So set pretraining (6·N·D_pre), RL "
         "((2–6)·N·D_RL/η) and inference (2·N·D_inf/η_dec) equal; N cancels and the data follow: D_pre ≈ 1.5·D_RL "
         "≈ D_inf (R31) — as Dwarkesh puts it, 'each model should generate the sum of human knowledge on the output "
-        "that it gets on the input.' rackmath checks the heuristic against a scaling law (R30): at the same loss the equal-cost point "
+        "that it gets on the input.' rackmath checks the heuristic against a scaling law (R30): at the same loss the "
+        "equal-cost point "
         f"costs {o['cost_ratio']:.3f}× the true optimum, where serving is {o['serve_to_pretrain_at_opt']:.2f}× "
         "pretraining rather than 1× — the minimum is flat, so the heuristic is cheap to follow. Which way to err: "
         "a model may be retired early, so derate its inference tokens (below).")

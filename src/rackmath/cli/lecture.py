@@ -86,6 +86,11 @@ def _short(c) -> str:
     return c.display_title
 
 
+def _tag(c) -> str:
+    """' (real)', ' (lookup)', …: the row kind after a claim ID in notes; nothing for lecture rows."""
+    return "" if c.kind == "lecture" else f" ({c.kind})"
+
+
 def _notes(c) -> list[str]:
     out = []
     if c.reason:
@@ -154,7 +159,7 @@ def register(app: typer.Typer) -> None:
                     c.tolerance.split(":")[0].split(" (")[0], Text.from_markup(_verdict(c, True))] for c in cs])
             for c in cs:
                 for n in _notes(c):
-                    con.print(f"  [bold]{c.id}[/]{'' if c.kind == 'lecture' else ' (' + c.kind + ')'}: {n}", highlight=False)
+                    con.print(f"  [bold]{c.id}[/]{_tag(c)}: {n}", highlight=False)
         con.print(f"\n{tally['agree']} of {tally['lecture_rows']} lecture-premise claims agree within the lecture's "
                   f"stated tolerance, {tally['differ']} differ (reasons above), {tally['not_discriminated']} not "
                   f"discriminated by the model; {tally['real_rows']} real-hardware rows shown beside them "
@@ -166,7 +171,7 @@ def register(app: typer.Typer) -> None:
 
             for c in claims:
                 if c.derivation:
-                    con.print(f"\n[bold]{c.id}[/]{'' if c.kind == 'lecture' else ' (' + c.kind + ')'} {c.title}", highlight=False)
+                    con.print(f"\n[bold]{c.id}[/]{_tag(c)} {c.title}", highlight=False)
                     con.print(c.derivation.render(), markup=False, highlight=False)
             con.print("\n[bold]The reasoning the lecture gives in words[/]", highlight=False)
             for head, text in REASONING:
@@ -220,7 +225,7 @@ def _markdown(claims, tally) -> None:
         if notes:
             print()
             for c, n in notes:
-                print(f"* **{c.id}**{'' if c.kind == 'lecture' else ' (' + c.kind + ')'}: {n}")
+                print(f"* **{c.id}**{_tag(c)}: {n}")
     print(f"\n**{tally['agree']} of {tally['lecture_rows']}** lecture-premise claims agree within the stated "
           f"tolerance, **{tally['differ']}** differ (reasons given), {tally['not_discriminated']} not discriminated "
           f"by the model; {tally['real_rows']} real-hardware rows ({tally['real_within_tolerance']} within "
