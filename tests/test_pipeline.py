@@ -79,10 +79,11 @@ def test_chapter_three_claims_agree():
 
     cl = {c.id: c for c in ch3_pipeline.claims()}
     assert {"R23", "R24", "R24-b", "R25", "R26", "R27", "R28", "R29"} <= set(cl)
-    # R26 is cited, not derivable; R27 reports a contradiction (the ideal roofline's cheapest layout uses expert TP)
+    # R26 is cited, not derivable; R27 is not discriminated (the ideal roofline's cheapest layout uses expert TP, but
+    # the EP-heavy layout costs only ~1% more: inside what the model can tell apart)
     derived = {k: c for k, c in cl.items() if k not in ("R26", "R27")}
     assert all(c.agrees for c in derived.values()), [c.id for c in derived.values() if not c.agrees]
-    assert cl["R27"].agrees or "Contradiction" in cl["R27"].reason
+    assert cl["R27"].agrees or (cl["R27"].verdict == "not discriminated" and "Not discriminated" in cl["R27"].reason)
     assert not cl["R26"].agrees
     assert cl["R23"].value == 2.0
     r28 = next(c for c in ch3_pipeline.claims() if c.id == "R28" and c.kind == "lecture")

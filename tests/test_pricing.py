@@ -124,11 +124,17 @@ def test_fast_mode_reuses_foundation():
     from rackmath.specs.hardware import load_hardware
     from rackmath.specs.models import load_model
 
-    by_speed, by_price = pr.fast_mode_for(load_price_sheet("opus"), load_model("frontier-100b"),
-                                          load_hardware("gb200-nvl72"))
+    from rackmath.analyses import batching as ba
+
+    ans = pr.fast_mode_for(load_price_sheet("opus"), load_model("frontier-100b"), load_hardware("gb200-nvl72"))
+    by_speed, by_price = ans.by_speed, ans.by_price
     assert by_speed.speedup == pytest.approx(2.5)
-    assert by_price.cost_multiple == pytest.approx(6.0)
+    assert by_price.cost_multiple == pytest.approx(6.0)  # the sheet's 150/25
     assert by_price.batch < by_price.operating_batch
+    # the same function and default operating point as `batching fast-mode` (2.5 × B*, capped by memory)
+    same = ba.fast_mode("frontier-100b", "gb200-nvl72", speedup=2.5, price=6.0)
+    assert same.by_price.speedup == by_price.speedup and same.assumption == ans.assumption
+    assert ans.operating.batch == pytest.approx(ba.FAST_OPERATING_MULTIPLE * ans.operating.balance_batch)
 
 
 def test_cli_price():

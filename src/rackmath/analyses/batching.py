@@ -205,6 +205,11 @@ def operating_point(model, hardware, *, context=8192, batch=None, chips=None, mu
     if batch is not None:
         L = fill_context(m, hw, batch=batch, chips=chips, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                          usable=usable)
+        if not np.isfinite(L):
+            from ..errors import InputError
+
+            raise InputError("operating_batch", f"{m.name}'s weights alone do not fit in {fmt(cap, 'B')} of usable "
+                             "HBM, so no context fills it", "more usable HBM, more chips or a smaller dtype")
         d.add("L_fill", "W + B·KV(L) = C", f"B = {batch:g}", L, "tokens", "the context that fills HBM")
         b_mem = float(memory_batch_limit(m, hw, context=L, chips=chips, weights_dtype=weights_dtype,
                                          kv_dtype=kv_dtype, usable=usable))
@@ -274,7 +279,7 @@ def unbatched_penalty(model, hardware, *, context=8192, chips=None, weights_dtyp
                                      kv_dtype=kv_dtype, usable=usable))
     if b_mem < 1:
         raise InputError("context", "weights plus one sequence do not fit in HBM", "a shorter context or more chips")
-    top = min(b_mem, max_batch) if max_batch else b_mem
+    top = min(b_mem, max_batch or 1e8)  # at context 0 a tiny KV admits ~10⁹ sequences: the floor is reached far below
     grid = np.unique(np.concatenate([np.geomspace(1, max(top, 1.0), 400), [top]]))
     r = roofline(model, hardware, chips=chips, batch=grid, context=context, weights_dtype=weights_dtype,
                  kv_dtype=kv_dtype, efficiency=efficiency, weight_read=weight_read)
@@ -302,6 +307,52 @@ class FastMode:
             "derivation": self.derivation.as_dict()}
 
 
+# The operating point fast mode is measured from, everywhere (`batching fast-mode`, `price … -m`, R1's real row and
+# the docs): the lecture's "take this and maybe double or triple it" (00:16) — 2.5 × B*, capped by memory capacity.
+FAST_OPERATING_MULTIPLE = 2.5
+
+
+def fast_mode_closed(compute, weights, kv, *, speedup=None, price=None):
+    """Fast mode by batching in closed form, from the operating point's three terms (lecture 00:05–00:12, R1).
+
+    With the step at the operating point normalised to 1 = max(c, w + k) (c = t_compute,
+    w = t_weights, k = t_kv, each ÷ t_step), shrinking the batch to x·B_op keeps the
+    weight fetch and scales the other two: t(x) = max(c·x, w + k·x), cost/token ∝ t(x)/x.
+
+    * speed s: T = 1/s, x = min(T/c, (T − w)/k), cost multiple = T/x (out of reach if T ≤ w:
+      the weight fetch alone takes longer);
+    * price p: cost(x) = max(c, w/x + k) = p ⇒ x = w/(p − k), speed = 1/t(x).
+
+    Only the weight fetch is amortized by batching; compute and KV are "unique per batch"
+    (00:12), so the cost of speed is set by the weights' share w. Returns (x, speed, cost
+    multiple); nan where out of reach. Broadcasts.
+    """
+    c, w, k = (np.asarray(v, dtype=float) for v in (compute, weights, kv))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if speedup is not None:
+            T = 1.0 / np.asarray(speedup, dtype=float)
+            x_c = np.where(c > 0, T / c, np.inf)
+            x_m = np.where(k > 0, (T - w) / k, np.where(T >= w, np.inf, np.nan))
+            x = np.minimum(np.minimum(x_c, x_m), 1.0)
+            x = np.where(T > w, x, np.nan)
+            return x, 1.0 / T + 0 * x, T / x
+        p = np.asarray(price, dtype=float)
+        x = np.where(p > k, w / (p - k), np.nan)
+        x = np.where(x <= 1.0, x, np.nan)
+        t = np.maximum(c * x, w + k * x)
+        return x, 1.0 / t, p + 0 * x
+
+
+def sheet_weights_share(price, speedup):
+    """The weights' share w of a memory-bound step (no compute headroom) at which batching alone prices
+    ``speedup`` at ``price`` (R1): (1 − w)/(1 − w·s) = p ⇒ w = (p − 1)/(p·s − 1).
+
+    The lecture's 6× for 2.5×: w = 5/14 ≈ 36% of the bytes a step reads are weights.
+    """
+    p, s = np.asarray(price, dtype=float), np.asarray(speedup, dtype=float)
+    return (p - 1.0) / (p * s - 1.0)
+
+
 def _fast_grid(model, hardware, operating_batch, context, chips, weights_dtype, kv_dtype, efficiency, weight_read):
     grid = np.geomspace(1.0, operating_batch, 2000)
     r = roofline(model, hardware, chips=chips, batch=grid, context=context, weights_dtype=weights_dtype,
@@ -309,7 +360,7 @@ def _fast_grid(model, hardware, operating_batch, context, chips, weights_dtype, 
     step = r.step_s
     speed = step[-1] / step  # relative per-sequence speed
     cost = (step / grid) / (step[-1] / grid[-1])  # relative $ per token
-    return grid, step, speed, cost
+    return grid, step, speed, cost, r
 
 
 def _fast_op(model, hardware, context, chips, operating_multiple, operating_batch, weights_dtype, kv_dtype,
@@ -324,47 +375,71 @@ def _fast_op(model, hardware, context, chips, operating_multiple, operating_batc
     return op
 
 
-def fast_mode_from_speedup(model, hardware, speedup, *, context=8192, chips=None, operating_multiple=None,
-                           operating_batch=None, weights_dtype=None, kv_dtype=None, efficiency=None,
-                           weight_read="hit", usable=USABLE_HBM) -> FastMode:
-    """Fast mode by batching alone: the batch that gives ``speedup`` × the operating point's per-sequence
-    speed, and the cost multiple it implies (lecture 00:00–00:12, R1).
+def _name(model):
+    return getattr(model, "name", model)
 
-    The operating point is :func:`operating_point` (memory-bounded; ``operating_batch``
-    given: that batch with the context that fills HBM). speed(B) = 1 / t_step(B);
-    cost(B) ∝ t_step(B) / B, each user keeping its context. Shrinking the batch shortens
-    the step only down to the latency floor, so the largest speed-up batching can buy is
-    t_step(B_op) / t_step(1). Returns nan batch where the speed-up is out of reach.
-    """
-    op = _fast_op(model, hardware, context, chips, operating_multiple, operating_batch, weights_dtype, kv_dtype,
-                  efficiency, weight_read, usable)
-    b_op, ctx = op.batch, op.context
-    grid, step, speed, cost = _fast_grid(model, hardware, b_op, ctx, chips, weights_dtype, kv_dtype, efficiency,
-                                         weight_read)
-    reachable = speedup <= speed[0]
-    if not reachable:  # an unreachable result is a one-line error, never NaN (issue 11)
-        from ..errors import InputError
 
-        raise InputError("speedup", f"{speedup:g}× is out of reach by batching alone on {getattr(model, 'name', model)}"
-                                    f" (the roofline's best is {speed[0]:.3g}×, at batch 1)",
-                         f"a speed-up up to {speed[0]:.3g}")
+def _by_speed(model, op, g, speedup):
+    grid, step, speed, cost, _ = g
+    if not speedup <= speed[0]:
+        return None
     # speed decreases with batch: interpolate on the reversed (increasing) arrays
     b = float(np.interp(speedup, speed[::-1], grid[::-1]))
     cm = float(np.interp(speedup, speed[::-1], cost[::-1]))
     st = float(np.interp(speedup, speed[::-1], step[::-1]))
-    d = Derivation(f"Fast mode by batching: {speedup:g}× speed on {getattr(model, 'name', model)}")
+    d = Derivation(f"Fast mode by batching: {speedup:g}× speed on {_name(model)}")
     d.steps.extend(op.derivation.steps)
     d.add("max speed-up", "t_step(B_op) / t_step(1)", f"{fmt(step[-1], 's')} / {fmt(step[0], 's')}", speed[0], "×")
     d.add("B_fast", f"B with t_step(B_op)/t_step(B) = {speedup:g}", "", b, "")
     d.add("cost multiple", "(t_step(B)/B) / (t_step(B_op)/B_op)", "", cm, "×")
-    d.conclusion = ("→ out of reach by batching alone" if not reachable else
-                    f"→ {speedup:g}× speed costs {cm:.3g}× per token at batch {b:.4g}")
-    return FastMode(b_op, b, float(speedup), cm, float(step[-1]), st, d, ctx)
+    d.conclusion = f"→ {speedup:g}× speed costs {cm:.3g}× per token at batch {b:.4g}"
+    return FastMode(op.batch, b, float(speedup), cm, float(step[-1]), st, d, op.context)
 
 
-def fast_mode_from_price(model, hardware, price_multiple, *, context=8192, chips=None, operating_multiple=None,
-                         operating_batch=None, weights_dtype=None, kv_dtype=None, efficiency=None,
-                         weight_read="hit", usable=USABLE_HBM) -> FastMode:
+def _by_price(model, op, g, price_multiple):
+    grid, step, speed, cost, _ = g
+    reachable = price_multiple <= cost[0]
+    b = float(np.interp(price_multiple, cost[::-1], grid[::-1])) if reachable else 1.0
+    sp = float(np.interp(price_multiple, cost[::-1], speed[::-1])) if reachable else float(speed[0])
+    st = float(np.interp(price_multiple, cost[::-1], step[::-1])) if reachable else float(step[0])
+    d = Derivation(f"What {price_multiple:g}× price buys by batching on {_name(model)}")
+    d.steps.extend(op.derivation.steps)
+    d.add("B_fast", f"B with cost(B)/cost(B_op) = {price_multiple:g}", "", b, "")
+    d.add("speed-up", "t_step(B_op) / t_step(B_fast)", f"{fmt(step[-1], 's')} / {fmt(st, 's')}", sp, "×")
+    d.conclusion = f"→ {price_multiple:g}× price buys {sp:.3g}× speed at batch {b:.4g}"
+    return FastMode(op.batch, b, sp, float(price_multiple), float(step[-1]), st, d, op.context)
+
+
+def fast_mode_from_speedup(model, hardware, speedup, *, context=8192, chips=None,
+                           operating_multiple=FAST_OPERATING_MULTIPLE, operating_batch=None, weights_dtype=None,
+                           kv_dtype=None, efficiency=None, weight_read="hit", usable=USABLE_HBM) -> FastMode:
+    """Fast mode by batching alone: the batch that gives ``speedup`` × the operating point's per-sequence
+    speed, and the cost multiple it implies (lecture 00:00–00:12, R1).
+
+    The operating point is :func:`operating_point` at min(``operating_multiple`` × B*, B_mem)
+    (default 2.5, as :func:`fast_mode`; ``operating_batch`` given: that batch with the
+    context that fills HBM). speed(B) = 1 / t_step(B);
+    cost(B) ∝ t_step(B) / B, each user keeping its context. Shrinking the batch shortens
+    the step only down to the latency floor, so the largest speed-up batching can buy is
+    t_step(B_op) / t_step(1): beyond it, a one-line error. :func:`fast_mode` is the one
+    entry point the commands use (both directions, the assumption, other operating points).
+    """
+    op = _fast_op(model, hardware, context, chips, operating_multiple, operating_batch, weights_dtype, kv_dtype,
+                  efficiency, weight_read, usable)
+    g = _fast_grid(model, hardware, op.batch, op.context, chips, weights_dtype, kv_dtype, efficiency, weight_read)
+    fm = _by_speed(model, op, g, speedup)
+    if fm is None:  # an unreachable result is a one-line error, never NaN (issue 11)
+        from ..errors import InputError
+
+        best = g[2][0]
+        raise InputError("speedup", f"{speedup:g}× is out of reach by batching alone on {_name(model)}"
+                                    f" (the roofline's best is {best:.3g}×, at batch 1)", f"a speed-up up to {best:.3g}")
+    return fm
+
+
+def fast_mode_from_price(model, hardware, price_multiple, *, context=8192, chips=None,
+                         operating_multiple=FAST_OPERATING_MULTIPLE, operating_batch=None, weights_dtype=None,
+                         kv_dtype=None, efficiency=None, weight_read="hit", usable=USABLE_HBM) -> FastMode:
     """The reverse: what batch and speed-up a ``price_multiple`` × price buys by batching alone (R1).
 
     Finds B < B_op whose cost per token is ``price_multiple`` × the operating point's,
@@ -372,19 +447,118 @@ def fast_mode_from_price(model, hardware, price_multiple, *, context=8192, chips
     """
     op = _fast_op(model, hardware, context, chips, operating_multiple, operating_batch, weights_dtype, kv_dtype,
                   efficiency, weight_read, usable)
-    b_op, ctx = op.batch, op.context
-    grid, step, speed, cost = _fast_grid(model, hardware, b_op, ctx, chips, weights_dtype, kv_dtype, efficiency,
-                                         weight_read)
-    reachable = price_multiple <= cost[0]
-    b = float(np.interp(price_multiple, cost[::-1], grid[::-1])) if reachable else 1.0
-    sp = float(np.interp(price_multiple, cost[::-1], speed[::-1])) if reachable else float(speed[0])
-    st = float(np.interp(price_multiple, cost[::-1], step[::-1])) if reachable else float(step[0])
-    d = Derivation(f"What {price_multiple:g}× price buys by batching on {getattr(model, 'name', model)}")
-    d.steps.extend(op.derivation.steps)
-    d.add("B_fast", f"B with cost(B)/cost(B_op) = {price_multiple:g}", "", b, "")
-    d.add("speed-up", "t_step(B_op) / t_step(B_fast)", f"{fmt(step[-1], 's')} / {fmt(st, 's')}", sp, "×")
-    d.conclusion = f"→ {price_multiple:g}× price buys {sp:.3g}× speed at batch {b:.4g}"
-    return FastMode(b_op, b, sp, float(price_multiple), float(step[-1]), st, d, ctx)
+    g = _fast_grid(model, hardware, op.batch, op.context, chips, weights_dtype, kv_dtype, efficiency, weight_read)
+    return _by_price(model, op, g, price_multiple)
+
+
+@dataclass
+class FastModeAnswer:
+    """Fast mode by batching, both ways, with the operating point it is measured from (R1).
+
+    ``shares`` are the operating step's compute, weight-fetch and KV-fetch times ÷ the step:
+    they decide the answer (only the weight fetch is amortized by batching), so every
+    command prints them beside it as ``assumption``.
+    """
+
+    by_speed: FastMode | None  # None: the speed-up is out of reach by batching alone
+    by_price: FastMode | None
+    speedup: float | None
+    price: float | None
+    max_speedup: float  # t_step(B_op) / t_step(1)
+    operating: OperatingPoint
+    operating_multiple: float | None
+    shares: tuple  # (compute, weights, kv) ÷ t_step at the operating point
+    headroom: float  # B_op / B* (> 1: compute-bound, the speed below it is free)
+    closed: dict  # the closed form from the shares (fast_mode_closed): cost multiple, speed
+    label: str = ""
+
+    @property
+    def assumption(self) -> str:
+        op, (c, w, k) = self.operating, self.shares
+        how = ("batch given" if op.limited_by == "given" else
+               f"min({self.operating_multiple:g} × B*, B_mem)" if self.operating_multiple not in (None, float("inf"))
+               else "B_mem: HBM full" if self.operating_multiple == float("inf") else "min(B*, B_mem)")
+        hr = "0 (B* = ∞: the KV fetch outruns compute at any batch)" if self.headroom == 0 else f"{self.headroom:.3g}"
+        return (f"operating batch {op.batch:,.0f} ({how}, limited by {op.limited_by}) at {op.context:,.0f} context, "
+                f"weight read {op.weight_read}; B_op/B* = {hr}; the step is {c:.0%} compute, "
+                f"{w:.0%} weight fetch, {k:.0%} KV fetch")
+
+    def as_dict(self) -> dict:
+        c, w, k = self.shares
+        return {"speedup": self.speedup, "price": self.price, "max_speedup": self.max_speedup,
+                "by_speed": self.by_speed.as_dict() if self.by_speed else None,
+                "by_price": self.by_price.as_dict() if self.by_price else None,
+                "cost_multiple": self.by_speed.cost_multiple if self.by_speed else None,
+                "speedup_bought": self.by_price.speedup if self.by_price else None,
+                "operating_multiple": self.operating_multiple, "headroom": self.headroom,
+                "shares": {"compute": c, "weights": w, "kv": k}, "closed_form": self.closed,
+                "assumption": self.assumption, "operating": self.operating.as_dict(), "label": self.label}
+
+
+def fast_mode(model, hardware, *, speedup=None, price=None, context=8192, chips=None,
+              operating_multiple=FAST_OPERATING_MULTIPLE, operating_batch=None, weights_dtype=None, kv_dtype=None,
+              efficiency=None, weight_read="hit", usable=USABLE_HBM, label="") -> FastModeAnswer:
+    """Fast mode by batching alone — the one answer every command and doc gives (lecture 00:00–00:12, R1).
+
+    From the operating point (default min(2.5 × B*, B_mem): the lecture's "double or
+    triple it", capped by memory; ``operating_batch`` given: that batch with the context
+    that fills HBM, the lecture's 20 ms premise), the cost multiple a ``speedup`` costs and
+    the speed a ``price`` multiple buys, on the engine's roofline. The answer is set by the
+    operating step's shares (compute headroom above B* is free speed; below it only the
+    weight fetch is amortized), returned with it as ``assumption``, and checked against the
+    closed form :func:`fast_mode_closed`.
+    """
+    op = _fast_op(model, hardware, context, chips, operating_multiple, operating_batch, weights_dtype, kv_dtype,
+                  efficiency, weight_read, usable)
+    g = _fast_grid(model, hardware, op.batch, op.context, chips, weights_dtype, kv_dtype, efficiency, weight_read)
+    r = g[4]
+    t = float(g[1][-1])
+    shares = (float(r.t_compute_s[-1]) / t, float(r.t_weights_s[-1]) / t, float(r.t_kv_s[-1]) / t)
+    bs = float(op.balance_batch) if not np.isnan(op.balance_batch) else float(
+        balance_batch_for(model, hardware, context=op.context, chips=chips, weights_dtype=weights_dtype,
+                          kv_dtype=kv_dtype, efficiency=efficiency, weight_read=weight_read))
+    closed = {}
+    if speedup is not None:
+        closed["cost_multiple"] = float(fast_mode_closed(*shares, speedup=speedup)[2])
+    if price is not None:
+        closed["speedup"] = float(fast_mode_closed(*shares, price=price)[1])
+    by_speed = _by_speed(model, op, g, speedup) if speedup is not None else None
+    by_price = _by_price(model, op, g, price) if price is not None else None
+    c, w, k = shares
+    for fm, key, what in ((by_speed, "cost_multiple", "cost multiple"), (by_price, "speedup", "speed-up")):
+        if fm is None:
+            continue
+        fm.derivation.add("c", "t_compute / t_step at B_op", "", c, "")
+        fm.derivation.add("w", "t_weights / t_step at B_op", "", w, "",
+                          "only the weight fetch is amortized by batching; compute and KV are per sequence (00:12)")
+        fm.derivation.add("k", "t_kv / t_step at B_op", "", k, "")
+        fm.derivation.add(f"{what} (closed form)", "t(x) = max(c·x, w + k·x), cost ∝ t(x)/x (every weight read)",
+                          "", closed[key], "×", "the engine's number differs where fewer experts are hit at small B")
+    return FastModeAnswer(by_speed, by_price, speedup, price, float(g[2][0]), op,
+                          None if operating_batch is not None else operating_multiple, shares,
+                          float(op.batch / bs) if bs > 0 else float("inf"), closed, label)
+
+
+def fast_mode_sensitivity(model, hardware, *, speedup=None, price=None, context=8192, **kw) -> list[FastModeAnswer]:
+    """The same fast-mode question under the assumptions the answer depends on (R1): the operating point at
+    B* (the cost floor, no compute headroom), at 2.5 × B* (the default) and with HBM full (B_mem, the ~20 ms
+    step); and the default point at a short (1,024) and a long (131,072) context. Points that do not fit
+    (weights plus one sequence over HBM) are left out."""
+    from ..errors import InputError
+
+    kw = {k: v for k, v in kw.items() if k not in ("operating_multiple", "operating_batch", "label")}
+    out = []
+    for m, L, lab in ((1.0, context, "at B* (the cost floor)"),
+                      (FAST_OPERATING_MULTIPLE, context, f"at {FAST_OPERATING_MULTIPLE:g} × B* (default)"),
+                      (float("inf"), context, "HBM full (B_mem)"),
+                      (FAST_OPERATING_MULTIPLE, 1024, f"at {FAST_OPERATING_MULTIPLE:g} × B*, 1,024 context"),
+                      (FAST_OPERATING_MULTIPLE, 131072, f"at {FAST_OPERATING_MULTIPLE:g} × B*, 131,072 context")):
+        try:
+            out.append(fast_mode(model, hardware, speedup=speedup, price=price, context=L, operating_multiple=m,
+                                 label=lab, **kw))
+        except InputError:
+            continue
+    return out
 
 
 def slow_mode_floor(model, hardware, *, context=8192, chips=None, operating_multiple=None, weights_dtype=None,

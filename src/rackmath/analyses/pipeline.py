@@ -169,12 +169,18 @@ def pipeline_condition_analysis(system, experts_per_token, layers_per_stage=1, n
 
 
 def inference_pipelining_analysis(*, t_step, stages, hop_latency, weight_bytes, kv_bytes_per_seq, micro_batch,
-                                  ep) -> Derivation:
-    """Derivation of R24/R28: latency with P stages; weight memory ÷ P; KV memory per chip unchanged."""
+                                  ep, t_step_note="") -> Derivation:
+    """Derivation of R24/R28: latency with P stages; weight memory ÷ P; KV memory per chip unchanged.
+
+    ``t_step`` is the decode step without pipelining; callers derive it (the HBM drain time
+    capacity/bandwidth, lecture 00:25) and say how in ``t_step_note``.
+    """
     P = int(stages)
     if P < 1:
         raise InputError("stages", f"{stages!r}", "a positive integer")
     d = Derivation(f"Pipelining decode over {P} stages (lecture 00:47–01:18)")
+    if t_step_note:
+        d.add("t_step", "one stage's decode step", t_step_note, float(t_step), "s")
     d.add("M", "P", f"{P}", float(microbatches_in_flight(P)), "", "micro-batches in flight = stages")
     d.add("B", "P · b", f"{P} · {micro_batch:g}", float(global_batch(micro_batch, P)), "")
     d.add("t_token", "t_step + P · t_hop", f"{fmt(t_step, 's')} + {P} · {fmt(hop_latency, 's')}",

@@ -375,21 +375,22 @@ def pass_len_costs_for(model, hardware, pass_len, *, batch=1, context=8192, chip
                                 weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
 
 
-def fast_mode_for(sheet, model, hardware, *, context=8192, chips=None, operating_multiple=2.5, weights_dtype=None,
-                  kv_dtype=None, efficiency=None):
-    """Fast mode → batch ratio: the sheet's price and speed multiples through the foundation's
-    ``analyses.batching.fast_mode_from_speedup`` / ``fast_mode_from_price`` (lecture 00:00, R1).
+def fast_mode_for(sheet, model, hardware, *, context=8192, chips=None, operating_multiple=None, weights_dtype=None,
+                  kv_dtype=None, efficiency=None, weight_read="hit"):
+    """A price sheet's fast mode read as batching: its price multiple (output_fast / output) and
+    advertised speed multiple through ``analyses.batching.fast_mode`` — the one fast-mode answer
+    `batching fast-mode` and `lecture` (R1) give too (lecture 00:00, R1).
 
-    Returns (by_speed, by_price): the batch and cost multiple that buy the advertised speed
-    by batching alone, and the speed that the advertised price multiple buys.
+    Returns the :class:`~rackmath.analyses.batching.FastModeAnswer` (``by_speed``: the cost
+    multiple the advertised speed costs; ``by_price``: the speed the price multiple buys;
+    ``assumption``: the operating point that decides it). ``operating_multiple`` None: the
+    shared default (2.5 × B*, "double or triple it").
     """
-    from .batching import fast_mode_from_price, fast_mode_from_speedup
+    from .batching import FAST_OPERATING_MULTIPLE, fast_mode
 
     fm = getattr(sheet, "fast_mode", None)
     if fm is None:
         raise InputError("sheet", f"{sheet.name} has no fast mode", "a sheet with [price_sheet.fast_mode]")
-    price_multiple = fm.output / sheet.output
-    kw = dict(context=context, chips=chips, operating_multiple=operating_multiple, weights_dtype=weights_dtype,
-              kv_dtype=kv_dtype, efficiency=efficiency)
-    return (fast_mode_from_speedup(model, hardware, fm.speed_multiple, **kw),
-            fast_mode_from_price(model, hardware, price_multiple, **kw))
+    return fast_mode(model, hardware, speedup=fm.speed_multiple, price=fm.output / sheet.output, context=context,
+                     chips=chips, operating_multiple=operating_multiple or FAST_OPERATING_MULTIPLE,
+                     weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency, weight_read=weight_read)

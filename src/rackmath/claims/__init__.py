@@ -24,15 +24,23 @@ from ..explain import Derivation
 #   real       — the same question on real hardware / a real model (shown next to its lecture row)
 #   definition — true by definition (nothing to reproduce; shown, not counted)
 #   cited      — quoted by the lecture, not derivable here (shown, not counted)
-KINDS = ("lecture", "real", "definition", "cited")
+#   lookup     — a number read off data (a model card, a price sheet) and compared with the lecture's: nothing is
+#                derived, so it is shown with its match and not counted as an agreement
+KINDS = ("lecture", "real", "definition", "cited", "lookup")
 
 
 @dataclass
 class Agreement:
-    """The outcome of comparing a value with the lecture's, and the tolerance it was held to."""
+    """The outcome of comparing a value with the lecture's, and the tolerance it was held to.
+
+    ``discriminated=False``: the model cannot tell the lecture's answer from the alternative
+    (their gap is inside the model's own uncertainty) — the verdict is "not discriminated",
+    neither an agreement nor a difference.
+    """
 
     ok: bool
     tolerance: str
+    discriminated: bool = True
 
     def __bool__(self):
         return bool(self.ok)
@@ -53,10 +61,13 @@ class Claim:
     tolerance: str = ""  # e.g. "±10% (computed)", "×/÷3.2 (order of magnitude: '~')", "in range", "qualitative"
     kind: str = "lecture"
     reason: str = ""  # why it differs (required when a lecture row does not agree)
+    short: str = ""  # the terminal table's text: distinct for every row of one claim ID (default: title before " (")
+    discriminated: bool = True  # False: the gap is inside the model's uncertainty ("not discriminated")
 
     def __post_init__(self):
         if isinstance(self.agrees, Agreement):
             self.tolerance = self.tolerance or self.agrees.tolerance
+            self.discriminated = self.discriminated and self.agrees.discriminated
             self.agrees = self.agrees.ok
         self.agrees = bool(self.agrees)
         if not self.tolerance:
@@ -85,13 +96,22 @@ class Claim:
 
     @property
     def counted(self) -> bool:
-        return self.kind == "lecture"
+        return self.kind == "lecture" and self.discriminated
 
     @property
     def verdict(self) -> str:
         if self.kind in ("definition", "cited"):
             return self.kind
+        if self.kind == "lookup":
+            return "lookup: matches" if self.agrees else "lookup: differs"
+        if not self.discriminated:
+            return "not discriminated"
         return "agrees" if self.agrees else "differs"
+
+    @property
+    def display_title(self) -> str:
+        """The title the terminal table shows: ``short`` or the title without its parenthetical detail."""
+        return self.short or self.title.split(" (")[0]
 
     def as_dict(self) -> dict:
         def plain(v):
@@ -115,6 +135,7 @@ class Claim:
             "agrees": bool(self.agrees),
             "verdict": self.verdict,
             "kind": self.kind,
+            "short": self.display_title,
             "tolerance": self.tolerance,
             "ratio": self.ratio,
             "reason": self.reason,
@@ -150,6 +171,16 @@ def within_factor(value: float, lecture: float, factor: float, why: str = "") ->
 def qualitative(ok: bool, test: str) -> Agreement:
     """A claim the lecture makes as an inequality or a direction, tested as one."""
     return Agreement(bool(ok), f"qualitative: {test}")
+
+
+def lookup(agreement: Agreement, source: str) -> Agreement:
+    """A data look-up compared with the lecture's number: the same test, labelled as a look-up of ``source``."""
+    return Agreement(agreement.ok, f"lookup ({source}): {agreement.tolerance}")
+
+
+def not_discriminated(test: str) -> Agreement:
+    """The model cannot separate the lecture's answer from the alternative: neither agrees nor differs."""
+    return Agreement(False, f"not discriminated: {test}", discriminated=False)
 
 
 def chapter_modules():
@@ -193,11 +224,15 @@ CHAPTERS = {
 
 
 def summary(claims) -> dict:
-    """Counts by verdict; only "lecture" rows count towards agreement."""
+    """Counts by verdict; only "lecture" rows count towards agreement ("not discriminated" rows count as
+    neither)."""
     lec = [c for c in claims if c.kind == "lecture"]
     real = [c for c in claims if c.kind == "real"]
-    return {"lecture_rows": len(lec), "agree": sum(c.agrees for c in lec),
-            "differ": sum(not c.agrees for c in lec), "real_rows": len(real),
-            "real_within_tolerance": sum(c.agrees for c in real),
+    look = [c for c in claims if c.kind == "lookup"]
+    judged = [c for c in lec if c.discriminated]
+    return {"lecture_rows": len(lec), "agree": sum(c.agrees for c in judged),
+            "differ": sum(not c.agrees for c in judged), "not_discriminated": len(lec) - len(judged),
+            "real_rows": len(real), "real_within_tolerance": sum(c.agrees for c in real),
+            "lookup": len(look), "lookup_matches": sum(c.agrees for c in look),
             "definition": sum(c.kind == "definition" for c in claims),
             "cited": sum(c.kind == "cited" for c in claims)}

@@ -47,25 +47,40 @@ def r18_rack_size() -> Claim:
     return Claim("R18", "GPUs one rack can hold: the binding physical limit (GB200 NVL72 rack model)", n, "GPUs", 64,
                  within_factor(n, 64, ABOUT, "'typically about 64'"),
                  {"hardware": "gb200-nvl72", "binding limit": lim.binding},
-                 note="Power, weight, copper reach and switch radix each bound the rack; " + lim.summary,
+                 note="Power, weight, copper reach and switch radix each bound the rack; " + lim.summary + " Why not "
+                      "one bigger switch: doubling the GPUs doubles the cable density into the backplane, and "
+                      "connector density and cable bend radius cap it; a hierarchy of switches manages the cabling "
+                      "(00:37–00:40).",
                  derivation=lim.derivation)
 
 
-def r19_scaleout_slower() -> Claim:
+def r19_scaleout_slower() -> list[Claim]:
     ratios = {}
     for n in ("hgx-h100", "gb200-nvl72", "gb300-nvl72", "vr-nvl72"):
         c = load_hardware(n).chip
         ratios[n] = float(ra.scaleout_slowdown(c.scaleup_bw, c.scaleout_bw))
-    v = ratios.pop("hgx-h100")
     d = Derivation("Scale-up ÷ scale-out bandwidth per GPU, per direction")
     for n, r in ratios.items():
         c = load_hardware(n).chip
         d.add(n, "BW_up / BW_out", f"{fmt(c.scaleup_bw, 'B/s')} / {fmt(c.scaleout_bw, 'B/s')}", r, "x")
-    return Claim("R19", "Scale-out is ~8× slower than scale-up (H100: NVLink vs one 400 Gb/s NIC)", v, "×", 8.0,
-                 within_factor(v, 8.0, ABOUT, "'about eight times slower'"),
-                 {"H100 NVLink per direction": load_hardware("hgx-h100").chip.scaleup_bw,
-                  "H100 NIC": load_hardware("hgx-h100").chip.scaleout_bw},
-                 note="Between 4.5× (Rubin, 1.6 Tb/s NICs) and 18× (GB200 with one 400 Gb/s NIC per GPU).", derivation=d)
+    gb, b = ratios["gb200-nvl72"], load_hardware(RACK).chip
+    lec = Claim("R19", "Scale-out is ~8× slower than scale-up on the lecture's rack (GB200 NVL72: NVLink vs one "
+                       "400 Gb/s NIC per GPU)", gb, "×", 8.0, within_factor(gb, 8.0, ABOUT, "'about eight times slower'"),
+                {"NVLink per direction": b.scaleup_bw, "NIC": b.scaleout_bw}, derivation=d,
+                short="Scale-out ÷ scale-up bandwidth — lecture's rack, GB200 NVL72",
+                reason=("GB200's NVLink 5 gives 900 GB/s per direction against one 400 Gb/s (50 GB/s) NIC per GPU: "
+                        f"{gb:.0f}×, not ~8×. '8×' is Hopper's ratio (450 GB/s vs 400 Gb/s: 9×) and GB300's (800 Gb/s "
+                        "NICs: 9×); Rubin's 1.6 Tb/s NICs bring it to 4.5×.") if not 8 / ABOUT <= gb <= 8 * ABOUT
+                else "")
+    h = ratios["hgx-h100"]
+    real = Claim("R19", "Scale-out ÷ scale-up on H100 (NVLink 4 vs one 400 Gb/s NIC)", h, "×", 8.0,
+                 within_factor(h, 8.0, ABOUT, "'about eight times slower'"), kind="real",
+                 inputs={"H100 NVLink per direction": load_hardware("hgx-h100").chip.scaleup_bw,
+                         "H100 NIC": load_hardware("hgx-h100").chip.scaleout_bw},
+                 short="Scale-out ÷ scale-up bandwidth — real H100",
+                 note="Between 4.5× (Rubin, 1.6 Tb/s NICs) and 18× (GB200 with one 400 Gb/s NIC per GPU).",
+                 derivation=d)
+    return [lec, real]
 
 
 def r20_scaleup_growth() -> Claim:
@@ -85,8 +100,10 @@ def r20_scaleup_growth() -> Claim:
                  qualitative(sizes["hgx-h100"][0] == 8 and bw[0] == 72 and 500 <= ru[1] < 600 and g >= 4,
                              "8, 72, 500–599 dies, ≥ 4× genuine growth"),
                  {n: f"{p} packages, {dd} dies" for n, (p, dd) in sizes.items()},
-                 note=f"'Jensen math' counts dies: NVL576 is {ru[0]} four-die packages; in dies it is {g:g}× Blackwell's "
-                      f"{bw[1]}, in packages {ru[0] / bw[0]:g}×.", derivation=d)
+                 note=f"'Jensen math' compares NVL72's {bw[0]} packages with NVL576's {ru[1]} dies ({ru[1] / bw[0]:g}×). "
+                      f"Like for like, NVL576 ({ru[0]} four-die packages) is {g:g}× Blackwell's {bw[1]} dies — the "
+                      f"lecture's 'genuine 4×' — and {ru[0] / bw[0]:g}× its {bw[0]} packages; the new rack (Kyber) "
+                      "doubles the packages one NVLink domain cables together.", derivation=d)
 
 
 def r21_domain_memory() -> list[Claim]:
@@ -131,7 +148,7 @@ def r22_total_params_limit() -> Claim:
 
 
 def claims() -> list[Claim]:
-    return [r16_experts_per_gpu(), r17_two_racks(), r18_rack_size(), r19_scaleout_slower(), r20_scaleup_growth(),
+    return [r16_experts_per_gpu(), r17_two_racks(), r18_rack_size(), *r19_scaleout_slower(), r20_scaleup_growth(),
             *r21_domain_memory(), r22_total_params_limit()]
 
 

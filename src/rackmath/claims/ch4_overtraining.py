@@ -22,7 +22,10 @@ def claims() -> list[Claim]:
               f"At the heuristic model's loss {opt['loss']:.3f} (Chinchilla law), the cost-optimal model has "
               f"N = {fmt(opt['N_opt'])}, D = {fmt(opt['D_opt'])}; the equal-cost point (N = {fmt(r.active)}, "
               f"D = {fmt(r.D_pre)}) costs {opt['cost_ratio']:.3f}× the optimum. At the optimum serving/pretraining "
-              f"cost = α·X/(β·Y) − 1 = {opt['serve_to_pretrain_at_opt']:.2f}, not 1.", derivation=r.derivation),
+              f"cost = α·X/(β·Y) − 1 = {opt['serve_to_pretrain_at_opt']:.2f}, not 1. The trade-off: over-training "
+              "buys a smaller model (cheaper per served token) with more pretraining; one cost falls as the other "
+              "rises, and such sums are near their minimum where the terms are equal (01:20).",
+              derivation=r.derivation),
         Claim("R31", "Equal costs ⇒ D_pre ≈ 1.5·D_RL ≈ D_inf", r.D_pre / r.D_rl, "D_pre/D_RL", 1.5,
               within_factor(r.D_pre / r.D_rl, 1.5, ABOUT, "'let's say something like 1.5'"), inputs,
               f"D_pre/D_RL = k_RL/(6·η_RL) = {r.k_rl:g}/(6·{r.eta_rl:g}); D_pre/D_inf = 1/(3·η_dec) = "

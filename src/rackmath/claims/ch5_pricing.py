@@ -7,7 +7,7 @@ from ..analyses import memory_tiers as mt
 from ..analyses import pricing as pr
 from ..explain import Derivation, fmt
 from ..specs.prices import load_price_sheet
-from . import ABOUT, ORDER, Claim, agree, qualitative, within_factor
+from . import ABOUT, ORDER, Agreement, Claim, agree, lookup, qualitative, within_factor
 
 CHIP = "h100"  # typical tier figures (published.md §3b) are given for a DGX H100 server
 
@@ -23,7 +23,8 @@ def r35_step() -> list[Claim]:
         ded_in = pr.deduce_from_step(b_in, step_in, source=s.name + " input")
         out.append(Claim(
             "R35", "Gemini 3.1 Pro: input price step above 200K tokens (the other step)", (step_in - 1) * 100,
-            "% more", 50.0, agree((step_in - 1) * 100, 50.0, why="the lecture quotes the output step"), kind="real",
+            "% more", 50.0, lookup(agree((step_in - 1) * 100, 50.0, 0.01, "the lecture quotes the output step"),
+                                   "price sheet"), kind="lookup", short="Gemini 3.1 Pro price step above 200K — input",
             inputs={"input ≤200K $/Mtok": s.per_mtok("input", 1), "input >200K $/Mtok": s.per_mtok("input", 3e5)},
             reason=(f"Input doubles (×{step_in:g}) where output rises ×{step:g}. Read with the lecture's rule (cost ∝ "
                     f"max(1, L/L*), bump at the crossover L* = {b_in:,.0f}), the input tier covers contexts to "
@@ -32,9 +33,11 @@ def r35_step() -> list[Claim]:
                     "per prefilled token, quadratically per request, while decode's growth is the KV fetch)."),
             derivation=ded_in.derivation))
     out.insert(0, Claim("R35", "Gemini 3.1 Pro: output price step above 200K tokens", (step - 1) * 100, "% more", 50.0,
-                 agree((step - 1) * 100, 50.0) if boundary == 200e3 else qualitative(False, "boundary at 200K"),
+                 lookup(agree((step - 1) * 100, 50.0, 0.01, "read off the price sheet")
+                        if boundary == 200e3 else qualitative(False, "boundary at 200K"), "price sheet"),
                  {"sheet": s.name, "boundary": boundary, "output ≤200K $/Mtok": s.per_mtok("output", 1),
                   "output >200K $/Mtok": s.per_mtok("output", 3e5), "status": s.status},
+                 kind="lookup", short="Gemini 3.1 Pro price step above 200K — output",
                  note=("Read as the KV-fetch/compute crossover (lecture: the bump sits at the crossover, L* = 200K). "
                        f"At cost ∝ max(1, L/L*) the 1.5× tier covers contexts up to {ded.covered_context:,.0f} tokens "
                        "at the same margin."), derivation=ded.derivation))
@@ -87,12 +90,12 @@ def r38_ratio() -> Claim:
     others = {n: round(load_price_sheet(n).output / load_price_sheet(n).input, 2)
               for n in ("gemini-3.1-pro", "gpt-5.1", "deepseek-v3.2", "deepseek-r1")}
     return Claim("R38", "Output/input price ratio (Claude Opus)", rho, "×", (3.0, 5.0),
-                 agree(rho, (3.0, 5.0), "'3-5x more expensive'"),
+                 lookup(agree(rho, (3.0, 5.0), "'3-5x more expensive'"), "price sheet"),
                  {"sheet": s.name, **{f"{k} out/in": v for k, v in others.items()},
                   "implied decode MFU": ded.decode_mfu},
                  note=("Prefill (long passes) is compute-bound, decode memory-bound: a 5× ratio says decode runs at "
                        "~20% of the compute roofline. GPT-5 is 8×, Gemini 6×, DeepSeek V3.2 only 1.5×."),
-                 derivation=ded.derivation)
+                 kind="lookup", derivation=ded.derivation)
 
 
 def _tiers():
@@ -108,10 +111,11 @@ def r39_hits() -> Claim:
     d.add("read/base", "cache read / base input", f"{s.per_mtok('cache_read'):.3g} / {s.per_mtok('input'):.3g}", f, "×")
     others = {n: round(load_price_sheet(n).cache_read / load_price_sheet(n).input, 3)
               for n in ("gpt-5.1", "gemini-3.1-pro", "deepseek-v3.2", "deepseek-r1")}
-    return Claim("R39", "Cache hits vs base input (Opus)", 1 / f, "× cheaper", 10.0, within_factor(1 / f, 10.0, ABOUT, "'like 10x'"),
+    return Claim("R39", "Cache hits vs base input (Opus)", 1 / f, "× cheaper", 10.0,
+                 lookup(within_factor(1 / f, 10.0, ABOUT, "'like 10x'"), "price sheet"),
                  {"sheet": s.name, **{f"{k} hit/base": v for k, v in others.items()}},
                  note="Retrieve-from-memory vs recompute: 10× on Anthropic, OpenAI, Gemini and DeepSeek V3.2; 4× on R1.",
-                 derivation=d)
+                 kind="lookup", derivation=d)
 
 
 def r40_write() -> Claim:
@@ -124,12 +128,13 @@ def r40_write() -> Claim:
     d.add("hold_5m", "(6.25 − 5) / 5 min", "", r5 * 3600e6, "$/Mtok-h")
     d.add("hold_1h", "(10 − 5) / 1 h", "", r1 * 3600e6, "$/Mtok-h")
     return Claim("R40", "Opus base input / 5-minute cache write", s.per_mtok("cache_write_5m"), "$/Mtok", 6.25,
-                 agree(s.per_mtok("cache_write_5m"), 6.25, 0.01, "read off the price page")
-                 if abs(s.per_mtok("input") - 5.0) < 1e-9 else qualitative(False, "base input $5/Mtok"),
+                 lookup(agree(s.per_mtok("cache_write_5m"), 6.25, 0.01, "read off the price page")
+                        if abs(s.per_mtok("input") - 5.0) < 1e-9 else qualitative(False, "base input $5/Mtok"),
+                        "price sheet"),
                  {"sheet": s.name, "base $/Mtok": s.per_mtok("input"), "1-hour write $/Mtok": s.per_mtok("cache_write_1h")},
                  note=("Premium = hold price: $15/Mtok-hour for 5-minute writes, $5/Mtok-hour for 1-hour writes — "
                        "the longer lifetime is 3× cheaper per hour, consistent with a slower, cheaper tier."),
-                 derivation=d)
+                 kind="lookup", derivation=d)
 
 
 def r41_drain() -> list[Claim]:
@@ -160,15 +165,19 @@ def r41_drain() -> list[Claim]:
         out.append(Claim(f"R41-{n}", f"{n} drain time", v, "s", lv, ok, {}, reason=r))
     s_ = load_price_sheet("claude-opus-4.6")
     ded = mt.deduce_cache(s_, tiers, bytes_per_token=1667.0)
+    pair = f"{ded.premiums['5m']['tier_distinct']}/{ded.premiums['1h']['tier_distinct']}"
     near = f"{ded.premiums['5m']['tier_by_drain']}/{ded.premiums['1h']['tier_by_drain']}"
-    ok = qualitative(near == "flash/disk", "the rule gives flash for 5 min and disk for 1 h")
-    out.append(Claim("R41-ttl", "5-minute / 1-hour cache tiers: the tier whose drain time is nearest the TTL", near, "",
-                     "flash/disk", ok,
-                     {"rule": "drain time (capacity / bandwidth) nearest the TTL, in log distance (lecture 01:58)"},
-                     reason="" if ok else (
-                         "One stated rule — the tier whose drain time is nearest the TTL — puts both TTLs on flash "
-                         "(drain ~10 min), since disk drains in ~1 day; the lecture's flash/disk pairing follows only "
-                         "from its rounder drain times (flash ~1 min, disk ~1 h)."),
+    ok = qualitative(pair == "flash/disk", "distinct tiers by drain time give flash for 5 min and disk for 1 h")
+    out.append(Claim("R41-ttl", "5-minute / 1-hour cache tiers: two TTLs priced differently on two tiers, each by "
+                                "drain time (`cache`'s distinct tiers)", pair, "", "flash/disk", ok,
+                     {"rule": "TTLs priced differently sit on different tiers (01:55); the longer TTL on the slower "
+                              "tier, each nearest its drain time (capacity / bandwidth, 01:58)",
+                      "each TTL alone, nearest drain": near},
+                     note=(f"The same rule as `rackmath cache` and docs/pricing.md. Taken one at a time (nearest drain "
+                           f"time, no distinctness) both TTLs land on {near.split('/')[0]} (drain ~10 min): disk "
+                           "drains in ~1 day, so flash/disk needs the two TTLs to be two tiers, as their different "
+                           "prices say."),
+                     reason="" if ok else "the distinct-tier assignment does not give flash/disk with these tiers",
                      derivation=ded.derivation))
     return out
 
@@ -198,7 +207,8 @@ def r42_wall() -> list[Claim]:
     out.append(Claim("R42", "Context wall for a real dense GQA model (Llama 3.1 405B): compute slope over memory slope",
                      slope, "×",
                      "< 1 (much smaller)", qualitative(slope < 0.3, "< 0.3 ('a much smaller slope')"),
-                     kind="real", inputs={"model": "llama-3.1-405b", "chip": CHIP,
+                     kind="real", short="Context wall: compute ÷ memory slope — real Llama 3.1 405B",
+                     inputs={"model": "llama-3.1-405b", "chip": CHIP,
                                           "lecture-model crossover (B=10K)": wall.crossover,
                       "100M-token context needs × HBM BW": round(wall.bandwidth_multiple)},
                      note=("Memory bandwidth, not FLOPs, walls off context: per context token the KV read costs ~18× "
@@ -219,7 +229,7 @@ def r42_wall() -> list[Claim]:
         out.append(Claim(
             "R42", "Context wall for the lecture's own frontier-100b (2 KB/token): compute slope over memory slope",
             fslope, "×", "< 1 (much smaller)", qualitative(fslope < 0.3, "< 0.3 ('a much smaller slope')"),
-            {"model": fm.name, "chip": CHIP},
+            {"model": fm.name, "chip": CHIP}, short="Context wall: compute ÷ memory slope — lecture's 100B model",
             reason=("" if fslope < 0.3 else
                     f"For the lecture's own frontier-100b (2 KB/token of shared KV) attention FLOPs grow {fslope:.3g}× "
                     "faster per context token than the KV read: the memory-wall argument holds for dense GQA "
@@ -228,13 +238,29 @@ def r42_wall() -> list[Claim]:
             derivation=fd))
     except Exception:  # pragma: no cover - catalog always ships frontier-100b
         pass
-    out.append(Claim("R42-q", "Context where attention FLOPs equal matmul FLOPs (dense GQA)", lq, "tokens",
+    from ..specs.models import load_model
+
+    fm = load_model("frontier-100b")
+    fa = float(fm.attention_flops_per_token(1e6)) / 1e6
+    lq_f = float(cx.quadratic_onset_context(fm.active_params, fa))
+    dq = Derivation("Where attention FLOPs equal the matmul FLOPs: L_q = 2·N_active / a")
+    dq.add("a (frontier-100b)", "4 · layers · q_heads · d_head per context token", "4 · 80 · 64 · 128", fa, "FLOP")
+    dq.add("L_q (frontier-100b)", "2 · N_active / a", f"2 · {fm.active_params:.4g} / {fa:.4g}", lq_f, "tokens")
+    dq.add("L_q (llama-3.1-405b)", "2 · N_active / a", "", lq, "tokens")
+    out.append(Claim("R42-q", "Context where attention FLOPs equal matmul FLOPs, the lecture's own 100B-active model "
+                              "(frontier-100b)", lq_f, "tokens", (1e6, 1e7),
+                     agree(lq_f, (1e6, 1e7), "'up in the millions of tokens'"), {"model": fm.name},
+                     short="Attention FLOPs = matmul FLOPs at context — lecture's 100B model",
+                     reason=(f"100B active over 80 layers × 64 query heads × d_head 128 (rackmath's shape for the "
+                             f"lecture's model; the lecture fixes only its KV) makes attention FLOPs match the matmuls "
+                             f"near {lq_f / 1e3:.0f}K tokens, not in the millions" if not 1e6 <= lq_f <= 1e7 else ""),
+                     note=("It matters little for cost only because decode is memory-bound (R42) and prefill pays it "
+                           "once; sliding windows / sparse attention push it out."), derivation=dq))
+    out.append(Claim("R42-q", "Context where attention FLOPs equal matmul FLOPs, a real dense GQA model "
+                              "(Llama 3.1 405B)", lq, "tokens",
                      (1e6, 1e7), agree(lq, (1e6, 1e7), "'up in the millions of tokens'"), {"model": "llama-3.1-405b"},
-                     reason=("405B's attention FLOPs equal its matmul FLOPs near 100K tokens, not in the millions"
-                             if not 1e6 <= lq <= 1e7 else ""),
-                     note=("'In the millions of tokens' does not hold for a dense model: 405B's attention FLOPs match "
-                           "its matmuls near 100K tokens. It matters little for cost only because decode is "
-                           "memory-bound (R42) and prefill pays it once; sliding windows / sparse attention push it out."),
+                     kind="real", short="Attention FLOPs = matmul FLOPs at context — real Llama 3.1 405B",
+                     note="405B's attention FLOPs match its matmuls near 100K tokens, not in the millions.",
                      derivation=wall.derivation))
     return out
 

@@ -7,6 +7,83 @@ functions, so the words and the formulas cannot drift apart.
 from __future__ import annotations
 
 
+def _amortize() -> str:
+    from ..analyses.batching import sheet_weights_share
+
+    w = float(sheet_weights_share(6.0, 2.5))
+    return (
+        "Why batching amortizes only the weight fetch (00:05–00:12). A step's time has three terms (R3): the "
+        "multiplies, B·2·N_active/FLOP/s; the weight fetch, N_total·bytes/BW; and the KV fetch, B·L·bytes per "
+        "token/BW. Divide by B for the cost per token: the weight fetch becomes a hyperbola that batching drives "
+        "towards zero, but the multiplies and the KV fetch stay flat, because every sequence brings its own. "
+        "Dwarkesh: 'you're not able to amortize the KV values over a much bigger batch.' Reiner: 'They're unique per "
+        "batch. The compute is also unique per batch. So what is the minimum work you can do per batch after "
+        "amortizing everything else away?' (00:12). Two consequences rackmath computes. Slow mode: past B* the cost "
+        "floor is the compute (or KV) line, so waiting longer buys little (`batching fast-mode` prints the slow-mode "
+        "floor). Fast mode (R1): shrinking the batch only un-amortizes the weights, so the price of speed is set by "
+        "the weights' share w of the step: (1 − w)/(1 − w·s) for a speed-up s of a memory-bound step, free where "
+        "compute has headroom above B*. The lecture's 6× for 2.5× needs w = (6 − 1)/(6·2.5 − 1) = "
+        f"{w:.0%}; with HBM full of KV w is ~5% and 2.5× costs ~1.1× (`analyses.batching.fast_mode`, one function "
+        "for `lecture`, `batching fast-mode` and `price … -m`).")
+
+
+def _twenty_ms() -> str:
+    from ..specs.hardware import load_chip
+
+    rows = ", ".join(f"{label} {load_chip(c).drain_time_s * 1e3:.0f} ms" for c, label in (
+        ("h100", "H100"), ("h200", "H200"), ("b200", "B200"), ("gb200", "GB200"), ("rubin", "Rubin")))
+    return (
+        "Why a step is ~20 ms, and not much faster or slower (00:24–00:26). 'We want to use all of the memory "
+        "capacity we have … to store the weights or the KVs. In the time of doing a forward pass, we want to read "
+        "all of the memory capacity into the chip. That is capacity divided by bandwidth' — the drain time, "
+        f"'20 milliseconds on many different generations of HBM' ({rows}; Rubin 288 GB / 20 TB/s ≈ 15 ms). Slower "
+        "than that: 'in around 30 milliseconds, I can read all of HBM twice, but what's the point of that? I don't "
+        "want to read the weight matrices twice. I don't want to read the KVs twice' — almost all HBM traffic is "
+        "reads (R11), so a longer step only adds latency. Faster than that: the step cannot read all of memory, "
+        "so part of HBM holds nothing the step uses — fewer sequences' KV and less batch to amortize the weights "
+        "over, i.e. capacity paid for and idle. The step where capacity and bandwidth are both used is the drain "
+        "time; rackmath derives it instead of typing it: with HBM full of KV the memory-bounded operating step is "
+        "C/BW (R9, R10, R12, R28), and `racks pipeline` defaults its --t-step to the chip's drain time (R24).")
+
+
+def _equal_costs() -> str:
+    from ..analyses.lifetime import overtrain
+
+    r = overtrain()
+    o = r.optimum
+    return (
+        "Why over-train until inference costs about as much as pretraining (01:19–01:32). The trade-off: a model "
+        "trained past Chinchilla is smaller for the same quality — more pretraining compute (6·N·D grows with D) "
+        "bought to make every served token cheaper (2·N per token shrinks with N). One cost falls as the other "
+        "rises, and 'for many curves, the minimum tends to be where the costs are equalized … where one is 1/x and "
+        "the other one is x … they tend to be minimized at the point where they equal each other' (heuristic: "
+        "'things that follow power laws tend to have this property'). So set pretraining (6·N·D_pre), RL "
+        "((2–6)·N·D_RL/η) and inference (2·N·D_inf/η_dec) equal; N cancels and the data follow: D_pre ≈ 1.5·D_RL "
+        "≈ D_inf (R31) — as Dwarkesh puts it, 'each model should generate the sum of human knowledge on the output "
+        "that it gets on the input.' rackmath checks the heuristic against a scaling law (R30): at the same loss the "
+        "equal-cost point "
+        f"costs {o['cost_ratio']:.3f}× the true optimum, where serving is {o['serve_to_pretrain_at_opt']:.2f}× "
+        "pretraining rather than 1× — the minimum is flat, so the heuristic is cheap to follow. Which way to err: "
+        "a model may be retired early, so derate its inference tokens (below).")
+
+
+def _hassle() -> str:
+    return (
+        "Why practitioners dislike pipelining (00:52–01:10). Dwarkesh cites Ilya Sutskever's talk ('today we know "
+        "not to do pipeline parallelism') and Horace He, who told him that 'the problem with pipeline parallelism is "
+        "that, other than the bubbles, it creates these architectural constraints' — Kimi's residuals 'where "
+        "attention attends to layers a few back' become hard to implement; and Axel (a GPU performance engineer at "
+        "Jane Street): pipelining needs micro-batches, which cannot amortize the weight loads over the whole batch. "
+        "Reiner agrees: 'These complexities are real. Pipelining is a massive hassle, but it does give you some "
+        "benefits.' What the hassle costs, in rackmath's reading, is research speed: every architectural idea that "
+        "crosses a stage boundary "
+        "(cross-layer residuals, interleaved local/global attention, below) has to be re-cut and re-balanced "
+        "across racks before it can be tried. The benefit is small in inference — 'we're just moving the memory "
+        "time from one chip to another … there's no actual benefit in runtime' — only weight capacity per rack, "
+        "and a Blackwell rack already holds a trillion-parameter model (R24, R25). Hence DeepSeek's practice: EP "
+        "up to the scale-up domain and 'very little pipelining. Maybe none at all, maybe two' (R27).")
+
+
 def _bubbles() -> str:
     from ..analyses.pipeline import schedule_bubbles
 
@@ -69,14 +146,23 @@ def _racks() -> str:
     a, b = rack_limits("gb200-nvl72"), rack_limits("rubin-ultra-nvl576")
     return (
         "Why racks are the size they are (00:35–00:40). Reiner names the limits: power delivery and cooling, weight "
-        "('you need enough metal to not sag … then it's heavier'), and cable density — plus the switch. A small "
+        "('you need enough metal to not sag … then it's heavier'), and cable density — plus the switch. Cables: "
+        "to double the GPUs in a rack 'I need to run literally twice the density of cables'; there is 'connector "
+        "density going from the tray into the rack and the rack's backplane', and 'the bend radius of cables. You "
+        "don't want to snap them'. Switches: a hierarchy of switches instead of one big switch exists 'to manage "
+        "the cabling congestion'. Growth: Hopper 8 → Blackwell 72 'is mostly just the decision to switch from "
+        "trays as the form factor to … racks as the form factor. That's a product decision'; Blackwell → Rubin's "
+        "'500 and something' is 'a bit of Jensen math … but at least a genuine 4×, … a much more complicated and "
+        "difficult rack design … to run more cables' (R20). A small "
         "model turns each into the most accelerators one rack could hold: power n·P_limit/P_rack, weight "
         "n·W_limit/W_rack, copper reach n·reach/longest run (beyond passive-copper reach the links need optics), "
         "and switch radix (a one-tier crossbar holds at most ports ÷ links per GPU per switch).\n"
         f"  {a.summary}\n  {b.summary}\n"
-        "NVL72 sits at its NVLink switch's radix with power close behind (120 of ~132 kW); the 'genuine 4×' to "
-        "NVL576's 144 packages came from a new rack (Kyber: 600 kW on 800 V DC, a PCB midplane instead of copper "
-        "cables), so there power binds. Figures are approximate public numbers "
+        "NVL72 sits at its NVLink switch's radix with power close behind (120 of ~132 kW). NVL576 is 144 "
+        "four-die packages: 576 counts dies where NVL72's 72 counts two-die packages (8×: the 'Jensen math'); like "
+        "for like it is 4× Blackwell's 144 dies (the 'genuine 4×') and 2× its 72 packages. The doubling of "
+        "packages came from a new rack (Kyber: 600 kW on 800 V DC, a PCB midplane instead of copper cables — "
+        "the cable-density limit removed), so there power binds. Figures are approximate public numbers "
         "(analyses/data/rack_limits.toml, with sources).")
 
 
@@ -118,6 +204,10 @@ def _crypto() -> str:
 
 def _sections():
     return [
+        ("Why batching amortizes only the weight fetch (fast and slow mode)", _amortize()),
+        ("Why a step is ~20 ms, not much faster or slower", _twenty_ms()),
+        ("Why over-train until inference costs about as much as pretraining", _equal_costs()),
+        ("Why practitioners dislike pipelining", _hassle()),
         ("Training cannot hide the bubble; pipeline schedules and their bubbles", _bubbles()),
         ("Why pipelining is not wise for some architectures", _not_wise()),
         ("Why racks are the size they are", _racks()),

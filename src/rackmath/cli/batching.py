@@ -227,6 +227,35 @@ def penalty_cmd(
          "Cost of not batching", eff=efficiency)
 
 
+def fast_mode_rows(ans, sens) -> tuple[list, list]:
+    """The fast-mode answer's table rows and the table of the same question under other assumptions (shared
+    by `batching fast-mode` and `price … -m`, so both print one answer the same way)."""
+    rows = []
+    if ans.speedup is not None:
+        rows.append((f"{ans.speedup:g}× speed costs", f"{human(ans.by_speed.cost_multiple, 'x')} per token at batch "
+                     f"{human(ans.by_speed.batch)}" if ans.by_speed else
+                     f"out of reach by batching (best {human(ans.max_speedup, 'x')}, at batch 1)"))
+    if ans.price is not None:
+        rows.append((f"{ans.price:g}× price buys", f"{human(ans.by_price.speedup, 'x')} speed at batch "
+                     f"{human(ans.by_price.batch)}"))
+    rows.append(("assumption (the answer depends on it)", ans.assumption))
+    if ans.speedup is not None and ans.price is not None and ans.price > 1:
+        from ..analyses.batching import sheet_weights_share
+
+        rows.append((f"{ans.price:g}× for {ans.speedup:g}× by batching needs",
+                     f"weights {float(sheet_weights_share(ans.price, ans.speedup)):.0%} of a memory-bound step's "
+                     "reads, no compute headroom: (1 − w)/(1 − w·s) = p"))
+    other = []
+    for a in sens:
+        c, w, k = a.shares
+        other.append([a.label, human(a.operating.batch), "0 (B*=∞)" if a.headroom == 0 else human(a.headroom, "x"),
+                      f"{w:.0%}",
+                      *([human(a.by_speed.cost_multiple, "x") if a.by_speed else "out of reach"]
+                        if ans.speedup is not None else []),
+                      *([human(a.by_price.speedup, "x")] if ans.price is not None else [])])
+    return rows, other
+
+
 @batching_app.command("fast-mode")
 def fast_mode_cmd(
     model: str = MODEL_ARG,
@@ -234,41 +263,65 @@ def fast_mode_cmd(
     speedup: float = typer.Option(None, "--speedup", help="Speed multiple wanted (e.g. 2.5)."),
     price: float = typer.Option(None, "--price", help="Price multiple paid (e.g. 6)."),
     context: str = CTX_OPT,
-    operating_multiple: float = typer.Option(None, "--operating-multiple",
-                                             help="Operate at this multiple of B* (lecture: 'double or triple'); "
-                                                  "default: the memory-bounded operating point min(B*, B_mem)."),
+    operating_multiple: float = typer.Option(2.5, "--operating-multiple",
+                                             help="Operate at this multiple of B*, capped by memory (lecture 00:16: "
+                                                  "'double or triple it'); 1 = the cost floor B*."),
+    operating_batch: str = typer.Option(None, "--operating-batch",
+                                        help="Operate at this batch with the context that fills HBM instead (the "
+                                             "lecture's premise: 2400, with --weight-read all --usable-hbm 1)."),
     weights_dtype: str = WDT_OPT,
     kv_dtype: str = KVDT_OPT,
     efficiency: str = EFF_OPT,
     ideal: bool = IDEAL_OPT,
     weight_read: str = WR_OPT,
+    usable_hbm: float = USABLE_OPT,
     json: bool = JSON_OPT,
     explain: bool = EXPLAIN_OPT,
 ):
-    """Fast mode by batching alone: the batch and cost multiple for a speed-up, or the speed a price multiple buys (R1)."""
+    """Fast mode by batching alone (R1): the cost multiple of a speed-up and the speed a price multiple buys, with
+    the operating point that decides it and the same question under other assumptions. The same function answers
+    `price SHEET -m MODEL` and `lecture`'s R1."""
     efficiency = _eff(hardware, efficiency, ideal)
-    from ..analyses.batching import fast_mode_from_price, fast_mode_from_speedup, slow_mode_floor
+    from ..analyses.batching import USABLE_HBM, fast_mode, fast_mode_sensitivity, slow_mode_floor
     from ..errors import InputError, check_positive
 
-    if (speedup is None) == (price is None):
-        raise InputError("--speedup/--price", "give exactly one", "--speedup 2.5 or --price 6")
-    if operating_multiple is not None:
-        check_positive(operating_multiple, "operating_multiple", maximum=1e3)
-    ctx = _count(context, "context")
-    kw = dict(context=ctx, operating_multiple=operating_multiple, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
-              efficiency=efficiency, weight_read=weight_read)
+    if speedup is None and price is None:
+        raise InputError("--speedup/--price", "give one or both", "--speedup 2.5, --price 6, or both")
+    check_positive(operating_multiple, "operating_multiple", maximum=1e3)
+    usable = USABLE_HBM if usable_hbm is None else usable_hbm
+    check_positive(usable, "usable_hbm", maximum=1.0)
     if speedup is not None:
         check_positive(speedup, "speedup", maximum=1e4)
-        fm = fast_mode_from_speedup(model, hardware, speedup, **kw)
-    else:
+    if price is not None:
         check_positive(price, "price", maximum=1e6)
-        fm = fast_mode_from_price(model, hardware, price, **kw)
-    floor = slow_mode_floor(model, hardware, **kw)
-    rec = fm.as_dict() | {"slow_mode_cost_floor": floor}
-    rows = [("operating batch", f"{human(fm.operating_batch)}"), ("fast batch", f"{human(fm.batch)}"),
-            ("speed-up", f"{human(fm.speedup, 'x')}"), ("cost multiple", f"{human(fm.cost_multiple, 'x')}"),
-            ("slow-mode cost floor (largest batch that fits)", f"{human(floor, 'x')} the operating cost")]
-    _out(rec, fm.derivation, json, explain, rows, "Fast mode and slow mode by batching", eff=efficiency)
+    ctx = _count(context, "context")
+    ob = _count(operating_batch, "operating_batch") if operating_batch is not None else None
+    if ob is not None:
+        check_positive(ob, "operating_batch", maximum=1e8)
+    kw = dict(context=ctx, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency,
+              weight_read=weight_read, usable=usable)
+    ans = fast_mode(model, hardware, speedup=speedup, price=price, operating_multiple=operating_multiple,
+                    operating_batch=ob, **kw)
+    if speedup is not None and ans.by_speed is None:  # out of reach: a one-line error, as fast_mode_from_speedup
+        raise InputError("speedup", f"{speedup:g}× is out of reach by batching alone on {model} (the roofline's best "
+                                    f"is {ans.max_speedup:.3g}×, at batch 1)", f"a speed-up up to {ans.max_speedup:.3g}")
+    sens = fast_mode_sensitivity(model, hardware, speedup=speedup, price=price, **kw)
+    floor = slow_mode_floor(model, hardware, operating_multiple=operating_multiple, **kw)
+    rows, other = fast_mode_rows(ans, sens)
+    rec = ans.as_dict() | {"slow_mode_cost_floor": floor, "sensitivity": [a.as_dict() for a in sens]}
+    rows.append(("slow-mode cost floor (largest batch that fits)", f"{human(floor, 'x')} the operating cost"))
+    der = ans.by_speed.derivation if ans.by_speed else ans.by_price.derivation if ans.by_price else None
+    if json or explain:
+        _out(rec, der, json, explain, rows, "", eff=efficiency)
+        return
+    _out(rec, der, json, explain, rows, f"Fast mode by batching alone: {model} on {hardware}", eff=efficiency)
+    from .common import table
+
+    table("The same question under other assumptions", ["operating point", "batch", "B_op/B*", "weights share",
+                                                          *([f"{speedup:g}× speed costs"] if speedup else []),
+                                                          *([f"{price:g}× price buys"] if price else [])], other,
+          caption="only the weight fetch is amortized by batching (compute and KV are per sequence): speed is "
+                  "cheap where compute has headroom above B* or KV dominates the step")
 
 
 @batching_app.command("throughput")

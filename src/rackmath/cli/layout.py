@@ -209,7 +209,9 @@ def register(app: typer.Typer) -> None:
         k: int = typer.Option(None, "--k", min=1, help="Activated experts per token (overrides the model's)."),
         layers: int = typer.Option(1, "--layers-per-stage", min=1, help="MoE layers per stage for the condition."),
         stages: int = typer.Option(4, "--stages", "-P", min=1, help="Pipeline stages for the inference latency and memory."),
-        t_step: str = typer.Option("20 ms", "--t-step", help="Decode step time without pipelining."),
+        t_step: str = typer.Option(None, "--t-step", help="Decode step time without pipelining (default: the chip's "
+                                                          "HBM drain time, capacity / bandwidth — the lecture's "
+                                                          "~20 ms step that reads all of HBM once)."),
         hop_latency: str = HOP_OPT,
         ep: int = typer.Option(64, "--ep", min=1, help="Expert parallelism within a rack (E)."),
         micro_batch: str = typer.Option("2400", "--micro-batch", help="Sequences per micro-batch (b)."),
@@ -230,8 +232,15 @@ def register(app: typer.Typer) -> None:
         kk = k or int(m.experts_per_token or 1)
         cond = pl.pipeline_condition_analysis(hw, kk, layers, int(m.n_moe_layers or m.n_layers))
         hop = units.parse_duration(hop_latency, "hop_latency") if hop_latency else hw.hop_latency_s
+        if t_step is None:
+            from ..analyses.batching import drain_time
+
+            step = float(drain_time(hw.chip.hbm_bytes, hw.chip.hbm_bw))
+            note = f"HBM drain time {fmt(hw.chip.hbm_bytes, 'B')} / {fmt(hw.chip.hbm_bw, 'B/s')} ({hw.chip.name})"
+        else:
+            step, note = units.parse_duration(t_step, "t_step"), "--t-step"
         inf = pl.inference_pipelining_analysis(
-            t_step=units.parse_duration(t_step, "t_step"), stages=stages, hop_latency=hop,
+            t_step=step, t_step_note=note, stages=stages, hop_latency=hop,
             weight_bytes=float(m.weight_bytes()), kv_bytes_per_seq=float(m.kv_cache_bytes(_count(context, "context"))),
             micro_batch=_count(micro_batch, "micro_batch"), ep=ep)
         if json:

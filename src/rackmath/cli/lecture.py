@@ -60,7 +60,8 @@ def _verdict(c, rich: bool) -> str:
         v = "real: within" if c.agrees else "real: differs"
     if not rich:
         return v
-    colour = {"agrees": "green", "differs": "red", "real: within": "cyan", "real: differs": "yellow"}.get(v, "dim")
+    colour = {"agrees": "green", "differs": "red", "real: within": "cyan", "real: differs": "yellow",
+              "not discriminated": "magenta"}.get(v, "dim")
     return f"[{colour}]{v}[/]"
 
 
@@ -79,15 +80,21 @@ def _groups(claims):
     return sorted(out.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99)
 
 
-def _short(title: str) -> str:
-    """The terminal table's claim text: the title without its parenthetical detail (kept in --markdown/--json)."""
-    return title.split(" (")[0]
+def _short(c) -> str:
+    """The terminal table's claim text: the claim's short title (distinct for every row of one claim ID; the full
+    title is kept in --markdown/--json)."""
+    return c.display_title
+
+
+def _tag(c) -> str:
+    """' (real)', ' (lookup)', …: the row kind after a claim ID in notes; nothing for lecture rows."""
+    return "" if c.kind == "lecture" else f" ({c.kind})"
 
 
 def _notes(c) -> list[str]:
     out = []
     if c.reason:
-        out.append(("why it differs: " if not c.agrees else "") + c.reason)
+        out.append(("why it differs: " if not c.agrees and c.discriminated else "") + c.reason)
     if c.note:
         out.append(c.note)
     return out
@@ -148,21 +155,23 @@ def register(app: typer.Typer) -> None:
             table("", [Col("ID", 0), Col("claim", 0, text=True, min_width=22), Col("rackmath", 0),
                        Col("lecture", 0), Col("ratio", 1), Col("tolerance", 1, text=True),
                        Col("verdict", 0, text=False, justify="left")],
-                  [[c.id, _short(c.title), human(c.value, c.unit), human(c.lecture_value, c.unit), _ratio(c),
+                  [[c.id, _short(c), human(c.value, c.unit), human(c.lecture_value, c.unit), _ratio(c),
                     c.tolerance.split(":")[0].split(" (")[0], Text.from_markup(_verdict(c, True))] for c in cs])
             for c in cs:
                 for n in _notes(c):
-                    con.print(f"  [bold]{c.id}[/]{' (real)' if c.kind == 'real' else ''}: {n}", highlight=False)
+                    con.print(f"  [bold]{c.id}[/]{_tag(c)}: {n}", highlight=False)
         con.print(f"\n{tally['agree']} of {tally['lecture_rows']} lecture-premise claims agree within the lecture's "
-                  f"stated tolerance, {tally['differ']} differ (reasons above); {tally['real_rows']} real-hardware "
-                  f"rows shown beside them ({tally['real_within_tolerance']} within the same tolerance); "
-                  f"{tally['definition']} true by definition and {tally['cited']} cited, not counted.", highlight=False)
+                  f"stated tolerance, {tally['differ']} differ (reasons above), {tally['not_discriminated']} not "
+                  f"discriminated by the model; {tally['real_rows']} real-hardware rows shown beside them "
+                  f"({tally['real_within_tolerance']} within the same tolerance); {tally['lookup']} data look-ups "
+                  f"({tally['lookup_matches']} match), {tally['definition']} true by definition and {tally['cited']} "
+                  "cited, not counted.", highlight=False)
         if explain:
             from ..claims.reasoning import REASONING
 
             for c in claims:
                 if c.derivation:
-                    con.print(f"\n[bold]{c.id}[/]{' (real)' if c.kind == 'real' else ''} {c.title}", highlight=False)
+                    con.print(f"\n[bold]{c.id}[/]{_tag(c)} {c.title}", highlight=False)
                     con.print(c.derivation.render(), markup=False, highlight=False)
             con.print("\n[bold]The reasoning the lecture gives in words[/]", highlight=False)
             for head, text in REASONING:
@@ -209,14 +218,16 @@ def _markdown(claims, tally) -> None:
         print("|---|---|---|---|---|---|---|---|")
         for c in cs:
             cells = [c.id, c.kind, c.title, human(c.value, c.unit), human(c.lecture_value, c.unit), _ratio(c),
-                     c.tolerance, _verdict(c, False) if c.agrees or c.kind != "lecture" else "**differs**"]
+                     c.tolerance, _verdict(c, False) if c.agrees or c.kind != "lecture" or not c.discriminated
+                     else "**differs**"]
             print("| " + " | ".join(str(x).replace("|", "/") for x in cells) + " |")
         notes = [(c, n) for c in cs for n in _notes(c)]
         if notes:
             print()
             for c, n in notes:
-                print(f"* **{c.id}**{' (real)' if c.kind == 'real' else ''}: {n}")
+                print(f"* **{c.id}**{_tag(c)}: {n}")
     print(f"\n**{tally['agree']} of {tally['lecture_rows']}** lecture-premise claims agree within the stated "
-          f"tolerance, **{tally['differ']}** differ (reasons given); {tally['real_rows']} real-hardware rows "
-          f"({tally['real_within_tolerance']} within tolerance); {tally['definition']} definition and "
-          f"{tally['cited']} cited rows not counted.")
+          f"tolerance, **{tally['differ']}** differ (reasons given), {tally['not_discriminated']} not discriminated "
+          f"by the model; {tally['real_rows']} real-hardware rows ({tally['real_within_tolerance']} within "
+          f"tolerance); {tally['lookup']} data look-ups ({tally['lookup_matches']} match), {tally['definition']} "
+          f"definition and {tally['cited']} cited rows not counted.")
