@@ -88,12 +88,24 @@ def check(name, label, default=False, help=""):
     return Input(name, label, "check", default, help=help)
 
 
+def unknown_parameter(name: str, known) -> None:
+    """Refuse a query parameter a route does not take, naming the closest it does (``weight_dtype`` →
+    ``weights_dtype``): a misspelt input must never silently give the default's answer."""
+    import difflib
+
+    known = list(known)
+    name = str(name)[:40]
+    close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.6)
+    problem = "unknown parameter" + (f"; did you mean {close[0]}?" if close else "")
+    raise InputError(name, problem, ("one of " + ", ".join(known)) if known else "no parameters")
+
+
 def parse_params(inputs: list[Input], query: dict) -> dict:
     """Check a request's parameters against a page's inputs: unknown names are refused too."""
     known = {i.name: i for i in inputs}
     for k in query:
         if k not in known:
-            raise InputError(k, "unknown parameter", "one of " + ", ".join(known) if known else "no parameters")
+            unknown_parameter(k, known)
     return {n: i.parse(query.get(n)) for n, i in known.items()}
 
 
