@@ -35,8 +35,11 @@ class Input:
     zero: str = ""  # what 0 means on a slider whose 0 is "the default" (e.g. "one domain")
 
     def spec(self) -> dict:
-        return {k: getattr(self, k) for k in ("name", "label", "kind", "default", "options", "lo", "hi", "step", "log",
-                                               "integer", "unit", "help", "zero")}
+        out = {k: getattr(self, k) for k in ("name", "label", "kind", "default", "options", "lo", "hi", "step", "log",
+                                              "integer", "unit", "help", "zero")}
+        if self.kind == "slider" and self.log:
+            out["stops"] = stops(self.lo, self.hi, self.integer, self.default)
+        return out
 
     def values(self) -> list[str]:
         return [o[0] if isinstance(o, (list, tuple)) else o for o in self.options]
@@ -73,6 +76,24 @@ class Input:
         if not (self.lo <= v <= self.hi):
             raise InputError(self.name, f"{v:g} is out of range", f"a number from {self.lo:g} to {self.hi:g}")
         return int(round(v)) if self.integer else v
+
+
+NICE = (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8)  # per decade: the values people type (1000, 1500, 2000, …)
+
+
+def stops(lo: float, hi: float, integer: bool, default=None) -> list:
+    """The values a log slider moves through: the round numbers of each decade (ISL 1000, batch 500) and, for
+    integer sliders up to 2^24, the powers of two (1024, 8192); 0 first where the range starts at 0 (the default)."""
+    import math
+
+    base = lo if lo > 0 else (1.0 if integer else 0.1)  # the first value past a 0 ("the default")
+    out = {float(base), float(hi)} | ({float(default)} if default else set())
+    for k in range(math.floor(math.log10(base)), math.ceil(math.log10(hi)) + 1):
+        out |= {m * 10.0 ** k for m in NICE}
+    if integer and hi <= 2 ** 24:
+        out |= {2.0 ** k for k in range(25)}
+    vals = sorted({(round(v) if integer else float(f"{v:.6g}")) for v in out if base <= v <= hi})
+    return ([0] if lo == 0 else []) + vals
 
 
 def select(name, label, options, default, help=""):

@@ -111,19 +111,42 @@ def num(label, value, unit="", key=None):
 SI_AXIS_UNITS = {"s", "B", "B/s", "FLOP", "FLOP/s", "W"}
 
 
-def axis(title: str, unit: str = "", log: bool = True) -> dict:
-    """A Plotly axis as people read it: SI prefixes with the unit ('100GB', '5ms', never '100B' for bytes), counts
-    as the CLI writes them (8k, 1M, 15B), dollars with '$', and every log tick written out (0.5, 0.2 — not '5, 2')."""
+def axis(title: str, unit: str = "", log: bool = True, values=()) -> dict:
+    """A Plotly axis as people read it. A log axis gets its ticks written here in units.human's units (100 GB,
+    5 ms, $0.2, 15T: never Plotly's '100B' for bytes, nor its bare '5, 2' between decades); a linear one SI
+    prefixes with the unit, '$', or counts as the CLI writes them (8k, 1M, 15B)."""
     a = {"title": {"text": title}, "type": "log" if log else "linear"}
-    if unit.startswith("$"):
-        a.update(tickprefix="$", exponentformat="none", separatethousands=True)
+    if log:
+        a.update(_log_ticks(values, unit))
+    elif unit.startswith("$"):
+        a.update(tickprefix="$", separatethousands=True)
     elif unit in SI_AXIS_UNITS:
-        a.update(exponentformat="SI", ticksuffix=unit)
+        a.update(exponentformat="SI", ticksuffix=" " + unit)
     else:
         a.update(exponentformat="B")
-    if log:
-        a["minorloglabels"] = "complete"
     return a
+
+
+def _log_ticks(values, unit: str) -> dict:
+    """Tick values and their text for a log axis over ``values``: every decade when the data spans more than four
+    (every few on a very wide axis), 1-2-5 over two to four, 1…9 within about a decade; one decade beyond each end
+    (Plotly draws the ticks in view)."""
+    from ..units import human
+
+    v = np.asarray([x for x in values if isinstance(x, (int, float)) and np.isfinite(x) and x > 0], float)
+    if v.size == 0:
+        return {}
+    lo, hi = int(np.floor(np.log10(v.min()))) - 1, int(np.ceil(np.log10(v.max()))) + 1
+    span = float(np.log10(v.max() / v.min()))
+    every = max(1, int(np.ceil(span / 8)))
+    mult = (1,) if span > 4 else (1, 2, 5) if span > 1.3 else tuple(range(1, 10))
+    ticks = [m * 10.0 ** k for k in range(lo, hi + 1) if (k - lo) % every == 0 for m in mult]
+    u = "$" if unit.startswith("$") else unit if unit in SI_AXIS_UNITS else ""
+    return {"tickmode": "array", "tickvals": ticks, "ticktext": [human(t, u) for t in ticks]}
+
+
+def _values(traces, key):
+    return [x for t in traces for x in (t.get(key) or []) if isinstance(x, (int, float))]
 
 
 def derivation(d) -> dict:
@@ -151,7 +174,8 @@ def marker(x, y, name="this view", **kw) -> dict:
 
 
 def chart(cid, title, traces, xtitle, ytitle, xlog=True, ylog=True, xunit="", yunit="", **layout) -> dict:
-    lay = {"title": {"text": title}, "xaxis": axis(xtitle, xunit, xlog), "yaxis": axis(ytitle, yunit, ylog),
+    lay = {"title": {"text": title}, "xaxis": axis(xtitle, xunit, xlog, _values(traces, "x")),
+           "yaxis": axis(ytitle, yunit, ylog, _values(traces, "y")),
            "margin": {"l": 70, "r": 20, "t": 50, "b": 55}, "legend": {"orientation": "h", "y": -0.25},
            "hovermode": "closest"}
     lay.update(layout)
@@ -161,8 +185,8 @@ def chart(cid, title, traces, xtitle, ytitle, xlog=True, ylog=True, xunit="", yu
 def bars(cid, title, x, series, ytitle, yunit="", ylog=False, **layout) -> dict:
     """A bar chart: ``series`` is [(name, values, extra trace keys), …] over the categories ``x``."""
     data = [{"type": "bar", "x": list(x), "y": _list(y), "name": name, **extra} for name, y, extra in series]
-    lay = {"title": {"text": title}, "yaxis": axis(ytitle, yunit, ylog), "margin": {"l": 70, "r": 20, "t": 50,
-                                                                                    "b": 50}}
+    lay = {"title": {"text": title}, "yaxis": axis(ytitle, yunit, ylog, _values(data, "y")),
+           "margin": {"l": 70, "r": 20, "t": 50, "b": 50}}
     lay.update(layout)
     return {"id": cid, "data": data, "layout": lay, "units": {"x": "", "y": yunit}}
 
@@ -262,7 +286,7 @@ def _dtype_inputs() -> list[Input]:
 
 def _gpus_input(label="GPUs", hi=4096) -> Input:
     return slider("gpus", label, 0, hi, 0, log=True, help="GPUs (chips) working together; 0 means one scale-up domain",
-                  zero="one domain")
+                  zero="one domain", unit="GPUs")
 
 
 def _price_input() -> Input:
@@ -279,8 +303,8 @@ def _price_of(p, chip) -> float:
 
 def batch_inputs():
     return _common() + [
-        slider("batch", "batch (sequences)", 1, 65536, 64, log=True),
-        slider("context", "context (tokens)", 128, 1048576, 8192, log=True),
+        slider("batch", "batch (sequences)", 1, 65536, 64, log=True, unit="sequences"),
+        slider("context", "context (tokens)", 128, 1048576, 8192, log=True, unit="tokens"),
         _gpus_input(), *_dtype_inputs(), *_weight_read_inputs(),
         select("efficiency", "efficiency", _preset_names(), ""), _price_input()]
 
@@ -333,9 +357,10 @@ def batch_view(p):
 
 
 def racks_inputs():
-    return _common() + [slider("batch", "tokens per step", 1, 65536, 32, log=True),
+    return _common() + [slider("batch", "tokens per step", 1, 65536, 32, log=True, unit="tokens"),
                         select("weights_dtype", "weights dtype", dtypes(), ""),
-                        slider("tokens_per_chip", "tokens per chip per MoE layer (all-to-all)", 1, 4096, 32, log=True)]
+                        slider("tokens_per_chip", "tokens per chip per MoE layer (all-to-all)", 1, 4096, 32, log=True,
+                               unit="tokens")]
 
 
 def racks_view(p):
@@ -387,13 +412,13 @@ def racks_view(p):
 
 def pipeline_inputs():
     return _common() + [
-        slider("stages", "pipeline stages P", 1, 64, 4),
-        slider("micro_batch", "sequences per micro-batch b", 1, 65536, 256, log=True),
-        slider("context", "context (tokens)", 128, 1048576, 8192, log=True),
-        slider("t_step_ms", "decode step without pipelining (ms)", 1, 1000, 20),
-        slider("microbatches", "training micro-batches M", 1, 1024, 16, log=True),
+        slider("stages", "pipeline stages P", 1, 64, 4, unit="stages"),
+        slider("micro_batch", "sequences per micro-batch b", 1, 65536, 256, log=True, unit="sequences"),
+        slider("context", "context (tokens)", 128, 1048576, 8192, log=True, unit="tokens"),
+        slider("t_step_ms", "decode step without pipelining (ms)", 1, 1000, 20, unit="ms"),
+        slider("microbatches", "training micro-batches M", 1, 1024, 16, log=True, unit="micro-batches"),
         select("schedule", "training schedule", ["1f1b", "gpipe", "interleaved"], "1f1b"),
-        slider("chunks", "chunks per stage v (interleaved)", 1, 16, 2)]
+        slider("chunks", "chunks per stage v (interleaved)", 1, 16, 2, unit="chunks")]
 
 
 def pipeline_view(p):
@@ -444,13 +469,13 @@ def pipeline_view(p):
 
 def training_inputs():
     return _common("llama-3.1-70b", "hgx-h100") + [
-        slider("tokens", "training tokens D", 1e9, 1e14, 15e12, log=True),
-        slider("gpus", "GPUs", 8, 131072, 2048, log=True),
-        slider("mfu", "MFU", 0.05, 0.9, 0.4, step=0.01, integer=False),
+        slider("tokens", "training tokens D", 1e9, 1e14, 15e12, log=True, unit="tokens"),
+        slider("gpus", "GPUs", 8, 131072, 2048, log=True, unit="GPUs"),
+        slider("mfu", "MFU", 0.05, 0.9, 0.4, step=0.01, integer=False, unit="%"),
         _price_input(),
-        slider("traffic", "fleet traffic (tokens/s)", 1e6, 1e10, 500e6, log=True),
-        slider("lifetime_days", "model lifetime (days)", 1, 1000, 61),
-        slider("models", "models sharing the traffic", 1, 100, 10)]
+        slider("traffic", "fleet traffic (tokens/s)", 1e6, 1e10, 500e6, log=True, unit="tok/s"),
+        slider("lifetime_days", "model lifetime (days)", 1, 1000, 61, unit="days"),
+        slider("models", "models sharing the traffic", 1, 100, 10, unit="models")]
 
 
 def train_searched(m, hw, *, chips, tokens, mfu, usd_per_hour=None):
@@ -514,9 +539,9 @@ def training_view(p):
 def pricing_inputs():
     return [select("sheet", "price sheet", _sheet_names(), "gemini-3.1-pro"),
             select("hardware", "chip", [c for c in hardware_names() if c in _chip_names()], "h100"),
-            slider("n_active", "active parameters", 1e9, 1e13, 100e9, log=True),
-            slider("kv_bytes", "KV bytes per token", 0, 200000, 0, step=100, zero="from the price step"),
-            slider("hold_s", "hold time (s)", 1, 1e6, 300, log=True)]
+            slider("n_active", "active parameters", 1e9, 1e13, 100e9, log=True, unit="params"),
+            slider("kv_bytes", "KV bytes per token", 0, 200000, 0, step=100, zero="from the price step", unit="B"),
+            slider("hold_s", "hold time", 1, 1e6, 300, log=True, unit="s")]
 
 
 def _chip_names():
@@ -571,8 +596,8 @@ def pricing_view(p):
 
 def context_inputs():
     return _common("deepseek-v3", "gb200-nvl72") + [
-        slider("batch", "batch (sequences)", 1, 65536, 8192, log=True),
-        slider("context", "context (tokens)", 128, 16777216, 8192, log=True),
+        slider("batch", "batch (sequences)", 1, 65536, 8192, log=True, unit="sequences"),
+        slider("context", "context (tokens)", 128, 16777216, 8192, log=True, unit="tokens"),
         _gpus_input(), select("kv_dtype", "KV dtype", dtypes(), ""), _price_input()]
 
 
@@ -638,8 +663,8 @@ def context_view(p):
 
 def revnet_inputs():
     return [select("model", "model (shape)", model_names(), "llama-3.1-70b"),
-            slider("seq", "sequence length", 128, 1048576, 8192, log=True),
-            slider("batch", "sequences per micro-batch", 1, 1024, 1, log=True),
+            slider("seq", "sequence length", 128, 1048576, 8192, log=True, unit="tokens"),
+            slider("batch", "sequences per micro-batch", 1, 1024, 1, log=True, unit="sequences"),
             select("dtype", "activation dtype", ["bf16", "fp16", "fp8", "fp32"], "bf16"),
             check("flash", "flash attention (no s² scores stored)", True)]
 
@@ -676,10 +701,10 @@ def _layout(lay) -> str:
 
 def serve_inputs():
     return _common() + [
-        slider("gpus", "GPUs", 0, 4096, 0, log=True, zero="one domain"),
-        slider("isl", "input tokens per request (ISL)", 16, 1048576, 1024, log=True),
-        slider("osl", "output tokens per request (OSL)", 1, 131072, 1024, log=True),
-        slider("concurrency", "concurrency (sequences in flight)", 1, 65536, 256, log=True),
+        slider("gpus", "GPUs", 0, 4096, 0, log=True, zero="one domain", unit="GPUs"),
+        slider("isl", "input tokens per request (ISL)", 16, 1048576, 1024, log=True, unit="tokens"),
+        slider("osl", "output tokens per request (OSL)", 1, 131072, 1024, log=True, unit="tokens"),
+        slider("concurrency", "concurrency (sequences in flight)", 1, 65536, 256, log=True, unit="sequences"),
         *_dtype_inputs(), select("efficiency", "efficiency", _serve_presets(), ""), _price_input()]
 
 
@@ -772,11 +797,11 @@ def plan_inputs():
         [c for c in PLAN_CHIPS if c in _chip_names()]
     return [select("model", "model", model_names(), "deepseek-v3"),
             select("hardware", "chips", choices, "h100,h200,b200,mi355x"),
-            slider("isl", "input tokens per request (ISL)", 16, 262144, 1024, log=True),
-            slider("osl", "output tokens per request (OSL)", 1, 65536, 1024, log=True),
-            slider("users", "concurrent users", 1, 1048576, 1024, log=True),
-            slider("tok_s_user", "at least tokens/s per user", 1, 1000, 20, log=True),
-            slider("ttft_s", "TTFT at most (s)", 0, 60, 0, step=0.1, integer=False, zero="no limit"),
+            slider("isl", "input tokens per request (ISL)", 16, 262144, 1024, log=True, unit="tokens"),
+            slider("osl", "output tokens per request (OSL)", 1, 65536, 1024, log=True, unit="tokens"),
+            slider("users", "concurrent users", 1, 1048576, 1024, log=True, unit="users"),
+            slider("tok_s_user", "at least tokens/s per user", 1, 1000, 20, log=True, unit="tok/s"),
+            slider("ttft_s", "TTFT at most", 0, 60, 0, step=0.1, integer=False, zero="no limit", unit="s"),
             *_dtype_inputs(), _price_input()]
 
 

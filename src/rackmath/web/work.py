@@ -103,7 +103,8 @@ def roofline(*, model, hardware, batch, context, gpus, chips, pass_len, weights_
     B = parse_grid(batch, "batch")
     L = parse_grid(context, "context")
     if B.size * L.size > 4 * MAX_POINTS:
-        raise InputError("batch × context", f"{B.size} × {L.size} points", f"at most {4 * MAX_POINTS} points per request")
+        raise InputError("batch × context", f"{B.size} × {L.size} points",
+                         f"at most {4 * MAX_POINTS} points per request")
     n = gpus if gpus is not None else chips
     r = rackmath.roofline(views.model(model), views.hardware(hardware), batch=B[:, None], context=L[None, :],
                           gpus=_count(n, "gpus") if n else None, pass_len=_count(pass_len, "pass_len"),
