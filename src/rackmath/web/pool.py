@@ -52,7 +52,7 @@ def worker_main() -> None:  # pragma: no cover - runs in the child process (exer
     out, inp = sys.stdout.buffer, sys.stdin.buffer
     sys.stdout = sys.stderr  # nothing the library prints may corrupt the pipe
     try:
-        os.nice(5)  # the server's own thread (cheap requests) goes first
+        os.nice(15)  # the server (cheap requests) goes first; slow work takes what CPU is left
     except (AttributeError, OSError):
         pass
     from ..errors import RackmathError
