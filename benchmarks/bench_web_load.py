@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_web import urls, wait_up  # noqa: E402
+from bench_web import run_clients, urls, wait_up, warm  # noqa: E402
 
 SLOW = ("/api/serve?model=deepseek-v3&hardware=gb200-nvl72&isl=1K&osl=1K&gpus=1000000", "")
 
@@ -56,34 +56,12 @@ def main() -> None:
     stop = threading.Event()
     lat: list[float] = []
     errors: list[str] = []
+    wall = 1.0
     slow: list[tuple[float, int, str]] = []
     lock = threading.Lock()
     try:
         wait_up(args.port)
         todo = urls(n, "/api/roofline")
-
-        def cheap(part: list[str]):
-            conn = http.client.HTTPConnection("127.0.0.1", args.port, timeout=60)
-            mine, errs = [], []
-            for u in part:
-                if time.time() > deadline:
-                    errs.append("not sent: --max-seconds reached")
-                    break
-                t0 = time.perf_counter()
-                try:
-                    conn.request("GET", u)
-                    r = conn.getresponse()
-                    body = r.read()
-                    if r.status != 200:
-                        errs.append(f"{r.status} {u}: {body[:120]!r}")
-                except (OSError, http.client.HTTPException) as e:
-                    errs.append(f"{type(e).__name__} {u}")
-                    conn.close()
-                    conn = http.client.HTTPConnection("127.0.0.1", args.port, timeout=60)
-                mine.append(time.perf_counter() - t0)
-            with lock:
-                lat.extend(mine)
-                errors.extend(errs)
 
         def slow_client(i: int):
             conn = http.client.HTTPConnection("127.0.0.1", args.port, timeout=60)
@@ -105,21 +83,12 @@ def main() -> None:
                 with lock:
                     slow.append((time.perf_counter() - t0, status, what))
 
-        for u in todo[:20]:  # warm the catalogs (not counted)
-            c = http.client.HTTPConnection("127.0.0.1", args.port)
-            c.request("GET", u)
-            c.getresponse().read()
+        warm(args.port, todo)
         slows = [threading.Thread(target=slow_client, args=(i,)) for i in range(args.slow)]
         for t in slows:
             t.start()
         time.sleep(1.0)  # the slow requests are running before the first cheap one
-        threads = [threading.Thread(target=cheap, args=(todo[i::args.clients],)) for i in range(args.clients)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.perf_counter() - t0
+        lat, errors, wall = run_clients(args.port, todo, args.clients, deadline)
         stop.set()
         for t in slows:
             t.join(70)
