@@ -228,7 +228,7 @@ def test_an_error_clears_the_stale_results_and_names_its_input(server, page):
     assert page.locator(".number").count() == 0 and page.locator(".derivation").count() == 0
     assert "stale" in page.locator("#results").get_attribute("class")
     assert ctl.get_attribute("aria-invalid") == "true"
-    assert ctl.get_attribute("aria-valuetext") == "1 GPUs" and "gpus=1" in page.url
+    assert ctl.get_attribute("aria-valuetext") == "1 GPU" and "gpus=1" in page.url
     _shot(page, "serve-one-gpu")
     n = _renders(page)
     page.keyboard.press("End")  # 4,096 GPUs hold it: the results come back, the error goes

@@ -20,7 +20,9 @@ catalog directories are fixed at start-up. HEAD is answered as GET without the b
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 from pathlib import Path
 
 import anyio
@@ -159,7 +161,7 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
                   description="The lecture's blackboard, live: every chapter's equations on real chips, models and "
                               "prices. Numbers accept the CLI's strings ('8K', '$2/h'). Errors are HTTP 400 with one "
                               "line naming the field and what is accepted; unknown parameters are refused.",
-                  dependencies=[Depends(_known_parameters)])
+                  dependencies=[Depends(_known_parameters)], lifespan=_lifespan)
     light_limiter = anyio.CapacityLimiter(concurrency)
     light_threads = anyio.CapacityLimiter(4 * concurrency)  # abandoned (timed-out) threads finish on their own
     pool = Pool(workers)
@@ -371,6 +373,14 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
         return await compute("validate", ideal=ideal)
 
     return app
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app):
+    """Under a server (uvicorn): start the worker processes in the background; stop them at shutdown."""
+    threading.Thread(target=app.state.pool.prestart, daemon=True).start()
+    yield
+    app.state.pool.close()
 
 
 def _allowed(route, request: Request) -> list[str] | None:

@@ -148,10 +148,22 @@ class Pool:
             self.busy.add(w)
         return w
 
+    def prestart(self) -> None:
+        """Start the workers and load the library and catalogs in each (the server calls this in a thread at start-up,
+        so the first slow request does not also pay for the imports)."""
+        for _ in range(self.size):
+            w = Worker()
+            try:
+                w.call("models", {})
+            except WorkerDied:
+                w.kill()
+                continue
+            self._give_back(w, keep=True)
+
     def _give_back(self, w: Worker, keep: bool) -> None:
         with self._lock:
             self.busy.discard(w)
-            if keep and w.alive():
+            if keep and w.alive() and len(self.idle) < self.size:
                 self.idle.append(w)
                 return
         w.kill()

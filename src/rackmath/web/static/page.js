@@ -99,8 +99,14 @@ let timer = null;
 let renders = 0;
 let firstQuery = null;  // the link's own query string, sent as it is once: the server checks every name and value
 
-const shownValue = (inp, v) => (v === 0 && inp.zero ? inp.zero
-  : typeof v === "number" ? human(v, inp.unit || "") : String(v));
+// "1 GPU", "64 sequences": a unit word is singular for exactly one (SI units and rates are not words)
+const shownValue = (inp, v) => {
+  if (v === 0 && inp.zero) return inp.zero;
+  if (typeof v !== "number") return String(v);
+  const u = inp.unit || "";
+  const word = /^[A-Za-z-]+s$/.test(u) && !SI_UNITS.has(u);
+  return human(v, v === 1 && word ? u.slice(0, -1) : u);
+};
 
 // A log slider moves through its stops (round numbers and powers of two: ISL 1000 and 1024 are both a key press
 // away); a linear one in its step.
