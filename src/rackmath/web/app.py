@@ -54,9 +54,6 @@ def plotly_js() -> Path:
     return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
 
-clean = work.clean  # kept importable from here
-
-
 def json_response(body: bytes, status: int = 200) -> Response:
     return Response(body, status_code=status, media_type="application/json")
 
