@@ -49,6 +49,59 @@ def urls(n: int, path: str) -> list[str]:
     return out
 
 
+def send_all(port: int, part: list[str], deadline: float | None = None) -> tuple[list[float], list[str]]:
+    """GET each URL in turn on one keep-alive connection: (latency of each in s, an error line per failure; any
+    status but 200 is one). Stops at ``deadline`` (time.time()), reporting the URLs not sent."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    lat, errs = [], []
+    for u in part:
+        if deadline is not None and time.time() > deadline:
+            errs.append("not sent: the time limit was reached")
+            break
+        t0 = time.perf_counter()
+        try:
+            conn.request("GET", u)
+            r = conn.getresponse()
+            body = r.read()
+            if r.status != 200:
+                errs.append(f"{r.status} {u}: {body[:120]!r}")
+        except (OSError, http.client.HTTPException) as e:
+            errs.append(f"{type(e).__name__} {u}")
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        lat.append(time.perf_counter() - t0)
+    return lat, errs
+
+
+def warm(port: int, todo: list[str]) -> None:
+    """Load the catalogs with a few requests first (not counted)."""
+    for u in todo[:20]:
+        c = http.client.HTTPConnection("127.0.0.1", port)
+        c.request("GET", u)
+        c.getresponse().read()
+
+
+def run_clients(port: int, todo: list[str], clients: int, deadline: float | None = None):
+    """``clients`` threads, each with its own connection, share ``todo``: (latencies, errors, wall seconds)."""
+    lat: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def client(part: list[str]):
+        mine, errs = send_all(port, part, deadline)
+        with lock:
+            lat.extend(mine)
+            errors.extend(errs)
+
+    threads = [threading.Thread(target=client, args=(todo[i::clients],)) for i in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return lat, errors, time.perf_counter() - t0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=10_000)
@@ -63,41 +116,8 @@ def main() -> None:
     try:
         wait_up(args.port)
         todo = urls(n, args.path)
-        lat: list[float] = []
-        errors: list[str] = []
-        lock = threading.Lock()
-
-        def client(part: list[str]):
-            conn = http.client.HTTPConnection("127.0.0.1", args.port, timeout=30)
-            mine, errs = [], []
-            for u in part:
-                t0 = time.perf_counter()
-                try:
-                    conn.request("GET", u)
-                    r = conn.getresponse()
-                    body = r.read()
-                    if r.status != 200:
-                        errs.append(f"{r.status} {u}: {body[:120]!r}")
-                except (OSError, http.client.HTTPException) as e:
-                    errs.append(f"{type(e).__name__} {u}")
-                    conn.close()
-                    conn = http.client.HTTPConnection("127.0.0.1", args.port, timeout=30)
-                mine.append(time.perf_counter() - t0)
-            with lock:
-                lat.extend(mine)
-                errors.extend(errs)
-
-        for u in todo[:20]:  # warm the catalogs (not counted)
-            c = http.client.HTTPConnection("127.0.0.1", args.port)
-            c.request("GET", u)
-            c.getresponse().read()
-        threads = [threading.Thread(target=client, args=(todo[i::args.clients],)) for i in range(args.clients)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.perf_counter() - t0
+        warm(args.port, todo)
+        lat, errors, wall = run_clients(args.port, todo, args.clients)
     finally:
         srv.terminate()
         srv.wait(10)

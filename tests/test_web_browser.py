@@ -185,3 +185,110 @@ def test_api_reference_renders_offline(server, page):
     assert any("GET /api/roofline" in h for h in heads) and any("GET /api/serve" in h for h in heads)
     assert all(u.startswith(server) for u in page.requests), page.requests
     assert page.errors == []
+
+
+# --------------------------------------------------------------------------- issue 35 items 10–16
+
+
+def _loaded(pg):
+    pg.wait_for_function("Number(document.body.dataset.renders || 0) > 0 || "
+                         "Number(document.body.dataset.failures || 0) > 0", timeout=20000)
+
+
+def test_no_chart_button_sends_data_off_the_machine(server, page):
+    """Item 10: Plotly's mode bar offered "Share chart…" (an upload to Plotly's cloud). Every chart's mode bar now
+    holds only local actions (download PNG, zoom, pan, reset)."""
+    for pid in ("batch", "serve"):
+        page.goto(f"{server}/p/{pid}")
+        _wait_render(page, 0)
+        page.hover("#charts .chart")
+        titles = page.evaluate("[...document.querySelectorAll('.modebar-btn')].map(b => b.getAttribute('data-title'))")
+        assert "Download plot as a PNG" in titles
+        bad = [t for t in titles if any(w in t.lower() for w in ("share", "cloud", "studio", "edit", "plotly"))]
+        assert bad == [], bad
+        assert page.evaluate("[...document.querySelectorAll('.chart')].every(d => d._context.showSendToCloud === false"
+                             " && d._context.displaylogo === false && !d._context.showLink)")
+        assert page.locator(".modebar a[href]").count() == 0
+
+
+def test_an_error_clears_the_stale_results_and_names_its_input(server, page):
+    """Item 11: moving the GPU slider of /p/serve to one GPU (which cannot hold DeepSeek-V3) used to leave the old
+    numbers and charts under a banner blaming `concurrency`."""
+    page.goto(f"{server}/p/serve")
+    _wait_render(page, 0)
+    assert page.locator(".number").count() > 3
+    ctl = page.locator("#in-gpus")
+    ctl.focus()
+    page.keyboard.press("Home")  # 0: one domain
+    page.keyboard.press("ArrowRight")  # 1 GPU
+    page.wait_for_function("Number(document.body.dataset.failures || 0) > 0", timeout=20000)
+    err = page.locator("#error")
+    assert err.get_attribute("role") == "alert" and err.inner_text().startswith("gpus:")
+    assert "concurrency" not in err.inner_text().split("(")[0]
+    assert page.locator(".number").count() == 0 and page.locator(".derivation").count() == 0
+    assert "stale" in page.locator("#results").get_attribute("class")
+    assert ctl.get_attribute("aria-invalid") == "true"
+    assert ctl.get_attribute("aria-valuetext") == "1 GPU" and "gpus=1" in page.url
+    _shot(page, "serve-one-gpu")
+    n = _renders(page)
+    page.keyboard.press("End")  # 4,096 GPUs hold it: the results come back, the error goes
+    _wait_render(page, n)
+    assert not err.is_visible() and page.locator(".number").count() > 3
+    assert "stale" not in (page.locator("#results").get_attribute("class") or "")
+
+
+@pytest.mark.parametrize("query, field, hint", [
+    ("weight_dtype=int8", "weight_dtype", "weights_dtype"),
+    ("batch=abc", "batch", "abc"),
+])
+def test_a_bad_link_shows_its_error_instead_of_the_default(server, page, query, field, hint):
+    """Item 12: an unknown parameter (a misspelt weights_dtype) or text in a number field used to give the
+    default's answer silently."""
+    page.goto(f"{server}/p/batch?{query}")
+    _loaded(page)
+    err = page.locator("#error")
+    assert err.is_visible() and err.inner_text().startswith(f"{field}:") and hint in err.inner_text()
+    assert page.locator(".number").count() == 0
+
+
+def test_a_link_in_the_clis_units_sets_the_sliders(server, page):
+    """'8K' in a link is 8,000 sequences (the CLI's reading), shown on the slider; not the default 64."""
+    page.goto(f"{server}/p/batch?batch=8K")
+    _wait_render(page, 0)
+    page.wait_for_function("document.getElementById('in-batch').getAttribute('aria-valuetext') === '8,000 sequences'",
+                           timeout=20000)
+    assert not page.locator("#error").is_visible()
+
+
+def test_sliders_announce_their_value_and_reach_round_numbers(server, page):
+    """Item 16: aria-valuetext is the value with its unit ("64 sequences", not the slider position "6"); ISL 1000 is
+    one key press from 1024; each chart has a text summary tied to it; the error box is an alert."""
+    page.goto(f"{server}/p/batch")
+    _wait_render(page, 0)
+    assert page.locator("#in-batch").get_attribute("aria-valuetext") == "64 sequences"
+    assert page.locator("#in-context").get_attribute("aria-valuetext") == "8,192 tokens"
+    for fig in page.locator("#charts figure").all():
+        chart, cap = fig.locator(".chart"), fig.locator("figcaption")
+        assert chart.get_attribute("role") == "img" and chart.get_attribute("aria-label")
+        assert chart.get_attribute("aria-describedby") == cap.get_attribute("id") and len(cap.inner_text()) > 40
+    assert page.locator("#error").get_attribute("role") == "alert"
+    page.goto(f"{server}/p/serve")
+    _wait_render(page, 0)
+    n = _renders(page)
+    isl = page.locator("#in-isl")
+    isl.focus()
+    page.keyboard.press("ArrowLeft")
+    _wait_render(page, n)
+    assert isl.get_attribute("aria-valuetext") == "1,000 tokens" and "isl=1000" in page.url
+
+
+def test_axes_read_in_units(server, page):
+    """Item 14: byte axes in GB (not Plotly's '100B'), dollar axes with '$' on every tick, no bare '5, 2' ticks."""
+    page.goto(f"{server}/p/pipeline")
+    _wait_render(page, 0)
+    ticks = page.evaluate("[...document.querySelectorAll('#chart-memory .ytick text')].map(t => t.textContent)")
+    assert ticks and all(t.endswith("B") and t[-2] in " kMGT" for t in ticks if t != "0"), ticks
+    page.goto(f"{server}/p/batch")
+    _wait_render(page, 0)
+    ticks = page.evaluate("[...document.querySelectorAll('#chart-cost .ytick text')].map(t => t.textContent)")
+    assert ticks and all(t.startswith("$") for t in ticks), ticks

@@ -387,7 +387,9 @@ def human(value, unit: str = "", digits: int = 3) -> str:
             return f"{v:.{digits}g}".replace("e+", "e") + f" {unit}"
         return format_si(v, unit, digits)
     a = abs(v)
-    if a >= 1e6 * 0.9995:
+    if a >= 1e15 * 0.9995:  # past T: scientific notation ('6.83e24'), never '6,830,000,000,000T'
+        num = f"{v:.{digits}g}".replace("e+", "e")
+    elif a >= 1e6 * 0.9995:
         for scale, suffix in _COUNT_SUFFIX:
             if a >= scale * 0.9995:
                 num = f"{_sig(v / scale, digits)}{suffix}"

@@ -12,33 +12,39 @@ Routes:
 
 Safety: errors a request can cause are HTTP 400 with the library's one-line message
 (``{"error": "batch: -1 is not a positive finite number (accepted: …)"}``), FastAPI's
-validation errors included; each request's work is bounded (capped grids, a timeout,
-a few computations at a time); no request names a file: models, hardware, price sheets
-and presets are catalog names only, and the catalog directories are fixed at start-up.
+validation errors and unknown query parameters included; each request's work is bounded (capped
+grids, a time limit, a few computations at a time, slow ones in worker processes: ``pool.py``);
+no request names a file: models, hardware, price sheets and presets are catalog names only, and the
+catalog directories are fixed at start-up. HEAD is answered as GET without the body.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
-import math
+import threading
 from pathlib import Path
 
 import anyio
-from fastapi import FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
+from fastapi.responses import FileResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import InputError, RackmathError
-from . import views
-from .inputs import MAX_POINTS, parse_grid, parse_params
+from . import views, work
+from .inputs import MAX_POINTS, unknown_parameter
+from .pool import Pool, WorkerDied
 
 STATIC = Path(__file__).parent / "static"
-TIMEOUT_S = 10.0  # the most one request may compute
+TIMEOUT_S = 10.0  # the most one request may take, waiting for a worker included
 MAX_QUERY = 4096  # bytes of query string accepted
 log = logging.getLogger("rackmath.web")
+
+# Work that can take seconds runs in worker processes (pool.py); everything else in a thread of the server.
+HEAVY = {"serve", "plan", "train", "validate"}
+HEAVY_PAGES = {"serve", "plan", "training", "validate"}
 
 
 def plotly_js() -> Path:
@@ -48,30 +54,12 @@ def plotly_js() -> Path:
     return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
 
-def clean(x):
-    """Plain JSON: numpy scalars and arrays to Python, non-finite floats (inf, nan) to null."""
-    if isinstance(x, dict):
-        return {str(k): clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [clean(v) for v in x]
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, (str, int, bool)) or x is None:
-        return x
-    if hasattr(x, "tolist"):  # numpy scalar or array
-        return clean(x.tolist())
-    return str(x)
+def json_response(body: bytes, status: int = 200) -> Response:
+    return Response(body, status_code=status, media_type="application/json")
 
 
-class SafeJSON(JSONResponse):
-    """JSON that never fails on inf/nan or numpy values (the library returns both)."""
-
-    def render(self, content) -> bytes:
-        return json.dumps(clean(content), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
-
-
-def error(status: int, message: str) -> JSONResponse:
-    return SafeJSON({"error": message}, status_code=status)
+def error(status: int, message: str) -> Response:
+    return json_response(work.to_json({"error": message}), status)
 
 
 def _field_of(loc) -> str:
@@ -79,26 +67,130 @@ def _field_of(loc) -> str:
     return ".".join(parts) or "request"
 
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
-def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts=None) -> FastAPI:
+def host_name(host: str) -> str:
+    """The name in a Host header, compared as DNS compares it: without the port, lower-case, no trailing dot."""
+    host = host.strip()
+    if host.startswith("["):  # [::1]:8000
+        name = host[: host.find("]") + 1] if "]" in host else host
+    else:
+        name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    return name.lower().rstrip(".")
+
+
+def _timeout_hint(name: str, kw: dict) -> tuple[str, str]:
+    """(field, what would be faster) for a request that ran past its time limit: the input that makes it slow."""
+    if name == "view":
+        page, q = kw["page_id"], kw["query"]
+        name, kw = {"serve": "serve", "plan": "plan", "training": "train"}.get(page, page), q
+    if name == "roofline":
+        return "batch × context", "fewer batch × context points"
+    if name == "serve":
+        if kw.get("gpus"):
+            return "gpus", f"fewer GPUs than {kw['gpus']} (the layout search grows with them), or a fixed tp/ep/pp"
+        return "concurrency", "fewer concurrency points"
+    if name == "plan":
+        return "hardware", "fewer chips to compare, or fewer users"
+    if name == "train":
+        return "gpus", "fewer GPUs (the layout search grows with their divisors)"
+    return "request", "try again: the server is loaded"
+
+
+class Guard:
+    """Checks before routing, as plain ASGI (no per-request wrapper objects: cheap requests stay cheap): query size,
+    method (GET; HEAD is served as GET without the body, its Content-Length that of the GET), the Host name on a
+    loopback server, no parameters for static files; and ``X-Content-Type-Options: nosniff`` on every answer."""
+
+    def __init__(self, app, hosts=None):
+        self.app, self.hosts = app, hosts
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        refusal = self.refusal(scope)
+        if refusal is not None:
+            return await error(*refusal)(scope, receive, send)
+        head = scope["method"] == "HEAD"
+        if head:
+            scope = dict(scope, method="GET")
+
+        async def sender(message):
+            if message["type"] == "http.response.start":
+                message = dict(message, headers=[*message.get("headers", []), (b"x-content-type-options", b"nosniff")])
+            elif head and message["type"] == "http.response.body":
+                message = dict(message, body=b"")
+            await send(message)
+
+        await self.app(scope, receive, sender)
+
+    def refusal(self, scope) -> tuple[int, str] | None:
+        query = scope.get("query_string", b"").decode("latin-1")
+        if len(query) > MAX_QUERY:
+            return 400, f"query: {len(query)} bytes (accepted: at most {MAX_QUERY})"
+        if scope["method"] not in ("GET", "HEAD"):
+            return 405, f"method: {scope['method'][:20]} (accepted: GET or HEAD)"
+        if self.hosts is not None:
+            host = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"host"), "")
+            if host_name(host) not in self.hosts:
+                return 400, f"host: {host[:60]!r} not served (accepted: {', '.join(self.hosts)})"
+        path = scope.get("path", "")
+        if query and (path.startswith("/static/") or path == "/openapi.json"):
+            from urllib.parse import parse_qsl
+
+            name = next((k for k, _ in parse_qsl(query, keep_blank_values=True)), query)
+            return 400, f"{name[:40]}: unknown parameter (accepted: no parameters)"
+        return None
+
+
+def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts=None, workers: int = 2) -> FastAPI:
     """The app. ``allowed_hosts``: Host header names accepted (None = any); `rackmath web` on a loopback address
-    passes the loopback names, so a web page elsewhere cannot reach the server by DNS rebinding."""
+    passes the loopback names, so a web page elsewhere cannot reach the server by DNS rebinding. ``concurrency``:
+    cheap computations at once (threads); ``workers``: slow ones at once (worker processes)."""
+    def bracketed(h: str) -> str:  # '::1' and '[::1]' are one name
+        n = host_name(h)
+        return f"[{n}]" if ":" in n and not n.startswith("[") else n
+
+    hosts = None if allowed_hosts is None else list(dict.fromkeys(bracketed(h) for h in allowed_hosts))
+
     app = FastAPI(title="rackmath web", version=__import__("rackmath").__version__, docs_url=None, redoc_url=None,
                   description="The lecture's blackboard, live: every chapter's equations on real chips, models and "
                               "prices. Numbers accept the CLI's strings ('8K', '$2/h'). Errors are HTTP 400 with one "
-                              "line naming the field and what is accepted.")
-    limiter = anyio.CapacityLimiter(concurrency)
+                              "line naming the field and what is accepted; unknown parameters are refused.",
+                  dependencies=[Depends(_known_parameters)], lifespan=_lifespan)
+    light_limiter = anyio.CapacityLimiter(concurrency)
+    light_threads = anyio.CapacityLimiter(4 * concurrency)  # abandoned (timed-out) threads finish on their own
+    pool = Pool(workers)
+    app.state.pool = pool
 
-    async def compute(fn, *args):
-        """Run library work in a worker thread, at most ``concurrency`` at once, at most ``timeout_s`` each."""
+    async def compute(name: str, **kw):
+        """``work.FUNCS[name](**kw)`` as JSON: slow work in a worker process, cheap work in a thread; at most
+        ``timeout_s`` including the wait for a free slot."""
+        heavy = name in HEAVY or (name == "view" and kw.get("page_id") in HEAVY_PAGES)
+        state = {"phase": "waiting"}
         try:
             with anyio.fail_after(timeout_s):
-                return SafeJSON(await anyio.to_thread.run_sync(fn, *args, limiter=limiter, abandon_on_cancel=True))
+                if heavy:
+                    answer = await pool.run(name, kw, state)
+                else:
+                    async with light_limiter:
+                        state["phase"] = "computing"
+                        answer = ("ok", await anyio.to_thread.run_sync(lambda: work.call(name, kw),
+                                                                       limiter=light_threads, abandon_on_cancel=True))
         except TimeoutError:
-            raise InputError("request", f"took longer than {timeout_s:g} s",
-                             "fewer points or a smaller range") from None
+            if state["phase"] == "waiting":
+                return error(503, f"request: the server is busy ({workers if heavy else concurrency} computations "
+                                  f"running); waited {timeout_s:g} s (accepted: try again shortly)")
+            field, hint = _timeout_hint(name, kw)
+            raise InputError(field, f"computing this took longer than {timeout_s:g} s", hint) from None
+        except WorkerDied:
+            return error(500, "internal error: the worker computing this request ended (please report the URL)")
+        if answer[0] == "ok":
+            return json_response(answer[1])
+        if answer[0] == "error":
+            return error(400, answer[1])
+        return error(500, f"internal error: {answer[1]} (please report the URL)")
 
     # ---- errors: one line, never a traceback
     @app.exception_handler(RackmathError)
@@ -122,20 +214,7 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
         log.exception("internal error on %s", request.url.path)
         return error(500, f"internal error: {type(exc).__name__} (please report the URL)")
 
-    @app.middleware("http")
-    async def _limits(request: Request, call_next):
-        if len(request.url.query) > MAX_QUERY:
-            return error(400, f"query: {len(request.url.query)} bytes (accepted: at most {MAX_QUERY})")
-        if request.method not in ("GET", "HEAD"):
-            return error(405, f"method: {request.method} (accepted: GET)")
-        if allowed_hosts is not None:
-            host = request.headers.get("host", "")
-            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-            if name not in allowed_hosts:
-                return error(400, f"host: {host[:60]!r} not served (accepted: {', '.join(allowed_hosts)})")
-        response = await call_next(request)
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        return response
+    app.add_middleware(Guard, hosts=hosts)
 
     # ---- pages
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
@@ -158,66 +237,46 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
                             headers={"Cache-Control": "max-age=86400"})
 
     @app.get("/p/{page}", include_in_schema=False)
-    async def page(page: str):
-        if page not in views.PAGES:
-            raise InputError("page", f"unknown page {page[:40]!r}", "one of " + ", ".join(views.PAGES))
+    async def page(page: str, request: Request):
+        """The page shell. Its query is the page's inputs: a value that does not parse, or an unknown name, is a
+        400 whose body is still the page (which then shows the one-line error beside its controls)."""
+        p = work.page(page)
+        try:
+            from .inputs import parse_params
+
+            parse_params(p.inputs(), dict(request.query_params))
+        except RackmathError:
+            return FileResponse(STATIC / "page.html", status_code=400)
         return FileResponse(STATIC / "page.html")
 
     @app.get("/p", include_in_schema=False)
     async def pages_root():
         return RedirectResponse("/")
 
-    def _page(page: str):
-        if page not in views.PAGES:
-            raise InputError("page", f"unknown page {page[:40]!r}", "one of " + ", ".join(views.PAGES))
-        return views.PAGES[page]
-
-    def _describe(p) -> dict:
-        return {"id": p.id, "title": p.title, "chapter": p.chapter, "blurb": p.blurb, "cli": p.cli,
-                "inputs": [i.spec() for i in p.inputs()]}
-
     @app.get("/api/pages", tags=["pages"], summary="Every page: title, lecture timestamp, inputs")
     async def api_pages():
-        return await compute(lambda: [_describe(p) for p in views.PAGES.values()])
+        return await compute("describe")
 
     @app.get("/api/pages/{page}", tags=["pages"], summary="One page's inputs (controls, ranges, defaults)")
     async def api_page(page: str):
-        return await compute(lambda: _describe(_page(page)))
+        return await compute("describe", page_id=page)
 
     @app.get("/api/view/{page}", tags=["pages"],
              summary="A page's numbers, Plotly figures and derivations for the inputs in the query string",
              description="The query parameters are the page's inputs, listed with their ranges by /api/pages/{page}; "
-                         "unknown parameters are refused.")
+                         "unknown parameters are refused. `inputs` in the answer holds the value each input took.")
     async def api_view(page: str, request: Request):
-        p = _page(page)
-        query = dict(request.query_params)
-
-        def run():
-            return p.view(parse_params(p.inputs(), query))
-
-        return await compute(run)
+        work.page(page)
+        return await compute("view", page_id=page, query=dict(request.query_params))
 
     # ---- the library, mirrored
     @app.get("/api/models", tags=["catalog"], summary="Catalog models (names usable in every endpoint)")
     async def api_models():
-        def run():
-            from ..specs.models import models
-
-            return [m.describe() for m in models().values()]
-
-        return await compute(run)
+        return await compute("models")
 
     @app.get("/api/hardware", tags=["catalog"], summary="Catalog systems and chips")
     async def api_hardware():
-        def run():
-            from ..specs.hardware import chips, systems
-
-            return {"systems": [{"name": s.name, "chip": s.chip.name, "scaleup_size": s.scaleup_size}
-                                for s in systems().values()],
-                    "chips": [{"name": c.name, "vendor": c.vendor, "hbm_bytes": c.hbm_bytes, "hbm_bw": c.hbm_bw,
-                               "flops": c.flops, "usd_per_hour": c.usd_per_hour} for c in chips().values()]}
-
-        return await compute(run)
+        return await compute("hardware")
 
     @app.get("/api/roofline", tags=["library"], summary="rackmath.roofline: step time, binding term, cost")
     async def api_roofline(
@@ -236,33 +295,9 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
         usd_per_gpu_hour: str | None = Query(None, max_length=20, description="e.g. 2.5 or '$2.5/h'"),
         explain: bool = Query(False, description="include the derivation of the first point"),
     ):
-        def run():
-            import numpy as np
-
-            import rackmath
-
-            from .. import units
-
-            B = parse_grid(batch, "batch")
-            L = parse_grid(context, "context")
-            if B.size * L.size > 4 * MAX_POINTS:
-                raise InputError("batch × context", f"{B.size} × {L.size} points",
-                                 f"at most {4 * MAX_POINTS} points per request")
-            n = gpus if gpus is not None else chips
-            r = rackmath.roofline(views.model(model), views.hardware(hardware), batch=B[:, None], context=L[None, :],
-                                  gpus=units.parse_count(n, "gpus") if n else None,
-                                  pass_len=units.parse_count(pass_len, "pass_len"),
-                                  weights_dtype=weights_dtype or None, kv_dtype=kv_dtype or None,
-                                  efficiency=efficiency or None, ideal=ideal,
-                                  usd_per_gpu_hour=usd_per_gpu_hour or None)
-            out = r.as_dict()
-            out["shape"] = list(np.shape(r.step_s))
-            out["header"] = views._efficiency_header(r.efficiency)
-            if explain:
-                out["derivation"] = views.derivation(r.explain(0))
-            return out
-
-        return await compute(run)
+        return await compute("roofline", model=model, hardware=hardware, batch=batch, context=context, gpus=gpus,
+                             chips=chips, pass_len=pass_len, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+                             efficiency=efficiency, ideal=ideal, usd_per_gpu_hour=usd_per_gpu_hour, explain=explain)
 
     @app.get("/api/serve", tags=["library"], summary="rackmath.serve: steady-state serving (calibrated by default)")
     async def api_serve(
@@ -276,51 +311,20 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
         ideal: bool = Query(False), efficiency: str | None = Query(None, max_length=60),
         usd_per_gpu_hour: str | None = Query(None, max_length=20), explain: bool = Query(False),
     ):
-        def run():
-            import rackmath
+        return await compute("serve", model=model, hardware=hardware, isl=isl, osl=osl, concurrency=concurrency,
+                             gpus=gpus, tp=tp, ep=ep, pp=pp, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+                             ideal=ideal, efficiency=efficiency, usd_per_gpu_hour=usd_per_gpu_hour, explain=explain)
 
-            from .. import units
-
-            r = rackmath.serve(views.model(model), views.hardware(hardware),
-                               gpus=int(units.parse_count(gpus, "gpus")) if gpus else None,
-                               isl=units.parse_count(isl, "isl"), osl=units.parse_count(osl, "osl"),
-                               concurrency=parse_grid(concurrency, "concurrency"), tp=tp, ep=ep, pp=pp,
-                               weights_dtype=weights_dtype or None, kv_dtype=kv_dtype or None, ideal=ideal,
-                               efficiency=efficiency or None,
-                               usd_per_gpu_hour=units.parse_usd_per_hour(usd_per_gpu_hour, "usd_per_gpu_hour")
-                               if usd_per_gpu_hour else None)
-            out = r.as_dict()
-            if explain and r.explain() is not None:
-                out["derivation"] = views.derivation(r.explain())
-            return out
-
-        return await compute(run)
-
-    @app.get("/api/train", tags=["library"], summary="training time, GPU-hours and cost at a given MFU")
+    @app.get("/api/train", tags=["library"],
+             summary="`rackmath train --mfu`: the fastest layout that fits, its time, GPU-hours and cost")
     async def api_train(
         model: str = Query(..., max_length=100), hardware: str = Query("hgx-h100", max_length=100),
         tokens: str = Query(..., max_length=20, description="training tokens, e.g. 15T"),
         gpus: str = Query(..., max_length=20), mfu: float = Query(0.4, gt=0, le=1),
         usd_per_gpu_hour: str | None = Query(None, max_length=20), explain: bool = Query(False),
     ):
-        def run():
-            from .. import units
-            from ..analyses.training import Parallelism, train
-            from ..errors import check_positive
-
-            n = int(check_positive(units.parse_count(gpus, "gpus"), "gpus", "a number of GPUs", maximum=1e7))
-            r = train(views.model(model), views.hardware(hardware), chips=n,
-                      tokens=check_positive(units.parse_count(tokens, "tokens"), "tokens", "a token count",
-                                            maximum=1e17),
-                      mfu_given=mfu, par=Parallelism(dp=n),
-                      usd_per_hour=units.parse_usd_per_hour(usd_per_gpu_hour, "usd_per_gpu_hour")
-                      if usd_per_gpu_hour else None)
-            out = r.as_dict()
-            if explain:
-                out["derivation"] = views.derivation(r.derivation)
-            return out
-
-        return await compute(run)
+        return await compute("train", model=model, hardware=hardware, tokens=tokens, gpus=gpus, mfu=mfu,
+                             usd_per_gpu_hour=usd_per_gpu_hour, explain=explain)
 
     @app.get("/api/plan", tags=["library"], summary="rackmath.plan: the cheapest deployment per chip meeting SLOs")
     async def api_plan(
@@ -329,97 +333,74 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
         isl: str = Query("1024", max_length=20), osl: str = Query("1024", max_length=20),
         users: str | None = Query(None, max_length=20, description="concurrent users (or rate)"),
         rate: str | None = Query(None, max_length=20, description="requests per second (or users)"),
-        tok_s_user: float | None = Query(None, gt=0, le=1e5), ttft: float | None = Query(None, gt=0, le=1e5),
+        tok_s_user: float | None = Query(None, gt=0, le=1e5), ttft: float | None = Query(None, ge=1e-12, le=1e5),
         usd_per_gpu_hour: str | None = Query(None, max_length=200, description="2.5 or 'h100=2.1,b200=4'"),
         weights_dtype: str | None = Query(None, max_length=20), kv_dtype: str | None = Query(None, max_length=20),
     ):
-        def run():
-            from .. import units
-            from ..analyses.planner import plan
-            from ..specs.hardware import load_chip
-
-            names = [h.strip() for h in hardware.split(",") if h.strip()]
-            if not 1 <= len(names) <= 8:
-                raise InputError("hardware", f"{len(names)} chips", "1 to 8 chip names, comma-separated")
-            chips_ = ",".join(load_chip(h).name for h in names)  # catalog names only
-            return plan(views.model(model).name, chips_, isl=units.parse_count(isl, "isl"),
-                        osl=units.parse_count(osl, "osl"),
-                        users=units.parse_count(users, "users") if users else None,
-                        rate=units.parse_count(rate, "rate") if rate else None, tok_s_user=tok_s_user, ttft=ttft,
-                        usd_per_gpu_hour=usd_per_gpu_hour or None, weights_dtype=weights_dtype or None,
-                        kv_dtype=kv_dtype or None, confirm=False).as_dict()
-
-        return await compute(run)
+        return await compute("plan", model=model, hardware=hardware, isl=isl, osl=osl, users=users, rate=rate,
+                             tok_s_user=tok_s_user, ttft=ttft, usd_per_gpu_hour=usd_per_gpu_hour,
+                             weights_dtype=weights_dtype, kv_dtype=kv_dtype)
 
     @app.get("/api/revnet", tags=["library"], summary="activation memory: standard vs recompute vs reversible")
     async def api_revnet(model: str = Query(..., max_length=100), seq: str = Query("8192", max_length=20),
                          batch: str = Query("1", max_length=20), dtype: str = Query("bf16", max_length=20),
                          flash: bool = Query(True)):
-        def run():
-            from .. import units
-            from ..analyses import revnet
-            from ..errors import check_positive
-
-            m = views.model(model)
-            return revnet.compare(n_layers=m.n_layers, d_model=m.d_model, n_heads=m.n_heads,
-                                  seq_len=check_positive(units.parse_count(seq, "seq"), "seq", "tokens", maximum=1e9),
-                                  batch=check_positive(units.parse_count(batch, "batch"), "batch", "sequences",
-                                                       maximum=1e7),
-                                  bytes_per_elem=units.dtype_bytes(dtype, "dtype"), flash=flash, name=m.name).as_dict()
-
-        return await compute(run)
+        return await compute("revnet", model=model, seq=seq, batch=batch, dtype=dtype, flash=flash)
 
     @app.get("/api/price", tags=["library"], summary="a price sheet read backwards: tier step → KV bytes/token")
     async def api_price(sheet: str = Query(..., max_length=100, description="price sheet, e.g. gemini-3.1-pro"),
                         hardware: str = Query("h100", max_length=100, description="chip whose ratio to use"),
                         n_active: str = Query("100B", max_length=20, description="active parameters")):
-        def run():
-            from .. import units
-            from ..analyses import pricing as pr
-            from ..specs.hardware import hardware_ratio, load_chip
-            from ..specs.prices import load_price_sheet
-
-            s, c = load_price_sheet(sheet), load_chip(hardware)
-            st = s.step("output") or s.step("input")
-            if st is None:
-                raise InputError("sheet", f"{s.name} has no long-context price step", "a sheet with a context tier")
-            ded = pr.deduce_from_step(st[0], st[1], n_active=units.parse_count(n_active, "n_active"),
-                                      ratio=float(hardware_ratio(c, "fp8")), bytes_per_param=1.0, source=s.name)
-            return {"sheet": s.describe(), "step": ded.as_dict()}
-
-        return await compute(run)
+        return await compute("price", sheet=sheet, hardware=hardware, n_active=n_active)
 
     @app.get("/api/overtrain", tags=["library"], summary="pretraining/RL/inference split and over-training")
     async def api_overtrain(traffic: str = Query("500M", max_length=20, description="fleet tokens/s"),
                             lifetime_days: float = Query(61, gt=0, le=36500), models: float = Query(10, gt=0, le=1e6),
                             active: str = Query("100B", max_length=20, description="active parameters")):
-        def run():
-            from .. import units
-            from ..analyses.lifetime import overtrain
-
-            return overtrain(rate=units.parse_count(traffic, "traffic"), lifetime_s=lifetime_days * 86400,
-                             n_models=models, active=units.parse_count(active, "active")).as_dict()
-
-        return await compute(run)
+        return await compute("overtrain", traffic=traffic, lifetime_days=lifetime_days, models=models, active=active)
 
     @app.get("/api/context", tags=["library"], summary="the context wall for a model on a system (R42)")
     async def api_context(model: str = Query(..., max_length=100), hardware: str = Query(..., max_length=100),
                           batch: str = Query("8192", max_length=20), gpus: str | None = Query(None, max_length=20),
                           kv_dtype: str | None = Query(None, max_length=20)):
-        def run():
-            from .. import units
-            from ..errors import check_positive
-
-            q = {"model": model, "hardware": hardware, "batch": batch, "kv_dtype": kv_dtype or ""}
-            if gpus:
-                q["gpus"] = str(int(check_positive(units.parse_count(gpus, "gpus"), "gpus", "GPUs", maximum=4096)))
-            v = views.PAGES["context"].view(parse_params(views.PAGES["context"].inputs(), q))
-            return {"numbers": {n["key"]: n["value"] for n in v["numbers"]}, "derivations": v["derivations"]}
-
-        return await compute(run)
+        return await compute("context", model=model, hardware=hardware, batch=batch, gpus=gpus, kv_dtype=kv_dtype)
 
     @app.get("/api/validate", tags=["library"], summary="every public record predicted vs measured")
     async def api_validate(ideal: bool = Query(False)):
-        return await compute(views._validate_cached, ideal)
+        return await compute("validate", ideal=ideal)
 
     return app
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app):
+    """Under a server (uvicorn): start the worker processes in the background; stop them at shutdown."""
+    threading.Thread(target=app.state.pool.prestart, daemon=True).start()
+    yield
+    app.state.pool.close()
+
+
+def _allowed(route, request: Request) -> list[str] | None:
+    """The query parameters a route takes: its declared ones, or a page's inputs for /api/view/{page} (None: the
+    route checks them itself)."""
+    if route.path == "/p/{page}":
+        return None  # the page route answers 400 with the page itself, which shows the error
+    if route.path == "/api/view/{page}":
+        pid = request.path_params.get("page", "")
+        return [i.name for i in views.PAGES[pid].inputs()] if pid in views.PAGES else None
+    return [f.alias for f in route.dependant.query_params]
+
+
+async def _known_parameters(request: Request):
+    """Every route refuses a parameter it does not take, naming the closest one (``weight_dtype`` → ``weights_dtype``)
+    — a misspelt input must not silently give the default's answer."""
+    route = request.scope.get("route")
+    if route is None or not request.query_params:
+        return
+    known = _allowed(route, request)
+    if known is None:
+        return
+    for name in request.query_params:
+        if name not in known:
+            unknown_parameter(name, known)
+

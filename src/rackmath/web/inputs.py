@@ -35,8 +35,11 @@ class Input:
     zero: str = ""  # what 0 means on a slider whose 0 is "the default" (e.g. "one domain")
 
     def spec(self) -> dict:
-        return {k: getattr(self, k) for k in ("name", "label", "kind", "default", "options", "lo", "hi", "step", "log",
-                                               "integer", "unit", "help", "zero")}
+        out = {k: getattr(self, k) for k in ("name", "label", "kind", "default", "options", "lo", "hi", "step", "log",
+                                              "integer", "unit", "help", "zero")}
+        if self.kind == "slider" and self.log:
+            out["stops"] = stops(self.lo, self.hi, self.integer, self.default)
+        return out
 
     def values(self) -> list[str]:
         return [o[0] if isinstance(o, (list, tuple)) else o for o in self.options]
@@ -75,6 +78,24 @@ class Input:
         return int(round(v)) if self.integer else v
 
 
+NICE = (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8)  # per decade: the values people type (1000, 1500, 2000, …)
+
+
+def stops(lo: float, hi: float, integer: bool, default=None) -> list:
+    """The values a log slider moves through: the round numbers of each decade (ISL 1000, batch 500) and, for
+    integer sliders up to 2^24, the powers of two (1024, 8192); 0 first where the range starts at 0 (the default)."""
+    import math
+
+    base = lo if lo > 0 else (1.0 if integer else 0.1)  # the first value past a 0 ("the default")
+    out = {float(base), float(hi)} | ({float(default)} if default else set())
+    for k in range(math.floor(math.log10(base)), math.ceil(math.log10(hi)) + 1):
+        out |= {m * 10.0 ** k for m in NICE}
+    if integer and hi <= 2 ** 24:
+        out |= {2.0 ** k for k in range(25)}
+    vals = sorted({(round(v) if integer else float(f"{v:.6g}")) for v in out if base <= v <= hi})
+    return ([0] if lo == 0 else []) + vals
+
+
 def select(name, label, options, default, help=""):
     return Input(name, label, "select", default, options=list(options), help=help)
 
@@ -88,12 +109,24 @@ def check(name, label, default=False, help=""):
     return Input(name, label, "check", default, help=help)
 
 
+def unknown_parameter(name: str, known) -> None:
+    """Refuse a query parameter a route does not take, naming the closest it does (``weight_dtype`` →
+    ``weights_dtype``): a misspelt input must never silently give the default's answer."""
+    import difflib
+
+    known = list(known)
+    name = str(name)[:40]
+    close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.6)
+    problem = "unknown parameter" + (f"; did you mean {close[0]}?" if close else "")
+    raise InputError(name, problem, ("one of " + ", ".join(known)) if known else "no parameters")
+
+
 def parse_params(inputs: list[Input], query: dict) -> dict:
     """Check a request's parameters against a page's inputs: unknown names are refused too."""
     known = {i.name: i for i in inputs}
     for k in query:
         if k not in known:
-            raise InputError(k, "unknown parameter", "one of " + ", ".join(known) if known else "no parameters")
+            unknown_parameter(k, known)
     return {n: i.parse(query.get(n)) for n, i in known.items()}
 
 

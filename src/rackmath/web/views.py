@@ -14,6 +14,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..errors import InputError
 from ..explain import fmt
 from .inputs import Input, check, select, slider
 
@@ -71,18 +72,81 @@ def _preset_names() -> list:
 # --------------------------------------------------------------------------- output helpers
 
 
+def shown(value, unit: str = "") -> str:
+    """A number for a person: units.human (three significant figures, SI prefixes with the unit: '46.6 GB',
+    '7.49 ms', '6.83e24 FLOP'); a price keeps three significant figures ('$1.00/Mtok', not '$1/Mtok'), and a price
+    per Mtok under $0.001 moves to a larger unit ('$1.23/Ttok', not '$0.000001225')."""
+    from ..units import human
+
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if unit.startswith("$") and np.isfinite(v) and v != 0:
+        per = unit[1:]
+        if per == "/Mtok":
+            for scale, name in ((1.0, "/Mtok"), (1e3, "/Btok"), (1e6, "/Ttok")):
+                if abs(v) * scale >= 1e-2 or name == "/Ttok":
+                    v, per = v * scale, name
+                    break
+        if abs(v) < 1000:
+            return ("−" if v < 0 else "") + "$" + f"{abs(v):#.3g}".rstrip(".") + per
+        return human(v, "$") + per
+    if np.isfinite(v) and v != int(v) and unit != "%":
+        v = float(f"{v:.3g}")  # three significant figures (units.human keeps four for plain numbers)
+    return human(v, unit)
+
+
 def num(label, value, unit="", key=None):
-    """One headline number, formatted as the CLI formats it (explain.fmt)."""
+    """One headline number: its raw value and how a person reads it (:func:`shown`)."""
     try:
         v = float(value)
         raw = v if np.isfinite(v) else str(v)
     except (TypeError, ValueError):
         raw = str(value)
-    if unit == "%":
-        shown = f"{raw:.1%}" if isinstance(raw, float) else str(value)
+    return {"key": key or label, "label": label, "value": raw, "shown": shown(value, unit) if isinstance(raw, float)
+            else str(value), "unit": unit}
+
+
+SI_AXIS_UNITS = {"s", "B", "B/s", "FLOP", "FLOP/s", "W"}
+
+
+def axis(title: str, unit: str = "", log: bool = True, values=()) -> dict:
+    """A Plotly axis as people read it. A log axis gets its ticks written here in units.human's units (100 GB,
+    5 ms, $0.2, 15T: never Plotly's '100B' for bytes, nor its bare '5, 2' between decades); a linear one SI
+    prefixes with the unit, '$', or counts as the CLI writes them (8k, 1M, 15B)."""
+    a = {"title": {"text": title}, "type": "log" if log else "linear"}
+    if log:
+        a.update(_log_ticks(values, unit))
+    elif unit.startswith("$"):
+        a.update(tickprefix="$", separatethousands=True)
+    elif unit in SI_AXIS_UNITS:
+        a.update(exponentformat="SI", ticksuffix=" " + unit)
     else:
-        shown = fmt(value, unit) if isinstance(raw, float) else str(value)
-    return {"key": key or label, "label": label, "value": raw, "shown": shown, "unit": unit}
+        a.update(exponentformat="B")
+    return a
+
+
+def _log_ticks(values, unit: str) -> dict:
+    """Tick values and their text for a log axis over ``values``: every decade when the data spans more than four
+    (every few on a very wide axis), 1-2-5 over two to four, 1…9 within about a decade; one decade beyond each end
+    (Plotly draws the ticks in view)."""
+    from ..units import human
+
+    v = np.asarray([x for x in values if isinstance(x, (int, float)) and np.isfinite(x) and x > 0], float)
+    if v.size == 0:
+        return {}
+    lo, hi = int(np.floor(np.log10(v.min()))) - 1, int(np.ceil(np.log10(v.max()))) + 1
+    span = float(np.log10(v.max() / v.min()))
+    every = max(1, int(np.ceil(span / 8)))
+    mult = (1,) if span > 4 else (1, 2, 5) if span > 1.3 else tuple(range(1, 10))
+    ticks = [m * 10.0 ** k for k in range(lo, hi + 1) if (k - lo) % every == 0 for m in mult]
+    u = "$" if unit.startswith("$") else unit if unit in SI_AXIS_UNITS else ""
+    return {"tickmode": "array", "tickvals": ticks, "ticktext": [human(t, u) for t in ticks]}
+
+
+def _values(traces, key):
+    return [x for t in traces for x in (t.get(key) or []) if isinstance(x, (int, float))]
 
 
 def derivation(d) -> dict:
@@ -109,13 +173,46 @@ def marker(x, y, name="this view", **kw) -> dict:
             **kw}
 
 
-def chart(cid, title, traces, xtitle, ytitle, xlog=True, ylog=True, **layout) -> dict:
-    lay = {"title": {"text": title}, "xaxis": {"title": {"text": xtitle}, "type": "log" if xlog else "linear"},
-           "yaxis": {"title": {"text": ytitle}, "type": "log" if ylog else "linear"},
+def chart(cid, title, traces, xtitle, ytitle, xlog=True, ylog=True, xunit="", yunit="", **layout) -> dict:
+    lay = {"title": {"text": title}, "xaxis": axis(xtitle, xunit, xlog, _values(traces, "x")),
+           "yaxis": axis(ytitle, yunit, ylog, _values(traces, "y")),
            "margin": {"l": 70, "r": 20, "t": 50, "b": 55}, "legend": {"orientation": "h", "y": -0.25},
            "hovermode": "closest"}
     lay.update(layout)
-    return {"id": cid, "data": traces, "layout": lay}
+    return {"id": cid, "data": traces, "layout": lay, "units": {"x": xunit, "y": yunit}}
+
+
+def bars(cid, title, x, series, ytitle, yunit="", ylog=False, **layout) -> dict:
+    """A bar chart: ``series`` is [(name, values, extra trace keys), …] over the categories ``x``."""
+    data = [{"type": "bar", "x": list(x), "y": _list(y), "name": name, **extra} for name, y, extra in series]
+    lay = {"title": {"text": title}, "yaxis": axis(ytitle, yunit, ylog, _values(data, "y")),
+           "margin": {"l": 70, "r": 20, "t": 50, "b": 50}}
+    lay.update(layout)
+    return {"id": cid, "data": data, "layout": lay, "units": {"x": "", "y": yunit}}
+
+
+def summary(c: dict) -> str:
+    """A chart in words, for a screen reader and for anyone who cannot see it: the title, then each trace's first
+    and last point (each bar's value), the marked point ('this view') included, in the axis units."""
+    ux, uy = c.get("units", {}).get("x", ""), c.get("units", {}).get("y", "")
+    parts = []
+    for t in c["data"]:
+        xs, ys = t.get("x") or [], t.get("y") or []
+        pts = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
+        if not pts:
+            continue
+        if t.get("type") == "bar":
+            parts.append(f"{t.get('name', '')}: " + ", ".join(f"{x} {shown(y, uy)}" for x, y in pts))
+        elif len(pts) == 1:
+            parts.append(f"{t.get('name', 'point')}: {shown(pts[0][1], uy)} at {shown(pts[0][0], ux)}")
+        else:
+            (x0, y0), (x1, y1) = pts[0], pts[-1]
+            parts.append(f"{t.get('name', '')}: from {shown(y0, uy)} at {shown(x0, ux)} to {shown(y1, uy)} at "
+                         f"{shown(x1, ux)}")
+    lay = c["layout"]
+    axes = "; ".join(f"{k[0]}: {lay[k]['title']['text']}" + (" (log scale)" if lay[k].get("type") == "log" else "")
+                     for k in ("xaxis", "yaxis") if lay.get(k, {}).get("title"))
+    return f"{lay.get('title', {}).get('text', c['id'])}. " + (f"{axes}. " if axes else "") + "; ".join(parts) + "."
 
 
 def _efficiency_header(eff) -> str:
@@ -189,7 +286,7 @@ def _dtype_inputs() -> list[Input]:
 
 def _gpus_input(label="GPUs", hi=4096) -> Input:
     return slider("gpus", label, 0, hi, 0, log=True, help="GPUs (chips) working together; 0 means one scale-up domain",
-                  zero="one domain")
+                  zero="one domain", unit="GPUs")
 
 
 def _price_input() -> Input:
@@ -206,8 +303,8 @@ def _price_of(p, chip) -> float:
 
 def batch_inputs():
     return _common() + [
-        slider("batch", "batch (sequences)", 1, 65536, 64, log=True),
-        slider("context", "context (tokens)", 128, 1048576, 8192, log=True),
+        slider("batch", "batch (sequences)", 1, 65536, 64, log=True, unit="sequences"),
+        slider("context", "context (tokens)", 128, 1048576, 8192, log=True, unit="tokens"),
         _gpus_input(), *_dtype_inputs(), *_weight_read_inputs(),
         select("efficiency", "efficiency", _preset_names(), ""), _price_input()]
 
@@ -239,7 +336,7 @@ def batch_view(p):
                num("$ per million output tokens", pt["usd_per_mtok"], "$/Mtok", "usd_per_mtok"),
                num("tokens/s per chip", pt["tokens_per_s_per_chip"], "tok/s", "tok_s_chip"),
                num("tokens/s per sequence", pt["tokens_per_s_per_seq"], "tok/s", "tok_s_seq"),
-               num("MFU", pt["mfu"], "", "mfu"),
+               num("MFU", pt["mfu"], "%", "mfu"),
                num("memory per chip", pt["memory_bytes_per_chip"], "B", "mem"),
                num("fits in HBM", "yes" if pt["fits"] else "NO", key="fits"),
                num("balance batch B* (compute = memory)", bstar if np.isfinite(bstar) else
@@ -248,10 +345,10 @@ def batch_view(p):
                [line(grid, r.t_compute_s, "compute"), line(grid, r.t_weights_s, "weight fetch"),
                 line(grid, r.t_kv_s, "KV fetch"), line(grid, r.step_s, "step = max(compute, memory)",
                                                        line={"width": 3, "color": "black"}),
-                marker(B, pt["step_s"])], "batch (sequences)", "seconds per step")
+                marker(B, pt["step_s"])], "batch (sequences)", "time per step", yunit="s")
     t2 = chart("cost", "Cost per token vs batch (00:10: rent × time ÷ batch)",
                [line(grid, r.usd_per_mtok, "$ / Mtok"), marker(B, pt["usd_per_mtok"])],
-               "batch (sequences)", "$ per million output tokens")
+               "batch (sequences)", "$ per million output tokens", yunit="$/Mtok")
     return {"header": _efficiency_header(r.efficiency), "numbers": numbers, "charts": [t1, t2],
             "derivations": [derivation(r.explain(i))], "notes": []}
 
@@ -260,9 +357,10 @@ def batch_view(p):
 
 
 def racks_inputs():
-    return _common() + [slider("batch", "tokens per step", 1, 65536, 32, log=True),
+    return _common() + [slider("batch", "tokens per step", 1, 65536, 32, log=True, unit="tokens"),
                         select("weights_dtype", "weights dtype", dtypes(), ""),
-                        slider("tokens_per_chip", "tokens per chip per MoE layer (all-to-all)", 1, 4096, 32, log=True)]
+                        slider("tokens_per_chip", "tokens per chip per MoE layer (all-to-all)", 1, 4096, 32, log=True,
+                               unit="tokens")]
 
 
 def racks_view(p):
@@ -291,12 +389,10 @@ def racks_view(p):
     bpp = float(w_all / m.total_params)
     g = ra.latency_floor_grid([m.total_params], syss, bpp)
     names = g["systems"]
-    c2 = {"id": "floor", "data": [{"type": "bar", "x": names, "y": _list(np.asarray(g["t_floor_s"])[:, 0] * 1e3),
-                                   "name": "latency floor (ms)",
-                                   "marker": {"color": ["#d62728" if n == hw.name else "#1f77b4" for n in names]}}],
-          "layout": {"title": {"text": f"Weight-load latency floor W / (S · HBM BW) for {m.name} (01:15)"},
-                     "yaxis": {"title": {"text": "ms per step (one domain)"}, "type": "log"},
-                     "margin": {"l": 70, "r": 20, "t": 50, "b": 110}}}
+    c2 = bars("floor", f"Weight-load latency floor W / (S · HBM BW) for {m.name} (01:15)", names,
+              [("latency floor", np.asarray(g["t_floor_s"])[:, 0],
+                {"marker": {"color": ["#d62728" if n == hw.name else "#1f77b4" for n in names]}})],
+              "time per step (one domain)", "s", ylog=True, margin={"l": 70, "r": 20, "t": 50, "b": 110})
     k = int(m.experts_per_token or 8)
     mem = ra.scaleup_memory_analysis(hw, params=float(m.total_params), bytes_per_param=bpp)
     ders, notes = [derivation(mem)], []
@@ -316,13 +412,13 @@ def racks_view(p):
 
 def pipeline_inputs():
     return _common() + [
-        slider("stages", "pipeline stages P", 1, 64, 4),
-        slider("micro_batch", "sequences per micro-batch b", 1, 65536, 256, log=True),
-        slider("context", "context (tokens)", 128, 1048576, 8192, log=True),
-        slider("t_step_ms", "decode step without pipelining (ms)", 1, 1000, 20),
-        slider("microbatches", "training micro-batches M", 1, 1024, 16, log=True),
+        slider("stages", "pipeline stages P", 1, 64, 4, unit="stages"),
+        slider("micro_batch", "sequences per micro-batch b", 1, 65536, 256, log=True, unit="sequences"),
+        slider("context", "context (tokens)", 128, 1048576, 8192, log=True, unit="tokens"),
+        slider("t_step_ms", "decode step without pipelining (ms)", 1, 1000, 20, unit="ms"),
+        slider("microbatches", "training micro-batches M", 1, 1024, 16, log=True, unit="micro-batches"),
         select("schedule", "training schedule", ["1f1b", "gpipe", "interleaved"], "1f1b"),
-        slider("chunks", "chunks per stage v (interleaved)", 1, 16, 2)]
+        slider("chunks", "chunks per stage v (interleaved)", 1, 16, 2, unit="chunks")]
 
 
 def pipeline_view(p):
@@ -350,7 +446,7 @@ def pipeline_view(p):
                 line(P, np.asarray(wchip) + kvchip, "total", line={"width": 3, "color": "black"}),
                 line(P, np.full(P.shape, hw.chip.hbm_bytes), "HBM per chip", line={"dash": "dash"}),
                 marker(p["stages"], by_p)],
-               "pipeline stages P", "bytes per chip")
+               "pipeline stages P", "bytes per chip", xlog=False, yunit="B")
     M = np.unique(np.geomspace(1, 1024, 60).round())
     c2 = chart("bubble", f"Training bubble (P − 1)/(v·M + P − 1), P = {p['stages']}",
                [line(M, pl.bubble_fraction(p["stages"], M, 1), "GPipe / 1F1B"),
@@ -362,7 +458,7 @@ def pipeline_view(p):
                num("weights per chip", by["w/chip"].value, "B", "w_chip"),
                num("KV per chip", by["kv/chip"].value, "B", "kv_chip"),
                num("global batch P·b", by["B"].value, "", "global_batch"),
-               num("training bubble", by["bubble"].value, "", "bubble"),
+               num("training bubble", by["bubble"].value, "%", "bubble"),
                num("fewest MoE layers per stage", by["layers/stage_min"].value, "", "layers_min")]
     return {"header": IDEAL, "numbers": numbers, "charts": [c1, c2],
             "derivations": [derivation(cond), derivation(inf), derivation(trn)], "notes": []}
@@ -373,46 +469,68 @@ def pipeline_view(p):
 
 def training_inputs():
     return _common("llama-3.1-70b", "hgx-h100") + [
-        slider("tokens", "training tokens D", 1e9, 1e14, 15e12, log=True),
-        slider("gpus", "GPUs", 8, 131072, 2048, log=True),
-        slider("mfu", "MFU", 0.05, 0.9, 0.4, step=0.01, integer=False),
+        slider("tokens", "training tokens D", 1e9, 1e14, 15e12, log=True, unit="tokens"),
+        slider("gpus", "GPUs", 8, 131072, 2048, log=True, unit="GPUs"),
+        slider("mfu", "MFU", 0.05, 0.9, 0.4, step=0.01, integer=False, unit="%"),
         _price_input(),
-        slider("traffic", "fleet traffic (tokens/s)", 1e6, 1e10, 500e6, log=True),
-        slider("lifetime_days", "model lifetime (days)", 1, 1000, 61),
-        slider("models", "models sharing the traffic", 1, 100, 10)]
+        slider("traffic", "fleet traffic (tokens/s)", 1e6, 1e10, 500e6, log=True, unit="tok/s"),
+        slider("lifetime_days", "model lifetime (days)", 1, 1000, 61, unit="days"),
+        slider("models", "models sharing the traffic", 1, 100, 10, unit="models")]
+
+
+def train_searched(m, hw, *, chips, tokens, mfu, usd_per_hour=None):
+    """`rackmath train MODEL -H HW --gpus N --tokens D --mfu F`: the command's own layout search
+    (analyses.training.search_training_layout, with the command's defaults), so the page and the command agree."""
+    from ..analyses.training import search_training_layout
+
+    return search_training_layout(m, hw, chips=int(chips), tokens=float(tokens), mfu_given=mfu,
+                                  usd_per_hour=usd_per_hour,
+                                  fixed={"ep": 1, "schedule": "1f1b", "v": 1, "optimizer": "adam-mixed",
+                                         "sequence_parallel": True})
+
+
+def _layout_label(par) -> str:
+    return (f"DP {par.dp} · TP {par.tp} · PP {par.pp}; ZeRO-{par.zero_stage}; recompute {par.recompute}")
 
 
 def training_view(p):
     from ..analyses.lifetime import overtrain
-    from ..analyses.training import Parallelism, train
+    from ..analyses.training import train
 
     m, hw = model(p["model"]), hardware(p["hardware"])
     price = _price_of(p, hw.chip)
-    par = Parallelism(dp=int(p["gpus"]))
-    r = train(m, hw, chips=int(p["gpus"]), tokens=p["tokens"], mfu_given=p["mfu"], par=par, usd_per_hour=price)
+    r, par, searched = train_searched(m, hw, chips=p["gpus"], tokens=p["tokens"], mfu=p["mfu"], usd_per_hour=price)
     D = np.geomspace(1e9, 1e14, 16)
     runs = [train(m, hw, chips=int(p["gpus"]), tokens=float(x), mfu_given=p["mfu"], par=par, usd_per_hour=price)
-            for x in D]  # 16 scalar calls: train() is one configuration at a time
+            for x in D]  # 16 scalar calls at the searched layout (it does not depend on D): one configuration each
     c1 = chart("train", f"Training {m.name} on {int(p['gpus'])} × {hw.chip.name} at MFU {p['mfu']:.0%}",
                [{**line(D, [x.time_s / 86400 for x in runs], "days"),
-                 "text": [f"{fmt(x.time_s, 's')}, ${fmt(x.usd)}, {fmt(x.chip_hours)} chip-hours" for x in runs]},
-                marker(p["tokens"], r.time_s / 86400, text=[f"${fmt(r.usd)}"])], "training tokens D", "days")
+                 "text": [f"{shown(x.time_s, 's')}, {shown(x.usd, '$')}, {shown(x.chip_hours)} GPU-hours"
+                          for x in runs], "hovertemplate": "%{x:.3s} tokens: %{text}<extra></extra>"},
+                marker(p["tokens"], r.time_s / 86400, text=[shown(r.usd, "$")])], "training tokens D", "days",
+               xunit="tokens", yunit="days")
     o = overtrain(rate=p["traffic"], lifetime_s=p["lifetime_days"] * 86400, n_models=p["models"],
                   active=float(m.active_params))
-    c2 = {"id": "split", "data": [{"type": "bar", "x": ["pretraining", "RL", "inference"],
-                                   "y": [o.costs["pretrain"], o.costs["rl"], o.costs["inference"]],
-                                   "name": "FLOP-equivalents"}],
-          "layout": {"title": {"text": f"Lifetime compute split for {fmt(m.active_params)} active (01:18)"},
-                     "yaxis": {"title": {"text": "pretraining-FLOP equivalents"}},
-                     "margin": {"l": 70, "r": 20, "t": 50, "b": 50}}}
-    numbers = [num("training FLOPs", r.flops_total, "", "flops"), num("time", r.time_s, "s", "time"),
-               num("chip-hours", r.chip_hours, "", "chip_hours"), num("cost", r.usd, "$", "usd"),
-               num("pretraining tokens (lifetime split)", o.D_pre, "", "d_pre"),
+    c2 = bars("split", f"Lifetime compute split for {shown(m.active_params)} active (01:18)",
+              ["pretraining", "RL", "inference"],
+              [("FLOP-equivalents", [o.costs["pretrain"], o.costs["rl"], o.costs["inference"]], {})],
+              "pretraining-FLOP equivalents")
+    mem = r.memory
+    fit = "" if mem["fits"] else " — DOES NOT FIT: no layout fits; more GPUs"
+    numbers = [num("training FLOPs", r.flops_total, "FLOP", "flops"), num("time", r.time_s, "s", "time"),
+               num("GPU-hours", r.chip_hours, "", "chip_hours"), num("cost", r.usd, "$", "usd"),
+               num("memory per GPU", mem["total_bytes"], "B", "mem"),
+               num("layout (searched, as `rackmath train`)", _layout_label(par), key="layout"),
+               num("fits in HBM", "yes" if mem["fits"] else "NO", key="fits"),
+               num("pretraining tokens (lifetime split)", o.D_pre, "tokens", "d_pre"),
                num("over-training vs Chinchilla", o.overtrain, "x", "overtrain"),
-               num("cost-optimal N at the same loss", o.optimum["N_opt"], "", "n_opt")]
-    return {"header": "measured-efficiency mode: time = 6·N·D (+ attention) / (chips · peak · MFU)",
+               num("cost-optimal N at the same loss", o.optimum["N_opt"], "params", "n_opt")]
+    notes = [f"layout: the fastest of {searched['evaluated']} layouts ({searched['fit']} fit in "
+             f"{shown(mem['hbm_bytes'], 'B')}) — `rackmath train {m.name} -H {hw.name} --gpus {int(p['gpus'])} "
+             f"--tokens {shown(p['tokens'])} --mfu {p['mfu']:g}` searches the same{fit}"]
+    return {"header": "measured-efficiency mode: time = 6·N·D (+ attention) / (GPUs · peak · MFU)",
             "numbers": numbers, "charts": [c1, c2], "derivations": [derivation(r.derivation), derivation(o.derivation)],
-            "notes": []}
+            "notes": notes}
 
 
 # --------------------------------------------------------------------------- chapter 5: prices read backwards, tiers
@@ -421,9 +539,9 @@ def training_view(p):
 def pricing_inputs():
     return [select("sheet", "price sheet", _sheet_names(), "gemini-3.1-pro"),
             select("hardware", "chip", [c for c in hardware_names() if c in _chip_names()], "h100"),
-            slider("n_active", "active parameters", 1e9, 1e13, 100e9, log=True),
-            slider("kv_bytes", "KV bytes per token", 0, 200000, 0, step=100, zero="from the price step"),
-            slider("hold_s", "hold time (s)", 1, 1e6, 300, log=True)]
+            slider("n_active", "active parameters", 1e9, 1e13, 100e9, log=True, unit="params"),
+            slider("kv_bytes", "KV bytes per token", 0, 200000, 0, step=100, zero="from the price step", unit="B"),
+            slider("hold_s", "hold time", 1, 1e6, 300, log=True, unit="s")]
 
 
 def _chip_names():
@@ -462,10 +580,10 @@ def pricing_view(p):
     best, best_cost = mt.cheapest(b, np.asarray([p["hold_s"]]), tiers, remat)
     traces.append(marker(p["hold_s"], float(best_cost[0]) * 1e6, f"cheapest: {best[0]}"))
     c1 = chart("tiers", f"Holding a token's KV ({fmt(b, 'B')}/token) on {c.name}: hold + retrieve (01:47)", traces,
-               "hold time (s)", "$ per million tokens")
+               "hold time", "$ per million tokens", xunit="s", yunit="$/Mtok")
     numbers += [num("cheapest place at this hold time", str(best[0]), key="cheapest"),
-                num("its cost per million tokens", float(best_cost[0]) * 1e6, "$", "cheapest_cost"),
-                num("recompute cost per million tokens", remat * 1e6, "$", "remat")]
+                num("its cost", float(best_cost[0]) * 1e6, "$/Mtok", "cheapest_cost"),
+                num("recompute cost", remat * 1e6, "$/Mtok", "remat")]
     try:
         ders.append(derivation(mt.deduce_cache(s, tiers, bytes_per_token=b).derivation))
     except RackmathError as e:  # a sheet without cache prices has nothing to deduce
@@ -478,8 +596,8 @@ def pricing_view(p):
 
 def context_inputs():
     return _common("deepseek-v3", "gb200-nvl72") + [
-        slider("batch", "batch (sequences)", 1, 65536, 8192, log=True),
-        slider("context", "context (tokens)", 128, 16777216, 8192, log=True),
+        slider("batch", "batch (sequences)", 1, 65536, 8192, log=True, unit="sequences"),
+        slider("context", "context (tokens)", 128, 16777216, 8192, log=True, unit="tokens"),
         _gpus_input(), select("kv_dtype", "KV dtype", dtypes(), ""), _price_input()]
 
 
@@ -502,13 +620,13 @@ def context_view(p):
     lq = cx.quadratic_onset_for(m)
     c1 = chart("cost", f"Cost per token vs context — {m.name}, batch {p['batch']:g}, {n} × {hw.chip.name} (R42)",
                [line(grid, r.usd_per_mtok, "$ / Mtok"), marker(p["context"], pt["usd_per_mtok"])],
-               "context (tokens)", "$ per million output tokens",
+               "context (tokens)", "$ per million output tokens", yunit="$/Mtok",
                shapes=[{"type": "line", "x0": lmax, "x1": lmax, "yref": "paper", "y0": 0, "y1": 1,
                         "line": {"dash": "dash", "color": "gray"}}] if 0 < lmax < 1e12 else [])
     c2 = chart("time", "Step time terms vs context",
                [line(grid, r.t_compute_s, "compute"), line(grid, r.t_weights_s, "weight fetch"),
                 line(grid, r.t_kv_s, "KV fetch"), line(grid, r.step_s, "step", line={"width": 3, "color": "black"}),
-                marker(p["context"], pt["step_s"])], "context (tokens)", "seconds per step")
+                marker(p["context"], pt["step_s"])], "context (tokens)", "time per step", yunit="s")
     c = hw.chip
     w_bytes = float(m.weight_bytes())
     wall = cx.context_wall(n_active=m.active_params, n_total=m.total_params,
@@ -527,8 +645,17 @@ def context_view(p):
                num("longest context that fits (this batch)", lmax, "tokens", "max_context"),
                num("attention FLOPs = matmul FLOPs at", lq, "tokens", "l_q"),
                num("fits in HBM", "yes" if pt["fits"] else "NO", key="fits")]
+    # one crossover on the page: the roofline's (the model's own attention and KV, as the charts), so the wall's
+    # dense-formula L* (an average KV per token, no attention FLOPs) is left out of its derivation here
+    wd = wall.derivation
+    wd.steps = [st for st in wd.steps if st.symbol != "L*"]
+    wd.conclusion = (f"→ a {shown(wall.target_context)}-token context at today's cost per token needs "
+                     f"{wall.bandwidth_multiple:.3g}× today's HBM bandwidth")
     return {"header": IDEAL, "numbers": numbers, "charts": [c1, c2],
-            "derivations": [derivation(r.explain(i)), derivation(wall.derivation)], "notes": []}
+            "derivations": [derivation(r.explain(i)), derivation(wd)],
+            "notes": ["crossover: where the step's memory terms (weights + KV) overtake compute in the roofline "
+                      "charted here (analyses.context.crossover_for, as `rackmath context -m` prints it as "
+                      "roofline_crossover)"]}
 
 
 # --------------------------------------------------------------------------- chapter 7: reversible networks
@@ -536,8 +663,8 @@ def context_view(p):
 
 def revnet_inputs():
     return [select("model", "model (shape)", model_names(), "llama-3.1-70b"),
-            slider("seq", "sequence length", 128, 1048576, 8192, log=True),
-            slider("batch", "sequences per micro-batch", 1, 1024, 1, log=True),
+            slider("seq", "sequence length", 128, 1048576, 8192, log=True, unit="tokens"),
+            slider("batch", "sequences per micro-batch", 1, 1024, 1, log=True, unit="sequences"),
             select("dtype", "activation dtype", ["bf16", "fp16", "fp8", "fp32"], "bf16"),
             check("flash", "flash attention (no s² scores stored)", True)]
 
@@ -550,16 +677,12 @@ def revnet_view(p):
     r = revnet.compare(n_layers=m.n_layers, seq_len=p["seq"], batch=p["batch"], d_model=m.d_model, n_heads=m.n_heads,
                        bytes_per_elem=units.dtype_bytes(p["dtype"]), flash=p["flash"], name=m.name)
     schemes = [x["scheme"] for x in r.rows]
-    c1 = {"id": "memory", "data": [
-        {"type": "bar", "x": schemes, "y": [x["stored_bytes"] for x in r.rows], "name": "stored activations"},
-        {"type": "bar", "x": schemes, "y": [x["peak_bytes"] for x in r.rows], "name": "peak"}],
-        "layout": {"title": {"text": f"Activation memory for {m.name} ({m.n_layers} layers), seq {p['seq']:g} (02:04)"},
-                   "yaxis": {"title": {"text": "bytes"}, "type": "log"}, "barmode": "group",
-                   "margin": {"l": 70, "r": 20, "t": 50, "b": 50}}}
-    c2 = {"id": "flops", "data": [{"type": "bar", "x": schemes, "y": [x["flops_vs_standard"] for x in r.rows],
-                                   "name": "training FLOPs ÷ standard"}],
-          "layout": {"title": {"text": "Compute paid for the memory: training FLOPs ÷ standard (4F/3F)"},
-                     "yaxis": {"title": {"text": "×"}}, "margin": {"l": 70, "r": 20, "t": 50, "b": 50}}}
+    c1 = bars("memory", f"Activation memory for {m.name} ({m.n_layers} layers), seq {shown(p['seq'])} (02:04)",
+              schemes, [("stored activations", [x["stored_bytes"] for x in r.rows], {}),
+                        ("peak", [x["peak_bytes"] for x in r.rows], {})], "activation memory", "B", ylog=True,
+              barmode="group")
+    c2 = bars("flops", "Compute paid for the memory: training FLOPs ÷ standard (4F/3F)", schemes,
+              [("training FLOPs ÷ standard", [x["flops_vs_standard"] for x in r.rows], {})], "×")
     numbers = [num(f"stored: {x['scheme']}", x["stored_bytes"], "B", f"stored_{x['scheme']}") for x in r.rows]
     numbers.append(num("memory saved by reversible layers", r.rows[0]["stored_bytes"] / r.rows[2]["stored_bytes"],
                        "x", "saving"))
@@ -578,10 +701,10 @@ def _layout(lay) -> str:
 
 def serve_inputs():
     return _common() + [
-        slider("gpus", "GPUs", 0, 4096, 0, log=True, zero="one domain"),
-        slider("isl", "input tokens per request (ISL)", 16, 1048576, 1024, log=True),
-        slider("osl", "output tokens per request (OSL)", 1, 131072, 1024, log=True),
-        slider("concurrency", "concurrency (sequences in flight)", 1, 65536, 256, log=True),
+        slider("gpus", "GPUs", 0, 4096, 0, log=True, zero="one domain", unit="GPUs"),
+        slider("isl", "input tokens per request (ISL)", 16, 1048576, 1024, log=True, unit="tokens"),
+        slider("osl", "output tokens per request (OSL)", 1, 131072, 1024, log=True, unit="tokens"),
+        slider("concurrency", "concurrency (sequences in flight)", 1, 65536, 256, log=True, unit="sequences"),
         *_dtype_inputs(), select("efficiency", "efficiency", _serve_presets(), ""), _price_input()]
 
 
@@ -592,6 +715,21 @@ def _serve_presets() -> list:
         [n for n in presets().names() if n != "ideal"]
 
 
+def _blame_gpus(e, m, hw, p):
+    """A deployment that holds not one sequence is the GPU count's fault, not the concurrency's: the library's
+    'at most about 0 sequences' becomes a gpus error saying what the weights need (other errors pass through)."""
+    if getattr(e, "field", "") != "concurrency" or "about 0 sequences" not in str(e):
+        return e
+    from ..units import format_si
+
+    n = int(p["gpus"] or hw.scaleup_size)
+    w, hbm = float(m.weight_bytes(_wdt(p))), float(hw.chip.hbm_bytes)
+    return InputError("gpus", f"{n} × {hw.chip.name} ({format_si(n * hbm, 'B')} of HBM) cannot hold {m.name}: its "
+                              f"weights alone need {format_si(w, 'B')}",
+                      f"more GPUs (at least {int(np.ceil(w / hbm))} for the weights, more for the KV cache), "
+                      "or a smaller weights dtype")
+
+
 def serve_view(p):
     import rackmath
 
@@ -600,7 +738,10 @@ def serve_view(p):
     kw = dict(gpus=p["gpus"] or None, isl=p["isl"], osl=p["osl"], weights_dtype=_wdt(p), kv_dtype=_kvdt(p),
               efficiency=p["efficiency"] or None, usd_per_gpu_hour=p["usd_per_gpu_hour"] or None)
     m, hw = model(p["model"]), hardware(p["hardware"])
-    r = rackmath.serve(m, hw, concurrency=p["concurrency"], **kw)
+    try:
+        r = rackmath.serve(m, hw, concurrency=p["concurrency"], **kw)
+    except InputError as e:
+        raise _blame_gpus(e, m, hw, p) from None
     d = r.as_dict()
     grid = np.unique(np.geomspace(1, 65536, 49).round())
     lay = {k: d["layout"][k] for k in ("tp", "ep", "pp", "attention_dp") if k in d.get("layout", {})}
@@ -619,20 +760,23 @@ def serve_view(p):
                        "text": [f"concurrency {c:g}" for c in grid], "marker": {"size": 4}})
     traces.append(marker(d["tokens_per_s_per_user"], d["output_tok_s_per_gpu"], f"concurrency {p['concurrency']:g}"))
     c1 = chart("pareto", f"Throughput vs interactivity — {d['model']} on {d['gpus']} × {hw.chip.name}", traces,
-               "tokens/s per user", "output tokens/s per GPU")
+               "tokens/s per user", "output tokens/s per GPU", xunit="tok/s", yunit="tok/s")
     charts = [c1]
     if sweep is not None:
         ok = np.asarray(sweep["fits"], bool)
-        lat = [line(grid, np.where(ok, sweep[k], np.nan), lab) for k, lab in (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT"))
-               if k in sweep]
-        lat.append(marker(p["concurrency"], d["tpot_ms"], "TPOT here"))
+        lat = [line(grid, np.where(ok, np.asarray(sweep[k], float) / 1e3, np.nan), lab)
+               for k, lab in (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT")) if k in sweep]
+        lat.append(marker(p["concurrency"], float(np.asarray(d["tpot_ms"]).ravel()[0]) / 1e3, "TPOT here"))
         charts.append(chart("latency", "Time per output token and time to first token vs concurrency", lat,
-                            "concurrency (sequences in flight)", "ms"))
+                            "concurrency (sequences in flight)", "time", yunit="s"))
     keys = [("output tokens/s per GPU", "output_tok_s_per_gpu", "tok/s"), ("TPOT", "tpot_ms", "ms"),
             ("TTFT", "ttft_ms", "ms"), ("tokens/s per user", "tokens_per_s_per_user", "tok/s"),
             ("$ per million output tokens", "usd_per_mtok_output", "$/Mtok"), ("bottleneck", "bottleneck", ""),
-            ("memory per GPU (GB)", "mem_per_gpu_gb", ""), ("largest concurrency that fits", "max_concurrency", "")]
-    numbers = [num(lab, d[k] / 1e3 if u == "ms" else d[k], "s" if u == "ms" else u, k) for lab, k, u in keys if k in d]
+            ("memory per GPU", "mem_per_gpu_gb", "GB"), ("largest concurrency that fits", "max_concurrency",
+                                                           "sequences")]
+    scale = {"ms": (1e-3, "s"), "GB": (1e9, "B")}  # the library's ms and GB as SI for shown()
+    numbers = [num(lab, np.asarray(d[k]).ravel()[0] * scale[u][0] if u in scale else d[k], scale.get(u, (1, u))[1], k)
+               for lab, k, u in keys if k in d]
     numbers.append(num("layout", _layout(d.get("layout", {})), key="layout"))
     header = _efficiency_header(d.get("efficiency") or None)
     der = r.explain()
@@ -653,12 +797,36 @@ def plan_inputs():
         [c for c in PLAN_CHIPS if c in _chip_names()]
     return [select("model", "model", model_names(), "deepseek-v3"),
             select("hardware", "chips", choices, "h100,h200,b200,mi355x"),
-            slider("isl", "input tokens per request (ISL)", 16, 262144, 1024, log=True),
-            slider("osl", "output tokens per request (OSL)", 1, 65536, 1024, log=True),
-            slider("users", "concurrent users", 1, 1048576, 1024, log=True),
-            slider("tok_s_user", "at least tokens/s per user", 1, 1000, 20, log=True),
-            slider("ttft_s", "TTFT at most (s)", 0, 60, 0, step=0.1, integer=False, zero="no limit"),
+            slider("isl", "input tokens per request (ISL)", 16, 262144, 1024, log=True, unit="tokens"),
+            slider("osl", "output tokens per request (OSL)", 1, 65536, 1024, log=True, unit="tokens"),
+            slider("users", "concurrent users", 1, 1048576, 1024, log=True, unit="users"),
+            slider("tok_s_user", "at least tokens/s per user", 1, 1000, 20, log=True, unit="tok/s"),
+            slider("ttft_s", "TTFT at most", 0, 60, 0, step=0.1, integer=False, zero="no limit", unit="s"),
             *_dtype_inputs(), _price_input()]
+
+
+def _plan_note(chip, dep, pts) -> str:
+    """What the chart shows, true of the point it shows: where the planned deployment sits against its own chip's
+    curve (each chip's cheapest aggregated layouts at full load, engine.layout's Pareto front) at the same speed."""
+    x, y = dep.get("tokens_per_s_per_user"), dep.get("usd_per_mtok")
+    head = (f"curves: each chip's cheapest aggregated-serving layouts at full load (steady state); circle: the planned "
+            f"{chip} deployment ({dep.get('mode')}, whole replicas at the offered load)")
+    if not pts or x is None or y is None:
+        return head
+    xs, ys = np.asarray(pts.get("tok_s_user", []), float), np.asarray(pts.get("usd_per_mtok", []), float)
+    idx = np.asarray(sorted(pts.get("front") or range(len(xs)), key=lambda i: xs[i]), int)
+    if idx.size == 0 or not (xs[idx[0]] <= x <= xs[idx[-1]]):
+        return head + f" at {shown(x, 'tok/s')} per user, outside the speeds the {chip} curve spans"
+    on_curve = float(np.exp(np.interp(x, xs[idx], np.log(ys[idx]))))
+    ratio = y / on_curve
+    if abs(ratio - 1) < 0.02:
+        where = "on"
+    elif ratio < 1:
+        where = f"{1 / ratio:.3g}× below (cheaper than)"
+    else:
+        where = f"{ratio:.3g}× above (dearer than)"
+    return head + (f" sits {where} the {chip} curve at its {shown(x, 'tok/s')} per user "
+                   f"({shown(y, '$/Mtok')} vs {shown(on_curve, '$/Mtok')})")
 
 
 def plan_view(p):
@@ -676,7 +844,8 @@ def plan_view(p):
     for chip, pts in (d.get("pareto") or {}).items():  # front: indices of the Pareto frontier (engine.layout)
         xs, ys = pts.get("tok_s_user", []), pts.get("usd_per_mtok", [])
         idx = sorted(pts.get("front") or range(len(xs)), key=lambda i: xs[i])
-        traces.append({"type": "scatter", "mode": "lines+markers", "name": chip, "marker": {"size": 4},
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": f"{chip}: aggregated serving",
+                       "marker": {"size": 4},
                        "x": _list([xs[i] for i in idx]), "y": _list([ys[i] for i in idx])})
     ranking = d.get("ranking", [])
     best = next((row for row in ranking if row.get("deployment")), None)
@@ -686,8 +855,7 @@ def plan_view(p):
     if best:
         dep = best["deployment"]
         traces.append(marker(dep.get("tokens_per_s_per_user"), dep.get("usd_per_mtok"), f"cheapest: {best['chip']}"))
-        notes.append("curves: each chip's steady-state cost/speed front at full load; circle: the planned deployment "
-                     "at the offered load (whole replicas, so its cost per token can sit off the curve)")
+        notes.append(_plan_note(best["chip"], dep, (d.get("pareto") or {}).get(best["chip"])))
         lay = dep.get("layout", {})
         numbers = [num("cheapest chip", best.get("chip"), key="chip"), num("GPUs", dep.get("gpus"), "", "gpus"),
                    num("mode", dep.get("mode"), key="mode"),
@@ -702,8 +870,8 @@ def plan_view(p):
                        f"{sum(1 for row in ranking if row.get('deployment'))} of {len(ranking)}", key="meeting"))
     traces.append({"type": "scatter", "mode": "lines", "x": [p["tok_s_user"]] * 2, "y": [1e-3, 1e4],
                    "name": "per-user target", "line": {"dash": "dash", "color": "gray"}})
-    c1 = chart("pareto", f"Cost vs speed per chip for {d.get('model', p['model'])} (Pareto fronts)", traces,
-               "tokens/s per user", "$ per million output tokens")
+    c1 = chart("pareto", f"Cost vs speed per chip for {d.get('model', p['model'])}", traces,
+               "tokens/s per user", "$ per million output tokens", xunit="tok/s", yunit="$/Mtok")
     header = "; ".join(f"{row.get('chip')}: {row.get('header')}" for row in ranking if row.get("header"))
     return {"header": header or "the library planner (`rackmath plan`)", "numbers": numbers, "charts": [c1],
             "derivations": [], "notes": notes}
