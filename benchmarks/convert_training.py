@@ -217,9 +217,16 @@ def convert(row) -> dict:
     out["step_time_s"] = met.get("step_time_s")
     if tok is None and out["tflops_per_gpu"] is None and out["mfu_pct"] is None and not exclude:
         exclude.append("no throughput in the source")
-    out["flop_formula"] = ("narayanan-recompute" if "2021" in (row["source"].get("section") or "") or row["id"] == "MLM-0026"
-                           else "megatron" if repo in ("NVIDIA/Megatron-LM", "NVIDIA-NeMo/Megatron-Bridge", "NVIDIA/NeMo")
-                           else "mosaic" if repo == "mosaicml/llm-foundry" else "6nd-attention")
+    # The FLOP formula of the row's TFLOP/s, checked on the rows that print both TFLOP/s and tokens/s (their ratio is
+    # the formula's FLOPs per token to 0.1%): llm-foundry and NeMo 24.07 count 6·N + 12·L·s·d_attn (attention
+    # without the causal half), Megatron-Bridge 6·N + 6·L·s·d_attn (causal); Narayanan et al. 2021 eq. 3 counts the
+    # recomputed forward: 96·L·h²·(1 + s/6h + V/16Lh).
+    sec = row["source"].get("section") or ""
+    out["flop_formula"] = ("narayanan-recompute" if "2021" in sec or row["id"] == "MLM-0026"
+                           else "megatron" if repo == "NVIDIA/Megatron-LM"
+                           else "megatron-bridge" if repo == "NVIDIA-NeMo/Megatron-Bridge"
+                           else "nemo" if repo == "NVIDIA/NeMo"
+                           else "mosaic" if repo == "mosaicml/llm-foundry" else "causal-6nd")
     out["mfu_definition"] = row.get("mfu_definition") or ""
     out["status"] = row.get("status") or ""
     src = row["source"]

@@ -8,7 +8,7 @@ naming the file, the record and the field. A record rackmath cannot predict keep
 ``holdout`` records are predicted but never fitted.
 
 Measured metric: ``tokens_per_s_per_gpu`` where the source prints it; otherwise TFLOP/s/GPU (or MFU × peak) in
-the source's own FLOP formula (``flop_formula``: ``megatron``, ``narayanan-recompute``, ``mosaic``), which
+the source's own FLOP formula (``flop_formula``: :data:`FLOP_FORMULAS`), which
 ``analyses.training_fit`` turns into tokens/s with that same formula — never another source's.
 """
 
@@ -27,7 +27,7 @@ DATA = Path(__file__).parent / "data" / "training"
 FRAMEWORKS = ("megatron", "fsdp")  # Megatron-LM / NeMo / Megatron-Bridge; FSDP-only stacks (llm-foundry)
 SHARDINGS = ("none", "shard_grad_op", "full_shard")
 RECOMPUTES = ("none", "selective", "full")
-FLOP_FORMULAS = ("megatron", "narayanan-recompute", "mosaic", "6nd-attention")
+FLOP_FORMULAS = ("megatron", "megatron-bridge", "nemo", "narayanan-recompute", "mosaic", "causal-6nd")
 TRAIN_DTYPES = ("bf16", "fp8", "mxfp8", "nvfp4")
 
 #: name → (python type, required, meaning)

@@ -1,0 +1,242 @@
+"""Fit and cross-validate the training step model on the published training records (issue 38).
+
+The records (``specs.training_records``) are turned once into arrays (:func:`record_arrays`): every input of
+``analyses.training.step_terms`` for every record, and the measured tokens/s/GPU. A prediction of all records under
+K candidate parameter vectors is one broadcast call; the fit is coordinate descent on a grid (as the serving fit,
+``analyses.calibration``) over :data:`analyses.training.TRAIN_PARAMS`: ``eta_gemm`` and ``tau_layer_s`` per
+(hardware family × framework family) group, the rest shared by every group. A group a fold leaves out entirely uses
+the **pooled** values (the same parameters fitted with every group tied), as the serving cross-family preset.
+
+Cross-validation: leave one source out, one hardware family out, one model family out, one software release out;
+each fold refits on what remains and predicts what was left out. Measured tokens/s/GPU is the row's own; where a
+source prints only TFLOP/s it is converted with that source's FLOP formula (:func:`source_flops_per_token`), never
+another's. No I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import training as tr
+
+SCHEMES = ("source", "hardware", "model", "software")
+#: |log error| past this cap grows slowly (a soft-L1 loss, as the serving fit's FIT_ROBUST_CAP): a record the model
+#: cannot describe pulls, but cannot drag the parameters every other record needs.
+ROBUST_CAP = 0.4
+
+
+def source_flops_per_token(formula, model, seq):
+    """FLOPs per token of a source's own TFLOP/s formula (checked on the rows that print both TFLOP/s and tokens/s):
+
+      nemo, mosaic (llm-foundry):  6·N + 12·L·s·d_attn            (attention counted without the causal half)
+      megatron-bridge, causal-6nd: 6·N + 6·L·s·d_attn             (causal attention)
+      narayanan-recompute:         96·L·h²·(1 + s/(6h) + V/(16·L·h))   (Narayanan et al. 2021 eq. 3, recompute counted)
+    N = the model's matmul parameters per token (``matmul_flops_per_token / 2``)."""
+    n = float(model.matmul_flops_per_token) / 2.0
+    L, h, V = float(model.n_layers), float(model.d_model), float(model.vocab_size)
+    d_attn = float(model.n_heads * model.head_dim)
+    s = float(seq)
+    if formula in ("nemo", "mosaic"):
+        return 6.0 * n + 12.0 * L * s * d_attn
+    if formula in ("megatron-bridge", "causal-6nd", "megatron"):
+        return 6.0 * n + 6.0 * L * s * d_attn
+    if formula == "narayanan-recompute":
+        return 96.0 * L * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h))
+    raise ValueError(formula)
+
+
+def measured_tokens(rec, model) -> float | None:
+    """Tokens/s/GPU of a record: printed, or its TFLOP/s (MFU × peak) in its source's formula, or B·s/(GPUs·step)."""
+    if rec.tokens_per_s_per_gpu:
+        return float(rec.tokens_per_s_per_gpu)
+    if rec.tflops_per_gpu and rec.seq:
+        return rec.tflops_per_gpu * 1e12 / source_flops_per_token(rec.flop_formula, model, rec.seq)
+    if rec.step_time_s and rec.global_batch and rec.seq and rec.gpus:
+        return rec.global_batch * rec.seq / (rec.gpus * rec.step_time_s)
+    return None
+
+
+def group_of(rec) -> str:
+    return f"{rec.hardware_family}-{rec.framework}"
+
+
+@dataclass
+class RecordArrays:
+    """The modelled records as arrays: ``x`` (inputs of step_terms, each shape (R,)), measured (R,), labels."""
+
+    records: list
+    x: dict
+    measured: np.ndarray
+    groups: np.ndarray
+    labels: dict = field(default_factory=dict)  # scheme → array of group labels
+
+    def subset(self, idx) -> "RecordArrays":
+        idx = np.asarray(idx)
+        return RecordArrays([self.records[i] for i in np.flatnonzero(idx)] if idx.dtype == bool
+                            else [self.records[i] for i in idx],
+                            {k: np.asarray(v)[idx] for k, v in self.x.items()}, self.measured[idx], self.groups[idx],
+                            {k: v[idx] for k, v in self.labels.items()})
+
+
+def record_arrays(recs=None) -> RecordArrays:
+    """Every modelled record (``exclude`` empty) with a measured throughput → arrays (holdouts included: callers
+    drop them from fits)."""
+    from ..specs.hardware import load_chip
+    from ..specs.models import load_model
+    from ..specs.training_records import shipped
+
+    recs = shipped() if recs is None else recs
+    cols: dict[str, list] = {}
+    kept, meas = [], []
+    for r in recs:
+        if r.exclude:
+            continue
+        m = load_model(r.model)
+        y = measured_tokens(r, m)
+        if not y:
+            continue
+        chip = load_chip(r.chip)
+        dp = r.dp or r.gpus // (r.tp * r.pp * r.cp)
+        gb = r.global_batch or float(dp * (r.micro_batch or 1) * (r.grad_accum or 1))
+        x = tr.step_inputs(m, chip, domain=r.nvlink_domain, gpus=r.gpus, global_batch=gb, seq=r.seq,
+                           micro_batch=r.micro_batch or 1, tp=r.tp, pp=r.pp, cp=r.cp, ep=r.ep, vp=r.vp,
+                           dtype=r.dtype, recompute=r.recompute, sharding=r.sharding, fsdp_group=r.fsdp_group or 0)
+        for k, v in x.items():
+            cols.setdefault(k, []).append(float(v))
+        kept.append(r)
+        meas.append(y)
+    x = {k: np.array(v) for k, v in cols.items()}
+    labels = {"source": np.array([r.source_group for r in kept]), "hardware": np.array([r.hardware_family for r in kept]),
+              "model": np.array([r.model_family for r in kept]), "software": np.array([r.software for r in kept])}
+    return RecordArrays(kept, x, np.array(meas), np.array([group_of(r) for r in kept]), labels)
+
+
+def _loss(pred, meas):
+    e = np.abs(np.log(np.maximum(pred, 1e-300) / meas))
+    e = np.where(np.isfinite(e), e, 50.0)
+    return np.where(e < ROBUST_CAP, e, ROBUST_CAP + 0.1 * np.log1p(np.maximum(e - ROBUST_CAP, 0.0)))
+
+
+def predict(ra: RecordArrays, theta: dict) -> np.ndarray:
+    """Tokens/s/GPU of every record under ``theta`` ({name: value} shared, {name: {group: value}} per group)."""
+    p = {}
+    for k, v in theta.items():
+        if isinstance(v, dict):
+            p[k] = np.array([v.get(g, v.get("pooled", np.nan)) for g in ra.groups])
+        else:
+            p[k] = v
+    return tr.step_terms(ra.x, p)["tokens_per_s_per_gpu"]
+
+
+def _start(groups) -> dict:
+    th = {}
+    for k, (lo, hi, x0, ideal, per, _) in tr.TRAIN_PARAMS.items():
+        th[k] = {g: x0 for g in groups} if per else x0
+    return th
+
+
+def fit(ra: RecordArrays, rounds: int = 7, tie_groups: bool = False) -> dict:
+    """Coordinate descent of the mean robust |log(pred/measured)| over the grid (9 values per coordinate around the
+    current one, half-width halving each round). ``tie_groups``: every group shares one value (the pooled fit)."""
+    groups = ["pooled"] if tie_groups else sorted(set(ra.groups))
+    gidx = {g: (np.ones(len(ra.groups), bool) if tie_groups else ra.groups == g) for g in groups}
+    subs = {g: ra.subset(gidx[g]) for g in groups}
+    if tie_groups:
+        subs = {"pooled": RecordArrays(ra.records, ra.x, ra.measured, np.array(["pooled"] * len(ra.groups)), ra.labels)}
+    th = _start(groups)
+    widths = {k: (v[1] - v[0]) / 4.0 for k, v in tr.TRAIN_PARAMS.items()}
+    x_col = {k: np.asarray(v)[:, None] for k, v in ra.x.items()}
+    for _ in range(rounds):
+        for k, (lo, hi, _x0, _i, per, _) in tr.TRAIN_PARAMS.items():
+            for g in (groups if per else [None]):
+                cur = th[k][g] if per else th[k]
+                cand = np.unique(np.clip(np.linspace(cur - widths[k], cur + widths[k], 9), lo, hi))
+                if per:
+                    sub = subs[g]
+                    xs = {kk: np.asarray(v)[:, None] for kk, v in sub.x.items()}
+                    p = {kk: (np.full(len(sub.groups), vv[g])[:, None] if isinstance(vv, dict) else vv)
+                         for kk, vv in th.items()}
+                    p[k] = cand[None, :]
+                    pred = tr.step_terms(xs, p)["tokens_per_s_per_gpu"]
+                    loss = _loss(pred, sub.measured[:, None]).mean(axis=0)
+                else:
+                    p = {kk: (np.array([vv.get(gg, np.nan) for gg in (["pooled"] * len(ra.groups) if tie_groups
+                                                                        else ra.groups)])[:, None]
+                              if isinstance(vv, dict) else vv) for kk, vv in th.items()}
+                    p[k] = cand[None, :]
+                    pred = tr.step_terms(x_col, p)["tokens_per_s_per_gpu"]
+                    loss = _loss(pred, ra.measured[:, None]).mean(axis=0)
+                best = float(cand[int(np.argmin(loss))])
+                if per:
+                    th[k][g] = best
+                else:
+                    th[k] = best
+        widths = {k: w / 2.0 for k, w in widths.items()}
+    return th
+
+
+def fit_with_pooled(ra: RecordArrays, rounds: int = 7) -> dict:
+    """Per-group fit plus the pooled values (key "pooled" in each per-group parameter) for groups not in ``ra``."""
+    th = fit(ra, rounds)
+    pooled = fit(ra, rounds, tie_groups=True)
+    for k, v in th.items():
+        if isinstance(v, dict):
+            v["pooled"] = pooled[k]["pooled"]
+    return th
+
+
+def counts(ra: RecordArrays) -> dict:
+    groups = sorted(set(ra.groups))
+    per = sum(1 for v in tr.TRAIN_PARAMS.values() if v[4])
+    shared = len(tr.TRAIN_PARAMS) - per
+    return {"records": int(len(ra.measured)), "groups": groups, "params_per_group": per, "shared_params": shared,
+            "fitted_params": per * len(groups) + shared, "sources": int(len(set(ra.labels["source"]))),
+            "hardware_families": int(len(set(ra.labels["hardware"]))),
+            "model_families": int(len(set(ra.labels["model"]))),
+            "software_releases": int(len(set(ra.labels["software"])))}
+
+
+def summarize(pred, meas) -> dict:
+    """Median and p90 |error|, within 2×, the worst ratio (``analyses.validation.summarize``'s figures)."""
+    pred, meas = np.asarray(pred, float), np.asarray(meas, float)
+    if len(meas) == 0:
+        return {"n": 0}
+    err = pred / meas - 1.0
+    logr = np.abs(np.log(pred / meas))
+    return {"n": int(len(meas)), "median_abs_error": float(np.median(np.abs(err))),
+            "p90_abs_error": float(np.percentile(np.abs(err), 90)), "within_20pct": int(np.sum(np.abs(err) <= 0.2)),
+            "within_2x": int(np.sum(logr <= np.log(2.0) + 1e-12)), "worst_ratio": float(np.exp(logr.max())),
+            "geomean_ratio": float(np.exp(np.mean(np.log(pred / meas))))}
+
+
+def cross_validate(ra: RecordArrays | None = None, schemes=SCHEMES, rounds: int = 7) -> dict:
+    """Out-of-group errors per scheme: each group left out, the rest refitted (with pooled fallbacks), the left-out
+    records predicted. Holdout records are never fitted; they are predicted by the full fit."""
+    ra = ra or record_arrays()
+    fit_mask = np.array([r.fitted for r in ra.records])
+    fa = ra.subset(fit_mask)
+    out = {"counts": counts(fa), "schemes": {}}
+    for sch in schemes:
+        lab = fa.labels[sch]
+        pred = np.full(len(fa.measured), np.nan)
+        by = {}
+        for g in sorted(set(lab)):
+            tr_mask = lab != g
+            th = fit_with_pooled(fa.subset(tr_mask), rounds)
+            te = fa.subset(~tr_mask)
+            pred[~tr_mask] = predict(te, th)
+            by[g] = summarize(pred[~tr_mask], fa.measured[~tr_mask])
+        out["schemes"][sch] = {"overall": summarize(pred, fa.measured), "by_group": by,
+                               "predicted": pred.tolist()}
+    out["ids"] = [r.id for r in fa.records]
+    out["measured"] = fa.measured.tolist()
+    return out
+
+
+def full_fit(ra: RecordArrays | None = None, rounds: int = 7) -> tuple[dict, RecordArrays]:
+    """The shipped fit: every fitted record, per-group values plus pooled."""
+    ra = ra or record_arrays()
+    fa = ra.subset(np.array([r.fitted for r in ra.records]))
+    return fit_with_pooled(fa, rounds), fa
