@@ -168,7 +168,9 @@ def fit(ra: RecordArrays, rounds: int = 7, tie_groups: bool = False) -> dict:
                     p[k] = cand[None, :]
                     pred = tr.step_terms(x_col, p)["tokens_per_s_per_gpu"]
                     loss = _loss(pred, ra.measured[:, None]).mean(axis=0)
-                best = float(cand[int(np.argmin(loss))])
+                # a coordinate no record identifies (flat loss: e.g. the expert overhead without MoE records, the
+                # low-precision ratio of a group without FP8 rows) keeps its value instead of drifting to a bound
+                best = cur if np.ptp(loss) < 1e-12 else float(cand[int(np.argmin(loss))])
                 if per:
                     th[k][g] = best
                 else:
@@ -240,3 +242,51 @@ def full_fit(ra: RecordArrays | None = None, rounds: int = 7) -> tuple[dict, Rec
     ra = ra or record_arrays()
     fa = ra.subset(np.array([r.fitted for r in ra.records]))
     return fit_with_pooled(fa, rounds), fa
+
+
+def group_error_bands(cv: dict, fa: RecordArrays, scheme: str = "source") -> dict:
+    """Median |error| of each (family-framework) group's records as predicted with their ``scheme`` group left out."""
+    pred = np.asarray(cv["schemes"][scheme]["predicted"])
+    err = np.abs(pred / fa.measured - 1.0)
+    return {g: float(np.median(err[fa.groups == g])) for g in sorted(set(fa.groups))}
+
+
+def presets_toml(th: dict, fa: RecordArrays, cv: dict | None = None) -> str:
+    """The fit as ``[[train_preset]]`` tables (one per hardware family × framework family, plus the cross-family
+    preset: every group tied), with record counts and the leave-one-source-out error band of each."""
+    bands = group_error_bands(cv, fa) if cv else {}
+    cross_band = cv["schemes"]["hardware"]["overall"]["median_abs_error"] if cv and "hardware" in cv["schemes"] else None
+    n = counts(fa)
+    head = (f"# Training presets of the step model (analyses/training.py step_terms), fitted by `rackmath validate --train "
+            f"--refit`\n# on {n['records']} published training records (specs/data/training/records.toml) from "
+            f"{n['sources']} sources: {n['fitted_params']} parameters\n# ({n['params_per_group']} per hardware family × "
+            f"framework family for {len(n['groups'])} groups + {n['shared_params']} shared). error_band: the "
+            "leave-one-source-out median |error|\n# of the group's records (cross-family: leave-one-hardware-family-out, "
+            "all records). docs/training.md.\n")
+    parts = [head]
+    shared = {k: v for k, v in th.items() if not isinstance(v, dict)}
+    per = {k: v for k, v in th.items() if isinstance(v, dict)}
+    srcs = {}
+    for r, g in zip(fa.records, fa.groups):
+        srcs.setdefault(g, set()).add(r.source_group)
+    for g in sorted(set(fa.groups)) + ["pooled"]:
+        fam, _, fw = g.partition("-")
+        nrec = int(np.sum(fa.groups == g)) if g != "pooled" else n["records"]
+        parts.append("\n[[train_preset]]\n")
+        if g == "pooled":
+            parts.append('name = "cross-family-train"\nfamily = ""\nframework = ""\ncross_family = true\n')
+            band = cross_band
+            desc = f"every group tied: {nrec} records, for chips and frameworks without a preset of their own"
+        else:
+            parts.append(f'name = "{fam}-{fw}-train"\nfamily = "{fam}"\nframework = "{fw}"\n')
+            band = bands.get(g)
+            desc = f"{nrec} {fam} records run with {fw} ({', '.join(sorted(srcs[g]))})"
+        parts.append(f"records = {nrec}\n")
+        if band is not None:
+            parts.append(f"error_band = {band:.3f}\n")
+        for k in tr.TRAIN_PARAMS:
+            v = per[k][g] if k in per else shared[k]
+            parts.append(f"{k} = {float(v):.6g}\n")
+        parts.append(f'description = "{desc}"\n')
+        parts.append('source = "rackmath validate --train --refit (analyses/training_fit.py), issue 38"\n')
+    return "".join(parts)

@@ -220,3 +220,89 @@ def shipped() -> tuple[TrainRecord, ...]:
 
 __all__ = ["TrainRecord", "FIELDS", "FRAMEWORKS", "SHARDINGS", "RECOMPUTES", "parse", "shipped", "hardware_family",
            "model_family"]
+
+
+# --------------------------------------------------------------------------------------
+# Training presets: the fitted parameters of the step model per hardware family × framework family
+# --------------------------------------------------------------------------------------
+
+PRESET_NUMERIC = ("eta_gemm", "tau_layer_s", "eta_attn", "lowp_ratio", "rows_half", "width_half", "k_elem",
+                  "eta_comm", "tau_expert_s")
+
+
+@dataclass(frozen=True)
+class TrainPreset:
+    """``[[train_preset]]`` (specs/data/training/presets.toml): the step model's parameters
+    (``analyses.training.TRAIN_PARAMS``) for one hardware family and framework family, with what they were fitted on
+    and their validated error (leave-one-source-out median |error| of the group's records)."""
+
+    name: str
+    family: str = ""
+    framework: str = ""
+    params: dict = field(default_factory=dict)
+    records: int = 0
+    error_band: float | None = None
+    cross_family: bool = False
+    description: str = ""
+    source: str = ""
+
+    def label(self) -> str:
+        band = (f"validated error ±{self.error_band * 100:.0f}% leave-one-source-out" if self.error_band
+                else "not validated")
+        what = "cross-family preset (no preset fitted on this family and framework)" if self.cross_family else "preset"
+        return f"calibrated prediction, {what} {self.name} ({band})"
+
+
+def parse_presets(text: str, path: str = "<string>") -> list[TrainPreset]:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(path, "toml", f"malformed TOML: {exc}") from None
+    out = []
+    for d in doc.get("train_preset", []):
+        name = d.get("name")
+        if not isinstance(name, str) or not name:
+            raise CatalogError(path, "train_preset.name", "missing")
+        params = {}
+        for k in PRESET_NUMERIC:
+            v = d.get(k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+                raise CatalogError(path, f"train_preset.{k}", f"{name!r}: expected a number ≥ 0, got {v!r}")
+            params[k] = float(v)
+        extra = set(d) - set(PRESET_NUMERIC) - {"name", "family", "framework", "records", "error_band",
+                                                 "cross_family", "description", "source"}
+        if extra:
+            raise CatalogError(path, f"train_preset.{sorted(extra)[0]}", f"{name!r}: unknown field")
+        out.append(TrainPreset(name=name, family=str(d.get("family", "")), framework=str(d.get("framework", "")),
+                               params=params, records=int(d.get("records", 0)), error_band=d.get("error_band"),
+                               cross_family=bool(d.get("cross_family", False)),
+                               description=str(d.get("description", "")), source=str(d.get("source", ""))))
+    return out
+
+
+@lru_cache(maxsize=1)
+def presets() -> tuple[TrainPreset, ...]:
+    p = DATA / "presets.toml"
+    return tuple(parse_presets(p.read_text(), str(p))) if p.exists() else ()
+
+
+def preset_for(chip: str, framework: str = "megatron") -> TrainPreset | None:
+    """The preset of the chip's family and the framework family; else the cross-family preset; None if neither."""
+    fam = hardware_family(chip)
+    cross = None
+    for p in presets():
+        if p.family == fam and p.framework == framework:
+            return p
+        if p.cross_family and cross is None:
+            cross = p
+    return cross
+
+
+def load_preset(name: str) -> TrainPreset:
+    from ..errors import UnknownNameError
+
+    for p in presets():
+        if p.name == name.lower():
+            return p
+    raise UnknownNameError("train_preset", name, [p.name for p in presets()]) if presets() else \
+        CatalogError(str(DATA / "presets.toml"), "train_preset", "no training presets shipped")
