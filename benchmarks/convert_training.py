@@ -194,7 +194,11 @@ def convert(row) -> dict:
     vp = par.get("vp")
     ep = par.get("ep")
     cp = par.get("cp")
-    out.update(tp=tp or 1, pp=pp or 1, cp=cp or 1, ep=ep or 1, vp=vp or 1, dp=par.get("dp"), sharding=sharding,
+    if vp is None and (pp or 1) > 1 and repo_of(row) == "":
+        vp = 0  # not stated: rackmath's default (analyses.training.default_vp), as `train` uses without --vp
+        assumptions.append("virtual stages not stated: rackmath's default, about 2 layers per virtual stage (the "
+                           "Llama 3 paper, §3.3.2, ran an interleaved schedule)")
+    out.update(tp=tp or 1, pp=pp or 1, cp=cp or 1, ep=ep or 1, vp=1 if vp is None else vp, dp=par.get("dp"), sharding=sharding,
                recompute=recompute, grad_accum=par.get("grad_accum"), framework=framework)
     if tp is None and pp is None and framework == "megatron" and not exclude:
         exclude.append("the source does not state the parallel layout")

@@ -101,7 +101,8 @@ def record_arrays(recs=None) -> RecordArrays:
         dp = r.dp or r.gpus // (r.tp * r.pp * r.cp)
         gb = r.global_batch or float(dp * (r.micro_batch or 1) * (r.grad_accum or 1))
         x = tr.step_inputs(m, chip, domain=r.nvlink_domain, gpus=r.gpus, global_batch=gb, seq=r.seq,
-                           micro_batch=r.micro_batch or 1, tp=r.tp, pp=r.pp, cp=r.cp, ep=r.ep, vp=r.vp,
+                           micro_batch=r.micro_batch or 1, tp=r.tp, pp=r.pp, cp=r.cp, ep=r.ep,
+                           vp=r.vp or tr.default_vp(m.n_layers, r.pp),
                            dtype=r.dtype, recompute=r.recompute, sharding=r.sharding, fsdp_group=r.fsdp_group or 0)
         for k, v in x.items():
             cols.setdefault(k, []).append(float(v))
@@ -146,7 +147,7 @@ def fit(ra: RecordArrays, rounds: int = 7, tie_groups: bool = False) -> dict:
     if tie_groups:
         subs = {"pooled": RecordArrays(ra.records, ra.x, ra.measured, np.array(["pooled"] * len(ra.groups)), ra.labels)}
     th = _start(groups)
-    widths = {k: (v[1] - v[0]) / 4.0 for k, v in tr.TRAIN_PARAMS.items()}
+    widths = {k: (v[1] - v[0]) / 2.0 for k, v in tr.TRAIN_PARAMS.items()}
     x_col = {k: np.asarray(v)[:, None] for k, v in ra.x.items()}
     for _ in range(rounds):
         for k, (lo, hi, _x0, _i, per, _) in tr.TRAIN_PARAMS.items():
@@ -290,3 +291,51 @@ def presets_toml(th: dict, fa: RecordArrays, cv: dict | None = None) -> str:
         parts.append(f'description = "{desc}"\n')
         parts.append('source = "rackmath validate --train --refit (analyses/training_fit.py), issue 38"\n')
     return "".join(parts)
+
+
+def coverage(recs=None) -> dict:
+    """How many published rows are modelled: all rows, pretraining rows, and why the others are not."""
+    from ..specs.training_records import shipped
+
+    recs = shipped() if recs is None else recs
+    pre = [r for r in recs if r.task == "pretrain"]
+    reasons: dict[str, int] = {}
+    for r in recs:
+        if r.exclude:
+            reasons[r.exclude] = reasons.get(r.exclude, 0) + 1
+    return {"rows": len(recs), "modelled": sum(1 for r in recs if not r.exclude), "pretrain_rows": len(pre),
+            "pretrain_modelled": sum(1 for r in pre if not r.exclude),
+            "excluded": dict(sorted(reasons.items(), key=lambda kv: -kv[1]))}
+
+
+def validate_training(schemes=SCHEMES, rounds: int = 7) -> dict:
+    """Everything `rackmath validate --train` reports: coverage, parameter and record counts, the fit, the in-sample
+    errors, the cross-validated errors per scheme and group, the held-out Llama 3 405B rows, the worst records."""
+    ra = record_arrays()
+    th, fa = full_fit(ra, rounds)
+    pred_in = predict(fa, th)
+    cv = cross_validate(ra, schemes, rounds)
+    hold = ra.subset(np.array([bool(r.holdout) for r in ra.records]))
+    from ..specs.models import load_model
+
+    held = []
+    for r, p, y in zip(hold.records, predict(hold, th) if len(hold.measured) else [], hold.measured):
+        f = source_flops_per_token(r.flop_formula, load_model(r.model), r.seq)
+        held.append({"id": r.id, "model": r.model, "gpus": r.gpus, "measured_tokens_per_s_per_gpu": float(y),
+                     "predicted_tokens_per_s_per_gpu": float(p), "measured_tflops": r.tflops_per_gpu,
+                     "predicted_tflops": float(p) * f / 1e12, "error": float(p / y - 1.0), "why": r.holdout})
+    loso = np.asarray(cv["schemes"]["source"]["predicted"]) if "source" in cv["schemes"] else pred_in
+    ratio = loso / fa.measured
+    order = np.argsort(-np.abs(np.log(ratio)))
+    worst = [{"id": fa.records[i].id, "model": fa.records[i].model, "chip": fa.records[i].chip,
+              "source": fa.records[i].source_group, "measured": float(fa.measured[i]), "predicted": float(loso[i]),
+              "ratio": float(ratio[i])} for i in order[:15]]
+    rows = [{"id": r.id, "source": r.source_group, "hardware_family": r.hardware_family, "group": g,
+             "model": r.model, "software": r.software, "measured": float(y), "predicted": float(p),
+             "predicted_loso": float(q)} for r, g, y, p, q in zip(fa.records, fa.groups, fa.measured, pred_in, loso)]
+    return {"coverage": coverage(), "counts": counts(fa), "fit": {k: (dict(v) if isinstance(v, dict) else v)
+                                                                 for k, v in th.items()},
+            "in_sample": summarize(pred_in, fa.measured),
+            "cross_validation": {s: {"overall": v["overall"], "by_group": v["by_group"]}
+                                 for s, v in cv["schemes"].items()},
+            "held_out": held, "worst_loso": worst, "records": rows, "_cv": cv, "_fa": fa, "_theta": th}

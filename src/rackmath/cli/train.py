@@ -500,3 +500,68 @@ def register(app: typer.Typer) -> None:
     app.command("overtrain")(overtrain_cmd)
     app.add_typer(scaling_app, name="scaling")
     app.command("revnet")(revnet_cmd)
+
+
+def validate_train_cmd(*, json: bool = False, ideal: bool = False, refit: bool = False, output=None,
+                       force: bool = False, ids=None, explain: bool = False, others: dict | None = None):
+    """`rackmath validate --train`: fit the training step model on the published training records, cross-validate
+    it (leave one source / hardware family / model family / software release out), print the counts, the errors
+    and the held-out Llama 3 405B rows; with --refit the presets as [[train_preset]] TOML (--output FILE)."""
+    from ..errors import InputError
+    from .common import check_output, print_json, table
+
+    for flag, given in ({"ideal": ideal, "id": ids is not None, "explain": explain} | dict(others or {})).items():
+        if given:
+            raise InputError(flag.replace("_", "-"), f"--{flag.replace('_', '-')} with --train",
+                             "--train [--refit [--output FILE [--force]]] [--json]")
+    if (output is not None or force) and not refit:
+        raise InputError("output", "--output/--force without --refit", "--train --refit --output FILE")
+    if output is not None:
+        check_output(output, force)
+    from ..analyses import training_fit as tf
+
+    v = tf.validate_training()
+    if refit:
+        text = tf.presets_toml(v["_theta"], v["_fa"], v["_cv"])
+        if output is None or str(output) == "-":
+            print(text, end="")
+        else:
+            from pathlib import Path
+
+            Path(output).write_text(text)
+            print(f"wrote {output}")
+        return
+    out = {k: x for k, x in v.items() if not k.startswith("_")}
+    if json:
+        print_json(out)
+        return
+    c, cov, ins = v["counts"], v["coverage"], v["in_sample"]
+    table("rackmath validate --train: the training step model on published runs (tokens/s/GPU)", ["quantity", "value"], [
+        ["rows", f"{cov['rows']} published rows, {cov['modelled']} modelled; pretraining {cov['pretrain_modelled']}"
+                 f"/{cov['pretrain_rows']} ({cov['pretrain_modelled'] / max(cov['pretrain_rows'], 1):.0%})"],
+        ["fit", f"{c['fitted_params']} parameters ({c['params_per_group']} per hardware family × framework family "
+                f"for {len(c['groups'])} groups + {c['shared_params']} shared) on {c['records']} records from "
+                f"{c['sources']} sources, {c['hardware_families']} hardware families, {c['model_families']} model "
+                f"families, {c['software_releases']} software releases"],
+        ["in sample", _line(ins)],
+    ] + [[f"leave one {s} out", _line(x["overall"])] for s, x in v["cross_validation"].items()],
+        caption="median and p90 |predicted/measured − 1|; within 2×; geometric-mean ratio. docs/training.md")
+    for s, x in v["cross_validation"].items():
+        table(f"leave one {s} out, by group", ["group", "n", "median |err|", "p90 |err|", "within 2×", "geomean"],
+              [[g, str(b["n"]), f"{b['median_abs_error']:.1%}", f"{b['p90_abs_error']:.1%}",
+                f"{b['within_2x']}/{b['n']}", f"{b['geomean_ratio']:.2f}×"] for g, b in x["by_group"].items()])
+    if v["held_out"]:
+        table("held out (never fitted): Llama 3 405B on H100 (secondary figures)", ["id", "GPUs", "measured TFLOP/s",
+                                                                                   "predicted", "error"],
+              [[h["id"], str(h["gpus"]), f"{h['measured_tflops']:g}", f"{h['predicted_tflops']:.0f}",
+                f"{h['error']:+.1%}"] for h in v["held_out"]])
+    table("worst records, leave one source out", ["id", "model", "chip", "source", "measured tok/s/GPU", "predicted",
+                                                  "ratio"],
+          [[w["id"], w["model"], w["chip"], w["source"], f"{w['measured']:.4g}", f"{w['predicted']:.4g}",
+            f"{w['ratio']:.2f}×"] for w in v["worst_loso"]])
+    table("rows not modelled", ["rows", "reason"], [[str(n), r] for r, n in cov["excluded"].items()])
+
+
+def _line(s: dict) -> str:
+    return (f"median {s['median_abs_error']:.1%}, p90 {s['p90_abs_error']:.1%}, within 2× {s['within_2x']}/{s['n']} "
+            f"({s['within_2x'] / s['n']:.1%}), geomean {s['geomean_ratio']:.2f}×, worst {s['worst_ratio']:.2f}×")

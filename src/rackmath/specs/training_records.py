@@ -49,7 +49,7 @@ FIELDS = {
     "micro_batch": (int, False, "sequences per micro-batch"),
     "tp": (int, True, "tensor-parallel degree"), "pp": (int, True, "pipeline stages"),
     "cp": (int, True, "context-parallel degree"), "ep": (int, True, "expert-parallel degree"),
-    "vp": (int, True, "virtual (interleaved) stages per pipeline rank"),
+    "vp": (int, True, "virtual (interleaved) stages per pipeline rank; 0 = not stated (analyses.training.default_vp)"),
     "dp": (int, False, "data-parallel degree = GPUs / (TP·PP·CP)"),
     "sharding": (str, True, "none, shard_grad_op (ZeRO-2) or full_shard (ZeRO-3 / FSDP)"),
     "fsdp_group": (int, False, "GPUs a Megatron-FSDP sharding group spans"),
@@ -185,7 +185,7 @@ def _check(data: dict, path: str) -> dict:
             raise CatalogError(path, f"train_record.{k}", f"{rid!r}: {out[k]!r} (accepted: {', '.join(allowed)})")
     if out.get("dtype") and out["dtype"] not in TRAIN_DTYPES:
         raise CatalogError(path, "train_record.dtype", f"{rid!r}: {out['dtype']!r} (accepted: {', '.join(TRAIN_DTYPES)})")
-    for k in ("tp", "pp", "cp", "ep", "vp", "nvlink_domain"):
+    for k in ("tp", "pp", "cp", "ep", "nvlink_domain"):
         if out[k] < 1:
             raise CatalogError(path, f"train_record.{k}", f"{rid!r}: must be ≥ 1")
     return out
@@ -247,8 +247,8 @@ class TrainPreset:
     source: str = ""
 
     def label(self) -> str:
-        band = (f"validated error ±{self.error_band * 100:.0f}% leave-one-source-out" if self.error_band
-                else "not validated")
+        how = "leave-one-hardware-family-out" if self.cross_family else "leave-one-source-out"
+        band = f"validated error ±{self.error_band * 100:.0f}% {how}" if self.error_band else "not validated"
         what = "cross-family preset (no preset fitted on this family and framework)" if self.cross_family else "preset"
         return f"calibrated prediction, {what} {self.name} ({band})"
 
