@@ -630,7 +630,8 @@ def search_training_layout(model, hardware, *, chips: int, fixed: dict | None = 
     params, _, _ = resolve_preset(chip, preset, framework, train_kw.get("eta_compute"))
     base = {k: v for k, v in fixed.items() if k not in ("tp", "pp", "dp", "cp", "zero_stage", "sharding", "recompute",
                                                          "v", "schedule")}
-    Parallelism(**base).validate()  # bad names and values fail here, before any search
+    Parallelism(**{k: v for k, v in base.items() if k != "ep"}).validate()  # bad names/values fail before the search
+    check_positive(base.get("ep", 1), "ep", "an expert-parallel degree ≥ 1")
     fsdp_only = framework == "fsdp"  # an FSDP-only stack (llm-foundry) runs no tensor, pipeline or context parallelism
     tps = [fixed["tp"]] if fixed.get("tp") else [1] if fsdp_only else [
         t for t in (1, 2, 4, 8, 16, 32, 64, 72, 128) if t <= max(scaleup, 1) and chips % t == 0]
@@ -767,11 +768,12 @@ def attention_step_flops(f_attn_fwd, recompute_code):
     return np.asarray(f_attn_fwd, float) * (1.0 + FLASH_BACKWARD_FACTOR + r)
 
 
-def gemm_step_flops(n_matmul, recompute_code):
+def gemm_step_flops(n_matmul, recompute_code, lora=0.0):
     """FLOPs of one step's weight GEMMs per token: 6·N (forward 2·N, backward 4·N; Kaplan et al. 2020), plus 2·N when
-    full recompute re-runs every forward (Chen et al. 2016; Korthikanti et al. 2022 §5: "33% overhead")."""
+    full recompute re-runs every forward (Chen et al. 2016; Korthikanti et al. 2022 §5: "33% overhead"). LoRA freezes
+    the base weights: no weight gradients, 4·N (Hu et al. 2021; the adapters' own FLOPs are negligible)."""
     full = np.where(np.asarray(recompute_code) >= 2, 2.0, 0.0)
-    return np.asarray(n_matmul, float) * (6.0 + full)
+    return np.asarray(n_matmul, float) * (np.where(np.asarray(lora) > 0, 4.0, 6.0) + full)
 
 
 def layer_activation_bytes(d_model, ffn_width, ffn_matrices, k=0.0):
@@ -922,12 +924,13 @@ def _step_terms(x: dict, p: dict) -> dict:
     eta_lowp = p["eta_gemm"] * np.where(lowp > 0, p["lowp_ratio"], 1.0)
     tokens = B * s  # per step, whole job
     tok_gpu = tokens / gpus  # token-work per GPU (balanced over TP, PP, CP, EP)
-    t_body = gemm_time(tok_gpu * gemm_step_flops(f("n_dense"), rc), f("peak"), eta_lowp, mb * s / cp,
+    lora = f("lora")
+    t_body = gemm_time(tok_gpu * gemm_step_flops(f("n_dense"), rc, lora), f("peak"), eta_lowp, mb * s / cp,
                        p["rows_half"], f("d_model") / tp, p["width_half"])
     rows_exp = mb * s / cp * f("k") * ep / np.maximum(f("n_experts"), 1.0)
-    t_exp = np.where(f("n_expert") > 0, gemm_time(tok_gpu * gemm_step_flops(f("n_expert"), rc), f("peak"), eta_lowp,
+    t_exp = np.where(f("n_expert") > 0, gemm_time(tok_gpu * gemm_step_flops(f("n_expert"), rc, lora), f("peak"), eta_lowp,
                                                  rows_exp, p["rows_half"], f("moe_d_ff"), p["width_half"]), 0.0)
-    t_head = gemm_time(tok_gpu * gemm_step_flops(f("n_head"), rc), f("peak_bf16"), p["eta_gemm"], mb * s / cp,
+    t_head = gemm_time(tok_gpu * gemm_step_flops(f("n_head"), rc, lora), f("peak_bf16"), p["eta_gemm"], mb * s / cp,
                        p["rows_half"], f("d_model") / tp, p["width_half"])
     t_attn = tok_gpu * attention_step_flops(f("f_attn"), rc) / (f("peak_bf16") * p["eta_attn"])
     sp = np.maximum(tp, 1.0)
@@ -953,8 +956,9 @@ def _step_terms(x: dict, p: dict) -> dict:
     t_p2p = np.where(pp > 1, pipeline_p2p_time(B / dp, s, cp, tp, f("d_model"), vp, p2p_bw), 0.0)
     # data parallel: Megatron's distributed optimizer (sharding none) or FSDP (shard_grad_op / full_shard)
     shard = f("sharding")
-    p_dense = f("params_dense") / (tp * pp)
-    p_exp = f("params_expert") / (ep * pp)
+    trainable = np.where(lora > 0, 0.0, 1.0)  # LoRA reduces and updates only its adapters (negligible)
+    p_dense = f("params_dense") / (tp * pp) * trainable
+    p_exp = f("params_expert") / (ep * pp) * trainable
     n_dense = dp * cp
     n_exp = np.maximum(dp * cp * tp / ep, 1.0)
     in_dom = np.maximum(np.minimum(np.floor(dom / (tp * cp)), n_dense), 1.0)
@@ -1006,7 +1010,7 @@ def model_numbers(model, seq) -> dict:
 
 
 def step_inputs(model, chip, *, domain, gpus, global_batch, seq, micro_batch=1, tp=1, pp=1, cp=1, ep=1, vp=1,
-                dtype="bf16", recompute="selective", sharding="none", fsdp_group=0) -> dict:
+                dtype="bf16", recompute="selective", sharding="none", fsdp_group=0, lora=False) -> dict:
     """Inputs of :func:`step_terms` for one model on one chip (degrees may be arrays: a layout grid)."""
     if dtype not in QUANT_BYTES:
         raise InputError("dtype", f"{dtype!r} is not a training precision", ", ".join(TRAIN_DTYPES))
@@ -1017,7 +1021,7 @@ def step_inputs(model, chip, *, domain, gpus, global_batch, seq, micro_batch=1, 
     x = model_numbers(model, seq)
     x.update(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, global_batch=global_batch, seq=seq, micro_batch=micro_batch,
              recompute=_RECOMPUTE_CODE[recompute], sharding=_SHARD_CODE[sharding], fsdp_group=fsdp_group or 0,
-             lowp=0.0 if dtype == "bf16" else 1.0, quant_bytes=QUANT_BYTES[dtype],
+             lowp=0.0 if dtype == "bf16" else 1.0, quant_bytes=QUANT_BYTES[dtype], lora=1.0 if lora else 0.0,
              peak=float(chip.peak_flops(PEAK_KEY[dtype])), peak_bf16=float(chip.peak_flops("bf16")),
              hbm_bw=float(chip.hbm_bw), up_bw=float(chip.scaleup_bw), out_bw=float(chip.scaleout_bw),
              domain=float(domain))

@@ -103,7 +103,8 @@ def record_arrays(recs=None) -> RecordArrays:
         x = tr.step_inputs(m, chip, domain=r.nvlink_domain, gpus=r.gpus, global_batch=gb, seq=r.seq,
                            micro_batch=r.micro_batch or 1, tp=r.tp, pp=r.pp, cp=r.cp, ep=r.ep,
                            vp=r.vp or tr.default_vp(m.n_layers, r.pp),
-                           dtype=r.dtype, recompute=r.recompute, sharding=r.sharding, fsdp_group=r.fsdp_group or 0)
+                           dtype=r.dtype, recompute=r.recompute, sharding=r.sharding, fsdp_group=r.fsdp_group or 0,
+                           lora=r.task == "lora")
         for k, v in x.items():
             cols.setdefault(k, []).append(float(v))
         kept.append(r)
