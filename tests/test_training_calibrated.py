@@ -198,7 +198,7 @@ def test_cli_overrides_and_new_options():
 
 @pytest.mark.parametrize("args, field", [
     (("--optimizer", "bogus"), "optimizer"), (("--dtype", "int3"), "dtype"), (("--fsdp", "half"), "fsdp"),
-    (("--framework", "jax"), "framework"), (("--cp", "0"), "cp"), (("--ideal", "--preset", "x"), "ideal"),
+    (("--framework", "jax"), "framework"), (("--cp", "0"), "cp"), (("--ideal", "--efficiency", "x"), "ideal"),
 ])
 def test_cli_bad_input(args, field):
     code, out, err = run_cli("train", "llama-3.1-8b", "--tokens", "1T", *args)

@@ -80,8 +80,9 @@ def train_cmd(
                                                             "--fsdp and no --tp/--pp, else megatron)."),
     ideal: bool = typer.Option(False, "--ideal", help="The ideal bound (every GEMM at peak, no overheads): a lower "
                                                       "bound on time."),
-    preset: str = typer.Option(None, "--preset", help="A training preset by name (rackmath validate --train lists "
-                                                      "them; default: the chip family's and framework's)."),
+    preset: str = typer.Option(None, "--efficiency", help="A training preset by name, or auto (default: the fitted "
+                                                          "preset of the chip's family and the framework; rackmath "
+                                                          "validate --train --refit prints them)."),
     optimizer: str = typer.Option("adam-mixed", "--optimizer", help="adam-mixed (16 B/param), adam-mixed-fp32grad, "
                                   "adam-fp32, momentum-mixed."),
     recompute: str = typer.Option(None, "--recompute", help="none, selective or full (default: searched)."),
@@ -116,7 +117,7 @@ def train_cmd(
         check_positive(eta, "eta", "a GEMM efficiency such as 0.5", maximum=1.0)
     tdt = training_dtype(dtype)
     if ideal and preset is not None:
-        raise InputError("ideal", "both --ideal and --preset given", "one of them")
+        raise InputError("ideal", "both --ideal and --efficiency given", "one of them")
     if schedule is not None and schedule.lower() not in ("gpipe", "1f1b", "interleaved"):
         raise InputError("schedule", f"unknown pipeline schedule {schedule!r}", "gpipe, 1f1b, interleaved")
     sharding = fsdp.lower() if fsdp else None
@@ -156,7 +157,7 @@ def train_cmd(
               mfu_given=mfu, flops_per_chip=flops,
               chip_hours_given=_count(chip_hours, "chip-hours") if chip_hours else None, dtype=tdt,
               eta_compute=eta, include_attention=not no_attention,
-              preset=None if ideal else (preset or "auto"), framework=fw)
+              preset=None if ideal else ((preset or "auto").lower()), framework=fw)
     fixed = {"ep": e, "optimizer": optimizer, "sequence_parallel": not no_sp}
     if sched:
         fixed["schedule"] = sched

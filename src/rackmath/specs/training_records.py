@@ -304,5 +304,5 @@ def load_preset(name: str) -> TrainPreset:
     for p in presets():
         if p.name == name.lower():
             return p
-    raise UnknownNameError("train_preset", name, [p.name for p in presets()]) if presets() else \
+    raise UnknownNameError("efficiency", name, [p.name for p in presets()]) if presets() else \
         CatalogError(str(DATA / "presets.toml"), "train_preset", "no training presets shipped")
