@@ -82,15 +82,17 @@ def hardware_family(chip: str) -> str:
     return FAMILIES.get(str(chip).lower(), str(chip).lower())
 
 
+#: Model families of the training records that the serving records' ``records.model_family`` does not know.
+_TRAIN_MODEL_FAMILIES = (("mpt", "mpt"), ("megatron-gpt", "gpt"), ("gpt-oss", "gpt-oss"), ("gpt", "gpt"),
+                         ("nemotron", "nemotron"))
+
+
 def model_family(model: str) -> str:
-    """mpt, llama, gpt, nemotron, deepseek, qwen, gpt-oss, kimi from a catalog model name."""
+    """mpt, gpt (GPT-3 and the Megatron GPTs), nemotron, then ``records.model_family`` (llama, deepseek, qwen, …)."""
+    from .records import model_family as serving_family
+
     m = str(model).lower()
-    for p, fam in (("mpt", "mpt"), ("llama", "llama"), ("gpt-oss", "gpt-oss"), ("gpt", "gpt"),
-                   ("megatron-gpt", "gpt"), ("nemotron", "nemotron"), ("deepseek", "deepseek"), ("qwen", "qwen"),
-                   ("kimi", "kimi")):
-        if m.startswith(p):
-            return fam
-    return m
+    return next((fam for p, fam in _TRAIN_MODEL_FAMILIES if m.startswith(p)), None) or serving_family(m)
 
 
 @dataclass(frozen=True)
