@@ -60,7 +60,8 @@ def main() -> None:
     print(f"rows: {cov['rows']}, modelled {cov['modelled']}; pretraining {cov['pretrain_modelled']}/"
           f"{cov['pretrain_rows']} = {cov['pretrain_modelled'] / cov['pretrain_rows']:.1%}")
     print(f"fit: {c['fitted_params']} parameters ({c['params_per_group']} × {len(c['groups'])} groups + "
-          f"{c['shared_params']} shared) on {c['records']} records, {c['sources']} sources")
+          f"{c['params_per_family']} × {len(c['families'])} hardware families + {c['shared_params']} shared) on "
+          f"{c['records']} records, {c['sources']} sources")
     s = v["in_sample"]
     print(f"in sample: median {s['median_abs_error']:.1%}, within 2× {s['within_2x']}/{s['n']}")
     for k, x in v["cross_validation"].items():

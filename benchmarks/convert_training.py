@@ -84,6 +84,8 @@ def _dtype(row) -> tuple[str | None, str | None]:
                                             "FP8 (parenthesised values: the block-scaled variant)")
     if not d and "A100" in (row["hardware"].get("chip") or ""):
         return "bf16", "precision not stated; A100 runs train in 16-bit (Megatron-LM's GPT-3 example: --fp16)"
+    if not d and row["source"].get("repo") == "NVIDIA/Megatron-LM":
+        return "bf16", "precision not stated; BF16 assumed (Megatron-Core's default; the README's MFU is of the BF16 peak)"
     return None, None
 
 
@@ -200,7 +202,15 @@ def convert(row) -> dict:
                            "Llama 3 paper, §3.3.2, ran an interleaved schedule)")
     out.update(tp=tp or 1, pp=pp or 1, cp=cp or 1, ep=ep or 1, vp=1 if vp is None else vp, dp=par.get("dp"), sharding=sharding,
                recompute=recompute, grad_accum=par.get("grad_accum"), framework=framework)
-    if tp is None and pp is None and framework == "megatron" and not exclude:
+    other = par.get("other") or ""
+    if tp is None and pp is None and framework == "megatron" and not exclude and (
+            "not specified" in other or "strong-scaling" in other) and out["gpus"]:
+        # "the best non-CP configuration" / a strong-scaling endpoint: the source ran its best layout and does not say
+        # which; rackmath's layout search (ideal step model, memory fits) stands in for it
+        out["layout"] = "searched"
+        assumptions.append("layout not stated (the source's best configuration): rackmath's layout search, "
+                           + ("CP 1 as the source says" if cp == 1 else "CP searched"))
+    elif tp is None and pp is None and framework == "megatron" and not exclude:
         exclude.append("the source does not state the parallel layout")
     if out["gpus"] is None and not exclude:
         exclude.append("the source does not state the GPU count")

@@ -139,7 +139,8 @@ def test_fit_counts_and_out_of_sample_errors():
     cv = tf.cross_validate(ra, schemes=("source", "hardware"))
     assert time.process_time() - t0 < 60  # seconds, not minutes
     c = cv["counts"]
-    assert c["records"] >= 400 and c["fitted_params"] == c["params_per_group"] * len(c["groups"]) + c["shared_params"]
+    assert c["records"] >= 400 and c["fitted_params"] == (c["params_per_group"] * len(c["groups"])
+                                                      + c["params_per_family"] * len(c["families"]) + c["shared_params"])
     assert c["fitted_params"] < 30  # a small fit: ≥ 15 records per parameter
     loso, lohfo = cv["schemes"]["source"]["overall"], cv["schemes"]["hardware"]["overall"]
     assert loso["median_abs_error"] < 0.17 and loso["within_2x"] / loso["n"] > 0.93  # measured 15.5%, 94.4%

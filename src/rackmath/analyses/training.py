@@ -298,6 +298,8 @@ class Parallelism:
     fsdp_group: int = 0
     optimizer: str = "adam-mixed"
     recompute: str = "selective"
+    recompute_layers: int = 0  # layers per pipeline stage fully recomputed on top of selective (Megatron
+    # --recompute-method block --recompute-num-layers): the least that makes a layout fit
     sequence_parallel: bool = True
 
     @property
@@ -331,6 +333,9 @@ class Parallelism:
             raise InputError("v", "model chunks per stage > 1 need the interleaved schedule", "--schedule interleaved")
         if self.recompute not in RECOMPUTE:
             raise InputError("recompute", f"unknown recomputation {self.recompute!r}", ", ".join(RECOMPUTE))
+        if self.recompute_layers and (self.recompute != "selective" or self.recompute_layers < 0):
+            raise InputError("recompute_layers", f"{self.recompute_layers!r} fully recomputed layers",
+                             "a number ≥ 0 of layers per stage, with selective recomputation")
         if self.zero_stage not in ZERO_STAGES:
             raise InputError("zero", f"unknown ZeRO stage {self.zero_stage!r}", "0, 1, 2 or 3 (3 = FSDP full shard)")
         if self.sharding is not None and self.sharding not in SHARDINGS:
@@ -527,9 +532,10 @@ def train(model, hardware, *, chips: int | None = None, tokens: float, seq_len: 
                          "a global batch of at least dp · micro-batch sequences (--global-batch)")
     M = B / (par.dp * mb)
     sharding = par.sharding_mode
+    rfrac = min(1.0, par.recompute_layers / (float(model.n_layers) / par.pp)) if par.recompute_layers else 0.0
     x = step_inputs(model, chip, domain=scaleup, gpus=chips, global_batch=B, seq=seq_len, micro_batch=mb, tp=par.tp,
                     pp=par.pp, cp=par.cp, ep=par.ep, vp=par.v, dtype=tdt, recompute=par.recompute,
-                    sharding=sharding, fsdp_group=par.fsdp_group)
+                    sharding=sharding, fsdp_group=par.fsdp_group, recompute_fraction=rfrac)
     terms = {k: _f(v) for k, v in step_terms(x, params).items()}
     flops_per_step = _f(c) / tokens * gbt
     step = dict(terms)
@@ -550,6 +556,9 @@ def train(model, hardware, *, chips: int | None = None, tokens: float, seq_len: 
     state = ppc * bpp
     per_layer = _f(activation_bytes_per_layer(seq_len / par.cp, mb, h, heads, par.tp, par.sequence_parallel,
                                               par.recompute))
+    if rfrac:  # a share of the layers keeps only its input (full recompute)
+        per_layer = (1 - rfrac) * per_layer + rfrac * _f(activation_bytes_per_layer(
+            seq_len / par.cp, mb, h, heads, par.tp, par.sequence_parallel, "full"))
     acts = _f(activation_bytes_per_chip(per_layer, layers, par.pp, M, par.schedule, par.v))
     memory = {"params_per_chip": ppc, "model_state_bytes": state, "activation_bytes_per_layer": per_layer,
               "activation_bytes": acts, "total_bytes": state + acts, "hbm_bytes": float(chip.hbm_bytes),
@@ -616,8 +625,9 @@ def search_training_layout(model, hardware, *, chips: int, fixed: dict | None = 
     """The fastest layout that fits, as ``serve`` chooses a serving layout, all candidates in one vectorized call of
     :func:`step_terms`: every TP (a divisor of the chips up to the scale-up domain), PP (powers of two up to the
     layers), CP (1, and 2–8 for sequences of 16K and more), sharding (ZeRO-1 distributed optimizer, FSDP full shard)
-    and recomputation (selective, full), virtual stages by :func:`default_vp`, DP = chips / (TP·PP·CP), ranked by the
-    step time among those whose memory per chip fits. ``fixed`` holds what the user gave (tp, pp, dp, cp, ep, v,
+    and recomputation (selective, full, and selective with the fewest layers per stage fully recomputed that make a
+    layout fit), virtual stages by :func:`default_vp`, DP = chips / (TP·PP·CP), ranked by the step time among those
+    whose memory per chip fits. ``fixed`` holds what the user gave (tp, pp, dp, cp, ep, v,
     micro_batch, microbatches, zero_stage, sharding, recompute, …), which is kept.
     Returns ``(TrainingResult, Parallelism, {"evaluated": n, "fit": k})``; if nothing fits, the layout with the least
     memory per chip (its result says it does not fit)."""
@@ -673,18 +683,13 @@ def search_training_layout(model, hardware, *, chips: int, fixed: dict | None = 
     if fixed.get("microbatches") and not fixed.get("micro_batch"):
         mb = B / (arr["dp"] * float(fixed["microbatches"]))
     ok = B / arr["dp"] >= mb * (1 - 1e-9)
-    x = step_inputs(model, chip, domain=scaleup, gpus=chips, global_batch=B, seq=seq_len, micro_batch=mb,
-                    tp=arr["tp"], pp=arr["pp"], cp=arr["cp"], ep=float(base.get("ep", 1)), vp=arr["v"], dtype=tdt)
-    x["recompute"] = np.array([_RECOMPUTE_CODE[c[6]] for c in cands], float)
-    x["sharding"] = np.array([_SHARD_CODE[c[5]] for c in cands], float)
-    x["fsdp_group"] = float(base.get("fsdp_group", 0) or 0)
-    t_step = step_terms(x, params)["t_step_s"]
     # memory per chip of every candidate (same functions as train)
     expert = _expert_params(model)
     total = float(model.total_params)
     ppc = params_per_chip(total - expert, expert, arr["tp"], arr["pp"], float(base.get("ep", 1)))
     opt = base.get("optimizer", "adam-mixed")
-    shard_n = np.where(x["fsdp_group"] > 0, x["fsdp_group"], arr["dp"] * arr["cp"])
+    fsdp_group = float(base.get("fsdp_group", 0) or 0)
+    shard_n = np.where(fsdp_group > 0, fsdp_group, arr["dp"] * arr["cp"])
     zero_eq = {"full_shard": 3, "shard_grad_op": 2, "none": int(fixed.get("zero_stage", 1) or 1)}
     bpp = np.array([_f(model_state_bytes_per_param(n, zero_eq[c[5]], opt)) for n, c in zip(shard_n, cands)])
     M = B / (arr["dp"] * mb)
@@ -698,8 +703,39 @@ def search_training_layout(model, hardware, *, chips: int, fixed: dict | None = 
         for i, j in enumerate(np.flatnonzero(sel)):
             acts[j] = _f(activation_bytes_per_chip(np.asarray(per)[i] if np.ndim(per) else per, layers,
                                                    arr["pp"][j], M[j], str(sched[j]), arr["v"][j]))
-    mem = ppc * bpp + acts
-    fits = ok & (mem <= float(chip.hbm_bytes))
+    state = ppc * bpp
+    hbm = float(chip.hbm_bytes)
+    # selective recomputation that does not fit, where full does: fully recompute the fewest layers per stage that
+    # make it fit (Megatron's --recompute-num-layers)
+    full_of = {c[:6]: i for i, c in enumerate(cands) if c[6] == "full"}
+    rlayers = [0] * len(cands)
+    extra = []
+    for i, c in enumerate(cands):
+        j = full_of.get(c[:6])
+        if c[6] != "selective" or j is None or state[i] + acts[i] <= hbm or state[j] + acts[j] > hbm:
+            continue
+        lps = layers / c[1]
+        need = (state[i] + acts[i] - hbm) / max(acts[i] - acts[j], 1e-9)
+        n = int(np.ceil(need * lps - 1e-9))
+        if 0 < n < lps:
+            extra.append((i, j, n, n / lps))
+    for i, j, n, f in extra:
+        cands.append(cands[i])
+        rlayers.append(n)
+        for k in arr:
+            arr[k] = np.append(arr[k], arr[k][i])
+        mb, M, ok = np.append(mb, mb[i]), np.append(M, M[i]), np.append(ok, ok[i])
+        state = np.append(state, state[i])
+        acts = np.append(acts, (1 - f) * acts[i] + f * acts[j])
+    mem = state + acts
+    rfrac = np.array([min(1.0, n / (layers / c[1])) for n, c in zip(rlayers, cands)])
+    x = step_inputs(model, chip, domain=scaleup, gpus=chips, global_batch=B, seq=seq_len, micro_batch=mb,
+                    tp=arr["tp"], pp=arr["pp"], cp=arr["cp"], ep=float(base.get("ep", 1)), vp=arr["v"], dtype=tdt)
+    x["recompute"] = np.array([_RECOMPUTE_CODE[c[6]] for c in cands], float) + rfrac
+    x["sharding"] = np.array([_SHARD_CODE[c[5]] for c in cands], float)
+    x["fsdp_group"] = fsdp_group
+    t_step = step_terms(x, params)["t_step_s"]
+    fits = ok & (mem <= hbm)
     n_eval, n_fit = int(ok.sum()), int(fits.sum())
     if n_fit:
         key = np.where(fits, t_step, np.inf)
@@ -709,7 +745,7 @@ def search_training_layout(model, hardware, *, chips: int, fixed: dict | None = 
     tp, pp, cp, dp, v, sh, rc = cands[i]
     kw = {k: val for k, val in base.items() if k not in ("micro_batch", "microbatches")}
     par = Parallelism(dp=dp, tp=tp, pp=pp, cp=cp, v=v, schedule="interleaved" if v > 1 else
-                      (fixed.get("schedule") or "1f1b"), sharding=sh, recompute=rc,
+                      (fixed.get("schedule") or "1f1b"), sharding=sh, recompute=rc, recompute_layers=rlayers[i],
                       zero_stage=int(fixed.get("zero_stage", 1) if fixed.get("zero_stage") is not None else 1),
                       micro_batch=float(mb[i]), **kw)
     r = train(model, hardware, chips=chips, par=par, preset=preset, framework=framework, dtype=dtype, tokens=tokens,
@@ -770,9 +806,10 @@ def attention_step_flops(f_attn_fwd, recompute_code):
 
 def gemm_step_flops(n_matmul, recompute_code, lora=0.0):
     """FLOPs of one step's weight GEMMs per token: 6·N (forward 2·N, backward 4·N; Kaplan et al. 2020), plus 2·N when
-    full recompute re-runs every forward (Chen et al. 2016; Korthikanti et al. 2022 §5: "33% overhead"). LoRA freezes
+    full recompute re-runs every forward (Chen et al. 2016; Korthikanti et al. 2022 §5: "33% overhead"), 2·f·N when a
+    share f of the layers is fully recomputed on top of selective (recompute code 1 + f). LoRA freezes
     the base weights: no weight gradients, 4·N (Hu et al. 2021; the adapters' own FLOPs are negligible)."""
-    full = np.where(np.asarray(recompute_code) >= 2, 2.0, 0.0)
+    full = 2.0 * np.clip(np.asarray(recompute_code, float) - 1.0, 0.0, 1.0)  # code 1 + f: a share f of layers full
     return np.asarray(n_matmul, float) * (np.where(np.asarray(lora) > 0, 4.0, 6.0) + full)
 
 
@@ -887,17 +924,19 @@ def layer_overhead_time(layers_per_stage, microbatches, tau):
     return tau * layers_per_stage * microbatches
 
 
-#: Fitted parameters of a training preset: name → (lo, hi, start, ideal, per group, meaning).
+#: Fitted parameters of a training preset: name → (lo, hi, start, ideal, scope, meaning). Scope: "group" = one value
+#: per hardware family × framework family (what the stack does on that silicon), "family" = one per hardware family
+#: (a property of the chip: how much of its BF16 efficiency its FP8/FP4 tensor cores keep), "shared" = one for all.
 TRAIN_PARAMS = {
-    "eta_gemm": (0.2, 1.0, 0.7, 1.0, True, "achieved share of the dtype's peak by a large training GEMM"),
-    "tau_layer_s": (0.0, 2e-3, 5e-5, 0.0, True, "fixed time per layer per micro-batch (launches, syncs), s"),
-    "rows_half": (0.0, 4096.0, 256.0, 0.0, False, "GEMM rows (tokens) at half efficiency"),
-    "width_half": (0.0, 2048.0, 128.0, 0.0, False, "GEMM width per GPU at half efficiency"),
-    "eta_attn": (0.1, 1.0, 0.5, 1.0, True, "achieved share of the BF16 peak by the stack's FlashAttention kernel"),
-    "k_elem": (0.0, 20.0, 3.0, 0.0, False, "times the layer activations stream through HBM per step"),
-    "eta_comm": (0.1, 1.0, 0.6, 1.0, False, "achieved share of link bandwidth by exposed collectives"),
-    "tau_expert_s": (0.0, 2e-4, 2e-5, 0.0, False, "fixed time per local expert per MoE layer per micro-batch, s"),
-    "lowp_ratio": (0.3, 1.0, 0.8, 1.0, True, "share of its BF16 efficiency a low-precision GEMM reaches"),
+    "eta_gemm": (0.2, 1.0, 0.7, 1.0, "group", "achieved share of the dtype's peak by a large training GEMM"),
+    "tau_layer_s": (0.0, 2e-3, 5e-5, 0.0, "group", "fixed time per layer per micro-batch (launches, syncs), s"),
+    "rows_half": (0.0, 4096.0, 256.0, 0.0, "shared", "GEMM rows (tokens) at half efficiency"),
+    "width_half": (0.0, 2048.0, 128.0, 0.0, "shared", "GEMM width per GPU at half efficiency"),
+    "eta_attn": (0.1, 1.0, 0.5, 1.0, "group", "achieved share of the BF16 peak by the stack's FlashAttention kernel"),
+    "k_elem": (0.0, 20.0, 3.0, 0.0, "shared", "times the layer activations stream through HBM per step"),
+    "eta_comm": (0.1, 1.0, 0.6, 1.0, "shared", "achieved share of link bandwidth by exposed collectives"),
+    "tau_expert_s": (0.0, 2e-4, 2e-5, 0.0, "shared", "fixed time per local expert per MoE layer per micro-batch, s"),
+    "lowp_ratio": (0.3, 1.0, 0.8, 1.0, "family", "share of its BF16 efficiency a low-precision GEMM reaches"),
 }
 IDEAL_PARAMS = {k: v[3] for k, v in TRAIN_PARAMS.items()}
 
@@ -1010,7 +1049,8 @@ def model_numbers(model, seq) -> dict:
 
 
 def step_inputs(model, chip, *, domain, gpus, global_batch, seq, micro_batch=1, tp=1, pp=1, cp=1, ep=1, vp=1,
-                dtype="bf16", recompute="selective", sharding="none", fsdp_group=0, lora=False) -> dict:
+                dtype="bf16", recompute="selective", sharding="none", fsdp_group=0, lora=False,
+                recompute_fraction=0.0) -> dict:
     """Inputs of :func:`step_terms` for one model on one chip (degrees may be arrays: a layout grid)."""
     if dtype not in QUANT_BYTES:
         raise InputError("dtype", f"{dtype!r} is not a training precision", ", ".join(TRAIN_DTYPES))
@@ -1020,7 +1060,8 @@ def step_inputs(model, chip, *, domain, gpus, global_batch, seq, micro_batch=1, 
         raise InputError("fsdp", f"unknown sharding {sharding!r}", ", ".join(SHARDINGS))
     x = model_numbers(model, seq)
     x.update(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, global_batch=global_batch, seq=seq, micro_batch=micro_batch,
-             recompute=_RECOMPUTE_CODE[recompute], sharding=_SHARD_CODE[sharding], fsdp_group=fsdp_group or 0,
+             recompute=_RECOMPUTE_CODE[recompute] + (recompute_fraction if recompute == "selective" else 0.0),
+             sharding=_SHARD_CODE[sharding], fsdp_group=fsdp_group or 0,
              lowp=0.0 if dtype == "bf16" else 1.0, quant_bytes=QUANT_BYTES[dtype], lora=1.0 if lora else 0.0,
              peak=float(chip.peak_flops(PEAK_KEY[dtype])), peak_bf16=float(chip.peak_flops("bf16")),
              hbm_bw=float(chip.hbm_bw), up_bw=float(chip.scaleup_bw), out_bw=float(chip.scaleout_bw),

@@ -3,8 +3,8 @@
 The records (``specs.training_records``) are turned once into arrays (:func:`record_arrays`): every input of
 ``analyses.training.step_terms`` for every record, and the measured tokens/s/GPU. A prediction of all records under
 K candidate parameter vectors is one broadcast call; the fit is coordinate descent on a grid (as the serving fit,
-``analyses.calibration``) over :data:`analyses.training.TRAIN_PARAMS`: ``eta_gemm`` and ``tau_layer_s`` per
-(hardware family × framework family) group, the rest shared by every group. A group a fold leaves out entirely uses
+``analyses.calibration``) over :data:`analyses.training.TRAIN_PARAMS`: some per (hardware family × framework family)
+group, one per hardware family, the rest shared by every group. A group a fold leaves out entirely uses
 the **pooled** values (the same parameters fitted with every group tied), as the serving cross-family preset.
 
 Cross-validation: leave one source out, one hardware family out, one model family out, one software release out;
@@ -55,7 +55,25 @@ def measured_tokens(rec, model) -> float | None:
         return rec.tflops_per_gpu * 1e12 / source_flops_per_token(rec.flop_formula, model, rec.seq)
     if rec.step_time_s and rec.global_batch and rec.seq and rec.gpus:
         return rec.global_batch * rec.seq / (rec.gpus * rec.step_time_s)
+    if rec.mfu_pct and rec.seq and rec.chip:  # MFU of the BF16 dense peak (the sources' peak for these rows)
+        from ..specs.hardware import load_chip
+
+        peak = load_chip(rec.chip).peak_flops("bf16")
+        return rec.mfu_pct / 100.0 * peak / source_flops_per_token(rec.flop_formula, model, rec.seq)
     return None
+
+
+def searched_layout(rec, model, chip) -> dict:
+    """The layout of a record whose source ran its best configuration without stating it: rackmath's layout search
+    with the ideal step model (memory must fit), the source's stated degrees kept."""
+    from types import SimpleNamespace
+
+    hw = SimpleNamespace(chip=chip, scaleup_size=rec.nvlink_domain, name=rec.chip)
+    fixed = {"cp": rec.cp} if rec.cp else {}
+    _, par, _ = tr.search_training_layout(model, hw, chips=rec.gpus, fixed=fixed, preset=None, dtype=rec.dtype,
+                                          seq_len=rec.seq, global_batch_tokens=rec.global_batch * rec.seq)
+    return {"tp": par.tp, "pp": par.pp, "cp": par.cp, "vp": par.v, "recompute": par.recompute,
+            "sharding": par.sharding_mode, "micro_batch": par.micro_batch}
 
 
 def group_of(rec) -> str:
@@ -98,13 +116,16 @@ def record_arrays(recs=None) -> RecordArrays:
         if not y:
             continue
         chip = load_chip(r.chip)
-        dp = r.dp or r.gpus // (r.tp * r.pp * r.cp)
+        lay = {"tp": r.tp, "pp": r.pp, "cp": r.cp, "vp": r.vp or tr.default_vp(m.n_layers, r.pp),
+               "recompute": r.recompute, "sharding": r.sharding, "micro_batch": r.micro_batch or 1}
+        if r.layout == "searched":
+            lay = searched_layout(r, m, chip)
+        dp = r.dp or r.gpus // (lay["tp"] * lay["pp"] * lay["cp"])
         gb = r.global_batch or float(dp * (r.micro_batch or 1) * (r.grad_accum or 1))
         x = tr.step_inputs(m, chip, domain=r.nvlink_domain, gpus=r.gpus, global_batch=gb, seq=r.seq,
-                           micro_batch=r.micro_batch or 1, tp=r.tp, pp=r.pp, cp=r.cp, ep=r.ep,
-                           vp=r.vp or tr.default_vp(m.n_layers, r.pp),
-                           dtype=r.dtype, recompute=r.recompute, sharding=r.sharding, fsdp_group=r.fsdp_group or 0,
-                           lora=r.task == "lora")
+                           micro_batch=lay["micro_batch"], tp=lay["tp"], pp=lay["pp"], cp=lay["cp"], ep=r.ep,
+                           vp=lay["vp"], dtype=r.dtype, recompute=lay["recompute"], sharding=lay["sharding"],
+                           fsdp_group=r.fsdp_group or 0, lora=r.task == "lora")
         for k, v in x.items():
             cols.setdefault(k, []).append(float(v))
         kept.append(r)
@@ -133,48 +154,52 @@ def predict(ra: RecordArrays, theta: dict) -> np.ndarray:
 
 
 def _start(groups) -> dict:
-    th = {}
-    for k, (lo, hi, x0, ideal, per, _) in tr.TRAIN_PARAMS.items():
-        th[k] = {g: x0 for g in groups} if per else x0
-    return th
+    return {k: ({g: x0 for g in groups} if scope != "shared" else x0)
+            for k, (lo, hi, x0, ideal, scope, _) in tr.TRAIN_PARAMS.items()}
+
+
+def _family(group: str) -> str:
+    return group.partition("-")[0]
 
 
 def fit(ra: RecordArrays, rounds: int = 7, tie_groups: bool = False) -> dict:
     """Coordinate descent of the mean robust |log(pred/measured)| over the grid (9 values per coordinate around the
-    current one, half-width halving each round). ``tie_groups``: every group shares one value (the pooled fit)."""
-    groups = ["pooled"] if tie_groups else sorted(set(ra.groups))
-    gidx = {g: (np.ones(len(ra.groups), bool) if tie_groups else ra.groups == g) for g in groups}
-    subs = {g: ra.subset(gidx[g]) for g in groups}
-    if tie_groups:
-        subs = {"pooled": RecordArrays(ra.records, ra.x, ra.measured, np.array(["pooled"] * len(ra.groups)), ra.labels)}
+    current one, half-width halving each round). Coordinates: one per group of a "group" parameter, one per hardware
+    family of a "family" parameter (its groups tied), one per "shared" parameter. ``tie_groups``: every group shares
+    one value (the pooled fit)."""
+    labels = np.array(["pooled"] * len(ra.groups)) if tie_groups else ra.groups
+    ra = RecordArrays(ra.records, ra.x, ra.measured, labels, ra.labels)
+    groups = sorted(set(labels))
+    families = {}
+    for g in groups:
+        families.setdefault(_family(g), []).append(g)
+    coords = {"group": [[g] for g in groups], "family": list(families.values()), "shared": [None]}
+    subs = {}
+    for members in coords["group"] + coords["family"]:
+        key = tuple(members)
+        if key not in subs:
+            mask = np.isin(labels, members)
+            sub = ra.subset(mask)
+            subs[key] = (sub, {kk: np.asarray(v)[:, None] for kk, v in sub.x.items()})
     th = _start(groups)
     widths = {k: (v[1] - v[0]) / 2.0 for k, v in tr.TRAIN_PARAMS.items()}
-    x_col = {k: np.asarray(v)[:, None] for k, v in ra.x.items()}
+    x_all = {k: np.asarray(v)[:, None] for k, v in ra.x.items()}
     for _ in range(rounds):
-        for k, (lo, hi, _x0, _i, per, _) in tr.TRAIN_PARAMS.items():
-            for g in (groups if per else [None]):
-                cur = th[k][g] if per else th[k]
+        for k, (lo, hi, _x0, _i, scope, _) in tr.TRAIN_PARAMS.items():
+            for members in coords[scope]:
+                cur = th[k][members[0]] if members else th[k]
                 cand = np.unique(np.clip(np.linspace(cur - widths[k], cur + widths[k], 9), lo, hi))
-                if per:
-                    sub = subs[g]
-                    xs = {kk: np.asarray(v)[:, None] for kk, v in sub.x.items()}
-                    p = {kk: (np.full(len(sub.groups), vv[g])[:, None] if isinstance(vv, dict) else vv)
-                         for kk, vv in th.items()}
-                    p[k] = cand[None, :]
-                    pred = tr.step_terms(xs, p)["tokens_per_s_per_gpu"]
-                    loss = _loss(pred, sub.measured[:, None]).mean(axis=0)
-                else:
-                    p = {kk: (np.array([vv.get(gg, np.nan) for gg in (["pooled"] * len(ra.groups) if tie_groups
-                                                                        else ra.groups)])[:, None]
-                              if isinstance(vv, dict) else vv) for kk, vv in th.items()}
-                    p[k] = cand[None, :]
-                    pred = tr.step_terms(x_col, p)["tokens_per_s_per_gpu"]
-                    loss = _loss(pred, ra.measured[:, None]).mean(axis=0)
+                sub, xs = subs[tuple(members)] if members else (ra, x_all)
+                p = {kk: (np.array([vv[g] for g in sub.groups])[:, None] if isinstance(vv, dict) else vv)
+                     for kk, vv in th.items()}
+                p[k] = cand[None, :]
+                loss = _loss(tr.step_terms(xs, p)["tokens_per_s_per_gpu"], sub.measured[:, None]).mean(axis=0)
                 # a coordinate no record identifies (flat loss: e.g. the expert overhead without MoE records, the
-                # low-precision ratio of a group without FP8 rows) keeps its value instead of drifting to a bound
+                # low-precision ratio of a family without FP8 rows) keeps its value instead of drifting to a bound
                 best = cur if np.ptp(loss) < 1e-12 else float(cand[int(np.argmin(loss))])
-                if per:
-                    th[k][g] = best
+                if members:
+                    for g in members:
+                        th[k][g] = best
                 else:
                     th[k] = best
         widths = {k: w / 2.0 for k, w in widths.items()}
@@ -193,10 +218,14 @@ def fit_with_pooled(ra: RecordArrays, rounds: int = 7) -> dict:
 
 def counts(ra: RecordArrays) -> dict:
     groups = sorted(set(ra.groups))
-    per = sum(1 for v in tr.TRAIN_PARAMS.values() if v[4])
-    shared = len(tr.TRAIN_PARAMS) - per
-    return {"records": int(len(ra.measured)), "groups": groups, "params_per_group": per, "shared_params": shared,
-            "fitted_params": per * len(groups) + shared, "sources": int(len(set(ra.labels["source"]))),
+    per = sum(1 for v in tr.TRAIN_PARAMS.values() if v[4] == "group")
+    per_fam = sum(1 for v in tr.TRAIN_PARAMS.values() if v[4] == "family")
+    fams = sorted({_family(g) for g in groups})
+    shared = len(tr.TRAIN_PARAMS) - per - per_fam
+    return {"records": int(len(ra.measured)), "groups": groups, "params_per_group": per,
+            "params_per_family": per_fam, "families": fams, "shared_params": shared,
+            "fitted_params": per * len(groups) + per_fam * len(fams) + shared,
+            "sources": int(len(set(ra.labels["source"]))),
             "hardware_families": int(len(set(ra.labels["hardware"]))),
             "model_families": int(len(set(ra.labels["model"]))),
             "software_releases": int(len(set(ra.labels["software"])))}
@@ -262,7 +291,8 @@ def presets_toml(th: dict, fa: RecordArrays, cv: dict | None = None) -> str:
     head = (f"# Training presets of the step model (analyses/training.py step_terms), fitted by `rackmath validate --train "
             f"--refit`\n# on {n['records']} published training records (specs/data/training/records.toml) from "
             f"{n['sources']} sources: {n['fitted_params']} parameters\n# ({n['params_per_group']} per hardware family × "
-            f"framework family for {len(n['groups'])} groups + {n['shared_params']} shared). error_band: the "
+            f"framework family for {len(n['groups'])} groups + {n['params_per_family']} per hardware family for "
+            f"{len(n['families'])} families + {n['shared_params']} shared). error_band: the "
             "leave-one-source-out median |error|\n# of the group's records (cross-family: leave-one-hardware-family-out, "
             "all records). docs/training.md.\n")
     parts = [head]

@@ -198,7 +198,9 @@ def train_cmd(
         ("model / hardware", f"{r.model} on {human(r.chips)} × {hw.chip.name} ({r.hardware}), {tdt}"),
         ("parallelism", f"DP {par.dp} · TP {par.tp} · PP {par.pp} · CP {par.cp} · EP {par.ep}; {par.schedule}"
                         + (f" × {par.v} virtual" if par.v > 1 else "") + f", micro-batch {s['microbatch_seqs']:.3g}"
-                        f" × M = {s['microbatches']:.3g}; sharding {par.sharding_mode}; recompute {par.recompute} "
+                        f" × M = {s['microbatches']:.3g}; sharding {par.sharding_mode}; recompute {par.recompute}"
+                        + (f" + full on {par.recompute_layers} of {m.n_layers / par.pp:.3g} layers per stage"
+                           if par.recompute_layers else "") + " "
                         f"({how})"),
         ("FLOPs 6·N·D + attention", f"{human(r.flops_dense, 'FLOP')} + {human(r.flops_attention, 'FLOP')} = "
                                     f"{human(r.flops_total, 'FLOP')}"),
@@ -541,7 +543,8 @@ def validate_train_cmd(*, json: bool = False, ideal: bool = False, refit: bool =
         ["rows", f"{cov['rows']} published rows, {cov['modelled']} modelled; pretraining {cov['pretrain_modelled']}"
                  f"/{cov['pretrain_rows']} ({cov['pretrain_modelled'] / max(cov['pretrain_rows'], 1):.0%})"],
         ["fit", f"{c['fitted_params']} parameters ({c['params_per_group']} per hardware family × framework family "
-                f"for {len(c['groups'])} groups + {c['shared_params']} shared) on {c['records']} records from "
+                f"for {len(c['groups'])} groups + {c['params_per_family']} per hardware family × {len(c['families'])} + "
+                f"{c['shared_params']} shared) on {c['records']} records from "
                 f"{c['sources']} sources, {c['hardware_families']} hardware families, {c['model_families']} model "
                 f"families, {c['software_releases']} software releases"],
         ["in sample", _line(ins)],

@@ -54,6 +54,7 @@ FIELDS = {
     "sharding": (str, True, "none, shard_grad_op (ZeRO-2) or full_shard (ZeRO-3 / FSDP)"),
     "fsdp_group": (int, False, "GPUs a Megatron-FSDP sharding group spans"),
     "recompute": (str, True, "activation recompute: none, selective or full"),
+    "layout": (str, False, "searched: the source ran its best layout without saying which (rackmath's search)"),
     "grad_accum": (int, False, "gradient-accumulation steps as printed"),
     "framework": (str, True, "megatron (Megatron-LM / NeMo / Megatron-Bridge) or fsdp (llm-foundry)"),
     "optimizer": (str, False, "adam (default) or muon"),
@@ -124,6 +125,7 @@ class TrainRecord:
     sharding: str = "none"
     fsdp_group: int | None = None
     recompute: str = "selective"
+    layout: str = ""
     grad_accum: int | None = None
     optimizer: str = "adam"
     tokens_per_s_per_gpu: float | None = None
