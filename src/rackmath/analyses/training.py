@@ -477,14 +477,14 @@ def train(model, hardware, *, chips: int | None = None, tokens: float, seq_len: 
           global_batch_tokens: float | None = None, mfu_given: float | None = None,
           flops_per_chip: float | None = None, chip_hours_given: float | None = None, dtype: str = "bf16",
           par: Parallelism | None = None, eta_compute: float | None = None, dp_overlap: float = 1.0,
-          include_attention: bool = True, usd_per_hour: float | None = None, preset=None,
+          include_attention: bool = True, usd_per_hour: float | None = None, preset="auto",
           framework: str = "megatron") -> TrainingResult:
     """Training time, chip-hours, cost, MFU and memory per chip for ``model`` on ``hardware``.
 
     Adapter over the pure functions above. ``model`` is a ModelSpec, ``hardware`` a System (or Chip). With
     ``mfu_given``, ``flops_per_chip`` or ``chip_hours_given`` the run time is C / (chips · F) (measured-efficiency
-    mode); otherwise the step model (:func:`step_terms`) with ``preset`` sets F: None = the ideal bound, "auto" = the
-    fitted preset of the chip's family and ``framework`` (:func:`resolve_preset`). ``dp_overlap`` is kept for
+    mode); otherwise the step model (:func:`step_terms`) with ``preset`` sets F: "auto" (default, as `rackmath train`)
+    = the fitted preset of the chip's family and ``framework``, None or "ideal" = the bound (:func:`resolve_preset`). ``dp_overlap`` is kept for
     callers of the earlier model and unused (the overlap is in :func:`step_terms`).
     """
     chip = getattr(hardware, "chip", hardware)
@@ -619,7 +619,7 @@ def _expert_params(model) -> float:
     return float(one) * n_exp * n_moe
 
 
-def search_training_layout(model, hardware, *, chips: int, fixed: dict | None = None, preset=None,
+def search_training_layout(model, hardware, *, chips: int, fixed: dict | None = None, preset="auto",
                            framework: str = "megatron", dtype: str = "bf16", tokens: float = 1.0,
                            seq_len: float = 8192, global_batch_tokens: float | None = None, **train_kw):
     """The fastest layout that fits, as ``serve`` chooses a serving layout, all candidates in one vectorized call of
