@@ -1,8 +1,11 @@
 """Training compute, time and memory (lecture 01:18:59, "6ND"; Korthikanti et al. 2022; ZeRO).
 
 Pure functions of numbers first (N, D, FLOP/s, chips, degrees of parallelism), all
-vectorized with numpy; thin adapters at the bottom take a ``ModelSpec`` and a
-``System``/``Chip``. Every function's docstring is its equation and source.
+vectorized with numpy; thin adapters take a ``ModelSpec`` and a ``System``/``Chip``. Every
+function's docstring is its equation and source. The calibrated training step (issue 38) is
+at the bottom: :func:`step_terms` (one function per term) with the fitted parameters of
+``specs/data/training/presets.toml``; :func:`train` and :func:`search_training_layout` are
+what `rackmath train` (and the web page) call.
 
 Units: FLOPs, FLOP/s (dense), bytes, bytes/s, seconds.
 
