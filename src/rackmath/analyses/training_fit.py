@@ -25,6 +25,12 @@ SCHEMES = ("source", "hardware", "model", "software")
 #: |log error| past this cap grows slowly (a soft-L1 loss, as the serving fit's FIT_ROBUST_CAP): a record the model
 #: cannot describe pulls, but cannot drag the parameters every other record needs.
 ROBUST_CAP = 0.4
+#: Per-group efficiencies are pulled toward the other groups' (geometric) mean: a Gaussian prior in log space of width
+#: SHRINK_SIGMA weighing as SHRINK_WEIGHT records (the serving fit's priors, calibration.Param.prior): a group with many
+#: records barely moves, one a fold leaves with few does not chase them.
+SHRINK = ("eta_gemm", "eta_attn")
+SHRINK_SIGMA = 0.2
+SHRINK_WEIGHT = 2.0
 
 
 def source_flops_per_token(formula, model, seq):
@@ -194,6 +200,11 @@ def fit(ra: RecordArrays, rounds: int = 7, tie_groups: bool = False) -> dict:
                      for kk, vv in th.items()}
                 p[k] = cand[None, :]
                 loss = _loss(tr.step_terms(xs, p)["tokens_per_s_per_gpu"], sub.measured[:, None]).mean(axis=0)
+                if members and scope == "group" and k in SHRINK and len(groups) > 1:
+                    others = [th[k][g] for g in groups if g not in members]
+                    centre = float(np.exp(np.mean(np.log(np.maximum(others, 1e-12)))))
+                    pen = SHRINK_WEIGHT * (np.log(np.maximum(cand, 1e-12) / centre) / SHRINK_SIGMA) ** 2
+                    loss = loss + pen / max(len(sub.measured), 1)
                 # a coordinate no record identifies (flat loss: e.g. the expert overhead without MoE records, the
                 # low-precision ratio of a family without FP8 rows) keeps its value instead of drifting to a bound
                 best = cur if np.ptp(loss) < 1e-12 else float(cand[int(np.argmin(loss))])
