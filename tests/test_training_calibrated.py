@@ -220,3 +220,56 @@ def test_layout_search_is_fast():
     assert time.process_time() - t0 < 2.0 and info["fit"] >= 1 and r.memory["fits"]
     with pytest.raises(InputError):
         tr.search_training_layout(m, hw, chips=16384, tokens=1e12, fixed={"optimizer": "bogus"})
+
+
+# ---------------------------------------------------------------- the converter's rules (no ../shared needed)
+
+
+def _converter():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "convert_training.py"
+    spec = importlib.util.spec_from_file_location("convert_training", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _row(**kw):
+    row = {"id": "X-1", "source": {"repo": "NVIDIA/Megatron-LM", "path": "README.md", "commit": "abc1234",
+                                   "url": None, "section": "README table, April 2021"},
+           "task": "pretrain", "model": {"name": "GPT 145B"}, "hardware": {"chip": "A100 80GB", "num_gpus": 1536},
+           "dtype": None, "seq_len": 2048, "global_batch": {"sequences": 2304, "tokens": 4718592}, "micro_batch": None,
+           "parallelism": {"tp": None, "pp": None, "cp": None, "ep": None, "vp": None, "dp": 24, "fsdp": None,
+                           "zero": None, "recompute": None, "grad_accum": None, "other": None},
+           "metrics": {"tokens_per_s_per_gpu": None, "tflops_per_gpu": 148, "mfu_pct": 47, "hfu_pct": None,
+                       "step_time_s": None}, "status": "V", "mfu_definition": "", "notes": None}
+    row.update(kw)
+    return row
+
+
+def test_converter_rules():
+    conv = _converter()
+    r = conv.convert(_row())
+    # the README states TP·PP only: the split of Narayanan et al. 2021 Table 1; their FLOP formula counts recompute
+    assert (r["tp"], r["pp"], r["recompute"], r["flop_formula"]) == (8, 8, "full", "narayanan-recompute")
+    assert r["model"] == "megatron-gpt-145b" and r["chip"] == "a100-sxm-80gb" and r["dtype"] == "bf16"
+    assert "exclude" not in r and r["assumptions"]
+    text = conv.to_toml([r])
+    rec = trr.parse(text)[0]
+    assert rec.tp == 8 and rec.hardware_family == "ampere" and rec.model_family == "gpt"
+    # a hybrid Mamba model is kept as data with its reason
+    m = conv.convert(_row(model={"name": "Nemotron_3_Nano"}))
+    assert "Mamba" in m["exclude"]
+    # NVIDIA's 25.09 tables have no precision column: FP8 by their footnote, the bracketed variant block-scaled
+    nb = _row(source={"repo": "NVIDIA-NeMo/Megatron-Bridge", "path": "p", "commit": "c", "url": None,
+                      "section": "25.09 NeMo Container / pretrain / DGX-B200"},
+              model={"name": "LLAMA3_8B"}, hardware={"chip": "B200 (DGX 8-GPU)", "num_gpus": 8},
+              parallelism={"tp": 1, "pp": 1, "cp": 1, "ep": 1, "vp": None, "dp": 8, "fsdp": "0", "zero": None,
+                           "recompute": None, "grad_accum": None, "other": None},
+              notes="table has no precision column (25.09); value(s) given in parentheses in source = alternate FP8 "
+                    "quantization granularity variant of the same row")
+    b = conv.convert(nb)
+    assert b["dtype"] == "mxfp8" and b["software"] == "nemo-25.09" and b["nvlink_domain"] == 8
+    assert b["flop_formula"] == "megatron-bridge" and b["chip"] == "b200"
