@@ -226,14 +226,12 @@ def test_layout_search_is_fast():
 
 
 def _converter():
-    import importlib.util
+    import runpy
     from pathlib import Path
+    from types import SimpleNamespace
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "convert_training.py"
-    spec = importlib.util.spec_from_file_location("convert_training", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return SimpleNamespace(**runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" /
+                                                 "convert_training.py")))
 
 
 def _row(**kw):
