@@ -6,7 +6,7 @@ import typer
 
 
 from .common import (EXPLAIN_OPT, JSON_OPT, MODEL_ARG, POWER_CAP_OPT, PUE_OPT, USD_OPT, USD_PER_KWH_OPT, dtype_check,
-                     gpus_opt, hardware_opt)
+                     gpus_opt, hardware_opt, print_derivation)
 
 scaling_app = typer.Typer(help="Scaling laws: Chinchilla L(N, D) and Clark et al.'s routed-model law.",
                           no_args_is_help=True)
@@ -48,9 +48,9 @@ def _out(d: dict, derivation, json: bool, explain: bool, rows: list, title: str,
 def train_cmd(
     model: str = MODEL_ARG,
     hardware: str = hardware_opt("hgx-h100"),
-    chips: str = gpus_opt(None, "GPUs (default: dp·tp·pp, or one scale-up domain)."),
+    chips: str = gpus_opt(None, "GPUs (default: dp·tp·pp·cp, or one scale-up domain)."),
     tokens: str = typer.Option(..., "--tokens", "-D", help="Training tokens, e.g. '15T'."),
-    mfu: float = typer.Option(None, "--mfu", help="Achieved model FLOP utilisation (0–1)."),
+    mfu: float = typer.Option(None, "--mfu", help="Achieved model FLOP utilisation (0–1): overrides the step model."),
     tflops: str = typer.Option(None, "--tflops", help="Achieved FLOP/s per chip, e.g. '400 TFLOP/s' or '400' (TF)."),
     chip_hours: str = typer.Option(None, "--gpu-hours", help="Reported GPU-hours (e.g. '30.84M'): implies MFU."),
     seq: str = typer.Option("8192", "--seq", help="Sequence length (tokens; 8K = 8,000, 8Ki = 8,192)."),
@@ -58,17 +58,38 @@ def train_cmd(
     dp: str = typer.Option(None, "--dp", help="Data-parallel degree (default: searched)."),
     tp: str = typer.Option(None, "--tp", help="Tensor-parallel degree (default: searched)."),
     pp: str = typer.Option(None, "--pp", help="Pipeline stages (default: searched)."),
-    ep: str = typer.Option("1", "--ep", help="Expert-parallel degree."),
-    microbatches: str = typer.Option(None, "--microbatches", "-M", help="Microbatches per step (default 4·pp)."),
-    schedule: str = typer.Option("1f1b", "--schedule", help="gpipe, 1f1b or interleaved."),
-    chunks: str = typer.Option("1", "--chunks", help="Model chunks per stage (interleaved)."),
-    zero: int = typer.Option(None, "--zero", help="ZeRO stage 0–3 (3 = FSDP full shard; default: searched)."),
+    cp: str = typer.Option(None, "--cp", help="Context-parallel degree (ring attention; default: searched, 1 below "
+                                              "16K tokens)."),
+    ep: str = typer.Option("1", "--ep", help="Expert-parallel degree (MoE)."),
+    vp: str = typer.Option(None, "--vp", "--chunks", help="Virtual (interleaved) stages per pipeline rank (default: "
+                                                          "about 2 layers each, NVIDIA's recipes)."),
+    micro_batch: str = typer.Option(None, "--micro-batch", help="Sequences per micro-batch (default 1)."),
+    microbatches: str = typer.Option(None, "--microbatches", "-M", "--grad-accum",
+                                     help="Micro-batches per step per replica (gradient accumulation); instead of "
+                                          "--micro-batch."),
+    schedule: str = typer.Option(None, "--schedule", help="gpipe, 1f1b or interleaved (default: interleaved when "
+                                                          "pp > 1)."),
+    zero: int = typer.Option(None, "--zero", help="ZeRO stage 0–3 (1 = Megatron's distributed optimizer, 3 = FSDP "
+                                                  "full shard; default: searched)."),
+    fsdp: str = typer.Option(None, "--fsdp", help="Sharding: none, shard_grad_op or full_shard (FSDP; default: "
+                                                  "searched)."),
+    fsdp_group: str = typer.Option(None, "--fsdp-group", help="GPUs one sharding group spans (HSDP; default: all "
+                                                              "data-parallel ranks)."),
+    framework: str = typer.Option(None, "--framework", help="megatron (Megatron-LM/NeMo) or fsdp (llm-foundry-style "
+                                                            "FSDP only): picks the fitted preset (default: fsdp with "
+                                                            "--fsdp and no --tp/--pp, else megatron)."),
+    ideal: bool = typer.Option(False, "--ideal", help="The ideal bound (every GEMM at peak, no overheads): a lower "
+                                                      "bound on time."),
+    preset: str = typer.Option(None, "--efficiency", help="A training preset by name, or auto (default: the fitted "
+                                                          "preset of the chip's family and the framework; rackmath "
+                                                          "validate --train --refit prints them)."),
     optimizer: str = typer.Option("adam-mixed", "--optimizer", help="adam-mixed (16 B/param), adam-mixed-fp32grad, "
                                   "adam-fp32, momentum-mixed."),
     recompute: str = typer.Option(None, "--recompute", help="none, selective or full (default: searched)."),
     no_sp: bool = typer.Option(False, "--no-sequence-parallel", help="Turn off sequence parallelism."),
-    dtype: str = typer.Option("bf16", "--dtype", callback=dtype_check("dtype"), help="Compute dtype whose peak defines MFU."),
-    eta: float = typer.Option(1.0, "--eta", help="Matmul efficiency for the bottom-up step model."),
+    dtype: str = typer.Option("bf16", "--dtype", help="GEMM precision: bf16, fp8, mxfp8, nvfp4 (its peak defines "
+                                                      "MFU)."),
+    eta: float = typer.Option(None, "--eta", help="Override the preset's large-GEMM efficiency (0–1)."),
     no_attention: bool = typer.Option(False, "--no-attention", help="Count 6·N·D only (no attention FLOPs)."),
     usd: str = USD_OPT,
     pue: str = PUE_OPT,
@@ -79,96 +100,145 @@ def train_cmd(
 ):
     """Training compute (6·N·D + attention), time, GPU-hours, cost, energy, MFU and memory per GPU.
 
-    Without --tp/--pp/--dp/--zero/--recompute the fastest layout that fits in memory is searched (and said so).
+    Calibrated by default: the step model (GEMMs, attention, recompute, TP/CP/EP/PP/DP communication, bubbles,
+    optimizer) with the fitted preset of the chip's family and the framework (docs/training.md); --ideal gives the
+    bound; --mfu/--tflops/--gpu-hours override it. Without --tp/--pp/--cp/--dp/--zero/--recompute the fastest layout
+    that fits in memory is searched (and said so).
     """
     from .. import units
-    from ..analyses.training import Parallelism, search_training_layout, train
+    from ..analyses.training import (FRAMEWORKS, SHARDINGS, Parallelism, search_training_layout, train,
+                                     training_dtype)
     from ..errors import InputError, check_positive
     from ..specs.hardware import load_hardware
     from ..specs.models import load_model
-    from .common import human, power_capped, priced, print_derivation
+    from .common import human, power_capped, priced
 
-    check_positive(eta, "eta", "a matmul efficiency such as 0.5", maximum=1.0)
+    if eta is not None:
+        check_positive(eta, "eta", "a GEMM efficiency such as 0.5", maximum=1.0)
+    tdt = training_dtype(dtype)
+    if ideal and preset is not None:
+        raise InputError("ideal", "both --ideal and --efficiency given", "one of them")
+    if schedule is not None and schedule.lower() not in ("gpipe", "1f1b", "interleaved"):
+        raise InputError("schedule", f"unknown pipeline schedule {schedule!r}", "gpipe, 1f1b, interleaved")
+    sharding = fsdp.lower() if fsdp else None
+    if sharding is not None and sharding not in SHARDINGS:
+        raise InputError("fsdp", f"unknown sharding {fsdp!r}", ", ".join(SHARDINGS))
+    if framework is not None and framework.lower() not in FRAMEWORKS:
+        raise InputError("framework", f"unknown framework family {framework!r}", ", ".join(FRAMEWORKS))
     m = load_model(model)
     hw = load_hardware(power_capped(priced(hardware, usd), power_cap))
     t = _int(tp, "tp") if tp else None
     p = _int(pp, "pp") if pp else None
-    e, v = _int(ep, "ep"), _int(chunks, "chunks")
+    c_ = _int(cp, "cp") if cp else None
+    e = _int(ep, "ep")
+    v = _int(vp, "vp") if vp else None
     n = _int(chips, "gpus") if chips else None
     d_ = _int(dp, "dp") if dp else None
-    if n and d_ is None and t and p and n % (t * p):
-        raise InputError("gpus", f"{n} GPUs do not divide by tp·pp = {t * p}", "gpus = dp × tp × pp")
+    if n and d_ is None and t and p and n % (t * p * (c_ or 1)):
+        raise InputError("gpus", f"{n} GPUs do not divide by tp·pp·cp = {t * p * (c_ or 1)}", "gpus = dp × tp × pp × cp")
     if n is None:
-        n = (d_ or max(1, hw.scaleup_size // ((t or 1) * (p or 1)))) * (t or 1) * (p or 1)
+        mp = (t or 1) * (p or 1) * (c_ or 1)
+        n = (d_ or max(1, hw.scaleup_size // mp)) * mp
+    fw = (framework.lower() if framework else
+          "fsdp" if sharding in ("full_shard", "shard_grad_op") and not t and not p else "megatron")
     flops = None
     if tflops is not None:
         try:
             flops = float(tflops) * 1e12
         except ValueError:
             flops = units.parse_flops(tflops, "tflops")
+    sched = schedule.lower() if schedule else None
+    if v is not None and v > 1:
+        if sched not in (None, "interleaved"):
+            raise InputError("vp", f"--vp {v} with --schedule {sched}", "--vp with the interleaved schedule")
+        sched = "interleaved"
     kw = dict(tokens=_count(tokens, "tokens"), seq_len=_count(seq, "seq"),
               global_batch_tokens=_count(global_batch, "global-batch") if global_batch else None,
               mfu_given=mfu, flops_per_chip=flops,
-              chip_hours_given=_count(chip_hours, "chip-hours") if chip_hours else None, dtype=dtype,
-              eta_compute=eta, include_attention=not no_attention)
-    fixed = {"ep": e, "schedule": schedule.lower(), "v": v, "optimizer": optimizer, "sequence_parallel": not no_sp}
+              chip_hours_given=_count(chip_hours, "chip-hours") if chip_hours else None, dtype=tdt,
+              eta_compute=eta, include_attention=not no_attention,
+              preset=None if ideal else ((preset or "auto").lower()), framework=fw)
+    fixed = {"ep": e, "optimizer": optimizer, "sequence_parallel": not no_sp}
+    if sched:
+        fixed["schedule"] = sched
+    if v:
+        fixed["v"] = v
+    if micro_batch:
+        fixed["micro_batch"] = float(_int(micro_batch, "micro-batch"))
     if microbatches:
+        if micro_batch:
+            raise InputError("microbatches", "both --micro-batch and --microbatches/--grad-accum given", "one of them")
         fixed["microbatches"] = _int(microbatches, "microbatches")
+    if fsdp_group:
+        fixed["fsdp_group"] = _int(fsdp_group, "fsdp-group")
     searched = None
-    given = dict(tp=t, pp=p, dp=d_, zero_stage=zero, recompute=recompute.lower() if recompute else None)
-    if all(x is not None for x in given.values()):
-        par = Parallelism(dp=d_, tp=t, pp=p, microbatches=fixed.pop("microbatches", 4 * p), zero_stage=zero,
-                          recompute=recompute.lower(), **fixed)
+    given = dict(tp=t, pp=p, dp=d_, cp=c_, recompute=recompute.lower() if recompute else None)
+    shard_given = sharding is not None or zero is not None
+    if all(x is not None for k, x in given.items() if k != "cp") and shard_given:
+        from ..analyses.training import default_vp
+
+        cp_ = c_ or 1
+        vv = v or (default_vp(m.n_layers, p) if sched in (None, "interleaved") else 1)
+        par = Parallelism(dp=d_, tp=t, pp=p, cp=cp_, v=vv, schedule="interleaved" if vv > 1 else (sched or "1f1b"),
+                          zero_stage=1 if zero is None else zero, sharding=sharding, recompute=recompute.lower(),
+                          **{k: x for k, x in fixed.items() if k not in ("schedule", "v")})
         r = train(m, hw, chips=n, par=par, **kw)
     else:
-        r, par, searched = search_training_layout(m, hw, chips=n, fixed={k: x for k, x in given.items()
-                                                                         if x is not None} | fixed, **kw)
+        fx = {k: x for k, x in given.items() if x is not None} | fixed
+        if zero is not None:
+            fx["zero_stage"] = zero
+        if sharding is not None:
+            fx["sharding"] = sharding
+        r, par, searched = search_training_layout(m, hw, chips=n, fixed=fx, **kw)
     s, mem = r.step, r.memory
     en = training_energy(r, hw, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
-    e = en["result"]
+    e_ = en["result"]
     how = (f"searched: fastest of {searched['evaluated']} layouts, {searched['fit']} fit" if searched else "given")
     rows = [
-        ("model / hardware", f"{r.model} on {human(r.chips)} × {hw.chip.name} ({r.hardware})"),
-        ("parallelism", f"DP {par.dp} · TP {par.tp} · PP {par.pp} · EP {par.ep}; {par.schedule}, M = "
-                        f"{par.microbatches}; ZeRO-{par.zero_stage}; recompute {par.recompute} ({how})"),
+        ("model / hardware", f"{r.model} on {human(r.chips)} × {hw.chip.name} ({r.hardware}), {tdt}"),
+        ("parallelism", f"DP {par.dp} · TP {par.tp} · PP {par.pp} · CP {par.cp} · EP {par.ep}; {par.schedule}"
+                        + (f" × {par.v} virtual" if par.v > 1 else "") + f", micro-batch {s['microbatch_seqs']:.3g}"
+                        f" × M = {s['microbatches']:.3g}; sharding {par.sharding_mode}; recompute {par.recompute}"
+                        + (f" + full on {par.recompute_layers} of {m.n_layers / par.pp:.3g} layers per stage"
+                           if par.recompute_layers else "") + " "
+                        f"({how})"),
         ("FLOPs 6·N·D + attention", f"{human(r.flops_dense, 'FLOP')} + {human(r.flops_attention, 'FLOP')} = "
                                     f"{human(r.flops_total, 'FLOP')}"),
         (f"FLOP/s per GPU ({r.mode})", f"{human(r.achieved_flops, 'FLOP/s')} = MFU {human(r.mfu, '%')}"),
         ("time", human(r.time_s, "s")),
         ("GPU-hours", human(r.chip_hours)),
         ("cost", f"{human(r.usd, '$')} at {human(hw.chip.usd_per_hour, '$')}/GPU-hour"),
-        ("bottom-up step", f"{human(s['t_step_s'], 's')} (math {human(s['t_math_s'], 's')}, bubble "
-                           f"{human(s['bubble_fraction'], '%')}, TP {human(s['t_tp_s'], 's')}, EP "
-                           f"{human(s['t_ep_s'], 's')}, DP exposed {human(s['t_dp_exposed_s'], 's')}) → MFU "
-                           f"{human(s['mfu'], '%')}"),
+        (f"step ({s['preset']})", f"{human(s['t_step_s'], 's')}: work {human(s['t_work_s'], 's')} (GEMM "
+                                  f"{human(s['t_gemm_s'], 's')}, attention {human(s['t_attention_s'], 's')}, TP "
+                                  f"{human(s['t_tp_s'], 's')}, EP {human(s['t_ep_s'], 's')}), bubble "
+                                  f"{human(s['t_bubble_s'], 's')}, DP exposed {human(s['t_dp_exposed_s'], 's')}; "
+                                  f"{human(s['tokens_per_s_per_gpu'])} tokens/s/GPU"),
         ("model state / GPU", f"{human(mem['model_state_bytes'], 'B')} ({human(mem['bytes_per_param'])} B/param × "
                               f"{human(mem['params_per_chip'])} params)"),
         ("activations / GPU", human(mem["activation_bytes"], "B")),
         ("memory / GPU", f"{human(mem['total_bytes'], 'B')} of {human(mem['hbm_bytes'], 'B')} HBM"
                          + ("" if mem["fits"] else "  (DOES NOT FIT: no layout fits; more GPUs or ZeRO-3)")),
-    ] + ([("energy", "— (the catalog gives no board power, tdp_w, for this chip)")] if e is None else [
-        ("energy", f"{human(en['energy_j'] / 3.6e9)} MWh at the meter ({human(e.facility_w_per_chip, 'W')}/GPU: "
-                   f"board at TDP + host, PUE {e.pue:g}); {human(float(e.j_per_token), 'J')}/token, "
-                   f"{human(float(e.tokens_per_kwh))} tokens/kWh"),
-        ("electricity", f"{human(en['electricity_usd'], '$')} at ${e.usd_per_kwh:g}/kWh = "
-                        f"{human(float(e.elec_share), '%')} of the cost"
+    ] + ([("energy", "— (the catalog gives no board power, tdp_w, for this chip)")] if e_ is None else [
+        ("energy", f"{human(en['energy_j'] / 3.6e9)} MWh at the meter ({human(e_.facility_w_per_chip, 'W')}/GPU: "
+                   f"board at TDP + host, PUE {e_.pue:g}); {human(float(e_.j_per_token), 'J')}/token, "
+                   f"{human(float(e_.tokens_per_kwh))} tokens/kWh"),
+        ("electricity", f"{human(en['electricity_usd'], '$')} at ${e_.usd_per_kwh:g}/kWh = "
+                        f"{human(float(e_.elec_share), '%')} of the cost"
                         + ("" if power_cap is None else f" (power cap {human(en['power_cap_w'], 'W')} per GPU: "
                                                         f"compute peaks × {en['clock_fraction']:.3f})")),
     ])
-    d = r.as_dict() | {"layout_search": searched, "usd_per_gpu_hour": hw.chip.usd_per_hour,
-                       "prediction": "given" if r.mode != "bottom-up" else ("ideal" if eta == 1 else "derated"),
-                       "label": (f"time from the {r.mode}" if r.mode != "bottom-up" else
-                                 f"bottom-up step model at η_compute = {eta:g} — a lower bound on time" if eta == 1
-                                 else f"bottom-up step model at η_compute = {eta:g}")}
-    d["energy"] = {k: v for k, v in en.items() if k != "result"} if e is not None else None
-    if explain and not json and e is not None:
+    pred = ("given" if r.mode not in ("calibrated", "ideal bound") else
+            "calibrated" if r.mode == "calibrated" else "ideal")
+    d = r.as_dict() | {"layout_search": searched, "usd_per_gpu_hour": hw.chip.usd_per_hour, "prediction": pred}
+    d["energy"] = {k: v for k, v in en.items() if k != "result"} if e_ is not None else None
+    if explain and not json and e_ is not None:
         _out(d, r.derivation, json, explain, rows, "")
         print()
-        print_derivation(e.explain())
+        print_derivation(e_.explain())
         return
-    if json and explain and e is not None:
-        d["energy_derivation"] = e.explain().as_dict()
-    _out(d, r.derivation, json, explain, rows, f"Training run (lecture 01:18:59: 6·N·D) — {d['label']}")
+    if json and explain and e_ is not None:
+        d["energy_derivation"] = e_.explain().as_dict()
+    _out(d, r.derivation, json, explain, rows, f"Training run (lecture 01:18:59: 6·N·D) — {r.label}")
 
 
 def training_energy(r, hw, *, pue="1.2", usd_per_kwh="0.08", power_cap=None) -> dict:
@@ -433,3 +503,69 @@ def register(app: typer.Typer) -> None:
     app.command("overtrain")(overtrain_cmd)
     app.add_typer(scaling_app, name="scaling")
     app.command("revnet")(revnet_cmd)
+
+
+def validate_train_cmd(*, json: bool = False, ideal: bool = False, refit: bool = False, output=None,
+                       force: bool = False, ids=None, explain: bool = False, others: dict | None = None):
+    """`rackmath validate --train`: fit the training step model on the published training records, cross-validate
+    it (leave one source / hardware family / model family / software release out), print the counts, the errors
+    and the held-out Llama 3 405B rows; with --refit the presets as [[train_preset]] TOML (--output FILE)."""
+    from ..errors import InputError
+    from .common import check_output, print_json, table
+
+    for flag, given in ({"ideal": ideal, "id": ids is not None, "explain": explain} | dict(others or {})).items():
+        if given:
+            raise InputError(flag.replace("_", "-"), f"--{flag.replace('_', '-')} with --train",
+                             "--train [--refit [--output FILE [--force]]] [--json]")
+    if (output is not None or force) and not refit:
+        raise InputError("output", "--output/--force without --refit", "--train --refit --output FILE")
+    if output is not None:
+        check_output(output, force)
+    from ..analyses import training_fit as tf
+
+    v = tf.validate_training()
+    if refit:
+        text = tf.presets_toml(v["_theta"], v["_fa"], v["_cv"])
+        if output is None or str(output) == "-":
+            print(text, end="")
+        else:
+            from pathlib import Path
+
+            Path(output).write_text(text)
+            print(f"wrote {output}")
+        return
+    out = {k: x for k, x in v.items() if not k.startswith("_")}
+    if json:
+        print_json(out)
+        return
+    c, cov, ins = v["counts"], v["coverage"], v["in_sample"]
+    table("rackmath validate --train: the training step model on published runs (tokens/s/GPU)", ["quantity", "value"], [
+        ["rows", f"{cov['rows']} published rows, {cov['modelled']} modelled; pretraining {cov['pretrain_modelled']}"
+                 f"/{cov['pretrain_rows']} ({cov['pretrain_modelled'] / max(cov['pretrain_rows'], 1):.0%})"],
+        ["fit", f"{c['fitted_params']} parameters ({c['params_per_group']} per hardware family × framework family "
+                f"for {len(c['groups'])} groups + {c['params_per_family']} per hardware family × {len(c['families'])} + "
+                f"{c['shared_params']} shared) on {c['records']} records from "
+                f"{c['sources']} sources, {c['hardware_families']} hardware families, {c['model_families']} model "
+                f"families, {c['software_releases']} software releases"],
+        ["in sample", _line(ins)],
+    ] + [[f"leave one {s} out", _line(x["overall"])] for s, x in v["cross_validation"].items()],
+        caption="median and p90 |predicted/measured − 1|; within 2×; geometric-mean ratio. docs/training.md")
+    for s, x in v["cross_validation"].items():
+        table(f"leave one {s} out, by group", ["group", "n", "median |err|", "p90 |err|", "within 2×", "geomean"],
+              [[g, str(b["n"]), f"{b['median_abs_error']:.1%}", f"{b['p90_abs_error']:.1%}",
+                f"{b['within_2x']}/{b['n']}", f"{b['geomean_ratio']:.2f}×"] for g, b in x["by_group"].items()])
+    if v["held_out"]:
+        table("held out (never fitted): Llama 3 405B on H100 (secondary figures)", ["id", "GPUs", "measured TFLOP/s",
+                                                                                   "predicted", "error"],
+              [[h["id"], str(h["gpus"]), f"{h['measured_tflops']:g}", f"{h['predicted_tflops']:.0f}",
+                f"{h['error']:+.1%}"] for h in v["held_out"]])
+    table("worst records, leave one source out", ["id", "model", "chip", "source", "measured tok/s/GPU", "predicted",
+                                                  "ratio"],
+          [[w["id"], w["model"], w["chip"], w["source"], f"{w['measured']:.4g}", f"{w['predicted']:.4g}",
+            f"{w['ratio']:.2f}×"] for w in v["worst_loso"]])
+    table("rows not modelled", ["rows", "reason"], [[str(n), r] for r, n in cov["excluded"].items()])
+
+
+def _line(s: dict) -> str:
+    return (f"median {s['median_abs_error']:.1%}, p90 {s['p90_abs_error']:.1%}, within 2× {s['within_2x']}/{s['n']} "
+            f"({s['within_2x'] / s['n']:.1%}), geomean {s['geomean_ratio']:.2f}×, worst {s['worst_ratio']:.2f}×")

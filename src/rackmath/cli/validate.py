@@ -95,8 +95,17 @@ def register(app: typer.Typer) -> None:
         ids: str = typer.Option(None, "--id", help="Only these records: a comma list of ids or globs (C3-*, "
                                                     "*-ttft)."),
         explain: bool = EXPLAIN_OPT,
+        train: bool = typer.Option(False, "--train", help="The training records instead: fit the training step "
+                                                          "model and cross-validate it (cli/train.py)."),
     ):
         """Every validation record: inputs, measured, predicted, signed error; summaries by source and family."""
+        if train:
+            from .train import validate_train_cmd
+
+            return validate_train_cmd(json=json, ideal=ideal, refit=refit, output=output, force=force, ids=ids,
+                                      explain=explain, others={"records": records, "only_records": only_records,
+                                                               "cv": cv, "jobs": jobs, "prefix": prefix,
+                                                               "scheme": scheme != "source,hardware,model"})
         from ..errors import InputError
         from .common import check_output, print_json, table
 

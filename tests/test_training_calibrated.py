@@ -1,0 +1,273 @@
+"""The calibrated training step model (issue 38): records as data, hand-derived terms, the fit out of sample, the CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from rackmath.analyses import training as tr
+from rackmath.analyses import training_fit as tf
+from rackmath.errors import CatalogError, InputError
+from rackmath.specs import training_records as trr
+from rackmath.specs.hardware import load_chip, load_hardware
+from rackmath.specs.models import load_model
+
+
+# ---------------------------------------------------------------- records as data
+
+
+def test_records_load_and_resolve():
+    recs = trr.shipped()
+    assert len(recs) == 485 and len({r.id for r in recs}) == 485  # every row of the compilation, ids unique
+    for r in recs:
+        if r.exclude:
+            continue
+        load_model(r.model), load_chip(r.chip)  # every modelled row names catalog entries
+        assert r.gpus and r.seq and r.dtype in tr.TRAIN_DTYPES
+        assert r.gpus % (r.tp * r.pp * r.cp) == 0
+    cov = tf.coverage()
+    assert cov["rows"] == 485 and cov["pretrain_rows"] == 471 and cov["pretrain_modelled"] >= 400
+    # the Llama 3 405B figures are never fitted
+    web = [r for r in recs if r.id in ("WEB-0001", "WEB-0002", "WEB-0003")]
+    assert len(web) == 3 and all(r.holdout and not r.fitted for r in web)
+
+
+def test_record_schema_errors_name_the_field():
+    with pytest.raises(CatalogError, match="train_record.tpp"):
+        trr.parse('[[train_record]]\nid = "x"\ntpp = 2\n', "t.toml")
+    base = ('[[train_record]]\nid = "x"\nsource_group = "s"\nsoftware = "v"\ntask = "pretrain"\nmodel_in_source = "m"\n'
+            'nvlink_domain = 8\ntp = 1\npp = 1\ncp = 1\nep = 1\nvp = 1\nsharding = "none"\nrecompute = "selective"\n'
+            'framework = "megatron"\nflop_formula = "nemo"\nsource = "s"\n')
+    assert trr.parse(base)[0].id == "x"
+    with pytest.raises(CatalogError, match="train_record.recompute"):
+        trr.parse(base.replace('"selective"', '"most"'))
+    with pytest.raises(CatalogError, match="defined twice"):
+        trr.parse(base + base)
+
+
+def test_source_flop_formulas_match_the_rows_that_print_both():
+    """Rows printing TFLOP/s and tokens/s: their ratio is the source's FLOPs per token, which the catalog architecture
+    and the formula reproduce (NeMo / llm-foundry count attention without the causal half, Megatron-Bridge with it)."""
+    n = 0
+    for r in trr.shipped():
+        if r.exclude or r.task != "pretrain" or not (r.tokens_per_s_per_gpu and r.tflops_per_gpu) or r.source_group not in (
+                "llm-foundry", "nemo-24.07") or r.model.startswith("mpt-125m"):
+            continue
+        f = r.tflops_per_gpu * 1e12 / r.tokens_per_s_per_gpu
+        assert f == pytest.approx(tf.source_flops_per_token(r.flop_formula, load_model(r.model), r.seq), rel=0.025), r.id
+        n += 1
+    assert n > 150
+
+
+# ---------------------------------------------------------------- terms, hand-derived
+
+
+def _x(model="llama-3.1-8b", chip="h100", **kw):
+    args = dict(domain=8, gpus=1, global_batch=1, seq=1024, micro_batch=1, tp=1, pp=1, cp=1, ep=1, vp=1)
+    args.update(kw)
+    return tr.step_inputs(load_model(model), load_chip(chip), **args)
+
+
+def test_ideal_single_gpu_step_is_flops_over_peak():
+    m, c = load_model("llama-3.1-8b"), load_chip("h100")
+    x = _x(recompute="none")
+    t = tr.step_terms(x, tr.IDEAL_PARAMS)
+    s = 1024
+    n_matmul = m.matmul_flops_per_token / 2
+    gemm = s * 6 * n_matmul / c.peak_flops("bf16")
+    attn = s * 3.5 * tr.mean_attention_flops_per_token(m, s) / c.peak_flops("bf16")  # FlashAttention-2: 1 + 2.5
+    opt = 30 * m.total_params / c.hbm_bw
+    assert float(t["t_gemm_s"] + t["t_head_s"]) == pytest.approx(gemm, rel=1e-9)
+    assert float(t["t_attention_s"]) == pytest.approx(attn, rel=1e-9)
+    assert float(t["t_step_s"]) == pytest.approx(gemm + attn + opt, rel=1e-9)
+    # full recompute adds one forward of every GEMM: (6 + 2)/6
+    tf_ = tr.step_terms(_x(recompute="full"), tr.IDEAL_PARAMS)
+    assert float(tf_["t_gemm_s"] / t["t_gemm_s"]) == pytest.approx(8 / 6)
+
+
+def test_bubble_interleaved_and_tp_terms():
+    m = load_model("llama-3.1-70b")
+    # P = 4, v = 2, M = 8 micro-batches per replica: bubble / work = (P − 1)/(v·M) = 3/16
+    x = tr.step_inputs(m, load_chip("h100"), domain=8, gpus=32, global_batch=64, seq=4096, micro_batch=1, tp=1, pp=4,
+                       vp=2)
+    t = tr.step_terms(x, tr.IDEAL_PARAMS)
+    assert float(t["t_bubble_s"] / t["t_work_s"]) == pytest.approx(3 / 16)
+    # TP 8 with sequence parallelism: 4 all-reduce volumes per layer, 2(t−1)/t · tokens·h·2 B / 450 GB/s
+    x = tr.step_inputs(m, load_chip("h100"), domain=8, gpus=8, global_batch=1, seq=4096, tp=8)
+    t = tr.step_terms(x, tr.IDEAL_PARAMS)
+    hand = 4 * 80 * 2 * 7 / 8 * 4096 * 8192 * 2 / 450e9
+    assert float(t["t_tp_s"]) == pytest.approx(hand)
+
+
+def test_cp_fsdp_and_quantisation_terms():
+    x1 = _x(model="llama-3.1-8b", gpus=2, cp=1, seq=65536)
+    x2 = _x(model="llama-3.1-8b", gpus=2, cp=2, seq=65536)
+    p = dict(tr.IDEAL_PARAMS, eta_attn=1e-3)  # slow attention hides nothing: the ring is exposed only past it
+    assert float(tr.step_terms(x1, p)["t_cp_exposed_s"]) == 0
+    assert float(tr.step_terms(x2, tr.IDEAL_PARAMS)["t_cp_exposed_s"]) >= 0
+    # FSDP full shard moves (2·2 + 4)/(2 + 4) the bytes of SHARD_GRAD_OP (two all-gathers vs one)
+    a = tr.fsdp_time(1e9, 64, 8, 450e9, 50e9, 2, 1, 1.0)
+    b = tr.fsdp_time(1e9, 64, 8, 450e9, 50e9, 1, 1, 1.0)
+    assert float(a / b) == pytest.approx(8 / 6)
+    # FP8 casts: read 2 B + write 1 B per GEMM input element, 3 GEMMs
+    assert tr.QUANT_BYTES["fp8"] == 3 and tr.QUANT_BYTES["bf16"] == 0
+    q = tr.quantisation_time(1.0, 100.0, 1.0, 3.0, 1.0)
+    assert q == pytest.approx(900.0)
+
+
+def test_vectorized_over_layouts():
+    m, c = load_model("llama-3.1-70b"), load_chip("h100")
+    x = tr.step_inputs(m, c, domain=8, gpus=64, global_batch=128, seq=8192, tp=np.array([2.0, 4.0, 8.0]),
+                       pp=np.array([4.0, 2.0, 1.0]), vp=np.array([5.0, 5.0, 1.0]))
+    t = tr.step_terms(x, tr.IDEAL_PARAMS)
+    assert t["t_step_s"].shape == (3,)
+    one = tr.step_terms(tr.step_inputs(m, c, domain=8, gpus=64, global_batch=128, seq=8192, tp=4, pp=2, vp=5),
+                        tr.IDEAL_PARAMS)
+    assert float(t["t_step_s"][1]) == pytest.approx(float(one["t_step_s"]))
+
+
+# ---------------------------------------------------------------- fit, out of sample
+
+
+def test_fit_counts_and_out_of_sample_errors():
+    ra = tf.record_arrays()
+    t0 = time.process_time()
+    cv = tf.cross_validate(ra, schemes=("source", "hardware"))
+    assert time.process_time() - t0 < 60  # seconds, not minutes
+    c = cv["counts"]
+    assert c["records"] >= 400 and c["fitted_params"] == (c["params_per_group"] * len(c["groups"])
+                                                      + c["params_per_family"] * len(c["families"]) + c["shared_params"])
+    assert c["fitted_params"] < 30 and c["records"] / c["fitted_params"] > 15  # a small fit
+    loso, lohfo = cv["schemes"]["source"]["overall"], cv["schemes"]["hardware"]["overall"]
+    # measured 14.3% and 94.6% (issue 38's targets: ≤ 15% met, ≥ 95% within 2× not met: docs/training.md §6)
+    assert loso["median_abs_error"] <= 0.15 and loso["within_2x"] / loso["n"] > 0.93
+    assert lohfo["median_abs_error"] < 0.25  # issue 38's target; measured 15.6%
+
+
+def test_shipped_presets_cover_the_groups():
+    names = {p.name for p in trr.presets()}
+    assert {"hopper-megatron-train", "blackwell-megatron-train", "ampere-fsdp-train", "cross-family-train"} <= names
+    assert trr.preset_for("h100", "megatron").name == "hopper-megatron-train"
+    assert trr.preset_for("mi300x", "megatron").cross_family  # no AMD records: the cross-family preset, said so
+    for p in trr.presets():
+        assert set(p.params) == set(tr.TRAIN_PARAMS) and 0 < p.error_band < 1
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_llama3_405b_out_of_sample():
+    """Meta's 400 TFLOP/s/GPU on 16,384 H100 (TP 8, PP 16, 16M tokens a batch): never fitted (holdout)."""
+    code, out, err = run_cli("train", "llama-3.1-405b", "-H", "hgx-h100", "--gpus", "16384", "--tokens", "15.6T",
+                             "--tp", "8", "--pp", "16", "--global-batch", "16M", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["prediction"] == "calibrated" and d["preset"] == "hopper-megatron-train"
+    assert "validated error" in d["label"]
+    assert abs(d["achieved_flops"] / 400e12 - 1) < 0.15
+    code, out2, err = run_cli("train", "llama-3.1-405b", "-H", "hgx-h100", "--gpus", "16384", "--tokens", "15.6T",
+                              "--tp", "8", "--pp", "16", "--global-batch", "16M", "--ideal", "--json")
+    ideal = json.loads(out2)
+    assert ideal["prediction"] == "ideal" and ideal["achieved_flops"] > d["achieved_flops"] and ideal["mfu"] <= 1
+
+
+def test_cli_explain_shows_every_term():
+    code, out, err = run_cli("train", "llama-3.1-405b", "-H", "hgx-h100", "--gpus", "16384", "--tokens", "15.6T",
+                             "--tp", "8", "--pp", "16", "--global-batch", "16M", "--explain")
+    assert code == 0, err
+    for sym in ("t_GEMM", "t_attn", "t_TP", "t_EP", "t_CP", "t_bubble", "t_DP", "t_opt", "t_step", "preset"):
+        assert sym in out, sym
+
+
+def test_cli_overrides_and_new_options():
+    code, out, err = run_cli("train", "llama-3.1-8b", "--tokens", "1T", "--gpus", "64", "--mfu", "0.4", "--json")
+    assert code == 0 and json.loads(out)["mfu"] == pytest.approx(0.4)
+    code, out, err = run_cli("train", "mpt-7b", "-H", "hgx-a100", "--gpus", "64", "--tokens", "1T", "--seq", "2048",
+                             "--fsdp", "full_shard", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["preset"] == "ampere-fsdp-train" and d["parallelism"]["tp"] == 1
+    code, out, err = run_cli("train", "deepseek-v3", "-H", "gb200-nvl72", "--gpus", "256", "--tokens", "1T", "--seq",
+                             "4096", "--tp", "1", "--pp", "4", "--ep", "64", "--vp", "4", "--dtype", "mxfp8",
+                             "--global-batch", "8Mi", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["parallelism"]["v"] == 4 and d["parallelism"]["dtype"] == "mxfp8" and d["step"]["t_ep_s"] > 0
+
+
+@pytest.mark.parametrize("args, field", [
+    (("--optimizer", "bogus"), "optimizer"), (("--dtype", "int3"), "dtype"), (("--fsdp", "half"), "fsdp"),
+    (("--framework", "jax"), "framework"), (("--cp", "0"), "cp"), (("--ideal", "--efficiency", "x"), "ideal"),
+])
+def test_cli_bad_input(args, field):
+    code, out, err = run_cli("train", "llama-3.1-8b", "--tokens", "1T", *args)
+    assert code == 2 and err.startswith(f"error: {field}") and len(err.strip().splitlines()) == 1
+
+
+def test_validate_train_refuses_serving_flags():
+    code, out, err = run_cli("validate", "--train", "--cv")
+    assert code == 2 and err.startswith("error: cv")
+
+
+def test_layout_search_is_fast():
+    m, hw = load_model("llama-3.1-405b"), load_hardware("hgx-h100")
+    t0 = time.process_time()
+    r, par, info = tr.search_training_layout(m, hw, chips=16384, tokens=15.6e12, global_batch_tokens=16e6,
+                                             preset="auto")
+    assert time.process_time() - t0 < 2.0 and info["fit"] >= 1 and r.memory["fits"]
+    with pytest.raises(InputError):
+        tr.search_training_layout(m, hw, chips=16384, tokens=1e12, fixed={"optimizer": "bogus"})
+
+
+# ---------------------------------------------------------------- the converter's rules (no ../shared needed)
+
+
+def _converter():
+    import runpy
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" /
+                                                 "convert_training.py")))
+
+
+def _row(**kw):
+    row = {"id": "X-1", "source": {"repo": "NVIDIA/Megatron-LM", "path": "README.md", "commit": "abc1234",
+                                   "url": None, "section": "README table, April 2021"},
+           "task": "pretrain", "model": {"name": "GPT 145B"}, "hardware": {"chip": "A100 80GB", "num_gpus": 1536},
+           "dtype": None, "seq_len": 2048, "global_batch": {"sequences": 2304, "tokens": 4718592}, "micro_batch": None,
+           "parallelism": {"tp": None, "pp": None, "cp": None, "ep": None, "vp": None, "dp": 24, "fsdp": None,
+                           "zero": None, "recompute": None, "grad_accum": None, "other": None},
+           "metrics": {"tokens_per_s_per_gpu": None, "tflops_per_gpu": 148, "mfu_pct": 47, "hfu_pct": None,
+                       "step_time_s": None}, "status": "V", "mfu_definition": "", "notes": None}
+    row.update(kw)
+    return row
+
+
+def test_converter_rules():
+    conv = _converter()
+    r = conv.convert(_row())
+    # the README states TP·PP only: the split of Narayanan et al. 2021 Table 1; their FLOP formula counts recompute
+    assert (r["tp"], r["pp"], r["recompute"], r["flop_formula"]) == (8, 8, "full", "narayanan-recompute")
+    assert r["model"] == "megatron-gpt-145b" and r["chip"] == "a100-sxm-80gb" and r["dtype"] == "bf16"
+    assert "exclude" not in r and r["assumptions"]
+    text = conv.to_toml([r])
+    rec = trr.parse(text)[0]
+    assert rec.tp == 8 and rec.hardware_family == "ampere" and rec.model_family == "gpt"
+    # a hybrid Mamba model is kept as data with its reason
+    m = conv.convert(_row(model={"name": "Nemotron_3_Nano"}))
+    assert "Mamba" in m["exclude"]
+    # NVIDIA's 25.09 tables have no precision column: FP8 by their footnote, the bracketed variant block-scaled
+    nb = _row(source={"repo": "NVIDIA-NeMo/Megatron-Bridge", "path": "p", "commit": "c", "url": None,
+                      "section": "25.09 NeMo Container / pretrain / DGX-B200"},
+              model={"name": "LLAMA3_8B"}, hardware={"chip": "B200 (DGX 8-GPU)", "num_gpus": 8},
+              parallelism={"tp": 1, "pp": 1, "cp": 1, "ep": 1, "vp": None, "dp": 8, "fsdp": "0", "zero": None,
+                           "recompute": None, "grad_accum": None, "other": None},
+              notes="table has no precision column (25.09); value(s) given in parentheses in source = alternate FP8 "
+                    "quantization granularity variant of the same row")
+    b = conv.convert(nb)
+    assert b["dtype"] == "mxfp8" and b["software"] == "nemo-25.09" and b["nvlink_domain"] == 8
+    assert b["flop_formula"] == "megatron-bridge" and b["chip"] == "b200"
