@@ -779,6 +779,11 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
     fits = np.asarray(res.fits)
     if not fits.any():
         best_c = float(np.max(res.max_concurrency))
+        if best_c < 1.0:  # not one sequence: say what the weights need and what would hold them (issue 35)
+            from .context import does_not_fit, spec_or_none
+
+            raise InputError("gpus", *does_not_fit(spec_or_none(mn.name), system, gpus, mn.weight_bytes,
+                                                   USABLE_MEMORY_FRACTION))
         raise InputError("concurrency", f"{float(concurrency):g} sequences do not fit on {gpus} × {system.chip.name} "
                          "in any layout", f"at most about {best_c:g} sequences, or more GPUs, or a smaller dtype")
     score = np.where(fits, np.asarray(res.tpot_s, dtype=float), np.inf) + 1e-9 * tp * pp  # ties: smaller group

@@ -72,6 +72,18 @@ def dtype_check(field: str):
     return check
 
 
+def dtype_rate_warning(hardware, weights_dtype, compute_dtype=None, echo: bool = True) -> str | None:
+    """The sentence when the chip runs the weight GEMMs at a wider dtype's rate than ``weights_dtype`` asks
+    ('h100 has no FP4 tensor cores: …', ``Chip.gemm_fallback_note``; None: no fallback), also written as a
+    'warning: …' line on stderr when ``echo`` (a command that does not print it in its table)."""
+    from ..specs.hardware import load_hardware
+
+    note = load_hardware(hardware).chip.gemm_fallback_note(weights_dtype, compute_dtype)
+    if note and echo:
+        sys.stderr.write(f"warning: {note}\n")
+    return note
+
+
 WDT_OPT = typer.Option(None, "--weights-dtype", callback=dtype_check("weights_dtype"),
                        help="bf16, fp8, int8, fp4, mxfp4, nvfp4 … (default: as published).")
 KVDT_OPT = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"),

@@ -61,6 +61,10 @@ def register(app: typer.Typer) -> None:
         from ..errors import InputError
         from .common import check_output, human, parse_power, parse_pue, parse_usd_per_kwh, print_json, table
 
+        if ideal:  # --ideal with --efficiency X is an error, as on every command (common.efficiency_for)
+            from .common import efficiency_for
+
+            efficiency_for(None, efficiency, True)
         if plot is not None:
             check_output(plot, force, "plot", (".png", ".svg", ".pdf"))
         if emit is not None:
@@ -70,7 +74,7 @@ def register(app: typer.Typer) -> None:
         if modes is None:
             raise InputError("mode", f"{mode!r}", "aggregated, disaggregated or both")
         num = lambda t, f: None if t is None else units.parse_count(t, f)  # noqa: E731
-        dur = lambda t, f: None if t is None else units.parse_duration(t, f)  # noqa: E731
+        dur = lambda t, f: None if t is None else units.parse_duration(t, f, unit_required=True)  # noqa: E731
         r = plan(model, hardware, rate=num(rate, "rate"), users=num(users, "users"), isl=num(isl, "isl"),
                  osl=num(osl, "osl"), ttft=dur(ttft, "ttft"), tpot=dur(tpot, "tpot"),
                  tok_s_user=num(tok_s_user, "tok_s_user"), usd_per_gpu_hour=price, weights_dtype=weights_dtype,
@@ -79,6 +83,10 @@ def register(app: typer.Typer) -> None:
                  budget=None if budget is None else int(num(budget, "budget")), confirm=not no_confirm,
                  pue=parse_pue(pue), usd_per_kwh=parse_usd_per_kwh(usd_per_kwh), power_cap_w=parse_power(power_cap),
                  compute_dtype=compute_dtype)
+        from .common import dtype_rate_warning
+
+        for row in r.rows:  # one line per chip that runs the weight GEMMs at a wider dtype's rate
+            dtype_rate_warning(row["hardware"], weights_dtype, compute_dtype)
         launch = None
         best = r.best
         if emit is not None and best is not None:

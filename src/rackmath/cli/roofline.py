@@ -60,6 +60,21 @@ def _roofline(model, hardware, chips, b, c, p, weights_dtype, kv_dtype, efficien
                     pass_len=p, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=eff, weight_read=weight_read)
 
 
+def _warnings(r, weights_dtype, echo: bool) -> list[str]:
+    """What the user should know before reading the numbers (the table's caption; on stderr when ``echo``): a
+    context past the model's own limit (analyses.context.context_warning, naming it) and weight GEMMs run at a
+    wider dtype's rate than asked (common.dtype_rate_warning)."""
+    import sys
+
+    from ..analyses.context import context_warning
+    from .common import dtype_rate_warning
+
+    ctx = context_warning(r.model, r.context)
+    if ctx and echo:
+        sys.stderr.write(f"warning: {ctx}\n")
+    return [w for w in (ctx, dtype_rate_warning(r.hardware, weights_dtype, echo=echo)) if w]
+
+
 def _payload(r, e=False, power_cap=None) -> dict:
     from .common import energy_dict, mode_dict
 
@@ -144,6 +159,7 @@ def register(app: typer.Typer) -> None:
             n = None if n is None else float(n[0])
         r = _roofline(model, hardware, n, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price, weight_read,
                       power_cap)
+        warnings = _warnings(r, weights_dtype, echo=json or explain or ops or bool(ops_plot))
         e = _energy(r, pue, usd_per_kwh, power_cap)
         size = r.step_s.size
         if ops or ops_plot:
@@ -167,7 +183,7 @@ def register(app: typer.Typer) -> None:
                                  if r.extras["times"].composition == "overlap" else ""))
                 return
         if json:
-            d = _payload(r, e, power_cap)
+            d = _payload(r, e, power_cap) | {"warnings": warnings}
             if explain:
                 d["derivation"] = [r.explain(i).as_dict() for i in range(min(size, 16))]
                 if e is not None:
@@ -205,7 +221,8 @@ def register(app: typer.Typer) -> None:
                   energy_line(e) if e is None else
                   f"J/tok at {human(e.facility_w_per_chip, 'W')}/GPU at the meter (board + host, PUE {e.pue:g}); "
                   f"elec $ = electricity's share of $/Mtok at ${e.usd_per_kwh:g}/kWh{cap}"
-                  + (f"\n{energy_line(e)}" if size == 1 else "")))
+                  + (f"\n{energy_line(e)}" if size == 1 else ""))
+              + "".join(f"\nWARNING: {w}" for w in warnings))
 
     @app.command("sweep")
     def sweep_cmd(

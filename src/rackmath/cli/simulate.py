@@ -150,8 +150,8 @@ def register(app: typer.Typer) -> None:
                          mtp=_num(mtp, "mtp", True),
                          acceptance=_num(acceptance, "acceptance"), efficiency=efficiency, ideal=ideal,
                          usd_per_gpu_hour=_price(price, hardware),
-                         framework=framework, ttft_slo=None if ttft is None else units.parse_duration(ttft, "ttft"),
-                         tpot_slo=None if tpot is None else units.parse_duration(tpot, "tpot"), seed=seed,
+                         framework=framework, ttft_slo=None if ttft is None else units.parse_duration(ttft, "ttft", unit_required=True),
+                         tpot_slo=None if tpot is None else units.parse_duration(tpot, "tpot", unit_required=True), seed=seed,
                          progress=progress)
         finally:
             if bar is not None:
