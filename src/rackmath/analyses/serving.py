@@ -769,7 +769,7 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
                          "flags whose degrees divide the GPUs (TP·PP | GPUs, EP | TP, EP ≤ experts)")
     tp, ep, pp, adp = tp[ok], ep[ok], pp[ok], adp[ok]
     if size is None:  # attention DP over every group count R that divides TP (R = TP: every chip its own sequences)
-        tp, ep, pp, adp, ranks = with_attention_groups(tp, ep, pp, adp)
+        tp, ep, pp, adp, ranks = with_attention_groups(tp, ep, pp, adp, mn.tp_heads)
     else:
         ranks = attention_ranks(tp, adp, size)
     dp = np.floor(gpus / (tp * pp))
@@ -1038,6 +1038,10 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
             raise InputError("weight_layout", f"{wlay} {why}", "1d, or 2d / gathered with --tp for a dense model, "
                              "aggregated, without attention DP")
     if tp is not None:
+        if not attention_dp:  # TP must split the heads (issue 35); attention DP keeps them whole
+            from ..engine.layout import check_attention_tp
+
+            check_attention_tp(p.numbers("decode"), int(tp), n_dec)
         lay = dict(tp=int(tp), ep=int(ep or 1), pp=int(pp or 1), attention_dp=bool(attention_dp),
                    attention_dp_size=adp_size)
         chosen = False
