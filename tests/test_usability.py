@@ -199,7 +199,9 @@ def test_a_duration_without_a_unit_is_an_error_suggesting_one():
 
 @pytest.mark.parametrize("cmd", [("serve", "llama-3.1-8b", "-H", "h100", "--isl", "1K", "--osl", "1K", "-c", "8"),
                                  ("plan", "llama-3.1-8b", "--isl", "1K", "--osl", "1K", "--rate", "1", "-H", "h100",
-                                  "--no-confirm")])
+                                  "--no-confirm"),
+                                 ("simulate", "llama-3.1-8b", "-H", "h100", "--rate", "1"),
+                                 ("compare", "llama-3.1-8b", "-H", "h100", "--tok-s-user", "50")])
 def test_ideal_with_an_efficiency_is_an_error(cmd):
     code, _, err = run_cli(*cmd, "--ideal", "--efficiency", "auto")
     assert code == 2 and err == "error: ideal: both --ideal and --efficiency auto (accepted: one of them)\n"

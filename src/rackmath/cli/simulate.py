@@ -103,6 +103,10 @@ def register(app: typer.Typer) -> None:
         from ..analyses.simulate import example_trace_text, parse_trace, simulate
         from .common import check_output, print_json, table
 
+        if ideal:  # --ideal with --efficiency X is an error, as on every command (common.efficiency_for)
+            from .common import efficiency_for
+
+            efficiency_for(None, efficiency, True)
         if plot is not None:
             check_output(plot, force, "plot", (".png", ".svg", ".pdf"))
         tr = None
