@@ -95,7 +95,7 @@ def test_refit_flags_before_fitting_says_what_is_true_and_claims_no_band(tmp_pat
     text = (cat / "mine.toml").read_text()
     head = text.split("[[efficiency]]")[0]
     m = float(head.split("mean |log error| ")[1].split(")")[0])
-    assert m > math.log(1.1)  # the fit cannot reproduce records no efficiency reaches …
+    assert m > math.log(1.25)  # the fit cannot reproduce records no efficiency reaches …
     assert "the presets reproduce these records" not in head  # … so the notes never say it does
     assert f"the presets do NOT reproduce these records: mean |log error| {m:.3f}" in head
     assert "fitted on 2 records, they have no validated error band" in head

@@ -269,7 +269,7 @@ def register(app: typer.Typer) -> None:
         # out-of-sample band exists until records it was not fitted on are predicted), and what it cannot know
         typical = math.expm1(f.objective)
         notes = [(f"in sample the presets reproduce these records within about ±{typical:.0%} (mean |log error| "
-                  f"{f.objective:.3f})" if f.objective <= math.log(1.1) else
+                  f"{f.objective:.3f})" if f.objective <= math.log(1.25) else
                   f"the presets do NOT reproduce these records: mean |log error| {f.objective:.3f}, a typical record "
                   f"off by ±{typical:.0%} in sample")
                  + f"; fitted on {counted(len(use), 'record')}, they have no validated error band (predict records "
