@@ -361,3 +361,14 @@ def test_explain_by_value_and_integer_frames():
     f = r.to_frame()
     assert pd.api.types.is_integer_dtype(f["batch"]) and pd.api.types.is_integer_dtype(f["context"])
     assert f["batch"].iloc[-1] == 16384 and f["context"].iloc[0] == 8192
+
+
+def test_refit_of_reachable_records_says_how_closely_it_reproduces_them_in_sample(tmp_path):
+    d = _records(tmp_path, ("tpot_s", 0.030), ("output_tok_s_per_gpu", 1000.0))
+    code, out, err = run_cli("validate", "--records", str(d), "--only-records", "--refit")
+    assert code == 0, err
+    head = out.split("[[efficiency]]")[0]
+    m = float(head.split("mean |log error| ")[1].split(")")[0])
+    assert m <= math.log(1.25) and "faster than the ideal bound" not in head and "warning:" not in err
+    assert (f"in sample the presets reproduce these records within about ±{math.expm1(m):.0%} (mean |log error| "
+            f"{m:.3f}); fitted on 2 records, they have no validated error band") in head
