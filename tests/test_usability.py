@@ -211,8 +211,9 @@ def test_a_duration_without_a_unit_is_an_error_suggesting_one():
                                  ("simulate", "llama-3.1-8b", "-H", "h100", "--rate", "1"),
                                  ("compare", "llama-3.1-8b", "-H", "h100", "--tok-s-user", "50")])
 def test_ideal_with_an_efficiency_is_an_error(cmd):
-    code, _, err = run_cli(*cmd, "--ideal", "--efficiency", "auto")
-    assert code == 2 and err == "error: ideal: both --ideal and --efficiency auto (accepted: one of them)\n"
+    code, _, err = run_cli(*cmd, "--ideal", "--efficiency", "auto")  # one line naming both options, exit 2
+    assert code == 2 and err.startswith("error: ideal: ") and "--ideal and --efficiency auto" in err
+    assert err.count("\n") == 1
 
 
 def test_a_count_takes_no_unit_word():
