@@ -370,3 +370,16 @@ def test_default_threads_leave_busy_cores_alone():
     assert default_threads(2, 12.0) == 1  # a shared machine: one thread, never zero
     assert default_threads(16, 3.4) == 13
     assert default_threads(8, None) == 8
+
+
+def test_measure_prints_the_tables_every_command_prints(quick_run, capsys, monkeypatch):
+    """Issue 35: `measure` used rich's boxed tables, 110 columns wide; now common.table (no box, fits COLUMNS)."""
+    from rackmath.cli.measure import _render
+
+    res, _, _ = quick_run
+    monkeypatch.setenv("COLUMNS", "100")
+    _render(res)
+    out = capsys.readouterr().out
+    assert not set("┏┃│┡━╇└┘") & set(out)
+    assert max(len(ln) for ln in out.splitlines()) <= 100
+    assert "decode sweep" in out and "knee" in out

@@ -269,6 +269,9 @@ def _click_types():
 
         name = "float"
 
+        def _describe_range(self) -> str:  # no '[x<=None]' in --help for an option without a range
+            return "" if self.min is None and self.max is None else super()._describe_range()
+
         def convert(self, value, param, ctx):
             rv = super().convert(value, param, ctx)
             if not math.isfinite(rv):

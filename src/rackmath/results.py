@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-__all__ = ["ResultMixin", "broadcast_fields"]
+__all__ = ["ResultMixin", "broadcast_fields", "INTEGER_COLUMNS"]
 
 
 def _is_array_like(v) -> bool:
@@ -45,6 +45,11 @@ def _short(v, unit: str = "") -> str:
     from .units import human
 
     return human(v, unit)
+
+
+#: Fields that count whole things: ``to_frame()`` gives them integer columns (the README's promise).
+INTEGER_COLUMNS = frozenset({"batch", "context", "chips", "gpus", "pass_len", "concurrency", "isl", "osl", "tp", "ep",
+                             "pp", "dp", "replicas", "micro_batch", "microbatches"})
 
 
 class ResultMixin:
@@ -74,14 +79,44 @@ class ResultMixin:
 
     def to_frame(self):
         """A pandas DataFrame with one row per configuration (array fields flattened in C order; scalar fields
-        repeated). pandas is optional: ``pip install pandas``."""
+        repeated). Whole-number quantities (batch, context, chips, …: :data:`INTEGER_COLUMNS`) are integer columns
+        where every value is whole. pandas is optional: ``pip install pandas``."""
         try:
             import pandas as pd
         except ImportError:  # pragma: no cover - depends on the environment
             raise ImportError("to_frame() needs pandas: pip install pandas (as_dict() needs nothing)") from None
         cols, shape = self._columns()
         n = int(np.prod(shape)) if shape else 1
-        return pd.DataFrame({k: (v if isinstance(v, np.ndarray) else [v] * n) for k, v in cols.items()})
+        out = {}
+        for k, v in cols.items():
+            a = np.asarray(v if isinstance(v, np.ndarray) else [v] * n)
+            if k in INTEGER_COLUMNS and a.dtype.kind == "f" and a.size and np.all(np.isfinite(a)) \
+                    and np.all(a == np.round(a)) and np.all(np.abs(a) < 2**62):
+                a = a.astype(np.int64)
+            out[k] = a
+        return pd.DataFrame(out)
+
+    def index(self, **where) -> int:
+        """The flat index of the configuration whose fields equal ``where`` (``r.index(batch=64, context=8192)``),
+        for ``r.at(i)``, ``r.explain(i)`` (which also takes the values directly: ``r.explain(batch=64)``). A value
+        that no configuration has is a ValueError naming the values there are."""
+        cols, _ = self._columns()
+        n = len(self)
+        ok = np.ones(n, dtype=bool)
+        for k, v in where.items():
+            if k not in cols:
+                raise ValueError(f"{k!r} is not a field of this result (fields: {', '.join(cols)})")
+            a = np.broadcast_to(np.asarray(cols[k]), (n,))
+            hit = np.isclose(a.astype(float), float(v), rtol=1e-9, atol=0) if a.dtype.kind in "fiu" else a == v
+            if not hit.any():
+                have = ", ".join(f"{x:g}" if isinstance(x, (float, np.floating)) else str(x)
+                                 for x in list(dict.fromkeys(a.tolist()))[:12])
+                more = " …" if len(set(a.tolist())) > 12 else ""
+                raise ValueError(f"no configuration has {k} = {v!r} (it has {have}{more})")
+            ok &= hit
+        if not ok.any():
+            raise ValueError(f"no configuration has {where}")
+        return int(np.flatnonzero(ok)[0])
 
     def _title(self) -> str:
         d = self._frame_dict()

@@ -244,8 +244,13 @@ def parse_count(text: str | float, field: str = "count") -> float:
     if isinstance(text, (int, float)):
         return _finite_positive(float(text), field, accepted, allow_zero=True, kind="count")
     s = _digit_groups(str(text).strip(), field, accepted)
-    m = re.match(r"^" + _NUM + r"\s*([kK]i|Mi|Gi|Ti|[kKMGBT]?)\s*(?:tokens?|tok)?\s*$", s)
+    m = re.match(r"^" + _NUM + r"\s*([kK]i|Mi|Gi|Ti|[kKMGBT]?)\s*$", s)
     if not m:
+        w = re.match(r"^" + _NUM + r"\s*([kK]i|Mi|Gi|Ti|[kKMGBT]?)\s*[A-Za-z/]", s)
+        if w:  # '8k tokens': a count takes no unit word (the field says what it counts)
+            bare = w.group(1) + (w.group(2).upper() if w.group(2) == "k" else w.group(2))
+            raise InputError(field, f"cannot read {text!r}: a count takes no unit word",
+                             f"the number alone, e.g. {bare} (8K = 8,000; 8Ki = 8,192)")
         raise InputError(field, f"cannot read {text!r}", accepted)
     mult = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9, "T": 1e12,
             "ki": 2.0**10, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}[m.group(2)]
@@ -263,12 +268,16 @@ _TIME = {
 }
 
 
-def parse_duration(text: str | float, field: str = "duration") -> float:
-    """'5 min' -> 300.0 s; '20 ms' -> 0.02; '2 months' -> 5.26e6; bare numbers are seconds."""
+def parse_duration(text: str | float, field: str = "duration", unit_required: bool = False) -> float:
+    """'5 min' -> 300.0 s; '20 ms' -> 0.02; '2 months' -> 5.26e6; bare numbers are seconds, unless
+    ``unit_required`` (a latency SLO: ``--tpot 50`` is an error suggesting '50ms', never 50 seconds)."""
     accepted = "a duration such as '20 ms', '5 min', '1 h' or '2 months'"
-    if isinstance(text, (int, float)):
+    if isinstance(text, (int, float)) and not unit_required:
         return _finite_positive(float(text), field, accepted, allow_zero=True, kind="duration")
     m = re.match(r"^\s*" + _NUM + r"\s*([a-zA-Zµ]*)\s*$", str(text))
+    if m and unit_required and not m.group(2):
+        raise InputError(field, f"{str(text).strip()!r} has no unit",
+                         f"a duration with its unit, e.g. {m.group(1)}ms or {m.group(1)}s")
     if not m or m.group(2).lower() not in _TIME:
         raise InputError(field, f"cannot read {text!r}", accepted)
     return _finite_positive(float(m.group(1)) * _TIME[m.group(2).lower()], field, accepted, allow_zero=True, kind="duration")

@@ -334,3 +334,47 @@ def max_context(model, hardware, *, gpus=None, concurrency=1.0, weights_dtype=No
         warning = (f"memory holds {tokens:,.0f} tokens per sequence, past {m.name}'s own limit of {lim:,.0f} "
                    f"(max_position_embeddings): usable context {lim:,.0f}")
     return MaxContext(tokens, lim, float(concurrency), f"{dep.chips} × {dep.system.name} {dep.label()}", warning)
+
+
+def gpus_to_hold(weight_bytes, hbm_bytes, usable_fraction=1.0):
+    """Fewest GPUs whose usable HBM holds the weights alone, sharded evenly: N = ceil(W / (f · HBM)) (lecture
+    01:03 c_mem: the weights are the floor of memory; the KV needs more)."""
+    return int(np.ceil(float(weight_bytes) / (float(hbm_bytes) * float(usable_fraction)) - 1e-9))
+
+
+def does_not_fit(model, system, gpus, weight_bytes, usable_fraction=1.0) -> tuple[str, str]:
+    """Why a deployment holds no sequence, and what would, as (problem, accepted) for a one-line error: the weights
+    alone need W against gpus · f · HBM available (or leave less than one sequence's KV), the GPUs that hold them at
+    this dtype and at narrower ones. ``model`` (a ModelSpec, or None) gives the narrower dtypes' sizes."""
+    chip = system.chip
+    hbm, g = float(chip.hbm_bytes), int(gpus)
+    avail = g * hbm * usable_fraction
+    where = (f"{format_si(avail, 'B')} available on {g} × {chip.name} ({usable_fraction:.0%} of "
+             f"{format_si(hbm, 'B')} HBM each)")
+    if weight_bytes >= avail:
+        problem = f"the weights alone need {format_si(weight_bytes, 'B')} against {where}"
+    else:
+        problem = (f"the weights take {format_si(weight_bytes, 'B')} of {where}: the rest holds less than one "
+                   "sequence's KV cache")
+    n = max(gpus_to_hold(weight_bytes, hbm, usable_fraction), g + 1 if weight_bytes < avail else 1)
+    ways = [f"at least {n} GPUs"]
+    for dt in ("fp8", "fp4"):
+        try:
+            w = float(model.weight_bytes(dt)) if model is not None else None
+        except Exception:  # noqa: BLE001 - a hint must never fail the error it explains
+            w = None
+        if w is not None and w < 0.95 * weight_bytes:
+            k = gpus_to_hold(w, hbm, usable_fraction)
+            ways.append(f"--weights-dtype {dt} ({format_si(w, 'B')}: " + (f"fits {g} GPUs)" if k <= g else
+                                                                         f"≥ {k} GPUs)"))
+    return problem, ", or ".join(ways)
+
+
+def spec_or_none(name):
+    """The catalog model of this name, or None (a hint's optional detail)."""
+    from ..specs.models import load_model
+
+    try:
+        return load_model(name)
+    except Exception:  # noqa: BLE001
+        return None

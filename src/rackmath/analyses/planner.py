@@ -45,6 +45,10 @@ DEFAULT_CHIPS = ("h100", "h200", "b200", "mi355x")
 RHO = 0.85
 #: Concurrency per replica searched.
 CONCURRENCY_GRID = np.unique(np.round(np.geomspace(1, 4096, 40)))
+#: TTFT objective when none is given (issue 35): MLPerf Inference's Llama 2 70B Server scenario, TTFT ≤ 2 s
+#: (published.md M2). Without one the cheapest deployment may queue prompts for seconds to save a GPU; ``plan``
+#: states it in its output (``slo['ttft_default']``) and ``--ttft`` replaces it.
+DEFAULT_TTFT_S = 2.0
 #: Prefill pool loads searched (M/D/1 waiting grows as ρ/(1 − ρ)).
 PREFILL_RHO = np.array([0.3, 0.5, 0.7, 0.85])
 
@@ -355,6 +359,9 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
         raise InputError("users", f"{users!r}", "a number of concurrent users from 1 to 10⁸")
     isl, osl = _workload(isl, osl)
     ttft_s, tpot_s = _slos(ttft, tpot, tok_s_user)
+    ttft_default = ttft_s is None  # issue 35: a stated default objective, never an unbounded TTFT
+    if ttft_default:
+        ttft_s = DEFAULT_TTFT_S
     prices = parse_prices(usd_per_gpu_hour)
     fw = framework_defaults(framework)
     T = int(budget or fw["budget"])
@@ -387,7 +394,9 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
                                     usd_per_kwh=en.DEFAULT_USD_PER_KWH if usd_per_kwh is None else float(usd_per_kwh)
                                     ).as_dict()
         if best:
-            win = min(best.values(), key=lambda d: (d["usd_per_hour"], d["tpot_s"]))
+            # cheapest; at equal $/hour the aggregated one (no KV hand-off to set up, and its prompts do not queue
+            # for a separate pool), then the lower TPOT (issue 35)
+            win = min(best.values(), key=lambda d: (d["usd_per_hour"], d["mode"] != "aggregated", d["tpot_s"]))
             row["deployment"] = win
             if confirm:
                 row["deployment"]["simulated"] = _confirm(st, win, model, isl, osl, rate, users, ttft_s, tpot_s,
@@ -395,14 +404,16 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
                                                           acceptance, efficiency, ideal, framework, compute_dtype)
         else:
             row["deployment"] = None
-            row["why"] = "no deployment meets the SLOs (or the model does not fit a replica of up to " \
-                         f"{int(lays['gpus'].max())} GPUs)"
+            row["why"] = "no deployment meets the SLOs" + (f" (TTFT ≤ {DEFAULT_TTFT_S:g} s is the default objective: " \
+                         "set --ttft)" if ttft_default else "") + " or the model does not fit a replica of up to " \
+                         f"{int(lays['gpus'].max())} GPUs"
         rows.append(row)
     rows.sort(key=lambda r: (r["deployment"] is None, r["deployment"]["usd_per_hour"] if r["deployment"] else 0))
     wl = dict(isl=isl, osl=osl, rate=None if rate is None else float(rate), users=None if users is None else
               float(users), budget=T, framework=fw["name"], weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=int(mtp or 0))
     return PlanResult(model=str(getattr(st.model, "name", model)), workload=wl,
-                      slo=dict(ttft_s=ttft_s, tpot_s=tpot_s), rows=rows, pareto=pareto, notes=notes)
+                      slo=dict(ttft_s=ttft_s, tpot_s=tpot_s, ttft_default=ttft_default), rows=rows, pareto=pareto,
+                      notes=notes)
 
 
 def _confirm(st, d, model, isl, osl, rate, users, ttft_s, tpot_s, n_req, seed, weights_dtype, kv_dtype, mtp,

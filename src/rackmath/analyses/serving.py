@@ -769,7 +769,7 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
                          "flags whose degrees divide the GPUs (TP·PP | GPUs, EP | TP, EP ≤ experts)")
     tp, ep, pp, adp = tp[ok], ep[ok], pp[ok], adp[ok]
     if size is None:  # attention DP over every group count R that divides TP (R = TP: every chip its own sequences)
-        tp, ep, pp, adp, ranks = with_attention_groups(tp, ep, pp, adp)
+        tp, ep, pp, adp, ranks = with_attention_groups(tp, ep, pp, adp, mn.tp_heads)
     else:
         ranks = attention_ranks(tp, adp, size)
     dp = np.floor(gpus / (tp * pp))
@@ -779,6 +779,11 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
     fits = np.asarray(res.fits)
     if not fits.any():
         best_c = float(np.max(res.max_concurrency))
+        if best_c < 1.0:  # not one sequence: say what the weights need and what would hold them (issue 35)
+            from .context import does_not_fit, spec_or_none
+
+            raise InputError("gpus", *does_not_fit(spec_or_none(mn.name), system, gpus, mn.weight_bytes,
+                                                   USABLE_MEMORY_FRACTION))
         raise InputError("concurrency", f"{float(concurrency):g} sequences do not fit on {gpus} × {system.chip.name} "
                          "in any layout", f"at most about {best_c:g} sequences, or more GPUs, or a smaller dtype")
     score = np.where(fits, np.asarray(res.tpot_s, dtype=float), np.inf) + 1e-9 * tp * pp  # ties: smaller group
@@ -1033,6 +1038,10 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
             raise InputError("weight_layout", f"{wlay} {why}", "1d, or 2d / gathered with --tp for a dense model, "
                              "aggregated, without attention DP")
     if tp is not None:
+        if not attention_dp:  # TP must split the heads (issue 35); attention DP keeps them whole
+            from ..engine.layout import check_attention_tp
+
+            check_attention_tp(p.numbers("decode"), int(tp), n_dec)
         lay = dict(tp=int(tp), ep=int(ep or 1), pp=int(pp or 1), attention_dp=bool(attention_dp),
                    attention_dp_size=adp_size)
         chosen = False

@@ -235,7 +235,8 @@ def replica_layouts(st: Stack, gpus_per_replica=None, *, max_pp: int = 4) -> dic
         keep = (grid["tp"] * grid["pp"] == g)
         if not mn.is_moe:
             keep &= ~grid["attention_dp"]
-        tp, ep, pp, adp, R = with_attention_groups(*(grid[k][keep] for k in ("tp", "ep", "pp", "attention_dp")))
+        tp, ep, pp, adp, R = with_attention_groups(*(grid[k][keep] for k in ("tp", "ep", "pp", "attention_dp")),
+                                                 heads=mn.tp_heads)
         size = np.where(adp & (R < tp), R, 0.0)  # attention DP over R groups; 0: every GPU its own sequences
         rows += list(zip(tp, ep, pp, adp, size))
     rows = sorted(set(rows))

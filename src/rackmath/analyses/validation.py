@@ -405,6 +405,56 @@ def validate(efficiency=None, ideal=False, ids=None, recs=None) -> dict:
                        "derived": sum(r["status"] == "derived" for r in rows)}}
 
 
+def below_ideal_bound(rec: Record, margin: float = 0.01) -> dict | None:
+    """A record measured faster than rackmath's ideal roofline allows (a lower bound on time: peak rates, perfect
+    overlap), or None. No run beats the bound, so such a record almost always describes another run than its inputs
+    say: a narrower dtype, another model, more GPUs or shorter sequences. Each of those is tried on the bound (fp8 /
+    fp4 weights, twice the GPUs, half the lengths); the ones under which the measurement becomes reachable are the
+    likely causes. Returns {'id', 'metric', 'unit', 'measured', 'bound', 'ratio', 'causes': [(what, bound)]}.
+    ``margin``: the share the measurement must pass the bound by (rounding in a published figure)."""
+    from dataclasses import replace
+
+    from .. import units
+    from ..specs.records import UNITS
+
+    if not rec.fitted:  # excluded, or a derived figure (its own premises, not a measurement)
+        return None
+    bare = replace(rec, efficiency=None)  # a derived record's stated efficiency is not the bound
+    time = UNITS.get(rec.metric) == "s"
+    try:
+        bound = float(predict(bare, ideal=True)[0])
+    except RackmathError:
+        return None
+
+    def reachable(b):
+        return rec.value >= b * (1 - margin) if time else rec.value <= b * (1 + margin)
+
+    if reachable(bound):
+        return None
+    inp = dict(rec.inputs)
+    variants = []
+    wdt = inp.get("weights_dtype")
+    width = units.dtype_bytes(wdt) if wdt else 2.0
+    for dt in ("fp8", "fp4"):
+        if units.dtype_bytes(dt) < width:
+            variants.append((f"{dt} weights", dict(weights_dtype=dt)))
+    gpus = dict(gpus=2 * inp["gpus"]) | ({"tp": 2 * inp["tp"]} if inp.get("tp") else {})
+    variants.append((f"{2 * inp['gpus']} GPUs", gpus))
+    half = {k: max(1.0, float(inp[k]) / 2) for k in ("isl", "osl", "context") if isinstance(inp.get(k), (int, float))}
+    if half:
+        variants.append(("half the " + "/".join(k.upper() if k != "context" else k for k in half), half))
+    causes = []
+    for what, change in variants:
+        try:
+            b = float(predict(replace(bare, inputs=inp | change), ideal=True)[0])
+        except (RackmathError, ValueError, KeyError):
+            continue
+        if reachable(b):
+            causes.append((what, b))
+    return {"id": rec.id, "metric": rec.metric, "unit": UNITS.get(rec.metric, ""), "measured": rec.value,
+            "bound": bound, "ratio": rec.value / bound, "causes": causes}
+
+
 def select(recs, patterns) -> list:
     """The records whose id matches one of ``patterns`` (an id, or a shell glob: ``C3-*``, ``*-ttft``), in their
     order; a pattern that matches none is a one-line error naming the closest ids."""
@@ -448,4 +498,4 @@ def explain(rec: Record, efficiency=None, ideal=False):
 
 __all__ = ["Record", "records", "shipped_records", "predict", "predict_many", "vectorizable", "source_group",
            "validate", "summarize", "summarize_by", "held_out_summary", "error", "max_load_concurrency", "serve_kwargs",
-           "select", "explain"]
+           "select", "explain", "below_ideal_bound"]

@@ -72,6 +72,18 @@ def dtype_check(field: str):
     return check
 
 
+def dtype_rate_warning(hardware, weights_dtype, compute_dtype=None, echo: bool = True) -> str | None:
+    """The sentence when the chip runs the weight GEMMs at a wider dtype's rate than ``weights_dtype`` asks
+    ('h100 has no FP4 tensor cores: …', ``Chip.gemm_fallback_note``; None: no fallback), also written as a
+    'warning: …' line on stderr when ``echo`` (a command that does not print it in its table)."""
+    from ..specs.hardware import load_hardware
+
+    note = load_hardware(hardware).chip.gemm_fallback_note(weights_dtype, compute_dtype)
+    if note and echo:
+        sys.stderr.write(f"warning: {note}\n")
+    return note
+
+
 WDT_OPT = typer.Option(None, "--weights-dtype", callback=dtype_check("weights_dtype"),
                        help="bf16, fp8, int8, fp4, mxfp4, nvfp4 … (default: as published).")
 KVDT_OPT = typer.Option(None, "--kv-dtype", callback=dtype_check("kv_dtype"),
@@ -208,8 +220,17 @@ def validated_error(eff) -> float | None:
                 return float(e.data["validated_error"])
     except Exception:  # noqa: BLE001 - a label must never fail the answer
         pass
-    m = re.search(r"mean \|log error\| ([0-9.]+)", getattr(eff, "source", "") or "")
-    return math.expm1(float(m.group(1))) if m else None
+    return None  # a fit's in-sample 'mean |log error|' is not a validated band (issue 35)
+
+
+def fitted_on(eff) -> int | None:
+    """How many records a `validate --refit` preset was fitted on (from its source line), or None."""
+    src = getattr(eff, "source", "") or ""
+    if not src.startswith("fitted by rackmath validate --refit") or "on records:" not in src:
+        return None
+    ids = src.split("on records:", 1)[1]
+    more = re.search(r"\(\+(\d+)\)\s*$", ids)
+    return len([x for x in re.sub(r"….*$", "", ids).split(",") if x.strip()]) + (int(more.group(1)) if more else 0)
 
 
 def mode_label(eff) -> str:
@@ -224,8 +245,11 @@ def mode_label(eff) -> str:
     if getattr(eff, "cross_family", False):
         return (f"calibrated prediction, cross-family preset {eff.name} — no preset fitted on this chip's family "
                 + (f"(validated error ±{err:.0%} across families)" if err is not None else "(not validated)"))
+    n = fitted_on(eff) if err is None else None
     return (f"calibrated prediction, preset {eff.name} "
-            + (f"(validated error ±{err:.0%})" if err is not None else "(validation error not recorded)"))
+            + (f"(validated error ±{err:.0%})" if err is not None else
+               f"(fitted on {n} record{'s' * (n != 1)}, in sample only: no validated error band)" if n else
+               "(validation error not recorded)"))
 
 
 def mode_dict(eff) -> dict:
@@ -348,6 +372,11 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
         want = [w.strip().lower() for w in str(pick).split(",") if w.strip()]
         names = [c.name.lower() for c in cols]
         chosen = [i for i, n in enumerate(names) if n in want]
+        if not chosen and TABLE_SETTINGS.get("printed"):  # a later table of the same command: skipped, said so
+            console().print(Text(f"{cite(title).splitlines()[0] if title else 'a table'}: none of the --columns "
+                                 f"{pick!r} (its columns: {', '.join(c.name for c in cols)})", style="dim"),
+                            highlight=False)
+            return
         if not chosen:
             raise InputError("columns", f"none of {pick!r} is a column of this table",
                              "a comma list of: " + ", ".join(c.name for c in cols))
@@ -399,12 +428,12 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
     for ri, r in enumerate(rows):  # no markup parsing: sources hold "[M]"
         t.add_row(*[styled.get((ri, i)) or Text(r[i]) if i < len(r) else Text("") for i in keep])
     total = need(keep)
+    full = sum(max([len(r[i]) for r in rows if i < len(r)] + [len(cols[i].name)]) for i in keep) + 3 * len(keep)
     if width is None:
         w = max(80, total)
-        full = sum(max([len(r[i]) for r in rows if i < len(r)] + [len(cols[i].name)]) for i in keep) + 3 * len(keep)
         w = max(w, min(full, 400))
-    elif wide:
-        w = max(width, total)
+    elif wide:  # every column at its natural width: nothing wrapped or cut
+        w = max(width, total, min(full, 1000))
     else:
         w = width
     con = Console(width=w, highlight=False)
@@ -417,6 +446,7 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
     for n in notes:
         con.print(Text(n, style="dim"))
     con.print()  # tables printed one after another stay apart
+    TABLE_SETTINGS["printed"] = TABLE_SETTINGS.get("printed", 0) + 1
 
 
 # --- sources ---------------------------------------------------------------------------------------------------------

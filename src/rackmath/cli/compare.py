@@ -35,6 +35,10 @@ def register(app: typer.Typer) -> None:
         from ..analyses.planner import all_chips as catalog_chips, compare
         from .common import check_output, print_json, table
 
+        if ideal:  # --ideal with --efficiency X is an error, as on every command (common.efficiency_for)
+            from .common import efficiency_for
+
+            efficiency_for(None, efficiency, True)
         if plot is not None:
             check_output(plot, force, "plot", (".png", ".svg", ".pdf"))
         hw = ",".join(catalog_chips()) if all_chips else hardware

@@ -105,8 +105,10 @@ def register(app: typer.Typer) -> None:
     def lecture_cmd(
         json: bool = JSON_OPT,
         plots: Path = typer.Option(None, "--plots", metavar="DIR",
-                                   help="Also write the chapters' figures (ch*-*.png) into DIR (created if missing; "
-                                        "existing figures are not overwritten without --force)."),
+                                   help="Also write the chapters' figures (ch*-*.png) into DIR (created if missing). "
+                                        "Re-running regenerates the figures an earlier run wrote there, if unchanged "
+                                        "(DIR/.rackmath-plots lists them); any other existing file of the same name "
+                                        "is not overwritten without --force."),
         force: bool = typer.Option(False, "--force", help="Overwrite existing figures in --plots DIR."),
         only: str = typer.Option(None, "--only", help="Comma-separated claim IDs, e.g. R6,R10 (R41 includes R41-ddr, …)."),
         explain: bool = typer.Option(False, "--explain", help="Print each claim's derivation and the chapters' "
@@ -179,9 +181,33 @@ def register(app: typer.Typer) -> None:
                 con.print(text, markup=False, highlight=False)
 
 
+#: The list of figures `lecture --plots DIR` wrote into DIR, with their SHA-256: a re-run may replace exactly these
+#: (unchanged since), never a file a user put or edited there.
+MANIFEST = ".rackmath-plots"
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _manifest(outdir: Path) -> dict:
+    import json
+
+    try:
+        d = json.loads((outdir / MANIFEST).read_text())
+        return {str(k): str(v) for k, v in d.get("figures", {}).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
 def _write_plots(outdir: Path, force: bool, modules) -> list[str]:
-    """Draw every chapter's figures in a scratch directory, then move them into ``outdir`` — all or nothing:
-    if any would overwrite an existing file and not ``force``, nothing is written (error naming --plots)."""
+    """Draw every chapter's figures in a scratch directory, then move them into ``outdir`` — all or nothing: if any
+    would overwrite an existing file and not ``force``, nothing is written (error naming --plots). A file this
+    command wrote on an earlier run and nobody changed since (same SHA-256 as in ``outdir/.rackmath-plots``) is
+    rackmath's own: it is regenerated, so the README's first command can be run again."""
+    import json
     import shutil
     import tempfile
 
@@ -190,20 +216,26 @@ def _write_plots(outdir: Path, force: bool, modules) -> list[str]:
 
     if outdir.exists() and not outdir.is_dir():
         raise InputError("plots", f"{outdir} is not a directory", "a directory for the figures")
+    ours = _manifest(outdir)
     with tempfile.TemporaryDirectory() as tmp:
         made = []
         for mod in modules:
             if hasattr(mod, "plots"):
                 made += [Path(p) for p in mod.plots(Path(tmp))]
-        clash = [outdir / p.name for p in made if (outdir / p.name).exists()]
+        clash = [outdir / p.name for p in made if (outdir / p.name).exists()
+                 and not (p.name in ours and (outdir / p.name).is_file() and _sha256(outdir / p.name) == ours[p.name])]
         if clash and not force:
-            raise InputError("plots", f"{clash[0]} exists and would be overwritten"
+            raise InputError("plots", f"{clash[0]} exists, was not written by an earlier `rackmath lecture --plots` "
+                             "(or was changed since), and would be overwritten"
                              + (f" (and {len(clash) - 1} more)" if len(clash) > 1 else ""), "a new directory, or --force")
         outdir.mkdir(parents=True, exist_ok=True)
         out = []
         for p in made:
             shutil.move(str(p), outdir / p.name)
             out.append(str(outdir / p.name))
+            ours[p.name] = _sha256(outdir / p.name)
+    (outdir / MANIFEST).write_text(json.dumps({"written_by": "rackmath lecture --plots", "figures": ours}, indent=1,
+                                              sort_keys=True) + "\n")
     wrote(outdir, f"{len(out)} figures")
     return out
 

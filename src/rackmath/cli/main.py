@@ -38,7 +38,7 @@ def _root(
     """The math behind how LLMs are trained and served: rooflines on real chips, models and prices."""
     from .common import TABLE_SETTINGS
 
-    TABLE_SETTINGS.update(wide=wide, columns=columns)
+    TABLE_SETTINGS.update(wide=wide, columns=columns, printed=0)
     if catalog:
         from ..specs.catalog import add_catalog_dir
 

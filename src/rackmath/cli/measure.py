@@ -144,26 +144,11 @@ def register(app: typer.Typer) -> None:
     return None
 
 
-def table(title: str, columns: list[str], rows: list[list], caption: str | None = None) -> None:
-    """A rich table; a pipe or file gets a wide console instead of truncated cells."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    con = Console()
-    if not con.is_terminal:
-        con = Console(width=200)
-    t = Table(title=Text(title), caption=Text(caption) if caption else None, title_justify="left",
-              caption_justify="left")
-    for c in columns:
-        t.add_column(c)
-    for r in rows:
-        t.add_row(*[Text(str(x)) for x in r])
-    con.print(t)
-
-
 def _render(res: dict) -> None:
+    """The measured peaks, the decode sweep and the knees, in the tables every command prints (common.table: fit the
+    terminal, no boxes, --wide/--columns)."""
     from ..explain import fmt
+    from .common import Col, table
 
     dev = res["device"]
     chip = res["chip"]
@@ -184,8 +169,8 @@ def _render(res: dict) -> None:
         co = res["collective"]
         rows.append(["peer copy", f"{fmt(co['p2p_bytes_per_s'], 'B/s')} ({co['devices']} devices)"])
     thr = f", {dev['threads']} threads, load average {dev.get('load_average')}" if dev["type"] == "cpu" else ""
-    table(f"{chip['name']}: {dev['name']} ({dev['type']}, torch {dev['torch']}{thr}) — measured peaks", ["", "value"],
-          rows)
+    table(f"{chip['name']}: {dev['name']} ({dev['type']}, torch {dev['torch']}{thr}) — measured peaks",
+          [Col("quantity", 0), Col("value", 0, text=True)], rows)
     m = res["model"]
     p = res["preset"]
     sweep = [[f"{r['context']:,}", f"{r['batch']:,}", fmt(r["measured_s"], "s"), fmt(r["roofline_s"], "s"), r["bound"],
@@ -194,7 +179,8 @@ def _render(res: dict) -> None:
     s = res["summary"]
     table(f"decode sweep: {m['name']} ({m['description']}) — ideal roofline from the measured peaks (a lower bound "
           f"on time) and calibrated prediction, preset {p['name']} (from micro-benchmarks only)",
-          ["context", "batch", "measured", "ideal roofline", "bound", "measured/ideal", "calibrated", "cal. error"],
+          [Col("context", 0), Col("batch", 0), Col("measured", 0), Col("ideal roofline", 0), Col("bound", 1),
+           Col("measured/ideal", 1), Col("calibrated", 0), Col("cal. error", 0)],
           sweep, caption=f"median |log error|: ideal {s['median_abs_log_error_ideal']:.2f}, calibrated "
                          f"{s['median_abs_log_error_calibrated']:.2f} over {s['points']} points; "
                          f"{res['seconds']:.1f} s in all")

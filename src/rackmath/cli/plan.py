@@ -20,6 +20,28 @@ def _pct(v):
     return "—" if v is None else f"{v:+.1%}"
 
 
+def _choices(r) -> list[str]:
+    """One line per chip on why aggregated or disaggregated won: GPUs, $/hour and mean TTFT of both (issue 35)."""
+    out = []
+    for row in r.rows:
+        opts, d = row.get("options") or {}, row.get("deployment")
+        if not d:
+            continue
+        other = opts.get("disaggregated" if d["mode"] == "aggregated" else "aggregated")
+        if other is None:
+            if r.workload.get("modes", 2) and len(opts) == 1:
+                out.append(f"{row['chip']}: {d['mode']} — the only mode searched or meeting the SLOs")
+            continue
+        dg, dc = d["gpus"] - other["gpus"], d["usd_per_hour"] - other["usd_per_hour"]
+        them = f"{other['mode']} ({other['gpus']} GPUs, ${other['usd_per_hour']:,.4g}/h)"
+        why = (f"{abs(dg)} fewer GPU{'s' * (dg != -1)} (${abs(dc):,.4g}/h less) than {them}" if dc < 0 else
+               f"the same cost as {them}, " + ("without a KV hand-off" if d["mode"] == "aggregated" else
+                                               "at a lower TPOT"))
+        out.append(f"{row['chip']}: {d['mode']} — {why}; mean TTFT {_ms(d['ttft_s'])} against "
+                   f"{_ms(other['ttft_s'])}")
+    return out
+
+
 def register(app: typer.Typer) -> None:
     @app.command("plan")
     def plan_cmd(
@@ -61,6 +83,10 @@ def register(app: typer.Typer) -> None:
         from ..errors import InputError
         from .common import check_output, human, parse_power, parse_pue, parse_usd_per_kwh, print_json, table
 
+        if ideal:  # --ideal with --efficiency X is an error, as on every command (common.efficiency_for)
+            from .common import efficiency_for
+
+            efficiency_for(None, efficiency, True)
         if plot is not None:
             check_output(plot, force, "plot", (".png", ".svg", ".pdf"))
         if emit is not None:
@@ -70,7 +96,7 @@ def register(app: typer.Typer) -> None:
         if modes is None:
             raise InputError("mode", f"{mode!r}", "aggregated, disaggregated or both")
         num = lambda t, f: None if t is None else units.parse_count(t, f)  # noqa: E731
-        dur = lambda t, f: None if t is None else units.parse_duration(t, f)  # noqa: E731
+        dur = lambda t, f: None if t is None else units.parse_duration(t, f, unit_required=True)  # noqa: E731
         r = plan(model, hardware, rate=num(rate, "rate"), users=num(users, "users"), isl=num(isl, "isl"),
                  osl=num(osl, "osl"), ttft=dur(ttft, "ttft"), tpot=dur(tpot, "tpot"),
                  tok_s_user=num(tok_s_user, "tok_s_user"), usd_per_gpu_hour=price, weights_dtype=weights_dtype,
@@ -79,6 +105,10 @@ def register(app: typer.Typer) -> None:
                  budget=None if budget is None else int(num(budget, "budget")), confirm=not no_confirm,
                  pue=parse_pue(pue), usd_per_kwh=parse_usd_per_kwh(usd_per_kwh), power_cap_w=parse_power(power_cap),
                  compute_dtype=compute_dtype)
+        from .common import dtype_rate_warning
+
+        for row in r.rows:  # one line per chip that runs the weight GEMMs at a wider dtype's rate
+            dtype_rate_warning(row["hardware"], weights_dtype, compute_dtype)
         launch = None
         best = r.best
         if emit is not None and best is not None:
@@ -116,8 +146,8 @@ def register(app: typer.Typer) -> None:
                 shape = f"aggregated {d['replicas']}×{d['layout']['label']}"
             shape += f", {d['concurrency_per_replica']:.0f} seqs/replica"
             sim = d.get("simulated")
-            tail = "" if not sim else (f"{_ms(sim['ttft_p99_s'])} / {_ms(sim['tpot_p99_s'])}, "
-                                       f"{sim['slo_attainment']:.0%} ok")
+            tail = "" if not sim else (f"{_ms(sim['ttft_p50_s'])} / {_ms(sim['ttft_p99_s'])} / "
+                                       f"{_ms(sim['tpot_p99_s'])}, {sim['slo_attainment']:.0%} ok")
             en = d["energy"]
             rows.append([row["chip"], str(d["gpus"]), shape, f"${d['usd_per_hour']:,.4g}", f"${d['usd_per_mtok']:.3g}",
                          "—" if en is None else f"{human(en['j_per_token'], 'J')} ({human(en['elec_share'], '%')})",
@@ -125,14 +155,20 @@ def register(app: typer.Typer) -> None:
                          f"{_ms(d['tpot_s'])} ({_pct(d['margin']['tpot'])})", tail])
         w = r.workload
         traffic = f"{w['rate']:g} req/s" if w["rate"] is not None else f"{w['users']:g} users"
-        slo = ", ".join(x for x in (f"TTFT ≤ {_ms(r.slo['ttft_s'])}" if r.slo["ttft_s"] else "",
+        slo = ", ".join(x for x in (f"TTFT ≤ {_ms(r.slo['ttft_s'])}" + (" (default objective: MLPerf's server "
+                                                                        "TTFT; set --ttft)" if r.slo.get("ttft_default")
+                                                                        else "") if r.slo["ttft_s"] else "",
                                     f"TPOT ≤ {_ms(r.slo['tpot_s'])}" if r.slo["tpot_s"] else "") if x) or "no SLO"
         eff = "; ".join(f"{k}: " + ("ideal roofline — a lower bound on time" if v == "ideal" else
                                      f"calibrated, preset {v}") for k, v in effs.items())
         table(f"plan {r.model}: {traffic}, ISL {w['isl']:g} / OSL {w['osl']:g}, {slo} — cheapest first",
-              ["chip", "GPUs", "deployment", "$/hour", "$/Mtok", "J/tok (elec)", "TTFT (margin)", "TPOT (margin)",
-               "simulated p99 TTFT / TPOT"], rows,
-              caption=f"{eff}. margin = (SLO − predicted) / SLO; p99 tails replayed by the discrete-event simulator. "
+              ["chip", "GPUs", "deployment", "$/hour", "$/Mtok", "J/tok (elec)", "mean TTFT (margin)",
+               "TPOT (margin)", "simulated TTFT p50 / p99 / TPOT p99"], rows,
+              caption="\n".join(_choices(r)) + ("\n" if _choices(r) else "")
+                      + f"{eff}. mean TTFT and TPOT: the planning model's means at the offered load (queueing: half "
+                        f"a step, or the prefill pool's M/D/1 wait, + the prefill + KV hand-off); margin = (SLO − "
+                        f"mean) / SLO; simulated: the same deployment replayed request by request (discrete-event), "
+                        f"its percentiles — a hot prefill pool's analytic mean can exceed the simulated p99. "
                       f"J/tok: energy per output token at the meter, every GPU of the deployment (board + host, "
                       f"PUE {parse_pue(pue):g}); elec = electricity's share of $/Mtok at "
                       f"${parse_usd_per_kwh(usd_per_kwh):g}/kWh"

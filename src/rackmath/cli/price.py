@@ -61,6 +61,18 @@ def _emit(payload: dict, derivations: list, json: bool, explain: bool, tables: l
         table(title, cols, rows, caption)
 
 
+def _sheet_table(d: dict) -> tuple:
+    """The price sheet as the table ``price SHEET`` prints first: base prices and each long-context tier."""
+    keys = [("input", "input"), ("output", "output"), ("cache_read", "cache read"), ("cache_write_5m", "cache write 5m"),
+            ("cache_write_1h", "cache write 1h")]
+    keys = [(k, n) for k, n in keys if d.get(k) is not None]
+    rows = [["base"] + [f"${d[k]:g}" for k, _ in keys]]
+    rows += [[f"above {human(t['above'])} tokens"] + [f"${t[k]:g}" if t.get(k) is not None else "—" for k, _ in keys]
+             for t in d.get("tiers", ())]
+    return (f"Price sheet {d['name']}: {d['provider']} {d['model']} ({d['date']}), $/Mtok", ["prompt length"]
+            + [n for _, n in keys], rows, f"source: {d['source']}" + (f"; {d['note']}" if d.get("note") else ""))
+
+
 def price_cmd(
     sheet: str = typer.Argument(None, help="Price sheet (e.g. gemini-3.1-pro, claude-opus-4.6); omit with --list."),
     list_: bool = typer.Option(False, "--list", help="List the price sheets."),
@@ -116,6 +128,8 @@ def price_cmd(
     nact = units.parse_count(n_active, "--n-active")
     ntot = units.parse_count(n_total, "--n-total") if n_total else nact
     payload, ders, tables = {"sheet": s.describe() if s else None}, [], []
+    if s is not None:  # the sheet read, first (issue 35): every price in $/Mtok, per tier, with its source
+        tables.append(_sheet_table(s.describe()))
     assumptions = [["N_active", fmt(nact)], ["N_total", fmt(ntot)], ["hardware ratio", f"{human(r)} ({rsrc})"],
                    ["bytes/param", f"{bpp:g} ({weights_dtype})"]]
 

@@ -60,6 +60,27 @@ def _roofline(model, hardware, chips, b, c, p, weights_dtype, kv_dtype, efficien
                     pass_len=p, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=eff, weight_read=weight_read)
 
 
+def _warnings(r, weights_dtype, echo: bool) -> list[str]:
+    """What the user should know before reading the numbers (the table's caption; on stderr when ``echo``): a
+    context past the model's own limit (analyses.context.context_warning, naming it) and weight GEMMs run at a
+    wider dtype's rate than asked (common.dtype_rate_warning)."""
+    import sys
+
+    from ..analyses.context import context_warning
+    from .common import dtype_rate_warning
+
+    ctx = context_warning(r.model, r.context)
+    if ctx and echo:
+        sys.stderr.write(f"warning: {ctx}\n")
+    return [w for w in (ctx, dtype_rate_warning(r.hardware, weights_dtype, echo=echo)) if w]
+
+
+def _fixed(q: dict) -> float:
+    """What the step takes beyond its terms: t_fixed = t_step − max(t_compute, t_weights + t_kv) (0 for the ideal
+    bound; a calibrated preset's latency, host time and serial composition otherwise)."""
+    return max(0.0, q["step_s"] - max(q["t_compute_s"], q["t_weights_s"] + q["t_kv_s"]))
+
+
 def _payload(r, e=False, power_cap=None) -> dict:
     from .common import energy_dict, mode_dict
 
@@ -133,6 +154,8 @@ def register(app: typer.Typer) -> None:
     ):
         """Roofline step time, throughput, cost and energy: max(compute, weight fetch + KV fetch). Default: the
         ideal bound."""
+        import numpy as np
+
         from .common import Col, energy_line, human, mode_label, parse_power, print_derivation, print_json, table
 
         from ..bounds import MAX_TABLE_ROWS
@@ -144,6 +167,7 @@ def register(app: typer.Typer) -> None:
             n = None if n is None else float(n[0])
         r = _roofline(model, hardware, n, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price, weight_read,
                       power_cap)
+        warnings = _warnings(r, weights_dtype, echo=json or explain or ops or bool(ops_plot))
         e = _energy(r, pue, usd_per_kwh, power_cap)
         size = r.step_s.size
         if ops or ops_plot:
@@ -167,7 +191,8 @@ def register(app: typer.Typer) -> None:
                                  if r.extras["times"].composition == "overlap" else ""))
                 return
         if json:
-            d = _payload(r, e, power_cap)
+            d = _payload(r, e, power_cap) | {"warnings": warnings}
+            d["t_fixed_s"] = [_fixed(r.at(i)) for i in range(size)] if size > 1 else _fixed(r.at(0))
             if explain:
                 d["derivation"] = [r.explain(i).as_dict() for i in range(min(size, 16))]
                 if e is not None:
@@ -184,28 +209,38 @@ def register(app: typer.Typer) -> None:
                     print()
             return
         rows = []
+        fixed = [_fixed(r.at(i)) for i in range(size)]
+        show_fixed = any(f > 0 for f in fixed)  # the ideal bound has none: its step is the max of its terms
         for i in range(size):
             q = r.at(i)
             rows.append([human(q["chips"]), human(q["batch"]), human(q["context"]), human(q["pass_len"]),
-                         human(q["t_compute_s"], "s"), human(q["t_weights_s"], "s"), human(q["t_kv_s"], "s"),
-                         human(q["step_s"], "s"), q["bound"], human(q["tokens_per_s_per_chip"]),
+                         human(q["t_compute_s"], "s"), human(q["t_weights_s"], "s"), human(q["t_kv_s"], "s")]
+                        + ([human(fixed[i], "s")] if show_fixed else []) +
+                        [human(q["step_s"], "s"), q["bound"], human(q["tokens_per_s_per_chip"]),
                          human(q["tokens_per_s_per_seq"]), human(q["usd_per_mtok"], "$"), human(q["mfu"], "%"),
                          "yes" if q["fits"] else "NO"] + (["—"] * 3 if e is None else [
                          human(_at(e.j_per_token, i), "J"), human(_at(e.tokens_per_kwh, i)),
                          human(_at(e.elec_share, i), "%")]))
-        cols = [Col("GPUs", 3), Col("batch", 0), Col("context", 1), Col("pass", 4), Col("t_compute", 2),
-                Col("t_weights", 2), Col("t_kv", 2), Col("step", 0), Col("bound", 1),
+        binding = {str(x) for x in np.asarray(r.bound).ravel()}  # the binding term's column is never hidden
+        cols = [Col("GPUs", 3), Col("batch", 0), Col("context", 1), Col("pass", 4),
+                Col("t_compute", 0 if "compute" in binding else 2), Col("t_weights", 0 if "weights" in binding else 2),
+                Col("t_kv", 0 if "kv" in binding else 2)] + ([Col("fixed", 0)] if show_fixed else []) + [
+                Col("step", 0), Col("bound", 1),
                 Col("tok/s/GPU", 1), Col("tok/s/seq", 2), Col("$/Mtok", 0), Col("MFU", 3), Col("fits", 1),
                 Col("J/tok", 1), Col("tok/kWh", 3), Col("elec $", 2)]
         cap = "" if power_cap is None else (f"; power-capped at {human(parse_power(power_cap), 'W')} per GPU "
                                             f"(compute peaks scaled)")
         table(f"{r.model.name} on {r.hardware.name} ({r.hardware.chip.name}; weights {r.weights_dtype}, "
               f"KV {r.kv_dtype}; weight read {weight_read})\n{mode_label(r.efficiency)}", cols, rows,
-              caption=f"$ at {human(r.usd_per_chip_hour, '$')}/GPU-hour (--usd-per-gpu-hour); " + (
+              caption=(f"fixed = step − max(t_compute, t_weights + t_kv): the preset's fixed costs (kernel and "
+                       f"collective latency, host time) and the time its terms do not overlap (--explain derives "
+                       f"it). " if show_fixed else "")
+              + f"$ at {human(r.usd_per_chip_hour, '$')}/GPU-hour (--usd-per-gpu-hour); " + (
                   energy_line(e) if e is None else
                   f"J/tok at {human(e.facility_w_per_chip, 'W')}/GPU at the meter (board + host, PUE {e.pue:g}); "
                   f"elec $ = electricity's share of $/Mtok at ${e.usd_per_kwh:g}/kWh{cap}"
-                  + (f"\n{energy_line(e)}" if size == 1 else "")))
+                  + (f"\n{energy_line(e)}" if size == 1 else ""))
+              + "".join(f"\nWARNING: {w}" for w in warnings))
 
     @app.command("sweep")
     def sweep_cmd(

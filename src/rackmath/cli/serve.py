@@ -126,6 +126,10 @@ def register(app: typer.Typer) -> None:
         from .common import (energy_dict, energy_line, human, mode_dict, power_capped, print_derivation,
                              print_json, table)
 
+        if ideal:  # --ideal with --efficiency X is an error, as on every command (common.efficiency_for)
+            from .common import efficiency_for
+
+            efficiency_for(None, efficiency, True)
         acc = None if acceptance is None else float(units.parse_count(acceptance, "acceptance"))
         r = serve(model, power_capped(hardware, power_cap), gpus=_count(gpus, "gpus"), isl=_count(isl, "isl", False),
                   osl=_count(osl, "osl", False), concurrency=_count(concurrency, "concurrency", False),
@@ -158,9 +162,14 @@ def register(app: typer.Typer) -> None:
                                     f"of {human(float(r.as_dict()['decode_step_ms']) / 1e3, 's')} by operator\n"
                                     f"{r.efficiency_label}")
                 return
+        from .common import dtype_rate_warning
+
+        rate_note = dtype_rate_warning(hardware, weights_dtype, compute_dtype, echo=json or explain)
         mode = mode_dict(r.efficiency) | _context_limits(r, model, hardware, weights_dtype, kv_dtype,
                                                           _count(redundant_experts, "redundant_experts") or 0)
         e = serve_energy(r, hardware, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
+        if rate_note:
+            mode["warnings"] = mode["warnings"] + [rate_note]
         near = r.nearest_measured()
         if json:
             d = mode | r.as_dict() | {"energy": energy_dict(e, power_cap, hardware), "nearest_measured": near}

@@ -103,6 +103,10 @@ def register(app: typer.Typer) -> None:
         from ..analyses.simulate import example_trace_text, parse_trace, simulate
         from .common import check_output, print_json, table
 
+        if ideal:  # --ideal with --efficiency X is an error, as on every command (common.efficiency_for)
+            from .common import efficiency_for
+
+            efficiency_for(None, efficiency, True)
         if plot is not None:
             check_output(plot, force, "plot", (".png", ".svg", ".pdf"))
         tr = None
@@ -150,8 +154,8 @@ def register(app: typer.Typer) -> None:
                          mtp=_num(mtp, "mtp", True),
                          acceptance=_num(acceptance, "acceptance"), efficiency=efficiency, ideal=ideal,
                          usd_per_gpu_hour=_price(price, hardware),
-                         framework=framework, ttft_slo=None if ttft is None else units.parse_duration(ttft, "ttft"),
-                         tpot_slo=None if tpot is None else units.parse_duration(tpot, "tpot"), seed=seed,
+                         framework=framework, ttft_slo=None if ttft is None else units.parse_duration(ttft, "ttft", unit_required=True),
+                         tpot_slo=None if tpot is None else units.parse_duration(tpot, "tpot", unit_required=True), seed=seed,
                          progress=progress)
         finally:
             if bar is not None:

@@ -48,6 +48,28 @@ def _fmt_value(v, unit):
     return human(v, unit, digits=4)
 
 
+def _bound_line(b: dict) -> str:
+    """One record faster than the ideal bound, with its likely causes (analyses.validation.below_ideal_bound)."""
+    from ..units import human
+
+    causes = "; ".join(f"{what} would allow {_fmt_value(v, b['unit'])}" for what, v in b["causes"])
+    return (f"{b['id']}: measured {b['metric']} {_fmt_value(b['measured'], b['unit'])} beats rackmath's ideal "
+            f"roofline {_fmt_value(b['bound'], b['unit'])} ({human(b['ratio'])}×) for the inputs it states — no "
+            f"run beats the bound: check the record's dtype, model, GPU count and lengths"
+            + (f" (likely: {causes})" if causes else ""))
+
+
+def _flag_below_bound(recs, echo: bool) -> list[dict]:
+    """Every record faster than the ideal bound; with ``echo`` each as a 'warning:' line on stderr, before any fit
+    (the table says it in its status column and caption)."""
+    from ..analyses.validation import below_ideal_bound
+
+    flags = [b for b in (below_ideal_bound(r) for r in recs) if b]
+    for b in flags if echo else ():
+        typer.echo(f"warning: {_bound_line(b)}", err=True)
+    return flags
+
+
 def _group_rows(by: dict) -> list[list]:
     return [[g, str(s["n"]), _pct(s), _pct(s, "p90_abs_error"), f'{s["within_2x"]}/{s["n"]}', _worst(s)]
             for g, s in by.items()]
@@ -77,6 +99,9 @@ def register(app: typer.Typer) -> None:
     def validate_cmd(
         json: bool = JSON_OPT,
         ideal: bool = typer.Option(False, "--ideal", help="Predict with the ideal roofline instead of the presets."),
+        efficiency: str = typer.Option(None, "--efficiency", metavar="PRESET",
+                                       help="Predict every record with this preset (one of the catalog's, or yours "
+                                            "from `validate --refit` via --catalog DIR) instead of each chip's own."),
         records: list[Path] = RECORDS_OPT,
         only_records: bool = ONLY_OPT,
         refit: bool = typer.Option(False, "--refit", help="Fit the efficiency parameters on the records and print "
@@ -111,6 +136,14 @@ def register(app: typer.Typer) -> None:
 
         if only_records and not records:
             raise InputError("only_records", "--only-records without --records", "--records DIR --only-records")
+        if efficiency is not None and (ideal or cv or refit):
+            flag = "--ideal" if ideal else "--cv" if cv else "--refit"
+            raise InputError("efficiency", f"--efficiency with {flag}",
+                             "one of them (--cv and --refit fit presets; --efficiency validates one)")
+        if efficiency is not None and efficiency.strip().lower() != "auto":
+            from ..engine.efficiency import load_efficiency
+
+            load_efficiency(efficiency)  # an unknown preset: one line naming the closest
         if (cv or refit) and ideal:
             raise InputError("ideal", f"--ideal with {'--cv' if cv else '--refit'}",
                              "one of them (the ideal roofline has nothing fitted)")
@@ -140,7 +173,7 @@ def register(app: typer.Typer) -> None:
             from ..analyses.validation import explain as derive
             from .common import print_derivation
 
-            ds = [derive(r, ideal=ideal) for r in recs if r.exclude is None]
+            ds = [derive(r, efficiency=efficiency, ideal=ideal) for r in recs if r.exclude is None]
             if not ds:
                 raise InputError("id", "only excluded records match", "a record that is predicted")
             if json:
@@ -149,9 +182,10 @@ def register(app: typer.Typer) -> None:
             for d in ds:
                 print_derivation(d)
             return
+        flags = _flag_below_bound(recs, echo=refit or json) if not cv else []
         if refit:
             _refit(recs, output, force, prefix if prefix is not None else ("user" if records else ""), json,
-                   check_output, print_json)
+                   check_output, print_json, flags)
             return
         if cv:
             from ..analyses.calibration import CV_SCHEMES, cross_validate
@@ -168,18 +202,28 @@ def register(app: typer.Typer) -> None:
             return
         from ..analyses.validation import validate
 
-        v = validate(ideal=ideal, recs=recs)
+        eff = None if efficiency is None or efficiency.strip().lower() == "auto" else efficiency
+        v = validate(efficiency=eff, ideal=ideal, recs=recs)
+        v["below_ideal_bound"] = flags
         if json:
             print_json(v)
             return
+        from .common import Col
+
+        flagged = {b["id"] for b in flags}
         rows = [[r["id"], r["source_group"], r["hardware_family"], r["metric"], _fmt_value(r["measured"], r["unit"]),
                  _fmt_value(r["predicted"], r["unit"]), f'{r["error"]:+.1%}',
-                 r["status"] + ("" if r["fitted"] else " (not fitted)")] for r in v["records"]]
+                 r["status"] + ("" if r["fitted"] else " (not fitted)")
+                 + (", below the ideal bound" if r["id"] in flagged else "")] for r in v["records"]]
         s, n = v["summary"], v["counts"]
+        # what a validation table is for stays at any width: id, measured, predicted, error, status
         table("rackmath validate" + (" (ideal roofline — a lower bound on time)" if ideal else
+                                     f" (calibrated prediction: preset {eff} for every record)" if eff else
                                      " (calibrated prediction: each chip's default preset)"),
-              ["id", "source", "hw family", "metric", "measured", "predicted", "error", "status"], rows,
-              caption=_summary_line(s, n["sources"]) + _held_out_line(v["summary_held_out"]))
+              [Col("id", 0), Col("source", 3), Col("hw family", 4), Col("metric", 2), Col("measured", 0),
+               Col("predicted", 0), Col("error", 0), Col("status", 0, text=True, min_width=8)], rows,
+              caption=_summary_line(s, n["sources"]) + _held_out_line(v["summary_held_out"])
+              + "".join(f"\nWARNING: {_bound_line(b)}" for b in flags))
         for key, title in (("summary_by_efficiency", "by the efficiency preset each record was predicted with "
                                                      "(ideal = no preset for that chip)"),
                            ("summary_by_hardware_family", "by hardware family"),
@@ -214,24 +258,39 @@ def register(app: typer.Typer) -> None:
         finally:
             bar.stop()
 
-    def _refit(recs, output, force, prefix, json, check_output, print_json):
+    def _refit(recs, output, force, prefix, json, check_output, print_json, flags=()):
+        import math
+
         from ..analyses.calibration import as_toml, fit, fitted_records, presets_from_fit
 
         use = fitted_records(recs)
         f = fit(use)
         presets = presets_from_fit(f, prefix=prefix)
         if json and output is None:
-            print_json({"fit": f.as_dict(), "presets": presets})
+            print_json({"fit": f.as_dict(), "presets": presets, "below_ideal_bound": list(flags)})
             return
         from ..units import counted
 
         header = (f"Efficiency presets fitted by `rackmath validate --refit` on {counted(len(use), 'record')} from "
                   f"{counted(len(f.sources), 'source')}\n({counted(f.n_params, 'parameter')}; mean |log error| "
                   f"{f.objective:.3f}). Use with: rackmath --catalog DIR …")
+        # what is true of this fit, said plainly (issue 35): how well it reproduces its own records (in sample: no
+        # out-of-sample band exists until records it was not fitted on are predicted), and what it cannot know
+        typical = math.expm1(f.objective)
+        notes = [(f"in sample the presets reproduce these records within about ±{typical:.0%} (mean |log error| "
+                  f"{f.objective:.3f})" if f.objective <= math.log(1.25) else
+                  f"the presets do NOT reproduce these records: mean |log error| {f.objective:.3f}, a typical record "
+                  f"off by ±{typical:.0%} in sample")
+                 + f"; fitted on {counted(len(use), 'record')}, they have no validated error band (predict records "
+                   "left out of the fit, or run validate --cv, to measure one)"]
+        if flags:
+            notes.append(f"{counted(len(flags), 'record')} ({', '.join(b['id'] for b in flags)}) "
+                         f"{'is' if len(flags) == 1 else 'are'} faster than the ideal bound: no efficiency reaches "
+                         "them; fix their inputs (dtype, model, GPUs, lengths) or leave them out")
         if f.n_params > len(use):
-            warn = (f"fewer records ({len(use)}) than fitted parameters ({f.n_params}): the presets reproduce these "
-                    "records, but the parameters they do not constrain are arbitrary — predict other configurations "
-                    "with care, or add records")
+            notes.append(f"fewer records ({len(use)}) than fitted parameters ({f.n_params}): the parameters they do "
+                         "not constrain are arbitrary — predict other configurations with care, or add records")
+        for warn in notes:
             header += f"\nNote: {warn}."
             typer.echo(f"note: {warn}", err=True)
         text = as_toml(presets, header=header)

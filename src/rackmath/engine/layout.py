@@ -204,6 +204,7 @@ class ModelNumbers:
     experts_per_token: int = 0
     n_moe_layers: int = 0
     kv_heads: int = 1  # KV shards under attention TP (1 for MLA latents / MQA: replicated)
+    n_heads: int = 0  # attention (query) heads: attention TP must divide them (0: unknown, not checked)
     dense_weight_bytes: float = 0.0  # read every step: attention, dense FFN, shared experts, head
     expert_weight_bytes: float = 0.0  # one routed expert, one layer
     other_weight_bytes: float = 0.0  # stored, not streamed (input embedding table)
@@ -226,6 +227,13 @@ class ModelNumbers:
     prefill: bool = False  # a prompt pass: MoE dispatch deduplicated by domain (DeepEP normal kernels)
     parallel_block: bool = False  # attention and FFN read the same input and sum into it: one TP all-reduce a layer
     d_ff: int = 0  # dense FFN width (0: unknown; :attr:`ffn_width` then takes 4 · d_model)
+
+    @property
+    def tp_heads(self) -> int:
+        """The heads attention TP must divide: the query heads, or 0 (not checked) for multi-query attention, whose
+        single KV head lets attention shard over the batch instead (Pope et al. 2022 §3.3: PaLM's 48 heads on 64
+        chips); MLA's latent is one KV shard too, but its heads are split by TP in every stack."""
+        return self.n_heads if (self.kv_heads > 1 or self.mla) else 0
 
     @property
     def ffn_width(self) -> int:
@@ -294,6 +302,7 @@ class ModelNumbers:
             experts_per_token=k,
             n_moe_layers=n_moe,
             kv_heads=_kv_shards(model),
+            n_heads=int(getattr(model, "n_heads", 0) or 0),
             dense_weight_bytes=dense,
             expert_weight_bytes=eb,
             other_weight_bytes=other,
@@ -777,14 +786,36 @@ def check_attention_dp_size(size, tp) -> int:
     return 0 if size == tp else size
 
 
-def with_attention_groups(tp, ep, pp, adp):
+def with_attention_groups(tp, ep, pp, adp, heads: int = 0):
     """Layout rows with attention DP repeated once per group count R dividing TP, 2 ≤ R ≤ TP (SGLang ``--tp T --dp R
-    --enable-dp-attention``); rows without attention DP keep R = 1. Returns (tp, ep, pp, adp, R)."""
+    --enable-dp-attention``); rows without attention DP keep R = 1. Returns (tp, ep, pp, adp, R). With ``heads``
+    (the model's attention heads) a group's TP/R chips must divide them (:func:`attention_tp_ok`)."""
     tp, ep, pp, adp = (np.asarray(x) for x in (tp, ep, pp, adp))
-    reps = [[d for d in _divisors(int(t)) if d > 1] if a else [1] for t, a in zip(tp, adp)]
+    reps = [[d for d in _divisors(int(t)) if d > 1 and attention_tp_ok(int(t) // d, heads)] if a else [1]
+            for t, a in zip(tp, adp)]
     idx = np.repeat(np.arange(len(tp)), [len(r) for r in reps])
     ranks = np.array([r for rs in reps for r in rs], dtype=float)
     return tp[idx], ep[idx], pp[idx], adp[idx], ranks
+
+
+def attention_tp_ok(tp: int, heads: int, kv_heads: int = 1) -> bool:
+    """Whether attention splits over ``tp`` chips: TP divides the query heads (every serving stack requires it:
+    vLLM, SGLang, TensorRT-LLM), and the KV heads split evenly or are replicated (KV | TP or TP | KV). ``heads``
+    0 = unknown (not checked)."""
+    if tp <= 1 or heads <= 0:
+        return True
+    return heads % tp == 0 and (kv_heads <= 1 or kv_heads % tp == 0 or tp % kv_heads == 0)
+
+
+def check_attention_tp(mn, tp: int, gpus: int) -> None:
+    """An explicit attention TP the model's heads cannot split over is a one-line error naming the TPs that can
+    (:func:`attention_tp_ok`)."""
+    if attention_tp_ok(int(tp), mn.tp_heads, mn.kv_heads):
+        return
+    ways = [str(d) for d in range(1, int(gpus) + 1) if attention_tp_ok(d, mn.tp_heads, mn.kv_heads)]
+    kv = f" and {mn.kv_heads} KV heads" if mn.kv_heads > 1 else ""
+    raise InputError("tp", f"tp={tp} does not split {mn.name}'s {mn.n_heads} attention heads{kv}",
+                     f"a TP that does ({', '.join(ways)}), or --attention-dp")
 
 
 def attention_dp_label(size, tp) -> str:
@@ -1059,8 +1090,9 @@ def layout_grid(mn: ModelNumbers, chips: int, scaleup_size: int, *, micro_batche
     """Arrays (tp, ep, pp, attention_dp, micro_batch; weight_layout where more than 1D is asked for) of every valid
     layout for ``chips`` chips.
 
-    Valid: TP·PP ≤ chips, EP divides TP, EP ≤ expert slots (and divides them unless uneven placement is
-    allowed), experts not cut narrower than ``min_expert_shard`` columns, PP ≤ layers. ``weight_layouts``
+    Valid: TP·PP ≤ chips, TP divides the attention heads without attention DP (:func:`attention_tp_ok`), EP
+    divides TP, EP ≤ expert slots (and divides them unless uneven placement is allowed), experts not cut narrower
+    than ``min_expert_shard`` columns, PP ≤ layers. ``weight_layouts``
     (:data:`WEIGHT_LAYOUTS`): 2D and weight-gathered rows for dense models, TP > 1, without attention DP.
     """
     wls = [str(w) for w in check_weight_layout(np.atleast_1d(np.asarray(weight_layouts)), mn.name, mn.is_moe)]
@@ -1080,9 +1112,10 @@ def layout_grid(mn: ModelNumbers, chips: int, scaleup_size: int, *, micro_batche
             raise InputError("chips", f"more than {MAX_LAYOUTS:,} layouts × batches to evaluate for {chips} chips",
                              "fewer chips, a smaller --max-pp or fewer --batch values")
         eps = [d for d in _divisors(int(tp))] if mn.is_moe else [1]
-        if mn.is_moe:
+        if mn.is_moe:  # an expert cut over TP/EP chips: its width must split evenly (2,048 over 3 does not)
             eps = [e for e in eps if e <= slots and (uneven_experts or slots % e == 0)
-                   and (not mn.expert_width or mn.expert_width / (tp / e) >= min_expert_shard)]
+                   and (not mn.expert_width or (mn.expert_width / (tp / e) >= min_expert_shard
+                                                and mn.expert_width % (tp // e) == 0))]
         for ep in eps:
             for p in pps:
                 if tp * p > chips:
@@ -1090,6 +1123,8 @@ def layout_grid(mn: ModelNumbers, chips: int, scaleup_size: int, *, micro_batche
                 for adp in attention_dp:
                     if adp and tp == 1:
                         continue
+                    if not adp and not attention_tp_ok(int(tp), mn.tp_heads, mn.kv_heads):
+                        continue  # TP24 over 128 heads: no stack runs it (attention DP keeps each head whole)
                     for w, wl in enumerate(wls):
                         if wl == "1d" or (tp > 1 and not adp):
                             rows.append((tp, ep, p, adp, w))

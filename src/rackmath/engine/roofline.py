@@ -323,8 +323,11 @@ class RooflineResult(ResultMixin):
 
         return ops_table(self.extras["times"], index=i)
 
-    def explain(self, i: int = 0) -> Derivation:
-        """The blackboard derivation of configuration ``i``: each formula with its numbers."""
+    def explain(self, i: int = 0, **where) -> Derivation:
+        """The blackboard derivation of configuration ``i`` (a flat index), or of the one whose fields equal
+        ``where`` (``r.explain(batch=64)``, :meth:`index`): each formula with its numbers."""
+        if where:
+            i = self.index(**where)
         m, hw, chip = self.model, self.hardware, self.hardware.chip
         p = self.at(i)
         B, L, P, n = p["batch"], p["context"], p["pass_len"], p["chips"]

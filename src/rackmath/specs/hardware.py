@@ -96,6 +96,19 @@ class Chip:
         """Dense peak FLOP/s of a weight GEMM with ``weights_dtype`` weights: the peak of :meth:`gemm_dtype`."""
         return self.flops[self.gemm_dtype(weights_dtype, compute_dtype)]
 
+    def gemm_fallback_note(self, weights_dtype: str | None, compute_dtype: str | None = None) -> str | None:
+        """A sentence when this chip has no tensor cores for the dtype the weight GEMMs would multiply in and runs
+        them at a wider dtype's rate (fp4 on an H100 → the fp8 rate), else None; the weights still take their
+        own bytes in memory. Printed as a warning by the commands that take ``--weights-dtype``."""
+        if weights_dtype is None:
+            return None
+        want = units.gemm_dtype(weights_dtype, compute_dtype, fp4_chip="fp4" in self.flops)
+        got = self.gemm_dtype(weights_dtype, compute_dtype)
+        if got == want:
+            return None
+        return (f"{self.name} has no {want.upper()} tensor cores: {units.normalize_dtype(weights_dtype)} weights take "
+                f"{units.dtype_bytes(weights_dtype) * 8:g} bits each in memory but multiply at the {got} rate")
+
     def tier(self, name: str) -> MemoryTier:
         """A memory tier by name; 'hbm' is always available."""
         if name == "hbm":
