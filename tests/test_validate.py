@@ -450,7 +450,8 @@ def test_cross_validation_groups_and_errors_are_the_hand_derived_ones():
                                     schemes=("source", "hardware", "model", "loo"))
     assert cv["counts"] == {"records": 7, "sources": 3, "hardware_families": 2, "model_families": 2,
                             "fitted_params": 3, "params_per_family": 1, "params_some_families": {},
-                            "shared_params": 1}
+                            "shared_params": 1, "records_by_stack": {"unstated": 7},
+                            "params_by_stack": {"unstated": []}}
     src = cv["source"]
     assert [f["held_out"] for f in src["folds"]] == [["a1", "a2", "z1"], ["a3"], ["b1", "b2", "z2"]]
     # leaving s1 or s2 out leaves family A a record: exact; leaving s3 out leaves no B record, so B is predicted

@@ -1,0 +1,273 @@
+"""InferenceMAX records, stack versions as an input, configurations never refused, reports by metric (issue 34).
+
+Expected values are the rows' own numbers (reference/inferencemax/rows.jsonl, typed here by hand where used),
+hand-derived memory arithmetic, or invariants — never the code's output.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from rackmath.analyses import calibration, validation
+from rackmath.specs import records as R
+from rackmath.specs import stacks as S
+
+ROOT = Path(__file__).resolve().parents[1]
+ROWS = ROOT.parent.parent / "shared" / "reference" / "inferencemax" / "rows.jsonl"
+needs_rows = pytest.mark.skipif(not ROWS.exists(), reason="reference/inferencemax/rows.jsonl not on this machine")
+
+
+@pytest.fixture(scope="module")
+def imx():
+    return [r for r in R.shipped_records() if r.id.startswith("IMX-")]
+
+
+# --------------------------------------------------------------------------------------
+# The records
+# --------------------------------------------------------------------------------------
+
+
+def test_every_row_is_three_records_with_its_stack_version_and_the_stated_assumptions(imx):
+    assert len(imx) == 3 * 345 and len({r.id for r in imx}) == 1035
+    assert {r.metric_class for r in imx} == {"output tok/s/GPU", "TPOT", "TTFT"}
+    listed = set(S.known_labels())
+    for r in imx:
+        assert r.stack in listed, r.id  # framework@stack_version, a listed version (its container image)
+        assert not r.fit and not r.fitted and r.status == "approximate" and r.group
+        assert "reference/inferencemax/README.md" in r.source and "run_" in r.source
+        assert any("0.9 × nominal" in a for a in r.assumptions)
+        disagg = "decode_gpus" in r.inputs
+        if r.metric_class == "output tok/s/GPU":
+            assert r.metric == ("output_tok_s_per_decode_gpu" if disagg else "output_tok_s_per_gpu"), r.id
+        if disagg:
+            assert any("per DECODE GPU" in a for a in r.assumptions)
+    by = {r.id: r for r in imx}
+    # IMX-S000: DeepSeek-R1 NVFP4 on 4 × B200, SGLang 0.5.6 TP4 EP4, 1024/8192 at c4, 115.43 output tok/s/GPU
+    r = by["IMX-S000-out"]
+    assert r.value == pytest.approx(115.42567968948822) and r.stack == "sglang@0.5.6"
+    assert r.inputs["isl"] == pytest.approx(0.9 * 1024) and r.inputs["osl"] == pytest.approx(0.9 * 8192)
+    assert (r.inputs["gpus"], r.inputs["tp"], r.inputs["ep"], r.inputs["weights_dtype"]) == (4, 4, 4, "nvfp4")
+    # IMX-S017: GB200 Dynamo-SGLang, 4 prefill + 8 decode GPUs, 2 decode workers of 4 with DP attention
+    r = by["IMX-S017-out"]
+    assert r.value == pytest.approx(62.56084213988763) and r.stack == "dynamo-sglang@0.5.5.post2"
+    assert (r.inputs["prefill_gpus"], r.inputs["decode_gpus"], r.inputs["tp"], r.inputs["ep"]) == (4, 8, 4, 4)
+    assert r.inputs["attention_dp"] is True and r.group == "dsr1-fp4 × gb200 × dynamo-sglang"
+
+
+def test_every_shipped_inferencemax_record_is_predicted_finite_and_positive(imx):
+    """No configuration of rows.jsonl is refused: every record is predicted (issue 34, Done when)."""
+    for r in imx:
+        p, info = validation.predict(r)
+        assert math.isfinite(p) and p > 0, r.id
+
+
+def test_a_disaggregated_record_reads_output_per_decode_gpu(imx):
+    """Invariant: output per decode GPU = serve's output per GPU (over every GPU) × (P + D) / D."""
+    r = next(x for x in imx if x.id == "IMX-S017-out")
+    p, _ = validation.predict(r)
+    d = validation._serve_dict(validation._key(validation.serve_kwargs(r)), None, False)
+    assert p == pytest.approx(d["output_tok_s_per_gpu"] * 12 / 8, rel=1e-9)
+    assert d["stack_version"] == "dynamo-sglang@0.5.5.post2"
+
+
+@needs_rows
+def test_the_length_and_per_decode_gpu_assumptions_hold_on_the_rows():
+    """Little's law on the rows themselves: output tokens/s = C · mean OSL / mean E2E. Aggregated rows give a mean
+    output length of 0.87–0.90 × nominal (the 0.9 of lengths drawn between 0.8× and 1×; nominal lengths would be off
+    by more than 10%); disaggregated rows match output × decode GPUs at 0.9 × nominal within 16%, and output ×
+    every GPU not at all (the README's check)."""
+    rows = [json.loads(x) for x in ROWS.read_text().splitlines() if x.strip()]
+    agg = [r["output_tput_per_gpu"] * r["tp"] * r["mean_e2el"] / (r["conc"] * r["osl"]) for r in rows
+           if not r["disagg"]]
+    assert len(agg) == 238 and 0.86 <= min(agg) and max(agg) <= 0.91
+    assert abs(np.median(agg) / 0.9 - 1) < 0.03 and abs(np.median(agg) / 1.0 - 1) > 0.10
+    dec = [r["conc"] * 0.9 * r["osl"] / r["mean_e2el"] / (r["output_tput_per_gpu"] * r["num_decode_gpu"])
+           for r in rows if r["disagg"]]
+    every = [r["conc"] * 0.9 * r["osl"] / r["mean_e2el"]
+             / (r["output_tput_per_gpu"] * (r["num_decode_gpu"] + r["num_prefill_gpu"])) for r in rows if r["disagg"]]
+    assert len(dec) == 107 and 1.0 <= min(dec) and max(dec) < 1.16 and np.median(every) < 0.75
+
+
+@needs_rows
+def test_the_shipped_file_is_the_converters_output():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "convert_inferencemax.py"), "--check"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+# --------------------------------------------------------------------------------------
+# The stack version as an input
+# --------------------------------------------------------------------------------------
+
+
+def test_versions_order_and_resolve():
+    assert S.version_key("1.2.0rc2") < S.version_key("1.2.0") < S.version_key("1.2.0.post1")
+    assert S.version_key("0.5.6") < S.version_key("0.5.6.post1") < S.version_key("0.5.6.post2") < \
+        S.version_key("0.5.7") < S.version_key("0.5.10")
+    assert S.resolve("sglang@0.5.6")[1].label == "sglang@0.5.6"  # exact beats the 0.5.6.postN it prefixes
+    assert S.resolve("vllm@0.13")[1].label == "vllm@0.13.0"
+    assert S.resolve("trtllm@1.2")[1].label == "trtllm@1.2.0rc2"
+    assert S.resolve("sglang")[1].label == "sglang@0.5.7"  # the newest listed
+    assert S.resolve("dynamo-trt")[1].label == "dynamo-trtllm@0.5.1-rc0.pre3"
+    assert S.resolve("vllm-v0") == ("vllm-v0", None)  # an unversioned stack
+    from rackmath.errors import InputError
+
+    with pytest.raises(InputError, match="sglang@0.5.6"):
+        S.resolve("sglang@0.4")
+
+
+def test_every_listed_version_has_shipped_records():
+    """`--framework STACK` means the newest version WITH records: every listed version has some."""
+    have = {r.stack for r in R.shipped_records()}
+    assert set(S.known_labels()) <= have
+
+
+@pytest.mark.parametrize("given, label, engine", [("sglang@0.5.6", "sglang@0.5.6", "sglang"),
+                                                  ("vllm@0.13", "vllm@0.13.0", "vllm"),
+                                                  ("trtllm@1.2", "trtllm@1.2.0rc2", "trtllm"),
+                                                  ("atom", "atom@0.1.1", "vllm"),
+                                                  ("sglang", "sglang@0.5.7", "sglang")])
+def test_serve_names_the_stack_version_in_its_header_and_json(given, label, engine):
+    args = ("serve", "gpt-oss-120b", "-H", "hgx-b200", "--gpus", "1", "--tp", "1", "--isl", "1000", "--osl", "1000",
+            "-c", "8", "--framework", given)
+    code, out, err = run_cli(*args, "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["stack_version"] == label and d["framework"] == engine
+    code, out, err = run_cli(*args)
+    assert code == 0 and f"stack {label}" in out.splitlines()[0]
+
+
+def test_an_unknown_version_is_one_line_listing_the_known_ones():
+    code, out, err = run_cli("serve", "gpt-oss-120b", "-H", "hgx-b200", "--gpus", "1", "--isl", "1000", "--osl",
+                             "1000", "-c", "8", "--framework", "vllm@0.6")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "framework" in err and "vllm@0.11.2" in err and "vllm@0.13.0" in err
+
+
+# --------------------------------------------------------------------------------------
+# Configurations that run in practice are never refused
+# --------------------------------------------------------------------------------------
+
+
+def test_sglang_dp_attention_with_ep_spelled_tp1_is_attention_dp_over_the_ep_ranks():
+    """SGLang's DEP4, `--tp 1 --ep 4 --attention-dp`, is conventions.md's `--tp 4 --ep 4 --attention-dp`. DeepSeek-R1
+    FP8 on 4 × GB200: weights 673 GB / 4 = 168 GB a GPU, more than 90% of 186 GB = 167.4 GB — fits = false, and by
+    how much, predicted anyway."""
+    base = ("serve", "deepseek-r1", "-H", "gb200-nvl72", "--gpus", "4", "--isl", "1024", "--osl", "1024", "-c", "64",
+            "--framework", "sglang@0.5.6", "--json")
+    code, out, err = run_cli(*base, "--tp", "1", "--ep", "4", "--attention-dp")
+    assert code == 0, err
+    d = json.loads(out)
+    code, out2, err = run_cli(*base, "--tp", "4", "--ep", "4", "--attention-dp")
+    d2 = json.loads(out2)
+    assert (d["layout"]["tp"], d["layout"]["ep"], d["layout"]["attention_dp"]) == (4, 4, True)
+    assert d["tpot_ms"] == pytest.approx(d2["tpot_ms"]) and any("SGLang's spelling" in n for n in d["notes"])
+    hbm = 13.4e12 / 72 / 1e9  # GB200 NVL72: 13.4 TB over 72 GPUs
+    assert d["fits"] is False and d["mem_short_gb"] >= 672.99 / 4 - 0.9 * hbm - 0.5
+    assert math.isfinite(d["output_tok_s_per_gpu"]) and d["output_tok_s_per_gpu"] > 0
+    assert any("GB short" in n and "predicted anyway" in n for n in d["notes"])
+
+
+def test_deepseek_r1_fp8_on_four_b200_is_predicted_with_fits_false_and_the_shortfall():
+    """4 × B200 (180 GB each): weights alone 672.99 GB / 4 = 168.2 GB > 0.9 × 180 = 162 GB, so at least 6.2 GB short,
+    with or without --tp (the layout search no longer refuses when nothing fits)."""
+    for extra in (("--tp", "4"), ()):
+        code, out, err = run_cli("serve", "deepseek-r1", "-H", "hgx-b200", "--gpus", "4", "--isl", "1024", "--osl",
+                                 "1024", "-c", "16", "--framework", "sglang", "--json", *extra)
+        assert code == 0, err
+        d = json.loads(out)
+        assert d["fits"] is False and d["mem_short_gb"] >= 672.99 / 4 - 162.0 - 0.01
+        assert math.isfinite(d["tpot_ms"]) and d["tpot_ms"] > 0
+    code, out, err = run_cli("serve", "deepseek-r1", "-H", "hgx-b200", "--gpus", "4", "--tp", "4", "--isl", "1024",
+                             "--osl", "1024", "-c", "16", "--framework", "sglang")
+    assert code == 0 and "does NOT fit" in out and "GB short" in out
+
+
+# --------------------------------------------------------------------------------------
+# Validation by metric and by stack version; the two new folds
+# --------------------------------------------------------------------------------------
+
+
+def _row(i, mc, stack, chip, err):
+    return {"id": i, "metric_class": mc, "stack": stack, "chip": chip, "source_group": "s", "error": err}
+
+
+def test_metric_report_never_pools_metrics():
+    rows = [_row("a", "TPOT", "sglang@0.5.6", "b200", 0.1), _row("b", "TPOT", "sglang@0.5.7", "b200", -0.3),
+            _row("c", "TTFT", "sglang@0.5.6", "h200", 1.0), _row("d", "TPOT", "sglang@0.5.6", "h200", 0.5)]
+    rep = validation.metric_report(rows)
+    assert set(rep["summary_by_metric"]) == {"TPOT", "TTFT"}
+    assert rep["summary_by_metric"]["TPOT"]["n"] == 3
+    assert rep["summary_by_metric"]["TPOT"]["median_abs_error"] == pytest.approx(0.3)
+    assert rep["by_metric_and_stack"]["TPOT"]["sglang@0.5.6"]["median_abs_error"] == pytest.approx(0.3)  # 0.1, 0.5
+    assert rep["by_metric_and_chip"]["TTFT"]["h200"]["within_2x"] == 1  # +100% is 2×: within
+    assert rep["counts"]["by_stack"] == {"sglang@0.5.6": 3, "sglang@0.5.7": 1}
+
+
+def test_validate_reports_inferencemax_apart_by_metric_and_stack():
+    v = validation.validate(recs=[r for r in R.shipped_records()
+                                  if r.id.startswith(("IMX-S000-", "IMX-S017-", "T1-"))])
+    nf = v["not_fitted"]
+    assert nf["summary"]["n"] == 6 and v["counts"]["not_fitted"] == 6
+    assert set(nf["summary_by_metric"]) == {"output tok/s/GPU", "TPOT", "TTFT"}
+    assert set(nf["by_metric_and_stack"]["TPOT"]) == {"sglang@0.5.6", "dynamo-sglang@0.5.5.post2"}
+    assert all(not r.startswith("IMX") for r in {x["id"] for x in v["records"] if x["fitted"]})
+
+
+from test_validate import SPEC, Syn, _syn_predictor  # noqa: E402  (the synthetic fitting problem)
+
+
+@pytest.fixture()
+def syn_stacked():
+    """test_validate's synthetic records with a stack version and an InferenceMAX group each (z1, z2: no group)."""
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class SynS(Syn):
+        stack: str = "x@1"
+        group: str | None = None
+        metric_class: str = "TPOT"
+        chip: str = "c"
+
+    true = {"A": 0.5, "B": 0.25}
+    rows = [("a1", "s1", "A", "m1", 1.0, "sglang@0.5.6", "g1"), ("a2", "s1", "A", "m2", 2.0, "sglang@0.5.6", "g1"),
+            ("a3", "s2", "A", "m1", 4.0, "vllm@0.13.0", "g2"), ("b1", "s3", "B", "m1", 1.0, "vllm@0.13.0", "g3"),
+            ("b2", "s3", "B", "m2", 3.0, "sglang@0.5.6", "g3"), ("z1", "s1", "A", "m2", 0.0, "vllm@0.13.0", None),
+            ("z2", "s3", "A", "m1", 0.0, "sglang@0.5.6", None)]
+    return [SynS(i, w / true[f] + 0.1, s, f, m, w, stack=st, group=g) for i, s, f, m, w, st, g in rows]
+
+
+def test_leave_one_stack_version_and_one_group_out_folds(syn_stacked):
+    cv = calibration.cross_validate(syn_stacked, SPEC, predictor=_syn_predictor, schemes=("stack", "group"))
+    st = cv["stack"]
+    assert [f["group"] for f in st["folds"]] == ["sglang@0.5.6", "vllm@0.13.0"]
+    assert [f["held_out"] for f in st["folds"]] == [["a1", "a2", "b2", "z2"], ["a3", "b1", "z1"]]
+    gr = cv["group"]
+    # records without a group (z1, z2) are never held out: they always train
+    assert [f["held_out"] for f in gr["folds"]] == [["a1", "a2"], ["a3"], ["b1", "b2"]]
+    assert {r["id"] for r in gr["records"]} == {"a1", "a2", "a3", "b1", "b2"}
+    # holding g3 out leaves no family-B record, so B is predicted with the cross-family fit (on A: η = 0.5, 0.1):
+    by = {r["id"]: r for r in gr["records"]}
+    for rid, w in (("b1", 1.0), ("b2", 3.0)):
+        assert by[rid]["error"] == pytest.approx((w / 0.5 + 0.1) / (w / 0.25 + 0.1) - 1, rel=1e-6)
+    assert by["a1"]["error"] == pytest.approx(0.0, abs=1e-9)
+    assert set(gr["by_metric"]["summary_by_metric"]) == {"TPOT"}
+    assert cv["counts"]["records_by_stack"] == {"sglang@0.5.6": 4, "vllm@0.13.0": 3}
+    assert set(cv["counts"]["params_by_stack"]["sglang@0.5.6"]) <= {p.name for p in SPEC.params}
+
+
+def test_cv_cli_accepts_the_new_schemes_and_with_unfitted_needs_cv():
+    code, out, err = run_cli("validate", "--with-unfitted")
+    assert code == 2 and "with_unfitted" in err
+    code, out, err = run_cli("validate", "--cv", "--scheme", "stack,bogus")
+    assert code == 2 and "stack" in err and "group" in err
