@@ -271,3 +271,52 @@ def test_cv_cli_accepts_the_new_schemes_and_with_unfitted_needs_cv():
     assert code == 2 and "with_unfitted" in err
     code, out, err = run_cli("validate", "--cv", "--scheme", "stack,bogus")
     assert code == 2 and "stack" in err and "group" in err
+
+
+# --------------------------------------------------------------------------------------
+# Measured kernel curves (aiconfigurator-core tables, reduced)
+# --------------------------------------------------------------------------------------
+
+
+def test_kernel_curves_name_their_source_and_respect_the_chips_peaks():
+    """Every shipped curve names its package, version, table and the stack version that measured it; the measured
+    numbers stay under the catalog's peaks: a GEMM's FLOP/s under the chip's dense peak of its dtype, an M = 1 GEMM
+    of 8192 × 8192 (larger than any L2) no faster than streaming its weights from HBM, a large all-reduce's bus
+    bandwidth 2(n−1)/n · bytes / t within 10% of the scale-up link (per direction)."""
+    from rackmath.specs.hardware import load_chip
+    from rackmath.specs.kernels import DIR, kernel_table
+
+    files = sorted(DIR.glob("*.toml"))
+    assert {f.stem for f in files} >= {"h100", "h200", "b200", "gb200"}
+    assert (DIR / "NOTICE-aiconfigurator.md").exists() and (DIR / "LICENSE-Apache-2.0.txt").exists()
+    peak_dtype = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
+    wbytes = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5}
+    for f in files:
+        chip, t = load_chip(f.stem), kernel_table(f.stem)
+        assert t["meta"]["package"] == "aiconfigurator-core" and t["meta"]["license"] == "Apache-2.0"
+        system = t["meta"]["system"]
+        ops = {c["op"] for c in t["curves"]}
+        assert ops >= {"gemm", "kernel_floor", "attention_decode", "all_reduce"}, f.stem
+        for c in t["curves"]:
+            assert c["table"].startswith(f"systems/data/{system}/") and c["framework_version"], (f.stem, c["name"])
+            if c["op"] == "gemm" and c["dtype"] in peak_dtype:
+                assert max(c["flops_per_s"]) <= chip.peak_flops(peak_dtype[c["dtype"]]) * 1.001, (f.stem, c["name"])
+                if c["n"] == c["k"] == 8192:
+                    assert c["time_s"][0] >= 8192 * 8192 * wbytes[c["dtype"]] / (chip.hbm_bw * 1.1), f.stem
+            if c["op"] == "all_reduce" and c["gpus"] <= 8 and chip.name != "l40s":  # L40S: PCIe, no NVLink domain
+                n, b, s = c["gpus"], c["x_values"][-1], c["time_s"][-1]
+                assert 2 * (n - 1) / n * b / s <= chip.scaleup_bw * 1.1, (f.stem, c["name"])
+
+
+def test_hardware_show_names_the_measured_curves_provenance():
+    code, out, err = run_cli("hardware", "show", "h200", "--json")
+    assert code == 0, err
+    k = json.loads(out)["measured_kernels"]
+    assert k["measured"] and k["package"] == "aiconfigurator-core" and k["package_version"] == "0.12.0"
+    assert k["license"] == "Apache-2.0" and "trtllm@1.3.0rc20" in k["measured_with"] and k["ops"]["gemm"] >= 2
+    code, out, err = run_cli("hardware", "show", "mi355x", "--json")
+    assert json.loads(out)["measured_kernels"] == {"measured": False, "note": "none measured: vendor figures and "
+                                                   "the serving records only (aiconfigurator-core measures NVIDIA "
+                                                   "GPUs only)"}
+    code, out, err = run_cli("hardware", "show", "gb200-nvl72", env={"COLUMNS": "250"})
+    assert code == 0 and "aiconfigurator-core 0.12.0 (Apache-2.0)" in out
