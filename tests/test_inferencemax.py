@@ -125,6 +125,18 @@ def test_versions_order_and_resolve():
         S.resolve("sglang@0.4")
 
 
+def test_a_records_stack_version_is_the_one_its_source_states():
+    """stack_version is never invented: the version appears in the record's title or source (the published run's
+    own words, or its container image); 2025 builds are versions of their own (sglang@0.4.2, vllm-v0@0.7.3 …)."""
+    recs = R.shipped_records()
+    versioned = [r for r in recs if r.stack_version]
+    assert len(versioned) >= 1035 + 100
+    for r in versioned:
+        assert r.stack_version in r.title + r.source, r.id
+    stacks = {r.stack for r in recs}
+    assert {"sglang@0.4.2", "vllm-v0@0.7.3", "trtllm@0.17", "sglang@0.5.7", "trtllm@1.2.0rc2"} <= stacks
+
+
 def test_every_listed_version_has_shipped_records():
     """`--framework STACK` means the newest version WITH records: every listed version has some."""
     have = {r.stack for r in R.shipped_records()}
