@@ -59,8 +59,7 @@ A_ARRIVALS = ("arrivals steady: a closed loop of conc clients (--max-concurrency
               "spread out")
 A_DISAGG = ("disaggregated: the row's output_tput_per_gpu is output tokens/s per DECODE GPU (checked against Little's "
             "law, conc · 0.9 · osl / mean_e2el = output · decode GPUs: reference/inferencemax/README.md), hence metric "
-            "output_tok_s_per_decode_gpu; the prefill pool's layout is rackmath's choice (the row's prefill "
-            "TP/EP/attention DP are in the title, not passed)")
+            "output_tok_s_per_decode_gpu")
 A_WORKERS = ("decode pool: {n} worker(s) of {w} GPUs; {how}")
 A_MTP = (f"MTP depth and acceptance not recorded: mtp = {MTP_DEPTH} (DeepSeek-R1 ships one MTP module), acceptance "
          f"{MTP_ACCEPTANCE} (DeepSeek-V3 technical report §5.4.3: second-token acceptance 85–90%)")
@@ -149,11 +148,24 @@ def layout(row) -> tuple[dict, list, str]:
             raise SystemExit(f"error: {row['id']}: decode_tp {dtp} ≠ {w} GPUs per worker")
         inp = dict(tp=w) | ({"ep": dep} if dep > 1 else {})
         how = f"TP{w}" + (f" EP{dep}" if dep > 1 else "") + " per worker, as the row states"
-    inp = dict(gpus=P + D, prefill_gpus=P, decode_gpus=D) | inp
     ptp, pep, padp = row["prefill_tp"], row["prefill_ep"], truthy(row["prefill_dp_attention"])
+    npw = int(row["prefill_num_workers"])
+    wp = P // npw
+    if P % npw == 0 and padp and -N_EXPERTS[row["infmax_model_prefix"]] % wp == 0:
+        pre = dict(prefill_tp=wp, prefill_ep=wp, prefill_attention_dp=True)
+        how_p = (f"prefill pool: {npw} worker(s) of {wp} GPUs, attention data-parallel over the worker's {wp} ranks "
+                 f"with EP {wp} (the row's prefill_tp {ptp}, prefill_ep {pep} with DP attention)")
+    elif P % npw == 0 and not padp and int(ptp) == wp:
+        pre = dict(prefill_tp=wp) | ({"prefill_ep": int(pep)} if int(pep) > 1 else {})
+        how_p = f"prefill pool: {npw} worker(s) of TP{wp}" + (f" EP{pep}" if int(pep) > 1 else "") + ", as the row states"
+    else:
+        pre = {}
+        how_p = (f"prefill pool: the row's prefill_tp {ptp}, prefill_ep {pep} without DP attention does not span its "
+                 f"workers of {P / npw:g} GPUs: the prefill layout is rackmath's choice (its fastest)")
+    inp = dict(gpus=P + D, prefill_gpus=P, decode_gpus=D) | pre | inp
     label = (f"{P}P ({row['prefill_num_workers']}× tp{ptp} ep{pep}{' dp-attn' if padp else ''}) + {D}D ({n}× "
              f"tp{dtp} ep{dep}{' dp-attn' if dadp else ''})")
-    return inp, [A_DISAGG, A_WORKERS.format(n=n, w=w, how=how)], label
+    return inp, [A_DISAGG, A_WORKERS.format(n=n, w=w, how=how), how_p], label
 
 
 def convert(rows, length_ratio: float = 0.9, fitted: bool = False) -> list[dict]:

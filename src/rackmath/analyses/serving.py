@@ -968,7 +968,8 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
          attention_dp_size=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None,
          decode_gpus=None, cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None, redundant_experts=0,
          uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None, arrivals="steady",
-         eager=False, weight_layout="1d", compute_dtype=None) -> Plan:
+         eager=False, weight_layout="1d", compute_dtype=None, prefill_tp=None, prefill_ep=None,
+         prefill_attention_dp=None) -> Plan:
     """Validate the inputs and fix what does not depend on the efficiency: workload, layout(s), stack, dtypes.
 
     Layout flags mean what they say: with ``tp`` given the layout is built from the flags; with
@@ -977,6 +978,8 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
     (SGLang's ``--dp R --enable-dp-attention``) implies attention DP over R groups of TP/R GPUs.
     ``weight_layout`` "2d" or "gathered" (Pope et al. 2022 §3.2; ``engine.layout.WEIGHT_LAYOUTS``) holds a dense
     model's weights that way over the ``tp`` GPUs given (aggregated, without attention DP; the search keeps 1D).
+    ``prefill_tp`` / ``prefill_ep`` / ``prefill_attention_dp``: the disaggregated prefill pool's layout as launched
+    (default: the pool's fastest layout); ``tp 1, ep N, attention DP`` is SGLang's DP-attention + EP over N ranks.
     """
     from ..engine.efficiency import resolve
     from ..engine.layout import Deployment, check_attention_dp_size, check_weight_layout
@@ -1074,7 +1077,18 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
     if chosen:
         p.notes.append(f"layout chosen: {p.layout.label()} (the shortest step that fits; give --tp/--ep/--pp/"
                        "--attention-dp/--attention-dp-size to fix it)")
-    if disagg:
+    if disagg and prefill_tp is not None:  # h34 (issue 34): the prefill pool's layout as launched
+        _check_layout_flags(prefill_tp, prefill_ep, None, 0, None)
+        ptp, pep, padp = int(prefill_tp), int(prefill_ep or 1), bool(prefill_attention_dp)
+        if padp and ptp == 1 and pep > 1:  # SGLang's DP-attention + EP spelling (as for the decode pool)
+            ptp = pep
+        lay_p = dict(tp=ptp, ep=pep, pp=1, attention_dp=padp, attention_dp_size=0)
+        Deployment.build(system, int(prefill_gpus), **lay_p, model=m)
+        p.prefill_layout = Layout(int(prefill_gpus), **lay_p, chosen=False)
+    elif prefill_tp is not None or prefill_ep is not None or prefill_attention_dp is not None:
+        raise InputError("prefill_tp", "a prefill layout without --prefill-gpus/--decode-gpus",
+                         "prefill_tp/prefill_ep/prefill_attention_dp with a disaggregated deployment")
+    elif disagg:
         cands_p = choose_layout(p.numbers("prefill"), system, eff, int(prefill_gpus), 1.0, hw=p.hw(),
                                 sched_overlap=stack.overlap_scheduler, top=10**6, usable_fraction=stack.mem_fraction)
         lay_p = max(cands_p, key=lambda lay: float(np.max(prefill_pool_rate(
@@ -1289,7 +1303,8 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
           attention_dp_size=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None,
           decode_gpus=None, cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None,
           redundant_experts=0, uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None,
-          arrivals="steady", eager=False, weight_layout="1d", compute_dtype=None) -> "ServeResult":
+          arrivals="steady", eager=False, weight_layout="1d", compute_dtype=None, prefill_tp=None, prefill_ep=None,
+          prefill_attention_dp=None) -> "ServeResult":
     """Steady-state serving of ``model`` on ``gpus`` GPUs of ``hardware``: ``evaluate(plan(...))``.
 
     ``concurrency`` (sequences in flight across the deployment) may be a numpy array; the rest are
@@ -1313,7 +1328,8 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
              cached_share=cached_share, ideal=ideal, efficiency=efficiency, usd_per_gpu_hour=usd_per_gpu_hour,
              redundant_experts=redundant_experts, uneven_experts=uneven_experts, kv_shards=kv_shards,
              framework=framework, max_num_tokens=max_num_tokens, arrivals=arrivals, eager=eager,
-             weight_layout=weight_layout, compute_dtype=compute_dtype)
+             weight_layout=weight_layout, compute_dtype=compute_dtype, prefill_tp=prefill_tp, prefill_ep=prefill_ep,
+             prefill_attention_dp=prefill_attention_dp)
     return evaluate(p)
 
 

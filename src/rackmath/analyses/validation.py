@@ -212,7 +212,10 @@ def _predict(rec: Record, efficiency, ideal):
     if rec.kind == "serve":
         from .serving import evaluate
 
-        r = evaluate(_serve_plan(_key(serve_kwargs(rec))), "ideal" if ideal else (eff if eff is not None else "auto"))
+        e = "ideal" if ideal else (eff if eff is not None else "auto")
+        key = _key(serve_kwargs(rec))
+        # the records of one run (its throughput, TPOT, TTFT) share one evaluation
+        r = _serve_eval(key, e) if isinstance(e, str) else evaluate(_serve_plan(key), e)
         d = r.as_dict()
         info = {k: d[k] for k in ("concurrency", "tpot_ms", "ttft_ms", "output_tok_s_per_gpu", "bottleneck",
                                   "efficiency")}
@@ -273,6 +276,15 @@ def _vector_prediction(rec: Record, eff, K: int) -> np.ndarray:
                                   cached_share=float(rec.inputs.get("cached_share", 0.0)), efficiency=eff)
     step = np.broadcast_to(np.asarray(step, dtype=float), (K,))
     return np.asarray(_pass_metric(rec, step, batch), dtype=float).copy()
+
+
+@register_cache
+@lru_cache(maxsize=1024)
+def _serve_eval(key: tuple, efficiency: str):
+    """``serving.evaluate(plan, efficiency)`` of a record's configuration under a named efficiency (memoised)."""
+    from .serving import evaluate
+
+    return evaluate(_serve_plan(key), efficiency)
 
 
 @register_cache

@@ -160,6 +160,10 @@ FIELDS: dict = {
     "prefill_gpus": (_num(1, 1e6, integer=True), ("serve",), False, "disaggregated prefill pool"),
     "decode_gpus": (_num(1, 1e6, integer=True), ("serve",), False, "disaggregated decode pool"),
     "tp": (_num(1, 1e5, integer=True), None, False, "tensor-parallel degree (conventions.md)"),
+    "prefill_tp": (_num(1, 1e5, integer=True), ("serve",), False, "disaggregated prefill pool's TP as launched "
+                                                                   "(default: rackmath's fastest prefill layout)"),
+    "prefill_ep": (_num(1, 1e5, integer=True), ("serve",), False, "disaggregated prefill pool's EP"),
+    "prefill_attention_dp": (_bool, ("serve",), False, "disaggregated prefill pool's attention DP"),
     "ep": (_num(1, 1e5, integer=True), None, False, "expert-parallel degree"),
     "pp": (_num(1, 1e3, integer=True), ("serve",), False, "pipeline stages"),
     "attention_dp": (_bool, None, False, "attention data-parallel across the TP GPUs"),
@@ -195,7 +199,8 @@ FIELDS: dict = {
 }
 
 #: Fields that describe the configuration (what a prediction needs), in order.
-INPUTS = ("model", "hardware", "gpus", "prefill_gpus", "decode_gpus", "tp", "ep", "pp", "attention_dp",
+INPUTS = ("model", "hardware", "gpus", "prefill_gpus", "decode_gpus", "prefill_tp", "prefill_ep",
+          "prefill_attention_dp", "tp", "ep", "pp", "attention_dp",
           "attention_dp_size", "redundant_experts", "weight_layout", "weight_gathered", "kv_shards", "isl", "osl",
           "concurrency", "max_batch", "batch", "context", "cached_share", "weights_dtype", "kv_dtype", "compute_dtype",
           "mtp", "acceptance", "max_num_tokens", "arrivals", "eager", "framework")
@@ -392,6 +397,8 @@ def parse_record(t: dict, path="<records>", i: int = 0, check_names: bool = True
     if t.get("metric") == "output_tok_s_per_decode_gpu" and pg is None:
         fail("metric", "output_tok_s_per_decode_gpu is a disaggregated deployment's (accepted: with prefill_gpus + "
                        "decode_gpus; else output_tok_s_per_gpu)")
+    if pg is None and any(k in t for k in ("prefill_tp", "prefill_ep", "prefill_attention_dp")):
+        fail("prefill_tp", "a prefill layout without prefill_gpus + decode_gpus")
     if "stack_version" in t and "framework" not in t:
         fail("stack_version", "without framework (accepted: framework = STACK with it)")
     if kind == "step" and "batch" not in t:
@@ -430,7 +437,7 @@ def parse_record(t: dict, path="<records>", i: int = 0, check_names: bool = True
     inputs = {k: t[k] for k in INPUTS if k in t and k != "weight_gathered"}
     if layout != "1d":
         inputs["weight_layout"] = layout
-    for k in ("gpus", "prefill_gpus", "decode_gpus", "tp", "ep", "pp", "redundant_experts", "kv_shards", "mtp",
+    for k in ("gpus", "prefill_gpus", "decode_gpus", "prefill_tp", "prefill_ep", "tp", "ep", "pp", "redundant_experts", "kv_shards", "mtp",
               "max_batch", "max_num_tokens"):
         if k in inputs:
             inputs[k] = int(inputs[k])

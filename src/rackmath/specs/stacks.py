@@ -106,10 +106,15 @@ def versions_of(stack: str) -> list:
 
 def known_labels() -> list:
     """Every ``stack@version``, grouped by stack, oldest first."""
+    return list(_known_labels())
+
+
+@lru_cache(maxsize=1)
+def _known_labels() -> tuple:
     out = []
     for s in dict.fromkeys(v.stack for v in stack_versions()):
         out += [v.label for v in versions_of(s)]
-    return out
+    return tuple(out)
 
 
 def _matches(given: str, version: str) -> bool:
