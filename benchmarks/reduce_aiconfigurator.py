@@ -31,6 +31,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # rackmath's light spec helpers (no rackmath install needed in this venv)
+
+from rackmath.specs.records import toml_value  # noqa: E402
+from rackmath.specs.stacks import version_key  # noqa: E402
+
 TARGET = ROOT / "src" / "rackmath" / "specs" / "data" / "kernels"
 PACKAGE = "aiconfigurator-core"
 
@@ -42,15 +47,6 @@ FRAMEWORKS = ("trtllm", "sglang", "vllm")
 DTYPE = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4",
          "w4a16_mxfp4": "w4a16_mxfp4", "w4a8_mxfp4_mxfp8": "w4a8_mxfp4_mxfp8", "half": "fp16", "int8": "int8"}
 ELEM_BYTES = {"half": 2, "bfloat16": 2, "float16": 2, "int8": 1, "fp8": 1}
-
-
-def version_key(v: str) -> tuple:
-    import re
-
-    out = []
-    for tok in re.findall(r"\d+|[a-z]+", v.lower()):
-        out.append((3, int(tok)) if tok.isdigit() else ((-1, 0) if tok in ("rc", "dev", "pre", "a", "b") else (1, 0)))
-    return tuple(out) + ((0, 0),)
 
 
 def tables(sysdir: Path, op: str, filename: str, frameworks=FRAMEWORKS) -> list:
@@ -178,22 +174,6 @@ def comm_curves(sysdir, pkg_root):
                                  [m * 2 for m in s.index], [x * 1e-3 for x in s.values], gpus=int(g),
                                  nccl_version=hit[1]))
     return out
-
-
-def toml_value(v) -> str:
-    import json
-
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    raise TypeError(type(v))
 
 
 def render(chip, system, device, version, curves) -> str:
