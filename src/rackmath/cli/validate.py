@@ -299,7 +299,8 @@ def register(app: typer.Typer) -> None:
         check_output(output, force, "output", (".png", ".svg", ".pdf"))
         recs = load(tuple(records or ()), only=only_records)
         v = validate(recs=recs)
-        p = plot_validate(v, output, ideal=validate(ideal=True, recs=recs))
+        # the ideal overlay is drawn for the fitted records only (the plot's points): predict only those
+        p = plot_validate(v, output, ideal=validate(ideal=True, recs=[r for r in recs if r.fitted]))
         typer.echo(f"wrote {p}", err=True)
         if json:
             from .common import print_json
