@@ -332,3 +332,74 @@ def test_hardware_show_names_the_measured_curves_provenance():
                                                    "GPUs only)"}
     code, out, err = run_cli("hardware", "show", "gb200-nvl72", env={"COLUMNS": "250"})
     assert code == 0 and "aiconfigurator-core 0.12.0 (Apache-2.0)" in out
+
+
+MINE = """
+[[record]]
+id = "a-tpot"
+title = "Llama 3.1 8B on one H100, my SGLang 0.5.6 run, c16"
+metric = "tpot_s"
+value = 0.007
+status = "measured"
+source = "my lab notebook"
+source_group = "my-lab"
+framework = "sglang"
+stack_version = "0.5.6"
+group = "llama × h100 × sglang"
+fit = false
+model = "llama-3.1-8b"
+hardware = "h100"
+gpus = 1
+tp = 1
+isl = 1000
+osl = 1000
+concurrency = 16
+
+[[record]]
+id = "b-tpot"
+title = "Llama 3.1 8B on one H100, my vLLM 0.13 run, c16"
+metric = "tpot_s"
+value = 0.008
+status = "measured"
+source = "my lab notebook"
+source_group = "my-lab"
+framework = "vllm"
+stack_version = "0.13.0"
+group = "llama × h100 × vllm"
+fit = false
+model = "llama-3.1-8b"
+hardware = "h100"
+gpus = 1
+tp = 1
+isl = 1000
+osl = 1000
+concurrency = 16
+"""
+
+
+def test_cv_cli_on_user_records_with_stack_versions_and_groups(tmp_path):
+    """The new record fields through the CLI: fit = false records are left out of --cv unless --with-unfitted (the
+    group scheme then says why it has nothing), and fitted and held out with it: one fold per stack version and per
+    group."""
+    (tmp_path / "mine.toml").write_text(MINE)
+    base = ("validate", "--records", str(tmp_path), "--only-records", "--cv", "--json", "--scheme", "stack,group")
+    code, out, err = run_cli(*base)
+    assert code == 2 and "records" in err  # no fitted record at all
+    code, out, err = run_cli(*base, "--with-unfitted")
+    assert code == 0, err
+    d = json.loads(out)
+    assert [f["group"] for f in d["stack"]["folds"]] == ["sglang@0.5.6", "vllm@0.13.0"]
+    assert [f["group"] for f in d["group"]["folds"]] == ["llama × h100 × sglang", "llama × h100 × vllm"]
+    assert d["counts"]["records_by_stack"] == {"sglang@0.5.6": 1, "vllm@0.13.0": 1}
+    assert "sched_sglang_s" in d["counts"]["params_by_stack"]["sglang@0.5.6"]
+    assert set(d["stack"]["by_metric"]["summary_by_metric"]) == {"TPOT"}
+    (tmp_path / "mine.toml").write_text("\n".join(x for x in MINE.splitlines()
+                                                if not x.startswith(("fit =", "group ="))))
+    code, out, err = run_cli(*base)  # fitted, no groups: the group scheme says why it predicts nothing
+    assert code == 0, err
+    assert json.loads(out)["group"]["not_predictable"][0]["reason"].startswith("no fitted record has a group")
+    (tmp_path / "mine.toml").write_text(MINE)
+    code, out, err = run_cli("validate", "--records", str(tmp_path), "--only-records", "--json")
+    v = json.loads(out)
+    assert v["counts"]["not_fitted"] == 2 and v["not_fitted"]["summary"]["n"] == 2
+    assert set(v["not_fitted"]["by_metric_and_stack"]["TPOT"]) == {"sglang@0.5.6", "vllm@0.13.0"}

@@ -653,6 +653,9 @@ def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, sch
             p, how, info, _ = res
             rows += [row(by_id[i], x, h) for i, x, h in zip(info["held_out"], p, how)]
             folds.append(info)
+        if not any(sc == scheme for sc, _ in tasks):  # e.g. "group" without the fit = false InferenceMAX records
+            skipped.append({"group": "-", "reason": f"no fitted record has a {key} (the InferenceMAX records are "
+                                                    "fit = false: --with-unfitted)"})
         rows.sort(key=lambda r: order[r["id"]])
         out[scheme] = {"label": SCHEME_LABEL[scheme], "group_key": key, "records": rows, "summary": summarize(rows),
                        "summary_by_group": summarize_by(rows, key),
