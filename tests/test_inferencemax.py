@@ -334,47 +334,16 @@ def test_hardware_show_names_the_measured_curves_provenance():
     assert code == 0 and "aiconfigurator-core 0.12.0 (Apache-2.0)" in out
 
 
-MINE = """
-[[record]]
-id = "a-tpot"
-title = "Llama 3.1 8B on one H100, my SGLang 0.5.6 run, c16"
-metric = "tpot_s"
-value = 0.007
-status = "measured"
-source = "my lab notebook"
-source_group = "my-lab"
-framework = "sglang"
-stack_version = "0.5.6"
-group = "llama × h100 × sglang"
-fit = false
-model = "llama-3.1-8b"
-hardware = "h100"
-gpus = 1
-tp = 1
-isl = 1000
-osl = 1000
-concurrency = 16
+def _mine(rid, stack, version, value) -> dict:
+    """One user record of Llama 3.1 8B on one H100 under ``stack@version`` (fit = false, with a group)."""
+    return dict(id=rid, title=f"Llama 3.1 8B on one H100, my {stack} {version} run, c16", metric="tpot_s",
+                value=value, status="measured", source="my lab notebook", source_group="my-lab", framework=stack,
+                stack_version=version, group=f"llama × h100 × {stack}", fit=False, model="llama-3.1-8b",
+                hardware="h100", gpus=1, tp=1, isl=1000, osl=1000, concurrency=16)
 
-[[record]]
-id = "b-tpot"
-title = "Llama 3.1 8B on one H100, my vLLM 0.13 run, c16"
-metric = "tpot_s"
-value = 0.008
-status = "measured"
-source = "my lab notebook"
-source_group = "my-lab"
-framework = "vllm"
-stack_version = "0.13.0"
-group = "llama × h100 × vllm"
-fit = false
-model = "llama-3.1-8b"
-hardware = "h100"
-gpus = 1
-tp = 1
-isl = 1000
-osl = 1000
-concurrency = 16
-"""
+
+MINE = "\n".join("[[record]]\n" + "".join(f"{k} = {R.toml_value(v)}\n" for k, v in rec.items())
+                  for rec in (_mine("a-tpot", "sglang", "0.5.6", 0.007), _mine("b-tpot", "vllm", "0.13.0", 0.008)))
 
 
 def test_cv_cli_on_user_records_with_stack_versions_and_groups(tmp_path):
