@@ -135,8 +135,8 @@ def layout(row) -> tuple[dict, list, str]:
             inp["redundant_experts"] = rx
             how_rx = (f"; {N_EXPERTS[row['infmax_model_prefix']]} experts do not divide over EP {w}: "
                       f"redundant_experts = {rx} (SGLang's EPLB --ep-num-redundant-experts; not recorded in the row), "
-                      f"{N_EXPERTS[row['infmax_model_prefix']] + rx} = {(N_EXPERTS[row['infmax_model_prefix']] + rx) // w}"
-                      f" per GPU)")
+                      f"{N_EXPERTS[row['infmax_model_prefix']] + rx} = "
+                      f"{(N_EXPERTS[row['infmax_model_prefix']] + rx) // w} per GPU)")
         else:
             how_rx = ""
         how = (f"the row's decode_tp {dtp}, decode_ep {dep} with DP attention is attention data-parallel over the "
@@ -157,7 +157,8 @@ def layout(row) -> tuple[dict, list, str]:
                  f"with EP {wp} (the row's prefill_tp {ptp}, prefill_ep {pep} with DP attention)")
     elif P % npw == 0 and not padp and int(ptp) == wp:
         pre = dict(prefill_tp=wp) | ({"prefill_ep": int(pep)} if int(pep) > 1 else {})
-        how_p = f"prefill pool: {npw} worker(s) of TP{wp}" + (f" EP{pep}" if int(pep) > 1 else "") + ", as the row states"
+        how_p = (f"prefill pool: {npw} worker(s) of TP{wp}" + (f" EP{pep}" if int(pep) > 1 else "")
+                 + ", as the row states")
     else:
         pre = {}
         how_p = (f"prefill pool: the row's prefill_tp {ptp}, prefill_ep {pep} without DP attention does not span its "

@@ -185,7 +185,8 @@ def render(chip, system, device, version, curves) -> str:
              "[_meta]", f"chip = {toml_value(chip)}", f"package = {toml_value(PACKAGE)}",
              f"package_version = {toml_value(version)}", 'license = "Apache-2.0"',
              f"system = {toml_value(system)}", f"device = {toml_value(device)}",
-             f"source = {toml_value(f'{PACKAGE} {version} (PyPI), systems/data/{system}/: per-operator latencies measured by NVIDIA on {device}')}",
+             "source = " + toml_value(f"{PACKAGE} {version} (PyPI), systems/data/{system}/: per-operator latencies "
+                                      f"measured by NVIDIA on {device}"),
              ""]
     for c in curves:
         lines.append("[[_curve]]")

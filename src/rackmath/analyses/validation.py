@@ -489,5 +489,6 @@ def explain(rec: Record, efficiency=None, ideal=False):
 
 
 __all__ = ["Record", "records", "shipped_records", "predict", "predict_many", "vectorizable", "source_group",
-           "validate", "summarize", "summarize_by", "summarize_by2", "metric_report", "held_out_summary", "error", "max_load_concurrency", "serve_kwargs",
+           "validate", "summarize", "summarize_by", "summarize_by2", "metric_report", "held_out_summary", "error",
+           "max_load_concurrency", "serve_kwargs",
            "select", "explain"]

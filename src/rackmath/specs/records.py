@@ -37,7 +37,8 @@ METRICS = {
     "step": ("step_s", "output_tok_s_per_gpu"),
     "prefill": ("prefill_s", "prefill_tok_s_per_gpu"),
 }
-UNITS = {"output_tok_s_per_gpu": "tok/s/GPU", "output_tok_s_per_decode_gpu": "tok/s/GPU", "total_tok_s_per_gpu": "tok/s/GPU", "tpot_s": "s", "ttft_s": "s",
+UNITS = {"output_tok_s_per_gpu": "tok/s/GPU", "output_tok_s_per_decode_gpu": "tok/s/GPU",
+         "total_tok_s_per_gpu": "tok/s/GPU", "tpot_s": "s", "ttft_s": "s",
          "tok_s_per_user": "tok/s", "step_s": "s", "e2e_s": "s", "prefill_s": "s", "prefill_tok_s_per_gpu": "tok/s/GPU"}
 STATUSES = ("measured", "approximate", "derived")
 #: How requests arrive (serve --arrivals, a record's arrivals; analyses.serving imports it): spread out evenly, in
@@ -437,7 +438,8 @@ def parse_record(t: dict, path="<records>", i: int = 0, check_names: bool = True
     inputs = {k: t[k] for k in INPUTS if k in t and k != "weight_gathered"}
     if layout != "1d":
         inputs["weight_layout"] = layout
-    for k in ("gpus", "prefill_gpus", "decode_gpus", "prefill_tp", "prefill_ep", "tp", "ep", "pp", "redundant_experts", "kv_shards", "mtp",
+    for k in ("gpus", "prefill_gpus", "decode_gpus", "prefill_tp", "prefill_ep", "tp", "ep", "pp", "redundant_experts",
+              "kv_shards", "mtp",
               "max_batch", "max_num_tokens"):
         if k in inputs:
             inputs[k] = int(inputs[k])
