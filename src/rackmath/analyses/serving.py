@@ -792,8 +792,15 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
     res = layout_evaluate(mn, hw, tp=tp, ep=ep, pp=pp, attention_dp=adp, adp_ranks=ranks, micro_batch=b, chips=gpus,
                           usable_fraction=usable_fraction, efficiency=eff, sched_overlap=sched_overlap)
     fits = np.asarray(res.fits)
-    if not fits.any():  # h34 (issue 34): never refuse a configuration that runs in practice — rank them all; the
-        fits = np.ones_like(fits, dtype=bool)  # evaluation says fits = false and by how many GB (serving._short_note)
+    if not fits.any():
+        if float(mn.weight_bytes) > gpus * float(system.chip.hbm_bytes):  # the weights alone exceed the whole HBM
+            best_c = float(np.max(res.max_concurrency))
+            raise InputError("concurrency", f"{float(concurrency):g} sequences do not fit on {gpus} × "
+                             f"{system.chip.name} in any layout", f"at most about {best_c:g} sequences, or more GPUs, "
+                             "or a smaller dtype")
+        # h34 (issue 34): weights that fit the GPUs' whole HBM but not the stack's usable share ran in practice
+        # (DeepSeek-R1 FP8 on 4 × B200 / GB200): rank every layout; the evaluation says fits = false and by how much
+        fits = np.ones_like(fits, dtype=bool)
     score = np.where(fits, np.asarray(res.tpot_s, dtype=float), np.inf) + 1e-9 * tp * pp  # ties: smaller group
     ranked = [int(i) for i in np.argsort(score, kind="stable") if np.isfinite(score[i])]
     # the `top` best of plain TP and full attention DP stay finalists; the `top` best with 1 < R < TP join them
