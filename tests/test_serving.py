@@ -137,7 +137,8 @@ def test_does_not_fit_is_reported():
     r = rackmath.serve("llama-3.3-70b", "hgx-h100", gpus=1, tp=1, isl=100, osl=100, concurrency=1,
                        weights_dtype="bf16")
     assert r.fits is False  # 141 GB of bf16 weights on one 80 GB H100
-    with pytest.raises(InputError):
+    assert r.as_dict()["mem_short_gb"] >= 141.1 - 72.0  # issue 34: by how much (141 GB against 0.9 × 80 GB)
+    with pytest.raises(InputError):  # without --tp: the weights exceed even the whole 80 GB, nothing could run
         rackmath.serve("llama-3.3-70b", "hgx-h100", gpus=1, isl=100, osl=100, concurrency=1, weights_dtype="bf16")
 
 

@@ -468,18 +468,26 @@ def as_toml(presets: list[dict], header: str = "") -> str:
 # Cross-validation
 # --------------------------------------------------------------------------------------
 
-CV_SCHEMES = ("source", "hardware", "model", "loo")
+CV_SCHEMES = ("source", "hardware", "model", "loo", "stack", "group")
 DEFAULT_CV = ("source", "hardware", "model")
-_SCHEME_KEY = {"source": "source_group", "hardware": "hardware_family", "model": "model_family", "loo": "id"}
+#: The Record attribute each scheme leaves out one value of. ``stack``: framework@stack_version (one stack version;
+#: records without a version are their framework's group); ``group``: a campaign's configuration group (InferenceMAX:
+#: model × chip × framework) — records without one are never held out by it, they always train.
+_SCHEME_KEY = {"source": "source_group", "hardware": "hardware_family", "model": "model_family", "loo": "id",
+               "stack": "stack", "group": "group"}
 SCHEME_LABEL = {"source": "leave one source out", "hardware": "leave one hardware family out",
-                "model": "leave one model family out", "loo": "leave one record out"}
+                "model": "leave one model family out", "loo": "leave one record out",
+                "stack": "leave one stack version out",
+                "group": "leave one InferenceMAX group out (model × chip × framework)"}
 
 
-def fitted_records(recs=None) -> list:
-    """The records a fit uses: measured and approximate, not derived, not excluded."""
+def fitted_records(recs=None, include_unfitted: bool = False) -> list:
+    """The records a fit uses: measured and approximate, not derived, not excluded; ``include_unfitted`` adds the
+    ``fit = false`` records (a campaign the shipped presets were not fitted on: ``validate --cv --with-unfitted``)."""
     from .validation import records
 
-    return [r for r in (records() if recs is None else recs) if r.fitted]
+    return [r for r in (records() if recs is None else recs)
+            if r.fitted or (include_unfitted and r.exclude is None and r.status != "derived")]
 
 
 _FOLD = {}  # what forked fold workers inherit: records, spec, cache (after the full fit), rounds
@@ -490,8 +498,8 @@ def _run_fold(task):
     scheme, g = task
     recs, spec, cache, rounds = _FOLD["recs"], _FOLD["spec"], _FOLD["cache"], _FOLD["rounds"]
     key = _SCHEME_KEY[scheme]
-    held = [r for r in recs if getattr(r, key) == g]
-    train = [r for r in recs if getattr(r, key) != g]
+    held = [r for r in recs if getattr(r, key, None) == g]
+    train = [r for r in recs if getattr(r, key, None) != g]
     if not train:
         return scheme, g, None
     n0 = cache.evaluated
@@ -500,6 +508,29 @@ def _run_fold(task):
     info = {"group": g, "held_out": [r.id for r in held], "n_train": len(train), "n_params": fold.n_params,
             "objective_mean_abs_log": fold.objective, "params_from": sorted(set(how)), "fit": fold.as_dict()}
     return scheme, g, ([float(x) for x in p], list(how), info, cache.evaluated - n0)
+
+
+def _count_by(recs, attr) -> dict:
+    vals = [getattr(r, attr, None) or "unstated" for r in recs]
+    return {k: vals.count(k) for k in sorted(set(vals))}
+
+
+def stack_params(spec, recs) -> dict:
+    """The fitted parameters each stack version of ``recs`` has of its own: the host times of the engine it runs
+    (``<field>_<engine>_s``; every version of an engine shares them until they are fitted per version)."""
+    from .serving import load_stack
+
+    out = {}
+    for st in sorted({getattr(r, "stack", None) or "unstated" for r in recs}):
+        eng = "generic"
+        for name in ((None if st == "unstated" else st), st.partition("@")[0]):  # an unlisted version: its framework
+            try:
+                eng = load_stack(name).name.replace("-", "_")
+                break
+            except (InputError, ValueError, KeyError):
+                continue
+        out[st] = [p.name for p in spec.params if p.name.endswith(f"_{eng}_s")]
+    return out
 
 
 def default_jobs() -> int:
@@ -514,12 +545,17 @@ def default_jobs() -> int:
 
 
 def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, schemes=DEFAULT_CV,
-                   rounds: int | None = None, progress=None, jobs: int | None = 1) -> dict:
+                   rounds: int | None = None, progress=None, jobs: int | None = 1,
+                   include_unfitted: bool = False) -> dict:
     """Out-of-group error of the calibration: refit without each group, predict the group.
 
     ``recs`` defaults to the shipped records (only fitted ones are used). ``schemes``: any of
     ``"source"`` (leave one ``source_group`` out), ``"hardware"`` (one hardware family),
-    ``"model"`` (one model family), ``"loo"`` (one record). Returns ``in_sample`` (the full fit:
+    ``"model"`` (one model family), ``"loo"`` (one record), ``"stack"`` (one stack version, ``Record.stack``),
+    ``"group"`` (one InferenceMAX group: model × chip × framework; records without a group always train). Each
+    scheme's result also reports every metric apart — output tok/s/GPU, TPOT, TTFT — by stack version, chip and
+    source (``by_metric``: :func:`validation.metric_report`). ``include_unfitted`` fits and holds out the
+    ``fit = false`` records too. Returns ``in_sample`` (the full fit:
     parameters, records, summaries) and per scheme ``records`` (held-out predictions, with
     ``params_from`` = ``family`` or ``cross-family``), ``summary``, ``summary_by_group``,
     ``summary_by_hardware_family``, ``summary_by_model_family``, ``folds``; plus ``counts``
@@ -529,13 +565,13 @@ def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, sch
     (``None``: :func:`default_jobs`), each starting from the full fit's prediction cache. The
     result does not depend on ``jobs`` (the fitter is deterministic; tested).
     """
-    from .validation import error, summarize, summarize_by
+    from .validation import error, metric_report, summarize, summarize_by
 
     spec = default_spec() if spec is None else spec
     bad = [s for s in schemes if s not in CV_SCHEMES]
     if bad:
         raise InputError("schemes", f"unknown cross-validation scheme {bad[0]!r}", ", ".join(CV_SCHEMES))
-    recs = fitted_records(recs)
+    recs = fitted_records(recs, include_unfitted)
     if len(recs) < 2:
         raise InputError("records", f"{len(recs)} fitted record(s)", "at least 2 measured or approximate records")
     cache = PredictionCache(spec.names, predictor)
@@ -546,6 +582,8 @@ def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, sch
     def row(r, p, how=None):
         d = {"id": r.id, "source_group": r.source_group, "hardware_family": r.hardware_family,
              "model_family": r.model_family, "status": r.status, "metric": getattr(r, "metric", ""), "measured": r.value,
+             "metric_class": getattr(r, "metric_class", getattr(r, "metric", "")), "stack": getattr(r, "stack", ""),
+             "chip": getattr(r, "chip", ""), "group": getattr(r, "group", None),
              "predicted": float(p), "error": float(error(p, r.value)), "in_sample_error": in_err[r.id]}
         if how:
             d["params_from"] = how
@@ -562,7 +600,9 @@ def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, sch
                       "params_some_families": {p.name: [f for f in p.families if f in full.families]
                                                for p in spec.params
                                                if p.per_family and set(p.families) & set(full.families)},
-                      "shared_params": sum(not p.per_family for p in spec.params)},
+                      "shared_params": sum(not p.per_family for p in spec.params),
+                      "records_by_stack": _count_by(recs, "stack"),
+                      "params_by_stack": stack_params(spec, recs)},
            "in_sample": {"fit": full.as_dict(), "records": in_rows, "summary": summarize(in_rows),
                          "summary_by_hardware_family": summarize_by(in_rows, "hardware_family"),
                          "summary_by_model_family": summarize_by(in_rows, "model_family"),
@@ -570,8 +610,8 @@ def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, sch
     if progress:
         progress("in-sample", "all")
     order = {r.id: i for i, r in enumerate(recs)}
-    tasks = [(scheme, g) for scheme in schemes
-             for g in dict.fromkeys(getattr(r, _SCHEME_KEY[scheme]) for r in recs)]
+    tasks = [(scheme, g) for scheme in schemes  # a record without a group (None) is never held out, always trains
+             for g in dict.fromkeys(getattr(r, _SCHEME_KEY[scheme], None) for r in recs) if g is not None]
     jobs = default_jobs() if jobs is None else int(jobs)
     if jobs < 1:
         raise InputError("jobs", f"{jobs}", "a number of worker processes ≥ 1")
@@ -613,11 +653,15 @@ def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, sch
             p, how, info, _ = res
             rows += [row(by_id[i], x, h) for i, x, h in zip(info["held_out"], p, how)]
             folds.append(info)
+        if not any(sc == scheme for sc, _ in tasks):  # e.g. "group" without the fit = false InferenceMAX records
+            skipped.append({"group": "-", "reason": f"no fitted record has a {key} (the InferenceMAX records are "
+                                                    "fit = false: --with-unfitted)"})
         rows.sort(key=lambda r: order[r["id"]])
         out[scheme] = {"label": SCHEME_LABEL[scheme], "group_key": key, "records": rows, "summary": summarize(rows),
                        "summary_by_group": summarize_by(rows, key),
                        "summary_by_hardware_family": summarize_by(rows, "hardware_family"),
                        "summary_by_model_family": summarize_by(rows, "model_family"),
+                       "by_metric": metric_report(rows),
                        "folds": folds, "not_predictable": skipped}
     out["predictions_evaluated"] = int(cache.evaluated + extra_evaluated)
     out["jobs"] = jobs

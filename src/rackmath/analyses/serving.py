@@ -198,6 +198,14 @@ class Stack:
     cuda_graphs: bool = True  # decode steps replay captured graphs; False (--eager): every step is dispatched eagerly
     overlap_with_speculation: bool = True  # False: speculative decoding (MTP / EAGLE) turns the overlap scheduler off
     reserves_whole_request: bool = False  # admission reserves KV for ISL + OSL (TensorRT-LLM's GUARANTEED_NO_EVICT)
+    # --- h34 (issue 34): the stack version (specs/stacks.py, specs/data/launch/stacks.toml) ---
+    version: str = ""  # the listed version assumed ("" = an unversioned stack)
+    label: str = ""  # stack@version as the user names it (sglang@0.5.6, dynamo-trtllm@0.5.1-rc0.pre3); "" = name
+    mem_fraction: float = 0.9  # share of HBM the stack lets weights + KV fill (USABLE_MEMORY_FRACTION unless listed)
+
+    @property
+    def version_label(self) -> str:
+        return self.label or self.name
 
 
 STACKS = {
@@ -237,18 +245,25 @@ _STACK_ALIASES = {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "tensorrt_llm":
 
 
 def load_stack(framework=None) -> Stack:
-    """``--framework trtllm|vllm|sglang|vllm-v0`` (aliases: tensorrt-llm, dynamo → trtllm; atom → vllm); None =
-    generic."""
+    """``--framework trtllm|vllm|sglang|vllm-v0|atom|dynamo-sglang|dynamo-trtllm[@VERSION]`` (aliases: tensorrt-llm,
+    trt, dynamo → trtllm); None = generic. A versioned stack (``specs/stacks.py``) gets its listed version — the one
+    named, else the newest — which names the engine whose rules and host times it uses and its memory fraction."""
     if framework is None:
         return STACKS["generic"]
     if isinstance(framework, Stack):
         return framework
-    key = str(framework).strip().lower()
-    key = _STACK_ALIASES.get(key, key)
+    from ..specs.stacks import resolve
+
+    text = str(framework).strip()
+    base = text.partition("@")[0].strip().lower()
+    stack, sv = resolve(text)  # an unknown version: one line listing the known ones
+    if sv is not None:
+        return replace(STACKS[sv.engine], version=sv.version, label=sv.label, mem_fraction=sv.mem_fraction)
+    key = _STACK_ALIASES.get(base, base)
     if key not in STACKS:
         raise InputError("framework", f"unknown serving stack {framework!r}",
-                         "trtllm, vllm, sglang, vllm-v0 (or tensorrt-llm, dynamo, atom), or none/other for the generic "
-                         "stack")
+                         "trtllm, vllm, sglang, vllm-v0, atom, dynamo-sglang, dynamo-trtllm (or tensorrt-llm, trt, "
+                         "dynamo), each optionally @VERSION (sglang@0.5.6), or none/other for the generic stack")
     return STACKS[key]
 
 
@@ -622,7 +637,7 @@ def _run(plan, mn, layout, eff, micro_batch, *, gpus=None, sched=True, adp_imbal
     return layout_evaluate(mn, plan.hw(), tp=layout.tp, ep=layout.ep, pp=layout.pp, micro_batch=micro_batch,
                            attention_dp=layout.attention_dp, adp_ranks=layout.attention_ranks,
                            chips=gpus or layout.gpus,
-                           redundant_experts=layout.redundant_experts, usable_fraction=USABLE_MEMORY_FRACTION,
+                           redundant_experts=layout.redundant_experts, usable_fraction=plan.stack.mem_fraction,
                            efficiency=eff, sched_overlap=plan.stack.overlap_scheduler, adp_imbalance=adp_imbalance,
                            weight_layout=layout.weight_layout)
 
@@ -727,7 +742,7 @@ def prefill_schedule(seqs, ranks, isl_new, osl, acceptance=1.0, mtp=0, budget=No
 
 
 def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=None, max_pp=8, sched_overlap=False,
-                  top=1):
+                  top=1, usable_fraction=USABLE_MEMORY_FRACTION):
     """Best valid layout of ``gpus`` GPUs for this step: the lowest step time that fits memory.
 
     Enumerates TP (powers of two and multiples of the domain), EP dividing TP, attention DP over every
@@ -775,17 +790,18 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
     dp = np.floor(gpus / (tp * pp))
     b = np.maximum(np.asarray(concurrency, dtype=float) / (dp * pp), 1.0)
     res = layout_evaluate(mn, hw, tp=tp, ep=ep, pp=pp, attention_dp=adp, adp_ranks=ranks, micro_batch=b, chips=gpus,
-                          usable_fraction=USABLE_MEMORY_FRACTION, efficiency=eff, sched_overlap=sched_overlap)
+                          usable_fraction=usable_fraction, efficiency=eff, sched_overlap=sched_overlap)
     fits = np.asarray(res.fits)
     if not fits.any():
-        best_c = float(np.max(res.max_concurrency))
-        if best_c < 1.0:  # not one sequence: say what the weights need and what would hold them (issue 35)
+        if float(mn.weight_bytes) > gpus * float(system.chip.hbm_bytes):  # the weights alone exceed the whole HBM
+            # not one sequence: say what the weights need and what would hold them (issue 35)
             from .context import does_not_fit, spec_or_none
 
             raise InputError("gpus", *does_not_fit(spec_or_none(mn.name), system, gpus, mn.weight_bytes,
-                                                   USABLE_MEMORY_FRACTION))
-        raise InputError("concurrency", f"{float(concurrency):g} sequences do not fit on {gpus} × {system.chip.name} "
-                         "in any layout", f"at most about {best_c:g} sequences, or more GPUs, or a smaller dtype")
+                                                   usable_fraction))
+        # issue 34: weights that fit the GPUs' whole HBM but not the stack's usable share ran in practice
+        # (DeepSeek-R1 FP8 on 4 × B200 / GB200): rank every layout; the evaluation says fits = false and by how much
+        fits = np.ones_like(fits, dtype=bool)
     score = np.where(fits, np.asarray(res.tpot_s, dtype=float), np.inf) + 1e-9 * tp * pp  # ties: smaller group
     ranked = [int(i) for i in np.argsort(score, kind="stable") if np.isfinite(score[i])]
     # the `top` best of plain TP and full attention DP stay finalists; the `top` best with 1 < R < TP join them
@@ -839,6 +855,7 @@ class ServeResult(ResultMixin):
     efficiency_label: str = ""
     arrivals: str = "steady"
     compute_dtype: str = ""  # the dtype whose peak the weight GEMMs run at (Chip.gemm_dtype)
+    stack_version: str = "generic"  # h34: stack@version assumed (specs/stacks.py), the stack name if unversioned
     _derivation: object = None
 
     def __getattr__(self, name):
@@ -856,13 +873,13 @@ class ServeResult(ResultMixin):
             v = self.values[k]
             a = np.asarray(v)
             out[k] = a.item() if a.ndim == 0 else a.tolist()
-        out.update(framework=self.framework, efficiency_label=self.efficiency_label)
+        out.update(framework=self.framework, stack_version=self.stack_version, efficiency_label=self.efficiency_label)
         out.update(model=self.model, hardware=self.hardware, mode=self.mode, gpus=self.gpus, isl=self.isl,
                    osl=self.osl, layout=self.layout, layout_chosen=self.layout_chosen, efficiency=self.efficiency,
                    weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype, mtp=self.mtp,
                    acceptance=self.acceptance, cached_share=self.cached_share, arrivals=self.arrivals,
                    compute_dtype=self.compute_dtype, usd_per_gpu_hour=self.usd_per_gpu_hour, notes=list(self.notes))
-        for k in ("t_compute_ms", "t_weights_ms", "t_kv_ms", "t_comm_ms", "t_latency_ms", "overhead_ms",
+        for k in ("mem_short_gb", "t_compute_ms", "t_weights_ms", "t_kv_ms", "t_comm_ms", "t_latency_ms", "overhead_ms",
                   "prefill_tokens_per_step", "decode_step_ms", "mixed_step_ms"):
             if k in self.values:
                 a = np.asarray(self.values[k])
@@ -959,7 +976,8 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
          attention_dp_size=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None,
          decode_gpus=None, cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None, redundant_experts=0,
          uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None, arrivals="steady",
-         eager=False, weight_layout="1d", compute_dtype=None) -> Plan:
+         eager=False, weight_layout="1d", compute_dtype=None, prefill_tp=None, prefill_ep=None,
+         prefill_attention_dp=None) -> Plan:
     """Validate the inputs and fix what does not depend on the efficiency: workload, layout(s), stack, dtypes.
 
     Layout flags mean what they say: with ``tp`` given the layout is built from the flags; with
@@ -968,6 +986,8 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
     (SGLang's ``--dp R --enable-dp-attention``) implies attention DP over R groups of TP/R GPUs.
     ``weight_layout`` "2d" or "gathered" (Pope et al. 2022 §3.2; ``engine.layout.WEIGHT_LAYOUTS``) holds a dense
     model's weights that way over the ``tp`` GPUs given (aggregated, without attention DP; the search keeps 1D).
+    ``prefill_tp`` / ``prefill_ep`` / ``prefill_attention_dp``: the disaggregated prefill pool's layout as launched
+    (default: the pool's fastest layout); ``tp 1, ep N, attention DP`` is SGLang's DP-attention + EP over N ranks.
     """
     from ..engine.efficiency import resolve
     from ..engine.layout import Deployment, check_attention_dp_size, check_weight_layout
@@ -978,6 +998,12 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
     m = load_model(model)
     system = load_hardware(hardware)
     chip = system.chip
+    dep_note = None
+    if attention_dp and tp is not None and ep is not None and int(tp) == 1 and int(ep) > 1 \
+            and attention_dp_size is None:  # h34 (issue 34): SGLang's DP-attention + EP, "--tp 1 --ep N --dp-attention"
+        tp = int(ep)  # attention data-parallel over the N EP ranks = conventions.md's --tp N --ep N --attention-dp
+        dep_note = (f"tp 1, ep {tp}, attention DP (SGLang's spelling of DP-attention + EP) is read as attention "
+                    f"data-parallel over the {tp} EP ranks: TP{tp} EP{tp} attention-DP (conventions.md)")
     _check_layout_flags(tp, ep, pp, redundant_experts, usd_per_gpu_hour)
     for name, v in (("prefill_gpus", prefill_gpus), ("decode_gpus", decode_gpus)):
         if v is not None:
@@ -1016,6 +1042,8 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
     n_dec = int(decode_gpus) if disagg else gpus
     p = Plan(m, system, wl, Layout(n_dec, 1), stack, wdt, kvdt, cdt, gpus, price,
              prefill_gpus=int(prefill_gpus) if disagg else None, kv_shards=kv_shards, efficiency=eff)
+    if dep_note:
+        p.notes.append(dep_note)
     if spec_serial:
         p.notes.append(f"speculative decoding turns {stack.name}'s overlap scheduler off: its host time adds to "
                        "every step")
@@ -1049,7 +1077,8 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
         cons = dict(ep=ep, pp=pp, attention_dp=True if attention_dp else None, attention_dp_size=attention_dp_size)
         if rx == 0 and not uneven_experts:
             cands = choose_layout(p.numbers("decode"), system, eff, n_dec, float(np.max(wl.concurrency)), hw=p.hw(),
-                                  constraints=cons, sched_overlap=stack.overlap_scheduler, top=LAYOUT_FINALISTS)
+                                  constraints=cons, sched_overlap=stack.overlap_scheduler, top=LAYOUT_FINALISTS,
+                                  usable_fraction=stack.mem_fraction)
             lay = cands[0] if disagg or len(cands) == 1 else _best_serving_layout(p, cands, n_dec, eff)
         else:
             lay = _choose_with_experts(p, eff, n_dec, cons, rx, uneven_experts)
@@ -1060,14 +1089,36 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
     if chosen:
         p.notes.append(f"layout chosen: {p.layout.label()} (the shortest step that fits; give --tp/--ep/--pp/"
                        "--attention-dp/--attention-dp-size to fix it)")
-    if disagg:
+    if disagg and prefill_tp is not None:  # h34 (issue 34): the prefill pool's layout as launched
+        _check_layout_flags(prefill_tp, prefill_ep, None, 0, None)
+        ptp, pep, padp = int(prefill_tp), int(prefill_ep or 1), bool(prefill_attention_dp)
+        if padp and ptp == 1 and pep > 1:  # SGLang's DP-attention + EP spelling (as for the decode pool)
+            ptp = pep
+        lay_p = dict(tp=ptp, ep=pep, pp=1, attention_dp=padp, attention_dp_size=0)
+        Deployment.build(system, int(prefill_gpus), **lay_p, model=m)
+        p.prefill_layout = Layout(int(prefill_gpus), **lay_p, chosen=False)
+    elif prefill_tp is not None or prefill_ep is not None or prefill_attention_dp is not None:
+        raise InputError("prefill_tp", "a prefill layout without --prefill-gpus/--decode-gpus",
+                         "prefill_tp/prefill_ep/prefill_attention_dp with a disaggregated deployment")
+    elif disagg:
         cands_p = choose_layout(p.numbers("prefill"), system, eff, int(prefill_gpus), 1.0, hw=p.hw(),
-                                sched_overlap=stack.overlap_scheduler, top=10**6)
+                                sched_overlap=stack.overlap_scheduler, top=10**6, usable_fraction=stack.mem_fraction)
         lay_p = max(cands_p, key=lambda lay: float(np.max(prefill_pool_rate(
             p, Layout(int(prefill_gpus), **lay), eff)[0])))  # stable: the first of equals (the shortest pass)
         Deployment.build(system, int(prefill_gpus), **lay_p, model=m)
         p.prefill_layout = Layout(int(prefill_gpus), **lay_p, chosen=True)
     return p
+
+
+def _short_note(res, stack) -> str:
+    """The note of a configuration that does not fit: memory needed per GPU against the stack's share of HBM, the GB
+    short, and the largest concurrency that fits (h34, issue 34: rackmath predicts it anyway — it ran in practice)."""
+    need = float(np.max(np.asarray(res.mem_per_chip, dtype=float)))
+    cap = float(np.min(np.asarray(res.mem_capacity, dtype=float)))
+    short = max(float(np.max(-np.asarray(res.headroom_bytes, dtype=float))), 0.0)
+    return (f"does not fit (fits = false): {need / 1e9:,.1f} GB per GPU needed (weights, KV, workspace) of "
+            f"{cap / 1e9:,.1f} GB usable ({stack.mem_fraction:.0%} of HBM, {stack.version_label}): {short / 1e9:,.1f} GB "
+            f"short; at most about {float(np.min(res.max_concurrency)):g} sequences fit — predicted anyway")
 
 
 def prefill_pool_rate(p, lp, eff):
@@ -1151,9 +1202,8 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         t_draft = eager_step(t_draft, step_kernels(res_k), tau_e) if k else 0.0
     t_dec = speculative_step(t_verify, t_draft, k)
     fits = np.asarray(res_d.fits)
-    if not np.all(fits):
-        notes.append("the KV cache of this many sequences does not fit in HBM (fits = false): "
-                     f"at most about {float(np.min(res_d.max_concurrency)):g} sequences")
+    if not np.all(fits):  # h34 (issue 34): say by how much, and predict anyway
+        notes.append(_short_note(res_d, st))
     isl_new = w.isl_new
     chunk = p.chunk()
     n_chunks = float(prefill_chunks(isl_new, chunk))
@@ -1237,6 +1287,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         usd_per_mtok_output=usd_per_mtok(gp, p.usd_per_gpu_hour, x_out),
         usd_per_mtok_total=usd_per_mtok(gp, p.usd_per_gpu_hour, x_tot),
         concurrency=C, fits=fits, mem_per_gpu_gb=np.asarray(res_d.mem_per_chip) / 1e9,
+        mem_short_gb=np.maximum(-np.asarray(res_d.headroom_bytes, dtype=float), 0.0) / 1e9,  # h34: GB short per GPU
         max_concurrency=np.asarray(res_d.max_concurrency),
         decode_step_ms=np.asarray(t_dec) * ms, mixed_step_ms=np.asarray(t_mix) * ms,
         t_compute_ms=np.asarray(res_d.t_compute_s) * ppd * ms, t_weights_ms=np.asarray(res_d.t_weights_s) * ppd * ms,
@@ -1254,6 +1305,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
                       cached_share=w.cached_share, usd_per_gpu_hour=p.usd_per_gpu_hour, values=values,
                       prefill=info.get("prefill"), notes=notes, arrivals=w.arrivals, compute_dtype=p.compute_dtype)
     out.framework = st.name
+    out.stack_version = st.version_label  # h34 (issue 34): the stack version assumed (sglang@0.5.7, or the name)
     out.efficiency_label = eff.label()
     out._plan, out._eff, out._res, out._info = p, eff, res_d, info
     return out
@@ -1263,7 +1315,8 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
           attention_dp_size=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, prefill_gpus=None,
           decode_gpus=None, cached_share=0.0, ideal=False, efficiency=None, usd_per_gpu_hour=None,
           redundant_experts=0, uneven_experts=False, kv_shards=None, framework=None, max_num_tokens=None,
-          arrivals="steady", eager=False, weight_layout="1d", compute_dtype=None) -> "ServeResult":
+          arrivals="steady", eager=False, weight_layout="1d", compute_dtype=None, prefill_tp=None, prefill_ep=None,
+          prefill_attention_dp=None) -> "ServeResult":
     """Steady-state serving of ``model`` on ``gpus`` GPUs of ``hardware``: ``evaluate(plan(...))``.
 
     ``concurrency`` (sequences in flight across the deployment) may be a numpy array; the rest are
@@ -1287,7 +1340,8 @@ def serve(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None
              cached_share=cached_share, ideal=ideal, efficiency=efficiency, usd_per_gpu_hour=usd_per_gpu_hour,
              redundant_experts=redundant_experts, uneven_experts=uneven_experts, kv_shards=kv_shards,
              framework=framework, max_num_tokens=max_num_tokens, arrivals=arrivals, eager=eager,
-             weight_layout=weight_layout, compute_dtype=compute_dtype)
+             weight_layout=weight_layout, compute_dtype=compute_dtype, prefill_tp=prefill_tp, prefill_ep=prefill_ep,
+             prefill_attention_dp=prefill_attention_dp)
     return evaluate(p)
 
 

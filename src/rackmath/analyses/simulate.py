@@ -914,7 +914,10 @@ def framework_defaults(framework) -> dict:
     if framework is None:
         return dict(max_batch=DEFAULT_MAX_BATCH, budget=DEFAULT_BUDGET, name="generic")
     key = str(framework).strip().lower()  # serve's own presets (vllm-v0 included), else the launch catalog's names
-    s = serving.load_stack(key if key in serving.STACKS else framework_info(framework)["name"])
+    if "@" in key:  # h34 (issue 34): a stack version (specs/stacks.py), as serve --framework takes it
+        s = serving.load_stack(framework)
+    else:
+        s = serving.load_stack(key if key in serving.STACKS else framework_info(framework)["name"])
     return dict(max_batch=int(min(s.max_batch_size, 65536)), budget=int(s.max_num_tokens or DEFAULT_BUDGET),
                 name=s.name)
 

@@ -94,6 +94,11 @@ def serve_kwargs(rec: Record) -> dict:
     inp = dict(rec.inputs)
     if inp.get("concurrency") == "max-load":
         inp["concurrency"] = _max_load_cached(_key(inp))
+    if rec.stack_version and inp.get("framework"):  # a listed version: serve assumes it (specs/stacks.py)
+        from ..specs.stacks import known_labels
+
+        if rec.stack in known_labels():
+            inp["framework"] = rec.stack
     return {k: v for k, v in inp.items() if k in _serve_params()}
 
 
@@ -103,6 +108,9 @@ def _metric_of_serve(d: dict, rec: Record) -> float:
                                                     "ttft_ms", "step_ms", "tokens_per_s_per_user")}
     if m == "output_tok_s_per_gpu":
         out = v["output_tok_s_per_gpu"]
+    elif m == "output_tok_s_per_decode_gpu":  # a disaggregated deployment's output over its decode GPUs only
+        inp = rec.inputs
+        out = v["output_tok_s_per_gpu"] * (inp["prefill_gpus"] + inp["decode_gpus"]) / inp["decode_gpus"]
     elif m == "total_tok_s_per_gpu":
         out = v["total_tok_s_per_gpu"]
     elif m == "tpot_s":
@@ -204,7 +212,10 @@ def _predict(rec: Record, efficiency, ideal):
     if rec.kind == "serve":
         from .serving import evaluate
 
-        r = evaluate(_serve_plan(_key(serve_kwargs(rec))), "ideal" if ideal else (eff if eff is not None else "auto"))
+        e = "ideal" if ideal else (eff if eff is not None else "auto")
+        key = _key(serve_kwargs(rec))
+        # the records of one run (its throughput, TPOT, TTFT) share one evaluation
+        r = _serve_eval(key, e) if isinstance(e, str) else evaluate(_serve_plan(key), e)
         d = r.as_dict()
         info = {k: d[k] for k in ("concurrency", "tpot_ms", "ttft_ms", "output_tok_s_per_gpu", "bottleneck",
                                   "efficiency")}
@@ -231,7 +242,7 @@ def _predict(rec: Record, efficiency, ideal):
 
 #: Serving metrics whose fixed-layout prediction :func:`predict_many` evaluates in one vectorized engine call.
 _VECTOR_SERVE_METRICS = ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_s", "step_s", "tok_s_per_user",
-                         "ttft_s", "e2e_s")
+                         "ttft_s", "e2e_s", "output_tok_s_per_decode_gpu")
 
 
 def vectorizable(rec: Record) -> bool:
@@ -265,6 +276,15 @@ def _vector_prediction(rec: Record, eff, K: int) -> np.ndarray:
                                   cached_share=float(rec.inputs.get("cached_share", 0.0)), efficiency=eff)
     step = np.broadcast_to(np.asarray(step, dtype=float), (K,))
     return np.asarray(_pass_metric(rec, step, batch), dtype=float).copy()
+
+
+@register_cache
+@lru_cache(maxsize=1024)
+def _serve_eval(key: tuple, efficiency: str):
+    """``serving.evaluate(plan, efficiency)`` of a record's configuration under a named efficiency (memoised)."""
+    from .serving import evaluate
+
+    return evaluate(_serve_plan(key), efficiency)
 
 
 @register_cache
@@ -352,6 +372,22 @@ def summarize_by(rows: list[dict], key: str) -> dict:
     return {k: summarize([r for r in rows if r[key] == k]) for k in sorted({r[key] for r in rows})}
 
 
+def summarize_by2(rows: list[dict], key: str, key2: str) -> dict:
+    """{a: {b: summary}} over two keys (e.g. metric class, then stack version)."""
+    return {a: summarize_by([r for r in rows if r[key] == a], key2) for a in sorted({r[key] for r in rows})}
+
+
+def metric_report(rows: list[dict]) -> dict:
+    """Errors reported per metric — output tok/s/GPU, TPOT, TTFT (``Record.metric_class``) — never pooled, each
+    overall and by stack version, chip and source; with the record counts (issue 34)."""
+    return {"summary_by_metric": summarize_by(rows, "metric_class"),
+            "by_metric_and_stack": summarize_by2(rows, "metric_class", "stack"),
+            "by_metric_and_chip": summarize_by2(rows, "metric_class", "chip"),
+            "by_metric_and_source": summarize_by2(rows, "metric_class", "source_group"),
+            "counts": {"records": len(rows), "by_stack": {k: sum(r["stack"] == k for r in rows)
+                                                          for k in sorted({r["stack"] for r in rows})}}}
+
+
 def held_out_summary(fit_rows: list[dict], efficiency=None, ideal=False) -> dict:
     """:func:`summarize` of each shipped record as predicted by the presets refitted without its source (the held-out
     table written with the presets, ``analyses/evidence``): the figure that measures transfer, for the default presets
@@ -386,9 +422,10 @@ def validate(efficiency=None, ideal=False, ids=None, recs=None) -> dict:
         pred, info = predict(rec, efficiency=efficiency, ideal=ideal)
         row = rec.as_dict()
         row.update(predicted=pred, error=float(error(pred, rec.value)), ratio=pred / rec.value,
-                   family=rec.hardware_family, fitted=rec.fitted, operating_point=info)
+                   family=rec.hardware_family, fitted=rec.fitted, operating_point=info, chip=rec.chip)
         rows.append(row)
     fit = [r for r in rows if r["fitted"]]
+    held = [r for r in rows if not r["fitted"] and r["status"] != "derived"]  # fit = false: out of sample
     return {"records": rows, "summary": dict(summarize(fit), ideal=bool(ideal)),
             "summary_by_source": summarize_by(fit, "source_group"),
             "summary_by_hardware_family": summarize_by(fit, "hardware_family"),
@@ -399,8 +436,13 @@ def validate(efficiency=None, ideal=False, ids=None, recs=None) -> dict:
                                                    for r in fit], "efficiency_used"),
             "summary_derived": summarize([r for r in rows if r["status"] == "derived"]),
             "summary_held_out": held_out_summary(fit, efficiency, ideal),
+            "by_metric": metric_report(fit),
+            "summary_by_stack": summarize_by(fit, "stack"),
+            "not_fitted": dict(summary=summarize(held), **metric_report(held),
+                               note="records with fit = false (a campaign the shipped presets were not fitted on): "
+                                    "their errors are out of sample"),
             "excluded": excluded,
-            "counts": {"records": len(rows) + len(excluded), "fitted": len(fit),
+            "counts": {"records": len(rows) + len(excluded), "fitted": len(fit), "not_fitted": len(held),
                        "sources": len({r["source_group"] for r in fit}), "excluded": len(excluded),
                        "derived": sum(r["status"] == "derived" for r in rows)}}
 
@@ -497,5 +539,5 @@ def explain(rec: Record, efficiency=None, ideal=False):
 
 
 __all__ = ["Record", "records", "shipped_records", "predict", "predict_many", "vectorizable", "source_group",
-           "validate", "summarize", "summarize_by", "held_out_summary", "error", "max_load_concurrency", "serve_kwargs",
-           "select", "explain", "below_ideal_bound"]
+           "validate", "summarize", "summarize_by", "summarize_by2", "metric_report", "held_out_summary", "error",
+           "max_load_concurrency", "serve_kwargs", "select", "explain", "below_ideal_bound"]

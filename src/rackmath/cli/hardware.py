@@ -119,6 +119,12 @@ def list_cmd(
     )
 
 
+def _kernels(chip) -> dict:
+    from ..specs.kernels import provenance
+
+    return provenance(chip.name, chip.vendor)
+
+
 def _chip_lines(chip) -> list[list[str]]:
     from ..specs.hardware import hardware_ratio
     from ..units import format_duration, format_si
@@ -139,6 +145,10 @@ def _chip_lines(chip) -> list[list[str]]:
         rows.append(["host share of server power", f"{chip.host_power_w:,.0f} W", src("host_power_w")])
     rows += [[f"hardware ratio {dt}", f"{hardware_ratio(chip, dt):.0f}",
               "(FLOP/s ÷ 2) ÷ (HBM bytes/s ÷ bytes per param) (lecture R5)"] for dt in chip.flops]
+    from ..specs.kernels import summary_line
+
+    rows.append(["measured kernel curves", "yes" if _kernels(chip)["measured"] else "no",
+                 summary_line(chip.name, chip.vendor)])  # issue 34: the measured curves' provenance
     for t in chip.memory_tiers:
         cost = f", {human(t.usd_per_gb_hour, '$')}/GB-h" if t.usd_per_gb_hour is not None else ""
         rows.append([f"{t.tier} tier", f"{format_si(t.capacity, 'B')} at {format_si(t.bandwidth, 'B/s')}, "
@@ -164,14 +174,14 @@ def show_cmd(
     if is_chip:
         chip = cidx.get(name)
         if json:
-            print_json(chip.describe())
+            print_json(chip.describe() | {"measured_kernels": _kernels(chip)})
             return
         _table(f"{chip.name} ({chip.vendor}, {chip.status}): {chip.description}", ["figure", "value", "source"],
                _chip_lines(chip), numeric=False, caption=f"standard system: {chip.default_system}"
                + (f"; aliases: {', '.join(chip.aliases)}" if chip.aliases else ""))
         return
     if json:
-        print_json(system.describe())
+        print_json(system.describe() | {"measured_kernels": _kernels(system.chip)})
         return
     s, src = system, system.sources.get
     rows = [

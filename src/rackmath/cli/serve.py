@@ -91,9 +91,12 @@ def register(app: typer.Typer) -> None:
                                               help="Extra expert replicas spread over the EP GPUs (DeepSeek: 32)."),
         uneven_experts: bool = typer.Option(False, "--uneven-experts",
                                             help="Allow experts that do not divide over EP; model the most-loaded GPU."),
-        framework: str = typer.Option(None, "--framework", help="Serving stack preset: trtllm, vllm, sglang, vllm-v0 "
-                                                                "(prefill budget, batch cap, scheduler overlap; "
-                                                                "default: a generic stack, named in the output)."),
+        framework: str = typer.Option(None, "--framework", help="Serving stack and version: trtllm, vllm, sglang, "
+                                                                "vllm-v0, atom, dynamo-sglang, dynamo-trtllm, each "
+                                                                "optionally @VERSION (sglang@0.5.6, vllm@0.13; none: "
+                                                                "the newest version with records) — prefill budget, "
+                                                                "batch cap, scheduler overlap, host times; default: a "
+                                                                "generic stack, named in the output."),
         arrivals: str = typer.Option("steady", "--arrivals", help="steady: requests arrive spread out evenly, one "
                                      "prompt per mixed step; poisson: independent arrivals (a production stream, "
                                      "simulate --rate), prompts that arrive during a mixed step share the next; "
@@ -193,13 +196,15 @@ def register(app: typer.Typer) -> None:
                 ["$/Mtok (output)", f'{human(d["usd_per_mtok_output"], "$")} at '
                                     f'{human(d["usd_per_gpu_hour"], "$")}/GPU-hour'],
                 ["bottleneck", d["bottleneck"]], ["layout", d["layout"]["label"] + (" (chosen)" if d["layout_chosen"] else "")],
-                ["memory per GPU", f'{human(d["mem_per_gpu_gb"] * 1e9, "B")} ({"fits" if d["fits"] else "does NOT fit"}; '
+                ["memory per GPU", f'{human(d["mem_per_gpu_gb"] * 1e9, "B")} ({"fits" if d["fits"] else "does NOT fit"}'
+                                   + ("" if d["fits"] else f': {human(d.get("mem_short_gb", 0.0) * 1e9, "B")} short')
+                                   + '; '
                                    f'max ≈ {human(d["max_concurrency"])} sequences)'],
                 ["longest context at this concurrency",
                  "—" if mode["max_context"] is None else
                  f'{human(mode["max_context"])} tokens (model limit '
                  f'{human(mode["model_max_context"]) if mode["model_max_context"] else "not published"})'],
-                ["efficiency", d["efficiency"]], ["serving stack", d["framework"]],
+                ["efficiency", d["efficiency"]], ["serving stack", d["stack_version"]],
                 ["energy", energy_line(e, per="token").removeprefix("energy: ").replace("/token", "/output token", 1)
                  + ("" if power_cap is None else f"; power cap {human(energy_dict(e, power_cap)['power_cap_w'], 'W')} per GPU (compute peaks "
                                              "scaled)")]]
@@ -208,5 +213,6 @@ def register(app: typer.Typer) -> None:
             rows.append(["prefill pool", f'{p["gpus"]} GPUs, {human(p["input_tok_s_per_gpu"])} input tok/s per GPU'])
         rows += _nearest_rows(near)
         table(f'{d["model"]} on {d["gpus"]} × {d["hardware"]} ({d["mode"]}), ISL {human(d["isl"])} / '
-              f'OSL {human(d["osl"])}, C = {human(d["concurrency"])}\n{mode["label"]}', ["quantity", "value"], rows,
+              f'OSL {human(d["osl"])}, C = {human(d["concurrency"])}, stack {d["stack_version"]}\n{mode["label"]}',
+              ["quantity", "value"], rows,
               caption="; ".join(d["notes"] + [f"WARNING: {w}" for w in mode["warnings"]]) or None)

@@ -92,6 +92,19 @@ def _outside_2x_rows(recs: list, limit: int = 20) -> tuple[list[list], int]:
     return rows, max(len(out) - limit, 0)
 
 
+def _print_by_metric(rep: dict, what: str, table) -> None:
+    """h34 (issue 34): one table per metric class — output tok/s/GPU, TPOT, TTFT, never pooled — by stack version
+    (with the record counts), then by chip (``validation.metric_report``)."""
+    for m, s in rep["summary_by_metric"].items():
+        rows = [[f"all ({m})", str(s["n"]), _pct(s), _pct(s, "p90_abs_error"), f'{s["within_2x"]}/{s["n"]}',
+                 _worst(s)]]
+        rows += [[f"stack {k}"] + r[1:] for k, r in zip(rep["by_metric_and_stack"][m],
+                                                        _group_rows(rep["by_metric_and_stack"][m]))]
+        rows += [[f"chip {k}"] + r[1:] for k, r in zip(rep["by_metric_and_chip"][m],
+                                                       _group_rows(rep["by_metric_and_chip"][m]))]
+        table(f"rackmath validate, {m}: {what}", GROUP_COLS, rows)
+
+
 def register(app: typer.Typer) -> None:
     from .plot import plot_app
 
@@ -114,7 +127,11 @@ def register(app: typer.Typer) -> None:
         cv: bool = typer.Option(False, "--cv", help="Out-of-group errors: leave one source / hardware family / "
                                                    "model family out, refit, predict what was left out."),
         scheme: str = typer.Option("source,hardware,model", "--scheme",
-                                   help="With --cv: comma list of source, hardware, model, loo."),
+                                   help="With --cv: comma list of source, hardware, model, loo, stack (one stack "
+                                        "version), group (one InferenceMAX model × chip × framework group)."),
+        with_unfitted: bool = typer.Option(False, "--with-unfitted",
+                                           help="With --cv: fit and hold out the fit = false records too (the "
+                                                "InferenceMAX campaign the shipped presets were not fitted on)."),
         jobs: int = typer.Option(None, "--jobs", "-j", min=1, max=64,
                                  help="With --cv: worker processes for the folds (default: the CPUs, at most 8)."),
         ids: str = typer.Option(None, "--id", help="Only these records: a comma list of ids or globs (C3-*, "
@@ -151,6 +168,8 @@ def register(app: typer.Typer) -> None:
             raise InputError("cv", "--cv with --refit", "one of them")
         if jobs is not None and not cv:
             raise InputError("jobs", "--jobs without --cv", "--cv --jobs N")
+        if with_unfitted and not cv:
+            raise InputError("with_unfitted", "--with-unfitted without --cv", "--cv --with-unfitted")
         if scheme != "source,hardware,model" and not cv:
             raise InputError("scheme", "--scheme without --cv", "--cv --scheme source,hardware,model,loo")
         if (output is not None or force or prefix is not None) and not refit:
@@ -194,7 +213,7 @@ def register(app: typer.Typer) -> None:
             bad = [s for s in schemes if s not in CV_SCHEMES]
             if bad or not schemes:
                 raise InputError("scheme", f"{(bad or [scheme])[0]!r}", "a comma list of " + ", ".join(CV_SCHEMES))
-            c = _cv_with_progress(cross_validate, recs, tuple(schemes), jobs)
+            c = _cv_with_progress(cross_validate, recs, tuple(schemes), jobs, with_unfitted)
             if json:
                 print_json(c)
                 return
@@ -229,30 +248,34 @@ def register(app: typer.Typer) -> None:
                            ("summary_by_hardware_family", "by hardware family"),
                            ("summary_by_model_family", "by model family"), ("summary_by_source", "by source")):
             table(f"rackmath validate, {title}", GROUP_COLS, _group_rows(v[key]))
+        _print_by_metric(v["by_metric"], "fitted records, in sample", table)
+        if v["not_fitted"]["summary"].get("n"):
+            _print_by_metric(v["not_fitted"], "fit = false records (InferenceMAX), out of sample: presets not "
+                                              "fitted on them", table)
         if v["excluded"]:
             table("excluded records (kept as data, not predicted)", ["id", "reason"],
                   [[e["id"], e["reason"]] for e in v["excluded"]])
 
-    def _cv_with_progress(cross_validate, recs, schemes, jobs):
+    def _cv_with_progress(cross_validate, recs, schemes, jobs, with_unfitted=False):
         """Cross-validation with a progress bar on stderr (a terminal only; stdout stays clean for --json)."""
         import sys
 
         if not sys.stderr.isatty():
-            return cross_validate(recs, schemes=schemes, jobs=jobs)
+            return cross_validate(recs, schemes=schemes, jobs=jobs, include_unfitted=with_unfitted)
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from ..analyses.calibration import _SCHEME_KEY, fitted_records
 
-        use = fitted_records(recs)
-        total = sum(len({getattr(r, _SCHEME_KEY[s]) for r in use}) for s in schemes)
+        use = fitted_records(recs, with_unfitted)
+        total = sum(len({getattr(r, _SCHEME_KEY[s], None) for r in use} - {None}) for s in schemes)
         bar = Progress(TextColumn("cross-validating (refit per fold)"), BarColumn(), MofNCompleteColumn(),
                        TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True),
                        transient=True)
         task = bar.add_task("full fit", total=total)
         bar.start()
         try:
-            return cross_validate(recs, schemes=schemes, jobs=jobs,
+            return cross_validate(recs, schemes=schemes, jobs=jobs, include_unfitted=with_unfitted,
                                   progress=lambda sc, g: bar.update(task, advance=0 if sc == "in-sample" else 1,
                                                                     description=f"{sc}: {g}"))
         finally:
@@ -320,6 +343,8 @@ def register(app: typer.Typer) -> None:
             table(f"{SCHEME_LABEL[s]}: by held-out group", GROUP_COLS, _group_rows(c[s]["summary_by_group"]),
                   caption="; ".join(f'{f["group"]}: {f["reason"]}' for f in c[s]["not_predictable"]) or None)
         for s in schemes:
+            _print_by_metric(c[s]["by_metric"], f"{SCHEME_LABEL[s]}, held out", table)
+        for s in schemes:
             rows, more = _outside_2x_rows(c[s].get("records", []))
             if rows:
                 table(f"{SCHEME_LABEL[s]}: records outside 2× when their group is held out", OUTSIDE_COLS, rows,
@@ -342,7 +367,8 @@ def register(app: typer.Typer) -> None:
         check_output(output, force, "output", (".png", ".svg", ".pdf"))
         recs = load(tuple(records or ()), only=only_records)
         v = validate(recs=recs)
-        p = plot_validate(v, output, ideal=validate(ideal=True, recs=recs))
+        # the ideal overlay is drawn for the fitted records only (the plot's points): predict only those
+        p = plot_validate(v, output, ideal=validate(ideal=True, recs=[r for r in recs if r.fitted]))
         typer.echo(f"wrote {p}", err=True)
         if json:
             from .common import print_json

@@ -32,11 +32,13 @@ from ..errors import CatalogError, RackmathError
 
 KINDS = ("serve", "step", "prefill")
 METRICS = {
-    "serve": ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_s", "ttft_s", "tok_s_per_user", "step_s", "e2e_s"),
+    "serve": ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_s", "ttft_s", "tok_s_per_user", "step_s", "e2e_s",
+              "output_tok_s_per_decode_gpu"),
     "step": ("step_s", "output_tok_s_per_gpu"),
     "prefill": ("prefill_s", "prefill_tok_s_per_gpu"),
 }
-UNITS = {"output_tok_s_per_gpu": "tok/s/GPU", "total_tok_s_per_gpu": "tok/s/GPU", "tpot_s": "s", "ttft_s": "s",
+UNITS = {"output_tok_s_per_gpu": "tok/s/GPU", "output_tok_s_per_decode_gpu": "tok/s/GPU",
+         "total_tok_s_per_gpu": "tok/s/GPU", "tpot_s": "s", "ttft_s": "s",
          "tok_s_per_user": "tok/s", "step_s": "s", "e2e_s": "s", "prefill_s": "s", "prefill_tok_s_per_gpu": "tok/s/GPU"}
 STATUSES = ("measured", "approximate", "derived")
 #: How requests arrive (serve --arrivals, a record's arrivals; analyses.serving imports it): spread out evenly, in
@@ -47,7 +49,12 @@ ARRIVALS = ("steady", "waves", "poisson")
 #: split over d_model and d_ff, the activations gathered and scattered along both: ``comms.ws2d_exchange_time``),
 #: "gathered" (the chips split the batch and all-gather each layer's weights). ``engine.layout.evaluate`` takes them.
 WEIGHT_LAYOUTS = ("1d", "2d", "gathered")
-FRAMEWORKS = ("trtllm", "vllm", "vllm-v0", "sglang", "atom", "dynamo", "jax", "torch", "other")
+FRAMEWORKS = ("trtllm", "vllm", "vllm-v0", "sglang", "atom", "dynamo", "dynamo-sglang", "dynamo-trtllm", "jax", "torch",
+              "other")
+#: What each metric measures, for reports by metric: throughput (output tokens/s per GPU, over every GPU or per
+#: decode GPU of a disaggregated deployment), TPOT, TTFT, or the others.
+METRIC_CLASS = {"output_tok_s_per_gpu": "output tok/s/GPU", "output_tok_s_per_decode_gpu": "output tok/s/GPU",
+                "tpot_s": "TPOT", "ttft_s": "TTFT"}
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,79}$")
 
@@ -140,6 +147,13 @@ FIELDS: dict = {
     "exclude": (_str, None, False, "a reason: the record is kept as data but neither predicted nor fitted"),
     "efficiency": (_efficiency, None, False, "a fixed efficiency the figure states (derived records): \"ideal\" or a table"),
     "framework": (_enum(FRAMEWORKS), None, False, "serving stack: " + ", ".join(FRAMEWORKS)),
+    "stack_version": (_str, None, False, "the stack's version as the source states it (its container image): "
+                                         "framework@stack_version is the stack the record measures "
+                                         "(specs/data/launch/stacks.toml lists the versions serve knows)"),
+    "fit": (_bool, None, False, "false: predicted and reported apart, not fitted by --refit/--cv (a campaign the "
+                                "shipped presets were not fitted on: its errors are out of sample)"),
+    "group": (_str, None, False, "the campaign's configuration group (InferenceMAX: model × chip × framework): the "
+                                 "unit of validate --cv --scheme group"),
     # the configuration
     "model": (_str, None, True, "catalog model name (rackmath model list)"),
     "hardware": (_str, None, True, "catalog system or chip name (rackmath hardware list)"),
@@ -147,6 +161,10 @@ FIELDS: dict = {
     "prefill_gpus": (_num(1, 1e6, integer=True), ("serve",), False, "disaggregated prefill pool"),
     "decode_gpus": (_num(1, 1e6, integer=True), ("serve",), False, "disaggregated decode pool"),
     "tp": (_num(1, 1e5, integer=True), None, False, "tensor-parallel degree (conventions.md)"),
+    "prefill_tp": (_num(1, 1e5, integer=True), ("serve",), False, "disaggregated prefill pool's TP as launched "
+                                                                   "(default: rackmath's fastest prefill layout)"),
+    "prefill_ep": (_num(1, 1e5, integer=True), ("serve",), False, "disaggregated prefill pool's EP"),
+    "prefill_attention_dp": (_bool, ("serve",), False, "disaggregated prefill pool's attention DP"),
     "ep": (_num(1, 1e5, integer=True), None, False, "expert-parallel degree"),
     "pp": (_num(1, 1e3, integer=True), ("serve",), False, "pipeline stages"),
     "attention_dp": (_bool, None, False, "attention data-parallel across the TP GPUs"),
@@ -182,7 +200,8 @@ FIELDS: dict = {
 }
 
 #: Fields that describe the configuration (what a prediction needs), in order.
-INPUTS = ("model", "hardware", "gpus", "prefill_gpus", "decode_gpus", "tp", "ep", "pp", "attention_dp",
+INPUTS = ("model", "hardware", "gpus", "prefill_gpus", "decode_gpus", "prefill_tp", "prefill_ep",
+          "prefill_attention_dp", "tp", "ep", "pp", "attention_dp",
           "attention_dp_size", "redundant_experts", "weight_layout", "weight_gathered", "kv_shards", "isl", "osl",
           "concurrency", "max_batch", "batch", "context", "cached_share", "weights_dtype", "kv_dtype", "compute_dtype",
           "mtp", "acceptance", "max_num_tokens", "arrivals", "eager", "framework")
@@ -240,6 +259,22 @@ class Record:
     efficiency: object = None
     path: str = ""
     chip: str = ""  # resolved catalog chip name ("" for excluded records)
+    stack_version: str | None = None
+    fit: bool = True
+    group: str | None = None
+
+    @property
+    def stack(self) -> str:
+        """The stack and version measured: ``framework@stack_version``, the framework alone if no version is stated,
+        ``unstated`` without a framework (the unit of ``validate --cv --scheme stack``)."""
+        if not self.framework:
+            return "unstated"
+        return f"{self.framework}@{self.stack_version}" if self.stack_version else self.framework
+
+    @property
+    def metric_class(self) -> str:
+        """``output tok/s/GPU``, ``TPOT``, ``TTFT`` or the metric's own name (reports by metric)."""
+        return METRIC_CLASS.get(self.metric, self.metric)
 
     @property
     def unit(self) -> str:
@@ -264,16 +299,19 @@ class Record:
     @property
     def fitted(self) -> bool:
         """Whether the record takes part in fitting and in the headline errors."""
-        return self.exclude is None and self.status != "derived"
+        return self.exclude is None and self.status != "derived" and self.fit
 
     def as_dict(self) -> dict:
         d = {"id": self.id, "title": self.title, "kind": self.kind, "metric": self.metric, "measured": self.value,
              "unit": self.unit, "status": self.status, "source": self.source, "source_group": self.source_group,
-             "framework": self.framework, "hardware_family": self.hardware_family,
+             "framework": self.framework, "stack": self.stack, "metric_class": self.metric_class,
+             "hardware_family": self.hardware_family,
              "model_family": self.model_family, "inputs": dict(self.inputs), "assumptions": list(self.assumptions)}
-        for k in ("date", "url", "exclude"):
+        for k in ("date", "url", "exclude", "stack_version", "group"):
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)
+        if not self.fit:
+            d["fit"] = False
         if self.path:
             d["file"] = self.path
         return d
@@ -282,9 +320,11 @@ class Record:
         """The record as one ``[[record]]`` table (round-trips through :func:`parse_records`)."""
         d = {"id": self.id, "title": self.title, "kind": self.kind, "metric": self.metric, "value": self.value,
              "status": self.status, "source": self.source, "source_group": self.source_group}
-        for k in ("date", "url", "framework", "exclude", "efficiency"):
+        for k in ("date", "url", "framework", "stack_version", "group", "exclude", "efficiency"):
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)
+        if not self.fit:
+            d["fit"] = False
         d.update({k: v for k, v in self.inputs.items() if k != "framework"})
         if self.assumptions:
             d["assumptions"] = list(self.assumptions)
@@ -355,6 +395,13 @@ def parse_record(t: dict, path="<records>", i: int = 0, check_names: bool = True
         fail("gpus", "missing (accepted: a whole number of GPUs ≥ 1, or prefill_gpus + decode_gpus)")
     if pg is not None and "gpus" in t and t["gpus"] != pg + dg:
         fail("gpus", f"{t['gpus']} ≠ prefill_gpus {pg} + decode_gpus {dg}")
+    if t.get("metric") == "output_tok_s_per_decode_gpu" and pg is None:
+        fail("metric", "output_tok_s_per_decode_gpu is a disaggregated deployment's (accepted: with prefill_gpus + "
+                       "decode_gpus; else output_tok_s_per_gpu)")
+    if pg is None and any(k in t for k in ("prefill_tp", "prefill_ep", "prefill_attention_dp")):
+        fail("prefill_tp", "a prefill layout without prefill_gpus + decode_gpus")
+    if "stack_version" in t and "framework" not in t:
+        fail("stack_version", "without framework (accepted: framework = STACK with it)")
     if kind == "step" and "batch" not in t:
         fail("batch", "missing (accepted: the sequences in the step, ≥ 1)")
     mtp = t.get("mtp", 0)
@@ -391,7 +438,8 @@ def parse_record(t: dict, path="<records>", i: int = 0, check_names: bool = True
     inputs = {k: t[k] for k in INPUTS if k in t and k != "weight_gathered"}
     if layout != "1d":
         inputs["weight_layout"] = layout
-    for k in ("gpus", "prefill_gpus", "decode_gpus", "tp", "ep", "pp", "redundant_experts", "kv_shards", "mtp",
+    for k in ("gpus", "prefill_gpus", "decode_gpus", "prefill_tp", "prefill_ep", "tp", "ep", "pp", "redundant_experts",
+              "kv_shards", "mtp",
               "max_batch", "max_num_tokens"):
         if k in inputs:
             inputs[k] = int(inputs[k])
@@ -399,7 +447,8 @@ def parse_record(t: dict, path="<records>", i: int = 0, check_names: bool = True
                   status=t["status"], source=t["source"], source_group=t["source_group"], inputs=inputs,
                   assumptions=(a,) if isinstance(a, str) else tuple(a), framework=t.get("framework"),
                   date=t.get("date"), url=t.get("url"), exclude=t.get("exclude"), efficiency=t.get("efficiency"),
-                  path=str(path), chip=chip)
+                  path=str(path), chip=chip, stack_version=t.get("stack_version"), fit=t.get("fit", True),
+                  group=t.get("group"))
 
 
 MAX_RECORDS = 100_000  # per load: more is a mistake (or hostile), not a validation set
@@ -534,6 +583,6 @@ def load_records(dirs=(), only: bool = False) -> list[Record]:
     return base
 
 
-__all__ = ["Record", "FIELDS", "KINDS", "METRICS", "UNITS", "STATUSES", "FRAMEWORKS", "parse_record",
+__all__ = ["Record", "FIELDS", "KINDS", "METRICS", "METRIC_CLASS", "UNITS", "STATUSES", "FRAMEWORKS", "parse_record",
            "parse_records", "read_records_file", "shipped_records", "load_records", "hardware_family",
            "model_family", "toml_value"]

@@ -1,0 +1,237 @@
+"""Reduce aiconfigurator-core's measured per-operator tables to compact kernel curves per chip (issue 34).
+
+    python3 -m venv /work/aic-venv                                   # its OWN venv: never rackmath's
+    /work/aic-venv/bin/pip install aiconfigurator-core==0.12.0       # (or the wheel file)
+    /work/aic-venv/bin/python benchmarks/reduce_aiconfigurator.py            # prints a summary
+    /work/aic-venv/bin/python benchmarks/reduce_aiconfigurator.py --write    # src/rackmath/specs/data/kernels/*.toml
+
+NVIDIA's aiconfigurator-core (PyPI, Apache-2.0) ships per-operator latencies measured on each GPU under
+TensorRT-LLM, SGLang and vLLM (``systems/data/<system>/<op>/<framework>/<version>/*.parquet``). This script reads
+them (an optional dependency of this script only: rackmath never imports aiconfigurator) and writes, per catalog
+chip, the compact curves the step model will use as priors, each with the package, its version, the table and the
+framework + version that measured it:
+
+* ``gemm``: time and achieved FLOP/s versus M (tokens) at two (N, K) shapes, per dtype (bf16, fp8, fp8_block,
+  nvfp4 where measured);
+* ``kernel_floor``: the shortest GEMM measured (M = N = K smallest): the floor latency of a small kernel;
+* ``attention_decode``: GQA decode attention (64 query / 8 KV heads, head_dim 128, BF16 KV) time versus context at
+  batch 1, 8, 64;
+* ``mla_decode``: MLA decode attention (DeepSeek, 128 heads / TP) time versus context at batch 1 and 64, TP 8;
+* ``moe``: grouped-GEMM MoE time versus tokens for DeepSeek-V3's experts (7168 × 2048, 256 experts, top-8) at EP 8
+  and gpt-oss-120b's (2880 × 2880, 128 experts, top-4) at EP 1, balanced routing;
+* ``all_reduce``, ``all_gather``, ``reduce_scatter``, ``alltoall``: NCCL time versus bytes per group size.
+
+Latencies in the tables are milliseconds; the curves are SI (seconds, bytes, FLOP/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # rackmath's light spec helpers (no rackmath install needed in this venv)
+
+from rackmath.specs.records import toml_value  # noqa: E402
+from rackmath.specs.stacks import version_key  # noqa: E402
+
+TARGET = ROOT / "src" / "rackmath" / "specs" / "data" / "kernels"
+PACKAGE = "aiconfigurator-core"
+
+#: aiconfigurator system directory → rackmath catalog chip (only chips the catalog has).
+SYSTEMS = {"h100_sxm": "h100", "h200_sxm": "h200", "b200_sxm": "b200", "gb200": "gb200", "gb300": "gb300",
+           "a100_sxm": "a100-sxm-80gb", "l40s": "l40s"}
+#: Preferred frameworks, in order (the newest version of the first that measured a table is used).
+FRAMEWORKS = ("trtllm", "sglang", "vllm")
+DTYPE = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4",
+         "w4a16_mxfp4": "w4a16_mxfp4", "w4a8_mxfp4_mxfp8": "w4a8_mxfp4_mxfp8", "half": "fp16", "int8": "int8"}
+ELEM_BYTES = {"half": 2, "bfloat16": 2, "float16": 2, "int8": 1, "fp8": 1}
+
+
+def tables(sysdir: Path, op: str, filename: str, frameworks=FRAMEWORKS) -> list:
+    """Every (framework, version, path) of ``op/<fw>/<v>/filename``: the preferred framework first, newest first."""
+    out = []
+    for fw in frameworks:
+        d = sysdir / op / fw
+        if d.is_dir():
+            vs = sorted((p for p in d.iterdir() if (p / filename).exists()), key=lambda p: version_key(p.name))
+            out += [(fw, v.name, v / filename) for v in reversed(vs)]
+    return out
+
+
+def newest_table(sysdir: Path, op: str, filename: str, frameworks=FRAMEWORKS):
+    """(framework, version, path) of the newest version of the first framework that has ``op/<fw>/<v>/filename``."""
+    t = tables(sysdir, op, filename, frameworks)
+    return t[0] if t else None
+
+
+def _floats(xs, digits=5):
+    return [float(f"{float(x):.{digits}g}") for x in xs]
+
+
+def curve(op, name, pkg_root, hit, x, xs, ys, **extra):
+    fw, ver, path = hit
+    c = {"op": op, "name": name, "x": x, "x_values": _floats(xs, 8), "time_s": _floats(ys)}
+    c.update(extra)
+    c.update(framework=fw, framework_version=ver, table=str(path.relative_to(pkg_root)))
+    return c
+
+
+def gemm_curves(sysdir, pkg_root):
+    import pandas as pd
+
+    hit = newest_table(sysdir, "gemm", "gemm_perf.parquet")
+    if not hit:
+        return []
+    df = pd.read_parquet(hit[2])
+    out = []
+    ms_all = sorted(df.m.unique())
+    pow2 = [m for m in ms_all if m & (m - 1) == 0]
+    for dt in sorted(df.gemm_dtype.unique()):
+        d = df[df.gemm_dtype == dt]
+        shapes = set(zip(d.n, d.k))
+        for n, k in ((8192, 8192), (2048, 7168)):
+            if (n, k) not in shapes:
+                continue
+            s = d[(d.n == n) & (d.k == k)].groupby("m").latency.min()
+            ms = [m for m in pow2 if m in s.index]
+            t = [s[m] * 1e-3 for m in ms]
+            flops = [2.0 * m * n * k / x for m, x in zip(ms, t)]
+            out.append(curve("gemm", f"gemm {DTYPE.get(dt, dt)} N={n} K={k}", pkg_root, hit, "m", ms, t,
+                             dtype=DTYPE.get(dt, dt), n=int(n), k=int(k), flops_per_s=_floats(flops)))
+    small = df[df.gemm_dtype == ("bfloat16" if "bfloat16" in set(df.gemm_dtype) else df.gemm_dtype.iloc[0])]
+    row = small.loc[small.latency.idxmin()]
+    out.append(curve("kernel_floor", "shortest GEMM measured", pkg_root, hit, "m", [row.m], [row.latency * 1e-3],
+                     dtype=DTYPE.get(row.gemm_dtype, row.gemm_dtype), n=int(row.n), k=int(row.k)))
+    return out
+
+
+def attention_curves(sysdir, pkg_root):
+    import pandas as pd
+
+    out = []
+    hit = newest_table(sysdir, "attention", "generation_attention_perf.parquet")
+    if hit:
+        df = pd.read_parquet(hit[2])
+        d = df[(df.num_heads == 64) & (df.num_key_value_heads == 8) & (df.head_dim == 128)
+               & (df.kv_cache_dtype == "bfloat16") & (df.window_size == 0)]
+        for b in (1, 8, 64):
+            s = d[d.batch_size == b].groupby("step").latency.min()
+            if len(s) >= 3:
+                out.append(curve("attention_decode", f"GQA decode attention 64q/8kv × 128, BF16 KV, batch {b}",
+                                 pkg_root, hit, "context", list(s.index), [x * 1e-3 for x in s.values],
+                                 batch=b, heads=64, kv_heads=8, head_dim=128, kv_dtype="bf16"))
+    hit = newest_table(sysdir, "mla", "generation_mla_perf.parquet")
+    if hit:
+        df = pd.read_parquet(hit[2])
+        d = df[(df.tp_size == 8) & (df.kv_cache_dtype == "bfloat16")]
+        for b in (1, 64):
+            s = d[d.batch_size == b].groupby("step").latency.min()
+            if len(s) >= 3:
+                out.append(curve("mla_decode", f"MLA decode attention (DeepSeek, TP 8), BF16 KV, batch {b}", pkg_root,
+                                 hit, "context", list(s.index), [x * 1e-3 for x in s.values], batch=b, tp=8,
+                                 kv_dtype="bf16"))
+    return out
+
+
+def moe_curves(sysdir, pkg_root):
+    import pandas as pd
+
+    out = []
+    frames = [(hit, pd.read_parquet(hit[2])) for hit in tables(sysdir, "moe", "moe_perf.parquet")]
+    for model, h, i, e, k, ep in (("deepseek-v3", 7168, 2048, 256, 8, 8), ("gpt-oss-120b", 2880, 2880, 128, 4, 1)):
+        for hit, df in frames:  # the newest table (preferred framework first) that measured this configuration
+            d = df[(df.hidden_size == h) & (df.inter_size == i) & (df.num_experts == e) & (df.topk == k)
+                   & (df.moe_ep_size == ep) & (df.moe_tp_size == 1) & (df.distribution == "balanced")]
+            if len(d):
+                break
+        else:
+            continue
+        for dt in sorted(d.moe_dtype.unique()):
+            s = d[d.moe_dtype == dt].groupby("num_tokens").latency.min()
+            if len(s) >= 3:
+                out.append(curve("moe", f"MoE {model} experts {DTYPE.get(dt, dt)}, EP {ep}, balanced", pkg_root, hit,
+                                 "tokens", list(s.index), [x * 1e-3 for x in s.values], dtype=DTYPE.get(dt, dt),
+                                 model=model, hidden=h, inter=i, experts=e, topk=k, ep=ep))
+    return out
+
+
+def comm_curves(sysdir, pkg_root):
+    import pandas as pd
+
+    hit = newest_table(sysdir, "comm", "nccl_perf.parquet", frameworks=("nccl",))
+    if not hit:
+        return []
+    df = pd.read_parquet(hit[2])
+    out = []
+    for op in ("all_reduce", "all_gather", "reduce_scatter", "alltoall"):
+        for g in sorted(df[df.op_name == op].num_gpus.unique()):
+            d = df[(df.op_name == op) & (df.num_gpus == g) & (df.nccl_dtype == "half")]
+            s = d.groupby("message_size").latency.min()
+            if len(s) >= 3:
+                out.append(curve(op, f"NCCL {op} over {g} GPUs (FP16 elements)", pkg_root, hit, "bytes",
+                                 [m * 2 for m in s.index], [x * 1e-3 for x in s.values], gpus=int(g),
+                                 nccl_version=hit[1]))
+    return out
+
+
+def render(chip, system, device, version, curves) -> str:
+    lines = [f"# Measured kernel curves of {chip} ({device}), reduced by benchmarks/reduce_aiconfigurator.py from",
+             f"# {PACKAGE} {version} (NVIDIA, Apache License 2.0: specs/data/kernels/NOTICE-aiconfigurator.md).",
+             "# Changes: the package's per-operator tables reduced to these curves (a few shapes each, the minimum",
+             "# latency per point, SI units). Do not edit by hand. Keys starting with \"_\" are not catalog kinds.",
+             "# Not yet read by the step model (issue 34: the curves are to become its priors).", "",
+             "[_meta]", f"chip = {toml_value(chip)}", f"package = {toml_value(PACKAGE)}",
+             f"package_version = {toml_value(version)}", 'license = "Apache-2.0"',
+             f"system = {toml_value(system)}", f"device = {toml_value(device)}",
+             "source = " + toml_value(f"{PACKAGE} {version} (PyPI), systems/data/{system}/: per-operator latencies "
+                                      f"measured by NVIDIA on {device}"),
+             ""]
+    for c in curves:
+        lines.append("[[_curve]]")
+        lines += [f"{k} = {toml_value(c[k] if not isinstance(c[k], (int,)) or isinstance(c[k], bool) else int(c[k]))}"
+                  for k in c]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", action="store_true", help=f"write {TARGET.relative_to(ROOT)}/<chip>.toml")
+    args = ap.parse_args(argv)
+    try:
+        import aiconfigurator_core
+        from importlib.metadata import version as pkg_version
+    except ImportError:
+        print("error: aiconfigurator-core is not installed in this Python (use its own venv: see the docstring)",
+              file=sys.stderr)
+        return 2
+    version = pkg_version(PACKAGE)
+    pkg_root = Path(aiconfigurator_core.__file__).parent
+    data = pkg_root / "systems" / "data"
+    import numpy as np  # noqa: F401  (pandas needs it; imported here so a missing one fails early)
+
+    for system, chip in SYSTEMS.items():
+        sysdir = data / system
+        if not sysdir.is_dir() or not any(sysdir.rglob("*.parquet")):
+            print(f"{system}: no measured tables", file=sys.stderr)
+            continue
+        curves = gemm_curves(sysdir, pkg_root) + attention_curves(sysdir, pkg_root) + moe_curves(sysdir, pkg_root) \
+            + comm_curves(sysdir, pkg_root)
+        if not curves:
+            continue
+        import pandas as pd
+
+        device = str(pd.read_parquet(next(sysdir.rglob("*.parquet"))).device.iloc[0])
+        text = render(chip, system, device, version, curves)
+        ops = sorted({c["op"] for c in curves})
+        print(f"{chip:14s} {system:12s} {len(curves):3d} curves: {', '.join(ops)}")
+        if args.write:
+            TARGET.mkdir(parents=True, exist_ok=True)
+            (TARGET / f"{chip}.toml").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,162 @@
+"""Serving-stack versions as data: ``--framework STACK@VERSION`` and every record's ``stack_version`` (issue 34).
+
+The versions live in ``specs/data/launch/stacks.toml`` (``[[_stack_version]]`` tables): the stack, its version, the
+engine whose scheduling rules and fitted host times it uses (``analyses.serving.STACKS``,
+``engine.efficiency.stack_sched_s`` …), the container images that ran it, the share of HBM it lets weights + KV fill
+and the source of each. ``--framework sglang`` means the newest listed version (every listed version has shipped
+records: tests), ``--framework sglang@0.5.6`` that version, ``--framework vllm@0.13`` the newest 0.13.x; an unknown
+version is a one-line error listing the known ones. A stack with no listed version (``vllm-v0``, ``jax``, the generic
+stack) is unversioned.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import CatalogError, InputError
+
+DATA = Path(__file__).parent / "data" / "launch" / "stacks.toml"
+
+#: Other spellings of the stacks' names (InferenceMAX's ``trt``, ``dynamo-trt``; the package names).
+STACK_ALIASES = {"trt": "trtllm", "tensorrt-llm": "trtllm", "trt-llm": "trtllm", "tensorrt_llm": "trtllm",
+                 "dynamo-trt": "dynamo-trtllm", "dynamo-tensorrt-llm": "dynamo-trtllm", "sgl": "sglang",
+                 "sglang-disagg": "sglang"}
+
+_FIELDS = {"stack": str, "version": str, "engine": str, "date": str, "images": list, "mem_fraction": float,
+           "source": str}
+
+
+@dataclass(frozen=True)
+class StackVersion:
+    """One version of one serving stack (a ``[[_stack_version]]`` table)."""
+
+    stack: str
+    version: str
+    engine: str  # the scheduling rules and fitted host times it uses: trtllm, vllm or sglang
+    date: str
+    images: tuple
+    mem_fraction: float  # share of each GPU's HBM the stack lets weights + KV fill
+    source: str
+
+    @property
+    def label(self) -> str:
+        """``stack@version`` (what ``serve`` prints and ``--json`` carries)."""
+        return f"{self.stack}@{self.version}"
+
+    def as_dict(self) -> dict:
+        return {"stack": self.stack, "version": self.version, "label": self.label, "engine": self.engine,
+                "date": self.date, "images": list(self.images), "mem_fraction": self.mem_fraction,
+                "source": self.source}
+
+
+def version_key(version: str) -> tuple:
+    """Order of versions: numbers numerically; ``rc``/``dev``/``pre``/``a``/``b`` before the release, ``post`` and
+    build suffixes after it (1.2.0rc2 < 1.2.0 < 1.2.0.post1 < 1.2.0.post1-mori)."""
+    out = []
+    for tok in re.findall(r"\d+|[a-z]+", str(version).lower()):
+        if tok.isdigit():
+            out.append((3, int(tok)))
+        elif tok in ("rc", "dev", "pre", "a", "b", "alpha", "beta"):
+            out.append((-1, 0))
+        else:  # post, build names
+            out.append((1, 0))
+    return tuple(out) + ((0, 0),)
+
+
+@lru_cache(maxsize=1)
+def stack_versions() -> tuple:
+    """Every listed stack version, in file order (read once)."""
+    from .catalog import _read_toml
+
+    doc = _read_toml(DATA)
+    out, seen = [], set()
+    for i, t in enumerate(doc.get("_stack_version", [])):
+        where = f"_stack_version[{i}]"
+        for k, typ in _FIELDS.items():
+            v = t.get(k)
+            if typ is float and isinstance(v, (int, float)) and not isinstance(v, bool):
+                continue
+            if not isinstance(v, typ) or (typ is str and not v.strip()):
+                raise CatalogError(str(DATA), f"{where}.{k}", f"{v!r} (accepted: a {typ.__name__})")
+        if not 0.1 <= float(t["mem_fraction"]) <= 1.0:
+            raise CatalogError(str(DATA), f"{where}.mem_fraction", f"{t['mem_fraction']!r} (accepted: 0.1 … 1)")
+        sv = StackVersion(t["stack"], t["version"], t["engine"], t["date"], tuple(t["images"]),
+                          float(t["mem_fraction"]), t["source"])
+        if sv.label in seen:
+            raise CatalogError(str(DATA), f"{where}.version", f"{sv.label} listed twice")
+        seen.add(sv.label)
+        out.append(sv)
+    return tuple(out)
+
+
+def stack_name(name: str) -> str:
+    """The canonical name of a stack (aliases resolved, lower case)."""
+    key = str(name).strip().lower()
+    return STACK_ALIASES.get(key, key)
+
+
+def versions_of(stack: str) -> list:
+    """The listed versions of one stack, oldest first."""
+    s = stack_name(stack)
+    return sorted((v for v in stack_versions() if v.stack == s), key=lambda v: version_key(v.version))
+
+
+def known_labels() -> list:
+    """Every ``stack@version``, grouped by stack, oldest first."""
+    return list(_known_labels())
+
+
+@lru_cache(maxsize=1)
+def _known_labels() -> tuple:
+    out = []
+    for s in dict.fromkeys(v.stack for v in stack_versions()):
+        out += [v.label for v in versions_of(s)]
+    return tuple(out)
+
+
+def _matches(given: str, version: str) -> bool:
+    """``given`` names ``version`` exactly or as a leading run of its dot-separated parts (0.13 → 0.13.0)."""
+    if given == version:
+        return True
+    g, v = given.split("."), re.split(r"[.]", version)
+    return len(g) <= len(v) and v[:len(g) - 1] == g[:-1] and (v[len(g) - 1] == g[-1]
+                                                               or re.match(re.escape(g[-1]) + r"(?!\d)",
+                                                                           v[len(g) - 1]) is not None)
+
+
+def resolve(framework: str):
+    """``STACK[@VERSION]`` → (canonical stack name, :class:`StackVersion` or None for an unversioned stack).
+
+    No version: the newest listed one. A version: the exact one, else the newest whose version starts with it
+    (``vllm@0.13`` → 0.13.0, ``trtllm@1.2`` → 1.2.0rc2). An unknown version of a versioned stack, or a version of a
+    stack that has none, raises :class:`InputError` naming ``framework`` and listing the known versions.
+    """
+    text = str(framework).strip()
+    name, _, ver = text.partition("@")
+    stack = stack_name(name)
+    vs = versions_of(stack)
+    if not ver:
+        return stack, (vs[-1] if vs else None)
+    ver = ver.strip().lower().lstrip("v")
+    exact = [v for v in vs if v.version.lower() == ver]
+    hits = exact or [v for v in vs if _matches(ver, v.version.lower())]
+    if hits:
+        return stack, hits[-1]
+    known = ", ".join(v.label for v in vs) if vs else f"{stack} has no listed versions; known: " + ", ".join(
+        known_labels())
+    raise InputError("framework", f"unknown stack version {text[:80]!r}", known)
+
+
+def from_image(image: str):
+    """The listed :class:`StackVersion` a container image ran (None if no version lists it)."""
+    for v in stack_versions():
+        if image in v.images:
+            return v
+    return None
+
+
+__all__ = ["StackVersion", "stack_versions", "versions_of", "known_labels", "resolve", "from_image", "version_key",
+           "stack_name", "STACK_ALIASES"]
