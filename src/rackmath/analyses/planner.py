@@ -152,6 +152,7 @@ def _prefill_points(st, lays, isl, budget) -> dict:
 def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budget, modes):
     """The cheapest aggregated and disaggregated deployments of one chip meeting the SLOs (or None each)."""
     from . import step_table as stt
+    from .serving import disaggregated_ttft
 
     price = st.usd_per_gpu_hour
     out = {}
@@ -203,8 +204,8 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
             tpot_d = float(dp["tpot"][i, j])
             # prefill pool: loads × layouts
             rho = PREFILL_RHO[None, :]
-            wait = rho * pf["t_pass"][:, None] / (2.0 * (1.0 - rho))
-            ttft = wait + pf["t_one"][:, None] + pf["xfer"][:, None]
+            ttft = disaggregated_ttft(pf["t_one"][:, None], pf["xfer"][:, None], pf["t_pass"][:, None], rho,
+                                      st.t_request)
             lam = rate if rate is not None else users / (float(np.median(ttft)) + e2e_d[i, j])
             Rp = np.ceil(lam * isl / (rho * pf["tok_s"][:, None]))
             okp = pf["ok"][:, None] & np.isfinite(ttft)

@@ -726,6 +726,46 @@ def prefill_schedule(seqs, ranks, isl_new, osl, acceptance=1.0, mtp=0, budget=No
                 imbalance=np.where(R > 1, imb, 1.0))
 
 
+def steady_state(seqs, ranks, isl_new, osl, t_decode, mixed_step, *, acceptance=1.0, mtp=0, budget=None,
+                 t_request=0.0, arrivals="steady", queued=None) -> dict:
+    """The steady state of one aggregated decode stream of b sequences: the one place ``serve``, ``plan``,
+    ``compare`` and the web app get TPOT, output rate and TTFT from (arrays broadcast).
+
+    1. schedule: :func:`prefill_schedule` (prompt tokens per step p, chunk per rank c_r, total chunk c, ρ);
+       under Poisson arrivals :func:`batch_arrivals` re-batches the waiting prompts;
+    2. t_mixed = ``mixed_step(schedule)`` (the caller's step model; returns (t_mixed, extra) — ``extra`` is
+       passed back as ``mixed_extra``);
+    3. :func:`time_sliced_schedule` → t̄, TPOT, X (per stream), prefill-bound mask;
+    4. TTFT = ⌈ISL_new / c_r⌉ · t_mixed + :func:`prefill_wait` (t̄, t_prefill, ρ) + t_request, and where the
+       prefill budget binds at least Little's law's queue: TTFT ≥ Q · OSL / X − (OSL − 1) · TPOT, Q = ``queued``
+       (the stream's requests in the system, default b).
+
+    ``t_request`` is the stack's host time per request (``engine.efficiency.stack_request_s``).
+    """
+    b = np.asarray(seqs, dtype=float)
+    sch = prefill_schedule(b, ranks, isl_new, osl, acceptance, mtp, budget)
+    t_mix, extra = mixed_step(sch)
+    if arrivals == "poisson":  # independent arrivals: the prompts waiting after a mixed step ride one together
+        sch = batch_arrivals(sch, b, ranks, mtp, isl_new, t_decode, t_mix)
+        t_mix, extra = mixed_step(sch)
+    t_bar, t_tpot, x_rep, bound = time_sliced_schedule(t_decode, t_mix, sch["p"], sch["c_tot"], b, acceptance,
+                                                        isl_new, osl)
+    t_pf = np.ceil(isl_new / sch["c_rank"]) * t_mix
+    ttft = t_pf + prefill_wait(t_bar, t_pf, sch["rho"]) + t_request
+    q = b if queued is None else np.asarray(queued, dtype=float)
+    little = q * osl / x_rep - (osl - 1.0) * t_tpot
+    ttft = np.where(bound, np.maximum(ttft, little), ttft)
+    return dict(schedule=sch, t_mixed=t_mix, mixed_extra=extra, step_s=t_bar, tpot_s=t_tpot, out_tok_s=x_rep,
+                prefill_bound=bound, ttft_s=ttft, n_mixed=mixed_steps_per_decode(sch["p"], sch["c_tot"]))
+
+
+def disaggregated_ttft(t_prefill, t_transfer, t_pass, utilisation, t_request=0.0):
+    """TTFT of a disaggregated deployment: t_prefill + KV transfer + ρ/(2(1−ρ)) · t_pass (:func:`prefill_wait`
+    with no decode step to wait for) + t_request (the stack's host time per request)."""
+    return t_prefill + t_transfer + prefill_wait(0.0 * np.asarray(t_prefill, dtype=float), t_pass,
+                                                 utilisation) + t_request
+
+
 def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=None, max_pp=8, sched_overlap=False,
                   top=1):
     """Best valid layout of ``gpus`` GPUs for this step: the lowest step time that fits memory.
@@ -1163,7 +1203,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         kv_bytes = float(np.asarray(m.kv_cache_bytes(w.isl, p.kv_dtype)))
         t_xfer = kv_transfer_time(kv_bytes, p.system.chip.scaleout_bw * lp.tp * eff.eta_comm)
         rho = x_out * isl_new / w.osl / pf_tok_s
-        ttft = t_pf + t_xfer + prefill_wait(0.0 * t_pf, t_pass, rho) + t_req
+        ttft = disaggregated_ttft(t_pf, t_xfer, t_pass, rho, t_req)
         info.update(prefill=dict(gpus=lp.gpus, layout=dict(tp=lp.tp, ep=lp.ep, pp=lp.pp, attention_dp=lp.attention_dp,
                                                            dp=lp.dp, label=lp.label()),
                                  input_tok_s=pf_tok_s, input_tok_s_per_gpu=pf_tok_s / lp.gpus, prefill_s=t_pf,
@@ -1184,20 +1224,14 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
             n_eager = step_kernels(res_m)
             return speculative_step(eager_step(res_m.tpot_s, n_eager, tau_e), t_draft, k), n_eager
 
-        t_mix, n_eager = mixed_step(sch)
-        if w.arrivals == "poisson":  # independent arrivals: the prompts waiting after a mixed step ride one together
-            sch = batch_arrivals(sch, b, ranks, k, isl_new, t_dec, t_mix)
-            t_mix, n_eager = mixed_step(sch)
-        p_step, left, c_rank, c_tot, rho = sch["p"], sch["left"], sch["c_rank"], sch["c_tot"], sch["rho"]
-        t_bar, t_tpot, x_rep, prefill_bound = time_sliced_schedule(t_dec, t_mix, p_step, c_tot, b, A, isl_new, w.osl)
-        x_out = x_rep * dp * ppd
-        n_mix = mixed_steps_per_decode(p_step, c_tot)
-        t_pf = np.ceil(isl_new / c_rank) * t_mix
-        ttft = t_pf + prefill_wait(t_bar, t_pf, rho) + t_req
-        little = C * w.osl / x_out - (w.osl - 1.0) * t_tpot
-        ttft = np.where(prefill_bound, np.maximum(ttft, little), ttft)
-        info.update(chunk=c_rank, chunk_total=c_tot, prefill_per_step=p_step, t_mixed=t_mix, n_mixed=n_mix, rho=rho,
-                    budget_left=left, eager_kernels_mixed=n_eager)
+        ss = steady_state(b, ranks, isl_new, w.osl, t_dec, mixed_step, acceptance=A, mtp=k,
+                          budget=st.max_num_tokens, t_request=t_req, arrivals=w.arrivals, queued=C / (dp * ppd))
+        sch, t_mix, n_eager = ss["schedule"], ss["t_mixed"], ss["mixed_extra"]
+        t_bar, t_tpot, prefill_bound, ttft = ss["step_s"], ss["tpot_s"], ss["prefill_bound"], ss["ttft_s"]
+        x_out = ss["out_tok_s"] * dp * ppd
+        n_mix, p_step = ss["n_mixed"], sch["p"]
+        info.update(chunk=sch["c_rank"], chunk_total=sch["c_tot"], prefill_per_step=p_step, t_mixed=t_mix,
+                    n_mixed=n_mix, rho=sch["rho"], budget_left=sch["left"], eager_kernels_mixed=n_eager)
         if w.arrivals == "waves":
             keep = waves_persist(st.prefill_first, b, ranks, isl_new, st.max_num_tokens)
             info.update(waves=keep)
@@ -1523,6 +1557,7 @@ def ops(result, which="decode", index=0) -> list[dict]:
 
 __all__ = ["serve", "plan", "evaluate", "Plan", "Workload", "Layout", "Stack", "STACKS", "load_stack", "ServeResult",
            "choose_layout", "decode_step", "prefill_time", "ops", "time_sliced_schedule", "prefill_wait",
+           "steady_state", "disaggregated_ttft",
            "speculative_step", "poisson_mixed_share", "batch_arrivals", "mean_decode_context", "held_context",
            "steps_per_request", "prefill_tokens_per_seq_step",
            "prefill_attended_context", "verify_tokens", "draft_params", "draft_flops_per_step", "draft_weight_bytes",

@@ -1,0 +1,57 @@
+"""Each thing once (issue 33): plan/compare/simulate get TTFT, TPOT and output rate from the function serve uses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+CASES = [
+    # model, hardware, gpus, layout, isl, osl, concurrency, framework, mtp
+    ("llama-3.1-70b", "hgx-h100", 8, dict(tp=8, ep=1, pp=1, attention_dp=False), 1000, 1000, 64, None, 0),
+    ("llama-3.1-70b", "hgx-h100", 8, dict(tp=4, ep=1, pp=2, attention_dp=False), 1000, 1000, 64, "vllm", 0),
+    ("llama-3.1-70b", "hgx-h100", 8, dict(tp=8, ep=1, pp=1, attention_dp=False), 8000, 200, 256, "trtllm", 0),
+    ("qwen3-30b-a3b", "hgx-h100", 8, dict(tp=8, ep=8, pp=1, attention_dp=True), 2000, 500, 512, "sglang", 0),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[3]['tp']}x{c[3]['pp']}-{c[7]}")
+def test_plan_steady_state_is_serves(case):
+    """Plan's steady state at one replica layout and concurrency equals serve's (TTFT with the stack's host time
+    per request included: 123.8 ms for Llama-3.1-70B on 8×H100 TP8, 1000/1000, 64 in flight; plan said 76.3 ms)."""
+    import rackmath
+    from rackmath.analyses import step_table as stt
+
+    model, hw, gpus, lay, isl, osl, c, fw, mtp = case
+    r = rackmath.serve(model, hw, gpus=gpus, isl=isl, osl=osl, concurrency=c, framework=fw, mtp=mtp, **lay)
+    st = stt.stack(model, hw, framework=fw, mtp=mtp)
+    arr = {k: np.array([float(v)]) for k, v in lay.items()}
+    arr["attention_dp"] = np.array([lay["attention_dp"]])
+    arr["attention_dp_size"] = np.array([0.0])
+    arr["gpus"] = np.array([float(lay["tp"] * lay["pp"])])
+    ss = stt.steady_state(st, arr, np.array([float(c)]), isl, osl, st.serving_stack.max_num_tokens)
+    v = r.values
+    assert float(ss["ttft_s"][0]) * 1e3 == pytest.approx(v["ttft_ms"], rel=1e-9)
+    assert float(ss["tpot_s"][0]) * 1e3 == pytest.approx(v["tpot_ms"], rel=1e-9)
+    assert float(ss["out_tok_s"][0]) == pytest.approx(v["output_tok_s"], rel=1e-9)
+    assert float(st.t_request) == pytest.approx(r._info["t_request"], rel=1e-12)
+
+
+def test_serve_ttft_llama70b_h100_figure():
+    """The issue's figure: 123.8 ms = 76.3 ms of prefill and wait + 47.5 ms of the generic stack's host time."""
+    import rackmath
+
+    r = rackmath.serve("llama-3.1-70b", "hgx-h100", gpus=8, isl=1000, osl=1000, concurrency=64)
+    assert r.values["ttft_ms"] == pytest.approx(123.8, abs=0.05)
+    assert r._info["t_request"] * 1e3 == pytest.approx(47.5, abs=0.05)
+
+
+def test_simulate_ttft_includes_request_time():
+    """simulate adds the stack's host time per request to each request's TTFT and E2E (not to the steps)."""
+    from rackmath.analyses.simulate import simulate
+
+    kw = dict(gpus=8, concurrency=16, requests=200, isl="1000", osl="200")
+    a = simulate("llama-3.1-70b", "h100", **kw)
+    b = simulate("llama-3.1-70b", "h100", ideal=True, **kw)  # the ideal stack has no host time
+    assert a.config["t_request_s"] == pytest.approx(0.0475033, rel=1e-4)
+    assert b.config["t_request_s"] == 0.0
+    assert a.summary["ttft_s"]["p50"] > a.config["t_request_s"]
