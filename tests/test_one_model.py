@@ -55,3 +55,35 @@ def test_simulate_ttft_includes_request_time():
     assert a.config["t_request_s"] == pytest.approx(0.0475033, rel=1e-4)
     assert b.config["t_request_s"] == 0.0
     assert a.summary["ttft_s"]["p50"] > a.config["t_request_s"]
+
+
+def test_one_usd_per_mtok_formula():
+    """$/Mtok = chips · $/h ÷ 3600 / X · 10⁶ is written once (engine.roofline.usd_per_mtok); every other site calls
+    it. A code line (strings and comments left out) holding both 3600 and 1e6 is a copy."""
+    import io
+    import tokenize
+    from pathlib import Path
+
+    import rackmath
+    from rackmath.engine.roofline import usd_per_mtok
+
+    assert usd_per_mtok(8, 2.0, 4000.0) == pytest.approx(8 * 2.0 / 3600 / 4000 * 1e6, rel=1e-15)  # $1.11/Mtok
+    root = Path(rackmath.__file__).parent
+    copies = []
+    for path in sorted(root.rglob("*.py")):
+        toks = tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+        line_nums: dict[int, set] = {}
+        for tok in toks:
+            if tok.type == tokenize.NUMBER:
+                line_nums.setdefault(tok.start[0], set()).add(float(tok.string.replace("_", "")))
+        for ln, nums in line_nums.items():
+            if 3600.0 in nums and 1e6 in nums:
+                copies.append(f"{path.relative_to(root)}:{ln}")
+    assert copies == ["engine/roofline.py:" + str(_def_line(root / "engine" / "roofline.py"))], copies
+
+
+def _def_line(path):
+    """The line of usd_per_mtok's formula (its return statement's continuation with 3600 and 1e6)."""
+    lines = path.read_text().splitlines()
+    start = next(i for i, s in enumerate(lines) if s.startswith("def usd_per_mtok("))
+    return next(i + 1 for i in range(start, len(lines)) if "3600" in lines[i] and "1e6" in lines[i])

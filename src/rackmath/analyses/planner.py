@@ -37,6 +37,7 @@ import numpy as np
 
 from ..results import ResultMixin
 
+from ..engine.roofline import usd_per_mtok
 from ..errors import InputError
 
 #: Default chips of ``plan`` and ``compare`` (the issue's set).
@@ -241,7 +242,7 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
         d["usd_per_hour"] = d["gpus"] * price
         tok_s = d["request_rate"] * osl
         d["output_tok_s"] = tok_s
-        d["usd_per_mtok"] = d["usd_per_hour"] / 3600.0 / max(tok_s, 1e-300) * 1e6
+        d["usd_per_mtok"] = float(usd_per_mtok(d["gpus"], price, max(tok_s, 1e-300)))
         d["tokens_per_s_per_user"] = 1.0 / d["tpot_s"]
         d["margin"] = dict(ttft=None if ttft_slo is None else (ttft_slo - d["ttft_s"]) / ttft_slo,
                            tpot=None if tpot_slo is None else (tpot_slo - d["tpot_s"]) / tpot_slo)
@@ -254,7 +255,7 @@ def pareto_points(st, pts, isl, osl) -> dict:
 
     ok = pts["ok"] & np.isfinite(pts["tpot"])
     speed = (1.0 / pts["tpot"])[ok]
-    usd = (pts["gpus"] * st.usd_per_gpu_hour / 3600.0 / pts["out_tok_s"] * 1e6)[ok]
+    usd = usd_per_mtok(pts["gpus"], st.usd_per_gpu_hour, pts["out_tok_s"])[ok]
     if speed.size == 0:
         return dict(tok_s_user=[], usd_per_mtok=[], front=[])
     front = pareto_front(usd, speed)
@@ -471,7 +472,7 @@ def compare(model, hardware=None, *, tok_s_user=None, isl=1000, osl=1000, usd_pe
         pts = aggregated_points(st, lays, isl, osl, T)
         ok = pts["ok"] & np.isfinite(pts["tpot"])
         speed = 1.0 / pts["tpot"]
-        usd = pts["gpus"] * st.usd_per_gpu_hour / 3600.0 / pts["out_tok_s"] * 1e6
+        usd = usd_per_mtok(pts["gpus"], st.usd_per_gpu_hour, pts["out_tok_s"])
         par = pareto_points(st, pts, isl, osl)
         fronts[st.chip] = par
         row = dict(chip=st.chip, hardware=system.name, usd_per_gpu_hour=st.usd_per_gpu_hour, efficiency=st.efficiency,

@@ -33,6 +33,7 @@ from ..results import ResultMixin
 
 from ..errors import InputError, check_positive
 from ..explain import Derivation, fmt
+from ..engine.roofline import usd_per_mtok  # the one $/Mtok formula (re-exported: serving.usd_per_mtok)
 from ..specs.records import ARRIVALS  # request arrival patterns: "steady" (spread out) or "waves" (lock-step)
 
 #: Largest number of tokens one step processes per replica (prefill chunk + decode), TensorRT-LLM's
@@ -127,11 +128,6 @@ def total_tokens_per_s(out_tok_s, isl, osl):
 def tokens_per_s_per_user(tpot_s):
     """Tokens/s one user sees: 1 / TPOT (conventions.md: 1000 / TPOT in ms)."""
     return 1.0 / np.asarray(tpot_s, dtype=float)
-
-
-def usd_per_mtok(gpus, usd_per_gpu_hour, tok_s):
-    """$ per million tokens = N_GPU · ($/GPU-h ÷ 3600) / X · 10⁶ (lecture 00:10: rent × time ÷ tokens)."""
-    return np.asarray(gpus, dtype=float) * usd_per_gpu_hour / 3600.0 / np.asarray(tok_s, dtype=float) * 1e6
 
 
 def prefill_chunks(isl_new, max_tokens=MAX_NUM_TOKENS):

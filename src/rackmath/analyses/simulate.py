@@ -42,6 +42,7 @@ import numpy as np
 
 from ..results import ResultMixin
 
+from ..engine.roofline import usd_per_mtok
 from ..errors import InputError
 from ..units import counted
 
@@ -887,7 +888,7 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
         slo_attainment=int(good.sum()) / max(n_ok, 1), ttft_slo_s=ttft_slo, tpot_slo_s=tpot_slo,
         utilization=busy / max(spans, 1e-12), mean_running=area / max(spans, 1e-12) * len(dstats),
         running_per_replica=area / max(spans, 1e-12), batch_occupancy=area / max(spans, 1e-12) / B,
-        usd_per_hour=total_gpus * price, usd_per_mtok_output=total_gpus * price / 3600.0 / max(x_out, 1e-300) * 1e6,
+        usd_per_hour=total_gpus * price, usd_per_mtok_output=float(usd_per_mtok(total_gpus, price, max(x_out, 1e-300))),
         usd_per_gpu_hour=price,
     )
     if pstats:

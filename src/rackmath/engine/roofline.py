@@ -190,9 +190,12 @@ def binding_term(t_compute, t_weights, t_kv):
     return np.where(np.asarray(t_compute) >= mem, 0, np.where(np.asarray(t_weights) >= np.asarray(t_kv), 1, 2))
 
 
-def usd_per_mtok(step_s, chips, usd_per_chip_hour, tokens):
-    """$ per million tokens = chips · ($/h ÷ 3600) · t_step / tokens · 10⁶ (lecture 00:10: rent × time ÷ batch)."""
-    return np.asarray(chips, dtype=float) * (usd_per_chip_hour / 3600.0) * step_s / tokens * 1e6
+def usd_per_mtok(chips, usd_per_chip_hour, tok_s):
+    """$ per million tokens = chips · ($/chip-h ÷ 3600) / X · 10⁶, X tokens/s (lecture 00:10: rent × time ÷ tokens).
+
+    The one $/Mtok formula: roofline (X = T / t_step), layout, serve, plan, compare, simulate and the plots call it.
+    """
+    return np.asarray(chips, dtype=float) * usd_per_chip_hour / 3600.0 / np.asarray(tok_s, dtype=float) * 1e6
 
 
 # --------------------------------------------------------------------------- result
@@ -263,7 +266,7 @@ class RooflineResult(ResultMixin):
     @property
     def usd_per_mtok(self):
         """$ per million tokens processed by this pass (P = 1: output tokens; P > 1: input tokens)."""
-        return usd_per_mtok(self.step_s, self.chips, self.usd_per_chip_hour, self.tokens)
+        return usd_per_mtok(self.chips, self.usd_per_chip_hour, self.tokens / self.step_s)
 
     @property
     def mfu(self):
