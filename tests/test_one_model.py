@@ -87,3 +87,93 @@ def _def_line(path):
     lines = path.read_text().splitlines()
     start = next(i for i, s in enumerate(lines) if s.startswith("def usd_per_mtok("))
     return next(i + 1 for i in range(start, len(lines)) if "3600" in lines[i] and "1e6" in lines[i])
+
+
+# --- one resolver for --efficiency / --ideal ----------------------------------------------------------------------
+
+EFF_COMMANDS = {
+    "roofline": ["roofline", "llama-3.1-8b", "-H", "h100", "-b", "8"],
+    "serve": ["serve", "llama-3.1-8b", "-H", "h100", "-n", "1", "--isl", "100", "--osl", "100", "-c", "4"],
+    "plan": ["plan", "llama-3.1-8b", "-H", "h100", "--isl", "100", "--osl", "100", "--users", "4", "--no-confirm"],
+    "simulate": ["simulate", "llama-3.1-8b", "-H", "h100", "-n", "1", "-c", "4", "--requests", "50"],
+    "compare": ["compare", "llama-3.1-8b", "-H", "h100"],
+    "layout": ["layout", "llama-3.1-8b", "-H", "h100", "-n", "8", "-b", "8"],
+    "sweep": ["sweep", "llama-3.1-8b", "-H", "h100", "-b", "8", "-L", "1K", "--json"],
+    "batching balance": ["batching", "balance", "llama-3.1-8b", "-H", "h100"],
+    "batching penalty": ["batching", "penalty", "llama-3.1-8b", "-H", "h100"],
+    "batching fast-mode": ["batching", "fast-mode", "llama-3.1-8b", "-H", "h100", "--price", "2"],
+    "batching throughput": ["batching", "throughput", "llama-3.1-8b", "-H", "h100"],
+    "batching prefill": ["batching", "prefill", "llama-3.1-8b", "-H", "h100"],
+}
+
+
+def _commands_with_efficiency():
+    import click
+    import typer.main
+
+    from rackmath.cli.main import app
+
+    found = set()
+
+    def walk(c, path):
+        if isinstance(c, click.Group):
+            for name, sub in c.commands.items():
+                walk(sub, path + [name])
+            return
+        opts = {o for p in c.params for o in getattr(p, "opts", [])}
+        if {"--ideal", "--efficiency"} <= opts:
+            found.add(" ".join(path))
+
+    walk(typer.main.get_command(app), [])
+    return found
+
+
+def test_every_efficiency_command_is_checked():
+    """A command that takes --ideal and --efficiency is in EFF_COMMANDS (the plots write files: left out)."""
+    assert _commands_with_efficiency() - {"plot pareto", "plot batch", "plot context"} == set(EFF_COMMANDS)
+
+
+@pytest.mark.parametrize("name", list(EFF_COMMANDS))
+def test_ideal_and_efficiency_one_rule(name):
+    """--ideal with --efficiency auto or a preset: one line naming both options, exit 2, everywhere;
+    --ideal --efficiency ideal is the same as --ideal, accepted everywhere."""
+    from conftest import run_cli
+
+    args = EFF_COMMANDS[name]
+    for preset in ("auto", "hopper-serving"):
+        code, out, err = run_cli(*args, "--ideal", "--efficiency", preset)
+        assert code == 2 and out == "", (name, preset, err)
+        assert err.count("\n") == 1 and "--ideal" in err and f"--efficiency {preset}" in err, err
+    code, out, err = run_cli(*args, "--ideal", "--efficiency", "ideal")
+    assert code == 0, (name, err)
+    assert out.splitlines()[:2] == run_cli(*args, "--ideal")[1].splitlines()[:2]  # the same header
+
+
+def test_ideal_and_efficiency_api_and_web():
+    """The Python API and the web app use the same resolver: the same error, the same acceptance."""
+    import rackmath
+    from rackmath.engine.efficiency import IDEAL, efficiency_for, load_efficiency
+    from rackmath.errors import InputError
+
+    for fn, kw in ((rackmath.roofline, dict(batch=8)), (rackmath.serve, dict(gpus=1, isl=100, osl=100, concurrency=4))):
+        with pytest.raises(InputError, match="--ideal and --efficiency auto"):
+            fn("llama-3.1-8b", "h100", ideal=True, efficiency="auto", **kw)
+        eff = fn("llama-3.1-8b", "h100", ideal=True, efficiency="ideal", **kw).efficiency
+        assert getattr(eff, "name", eff) == "ideal"
+    with pytest.raises(InputError, match="hopper-serving"):
+        efficiency_for("h100", load_efficiency("hopper-serving"), True)
+    assert efficiency_for("h100", None, False, default="auto").name == "hopper-serving"
+    assert efficiency_for("h100", None, False) is IDEAL
+    fastapi = pytest.importorskip("fastapi")  # noqa: F841
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    from rackmath.web.app import create_app
+
+    c = TestClient(create_app(), raise_server_exceptions=False)
+    r = c.get("/api/roofline", params=dict(model="llama-3.1-8b", hardware="h100", batch="8", ideal="true",
+                                           efficiency="auto"))
+    assert r.status_code == 400 and "--ideal and --efficiency auto" in r.text
+    r = c.get("/api/roofline", params=dict(model="llama-3.1-8b", hardware="h100", batch="8", ideal="true",
+                                           efficiency="ideal"))
+    assert r.status_code == 200

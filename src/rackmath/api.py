@@ -86,11 +86,8 @@ def _gpus(gpus, chips):
 
 
 def _eff(hardware, efficiency, ideal, default):
-    from .cli.common import efficiency_for
-    from .engine.efficiency import Efficiency
+    from .engine.efficiency import efficiency_for
 
-    if isinstance(efficiency, Efficiency):
-        return efficiency
     return efficiency_for(hardware, efficiency, ideal, default=default)
 
 
@@ -138,7 +135,7 @@ def serve(model, hardware, *, isl, osl, concurrency, gpus=None, chips=None, effi
     from .cli.serve import serve_energy
 
     n = _gpus(gpus, chips)
-    eff = None if efficiency in (None, "auto") else efficiency
+    eff = efficiency  # "auto", a preset, "ideal" or None: engine.efficiency.resolve decides (one rule)
     for k in ("tp", "ep", "pp", "mtp", "prefill_gpus", "decode_gpus", "redundant_experts"):
         if isinstance(kw.get(k), str):
             kw[k] = _count(kw[k], k)

@@ -171,23 +171,11 @@ def normalize_argv(argv: list[str]) -> list[str]:
 # --- efficiency: ideal bound vs calibrated prediction ---------------------------------------------------------------
 
 def efficiency_for(hardware, efficiency: str | None, ideal: bool, default: str = "ideal"):
-    """The ``--efficiency PRESET|auto`` / ``--ideal`` pair, the same everywhere. ``default`` is what neither flag
-    means: 'ideal' (roofline, sweep, layout, batching: the lecture's bound) or 'auto' (serve, simulate, plan,
-    compare: the chip's calibrated preset). Returns an ``Efficiency``."""
-    from ..engine.efficiency import load_efficiency
+    """The ``--efficiency PRESET|auto`` / ``--ideal`` pair: ``engine.efficiency.efficiency_for`` (one rule for every
+    command, the API and the web app; kept here under its old name)."""
+    from ..engine.efficiency import efficiency_for as resolve_for
 
-    if ideal and efficiency not in (None, "ideal"):
-        raise InputError("ideal", f"both --ideal and --efficiency {efficiency}", "one of them")
-    choice = "ideal" if ideal else (efficiency or default)
-    if str(choice).strip().lower() == "ideal":
-        return load_efficiency(None)
-    if str(choice).strip().lower() == "auto":
-        from ..engine.efficiency import default_efficiency
-        from ..specs.hardware import load_hardware
-
-        hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
-        return default_efficiency(hw.chip.name)
-    return load_efficiency(choice)
+    return resolve_for(hardware, efficiency, ideal, default=default)
 
 
 def validated_error(eff) -> float | None:
