@@ -35,7 +35,7 @@ def _values(v, field: str, kind: str = "count"):
     if v is None:
         return None
     if isinstance(v, str):
-        from .cli.common import parse_range
+        from .options import parse_range
 
         a = parse_range(v, field, kind)
         _whole(a, field)
@@ -92,13 +92,13 @@ def _eff(hardware, efficiency, ideal, default):
 
 
 def _priced(hardware, usd_per_gpu_hour):
-    from .cli.common import priced
+    from .options import priced
 
     return priced(hardware, _scalar(usd_per_gpu_hour, "usd_per_gpu_hour", "usd_per_hour"))
 
 
 def _capped(hardware, power_cap):
-    from .cli.common import power_capped
+    from .options import power_capped
 
     return power_capped(hardware, power_cap)
 
@@ -112,7 +112,7 @@ def roofline(model, hardware, *, gpus=None, chips=None, batch=1, context=8192, p
     Returns an ``engine.roofline.RooflineResult``; its ``energy`` attribute is an ``analyses.energy.EnergyResult``
     (J/token, tokens/kWh, electricity $/Mtok and share at ``pue`` and ``usd_per_kwh``). ``power_cap`` (W per GPU)
     scales the compute peaks by the clock the cap allows (docs/energy.md)."""
-    from .cli.common import energy_of
+    from .options import energy_of
     from .engine.roofline import roofline as _roofline
 
     r = _roofline(model, _capped(_priced(hardware, usd_per_gpu_hour), power_cap),
@@ -132,7 +132,7 @@ def serve(model, hardware, *, isl, osl, concurrency, gpus=None, chips=None, effi
     The result's ``energy`` is an ``analyses.energy.EnergyResult`` per output token (every GPU of the deployment);
     ``power_cap`` (W per GPU) scales the compute peaks (docs/energy.md)."""
     from .analyses.serving import serve as _serve
-    from .cli.serve import serve_energy
+    from .options import serve_energy
 
     n = _gpus(gpus, chips)
     eff = efficiency  # "auto", a preset, "ideal" or None: engine.efficiency.resolve decides (one rule)
@@ -174,7 +174,7 @@ def train(model, hardware="hgx-h100", *, gpus=None, chips=None, tokens, seq_len=
         r = _train(m, hw, chips=n, par=par, **tk)
     else:
         r, _, _ = search_training_layout(m, hw, chips=n, fixed={k: v for k, v in given.items() if v is not None}, **tk)
-    from .cli.train import training_energy
+    from .options import training_energy
 
     en = training_energy(r, hw, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
     r.energy = {k: v for k, v in en.items() if k != "result"} if en["result"] is not None else None

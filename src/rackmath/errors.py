@@ -52,7 +52,7 @@ def check_positive(value, field: str, accepted: str = "a positive finite number"
     """Validate scalars or arrays: finite, > 0 (or >= 0), and not absurd (<= maximum). Returns value."""
     import numpy as np
 
-    from .bounds import MIN_MAGNITUDE, QUANTITY_MAX
+    from .limits import MIN_MAGNITUDE, QUANTITY_MAX
 
     try:
         arr = np.asarray(value, dtype=float)

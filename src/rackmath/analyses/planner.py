@@ -39,6 +39,7 @@ from ..results import ResultMixin
 
 from ..engine.roofline import usd_per_mtok
 from ..errors import InputError
+from .step_table import layout_label  # noqa: F401 (re-exported: planner.layout_label)
 
 #: Default chips of ``plan`` and ``compare`` (the issue's set).
 DEFAULT_CHIPS = ("h100", "h200", "b200", "mi355x")
@@ -84,18 +85,6 @@ def _price_for(prices: dict, chip: str, system: str):
         if k in prices:
             return prices[k]
     return prices.get("*")
-
-
-def layout_label(lay: dict) -> str:
-    s = f"TP{lay['tp']}"
-    if lay["ep"] > 1:
-        s += f" EP{lay['ep']}"
-    if lay["pp"] > 1:
-        s += f" PP{lay['pp']}"
-    if lay["attention_dp"]:
-        size = int(lay.get("attention_dp_size") or 0)
-        s += " attention-DP" if not size or size == int(lay["tp"]) else f" attention-DP ×{size} groups"
-    return s
 
 
 def _workload(isl, osl):

@@ -253,6 +253,19 @@ def replica_layouts(st: Stack, gpus_per_replica=None, *, max_pp: int = 4) -> dic
                 gpus=g[:, 0] * g[:, 2])
 
 
+def layout_label(lay: dict) -> str:
+    """'TP4 EP4 PP2 attention-DP ×2 groups': a replica layout dict as the tables print it."""
+    s = f"TP{lay['tp']}"
+    if lay["ep"] > 1:
+        s += f" EP{lay['ep']}"
+    if lay["pp"] > 1:
+        s += f" PP{lay['pp']}"
+    if lay["attention_dp"]:
+        size = int(lay.get("attention_dp_size") or 0)
+        s += " attention-DP" if not size or size == int(lay["tp"]) else f" attention-DP ×{size} groups"
+    return s
+
+
 def layout_row(lays: dict, i) -> dict:
     """Layout ``i`` of :func:`replica_layouts`' arrays as plain ints and a bool (tp, ep, pp, attention_dp,
     attention_dp_size)."""
@@ -439,8 +452,6 @@ class StepTable:
                              "more GPUs per replica, a smaller weights dtype, or another layout")
 
     def label(self) -> str:
-        from .planner import layout_label
-
         return layout_label(self.layout)
 
     def decode(self, b: int, L: float) -> float:

@@ -49,6 +49,7 @@ from functools import lru_cache
 
 from ..errors import CatalogError, InputError
 from ..specs.catalog import Index, build_index, register_cache
+from ..specs.schema import register_dataclass
 
 COMPOSITIONS = ("serial", "overlap")
 
@@ -199,6 +200,9 @@ class Efficiency:
         band = f"validated error ±{self.error_band * 100:.0f}%" if self.error_band else "not validated"
         what = "cross-family preset (no preset fitted on this chip's family)" if self.cross_family else "preset"
         return f"calibrated prediction, {what} {self.name} ({band})"
+
+
+register_dataclass("efficiency", Efficiency)
 
 
 IDEAL = Efficiency(composition="overlap")
