@@ -120,8 +120,12 @@ def roofline(model, hardware, *, gpus=None, chips=None, batch=1, context=8192, p
                   batch=_values(batch, "batch"), context=_values(context, "context"),
                   pass_len=_values(pass_len, "pass_len"), weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                   efficiency=_eff(hardware, efficiency, ideal, "ideal"), weight_read=weight_read)
-    r.energy = energy_of(r.hardware, chips=r.chips, step_s=r.step_s, tokens_per_step=r.tokens,
-                         usd_per_mtok=r.usd_per_mtok, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
+    # energy on demand (r.energy): the inputs are checked now, on one scalar point; the arrays when first read
+    energy_of(r.hardware, chips=1.0, step_s=1.0, tokens_per_step=1.0, usd_per_mtok=1.0, pue=pue,
+              usd_per_kwh=usd_per_kwh, power_cap=power_cap)
+    r.extras["energy_of"] = lambda res: energy_of(res.hardware, chips=res.chips, step_s=res.step_s,
+                                                  tokens_per_step=res.tokens, usd_per_mtok=res.usd_per_mtok, pue=pue,
+                                                  usd_per_kwh=usd_per_kwh, power_cap=power_cap)
     return r
 
 

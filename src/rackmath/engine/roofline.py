@@ -166,7 +166,8 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None,
               pb["lm_head"] + (pb["embedding"] if tied else 0.0), 1))
     mla = getattr(model, "attention", "") == "mla"
     scale = mla_scale if mla else 1.0
-    ops = [Op(name, flops=2.0 * T * params / n, bytes=nbytes / n, peak=peak, m=T,
+    t_n = T / n  # tokens per chip: one array shared by the weight GEMMs (a sweep allocates it once)
+    ops = [Op(name, flops=t_n * (2.0 * params), bytes=nbytes / n, peak=peak, m=T,
               kernels=op_kernels("qkv_o_mla" if name == "qkv_o" and mla else name, nbytes, params, scale) * layers)
            for name, nbytes, params, layers in comps if nbytes > 0 or params > 0]
     if getattr(model, "n_experts", 0):
@@ -186,8 +187,9 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None,
 
 def binding_term(t_compute, t_weights, t_kv):
     """0 = compute binds, 1 = weight fetch binds, 2 = KV fetch binds (the larger memory term)."""
-    mem = np.asarray(t_weights) + np.asarray(t_kv)
-    return np.where(np.asarray(t_compute) >= mem, 0, np.where(np.asarray(t_weights) >= np.asarray(t_kv), 1, 2))
+    t_w, t_kv = np.asarray(t_weights), np.asarray(t_kv)
+    mem = t_w + t_kv
+    return np.where(np.asarray(t_compute) >= mem, np.int8(0), np.int8(2) - (t_w >= t_kv))  # int8: a sweep's codes
 
 
 def usd_per_mtok(chips, usd_per_chip_hour, tok_s):
@@ -231,6 +233,19 @@ class RooflineResult(ResultMixin):
     extras: dict = field(default_factory=dict)
 
     # derived metrics (cheap, computed on access)
+    @property
+    def energy(self):
+        """Energy per token (``analyses.energy.EnergyResult``) as ``rackmath.roofline`` asked for it (PUE, $/kWh,
+        power cap), computed when first read: a sweep that never reads it does not pay for it. None without."""
+        if "energy" not in self.extras:
+            fn = self.extras.get("energy_of")
+            self.extras["energy"] = fn(self) if fn is not None else None
+        return self.extras["energy"]
+
+    @energy.setter
+    def energy(self, value):
+        self.extras["energy"] = value
+
     @property
     def t_memory_s(self):
         return self.t_weights_s + self.t_kv_s
@@ -437,7 +452,7 @@ def roofline(model, hardware, *, chips=None, batch, context, pass_len=1, weights
     attn_peak = chip.peak_flops(kvdt)
     n, B, L, P = arrs["chips"], arrs["batch"], arrs["context"], arrs["pass_len"]
 
-    tokens = B * P
+    tokens = B if np.ndim(P) == 0 and float(P) == 1.0 else B * P  # decode: T = B (no copy of a sweep's array)
     f_mm = matmul_flops(model, tokens)
     f_attn = attention_flops(model, B, L, P)
     flops = f_mm + f_attn
