@@ -285,12 +285,17 @@ class RooflineResult(ResultMixin):
 
     @property
     def mfu(self):
-        """Model FLOPs utilisation: Σ_ops FLOPs_op / (chips · peak_op · t_step) = t_compute · η_c / t_step.
+        """Model FLOPs utilisation: Σ_ops FLOPs_op / (chips · peak_op · t_step) (not t_compute · η_c / t_step, which
+        counts the small-GEMM penalty η_c(M) as useful work).
 
         Each operation counts against the peak of the dtype it is timed at (matmuls at the weights'
         compute dtype, attention at the KV dtype's), so MFU ≤ 1 under every dtype mix; with one dtype it
         is the usual FLOPs / (chips · peak · t_step)."""
-        return self.t_compute_s * self.efficiency.eta_compute / self.step_s
+        times = self.extras.get("times")
+        if times is None:
+            return self.t_compute_s * self.efficiency.eta_compute / self.step_s
+        at_peak = sum(np.asarray(op.flops, dtype=float) / op.peak for op in times.ops)  # per chip, η = 1
+        return at_peak / self.step_s
 
     @property
     def mbu(self):
@@ -341,6 +346,27 @@ class RooflineResult(ResultMixin):
 
         return ops_table(self.extras["times"], index=i)
 
+    def _compute_groups(self, i: int = 0) -> dict:
+        """Configuration ``i``'s operators grouped by (peak, η_c(M)): {(peak, η): (FLOPs of all chips, names)} — the
+        terms of t_compute as the step model costs them (engine/step.op_terms)."""
+        from .step import _small_m_penalty, gemm_efficiency
+
+        eff, times = self.efficiency, self.extras["times"]
+        n = float(np.broadcast_to(self.chips, self.step_s.shape).ravel()[i])
+        out: dict = {}
+        for op in times.ops:
+            f = float(np.broadcast_to(np.asarray(op.flops, dtype=float), self.step_s.shape).ravel()[i]) * n
+            if f == 0:
+                continue
+            eta = np.asarray(eff.eta_compute, dtype=float)
+            if op.m is not None and _small_m_penalty(eff):
+                m = float(np.broadcast_to(np.asarray(op.m, dtype=float), self.step_s.shape).ravel()[i])
+                eta = gemm_efficiency(eff.eta_compute, m, eff.gemm_half_tokens)
+            key = (float(op.peak), float(np.asarray(eta).ravel()[0]))
+            f0, names = out.get(key, (0.0, ""))
+            out[key] = (f0 + f, f"{names}, {op.name}" if names else op.name)
+        return out
+
     def explain(self, i: int = 0) -> Derivation:
         """The blackboard derivation of configuration ``i``: each formula with its numbers."""
         m, hw, chip = self.model, self.hardware, self.hardware.chip
@@ -353,10 +379,12 @@ class RooflineResult(ResultMixin):
         attn = float(np.asarray(m.attention_flops_per_token(attended_context(L, P))))
         d.add("F", "T · (2·N_active' + F_attn(L + (P−1)/2))",
               f"{tokens:g} · ({fmt(m.matmul_flops_per_token, 'FLOP')} + {fmt(attn, 'FLOP')})", p["flops"], "FLOP")
-        peak = self.peak_flops * eff.eta_compute
-        d.add("t_compute", "Σ_ops F_op / (chips · peak_op · η_c(M))  (attention at the KV dtype's peak)",
-              f"{fmt(p['flops'], 'FLOP')} / ({n:g} · {fmt(self.peak_flops, 'FLOP/s')} [{self.compute_dtype}] · "
-              f"{eff.eta_compute:g})", p["t_compute_s"], "s")
+        groups = self._compute_groups(i)
+        d.add("t_compute", "Σ_ops F_op / (chips · peak_op · η_c(M))  (attention at the KV dtype's peak; "
+              "η_c(M) = η_c · M / (M + M½) for a GEMM of M rows)",
+              " + ".join(f"{fmt(f, 'FLOP')} / ({n:g} · {fmt(pk, 'FLOP/s')} · {eta:.4g}) [{names}]"
+                         for (pk, eta), (f, names) in groups.items()),
+              p["t_compute_s"], "s", "the operators grouped by peak and η_c(M)")
         if getattr(m, "n_experts", 0) and self.extras.get("weight_read") == "all":
             hit = float(m.n_experts)
             d.add("E_hit", "E (weight read = all: every expert, every step, as the lecture)", f"{m.n_experts}", hit, "",
@@ -399,7 +427,12 @@ class RooflineResult(ResultMixin):
         d.add("cost", "chips · $/h ÷ 3600 · t_step / T · 10⁶",
               f"{n:g} · ${self.usd_per_chip_hour:g}/h ÷ 3600 · {fmt(p['step_s'], 's')} / {tokens:g} · 10⁶",
               p["usd_per_mtok"], "$/Mtok", "output tokens" if P == 1 else "input (prefill) tokens")
-        d.add("MFU", "t_compute · η_c / t_step (each op at its dtype's peak)", "", p["mfu"], "", f"MBU {p['mbu']:.3f}")
+        by_peak: dict = {}
+        for (pk, _), (f, _) in groups.items():
+            by_peak[pk] = by_peak.get(pk, 0.0) + f
+        d.add("MFU", "Σ_ops F_op / (chips · peak_op) / t_step (each op at its dtype's peak)",
+              "(" + " + ".join(f"{fmt(f, 'FLOP')} / ({n:g} · {fmt(pk, 'FLOP/s')})" for pk, f in by_peak.items())
+              + f") / {fmt(p['step_s'], 's')}", p["mfu"], "", f"MBU {p['mbu']:.3f}")
         d.conclusion = (f"→ {p['bound']}-bound: {fmt(p['step_s'], 's')} per step, "
                         f"{fmt(p['usd_per_mtok'], '')} $/Mtok; memory/chip {fmt(p['memory_bytes_per_chip'], 'B')}"
                         f" of {fmt(chip.hbm_bytes, 'B')} ({'fits' if p['fits'] else 'does NOT fit'})")

@@ -180,6 +180,8 @@ class OpTimes:
     extra: dict = field(default_factory=dict)
     hbm_bw: object = 1.0
     eff: object = None
+    scale: object = 1.0
+    sched_overlap: bool = False
 
     def _terms(self) -> dict:
         if "_per_op" not in self.__dict__:
@@ -270,7 +272,33 @@ def compose(ops, hbm_bw, eff, *, scale=1.0, fixed=None, composition=None, sched_
         sched = step - gpu  # the part of the scheduler time that shows
     else:
         step = _plus(gpu, sched)
-    return OpTimes(list(ops), step, comp, sum_c, sum_w, sum_kv, sum_n, sum_l, sched, fixed, hbm_bw, eff)
+    return OpTimes(list(ops), step, comp, sum_c, sum_w, sum_kv, sum_n, sum_l, sched, fixed, hbm_bw, eff, scale,
+                   sched_overlap)
+
+
+def step_working(times: OpTimes, index: int = 0) -> str:
+    """The step of configuration ``index`` written out from its operators, so that it adds up to ``times.step``
+    (``--explain``): serial — (t_op + …) · PP + fixed + t_sched; overlapped — max(ΣF/…, ΣB/…, Σnet) + Σlatency;
+    an overlap scheduler — max(t_gpu, t_sched)."""
+    from ..explain import fmt
+
+    def at(x):
+        a = np.asarray(x, dtype=float)
+        return float(np.broadcast_to(a, np.broadcast_shapes(a.shape, np.shape(times.step))).ravel()[index])
+
+    if times.composition == "serial":
+        stage = "(" + " + ".join(f"{fmt(at(times.time[op.name]), 's')} [{op.name}]" for op in times.ops) + ")"
+    else:
+        stage = (f"max({fmt(at(times.t_compute), 's')} [compute], {fmt(at(times.t_weights), 's')} [weights] + "
+                 f"{fmt(at(times.t_kv), 's')} [KV], {fmt(at(times.t_net), 's')} [network]) + "
+                 f"{fmt(at(times.t_latency), 's')} [latencies]")
+    scale = at(times.scale)
+    gpu = stage if scale == 1.0 else f"{stage} · {scale:g}"
+    gpu += "".join(f" + {fmt(at(v), 's')} [{k}]" for k, v in times.extra.items() if at(v) != 0.0)
+    sched = at(times.eff.step_overhead_s)
+    if times.sched_overlap:
+        return f"max({gpu}, {fmt(sched, 's')} [scheduler])" if sched else gpu
+    return f"{gpu} + {fmt(sched, 's')} [scheduler]" if sched else gpu
 
 
 def ops_table(times: OpTimes, scale=1.0, index=0) -> list[dict]:
@@ -301,5 +329,5 @@ def ops_table(times: OpTimes, scale=1.0, index=0) -> list[dict]:
     return rows
 
 
-__all__ = ["Op", "OpTimes", "attention_kernels", "compose", "op_terms", "gemm_efficiency", "kernel_time", "ops_table", "KERNELS",
+__all__ = ["Op", "OpTimes", "attention_kernels", "compose", "op_terms", "step_working", "gemm_efficiency", "kernel_time", "ops_table", "KERNELS",
            "ELEMENTWISE_KERNELS_PER_LAYER", "OP_ORDER", "LAYER_TYPE"]
