@@ -193,26 +193,11 @@ class OpTimes:
             self.__dict__["_per_op"] = dict(compute=tc, memory=tm, net=tn, latency=tl, time=t)
         return self.__dict__["_per_op"]
 
-    @property
-    def compute(self) -> dict:
-        return self._terms()["compute"]
-
-    @property
-    def memory(self) -> dict:
-        return self._terms()["memory"]
-
-    @property
-    def net(self) -> dict:
-        return self._terms()["net"]
-
-    @property
-    def latency(self) -> dict:
-        return self._terms()["latency"]
-
-    @property
-    def time(self) -> dict:
-        """Serial time of each op: latency + max of its terms."""
-        return self._terms()["time"]
+    compute = property(lambda self: self._terms()["compute"], doc="{op: F / (peak · η_c(M))}")
+    memory = property(lambda self: self._terms()["memory"], doc="{op: B / (BW · η_m)}")
+    net = property(lambda self: self._terms()["net"], doc="{op: net / η_comm}")
+    latency = property(lambda self: self._terms()["latency"], doc="{op: kernels · τ_k + collectives · τ_c + …}")
+    time = property(lambda self: self._terms()["time"], doc="{op: latency + max of its terms} (serial time)")
 
     def binding(self, name):
         """Which term binds one operator: compute, memory, network or latency."""
