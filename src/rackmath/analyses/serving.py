@@ -85,31 +85,6 @@ def prefill_attended_context(isl, cached_share=0.0):
     return h * isl + (1.0 - h) * isl / 2.0
 
 
-def verify_tokens(mtp):
-    """Tokens one sequence pushes through the target model per step: k + 1 (k drafts + the bonus token)."""
-    return np.asarray(mtp, dtype=float) + 1.0
-
-
-def draft_params(model):
-    """Parameters one draft token runs through: one transformer layer's share plus the LM head.
-
-    N_draft = N_matmul / n_layers + V · d (DeepSeek-V3's MTP module is one block sharing the
-    embedding and head, §2.2 of the V3 report; a one-layer draft head is the same order).
-    """
-    return model.matmul_params / model.n_layers + model.vocab_size * model.d_model
-
-
-def draft_flops_per_step(model, mtp):
-    """Draft FLOPs per sequence per step: k · 2 · N_draft (k sequential draft tokens)."""
-    return np.asarray(mtp, dtype=float) * 2.0 * draft_params(model)
-
-
-def draft_weight_bytes(model, dtype=None):
-    """Bytes of the draft module: (dense weights / n_layers) + LM head (stored once, read once per draft token)."""
-    head = model.vocab_size * model.d_model * (2.0 if dtype is None else _dtype_bytes(dtype))
-    return model.dense_weight_bytes(dtype) / model.n_layers + head
-
-
 def tpot(step_s, acceptance=1.0):
     """Time per output token: TPOT = t_step / A (A tokens emitted per verification step)."""
     return np.asarray(step_s, dtype=float) / np.asarray(acceptance, dtype=float)
@@ -135,16 +110,6 @@ def prefill_chunks(isl_new, max_tokens=MAX_NUM_TOKENS):
     return np.maximum(1.0, np.ceil(np.asarray(isl_new, dtype=float) / max_tokens))
 
 
-def ttft_aggregated(chunk_s, n_chunks, step_s):
-    """TTFT with continuous batching: n_chunks · t_chunk + t_step.
-
-    The prompt's chunks run (each beside a decode step) and the first token comes out of
-    the step that finishes it; queueing beyond one step is not modelled. At C = 1 this is
-    the prefill time plus one decode step (the latency floor).
-    """
-    return np.asarray(n_chunks, dtype=float) * np.asarray(chunk_s, dtype=float) + np.asarray(step_s, dtype=float)
-
-
 def kv_transfer_time(kv_bytes, bandwidth):
     """Disaggregated hand-off of one prompt's KV from prefill to decode GPUs: t = bytes / scale-out BW."""
     return np.asarray(kv_bytes, dtype=float) / bandwidth
@@ -165,14 +130,6 @@ def little_concurrency(out_tok_s, osl, ttft_s, tpot_s):
     """Little's law: sequences in flight C = (X_out / OSL) · (TTFT + (OSL − 1) · TPOT)."""
     osl = np.asarray(osl, dtype=float)
     return np.asarray(out_tok_s, dtype=float) / osl * (np.asarray(ttft_s, dtype=float) + (osl - 1.0) * tpot_s)
-
-
-def _dtype_bytes(dtype):
-    from ..units import dtype_bytes
-
-    return dtype_bytes(dtype)
-
-
 
 
 # --------------------------------------------------------------------------------------
@@ -1637,7 +1594,7 @@ __all__ = ["serve", "plan", "evaluate", "Plan", "Workload", "Layout", "Stack", "
            "steady_state", "disaggregated_ttft",
            "speculative_step", "poisson_mixed_share", "batch_arrivals", "mean_decode_context", "held_context",
            "steps_per_request", "prefill_tokens_per_seq_step",
-           "prefill_attended_context", "verify_tokens", "draft_params", "draft_flops_per_step", "draft_weight_bytes",
+           "prefill_attended_context",
            "tpot", "output_tokens_per_s", "total_tokens_per_s", "tokens_per_s_per_user", "usd_per_mtok",
-           "prefill_chunks", "ttft_aggregated", "kv_transfer_time", "disaggregated_output_rate", "little_concurrency",
+           "prefill_chunks", "kv_transfer_time", "disaggregated_output_rate", "little_concurrency",
            "decode_numbers", "draft_numbers", "prefill_numbers", "mixed_numbers", "MAX_NUM_TOKENS", "MAX_BATCH_SIZE"]
