@@ -177,3 +177,21 @@ def test_ideal_and_efficiency_api_and_web():
     r = c.get("/api/roofline", params=dict(model="llama-3.1-8b", hardware="h100", batch="8", ideal="true",
                                            efficiency="ideal"))
     assert r.status_code == 200
+
+
+@pytest.mark.parametrize("framework", [None, "sglang", "trtllm"])
+def test_plan_steady_state_is_serves_under_speculation(framework):
+    """With MTP drafts, plan prices a draft pass as serve does (the stack's host time on a serial stack; SGLang's
+    overlap scheduler off under speculation): TTFT, TPOT and output rate equal serve's."""
+    import rackmath
+    from rackmath.analyses import step_table as stt
+
+    kw = dict(isl=1000, osl=1000, concurrency=64, framework=framework, mtp=1, acceptance=1.7)
+    r = rackmath.serve("deepseek-v3", "hgx-h200", gpus=8, tp=8, ep=8, pp=1, attention_dp=False, **kw)
+    st = stt.stack("deepseek-v3", "hgx-h200", framework=framework, mtp=1, acceptance=1.7)
+    lay = dict(tp=np.array([8.0]), ep=np.array([8.0]), pp=np.array([1.0]), attention_dp=np.array([False]),
+               attention_dp_size=np.array([0.0]), gpus=np.array([8.0]))
+    ss = stt.steady_state(st, lay, np.array([64.0]), 1000, 1000, st.serving_stack.max_num_tokens)
+    assert float(ss["tpot_s"][0]) * 1e3 == pytest.approx(r.values["tpot_ms"], rel=1e-9)
+    assert float(ss["ttft_s"][0]) * 1e3 == pytest.approx(r.values["ttft_ms"], rel=1e-9)
+    assert float(ss["out_tok_s"][0]) == pytest.approx(r.values["output_tok_s"], rel=1e-9)

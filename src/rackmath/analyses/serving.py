@@ -205,6 +205,14 @@ def load_stack(framework=None) -> Stack:
     return STACKS[key]
 
 
+def speculating(stack: Stack, mtp) -> Stack:
+    """The stack as it runs with ``mtp`` draft tokens: a stack whose overlap scheduler speculation turns off (SGLang:
+    'Overlap scheduler is disabled because of using eagle speculative decoding') schedules serially."""
+    if int(mtp) > 0 and stack.overlap_scheduler and not stack.overlap_with_speculation:
+        return replace(stack, overlap_scheduler=False)
+    return stack
+
+
 # --------------------------------------------------------------------------------------
 # The four serving realities, one function each
 # --------------------------------------------------------------------------------------
@@ -987,9 +995,8 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
         raise InputError("eager", f"{str(eager)[:80]!r}", "true or false (decode steps without CUDA graphs)")
     if eager:
         stack = replace(stack, cuda_graphs=False)
-    spec_serial = int(mtp) > 0 and stack.overlap_scheduler and not stack.overlap_with_speculation
-    if spec_serial:
-        stack = replace(stack, overlap_scheduler=False)
+    spec_serial = speculating(stack, mtp) is not stack
+    stack = speculating(stack, mtp)
     wdt = units.normalize_dtype(weights_dtype, "weights_dtype") if weights_dtype else None
     kvdt = units.normalize_dtype(kv_dtype or getattr(m, "kv_dtype", None) or "bf16", "kv_dtype")
     cdt = chip.gemm_dtype(wdt or m.native_dtype, compute_dtype)

@@ -131,12 +131,12 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
         raise InputError("usd_per_gpu_hour", f"{price:g}", "a price in $ per GPU-hour from 0 to 10⁴")
     cdt = system.chip.gemm_dtype(wdt or m.native_dtype, compute_dtype)
     from ..engine.efficiency import resolve
-    from .serving import load_stack
+    from .serving import load_stack, speculating
 
     eff = resolve(system.chip.name, efficiency, ideal)
     return Stack(model=m, system=system, weights_dtype=wdt, kv_dtype=kvdt, compute_dtype=cdt, mtp=mtp, acceptance=a,
                  eff_decode=eff, eff_prefill=eff, eff_serving=eff, usd_per_gpu_hour=price, framework=framework,
-                 serving_stack=load_stack(framework))
+                 serving_stack=speculating(load_stack(framework), mtp))
 
 
 # --------------------------------------------------------------------------------------
@@ -209,8 +209,9 @@ def _draft_time(st: Stack, lay: dict, b, L: float):
     if not st.mtp:
         return 0.0
     lay1 = dict(lay, pp=np.ones_like(np.asarray(lay["pp"], dtype=float)))
+    # as serve: a draft pass pays the stack's host time where the host cannot hide behind the GPU (a serial stack)
     _, t, _ = _eval(st, _draft_numbers(st, L), st.eff_decode, lay1, np.maximum(np.asarray(b, dtype=float), 1.0),
-                    sched=False)
+                    sched=not st.serving_stack.overlap_scheduler)
     return t
 
 
