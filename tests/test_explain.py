@@ -3,7 +3,8 @@
 Each derivation step of serve, roofline and train either prints working — arithmetic with the numbers the engine
 computed, which evaluated (``explain.working_value``) gives the printed value within the display's rounding — or is
 a given (an input or a catalog number: its formula has no arithmetic). Steps with an ``expr`` re-evaluate exactly
-(``Derivation.check``). ``plan`` prints no derivation (its rows are serve's steady state: tests/test_one_model.py).
+(``Derivation.check``). ``plan --explain`` derives each chip's aggregated deployment as serve does, and its TTFT and
+TPOT lines are the plan's.
 """
 
 from __future__ import annotations
@@ -71,7 +72,17 @@ def _derivations():
             "roofline prefill pass": ("llama-3.1-8b", "h100", dict(batch=4, context=2048, pass_len=2048))}
     out |= {name: (lambda m=m, h=h, kw=kw: rackmath.roofline(m, h, **kw).explain()) for name, (m, h, kw) in roof.items()}
     out["train"] = lambda: rackmath.train("llama-3.1-70b", "hgx-h100", gpus=10000, tokens="15T").derivation
+    out["plan"] = lambda: _plan()[1]
+    out["plan sglang MTP"] = lambda: _plan(framework="sglang", mtp=1, model="deepseek-v3", hw="h200")[1]
     return out
+
+
+def _plan(framework=None, mtp=0, model="llama-3.1-70b", hw="h100"):
+    from rackmath.analyses.planner import plan
+
+    r = plan(model, hw, isl=1000, osl=1000, users=64, confirm=False, explain=True, framework=framework, mtp=mtp,
+             modes=("aggregated",))
+    return r, r.derivations[r.rows[0]["chip"]]
 
 
 DERIVATIONS = _derivations()
@@ -94,6 +105,14 @@ def test_every_line_adds_up(name):
         elif ARITHMETIC.search(s.formula):
             bad.append(f"{s.symbol} = {s.formula}: computed, but no working printed")
     assert bad == []
+
+
+def test_plan_explain_is_the_plans_numbers():
+    r, d = _plan()
+    dep = r.rows[0]["deployment"]
+    value = {s.symbol: float(s.value) for s in d.steps}
+    assert value["TTFT"] == pytest.approx(dep["ttft_s"], rel=1e-12)
+    assert value["TPOT"] == pytest.approx(dep["tpot_s"], rel=1e-12)
 
 
 def test_the_issue_lines():

@@ -172,6 +172,7 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
             out["aggregated"] = dict(
                 mode="aggregated", gpus=int(gp[i, j]), replicas=int(R[i, j]), gpus_per_replica=int(pts["gpus"][i, j]),
                 layout=dict(lay, label=layout_label(lay)), concurrency_per_replica=float(n[i, j]),
+                planned_concurrency_per_replica=float(n[i, j]),
                 max_batch=int(math.ceil(pts["max_batch"][i, j] / ranks)), schedulers=int(ranks),
                 budget=int(budget), tpot_s=float(pts["tpot"][i, j]),
                 ttft_s=float(pts["ttft"][i, j]), request_rate=float(lam[i, j]))
@@ -271,6 +272,7 @@ class PlanResult(ResultMixin):
     rows: list  # one per chip, cheapest first
     pareto: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    derivations: dict = field(default_factory=dict, repr=False)  # chip → Derivation (plan(..., explain=True))
 
     def as_dict(self) -> dict:
         return dict(model=self.model, workload=self.workload, slo=self.slo, ranking=self.rows,
@@ -323,7 +325,7 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
          usd_per_gpu_hour=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, efficiency=None,
          ideal=False, framework=None, modes=("aggregated", "disaggregated"), budget=None, confirm=True,
          confirm_requests=2000, max_gpus_per_replica=None, seed=0, pue=None, usd_per_kwh=None,
-         power_cap_w=None, compute_dtype=None) -> PlanResult:
+         power_cap_w=None, compute_dtype=None, explain=False) -> PlanResult:
     """The cheapest deployment of ``model`` per chip meeting the SLOs (module docstring).
 
     ``rate`` (requests/s) or ``users`` (concurrent users, each with one request in flight);
@@ -353,7 +355,7 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
     for m in modes:
         if m not in ("aggregated", "disaggregated"):
             raise InputError("mode", f"{m!r}", "aggregated, disaggregated or both")
-    rows, pareto, notes = [], {}, []
+    rows, pareto, notes, derivations = [], {}, [], {}
     for hw in _chips(hardware):
         from ..specs.hardware import load_hardware
 
@@ -388,12 +390,32 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
             row["deployment"] = None
             row["why"] = "no deployment meets the SLOs (or the model does not fit a replica of up to " \
                          f"{int(lays['gpus'].max())} GPUs)"
+        if explain and "aggregated" in best:
+            derivations[st.chip] = explain_aggregated(st, best["aggregated"], isl, osl)
         rows.append(row)
     rows.sort(key=lambda r: (r["deployment"] is None, r["deployment"]["usd_per_hour"] if r["deployment"] else 0))
     wl = dict(isl=isl, osl=osl, rate=None if rate is None else float(rate), users=None if users is None else
               float(users), budget=T, framework=fw["name"], weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=int(mtp or 0))
     return PlanResult(model=str(getattr(st.model, "name", model)), workload=wl,
-                      slo=dict(ttft_s=ttft_s, tpot_s=tpot_s), rows=rows, pareto=pareto, notes=notes)
+                      slo=dict(ttft_s=ttft_s, tpot_s=tpot_s), rows=rows, pareto=pareto, notes=notes,
+                      derivations=derivations)
+
+
+def explain_aggregated(st, d: dict, isl, osl):
+    """The derivation of an aggregated deployment as planned: ``serve --explain`` of one replica at the concurrency
+    the plan priced (same model, chip, dtypes, stack, budget and preset), i.e. the same ``serving.steady_state`` —
+    its TTFT and TPOT are the deployment's (tests/test_explain.py)."""
+    from .serving import evaluate
+    from .serving import plan as serving_plan
+
+    lay = d["layout"]
+    p = serving_plan(st.model, st.system, gpus=d["gpus_per_replica"], isl=isl, osl=osl,
+                     concurrency=d["planned_concurrency_per_replica"], tp=lay["tp"], ep=lay["ep"], pp=lay["pp"],
+                     attention_dp=lay["attention_dp"], attention_dp_size=lay.get("attention_dp_size") or None,
+                     weights_dtype=st.weights_dtype, kv_dtype=st.kv_dtype, mtp=st.mtp, acceptance=st.acceptance,
+                     efficiency=st.eff_serving, usd_per_gpu_hour=st.usd_per_gpu_hour, framework=st.framework,
+                     max_num_tokens=d["budget"], compute_dtype=st.compute_dtype)
+    return evaluate(p, st.eff_serving).explain()
 
 
 def _confirm(st, d, model, isl, osl, rate, users, ttft_s, tpot_s, n_req, seed, weights_dtype, kv_dtype, mtp,
