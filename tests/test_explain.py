@@ -61,6 +61,8 @@ def _derivations():
         "serve poisson": dict(model="deepseek-v3", hardware="gb200-nvl72", concurrency=256, arrivals="poisson", **S),
         "serve prefill-bound (Little's law)": dict(model="llama-3.1-8b", hardware="hgx-h100", gpus=1, isl=8000, osl=20,
                                                    concurrency=48, framework="vllm"),
+        "serve PP2 at C=1 (b floored at 1)": dict(model="qwen3-235b-a22b", hardware="hgx-h200", gpus=8, pp=2, isl=2000,
+                                                  osl=300, concurrency=1),
         "serve attention-DP budget-bound": dict(model="qwen3-30b-a3b", hardware="hgx-h100", gpus=8, tp=8, ep=8,
                                                 attention_dp=True, isl=8000, osl=200, concurrency=512,
                                                 framework="sglang"),
@@ -69,7 +71,8 @@ def _derivations():
     roof = {"roofline ideal": ("llama-3.1-70b", "hgx-h100", dict(batch=64)),
             "roofline calibrated (η_c(M))": ("llama-3.1-70b", "hgx-h100", dict(batch=64, efficiency="auto")),
             "roofline MoE calibrated": ("deepseek-v3", "gb200-nvl72", dict(batch=64, efficiency="auto")),
-            "roofline prefill pass": ("llama-3.1-8b", "h100", dict(batch=4, context=2048, pass_len=2048))}
+            "roofline prefill pass": ("llama-3.1-8b", "h100", dict(batch=4, context=2048, pass_len=2048)),
+            "roofline gpt-oss (mixed native dtypes)": ("gpt-oss-120b", "hgx-b200", dict(batch=64, efficiency="auto"))}
     out |= {name: (lambda m=m, h=h, kw=kw: rackmath.roofline(m, h, **kw).explain()) for name, (m, h, kw) in roof.items()}
     out["train"] = lambda: rackmath.train("llama-3.1-70b", "hgx-h100", gpus=10000, tokens="15T").derivation
     out["plan"] = lambda: _plan()[1]

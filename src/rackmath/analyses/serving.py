@@ -1304,7 +1304,7 @@ def _derive(r: "ServeResult") -> Derivation:
     d.add("L̄", "ISL + OSL/2", f"{w.isl:g} + {w.osl:g}/2", float(mean_decode_context(w.isl, w.osl)), "tokens",
           "mean context of an in-flight sequence", expr=f"{w.isl!r} + {w.osl!r}/2")
     d.add("C", "sequences in flight", "", C, "", key="C")
-    b = d.add("b", "min(max(C / (dp · PP), 1), max batch)", f"{C:g} / ({lay.dp} · {lay.pp})", _f(info["b"]), "",
+    b = d.add("b", "min(max(C / (dp · PP), 1), max batch)", "", _f(info["b"]), "",
               "sequences per micro-batch per replica",
               expr=f"min(max(C / ({lay.dp} * {lay.pp}), 1), {p.stack.max_batch_size})", key="b")
     scale, mla = _f(eff.mla_kernel_scale), p.numbers("decode").mla

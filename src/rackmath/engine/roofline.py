@@ -305,9 +305,15 @@ class RooflineResult(ResultMixin):
     @property
     def memory_bytes_per_chip(self):
         """Capacity needed per chip: (all weights + B · KV held at L + P) / chips (perfect sharding, no pipeline)."""
-        w = self.model.weight_bytes(self.weights_dtype)
+        w = self.model.weight_bytes(self._wdt)
         kv = self.batch * self.model.kv_cache_bytes(self.context + self.pass_len, self.kv_dtype)
         return (w + kv) / self.chips
+
+    @property
+    def _wdt(self):
+        """The weights dtype the pass was computed with: None = each component as published (``weights_dtype`` then
+        names the model's native dtype, which some components — gpt-oss's attention, DeepSeek's norms — do not use)."""
+        return self.extras.get("weights_dtype_arg", self.weights_dtype)
 
     @property
     def fits(self):
@@ -394,8 +400,8 @@ class RooflineResult(ResultMixin):
             d.add("E_hit", "E · (1 − (1 − k/E)^T)", f"{m.n_experts} · (1 − (1 − {m.experts_per_token}/{m.n_experts})"
                   f"^{tokens:g})", hit, "", "distinct routed experts read per MoE layer")
             d.add("W_read", "W_dense + n_moe_layers · E_hit · W_expert",
-                  f"{fmt(m.dense_weight_bytes(self.weights_dtype), 'B')} + {m.n_moe_layers} · {hit:.4g} · "
-                  f"{fmt(m.expert_weight_bytes(self.weights_dtype), 'B')}", p["weight_bytes_read"], "B")
+                  f"{fmt(m.dense_weight_bytes(self._wdt), 'B')} + {m.n_moe_layers} · {hit:.4g} · "
+                  f"{fmt(m.expert_weight_bytes(self._wdt), 'B')}", p["weight_bytes_read"], "B")
         else:
             d.add("W_read", "weights (less the input embedding)", "", p["weight_bytes_read"], "B")
         bw = chip.hbm_bw
@@ -502,5 +508,6 @@ def roofline(model, hardware, *, chips=None, batch, context, pass_len=1, weights
         flops=np.broadcast_to(flops, shape), weight_bytes_read=np.broadcast_to(w_read, shape),
         kv_bytes_read=np.broadcast_to(kv_read, shape), t_compute_s=t_c, t_weights_s=t_w, t_kv_s=t_kv,
         step_s=step, bound_code=binding_term(t_c, t_w, t_kv), peak_flops=peak, usd_per_chip_hour=chip.usd_per_hour,
-        extras={"times": times, "t_latency_s": np.broadcast_to(times.t_latency, shape), "weight_read": weight_read},
+        extras={"times": times, "t_latency_s": np.broadcast_to(times.t_latency, shape), "weight_read": weight_read,
+                "weights_dtype_arg": wdt},
     )
