@@ -165,9 +165,10 @@ def test_mixed_step_explains_its_eager_kernels_and_the_mla_count():
     kw = dict(gpus=8, tp=8, isl=1000, osl=1000, concurrency=64, framework="sglang")
     for model, mla in (("deepseek-r1", True), ("llama-3.1-70b", False)):
         r = rackmath.serve(model, "hgx-b200", **kw)
-        step = next(s for s in r.explain().steps if s.symbol == "t_mixed")
+        steps = r.explain().steps
+        step = next(s for s in steps if s.symbol == "t_mixed")
         n = float(r._info["eager_kernels_mixed"])
-        assert f"max(…, {n:g} · " in step.substituted
+        assert next(s for s in steps if s.symbol == "n_eager").value == n and "n_e * tau_e" in step.expr
         assert ("an MLA block dispatches 1.5 × its graph kernels" in step.note) is mla
     # DeepSeek-R1 on TP8: the graph's 1,744 kernels + 122 all-reduces, and half of the 61 MLA blocks' 13 again
     assert float(rackmath.serve("deepseek-r1", "hgx-b200", **kw)._info["eager_kernels_mixed"]) == \
@@ -193,7 +194,8 @@ def test_eager_decode_steps_take_the_hosts_dispatch_time():
     assert eager._info["t_verify"] == pytest.approx(n * 50e-6) and eager._info["t_decode_gpu"] == pytest.approx(t_gpu)
     assert eager.tpot_ms > graphs.tpot_ms
     d = eager.explain()
-    assert [s.symbol for s in d.steps][3:5] == ["t_gpu", "t_verify"] and d.check() == []
+    assert [s.symbol for s in d.steps][3:6] == ["t_gpu", "n_kernels", "τ_eager"] and d.check() == []
+    assert d.steps[6].symbol == "t_verify" and d.steps[6].expr == "max(t_gpu, n_k * tau_e)"
     # a small dispatch time hides behind the GPU: eager changes nothing
     cheap = rackmath.serve("llama-3.1-8b", "hgx-h100", eager=True,
                            **{**kw, "efficiency": replace(eff, eager_vllm_s=1e-6)})

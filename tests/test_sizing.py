@@ -24,7 +24,8 @@ def test_md1_waiting_time_at_low_load():
 
     base = simulate("llama-3.1-8b", "h100", gpus=1, tp=1, rate=0.01, requests=50, isl=200, osl=50, max_batch=1,
                     budget=8192)
-    D = base.summary["e2e_s"]["p50"]  # service time: alone, (almost) nothing waits at this load
+    # service time: alone, (almost) nothing waits at this load; the stack's host time per request is not service
+    D = base.summary["e2e_s"]["p50"] - base.config["t_request_s"]
     assert base.summary["queue_wait_s"]["p50"] == pytest.approx(0.0, abs=1e-12)
     rho = 0.3
     r = simulate("llama-3.1-8b", "h100", gpus=1, tp=1, rate=rho / D, requests=40000, isl=200, osl=50, max_batch=1,
@@ -32,7 +33,7 @@ def test_md1_waiting_time_at_low_load():
     w_sim = r.summary["queue_wait_s"]["mean"]
     assert w_sim == pytest.approx(mdl_waiting_time(rho / D, D), rel=0.06)
     # every request is served in exactly D once admitted
-    assert r.summary["e2e_s"]["mean"] - w_sim == pytest.approx(D, rel=1e-6)
+    assert r.summary["e2e_s"]["mean"] - w_sim - r.config["t_request_s"] == pytest.approx(D, rel=1e-6)
 
 
 def test_ttft_at_vanishing_load_is_the_prefill_step():
@@ -43,7 +44,8 @@ def test_ttft_at_vanishing_load_is_the_prefill_step():
     st = stt.stack("llama-3.1-8b", "h100")
     tab = stt.StepTable(st, dict(tp=1, ep=1, pp=1, attention_dp=False), max_batch=256, max_context=1510,
                         prompt=1500, budget=8192)
-    assert r.summary["ttft_s"]["p50"] == pytest.approx(tab.prefill(1500), rel=1e-9)
+    # the prefill step plus the stack's host time per request (serving.steady_state's TTFT at no load)
+    assert r.summary["ttft_s"]["p50"] == pytest.approx(tab.prefill(1500) + st.t_request, rel=1e-9)
 
 
 def test_littles_law():
@@ -54,7 +56,7 @@ def test_littles_law():
                  seed=5)
     s = r.summary
     # time in service of every request, from the simulator's own per-request times
-    service = s["e2e_s"]["mean"] - s["queue_wait_s"]["mean"]
+    service = s["e2e_s"]["mean"] - s["queue_wait_s"]["mean"] - r.config["t_request_s"]  # host time is not a slot
     per_replica_rate = s["request_rate"] / r.config["replicas"]
     assert s["running_per_replica"] == pytest.approx(per_replica_rate * service, rel=0.03)
 
@@ -110,8 +112,8 @@ def test_simulation_agrees_with_time_sliced_serve_with_long_prompts(isl, osl, c,
                                                     (2000, 300, 1, "trtllm")])
 def test_simulated_waves_agree_with_serve_waves(isl, osl, c, framework):
     """Users starting together with identical requests whose prompts fit one pass stay in lock-step: the simulator
-    (an independent event loop) and serve's wave_schedule agree (serve's TTFT adds the preset's host time per
-    request, which the simulator does not model)."""
+    (an independent event loop) and serve's wave_schedule agree (both add the stack's host time per request to
+    TTFT)."""
     from rackmath.analyses.serving import serve
     from rackmath.analyses.simulate import simulate
 
@@ -119,8 +121,8 @@ def test_simulated_waves_agree_with_serve_waves(isl, osl, c, framework):
                  framework=framework, arrivals="waves")
     s = serve("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, isl=isl, osl=osl, concurrency=c, framework=framework,
               arrivals="waves")
-    t_req = float(s._info["t_request"])  # the stack's host time per request (serve adds it; the simulator does not)
-    assert r.summary["ttft_s"]["mean"] == pytest.approx(s.ttft_ms / 1e3 - t_req, rel=0.01)
+    assert r.config["t_request_s"] == pytest.approx(float(s._info["t_request"]), rel=1e-12)
+    assert r.summary["ttft_s"]["mean"] == pytest.approx(s.ttft_ms / 1e3, rel=0.01)
     assert r.summary["tpot_s"]["mean"] == pytest.approx(s.tpot_ms / 1e3, rel=0.01)
     assert r.summary["output_tok_s"] == pytest.approx(s.output_tok_s, rel=0.02)
     assert bool(s._info["waves"]) and r.summary["ttft_s"]["mean"] >= steady_ttft(isl, osl, c, framework) * 0.999

@@ -358,7 +358,7 @@ def test_attention_dp_over_groups_means_what_it_says():
     r = rackmath.serve("kimi-k2", "hgx-b200", attention_dp_size=4, **kw)
     assert (r.layout["attention_dp"], r.layout["attention_dp_size"]) == (True, 4)
     assert r.layout["label"] == "TP8 EP4 attnDP4 ×1"
-    assert "R = 4 ranks" in r.explain().render() and not r.explain().check()
+    assert "R = 4 attention ranks" in r.explain().render() and not r.explain().check()
     t = rackmath.serve("kimi-k2", "hgx-b200", **kw)
     assert t.layout["attention_dp_size"] == 1 and not t.layout["attention_dp"]
     f = rackmath.serve("kimi-k2", "hgx-b200", attention_dp=True, **kw)

@@ -35,7 +35,7 @@ def _values(v, field: str, kind: str = "count"):
     if v is None:
         return None
     if isinstance(v, str):
-        from .cli.common import parse_range
+        from .options import parse_range
 
         a = parse_range(v, field, kind)
         _whole(a, field)
@@ -86,22 +86,19 @@ def _gpus(gpus, chips):
 
 
 def _eff(hardware, efficiency, ideal, default):
-    from .cli.common import efficiency_for
-    from .engine.efficiency import Efficiency
+    from .engine.efficiency import efficiency_for
 
-    if isinstance(efficiency, Efficiency):
-        return efficiency
     return efficiency_for(hardware, efficiency, ideal, default=default)
 
 
 def _priced(hardware, usd_per_gpu_hour):
-    from .cli.common import priced
+    from .options import priced
 
     return priced(hardware, _scalar(usd_per_gpu_hour, "usd_per_gpu_hour", "usd_per_hour"))
 
 
 def _capped(hardware, power_cap):
-    from .cli.common import power_capped
+    from .options import power_capped
 
     return power_capped(hardware, power_cap)
 
@@ -115,7 +112,7 @@ def roofline(model, hardware, *, gpus=None, chips=None, batch=1, context=8192, p
     Returns an ``engine.roofline.RooflineResult``; its ``energy`` attribute is an ``analyses.energy.EnergyResult``
     (J/token, tokens/kWh, electricity $/Mtok and share at ``pue`` and ``usd_per_kwh``). ``power_cap`` (W per GPU)
     scales the compute peaks by the clock the cap allows (docs/energy.md)."""
-    from .cli.common import energy_of
+    from .options import energy_of
     from .engine.roofline import roofline as _roofline
 
     r = _roofline(model, _capped(_priced(hardware, usd_per_gpu_hour), power_cap),
@@ -123,8 +120,12 @@ def roofline(model, hardware, *, gpus=None, chips=None, batch=1, context=8192, p
                   batch=_values(batch, "batch"), context=_values(context, "context"),
                   pass_len=_values(pass_len, "pass_len"), weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                   efficiency=_eff(hardware, efficiency, ideal, "ideal"), weight_read=weight_read)
-    r.energy = energy_of(r.hardware, chips=r.chips, step_s=r.step_s, tokens_per_step=r.tokens,
-                         usd_per_mtok=r.usd_per_mtok, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
+    # energy on demand (r.energy): the inputs are checked now, on one scalar point; the arrays when first read
+    energy_of(r.hardware, chips=1.0, step_s=1.0, tokens_per_step=1.0, usd_per_mtok=1.0, pue=pue,
+              usd_per_kwh=usd_per_kwh, power_cap=power_cap)
+    r.extras["energy_of"] = lambda res: energy_of(res.hardware, chips=res.chips, step_s=res.step_s,
+                                                  tokens_per_step=res.tokens, usd_per_mtok=res.usd_per_mtok, pue=pue,
+                                                  usd_per_kwh=usd_per_kwh, power_cap=power_cap)
     return r
 
 
@@ -135,10 +136,10 @@ def serve(model, hardware, *, isl, osl, concurrency, gpus=None, chips=None, effi
     The result's ``energy`` is an ``analyses.energy.EnergyResult`` per output token (every GPU of the deployment);
     ``power_cap`` (W per GPU) scales the compute peaks (docs/energy.md)."""
     from .analyses.serving import serve as _serve
-    from .cli.serve import serve_energy
+    from .options import serve_energy
 
     n = _gpus(gpus, chips)
-    eff = None if efficiency in (None, "auto") else efficiency
+    eff = efficiency  # "auto", a preset, "ideal" or None: engine.efficiency.resolve decides (one rule)
     for k in ("tp", "ep", "pp", "mtp", "prefill_gpus", "decode_gpus", "redundant_experts"):
         if isinstance(kw.get(k), str):
             kw[k] = _count(kw[k], k)
@@ -177,7 +178,7 @@ def train(model, hardware="hgx-h100", *, gpus=None, chips=None, tokens, seq_len=
         r = _train(m, hw, chips=n, par=par, **tk)
     else:
         r, _, _ = search_training_layout(m, hw, chips=n, fixed={k: v for k, v in given.items() if v is not None}, **tk)
-    from .cli.train import training_energy
+    from .options import training_energy
 
     en = training_energy(r, hw, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
     r.energy = {k: v for k, v in en.items() if k != "result"} if en["result"] is not None else None

@@ -51,19 +51,9 @@ INT_OPTION_MAX = {
 MAX_FLOAT_OPTION = 1e30
 """Largest magnitude of a plain float CLI option (speed-ups, prices, ratios, fractions)."""
 
-MIN_MAGNITUDE = 1e-12
-"""Smallest non-zero magnitude of any user number: denormals such as 1e-320 are typos that divide to inf."""
 
 # ---------------------------------------------------------------------------------- quantities
-QUANTITY_MAX = {
-    "bytes": 1e21,          # a zettabyte
-    "bandwidth": 1e18,      # an exabyte per second, per chip
-    "flops": 1e21,          # a zettaFLOP/s, per chip
-    "usd_per_hour": 1e7,    # $ per chip-hour
-    "count": 1e30,          # tokens, params, FLOPs of a training run, batch, context …
-    "duration": 1e12,       # seconds (~30,000 years)
-}
-"""Largest value of each parsed quantity kind (units.parse_*); the smallest non-zero is :data:`MIN_MAGNITUDE`."""
+from .limits import MIN_MAGNITUDE, QUANTITY_MAX  # noqa: E402,F401 (defined below errors: no import cycle)
 
 # ---------------------------------------------------------------------------------- catalogs
 MODEL_INT_MAX = {

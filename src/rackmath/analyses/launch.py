@@ -103,10 +103,10 @@ def emit(framework: str, deployment: dict) -> dict:
 
 
 def _ranks(lay) -> int:
-    """Attention-DP groups R of an emitted layout (``step_table.attention_ranks``)."""
-    from .step_table import attention_ranks
+    """Attention-DP groups R of an emitted layout (``engine.layout.attention_ranks``)."""
+    from ..engine.layout import attention_ranks
 
-    return int(attention_ranks(lay))
+    return int(attention_ranks(lay["tp"], lay["attention_dp"], lay.get("attention_dp_size", 0)))
 
 
 def _vllm(info, repo, model, lay, d, role):

@@ -37,7 +37,9 @@ import numpy as np
 
 from ..results import ResultMixin
 
+from ..engine.roofline import usd_per_mtok
 from ..errors import InputError
+from .step_table import layout_label  # noqa: F401 (re-exported: planner.layout_label)
 
 #: Default chips of ``plan`` and ``compare`` (the issue's set).
 DEFAULT_CHIPS = ("h100", "h200", "b200", "mi355x")
@@ -87,18 +89,6 @@ def _price_for(prices: dict, chip: str, system: str):
         if k in prices:
             return prices[k]
     return prices.get("*")
-
-
-def layout_label(lay: dict) -> str:
-    s = f"TP{lay['tp']}"
-    if lay["ep"] > 1:
-        s += f" EP{lay['ep']}"
-    if lay["pp"] > 1:
-        s += f" PP{lay['pp']}"
-    if lay["attention_dp"]:
-        size = int(lay.get("attention_dp_size") or 0)
-        s += " attention-DP" if not size or size == int(lay["tp"]) else f" attention-DP ×{size} groups"
-    return s
 
 
 def _workload(isl, osl):
@@ -156,6 +146,7 @@ def _prefill_points(st, lays, isl, budget) -> dict:
 def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budget, modes):
     """The cheapest aggregated and disaggregated deployments of one chip meeting the SLOs (or None each)."""
     from . import step_table as stt
+    from .serving import disaggregated_ttft
 
     price = st.usd_per_gpu_hour
     out = {}
@@ -185,6 +176,7 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
             out["aggregated"] = dict(
                 mode="aggregated", gpus=int(gp[i, j]), replicas=int(R[i, j]), gpus_per_replica=int(pts["gpus"][i, j]),
                 layout=dict(lay, label=layout_label(lay)), concurrency_per_replica=float(n[i, j]),
+                planned_concurrency_per_replica=float(n[i, j]),
                 max_batch=int(math.ceil(pts["max_batch"][i, j] / ranks)), schedulers=int(ranks),
                 budget=int(budget), tpot_s=float(pts["tpot"][i, j]),
                 ttft_s=float(pts["ttft"][i, j]), request_rate=float(lam[i, j]))
@@ -207,8 +199,8 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
             tpot_d = float(dp["tpot"][i, j])
             # prefill pool: loads × layouts
             rho = PREFILL_RHO[None, :]
-            wait = rho * pf["t_pass"][:, None] / (2.0 * (1.0 - rho))
-            ttft = wait + pf["t_one"][:, None] + pf["xfer"][:, None]
+            ttft = disaggregated_ttft(pf["t_one"][:, None], pf["xfer"][:, None], pf["t_pass"][:, None], rho,
+                                      st.t_request)
             lam = rate if rate is not None else users / (float(np.median(ttft)) + e2e_d[i, j])
             Rp = np.ceil(lam * isl / (rho * pf["tok_s"][:, None]))
             okp = pf["ok"][:, None] & np.isfinite(ttft)
@@ -244,7 +236,7 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
         d["usd_per_hour"] = d["gpus"] * price
         tok_s = d["request_rate"] * osl
         d["output_tok_s"] = tok_s
-        d["usd_per_mtok"] = d["usd_per_hour"] / 3600.0 / max(tok_s, 1e-300) * 1e6
+        d["usd_per_mtok"] = float(usd_per_mtok(d["gpus"], price, max(tok_s, 1e-300)))
         d["tokens_per_s_per_user"] = 1.0 / d["tpot_s"]
         d["margin"] = dict(ttft=None if ttft_slo is None else (ttft_slo - d["ttft_s"]) / ttft_slo,
                            tpot=None if tpot_slo is None else (tpot_slo - d["tpot_s"]) / tpot_slo)
@@ -257,7 +249,7 @@ def pareto_points(st, pts, isl, osl) -> dict:
 
     ok = pts["ok"] & np.isfinite(pts["tpot"])
     speed = (1.0 / pts["tpot"])[ok]
-    usd = (pts["gpus"] * st.usd_per_gpu_hour / 3600.0 / pts["out_tok_s"] * 1e6)[ok]
+    usd = usd_per_mtok(pts["gpus"], st.usd_per_gpu_hour, pts["out_tok_s"])[ok]
     if speed.size == 0:
         return dict(tok_s_user=[], usd_per_mtok=[], front=[])
     front = pareto_front(usd, speed)
@@ -284,6 +276,7 @@ class PlanResult(ResultMixin):
     rows: list  # one per chip, cheapest first
     pareto: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    derivations: dict = field(default_factory=dict, repr=False)  # chip → Derivation (plan(..., explain=True))
 
     def as_dict(self) -> dict:
         return dict(model=self.model, workload=self.workload, slo=self.slo, ranking=self.rows,
@@ -336,7 +329,7 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
          usd_per_gpu_hour=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, efficiency=None,
          ideal=False, framework=None, modes=("aggregated", "disaggregated"), budget=None, confirm=True,
          confirm_requests=2000, max_gpus_per_replica=None, seed=0, pue=None, usd_per_kwh=None,
-         power_cap_w=None, compute_dtype=None) -> PlanResult:
+         power_cap_w=None, compute_dtype=None, explain=False) -> PlanResult:
     """The cheapest deployment of ``model`` per chip meeting the SLOs (module docstring).
 
     ``rate`` (requests/s) or ``users`` (concurrent users, each with one request in flight);
@@ -369,7 +362,7 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
     for m in modes:
         if m not in ("aggregated", "disaggregated"):
             raise InputError("mode", f"{m!r}", "aggregated, disaggregated or both")
-    rows, pareto, notes = [], {}, []
+    rows, pareto, notes, derivations = [], {}, [], {}
     for hw in _chips(hardware):
         from ..specs.hardware import load_hardware
 
@@ -407,13 +400,32 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
             row["why"] = "no deployment meets the SLOs" + (f" (TTFT ≤ {DEFAULT_TTFT_S:g} s is the default objective: " \
                          "set --ttft)" if ttft_default else "") + " or the model does not fit a replica of up to " \
                          f"{int(lays['gpus'].max())} GPUs"
+        if explain and "aggregated" in best:
+            derivations[st.chip] = explain_aggregated(st, best["aggregated"], isl, osl)
         rows.append(row)
     rows.sort(key=lambda r: (r["deployment"] is None, r["deployment"]["usd_per_hour"] if r["deployment"] else 0))
     wl = dict(isl=isl, osl=osl, rate=None if rate is None else float(rate), users=None if users is None else
               float(users), budget=T, framework=fw["name"], weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=int(mtp or 0))
     return PlanResult(model=str(getattr(st.model, "name", model)), workload=wl,
                       slo=dict(ttft_s=ttft_s, tpot_s=tpot_s, ttft_default=ttft_default), rows=rows, pareto=pareto,
-                      notes=notes)
+                      notes=notes, derivations=derivations)
+
+
+def explain_aggregated(st, d: dict, isl, osl):
+    """The derivation of an aggregated deployment as planned: ``serve --explain`` of one replica at the concurrency
+    the plan priced (same model, chip, dtypes, stack, budget and preset), i.e. the same ``serving.steady_state`` —
+    its TTFT and TPOT are the deployment's (tests/test_explain.py)."""
+    from .serving import evaluate
+    from .serving import plan as serving_plan
+
+    lay = d["layout"]
+    p = serving_plan(st.model, st.system, gpus=d["gpus_per_replica"], isl=isl, osl=osl,
+                     concurrency=d["planned_concurrency_per_replica"], tp=lay["tp"], ep=lay["ep"], pp=lay["pp"],
+                     attention_dp=lay["attention_dp"], attention_dp_size=lay.get("attention_dp_size") or None,
+                     weights_dtype=st.weights_dtype, kv_dtype=st.kv_dtype, mtp=st.mtp, acceptance=st.acceptance,
+                     efficiency=st.eff_serving, usd_per_gpu_hour=st.usd_per_gpu_hour, framework=st.framework,
+                     max_num_tokens=d["budget"], compute_dtype=st.compute_dtype)
+    return evaluate(p, st.eff_serving).explain()
 
 
 def _confirm(st, d, model, isl, osl, rate, users, ttft_s, tpot_s, n_req, seed, weights_dtype, kv_dtype, mtp,
@@ -481,7 +493,7 @@ def compare(model, hardware=None, *, tok_s_user=None, isl=1000, osl=1000, usd_pe
         pts = aggregated_points(st, lays, isl, osl, T)
         ok = pts["ok"] & np.isfinite(pts["tpot"])
         speed = 1.0 / pts["tpot"]
-        usd = pts["gpus"] * st.usd_per_gpu_hour / 3600.0 / pts["out_tok_s"] * 1e6
+        usd = usd_per_mtok(pts["gpus"], st.usd_per_gpu_hour, pts["out_tok_s"])
         par = pareto_points(st, pts, isl, osl)
         fronts[st.chip] = par
         row = dict(chip=st.chip, hardware=system.name, usd_per_gpu_hour=st.usd_per_gpu_hour, efficiency=st.efficiency,

@@ -33,6 +33,7 @@ from ..results import ResultMixin
 
 from ..errors import InputError, check_positive
 from ..explain import Derivation, fmt
+from ..engine.roofline import usd_per_mtok  # the one $/Mtok formula (re-exported: serving.usd_per_mtok)
 from ..specs.records import ARRIVALS  # request arrival patterns: "steady" (spread out) or "waves" (lock-step)
 
 #: Largest number of tokens one step processes per replica (prefill chunk + decode), TensorRT-LLM's
@@ -84,31 +85,6 @@ def prefill_attended_context(isl, cached_share=0.0):
     return h * isl + (1.0 - h) * isl / 2.0
 
 
-def verify_tokens(mtp):
-    """Tokens one sequence pushes through the target model per step: k + 1 (k drafts + the bonus token)."""
-    return np.asarray(mtp, dtype=float) + 1.0
-
-
-def draft_params(model):
-    """Parameters one draft token runs through: one transformer layer's share plus the LM head.
-
-    N_draft = N_matmul / n_layers + V · d (DeepSeek-V3's MTP module is one block sharing the
-    embedding and head, §2.2 of the V3 report; a one-layer draft head is the same order).
-    """
-    return model.matmul_params / model.n_layers + model.vocab_size * model.d_model
-
-
-def draft_flops_per_step(model, mtp):
-    """Draft FLOPs per sequence per step: k · 2 · N_draft (k sequential draft tokens)."""
-    return np.asarray(mtp, dtype=float) * 2.0 * draft_params(model)
-
-
-def draft_weight_bytes(model, dtype=None):
-    """Bytes of the draft module: (dense weights / n_layers) + LM head (stored once, read once per draft token)."""
-    head = model.vocab_size * model.d_model * (2.0 if dtype is None else _dtype_bytes(dtype))
-    return model.dense_weight_bytes(dtype) / model.n_layers + head
-
-
 def tpot(step_s, acceptance=1.0):
     """Time per output token: TPOT = t_step / A (A tokens emitted per verification step)."""
     return np.asarray(step_s, dtype=float) / np.asarray(acceptance, dtype=float)
@@ -129,24 +105,9 @@ def tokens_per_s_per_user(tpot_s):
     return 1.0 / np.asarray(tpot_s, dtype=float)
 
 
-def usd_per_mtok(gpus, usd_per_gpu_hour, tok_s):
-    """$ per million tokens = N_GPU · ($/GPU-h ÷ 3600) / X · 10⁶ (lecture 00:10: rent × time ÷ tokens)."""
-    return np.asarray(gpus, dtype=float) * usd_per_gpu_hour / 3600.0 / np.asarray(tok_s, dtype=float) * 1e6
-
-
 def prefill_chunks(isl_new, max_tokens=MAX_NUM_TOKENS):
     """Steps one prompt's prefill takes under chunking: ceil(ISL_new / max_num_tokens) (at least 1)."""
     return np.maximum(1.0, np.ceil(np.asarray(isl_new, dtype=float) / max_tokens))
-
-
-def ttft_aggregated(chunk_s, n_chunks, step_s):
-    """TTFT with continuous batching: n_chunks · t_chunk + t_step.
-
-    The prompt's chunks run (each beside a decode step) and the first token comes out of
-    the step that finishes it; queueing beyond one step is not modelled. At C = 1 this is
-    the prefill time plus one decode step (the latency floor).
-    """
-    return np.asarray(n_chunks, dtype=float) * np.asarray(chunk_s, dtype=float) + np.asarray(step_s, dtype=float)
 
 
 def kv_transfer_time(kv_bytes, bandwidth):
@@ -169,14 +130,6 @@ def little_concurrency(out_tok_s, osl, ttft_s, tpot_s):
     """Little's law: sequences in flight C = (X_out / OSL) · (TTFT + (OSL − 1) · TPOT)."""
     osl = np.asarray(osl, dtype=float)
     return np.asarray(out_tok_s, dtype=float) / osl * (np.asarray(ttft_s, dtype=float) + (osl - 1.0) * tpot_s)
-
-
-def _dtype_bytes(dtype):
-    from ..units import dtype_bytes
-
-    return dtype_bytes(dtype)
-
-
 
 
 # --------------------------------------------------------------------------------------
@@ -267,6 +220,14 @@ def load_stack(framework=None) -> Stack:
     return STACKS[key]
 
 
+def speculating(stack: Stack, mtp) -> Stack:
+    """The stack as it runs with ``mtp`` draft tokens: a stack whose overlap scheduler speculation turns off (SGLang:
+    'Overlap scheduler is disabled because of using eagle speculative decoding') schedules serially."""
+    if int(mtp) > 0 and stack.overlap_scheduler and not stack.overlap_with_speculation:
+        return replace(stack, overlap_scheduler=False)
+    return stack
+
+
 # --------------------------------------------------------------------------------------
 # The four serving realities, one function each
 # --------------------------------------------------------------------------------------
@@ -353,7 +314,8 @@ def batch_arrivals(sch: dict, seqs, ranks, mtp, isl_new, t_decode, t_mixed) -> d
     c_new = np.where(inside, np.minimum(p / np.maximum(s, 1e-300), R * left), c_tot)
     c_rank = np.where(inside, np.minimum(np.maximum(sch["c_rank"], c_new / R), left), sch["c_rank"])
     imb = np.where(R > 1, mixed_step_imbalance(seqs, R, mtp + 1, c_rank, c_new), 1.0)
-    return dict(sch, c_tot=c_new, c_rank=c_rank, imbalance=imb)
+    return dict(sch, c_tot=c_new, c_rank=c_rank, imbalance=imb, share=s, inside=inside, c_rank_steady=sch["c_rank"],
+                c_tot_steady=c_tot)
 
 
 def prefill_wait(t_bar, prefill_s, utilisation):
@@ -652,10 +614,12 @@ def _waves(p, eff, mn_d, b, ranks, t_dec, t_request) -> dict:
     mn_w = mixed_numbers(mn_d, p.model, extra_tokens_per_seq=ranks * c_rank / b, isl=w.isl,
                          chunk=np.minimum(isl_new, c_rank), cached_share=w.cached_share, kv_dtype=p.kv_dtype)
     res_w = _run(p, mn_w, p.layout, eff, b)
-    t_pass = eager_step(res_w.tpot_s, step_kernels(res_w), stack_eager_s(eff, st.name))
+    tau_e = stack_eager_s(eff, st.name)
+    t_pass = eager_step(res_w.tpot_s, step_kernels(res_w), tau_e)
     ttft, tpot, x_rep, t_wave = wave_schedule(b, ranks, isl_new, w.osl, c_rank, t_pass, t_dec, w.acceptance,
                                               t_request)
-    return dict(ttft=ttft, tpot=tpot, x_rep=x_rep, t_wave=t_wave, t_pass=t_pass, chunk=c_rank)
+    return dict(ttft=ttft, tpot=tpot, x_rep=x_rep, t_wave=t_wave, t_pass=t_pass, chunk=c_rank, res_pass=res_w,
+                kernels_pass=step_kernels(res_w), tau_eager=tau_e)
 
 
 def eager_step(t_gpu, n_kernels, tau_eager):
@@ -738,7 +702,47 @@ def prefill_schedule(seqs, ranks, isl_new, osl, acceptance=1.0, mtp=0, budget=No
     c_tot = np.where(f < 1.0, R * f * c_rank / np.maximum(n_any, 1e-300), R * c_rank)
     imb = mixed_step_imbalance(b, R, mtp + 1, c_rank, c_tot)
     return dict(p=p, left=left, c_rank=c_rank, c_tot=c_tot, n_any=n_any, rho=p / (R * left),
-                imbalance=np.where(R > 1, imb, 1.0))
+                imbalance=np.where(R > 1, imb, 1.0), imb_decode=imb_dec, f=f)
+
+
+def steady_state(seqs, ranks, isl_new, osl, t_decode, mixed_step, *, acceptance=1.0, mtp=0, budget=None,
+                 t_request=0.0, arrivals="steady", queued=None) -> dict:
+    """The steady state of one aggregated decode stream of b sequences: the one place ``serve``, ``plan``,
+    ``compare`` and the web app get TPOT, output rate and TTFT from (arrays broadcast).
+
+    1. schedule: :func:`prefill_schedule` (prompt tokens per step p, chunk per rank c_r, total chunk c, ρ);
+       under Poisson arrivals :func:`batch_arrivals` re-batches the waiting prompts;
+    2. t_mixed = ``mixed_step(schedule)`` (the caller's step model; returns (t_mixed, extra) — ``extra`` is
+       passed back as ``mixed_extra``);
+    3. :func:`time_sliced_schedule` → t̄, TPOT, X (per stream), prefill-bound mask;
+    4. TTFT = ⌈ISL_new / c_r⌉ · t_mixed + :func:`prefill_wait` (t̄, t_prefill, ρ) + t_request, and where the
+       prefill budget binds at least Little's law's queue: TTFT ≥ Q · OSL / X − (OSL − 1) · TPOT, Q = ``queued``
+       (the stream's requests in the system, default b).
+
+    ``t_request`` is the stack's host time per request (``engine.efficiency.stack_request_s``).
+    """
+    b = np.asarray(seqs, dtype=float)
+    sch = prefill_schedule(b, ranks, isl_new, osl, acceptance, mtp, budget)
+    t_mix, extra = mixed_step(sch)
+    if arrivals == "poisson":  # independent arrivals: the prompts waiting after a mixed step ride one together
+        sch = batch_arrivals(sch, b, ranks, mtp, isl_new, t_decode, t_mix)
+        t_mix, extra = mixed_step(sch)
+    t_bar, t_tpot, x_rep, bound = time_sliced_schedule(t_decode, t_mix, sch["p"], sch["c_tot"], b, acceptance,
+                                                        isl_new, osl)
+    t_pf = np.ceil(isl_new / sch["c_rank"]) * t_mix
+    ttft = t_pf + prefill_wait(t_bar, t_pf, sch["rho"]) + t_request
+    q = b if queued is None else np.asarray(queued, dtype=float)
+    little = q * osl / x_rep - (osl - 1.0) * t_tpot
+    ttft = np.where(bound, np.maximum(ttft, little), ttft)
+    return dict(schedule=sch, t_mixed=t_mix, mixed_extra=extra, step_s=t_bar, tpot_s=t_tpot, out_tok_s=x_rep,
+                prefill_bound=bound, ttft_s=ttft, n_mixed=mixed_steps_per_decode(sch["p"], sch["c_tot"]))
+
+
+def disaggregated_ttft(t_prefill, t_transfer, t_pass, utilisation, t_request=0.0):
+    """TTFT of a disaggregated deployment: t_prefill + KV transfer + ρ/(2(1−ρ)) · t_pass (:func:`prefill_wait`
+    with no decode step to wait for) + t_request (the stack's host time per request)."""
+    return t_prefill + t_transfer + prefill_wait(0.0 * np.asarray(t_prefill, dtype=float), t_pass,
+                                                 utilisation) + t_request
 
 
 def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=None, max_pp=8, sched_overlap=False,
@@ -1022,9 +1026,8 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
         raise InputError("eager", f"{str(eager)[:80]!r}", "true or false (decode steps without CUDA graphs)")
     if eager:
         stack = replace(stack, cuda_graphs=False)
-    spec_serial = int(mtp) > 0 and stack.overlap_scheduler and not stack.overlap_with_speculation
-    if spec_serial:
-        stack = replace(stack, overlap_scheduler=False)
+    spec_serial = speculating(stack, mtp) is not stack
+    stack = speculating(stack, mtp)
     wdt = units.normalize_dtype(weights_dtype, "weights_dtype") if weights_dtype else None
     kvdt = units.normalize_dtype(kv_dtype or getattr(m, "kv_dtype", None) or "bf16", "kv_dtype")
     cdt = chip.gemm_dtype(wdt or m.native_dtype, compute_dtype)
@@ -1196,6 +1199,8 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         # SGLang, whose overlap scheduler speculation turns off) it prepares and launches each one, t_host per pass
         res_k = _run(p, p.numbers("draft"), replace(lay, pp=1), eff, b, sched=not st.overlap_scheduler)
         t_draft = res_k.tpot_s
+    else:
+        res_k = None
     if not st.cuda_graphs:  # --eager: the host dispatches every kernel of the decode step too
         tau_e = stack_eager_s(eff, st.name)
         t_verify = eager_step(t_verify, step_kernels(res_d), tau_e)
@@ -1207,7 +1212,8 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
     isl_new = w.isl_new
     chunk = p.chunk()
     n_chunks = float(prefill_chunks(isl_new, chunk))
-    info = dict(t_decode=t_dec, t_verify=t_verify, t_draft=t_draft, b=b, t_decode_gpu=res_d.tpot_s, t_request=t_req)
+    info = dict(t_decode=t_dec, t_verify=t_verify, t_draft=t_draft, b=b, t_decode_gpu=res_d.tpot_s, t_request=t_req,
+                res_draft=res_k, t_draft_gpu=None if res_k is None else res_k.tpot_s)
     if p.disaggregated:
         t_bar, t_tpot = t_dec, tpot(t_dec, A)
         cap_out = output_tokens_per_s(C, t_dec, A)
@@ -1222,7 +1228,8 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         kv_bytes = float(np.asarray(m.kv_cache_bytes(w.isl, p.kv_dtype)))
         t_xfer = kv_transfer_time(kv_bytes, p.system.chip.scaleout_bw * lp.tp * eff.eta_comm)
         rho = x_out * isl_new / w.osl / pf_tok_s
-        ttft = t_pf + t_xfer + prefill_wait(0.0 * t_pf, t_pass, rho) + t_req
+        ttft = disaggregated_ttft(t_pf, t_xfer, t_pass, rho, t_req)
+        info.update(rho=rho, t_pass=t_pass, prefill_one=res_1, n_chunks=n_chunks, tau_eager=tau_e)
         info.update(prefill=dict(gpus=lp.gpus, layout=dict(tp=lp.tp, ep=lp.ep, pp=lp.pp, attention_dp=lp.attention_dp,
                                                            dp=lp.dp, label=lp.label()),
                                  input_tok_s=pf_tok_s, input_tok_s_per_gpu=pf_tok_s / lp.gpus, prefill_s=t_pf,
@@ -1241,22 +1248,17 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
                                  cached_share=w.cached_share, kv_dtype=p.kv_dtype)
             res_m = _run(p, mn_m, lay, eff, b, adp_imbalance=sch["imbalance"] if lay.attention_dp else None)
             n_eager = step_kernels(res_m)
-            return speculative_step(eager_step(res_m.tpot_s, n_eager, tau_e), t_draft, k), n_eager
+            return speculative_step(eager_step(res_m.tpot_s, n_eager, tau_e), t_draft, k), (n_eager, res_m)
 
-        t_mix, n_eager = mixed_step(sch)
-        if w.arrivals == "poisson":  # independent arrivals: the prompts waiting after a mixed step ride one together
-            sch = batch_arrivals(sch, b, ranks, k, isl_new, t_dec, t_mix)
-            t_mix, n_eager = mixed_step(sch)
-        p_step, left, c_rank, c_tot, rho = sch["p"], sch["left"], sch["c_rank"], sch["c_tot"], sch["rho"]
-        t_bar, t_tpot, x_rep, prefill_bound = time_sliced_schedule(t_dec, t_mix, p_step, c_tot, b, A, isl_new, w.osl)
-        x_out = x_rep * dp * ppd
-        n_mix = mixed_steps_per_decode(p_step, c_tot)
-        t_pf = np.ceil(isl_new / c_rank) * t_mix
-        ttft = t_pf + prefill_wait(t_bar, t_pf, rho) + t_req
-        little = C * w.osl / x_out - (w.osl - 1.0) * t_tpot
-        ttft = np.where(prefill_bound, np.maximum(ttft, little), ttft)
-        info.update(chunk=c_rank, chunk_total=c_tot, prefill_per_step=p_step, t_mixed=t_mix, n_mixed=n_mix, rho=rho,
-                    budget_left=left, eager_kernels_mixed=n_eager)
+        ss = steady_state(b, ranks, isl_new, w.osl, t_dec, mixed_step, acceptance=A, mtp=k,
+                          budget=st.max_num_tokens, t_request=t_req, arrivals=w.arrivals, queued=C / (dp * ppd))
+        sch, t_mix, (n_eager, res_m) = ss["schedule"], ss["t_mixed"], ss["mixed_extra"]
+        t_bar, t_tpot, prefill_bound, ttft = ss["step_s"], ss["tpot_s"], ss["prefill_bound"], ss["ttft_s"]
+        x_out = ss["out_tok_s"] * dp * ppd
+        n_mix, p_step = ss["n_mixed"], sch["p"]
+        info.update(chunk=sch["c_rank"], chunk_total=sch["c_tot"], prefill_per_step=p_step, t_mixed=t_mix,
+                    n_mixed=n_mix, rho=sch["rho"], budget_left=sch["left"], eager_kernels_mixed=n_eager,
+                    schedule=sch, res_mixed=res_m, tau_eager=tau_e)
         if w.arrivals == "waves":
             keep = waves_persist(st.prefill_first, b, ranks, isl_new, st.max_num_tokens)
             info.update(waves=keep)
@@ -1365,52 +1367,84 @@ def _derive(r: "ServeResult") -> Derivation:
     d.add("L̄", "ISL + OSL/2", f"{w.isl:g} + {w.osl:g}/2", float(mean_decode_context(w.isl, w.osl)), "tokens",
           "mean context of an in-flight sequence", expr=f"{w.isl!r} + {w.osl!r}/2")
     d.add("C", "sequences in flight", "", C, "", key="C")
-    b = d.add("b", "min(max(C / (dp · PP), 1), max batch)", f"{C:g} / ({lay.dp} · {lay.pp})", _f(info["b"]), "",
+    b = d.add("b", "min(max(C / (dp · PP), 1), max batch)", "", _f(info["b"]), "",
               "sequences per micro-batch per replica",
               expr=f"min(max(C / ({lay.dp} * {lay.pp}), 1), {p.stack.max_batch_size})", key="b")
     scale, mla = _f(eff.mla_kernel_scale), p.numbers("decode").mla
     mla_note = f"; the MLA blocks' kernels × {scale:g} ({eff.name}'s mla_kernel_scale)" if mla and scale != 1.0 else ""
     eager_note = (f" (an MLA block dispatches {MLA_EAGER_KERNEL_SCALE:g} × its graph kernels: FP8 input "
                   "quantisations, a prompt's un-absorbed path; engine/step.py)" if mla else "")
+    from ..engine.step import step_working
+
+    tau_e = _f(stack_eager_s(eff, p.stack.name))
     d.add("t_verify" if p.stack.cuda_graphs else "t_gpu",
           "Σ_ops [n_kernels·τ_k + n_coll·τ_c + n_out·τ_out + max(F/(peak·η_c(M)), B/(BW·η_m), net/η_comm)] "
-          "· PP + t_sched", f"compute {fmt(v['t_compute_ms'] / 1e3, 's')}, weights {fmt(v['t_weights_ms'] / 1e3, 's')}, "
-          f"KV {fmt(v['t_kv_ms'] / 1e3, 's')}, comm {fmt(v['t_comm_ms'] / 1e3, 's')}, latencies "
-          f"{fmt(v['t_latency_ms'] / 1e3, 's')}, scheduler {fmt(v['overhead_ms'] / 1e3, 's')} "
-          f"({res.overlap})", _f(info["t_decode_gpu"]), "s",
-          f"decode step of b sequences × {k + 1} tokens (engine/step.py; --ops for each operator)" + mla_note,
-          key="t_verify" if p.stack.cuda_graphs else "t_gpu")
+          "· PP + t_sched", step_working(res.__dict__["times"]), _f(info["t_decode_gpu"]), "s",
+          f"decode step of b sequences × {k + 1} tokens, {res.overlap} (engine/step.py; --ops for each operator)"
+          + mla_note, key="t_verify" if p.stack.cuda_graphs else "t_gpu")
     if not p.stack.cuda_graphs:
-        n_k, tau_e = _f(step_kernels(res)), _f(stack_eager_s(eff, p.stack.name))
-        d.add("t_verify", "max(GPU time, n_kernels · τ_eager)", f"max(…, {n_k:g} · {fmt(tau_e, 's')})",
-              _f(info["t_verify"]), "s", "--eager: no CUDA graph, the host dispatches every kernel of the decode step"
-              + eager_note,
-              expr=f"max(t_gpu, {n_k!r} * {tau_e!r})", key="t_verify")
+        d.add("n_kernels", "kernels the decode step dispatches", "", _f(step_kernels(res)), "", key="n_k")
+        d.add("τ_eager", f"host time per eagerly dispatched kernel ({p.stack.name})", "", tau_e, "s", key="tau_e")
+        d.add("t_verify", "max(GPU time, n_kernels · τ_eager)", "", _f(info["t_verify"]), "s",
+              "--eager: no CUDA graph, the host dispatches every kernel of the decode step" + eager_note,
+              expr="max(t_gpu, n_k * tau_e)", key="t_verify")
     if k:
-        d.add("t_draft", "one draft/MTP layer + LM head, 1 token per sequence"
+        res_k = info["res_draft"]
+        d.add("t_draft" if p.stack.cuda_graphs else "t_draft,gpu", "one draft/MTP layer + LM head, 1 token per sequence"
               + ("" if p.stack.overlap_scheduler else " + t_host (a pass of its own, host work not overlapped)"),
-              "", _f(info["t_draft"]), "s", key="t_draft")
-    td = d.add("t_decode", "t_verify + k · t_draft", f"… + {k} · …", _f(info["t_decode"]), "s",
+              step_working(res_k.__dict__["times"]), _f(info["t_draft_gpu"]), "s",
+              key="t_draft" if p.stack.cuda_graphs else "t_draft_gpu")
+        if not p.stack.cuda_graphs:
+            d.add("n_kernels,draft", "kernels a draft pass dispatches", "", _f(step_kernels(res_k)), "", key="n_kd")
+            d.add("t_draft", "max(GPU time, n_kernels · τ_eager)", "", _f(info["t_draft"]), "s",
+                  expr="max(t_draft_gpu, n_kd * tau_e)", key="t_draft")
+    td = d.add("t_decode", "t_verify + k · t_draft", "", _f(info["t_decode"]), "s",
                expr=f"t_verify + {k} * t_draft" if k else "t_verify", key="t_decode")
     if r.mode == "aggregated" and w.arrivals == "waves" and bool(np.asarray(info["waves"]).ravel()[0]):
         return _derive_waves(d, r, v, b)
+    R = lay.attention_ranks
     if r.mode == "aggregated":
+        sch = info["schedule"]
         d.add("p", "b · ISL_new · A / OSL", f"{b:g} · {w.isl_new:g} · {A:g} / {w.osl:g}", _f(info["prefill_per_step"]),
               "tokens", "prompt tokens needed per decode step", expr=f"b * {w.isl_new!r} * {A!r} / {w.osl!r}", key="p")
-        ranks = lay.attention_ranks
         poisson = w.arrivals == "poisson"
-        d.add("c", "c_r = min(max(budget − busiest decode tokens, min(ISL_new, budget)), max(ISL_new, p/R)); "
-              "f = min(1, p/(R·c_r)); n_any = 1 − (1 − f)^R; c = R·f·c_r/n_any (f < 1) else R·c_r"
-              + ("; Poisson arrivals: c ← p/s, s = q_d/(1 − q_m + q_d), q = 1 − e^(−λt), λ = p/(ISL_new·t̄), "
-                 "c_r ← min(max(c_r, c/R), left)" if poisson else ""),
-              f"R = {ranks} ranks, budget {p.stack.max_num_tokens or '∞'}, c_r = {_f(info['chunk']):g}",
-              _f(info["chunk_total"]), "tokens", "prefill tokens per mixed step (ranks step together: "
-              "a step is mixed when any rank prefills" + ("; prompts that arrive during a mixed step ride the next "
-                                                          "one together" if poisson else "") + ")", key="c")
-        d.add("t_mixed", "max(the decode step carrying c prefill tokens, n_eager · τ_eager)",
-              f"max(…, {_f(info['eager_kernels_mixed']):g} · {fmt(_f(stack_eager_s(eff, p.stack.name)), 's')})",
-              _f(info["t_mixed"]), "s", "an eager step: no CUDA graph, the host dispatches every kernel" + eager_note,
-              key="t_mixed")
+        bud = float(p.stack.max_num_tokens or np.inf)
+        imb = _f(sch["imb_decode"])
+        d.add("left", "max(budget − imb · b·(k+1)/R, min(ISL_new, budget))"
+              + ("" if R > 1 else "  (R = 1: imb = 1)"), "", _f(sch["left"]), "tokens",
+              f"prompt tokens one rank may add beside its busiest decode tokens (budget {p.stack.max_num_tokens or '∞'}, "
+              f"R = {R} attention ranks)",
+              expr=(f"max({bud!r} - {imb!r} * b * {k + 1} / {R}, min({w.isl_new!r}, {bud!r}))" if R > 1 else
+                    f"max({bud!r} - b * {k + 1}, min({w.isl_new!r}, {bud!r}))"), key="left")
+        cr, c = ("c_r0", "c0") if poisson else ("c_r", "c")
+        d.add("c_r", "min(left, max(ISL_new, p/R))", "", _f(sch.get("c_rank_steady", sch["c_rank"])), "tokens",
+              "whole waiting prompts, within the budget", expr=f"min(left, max({w.isl_new!r}, p / {R}))", key=cr)
+        d.add("f", "min(1, p/(R·c_r))", "", _f(sch["f"]), "", "share of steps in which one rank prefills",
+              expr=f"min(1, p / ({R} * {cr}))", key="f")
+        if R > 1:
+            d.add("n_any", "1 − (1 − f)^R", "", _f(sch["n_any"]), "", "share of steps in which any rank prefills "
+                  "(the ranks step together)", expr=f"1 - (1 - f) ** {R}", key="n_any")
+        d.add("c", "R·f·c_r/n_any (f < 1) else R·c_r", "", _f(info["chunk_total"] if not poisson else
+                                                               sch.get("c_tot_steady", sch["c_tot"])), "tokens",
+              "prefill tokens per mixed step",
+              expr=(f"{R} * f * {cr} / n_any if f < 1 else {R} * {cr}" if R > 1 else cr),
+              key=c)
+        if poisson:
+            d.add("s", "share of steps that carry prefill under Poisson arrivals (poisson_mixed_share: the fixed point "
+                  "of the mixed/decode Markov chain)", "", _f(sch["share"]), "", key="s")
+            inside = bool(np.asarray(sch["inside"]).ravel()[0])
+            d.add("c", "min(p/s, R·left)  (where 0 < p/c < 1; else unchanged)", "", _f(info["chunk_total"]), "tokens",
+                  "prompts that arrive during a mixed step ride the next one together",
+                  expr=f"min(p / s, {R} * left)" if inside else "c0", key="c")
+            d.add("c_r", "min(max(c_r, c/R), left)  (where 0 < p/c < 1)", "", _f(info["chunk"]), "tokens",
+                  expr=f"min(max(c_r0, c / {R}), left)" if inside else "c_r0", key="c_r")
+        d.add("t_gpu,mixed", "the decode step carrying c prefill tokens (the chunk at its prompt's context)",
+              step_working(info["res_mixed"].__dict__["times"]), _f(info["res_mixed"].tpot_s), "s", key="t_gm")
+        d.add("n_eager", "kernels the mixed step dispatches", "", _f(info["eager_kernels_mixed"]), "", key="n_e")
+        d.add("τ_eager", f"host time per eagerly dispatched kernel ({p.stack.name})", "", tau_e, "s", key="tau_e")
+        d.add("t_mixed", "max(t_gpu,mixed, n_eager · τ_eager) + k · t_draft", "", _f(info["t_mixed"]), "s",
+              "an eager step: no CUDA graph, the host dispatches every kernel" + eager_note,
+              expr="max(t_gm, n_e * tau_e)" + (f" + {k} * t_draft" if k else ""), key="t_mixed")
         n = d.add("n", "p / c", "", _f(info["n_mixed"]), "", "mixed steps per decode step", expr="p / c", key="n")
         d.add("t̄", "t_decode + n·(t_mixed − t_decode) if n ≤ 1 else t_mixed", "", v["step_ms"] / 1e3, "s",
               "time-sliced prefill (Sarathi-Serve)",
@@ -1424,28 +1458,62 @@ def _derive(r: "ServeResult") -> Derivation:
               expr=f"(t_decode + n * max(b - 1, 0) / max(b, 1) * (t_mixed - t_decode)) / {A!r} if n <= 1 "
                    f"else t_mixed / {A!r}", key="tpot")
     else:
-        d.add("TPOT", "t̄ / A", f"{fmt(v['step_ms'] / 1e3, 's')} / {A:g}", v["tpot_ms"] / 1e3, "s",
-              expr=f"tbar / {A!r}", key="tpot")
+        d.add("TPOT", "t̄ / A", "", v["tpot_ms"] / 1e3, "s", expr=f"tbar / {A!r}", key="tpot")
     d.add("tok/s/user", "1 / TPOT", "", v["tokens_per_s_per_user"], "tok/s", expr="1 / tpot")
     if r.mode == "aggregated":
         d.add("X_out", "min(dp·PP·b·A/t̄, dp·PP·c·OSL/(ISL_new·t_mixed))", "", v["output_tok_s"], "tok/s",
               expr=f"min({lay.dp * lay.pp} * b * {A!r} / tbar, {lay.dp * lay.pp} * c * {w.osl!r} / "
                    f"({max(w.isl_new, 1e-9)!r} * t_mixed))", key="X")
     else:
-        d.add("X_out", "min(C·A/t_decode, prefill pool tokens/s · OSL / ISL_new)", "", v["output_tok_s"], "tok/s",
-              key="X")
+        pf = info["prefill"]
+        d.add("X_prefill", "the prefill pool's prompt tokens/s (prefill_pool_rate)", "", _f(pf["input_tok_s"]),
+              "tok/s", key="X_P")
+        d.add("X_out", "min(C·A/t_decode, X_prefill · OSL / (ISL · (1 − h)))", "", v["output_tok_s"], "tok/s",
+              expr=f"min(C * {A!r} / t_decode, X_P * {w.osl!r} / ({w.isl!r} * (1 - {w.cached_share!r})))", key="X")
     d.add("X_out/GPU", "X_out / N_GPU", f"{fmt(v['output_tok_s'], 'tok/s')} / {r.gpus}", v["output_tok_s_per_gpu"],
           "tok/s", "every GPU counted, prefill pool included", expr=f"X / {r.gpus}")
     d.add("X_total/GPU", "X_out · (1 + ISL/OSL) / N_GPU", "", v["total_tok_s_per_gpu"], "tok/s",
           expr=f"X * (1 + {w.isl!r} / {w.osl!r}) / {r.gpus}")
+    t_req = _f(info["t_request"])
     if r.mode == "aggregated":
-        d.add("ρ", "p / (R · budget left after decode)", "", _f(info["rho"]), "",
-              "prefill load over its capacity (the M/D/1 queue's utilisation, capped at 0.95)")
-    d.add("TTFT", "ceil(ISL_new/c_r)·t_mixed + t̄/2 + ρ/(2(1−ρ))·t_prefill (M/D/1 wait) + t_request"
-          if r.mode == "aggregated" else "t_prefill + KV transfer + wait + t_request", "", v["ttft_ms"] / 1e3, "s",
-          f"t_request = {fmt(_f(info['t_request']), 's')} host time per request ({p.stack.name}'s)")
-    d.add("$/Mtok", "N_GPU · $/GPU-h / 3600 / X_out · 10⁶", f"{r.gpus} · ${r.usd_per_gpu_hour:g}/h …",
-          v["usd_per_mtok_output"], "$/Mtok", "output tokens",
+        d.add("ρ", "p / (R · left)", "", _f(info["rho"]), "",
+              "prefill load over its capacity (the M/D/1 queue's utilisation, capped at 0.95)",
+              expr=f"p / ({R} * left)", key="rho")
+        d.add("t_prefill", "⌈ISL_new / c_r⌉ · t_mixed", "", _f(np.ceil(w.isl_new / info["chunk"]) * info["t_mixed"]), "s",
+              "the prompt's own chunks", expr=f"ceil({w.isl_new!r} / c_r) * t_mixed", key="t_pf")
+        d.add("W", "t̄/2 + ρ/(2(1 − ρ)) · t_prefill  (M/D/1 wait, ρ ≤ 0.95)", "",
+              _f(prefill_wait(info["t_decode"] * 0 + v["step_ms"] / 1e3, np.ceil(w.isl_new / info["chunk"])
+                              * info["t_mixed"], info["rho"])), "s",
+              "half a step, then the prompts ahead", expr="tbar / 2 + min(rho, 0.95) / (2 * (1 - min(rho, 0.95))) * t_pf",
+              key="W")
+        d.add("t_request", f"host time per request ({p.stack.name}'s)", "", t_req, "s", key="t_req")
+        bound = bool(np.asarray(r.values["bottleneck"] == "prefill").ravel()[0])
+        d.add("TTFT", "t_prefill + W + t_request" + ("; at least C·OSL/X_out − (OSL − 1)·TPOT (Little's law, the "
+                                                     "prefill budget binds)" if bound else ""),
+              "", v["ttft_ms"] / 1e3, "s", "serving.steady_state",
+              expr=(f"max(t_pf + W + t_req, C * {w.osl!r} / X - ({w.osl!r} - 1) * tpot)" if bound
+                    else "t_pf + W + t_req"))
+    else:
+        pf = info["prefill"]
+        d.add("t_gpu,prefill", "one prompt's prefill pass on the prefill layout",
+              step_working(info["prefill_one"].__dict__["times"]), _f(info["prefill_one"].tpot_s), "s", key="t_p1")
+        d.add("n_kernels", "kernels the prefill pass dispatches", "", _f(step_kernels(info["prefill_one"])), "",
+              key="n_p")
+        d.add("τ_eager", f"host time per eagerly dispatched kernel ({p.stack.name})", "", _f(info["tau_eager"]), "s",
+              key="tau_e")
+        d.add("t_prefill", "chunks · max(t_gpu,prefill, n_kernels · τ_eager)", "", _f(pf["prefill_s"]), "s",
+              expr=f"{_f(info['n_chunks'])!r} * max(t_p1, n_p * tau_e)", key="t_pf")
+        d.add("t_KV", "the KV cache's hand-off to the decode pool (kv_transfer_time)", "", _f(pf["kv_transfer_s"]),
+              "s", key="t_kv")
+        d.add("ρ", "X_out · ISL_new / OSL / X_prefill", "", _f(info["rho"]), "", "the prefill pool's load",
+              expr=f"X * {w.isl_new!r} / {w.osl!r} / X_P", key="rho")
+        d.add("t_pass", "a full prefill pass of the pool (prefill_pool_rate)", "", _f(info["t_pass"]), "s",
+              key="t_pass")
+        d.add("t_request", f"host time per request ({p.stack.name}'s)", "", t_req, "s", key="t_req")
+        d.add("TTFT", "t_prefill + t_KV + ρ/(2(1 − ρ)) · t_pass + t_request  (ρ ≤ 0.95)", "", v["ttft_ms"] / 1e3, "s",
+              "serving.disaggregated_ttft",
+              expr="t_pf + t_kv + min(rho, 0.95) / (2 * (1 - min(rho, 0.95))) * t_pass + t_req")
+    d.add("$/Mtok", "N_GPU · $/GPU-h / 3600 / X_out · 10⁶", "", v["usd_per_mtok_output"], "$/Mtok", "output tokens",
           expr=f"{r.gpus} * {r.usd_per_gpu_hour!r} / 3600 / X * 1e6")
     d.conclusion = f"→ {fmt(v['output_tok_s_per_gpu'], 'tok/s')} per GPU at {v['tokens_per_s_per_user']:.3g} " \
                    f"tok/s per user; {str(np.asarray(r.values['bottleneck']).ravel()[0])}-bound" + \
@@ -1459,13 +1527,21 @@ def _derive_waves(d: Derivation, r: "ServeResult", v: dict, b: float) -> Derivat
     w, lay, A = p.workload, p.layout, p.workload.acceptance
     R = lay.attention_ranks
     bud = float(p.stack.max_num_tokens or np.inf)
-    d.add("waves", "prefill-first stack, or b_r · ISL_new ≤ budget", f"{p.stack.name}: prefill first = "
-          f"{p.stack.prefill_first}", 1.0, "", "the waves persist round after round (waves_persist)")
-    d.add("c_r", "min(max(b/R, 1) · ISL_new, budget)", f"R = {R}, budget {p.stack.max_num_tokens or '∞'}",
-          _f(wv["chunk"]), "tokens", "prompt tokens one rank carries per prefill pass",
+    from ..engine.step import step_working
+
+    d.add("waves", "the waves persist: a prefill-first stack, or a wave's prompts fit one prefill pass", "", 1.0, "",
+          f"{p.stack.name}: prefill first = {p.stack.prefill_first} (waves_persist)")
+    d.add("c_r", "min(max(b/R, 1) · ISL_new, budget)", "", _f(wv["chunk"]), "tokens",
+          f"prompt tokens one rank carries per prefill pass (R = {R}, budget {p.stack.max_num_tokens or '∞'})",
           expr=f"min(max(b / {R}, 1) * {w.isl_new!r}, {bud!r})", key="c_r")
-    d.add("t_pass", "max(the step carrying R·c_r prompt tokens, its kernels · τ_eager)", "", _f(wv["t_pass"]),
-          "s", "an eager step: no CUDA graph, the host dispatches every kernel", key="t_pass")
+    d.add("t_gpu,pass", "the step carrying R·c_r prompt tokens", step_working(wv["res_pass"].__dict__["times"]),
+          _f(wv["res_pass"].tpot_s), "s", key="t_gp")
+    d.add("n_kernels", "kernels the prefill pass dispatches", "", _f(wv["kernels_pass"]), "", key="n_kp")
+    d.add("τ_eager", f"host time per eagerly dispatched kernel ({p.stack.name})", "", _f(wv["tau_eager"]), "s",
+          key="tau_e")
+    d.add("t_pass", "max(t_gpu,pass, n_kernels · τ_eager)", "", _f(wv["t_pass"]),
+          "s", "an eager step: no CUDA graph, the host dispatches every kernel", expr="max(t_gp, n_kp * tau_e)",
+          key="t_pass")
     d.add("n", "ISL_new / c_r", "", max(w.isl_new, 1.0) / _f(wv["chunk"]), "", "prefill passes per prompt",
           expr=f"{max(w.isl_new, 1.0)!r} / c_r", key="n")
     d.add("t_wave", "b_r·n · t_pass", "", _f(wv["t_wave"]), "s",
@@ -1491,8 +1567,7 @@ def _derive_waves(d: Derivation, r: "ServeResult", v: dict, b: float) -> Derivat
     d.add("TTFT", "TTFT_wave + t_request", "", v["ttft_ms"] / 1e3, "s",
           f"t_request = {fmt(t_req, 's')} host time per request ({p.stack.name}'s)",
           expr=f"ttft_w + {t_req!r}")
-    d.add("$/Mtok", "N_GPU · $/GPU-h / 3600 / X_out · 10⁶", f"{r.gpus} · ${r.usd_per_gpu_hour:g}/h …",
-          v["usd_per_mtok_output"], "$/Mtok", "output tokens",
+    d.add("$/Mtok", "N_GPU · $/GPU-h / 3600 / X_out · 10⁶", "", v["usd_per_mtok_output"], "$/Mtok", "output tokens",
           expr=f"{r.gpus} * {r.usd_per_gpu_hour!r} / 3600 / X * 1e6")
     d.conclusion = f"→ {fmt(v['output_tok_s_per_gpu'], 'tok/s')} per GPU at {v['tokens_per_s_per_user']:.3g} " \
                    f"tok/s per user in lock-step waves" + ("; " + "; ".join(r.notes) if r.notes else "")
@@ -1586,9 +1661,10 @@ def ops(result, which="decode", index=0) -> list[dict]:
 
 __all__ = ["serve", "plan", "evaluate", "Plan", "Workload", "Layout", "Stack", "STACKS", "load_stack", "ServeResult",
            "choose_layout", "decode_step", "prefill_time", "ops", "time_sliced_schedule", "prefill_wait",
+           "steady_state", "disaggregated_ttft",
            "speculative_step", "poisson_mixed_share", "batch_arrivals", "mean_decode_context", "held_context",
            "steps_per_request", "prefill_tokens_per_seq_step",
-           "prefill_attended_context", "verify_tokens", "draft_params", "draft_flops_per_step", "draft_weight_bytes",
+           "prefill_attended_context",
            "tpot", "output_tokens_per_s", "total_tokens_per_s", "tokens_per_s_per_user", "usd_per_mtok",
-           "prefill_chunks", "ttft_aggregated", "kv_transfer_time", "disaggregated_output_rate", "little_concurrency",
+           "prefill_chunks", "kv_transfer_time", "disaggregated_output_rate", "little_concurrency",
            "decode_numbers", "draft_numbers", "prefill_numbers", "mixed_numbers", "MAX_NUM_TOKENS", "MAX_BATCH_SIZE"]

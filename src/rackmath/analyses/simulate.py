@@ -42,6 +42,7 @@ import numpy as np
 
 from ..results import ResultMixin
 
+from ..engine.roofline import usd_per_mtok
 from ..errors import InputError
 from ..units import counted
 
@@ -758,7 +759,7 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
                budget=T, max_batch_per_rank=B_rank, budget_per_rank=T_rank, schedulers_per_replica=ranks,
                kv_tokens_per_replica=table.kv_tokens, cadence_s=cadence, efficiency=st.efficiency,
                header=st.label, weights_dtype=st.weights_label, kv_dtype=st.kv_dtype, mtp=st.mtp,
-               acceptance=st.acceptance, framework=framework or "generic", seed=seed)
+               acceptance=st.acceptance, framework=framework or "generic", seed=seed, t_request_s=st.t_request)
 
     out = _Out(admit=[math.nan] * n, first=[math.nan] * n, finish=[math.nan] * n, preempted=[0] * n,
                arrival=[0.0] * n)
@@ -836,8 +837,11 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
         keep = np.zeros(n, dtype=bool)
         keep[order[k0:max(k0 + 1, k1)]] = True
         count &= keep
-    ttft = np.where(count, first - arrival, np.nan)
-    e2e = np.where(count, finish - arrival, np.nan)
+    # the stack's host time per request (tokenizing, admission, detokenizing) runs beside the GPU: it adds to each
+    # request's TTFT and E2E, not to the steps (as serve's TTFT: serving.steady_state)
+    t_req = float(st.t_request)
+    ttft = np.where(count, first - arrival + t_req, np.nan)
+    e2e = np.where(count, finish - arrival + t_req, np.nan)
     tpot = np.where(count & (osl_a > 1), (finish - first) / np.maximum(osl_a - 1, 1), np.nan)
     qwait = np.where(count, admit0 - arrival, np.nan)
     # throughput: requests completing inside the window of the counted requests' completions (steady state for a
@@ -884,7 +888,7 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
         slo_attainment=int(good.sum()) / max(n_ok, 1), ttft_slo_s=ttft_slo, tpot_slo_s=tpot_slo,
         utilization=busy / max(spans, 1e-12), mean_running=area / max(spans, 1e-12) * len(dstats),
         running_per_replica=area / max(spans, 1e-12), batch_occupancy=area / max(spans, 1e-12) / B,
-        usd_per_hour=total_gpus * price, usd_per_mtok_output=total_gpus * price / 3600.0 / max(x_out, 1e-300) * 1e6,
+        usd_per_hour=total_gpus * price, usd_per_mtok_output=float(usd_per_mtok(total_gpus, price, max(x_out, 1e-300))),
         usd_per_gpu_hour=price,
     )
     if pstats:

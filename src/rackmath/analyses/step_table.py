@@ -34,7 +34,7 @@ presets, stack         ``engine.efficiency.resolve(chip, efficiency, ideal)``,
 one step               ``serving._run`` on ``decode_numbers`` / ``mixed_numbers`` /
                        ``prefill_numbers`` / ``draft_numbers``, ``speculative_step``
                        (one engine call per context over the (b, P) grid and the layouts)
-steady state (plan)    ``serving.time_sliced_schedule`` + ``serving.prefill_wait``
+steady state (plan)    ``serving.steady_state`` (serve's: schedule, TTFT with t_request)
 KV capacity            the engine's ``max_micro_batch`` at context L × PP × L (tokens)
 KV hand-off            ``serving.kv_transfer_time`` over the prefill replica's scale-out NICs
 =====================  ===============================================================
@@ -96,6 +96,13 @@ class Stack:
         return self._hw
 
     @property
+    def t_request(self) -> float:
+        """The stack's host time per request before its first token (``engine.efficiency.stack_request_s``), s."""
+        from ..engine.efficiency import stack_request_s
+
+        return stack_request_s(self.eff_serving, self.serving_stack.name)
+
+    @property
     def weights_label(self) -> str:
         return self.weights_dtype or str(self.model.native_dtype)
 
@@ -124,12 +131,12 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
         raise InputError("usd_per_gpu_hour", f"{price:g}", "a price in $ per GPU-hour from 0 to 10⁴")
     cdt = system.chip.gemm_dtype(wdt or m.native_dtype, compute_dtype)
     from ..engine.efficiency import resolve
-    from .serving import load_stack
+    from .serving import load_stack, speculating
 
     eff = resolve(system.chip.name, efficiency, ideal)
     return Stack(model=m, system=system, weights_dtype=wdt, kv_dtype=kvdt, compute_dtype=cdt, mtp=mtp, acceptance=a,
                  eff_decode=eff, eff_prefill=eff, eff_serving=eff, usd_per_gpu_hour=price, framework=framework,
-                 serving_stack=load_stack(framework))
+                 serving_stack=speculating(load_stack(framework), mtp))
 
 
 # --------------------------------------------------------------------------------------
@@ -202,8 +209,9 @@ def _draft_time(st: Stack, lay: dict, b, L: float):
     if not st.mtp:
         return 0.0
     lay1 = dict(lay, pp=np.ones_like(np.asarray(lay["pp"], dtype=float)))
+    # as serve: a draft pass pays the stack's host time where the host cannot hide behind the GPU (a serial stack)
     _, t, _ = _eval(st, _draft_numbers(st, L), st.eff_decode, lay1, np.maximum(np.asarray(b, dtype=float), 1.0),
-                    sched=False)
+                    sched=not st.serving_stack.overlap_scheduler)
     return t
 
 
@@ -245,6 +253,19 @@ def replica_layouts(st: Stack, gpus_per_replica=None, *, max_pp: int = 4) -> dic
     g = np.array(rows, dtype=float)
     return dict(tp=g[:, 0], ep=g[:, 1], pp=g[:, 2], attention_dp=g[:, 3].astype(bool), attention_dp_size=g[:, 4],
                 gpus=g[:, 0] * g[:, 2])
+
+
+def layout_label(lay: dict) -> str:
+    """'TP4 EP4 PP2 attention-DP ×2 groups': a replica layout dict as the tables print it."""
+    s = f"TP{lay['tp']}"
+    if lay["ep"] > 1:
+        s += f" EP{lay['ep']}"
+    if lay["pp"] > 1:
+        s += f" PP{lay['pp']}"
+    if lay["attention_dp"]:
+        size = int(lay.get("attention_dp_size") or 0)
+        s += " attention-DP" if not size or size == int(lay["tp"]) else f" attention-DP ×{size} groups"
+    return s
 
 
 def layout_row(lays: dict, i) -> dict:
@@ -345,29 +366,32 @@ def _mixed_grid(st: Stack, lay: dict, b, P, L, prompt: float, role: str = "aggre
 
 
 def steady_state(st: Stack, lay: dict, n, isl: float, osl: float, budget) -> dict:
-    """Steady state of a replica at n sequences in flight, as ``serve`` computes it (arrays broadcast).
+    """Steady state of a replica at n sequences in flight: ``serving.steady_state``, the function ``serve`` uses
+    (arrays broadcast), on this adapter's step times.
 
-    The serving model's time-sliced schedule (``serving.time_sliced_schedule``: decode steps and mixed
-    steps carrying prefill chunks within the stack's budget per scheduler) and its TTFT (prompt chunks
-    plus ``serving.prefill_wait``), on this adapter's step times. Returns mean step, TPOT, TTFT,
-    output tokens/s per replica and the prefill-bound mask.
+    A replica of PP stages runs PP streams of b = n / PP sequences (as ``serve``: b = C / (dp · PP)); the
+    TTFT includes the stack's host time per request (``Stack.t_request``). Returns mean step, TPOT, TTFT, output
+    tokens/s per replica and the prefill-bound mask.
     """
-    from .serving import prefill_schedule, prefill_wait, time_sliced_schedule
+    from .serving import steady_state as serving_steady_state
 
-    A, k = st.acceptance, st.mtp
     n = np.asarray(n, dtype=float)
+    pp = np.asarray(lay["pp"], dtype=float)
+    b = n / pp
     L = float(isl) + float(osl) / 2.0
-    ranks = attention_ranks(lay)
     isl_new = max(float(isl), 1.0)
-    sch = prefill_schedule(n, ranks, isl_new, float(osl), A, k, budget)  # serve's schedule, one function
-    p_step, c_rank, c_tot = sch["p"], sch["c_rank"], sch["c_tot"]
-    Lg = np.full_like(n, L)
-    t_dec = _mixed_grid(st, lay, n, np.zeros_like(n), Lg, isl_new)
-    t_mix = _mixed_grid(st, lay, n, c_tot, Lg, isl_new, chunk=c_rank, imbalance=sch["imbalance"])
-    t_bar, t_tpot, x_rep, bound = time_sliced_schedule(t_dec, t_mix, p_step, c_tot, n, A, isl_new, float(osl))
-    t_pf = np.ceil(isl_new / c_rank) * t_mix
-    ttft = t_pf + prefill_wait(t_bar, t_pf, sch["rho"])
-    return dict(step_s=t_bar, tpot_s=t_tpot, ttft_s=ttft, out_tok_s=x_rep, prefill_bound=bound)
+    Lg = np.full_like(b * pp, L)
+    t_dec = _mixed_grid(st, lay, b * pp, np.zeros_like(Lg), Lg, isl_new)
+
+    def mixed_step(sch):  # the stream's chunk c rides with its b sequences: P = c per micro-batch, c·PP per replica
+        return _mixed_grid(st, lay, b * pp, sch["c_tot"] * pp, Lg, isl_new, chunk=sch["c_rank"],
+                           imbalance=sch["imbalance"]), None
+
+    ss = serving_steady_state(b, attention_ranks(lay), isl_new, float(osl), t_dec, mixed_step,
+                              acceptance=st.acceptance, mtp=st.mtp, budget=budget, t_request=st.t_request,
+                              queued=b)
+    return dict(step_s=ss["step_s"], tpot_s=ss["tpot_s"], ttft_s=ss["ttft_s"], out_tok_s=ss["out_tok_s"] * pp,
+                prefill_bound=ss["prefill_bound"])
 
 
 # --------------------------------------------------------------------------------------
@@ -430,8 +454,6 @@ class StepTable:
                              "more GPUs per replica, a smaller weights dtype, or another layout")
 
     def label(self) -> str:
-        from .planner import layout_label
-
         return layout_label(self.layout)
 
     def decode(self, b: int, L: float) -> float:

@@ -321,9 +321,9 @@ def predict_many(rec: Record, params, names=None, name: str = "fit") -> np.ndarr
     """
     if names is None or isinstance(names, str):  # predict_many(rec, X, "preset-name") (older signature)
         name = names if isinstance(names, str) else name
-        from .calibration import default_spec
+        from ..engine.efficiency import FIT_PARAMS  # calibration.default_spec's names (no import of calibration)
 
-        names = default_spec().names
+        names = tuple(d["name"] for d in FIT_PARAMS)
     X = np.atleast_2d(np.asarray(params, dtype=float))
     if X.ndim != 2 or X.shape[1] != len(names):
         from ..errors import InputError

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from .common import (CDT_OPT, EFF_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, POWER_CAP_OPT, PUE_OPT, USD_PER_KWH_OPT,
-                     WDT_OPT)
+from .common import (CDT_OPT, EFF_OPT, EXPLAIN_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, POWER_CAP_OPT, PUE_OPT,
+                     USD_PER_KWH_OPT, WDT_OPT)
 
 
 def _ms(v):
@@ -75,8 +75,10 @@ def register(app: typer.Typer) -> None:
         usd_per_kwh: str = USD_PER_KWH_OPT,
         power_cap: str = POWER_CAP_OPT,
         json: bool = JSON_OPT,
+        explain: bool = EXPLAIN_OPT,
     ):
-        """Cheapest deployment per chip meeting TTFT/TPOT SLOs: GPUs, P:D, layouts, $/hour, $/Mtok, energy, margins."""
+        """Cheapest deployment per chip meeting TTFT/TPOT SLOs: GPUs, P:D, layouts, $/hour, $/Mtok, energy, margins.
+        --explain derives each chip's aggregated deployment as serve --explain does (the same steady state)."""
         from .. import units
         from ..analyses.launch import check_framework, emit as emit_fn, render
         from ..analyses.planner import plan
@@ -104,7 +106,7 @@ def register(app: typer.Typer) -> None:
                  efficiency=efficiency, ideal=ideal, framework=framework, modes=modes,
                  budget=None if budget is None else int(num(budget, "budget")), confirm=not no_confirm,
                  pue=parse_pue(pue), usd_per_kwh=parse_usd_per_kwh(usd_per_kwh), power_cap_w=parse_power(power_cap),
-                 compute_dtype=compute_dtype)
+                 compute_dtype=compute_dtype, explain=explain)
         from .common import dtype_rate_warning
 
         for row in r.rows:  # one line per chip that runs the weight GEMMs at a wider dtype's rate
@@ -129,6 +131,8 @@ def register(app: typer.Typer) -> None:
             d = r.as_dict()
             if launch is not None:
                 d["launch"] = launch
+            if explain:
+                d["derivations"] = {chip: der.as_dict() for chip, der in r.derivations.items()}
             print_json(d)
             return
         rows = []
@@ -174,5 +178,11 @@ def register(app: typer.Typer) -> None:
                       f"${parse_usd_per_kwh(usd_per_kwh):g}/kWh"
                       + ("" if power_cap is None else f"; GPUs power-capped at {human(parse_power(power_cap), 'W')}"
                                                       " (compute peaks scaled)"))
+        if explain:
+            from .common import print_derivation
+
+            for chip, der in r.derivations.items():
+                typer.echo(f"\n{chip}: the aggregated deployment, one replica at the concurrency the plan priced")
+                print_derivation(der)
         if launch is not None:
             typer.echo(render(launch), nl=False)

@@ -6,6 +6,7 @@ import typer
 
 from .common import (CDT_OPT, EFF_OPT, EXPLAIN_OPT, IDEAL_OPT, JSON_OPT, MODEL_ARG, POWER_CAP_OPT, PUE_OPT, USD_OPT,
                      USD_PER_KWH_OPT, gpus_opt, hardware_opt)
+from ..options import serve_energy  # noqa: F401 (moved to the library; the old name stays importable)
 
 
 def _count(text, field, integer=True):
@@ -42,16 +43,6 @@ def _context_limits(r, model, hardware, weights_dtype, kv_dtype, redundant) -> d
         "rackmath.specs.models", fromlist=["load_model"]).load_model(model), float(r.isl) + float(r.osl))
     out.update(max_context=mc.tokens, model_max_context=mc.model_limit, warnings=[x for x in (w,) if x])
     return out
-
-
-def serve_energy(r, hardware, *, pue="1.2", usd_per_kwh="0.08", power_cap=None):
-    """Energy per output token of a serving result: every GPU of the deployment (both pools) at the serving draw
-    for the output tokens it emits: E = P / (output tok/s per GPU) (analyses.energy; prefill rides on the output)."""
-    from .common import energy_of
-
-    d = r.as_dict()
-    return energy_of(hardware, chips=1, step_s=1.0, tokens_per_step=d["output_tok_s_per_gpu"],
-                     usd_per_mtok=d["usd_per_mtok_output"], pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
 
 
 def _nearest_rows(near) -> list[list[str]]:

@@ -7,6 +7,7 @@ import typer
 
 from .common import (EXPLAIN_OPT, JSON_OPT, MODEL_ARG, POWER_CAP_OPT, PUE_OPT, USD_OPT, USD_PER_KWH_OPT, dtype_check,
                      gpus_opt, hardware_opt, print_derivation)
+from ..options import training_energy  # noqa: F401 (moved to the library; the old name stays importable)
 
 scaling_app = typer.Typer(help="Scaling laws: Chinchilla L(N, D) and Clark et al.'s routed-model law.",
                           no_args_is_help=True)
@@ -239,20 +240,6 @@ def train_cmd(
     if json and explain and e_ is not None:
         d["energy_derivation"] = e_.explain().as_dict()
     _out(d, r.derivation, json, explain, rows, f"Training run (lecture 01:18:59: 6·N·D) — {r.label}")
-
-
-def training_energy(r, hw, *, pue="1.2", usd_per_kwh="0.08", power_cap=None) -> dict:
-    """The run's energy (analyses.energy.run_energy: every GPU at TDP + host, × PUE, for the run's time), with the
-    CLI's strings parsed; 'result' holds the EnergyResult (for --explain)."""
-    from ..analyses.energy import run_energy
-    from .common import energy_dict, parse_power, parse_pue, parse_usd_per_kwh
-
-    if hw.chip.tdp_w is None and power_cap is None:  # a user catalog without power figures
-        parse_pue(pue), parse_usd_per_kwh(usd_per_kwh)
-        return {"result": None}
-    e, tot = run_energy(hw.chip, chips=r.chips, time_s=r.time_s, tokens=r.tokens, usd=r.usd, pue=parse_pue(pue),
-                        usd_per_kwh=parse_usd_per_kwh(usd_per_kwh), power_cap_w=parse_power(power_cap))
-    return energy_dict(e, power_cap, hw) | tot | {"result": e}
 
 
 def overtrain_cmd(

@@ -49,6 +49,7 @@ from functools import lru_cache
 
 from ..errors import CatalogError, InputError
 from ..specs.catalog import Index, build_index, register_cache
+from ..specs.schema import register_dataclass
 
 COMPOSITIONS = ("serial", "overlap")
 
@@ -201,6 +202,9 @@ class Efficiency:
         return f"calibrated prediction, {what} {self.name} ({band})"
 
 
+register_dataclass("efficiency", Efficiency)
+
+
 IDEAL = Efficiency(composition="overlap")
 
 #: η_m measured on silicon, the prior of the fit (``calibration.Param.prior``): the line t = τ + B/(BW·η_m) through
@@ -339,17 +343,49 @@ def default_efficiency(chip_name: str, regime: str = "serving") -> Efficiency:
     return cross or IDEAL
 
 
-def resolve(chip_name: str, efficiency=None, ideal: bool = False, regime: str = "serving") -> Efficiency:
-    """``--ideal`` / ``--efficiency PRESET|auto`` / default → an Efficiency (the one vocabulary of every command)."""
+def resolve(chip_name, efficiency=None, ideal: bool = False, regime: str = "serving",
+            default: str = "auto") -> Efficiency:
+    """``--ideal`` / ``--efficiency PRESET|auto|ideal`` → an Efficiency: the one rule of every command, the Python API
+    and the web app.
+
+    * ``ideal`` → the ideal roofline; with ``efficiency`` it must be None or 'ideal' (the same thing, accepted):
+      ``--ideal --efficiency auto`` or ``--ideal --efficiency PRESET`` is one error naming both options;
+    * ``efficiency`` 'auto' → the chip's calibrated preset (:func:`default_efficiency`), 'ideal' → the ideal, a
+      name → that preset, an :class:`Efficiency` → itself;
+    * neither → ``default``: 'auto' (serve, simulate, plan, compare) or 'ideal' (roofline, sweep, layout, batching).
+
+    ``chip_name`` is read only for 'auto' (a callable is called then: the caller's lazy hardware look-up).
+    """
+    choice = efficiency.strip() if isinstance(efficiency, str) else efficiency
+    if isinstance(choice, str) and choice.lower() in ("ideal", "auto"):
+        choice = choice.lower()
     if ideal:
-        if efficiency not in (None, "auto"):
-            raise InputError("ideal", "both --ideal and an efficiency preset given", "one of them")
+        if choice is None or choice == "ideal" or (isinstance(choice, Efficiency) and choice.ideal):
+            return IDEAL
+        shown = choice.name if isinstance(choice, Efficiency) else choice
+        raise InputError("ideal", f"--ideal and --efficiency {shown} contradict each other",
+                         "--ideal (or --efficiency ideal) for the bound, or --efficiency PRESET|auto alone")
+    if choice is None:
+        choice = default
+    if choice == "ideal":
         return IDEAL
-    if efficiency is None or (isinstance(efficiency, str) and efficiency.lower() == "auto"):
-        return default_efficiency(chip_name, regime)
-    return load_efficiency(efficiency)
+    if choice == "auto":
+        return default_efficiency(chip_name() if callable(chip_name) else chip_name, regime)
+    return load_efficiency(choice)
+
+
+def efficiency_for(hardware, efficiency=None, ideal: bool = False, default: str = "ideal") -> Efficiency:
+    """:func:`resolve` for a hardware name or System/Chip (looked up only for 'auto'); ``default`` 'ideal' or
+    'auto' is what neither flag means (the CLI's ``EFF_OPT`` / ``IDEAL_OPT`` pair)."""
+    def chip_name():
+        from ..specs.hardware import load_hardware
+
+        hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
+        return getattr(hw, "chip", hw).name
+
+    return resolve(chip_name, efficiency, ideal, default=default)
 
 
 __all__ = ["Efficiency", "IDEAL", "FIT_PARAMS", "NUMERIC", "COMPOSITIONS", "presets", "load_efficiency",
-           "default_efficiency", "resolve", "stack_sched_s", "stack_seq_s", "stack_eager_s", "stack_request_s",
+           "default_efficiency", "resolve", "efficiency_for", "stack_sched_s", "stack_seq_s", "stack_eager_s", "stack_request_s",
            "host_step_s"]

@@ -47,6 +47,7 @@ from ..specs.records import WEIGHT_LAYOUTS
 from .comms import (alltoall_split_time, moe_alltoall_bytes, moe_fanout, scaleout_share,  # noqa: F401 (re-exported)
                     scaleup_share, ws2d_split)
 from .comms import divisors as _divisors
+from .roofline import usd_per_mtok
 
 OVERLAP_MODES = ("max", "sum")
 
@@ -635,7 +636,7 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
 
     tps_user = pl / tpot
     tps = dp * B * pl / tpot
-    usd = chips * hw.usd_per_chip_hour / 3600.0 / np.maximum(tps, 1e-300) * 1e6
+    usd = usd_per_mtok(chips, hw.usd_per_chip_hour, np.maximum(tps, 1e-300))
 
     bound = binding_term(pp * t_compute, pp * t_weights, pp * t_kv, pp * t_comm, t_hops + t_handoff,
                          pp * t_lat + times.t_sched)

@@ -166,7 +166,8 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None,
               pb["lm_head"] + (pb["embedding"] if tied else 0.0), 1))
     mla = getattr(model, "attention", "") == "mla"
     scale = mla_scale if mla else 1.0
-    ops = [Op(name, flops=2.0 * T * params / n, bytes=nbytes / n, peak=peak, m=T,
+    t_n = T / n  # tokens per chip: one array shared by the weight GEMMs (a sweep allocates it once)
+    ops = [Op(name, flops=t_n * (2.0 * params), bytes=nbytes / n, peak=peak, m=T,
               kernels=op_kernels("qkv_o_mla" if name == "qkv_o" and mla else name, nbytes, params, scale) * layers)
            for name, nbytes, params, layers in comps if nbytes > 0 or params > 0]
     if getattr(model, "n_experts", 0):
@@ -186,13 +187,17 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None,
 
 def binding_term(t_compute, t_weights, t_kv):
     """0 = compute binds, 1 = weight fetch binds, 2 = KV fetch binds (the larger memory term)."""
-    mem = np.asarray(t_weights) + np.asarray(t_kv)
-    return np.where(np.asarray(t_compute) >= mem, 0, np.where(np.asarray(t_weights) >= np.asarray(t_kv), 1, 2))
+    t_w, t_kv = np.asarray(t_weights), np.asarray(t_kv)
+    mem = t_w + t_kv
+    return np.where(np.asarray(t_compute) >= mem, np.int8(0), np.int8(2) - (t_w >= t_kv))  # int8: a sweep's codes
 
 
-def usd_per_mtok(step_s, chips, usd_per_chip_hour, tokens):
-    """$ per million tokens = chips · ($/h ÷ 3600) · t_step / tokens · 10⁶ (lecture 00:10: rent × time ÷ batch)."""
-    return np.asarray(chips, dtype=float) * (usd_per_chip_hour / 3600.0) * step_s / tokens * 1e6
+def usd_per_mtok(chips, usd_per_chip_hour, tok_s):
+    """$ per million tokens = chips · ($/chip-h ÷ 3600) / X · 10⁶, X tokens/s (lecture 00:10: rent × time ÷ tokens).
+
+    The one $/Mtok formula: roofline (X = T / t_step), layout, serve, plan, compare, simulate and the plots call it.
+    """
+    return np.asarray(chips, dtype=float) * usd_per_chip_hour / 3600.0 / np.asarray(tok_s, dtype=float) * 1e6
 
 
 # --------------------------------------------------------------------------- result
@@ -229,6 +234,19 @@ class RooflineResult(ResultMixin):
 
     # derived metrics (cheap, computed on access)
     @property
+    def energy(self):
+        """Energy per token (``analyses.energy.EnergyResult``) as ``rackmath.roofline`` asked for it (PUE, $/kWh,
+        power cap), computed when first read: a sweep that never reads it does not pay for it. None without."""
+        if "energy" not in self.extras:
+            fn = self.extras.get("energy_of")
+            self.extras["energy"] = fn(self) if fn is not None else None
+        return self.extras["energy"]
+
+    @energy.setter
+    def energy(self, value):
+        self.extras["energy"] = value
+
+    @property
     def t_memory_s(self):
         return self.t_weights_s + self.t_kv_s
 
@@ -263,16 +281,21 @@ class RooflineResult(ResultMixin):
     @property
     def usd_per_mtok(self):
         """$ per million tokens processed by this pass (P = 1: output tokens; P > 1: input tokens)."""
-        return usd_per_mtok(self.step_s, self.chips, self.usd_per_chip_hour, self.tokens)
+        return usd_per_mtok(self.chips, self.usd_per_chip_hour, self.tokens / self.step_s)
 
     @property
     def mfu(self):
-        """Model FLOPs utilisation: Σ_ops FLOPs_op / (chips · peak_op · t_step) = t_compute · η_c / t_step.
+        """Model FLOPs utilisation: Σ_ops FLOPs_op / (chips · peak_op · t_step) (not t_compute · η_c / t_step, which
+        counts the small-GEMM penalty η_c(M) as useful work).
 
         Each operation counts against the peak of the dtype it is timed at (matmuls at the weights'
         compute dtype, attention at the KV dtype's), so MFU ≤ 1 under every dtype mix; with one dtype it
         is the usual FLOPs / (chips · peak · t_step)."""
-        return self.t_compute_s * self.efficiency.eta_compute / self.step_s
+        times = self.extras.get("times")
+        if times is None:
+            return self.t_compute_s * self.efficiency.eta_compute / self.step_s
+        at_peak = sum(np.asarray(op.flops, dtype=float) / op.peak for op in times.ops)  # per chip, η = 1
+        return at_peak / self.step_s
 
     @property
     def mbu(self):
@@ -282,9 +305,15 @@ class RooflineResult(ResultMixin):
     @property
     def memory_bytes_per_chip(self):
         """Capacity needed per chip: (all weights + B · KV held at L + P) / chips (perfect sharding, no pipeline)."""
-        w = self.model.weight_bytes(self.weights_dtype)
+        w = self.model.weight_bytes(self._wdt)
         kv = self.batch * self.model.kv_cache_bytes(self.context + self.pass_len, self.kv_dtype)
         return (w + kv) / self.chips
+
+    @property
+    def _wdt(self):
+        """The weights dtype the pass was computed with: None = each component as published (``weights_dtype`` then
+        names the model's native dtype, which some components — gpt-oss's attention, DeepSeek's norms — do not use)."""
+        return self.extras.get("weights_dtype_arg", self.weights_dtype)
 
     @property
     def fits(self):
@@ -323,6 +352,27 @@ class RooflineResult(ResultMixin):
 
         return ops_table(self.extras["times"], index=i)
 
+    def _compute_groups(self, i: int = 0) -> dict:
+        """Configuration ``i``'s operators grouped by (peak, η_c(M)): {(peak, η): (FLOPs of all chips, names)} — the
+        terms of t_compute as the step model costs them (engine/step.op_terms)."""
+        from .step import _small_m_penalty, gemm_efficiency
+
+        eff, times = self.efficiency, self.extras["times"]
+        n = float(np.broadcast_to(self.chips, self.step_s.shape).ravel()[i])
+        out: dict = {}
+        for op in times.ops:
+            f = float(np.broadcast_to(np.asarray(op.flops, dtype=float), self.step_s.shape).ravel()[i]) * n
+            if f == 0:
+                continue
+            eta = np.asarray(eff.eta_compute, dtype=float)
+            if op.m is not None and _small_m_penalty(eff):
+                m = float(np.broadcast_to(np.asarray(op.m, dtype=float), self.step_s.shape).ravel()[i])
+                eta = gemm_efficiency(eff.eta_compute, m, eff.gemm_half_tokens)
+            key = (float(op.peak), float(np.asarray(eta).ravel()[0]))
+            f0, names = out.get(key, (0.0, ""))
+            out[key] = (f0 + f, f"{names}, {op.name}" if names else op.name)
+        return out
+
     def explain(self, i: int = 0, **where) -> Derivation:
         """The blackboard derivation of configuration ``i`` (a flat index), or of the one whose fields equal
         ``where`` (``r.explain(batch=64)``, :meth:`index`): each formula with its numbers."""
@@ -338,10 +388,12 @@ class RooflineResult(ResultMixin):
         attn = float(np.asarray(m.attention_flops_per_token(attended_context(L, P))))
         d.add("F", "T · (2·N_active' + F_attn(L + (P−1)/2))",
               f"{tokens:g} · ({fmt(m.matmul_flops_per_token, 'FLOP')} + {fmt(attn, 'FLOP')})", p["flops"], "FLOP")
-        peak = self.peak_flops * eff.eta_compute
-        d.add("t_compute", "Σ_ops F_op / (chips · peak_op · η_c(M))  (attention at the KV dtype's peak)",
-              f"{fmt(p['flops'], 'FLOP')} / ({n:g} · {fmt(self.peak_flops, 'FLOP/s')} [{self.compute_dtype}] · "
-              f"{eff.eta_compute:g})", p["t_compute_s"], "s")
+        groups = self._compute_groups(i)
+        d.add("t_compute", "Σ_ops F_op / (chips · peak_op · η_c(M))  (attention at the KV dtype's peak; "
+              "η_c(M) = η_c · M / (M + M½) for a GEMM of M rows)",
+              " + ".join(f"{fmt(f, 'FLOP')} / ({n:g} · {fmt(pk, 'FLOP/s')} · {eta:.4g}) [{names}]"
+                         for (pk, eta), (f, names) in groups.items()),
+              p["t_compute_s"], "s", "the operators grouped by peak and η_c(M)")
         if getattr(m, "n_experts", 0) and self.extras.get("weight_read") == "all":
             hit = float(m.n_experts)
             d.add("E_hit", "E (weight read = all: every expert, every step, as the lecture)", f"{m.n_experts}", hit, "",
@@ -351,8 +403,8 @@ class RooflineResult(ResultMixin):
             d.add("E_hit", "E · (1 − (1 − k/E)^T)", f"{m.n_experts} · (1 − (1 − {m.experts_per_token}/{m.n_experts})"
                   f"^{tokens:g})", hit, "", "distinct routed experts read per MoE layer")
             d.add("W_read", "W_dense + n_moe_layers · E_hit · W_expert",
-                  f"{fmt(m.dense_weight_bytes(self.weights_dtype), 'B')} + {m.n_moe_layers} · {hit:.4g} · "
-                  f"{fmt(m.expert_weight_bytes(self.weights_dtype), 'B')}", p["weight_bytes_read"], "B")
+                  f"{fmt(m.dense_weight_bytes(self._wdt), 'B')} + {m.n_moe_layers} · {hit:.4g} · "
+                  f"{fmt(m.expert_weight_bytes(self._wdt), 'B')}", p["weight_bytes_read"], "B")
         else:
             d.add("W_read", "weights (less the input embedding)", "", p["weight_bytes_read"], "B")
         bw = chip.hbm_bw
@@ -384,7 +436,12 @@ class RooflineResult(ResultMixin):
         d.add("cost", "chips · $/h ÷ 3600 · t_step / T · 10⁶",
               f"{n:g} · ${self.usd_per_chip_hour:g}/h ÷ 3600 · {fmt(p['step_s'], 's')} / {tokens:g} · 10⁶",
               p["usd_per_mtok"], "$/Mtok", "output tokens" if P == 1 else "input (prefill) tokens")
-        d.add("MFU", "t_compute · η_c / t_step (each op at its dtype's peak)", "", p["mfu"], "", f"MBU {p['mbu']:.3f}")
+        by_peak: dict = {}
+        for (pk, _), (f, _) in groups.items():
+            by_peak[pk] = by_peak.get(pk, 0.0) + f
+        d.add("MFU", "Σ_ops F_op / (chips · peak_op) / t_step (each op at its dtype's peak)",
+              "(" + " + ".join(f"{fmt(f, 'FLOP')} / ({n:g} · {fmt(pk, 'FLOP/s')})" for pk, f in by_peak.items())
+              + f") / {fmt(p['step_s'], 's')}", p["mfu"], "", f"MBU {p['mbu']:.3f}")
         d.conclusion = (f"→ {p['bound']}-bound: {fmt(p['step_s'], 's')} per step, "
                         f"{fmt(p['usd_per_mtok'], '')} $/Mtok; memory/chip {fmt(p['memory_bytes_per_chip'], 'B')}"
                         f" of {fmt(chip.hbm_bytes, 'B')} ({'fits' if p['fits'] else 'does NOT fit'})")
@@ -437,7 +494,7 @@ def roofline(model, hardware, *, chips=None, batch, context, pass_len=1, weights
     attn_peak = chip.peak_flops(kvdt)
     n, B, L, P = arrs["chips"], arrs["batch"], arrs["context"], arrs["pass_len"]
 
-    tokens = B * P
+    tokens = B if np.ndim(P) == 0 and float(P) == 1.0 else B * P  # decode: T = B (no copy of a sweep's array)
     f_mm = matmul_flops(model, tokens)
     f_attn = attention_flops(model, B, L, P)
     flops = f_mm + f_attn
@@ -454,5 +511,6 @@ def roofline(model, hardware, *, chips=None, batch, context, pass_len=1, weights
         flops=np.broadcast_to(flops, shape), weight_bytes_read=np.broadcast_to(w_read, shape),
         kv_bytes_read=np.broadcast_to(kv_read, shape), t_compute_s=t_c, t_weights_s=t_w, t_kv_s=t_kv,
         step_s=step, bound_code=binding_term(t_c, t_w, t_kv), peak_flops=peak, usd_per_chip_hour=chip.usd_per_hour,
-        extras={"times": times, "t_latency_s": np.broadcast_to(times.t_latency, shape), "weight_read": weight_read},
+        extras={"times": times, "t_latency_s": np.broadcast_to(times.t_latency, shape), "weight_read": weight_read,
+                "weights_dtype_arg": wdt},
     )

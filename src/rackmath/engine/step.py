@@ -142,16 +142,33 @@ def kernel_time(flops, nbytes, peak, bw, eta_c, eta_m, latency=0.0):
                                 np.asarray(nbytes, dtype=float) / (bw * eta_m))
 
 
+def _small_m_penalty(eff) -> bool:
+    """Whether η_c(M) depends on M: a non-zero M½ (the ideal and presets without a small-GEMM curve skip it)."""
+    half = eff.gemm_half_tokens
+    return bool(np.any(np.asarray(half) != 0))
+
+
+def op_terms(op: Op, hbm_bw, eff):
+    """One operator's terms (s): compute F / (peak · η_c(M)), memory B / (BW · η_m), network net / η_comm, and
+    latency kernels · τ_k + collectives · τ_c + scale-out collectives · τ_so + fixed."""
+    eta = eff.eta_compute if op.m is None or not _small_m_penalty(eff) else \
+        gemm_efficiency(eff.eta_compute, op.m, eff.gemm_half_tokens)
+    c = np.asarray(op.flops, dtype=float) / (op.peak * eta)
+    m = np.asarray(op.bytes, dtype=float) / (hbm_bw * eff.eta_memory)
+    n = np.asarray(op.net_s, dtype=float) / eff.eta_comm
+    lat = (np.asarray(op.kernels, dtype=float) * eff.kernel_latency_s
+           + np.asarray(op.collectives, dtype=float) * eff.collective_latency_s
+           + np.asarray(op.scaleout_collectives, dtype=float) * eff.scaleout_latency_s + op.latency_s)
+    return c, m, n, lat
+
+
 @dataclass
 class OpTimes:
-    """Per-operator terms (seconds) and the composed step."""
+    """The composed step and its column sums; the per-operator terms (``compute``, ``memory``, ``net``,
+    ``latency``, ``time``: {op name: seconds}) are computed when first read (``--ops``, ``--explain``, the
+    collectives' split), so a sweep that needs only the step does not hold one array per operator and term."""
 
     ops: list
-    compute: dict
-    memory: dict
-    net: dict
-    latency: dict
-    time: dict  # serial time of each op (latency + max of its terms)
     step: object
     composition: str
     t_compute: object
@@ -161,12 +178,43 @@ class OpTimes:
     t_latency: object
     t_sched: object
     extra: dict = field(default_factory=dict)
+    hbm_bw: object = 1.0
+    eff: object = None
+    scale: object = 1.0
+    sched_overlap: bool = False
+
+    def _terms(self) -> dict:
+        if "_per_op" not in self.__dict__:
+            tc, tm, tn, tl, t = {}, {}, {}, {}, {}
+            for op in self.ops:
+                c, m, n, lat = op_terms(op, self.hbm_bw, self.eff)
+                tc[op.name], tm[op.name], tn[op.name], tl[op.name] = c, m, n, lat
+                t[op.name] = lat + np.maximum(np.maximum(c, m), n)
+            self.__dict__["_per_op"] = dict(compute=tc, memory=tm, net=tn, latency=tl, time=t)
+        return self.__dict__["_per_op"]
+
+    compute = property(lambda self: self._terms()["compute"], doc="{op: F / (peak · η_c(M))}")
+    memory = property(lambda self: self._terms()["memory"], doc="{op: B / (BW · η_m)}")
+    net = property(lambda self: self._terms()["net"], doc="{op: net / η_comm}")
+    latency = property(lambda self: self._terms()["latency"], doc="{op: kernels · τ_k + collectives · τ_c + …}")
+    time = property(lambda self: self._terms()["time"], doc="{op: latency + max of its terms} (serial time)")
 
     def binding(self, name):
         """Which term binds one operator: compute, memory, network or latency."""
         terms = np.stack(np.broadcast_arrays(self.compute[name], self.memory[name], self.net[name],
                                              self.latency[name]))
         return np.array(["compute", "memory", "network", "latency"])[np.argmax(terms, axis=0)]
+
+
+def _is(x, value: float) -> bool:
+    """x is the plain number ``value`` (not an array): adding 0 or multiplying by 1 may be skipped."""
+    return np.ndim(x) == 0 and float(x) == value
+
+
+def _plus(a, b):
+    """a + b (= b + a), without a pass over a sweep's arrays when b is a plain 0 (the ideal: no latency, no
+    scheduler; the first term of a sum)."""
+    return a if _is(b, 0.0) else a + b
 
 
 def compose(ops, hbm_bw, eff, *, scale=1.0, fixed=None, composition=None, sched_overlap=False) -> OpTimes:
@@ -177,45 +225,65 @@ def compose(ops, hbm_bw, eff, *, scale=1.0, fixed=None, composition=None, sched_
     per-step scheduler time ``step_overhead_s`` is added once — or, with ``sched_overlap`` (a stack
     that schedules step n+1 while the GPU runs step n: SGLang's overlap scheduler, TensorRT-LLM's
     PyTorch backend), only where it exceeds the GPU time: t = max(t_gpu, t_sched).
+    Each operator costs :func:`op_terms`; only the column sums are kept (the per-operator terms on demand).
     """
     fixed = dict(fixed or {})
     fixed_s = sum(fixed.values()) if fixed else 0.0
     comp = composition or eff.composition
-    tc, tm, tn, tl, t = {}, {}, {}, {}, {}
-    sum_c = sum_w = sum_kv = sum_n = sum_l = 0.0
-    for op in ops:
-        eta = eff.eta_compute if op.m is None else gemm_efficiency(eff.eta_compute, op.m, eff.gemm_half_tokens)
-        c = np.asarray(op.flops, dtype=float) / (op.peak * eta)
-        m = np.asarray(op.bytes, dtype=float) / (hbm_bw * eff.eta_memory)
-        n = np.asarray(op.net_s, dtype=float) / eff.eta_comm
-        lat = (np.asarray(op.kernels, dtype=float) * eff.kernel_latency_s
-               + np.asarray(op.collectives, dtype=float) * eff.collective_latency_s
-               + np.asarray(op.scaleout_collectives, dtype=float) * eff.scaleout_latency_s + op.latency_s)
-        tc[op.name], tm[op.name], tn[op.name], tl[op.name] = c, m, n, lat
-        t[op.name] = lat + np.maximum(np.maximum(c, m), n)
-        sum_c = sum_c + c
-        if op.kv:
-            sum_kv = sum_kv + m
-        else:
-            sum_w = sum_w + m
-        sum_n = sum_n + n
-        sum_l = sum_l + lat
-    if comp == "serial":
-        stage = sum(t.values()) if t else 0.0
-    elif comp == "overlap":
-        stage = np.maximum(np.maximum(sum_c, sum_w + sum_kv), sum_n) + sum_l
-    else:
+    if comp not in ("serial", "overlap"):
         from ..errors import InputError
 
         raise InputError("composition", f"unknown {comp!r}", "serial or overlap")
+    sum_c = sum_w = sum_kv = sum_n = sum_l = serial = 0.0
+    for op in ops:
+        c, m, n, lat = op_terms(op, hbm_bw, eff)
+        if comp == "serial":
+            serial = _plus(serial, _plus(np.maximum(np.maximum(c, m), n), lat))
+        sum_c = _plus(c, sum_c)
+        if op.kv:
+            sum_kv = _plus(m, sum_kv)
+        else:
+            sum_w = _plus(m, sum_w)
+        sum_n = _plus(n, sum_n)
+        sum_l = _plus(lat, sum_l)
+    if comp == "serial":
+        stage = serial
+    else:
+        stage = _plus(np.maximum(np.maximum(sum_c, sum_w + sum_kv), sum_n), sum_l)
     sched = np.asarray(eff.step_overhead_s, dtype=float)
-    gpu = np.asarray(scale, dtype=float) * stage + fixed_s
+    gpu = _plus(stage if _is(scale, 1.0) else np.asarray(scale, dtype=float) * stage, fixed_s)
     if sched_overlap:
         step = np.maximum(gpu, sched)
         sched = step - gpu  # the part of the scheduler time that shows
     else:
-        step = gpu + sched
-    return OpTimes(list(ops), tc, tm, tn, tl, t, step, comp, sum_c, sum_w, sum_kv, sum_n, sum_l, sched, fixed)
+        step = _plus(gpu, sched)
+    return OpTimes(list(ops), step, comp, sum_c, sum_w, sum_kv, sum_n, sum_l, sched, fixed, hbm_bw, eff, scale,
+                   sched_overlap)
+
+
+def step_working(times: OpTimes, index: int = 0) -> str:
+    """The step of configuration ``index`` written out from its operators, so that it adds up to ``times.step``
+    (``--explain``): serial — (t_op + …) · PP + fixed + t_sched; overlapped — max(ΣF/…, ΣB/…, Σnet) + Σlatency;
+    an overlap scheduler — max(t_gpu, t_sched)."""
+    from ..explain import fmt
+
+    def at(x):
+        a = np.asarray(x, dtype=float)
+        return float(np.broadcast_to(a, np.broadcast_shapes(a.shape, np.shape(times.step))).ravel()[index])
+
+    if times.composition == "serial":
+        stage = "(" + " + ".join(f"{fmt(at(times.time[op.name]), 's')} [{op.name}]" for op in times.ops) + ")"
+    else:
+        stage = (f"max({fmt(at(times.t_compute), 's')} [compute], {fmt(at(times.t_weights), 's')} [weights] + "
+                 f"{fmt(at(times.t_kv), 's')} [KV], {fmt(at(times.t_net), 's')} [network]) + "
+                 f"{fmt(at(times.t_latency), 's')} [latencies]")
+    scale = at(times.scale)
+    gpu = stage if scale == 1.0 else f"{stage} · {scale:g}"
+    gpu += "".join(f" + {fmt(at(v), 's')} [{k}]" for k, v in times.extra.items() if at(v) != 0.0)
+    sched = at(times.eff.step_overhead_s)
+    if times.sched_overlap:
+        return f"max({gpu}, {fmt(sched, 's')} [scheduler])" if sched else gpu
+    return f"{gpu} + {fmt(sched, 's')} [scheduler]" if sched else gpu
 
 
 def ops_table(times: OpTimes, scale=1.0, index=0) -> list[dict]:
@@ -246,5 +314,5 @@ def ops_table(times: OpTimes, scale=1.0, index=0) -> list[dict]:
     return rows
 
 
-__all__ = ["Op", "OpTimes", "attention_kernels", "compose", "gemm_efficiency", "kernel_time", "ops_table", "KERNELS",
+__all__ = ["Op", "OpTimes", "attention_kernels", "compose", "op_terms", "step_working", "gemm_efficiency", "kernel_time", "ops_table", "KERNELS",
            "ELEMENTWISE_KERNELS_PER_LAYER", "OP_ORDER", "LAYER_TYPE"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..engine.roofline import usd_per_mtok
 from . import pyplot, save
 
 
@@ -11,7 +12,7 @@ def _terms(ax, x, r, per_token: bool):
     div = r.tokens if per_token else 1.0
     scale = 1e3 if not per_token else 1.0
     if per_token:  # $ per million tokens, each term priced at the chips' rent
-        k = np.asarray(r.chips) * r.usd_per_chip_hour / 3600 * 1e6 / div
+        k = usd_per_mtok(r.chips, r.usd_per_chip_hour, div)  # $/Mtok per second of step
         ys = [r.t_compute_s * k, r.t_weights_s * k, r.t_kv_s * k, r.t_memory_s * k, r.step_s * k]
     else:
         ys = [r.t_compute_s * scale, r.t_weights_s * scale, r.t_kv_s * scale, r.t_memory_s * scale,
@@ -34,7 +35,7 @@ def _modes(weight_read):
 def _lecture_overlay(ax, x, r_all, per_token: bool):
     """The lecture's premise drawn over the real one: every weight read every step (flat weight line)."""
     if per_token:
-        k = np.asarray(r_all.chips) * r_all.usd_per_chip_hour / 3600 * 1e6 / r_all.tokens
+        k = usd_per_mtok(r_all.chips, r_all.usd_per_chip_hour, r_all.tokens)
         ys = [r_all.t_weights_s * k, r_all.step_s * k]
     else:
         ys = [r_all.t_weights_s * 1e3, r_all.step_s * 1e3]

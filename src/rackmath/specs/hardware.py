@@ -20,6 +20,7 @@ from functools import lru_cache
 from .. import units
 from ..errors import CatalogError, InputError, UnknownNameError
 from .catalog import Entry, Index, Problem, build_index, is_shipped, norm, register_cache, require
+from .schema import register_dataclass
 
 # Wider dtypes a chip falls back to when it has no peak for the requested one.
 _FALLBACK = {
@@ -161,6 +162,9 @@ class Chip:
         }
 
 
+register_dataclass("chip", Chip)
+
+
 @dataclass(frozen=True)
 class System:
     """A scale-up domain product (HGX box, NVL72 rack, TPU pod) built from one chip."""
@@ -222,6 +226,9 @@ class System:
             "sources": dict(self.sources),
             "chip_spec": self.chip.describe(),
         }
+
+
+register_dataclass("system", System)
 
 
 def _q(entry: Entry, key: str, kind: str, required: bool = True, default=None, allow_zero: bool = False):

@@ -37,6 +37,7 @@ from pathlib import Path
 from .. import units
 from ..errors import CatalogError, InputError
 from .catalog import Entry, Index, build_index, register_cache
+from .schema import check_hf_config, register_dataclass
 
 __all__ = ["ModelSpec", "load_model", "models", "from_hf_config", "model_from_entry"]
 
@@ -466,6 +467,7 @@ def _compress_types(types: tuple):
 # Catalog TOML
 # --------------------------------------------------------------------------------------
 
+register_dataclass("model", ModelSpec)
 _INT_FIELDS = {f.name for f in fields(ModelSpec) if f.type in ("int",)}
 _BOOL_FIELDS = {f.name for f in fields(ModelSpec) if f.type in ("bool",)}
 _STR_FIELDS = {"name", "model_type", "attention", "index_dtype", "native_dtype", "kv_dtype", "description",
@@ -656,7 +658,6 @@ def _deepseek_moe_fields(kw: dict, req, opt) -> None:
 
 def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None) -> ModelSpec:
     """A ModelSpec from a HuggingFace ``config.json`` dict (see HF_MODEL_TYPES)."""
-    from .schema import check_hf_config
 
     check_hf_config(cfg, str(path))
     mt = cfg.get("model_type")

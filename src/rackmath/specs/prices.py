@@ -26,6 +26,7 @@ from functools import lru_cache
 from .. import units
 from ..errors import CatalogError, InputError
 from .catalog import Entry, Index, build_index, register_cache, require
+from .schema import register_dataclass
 
 PER_MTOK = 1e-6  # $/Mtok -> $/token
 PRICE_KINDS = ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h")
@@ -135,6 +136,9 @@ class PriceSheet:
                                         for t in f.tiers]}
         d["note"] = self.note
         return d
+
+
+register_dataclass("price_sheet", PriceSheet)
 
 
 def _price(entry: Entry, table: dict, key: str, where: str, required: bool = False):

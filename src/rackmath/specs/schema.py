@@ -132,11 +132,12 @@ _MODEL_EXTRA = {
 
 
 def _model_schema() -> dict[str, F]:
-    """[[model]] fields: every ModelSpec field (ints bounded by bounds.MODEL_INT_MAX), plus hf_config/layer_pattern."""
-    from .models import ModelSpec
-
+    """[[model]] fields: every ModelSpec field (ints bounded by bounds.MODEL_INT_MAX), plus hf_config/layer_pattern.
+    ModelSpec is registered by specs/models.py (:func:`register_dataclass`)."""
+    if "model" not in _DATACLASS:
+        raise RuntimeError("rackmath.specs.models is not imported: [[model]] has no schema yet")
     out: dict[str, F] = {}
-    for f in fields(ModelSpec):
+    for f in fields(_DATACLASS["model"]):
         if f.name == "path":
             continue
         t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "any")
@@ -161,22 +162,26 @@ def _model_schema() -> dict[str, F]:
 # Kinds whose dataclass may grow fields in other modules: a new dataclass field is accepted in TOML under its own
 # name, typed from its annotation (float/int/bool/str; "| None" allowed), so adding a field needs no change here.
 # Fields the TOML spells differently (hbm -> hbm_bytes …) are excluded so a misspelling is still an error.
-_DATACLASS = {
-    "chip": ("rackmath.specs.hardware", "Chip", {"hbm_bytes", "hbm_bw", "scaleup_bw", "scaleout_bw"}),
-    "system": ("rackmath.specs.hardware", "System", {"hop_latency_s", "dies"}),
-    "efficiency": ("rackmath.engine.efficiency", "Efficiency", set()),
-    "price_sheet": ("rackmath.specs.prices", "PriceSheet", {"path"}),
-}
+# The dataclass of each kind is registered by the module that defines it (``register_dataclass``: specs/models.py,
+# specs/hardware.py, specs/prices.py, engine/efficiency.py), which reads its entries through catalog.entries, so
+# this module imports none of them (no import cycle: catalog → schema, never schema → models).
+_SKIP = {"chip": {"hbm_bytes", "hbm_bw", "scaleup_bw", "scaleout_bw"}, "system": {"hop_latency_s", "dies"},
+         "efficiency": set(), "price_sheet": {"path"}, "model": set()}
+_DATACLASS: dict[str, type] = {}
+
+
+def register_dataclass(kind: str, cls: type) -> type:
+    """Declare the dataclass a catalog kind parses into (its fields widen the kind's schema); returns ``cls``."""
+    _DATACLASS[kind] = cls
+    schema.cache_clear()
+    return cls
 
 
 def _with_dataclass_fields(kind: str, base: dict[str, F]) -> dict[str, F]:
-    import importlib
-
-    mod, cls, skip = _DATACLASS[kind]
+    skip = _SKIP.get(kind, set())
     out = dict(base)
-    try:
-        dc = getattr(importlib.import_module(mod), cls)
-    except (ImportError, AttributeError):  # pragma: no cover
+    dc = _DATACLASS.get(kind)
+    if dc is None:  # the defining module is not imported: nothing reads this kind yet
         return out
     for f in fields(dc):
         if f.name in out or f.name in skip:
@@ -198,7 +203,7 @@ def schema(kind: str) -> dict[str, F]:
     """The field schema of one catalog kind (or sub-table 'kind.field')."""
     if kind == "model":
         return _model_schema()
-    if kind in _DATACLASS:
+    if kind in _SKIP:
         return _with_dataclass_fields(kind, SCHEMAS[kind])
     return SCHEMAS[kind]
 

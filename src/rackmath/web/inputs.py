@@ -145,7 +145,7 @@ def parse_grid(text, field: str, kind: str = "count", cap: int = MAX_POINTS):
             raise InputError(field, f"{digits!r} points", f"at most {cap} points per request")
     elif s.count(",") >= cap:
         raise InputError(field, f"{s.count(',') + 1} values", f"at most {cap} values per request")
-    from ..cli.common import parse_range
+    from ..options import parse_range
 
     vals = parse_range(s, field, kind)
     if vals.size > cap:

@@ -217,7 +217,7 @@ def summary(c: dict) -> str:
 
 def _efficiency_header(eff) -> str:
     """The CLI's header: 'ideal roofline — a lower bound on time' or 'calibrated prediction, preset X (…)'."""
-    from ..cli.common import mode_label
+    from ..options import mode_label
 
     return mode_label(eff)
 
@@ -256,7 +256,8 @@ def _roofline(m, hw, *, gpus, usd_per_gpu_hour, efficiency, weight_read=None, **
         extra = {} if weight_read is None else {"weight_read": weight_read}
         return rackmath.roofline(m, hw, gpus=gpus, usd_per_gpu_hour=usd_per_gpu_hour, efficiency=efficiency,
                                  **kw, **extra)
-    from ..cli.common import efficiency_for, priced
+    from ..engine.efficiency import efficiency_for
+    from ..options import priced
     from ..engine.roofline import roofline as engine_roofline
 
     return engine_roofline(m, priced(hw, usd_per_gpu_hour), chips=gpus, efficiency=efficiency_for(hw, efficiency,
