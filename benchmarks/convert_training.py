@@ -49,8 +49,16 @@ NOT_MODELLED = {
     "DeepSeekV4 Flash": "its architecture is not published in the source (size not stated) nor in the catalog",
     "175B LLM (MegaScale)": "the abstract gives MFU only: no sequence, batch, layout or chip count per step",
 }
-#: The Megatron-LM H100 weak-scaling table (2024) names sizes only (1.7B … 462B); its layers/hidden are not stored.
-H100_TABLE_SIZES = {"GPT 1.7B", "GPT 7.1B", "GPT 16B", "GPT 32B", "GPT 70B", "GPT 119B", "GPT 314B", "GPT 462B"}
+#: The Megatron-LM H100 weak-scaling table (2024): its rows' params_note states heads, hidden, layers and vocabulary
+#: (read from the table image), the catalog's megatron-gpt-*-v131k models (the 177B row is gpt-3-175b-v131k).
+H100_TABLE_MODELS = {"GPT 1.7B": "megatron-gpt-1.7b-v131k", "GPT 7.1B": "megatron-gpt-7.1b-v131k",
+                     "GPT 16B": "megatron-gpt-16b-v131k", "GPT 32B": "megatron-gpt-32b-v131k",
+                     "GPT 70B": "megatron-gpt-70b-v131k", "GPT 119B": "megatron-gpt-119b-v131k",
+                     "GPT 314B": "megatron-gpt-314b-v131k", "GPT 462B": "megatron-gpt-462b-v131k"}
+#: Korthikanti et al. 2022 (arXiv 2205.05198) Table 3, the runs of the README's MFU/HFU table (which states DP 1 only):
+#: (tensor, pipeline, global batch) per model; GPUs = TP·PP at DP 1, micro-batch 1. The 530B and 1T layouts are the
+#: same model-parallel sizes (280, 512) and per-replica batches (2520/9, 3072/6) as the README's own 2021 A100 table.
+KORTHIKANTI_TABLE3 = {"GPT 22B": (8, 1, 4), "GPT 175B": (8, 8, 64), "GPT 530B": (8, 35, 280), "GPT 1T": (8, 64, 512)}
 
 #: Source chip strings → (catalog chip, GPUs per NVLink domain).
 CHIPS = [
@@ -138,9 +146,10 @@ def convert(row) -> dict:
     exclude = []
     assumptions = []
     model = MODELS.get(name)
-    if name in H100_TABLE_SIZES and "2024" in (row["source"].get("section") or ""):
-        model = None
-        exclude.append("the README's H100 table gives the parameter count only, not layers and hidden size")
+    if name in H100_TABLE_MODELS and "2024" in (row["source"].get("section") or ""):
+        model = H100_TABLE_MODELS[name]
+        assumptions.append("architecture from the table's heads, hidden, layers and vocabulary (GPT layer, 4h GELU MLP, "
+                           "untied embeddings: reproduces the table's parameter count)")
     elif name in NOT_MODELLED:
         exclude.append(NOT_MODELLED[name])
     elif model is None:
@@ -172,6 +181,11 @@ def convert(row) -> dict:
     if repo == "NVIDIA/Megatron-LM" and name in NARAYANAN_SPLIT and tp is None and "2021" in (row["source"].get("section") or ""):
         tp, pp = NARAYANAN_SPLIT[name]
         assumptions.append("TP and PP from Narayanan et al. 2021 Table 1 (the README states their product only)")
+    if repo == "NVIDIA/Megatron-LM" and name in KORTHIKANTI_TABLE3 and tp is None and "2022" in (row["source"].get("section") or ""):
+        tp, pp, gbs = KORTHIKANTI_TABLE3[name]
+        out.update(gpus=tp * pp * (par.get("dp") or 1), global_batch=gbs, micro_batch=1)
+        assumptions.append(f"GPUs, TP, PP and batch from Korthikanti et al. 2022 Table 3 (the README states DP 1 only): "
+                           f"TP {tp} · PP {pp} = {tp * pp} GPUs, global batch {gbs}, micro-batch 1")
     fsdp = par.get("fsdp")
     framework = "fsdp" if repo == "mosaicml/llm-foundry" else "megatron"
     sharding = "none"
@@ -237,6 +251,7 @@ def convert(row) -> dict:
     # recomputed forward: 96·L·h²·(1 + s/6h + V/16Lh).
     sec = row["source"].get("section") or ""
     out["flop_formula"] = ("narayanan-recompute" if "2021" in sec or row["id"] == "MLM-0026"
+                           else "korthikanti" if repo == "NVIDIA/Megatron-LM" and "2022" in sec
                            else "megatron" if repo == "NVIDIA/Megatron-LM"
                            else "megatron-bridge" if repo == "NVIDIA-NeMo/Megatron-Bridge"
                            else "nemo" if repo == "NVIDIA/NeMo"

@@ -39,6 +39,8 @@ def source_flops_per_token(formula, model, seq):
       nemo, mosaic (llm-foundry):  6·N + 12·L·s·d_attn            (attention counted without the causal half)
       megatron-bridge, causal-6nd: 6·N + 6·L·s·d_attn             (causal attention)
       narayanan-recompute:         96·L·h²·(1 + s/(6h) + V/(16·L·h))   (Narayanan et al. 2021 eq. 3, recompute counted)
+      korthikanti:                 72·L·h²·(1 + s/(6h) + V/(12·L·h))   (Korthikanti et al. 2022 §6: model FLOPs, the
+                                   same count without the recomputed forward — the README's MFU/HFU table)
     N = the model's matmul parameters per token (``matmul_flops_per_token / 2``)."""
     n = float(model.matmul_flops_per_token) / 2.0
     L, h, V = float(model.n_layers), float(model.d_model), float(model.vocab_size)
@@ -50,6 +52,8 @@ def source_flops_per_token(formula, model, seq):
         return 6.0 * n + 6.0 * L * s * d_attn
     if formula == "narayanan-recompute":
         return 96.0 * L * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h))
+    if formula == "korthikanti":
+        return 72.0 * L * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * L * h))
     raise ValueError(formula)
 
 

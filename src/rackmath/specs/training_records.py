@@ -27,7 +27,7 @@ DATA = Path(__file__).parent / "data" / "training"
 FRAMEWORKS = ("megatron", "fsdp")  # Megatron-LM / NeMo / Megatron-Bridge; FSDP-only stacks (llm-foundry)
 SHARDINGS = ("none", "shard_grad_op", "full_shard")
 RECOMPUTES = ("none", "selective", "full")
-FLOP_FORMULAS = ("megatron", "megatron-bridge", "nemo", "narayanan-recompute", "mosaic", "causal-6nd")
+FLOP_FORMULAS = ("megatron", "megatron-bridge", "nemo", "narayanan-recompute", "korthikanti", "mosaic", "causal-6nd")
 TRAIN_DTYPES = ("bf16", "fp8", "mxfp8", "nvfp4")
 
 #: name → (python type, required, meaning)
