@@ -299,3 +299,13 @@ def test_korthikanti_model_flops():
     f = tf.source_flops_per_token("korthikanti", m, s)
     assert f == pytest.approx(72 * L * h * h + 12 * L * s * h + 6 * V * h, rel=1e-12)
     assert f == pytest.approx(6 * 175e9, rel=0.03)
+
+
+@pytest.mark.parametrize("size", [1.7, 7.1, 16, 32, 70, 119, 314, 462])
+def test_megatron_h100_table_models_reproduce_its_parameter_counts(size):
+    """Megatron-LM's 2024 H100 table: each model's stated heads/hidden/layers/vocab (the catalog's megatron-gpt-*-v131k)
+    give 12·L·h² + 2·V·h within 3% of the size the table prints (GPT 1.7B: 1.74B; GPT 32B: 31.5B = 12·48·7168² +
+    2·131072·7168)."""
+    m = load_model(f"megatron-gpt-{size:g}b-v131k")
+    assert m.total_params == pytest.approx(size * 1e9, rel=0.03)
+    assert m.total_params == pytest.approx(12 * m.n_layers * m.d_model ** 2 + 2 * 131072 * m.d_model, rel=0.01)
