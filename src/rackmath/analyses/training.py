@@ -1004,8 +1004,11 @@ def _step_terms(x: dict, p: dict) -> dict:
     n_dense = dp * cp
     n_exp = np.maximum(dp * cp * tp / ep, 1.0)
     in_dom = np.maximum(np.minimum(np.floor(dom / (tp * cp)), n_dense), 1.0)
+    # the expert-data-parallel group: Megatron-Core places the EP ranks consecutively and an expert's replicas ep ranks
+    # apart (expert TP 1), so only dom/ep of them share an NVLink domain (EP 8 on an 8-GPU node: none)
+    in_dom_exp = np.maximum(np.minimum(np.floor(dom / ep), n_exp), 1.0)
     t_dp_full = (dp_grad_time(p_dense, n_dense, in_dom, f("up_bw"), f("out_bw"), p["eta_comm"])
-                 + dp_grad_time(p_exp, n_exp, np.minimum(in_dom, n_exp), f("up_bw"), f("out_bw"), p["eta_comm"]))
+                 + dp_grad_time(p_exp, n_exp, in_dom_exp, f("up_bw"), f("out_bw"), p["eta_comm"]))
     group = np.where(f("fsdp_group") > 0, f("fsdp_group"), n_dense)
     t_fsdp = fsdp_time(p_dense + p_exp, group, np.minimum(in_dom, group), f("up_bw"), f("out_bw"), shard, M,
                        p["eta_comm"])
