@@ -82,10 +82,11 @@ def add_step_terms(d: Derivation, x: dict, p: dict, terms: dict, M: float) -> No
                                    p["rows_half"], width, p["width_half"]))
 
         rows_e = rows * f["k"] * ep / max(f["n_experts"], 1.0)
-        d.add("t_GEMM,dense", gemm_formula.replace("N_body", "N_dense"), "", gemm(f["n_dense"], rows, f["d_model"] / tp),
-              "s", "attention projections, dense and shared FFNs", expr=body, key="t_body")
-        d.add("t_GEMM,experts", "tokens/GPU · (6 + 2·full)·N_experts,active / (peak_dtype · η·r_lowp · M_e/(M_e+M½) · "
-              "w_e/(w_e+w½))", "", gemm(f["n_expert"], rows_e, f["moe_d_ff"]), "s",
+        d.add("t_GEMM,dense", gemm_formula.replace("N_body", "N_dense"), "",
+              gemm(f["n_dense"], rows, f["d_model"] / tp), "s",
+              "attention projections, dense and shared FFNs", expr=body, key="t_body")
+        d.add("t_GEMM,experts", "tokens/GPU · (6 + 2·full)·N_experts,active / (peak_dtype · η·r_lowp · "
+              "M_e/(M_e+M½) · w_e/(w_e+w½))", "", gemm(f["n_expert"], rows_e, f["moe_d_ff"]), "s",
               "routed experts: M_e = tokens · k · ep / E rows each",
               expr=(f"tok_gpu * {gemm_fl} * {_n(f['n_expert'])} / ({_n(f['peak'])} * {eta_low}"
                     f"{ramp(rows_e, f['moe_d_ff'])})"), key="t_exp")
