@@ -153,10 +153,10 @@ def register(app: typer.Typer) -> None:
 
         if only_records and not records:
             raise InputError("only_records", "--only-records without --records", "--records DIR --only-records")
-        if ideal:
-            from ..engine.efficiency import check_ideal
+        if ideal:  # --ideal with --efficiency X is an error, as on every command (common.efficiency_for)
+            from .common import efficiency_for
 
-            check_ideal(efficiency)  # --ideal with --efficiency auto|PRESET: one error naming both options
+            efficiency_for(None, efficiency, True)
         if efficiency is not None and efficiency.strip().lower() == "ideal":  # the same as --ideal
             ideal, efficiency = True, None
         if efficiency is not None and (cv or refit):

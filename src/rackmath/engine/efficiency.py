@@ -343,18 +343,6 @@ def default_efficiency(chip_name: str, regime: str = "serving") -> Efficiency:
     return cross or IDEAL
 
 
-def check_ideal(efficiency) -> None:
-    """With ``--ideal``, ``--efficiency`` may only be absent or 'ideal' (the same thing); a preset or 'auto' is one
-    error naming both options (:func:`resolve`'s rule; also `train`'s training presets and `validate`)."""
-    choice = efficiency.strip() if isinstance(efficiency, str) else efficiency
-    if choice is None or (isinstance(choice, str) and choice.lower() == "ideal") or \
-            (isinstance(choice, Efficiency) and choice.ideal):
-        return
-    shown = getattr(choice, "name", choice)
-    raise InputError("ideal", f"--ideal and --efficiency {shown} contradict each other",
-                     "--ideal (or --efficiency ideal) for the bound, or --efficiency PRESET|auto alone")
-
-
 def resolve(chip_name, efficiency=None, ideal: bool = False, regime: str = "serving",
             default: str = "auto") -> Efficiency:
     """``--ideal`` / ``--efficiency PRESET|auto|ideal`` → an Efficiency: the one rule of every command, the Python API
@@ -372,8 +360,11 @@ def resolve(chip_name, efficiency=None, ideal: bool = False, regime: str = "serv
     if isinstance(choice, str) and choice.lower() in ("ideal", "auto"):
         choice = choice.lower()
     if ideal:
-        check_ideal(choice)
-        return IDEAL
+        if choice is None or choice == "ideal" or (isinstance(choice, Efficiency) and choice.ideal):
+            return IDEAL
+        shown = choice.name if isinstance(choice, Efficiency) else choice
+        raise InputError("ideal", f"--ideal and --efficiency {shown} contradict each other",
+                         "--ideal (or --efficiency ideal) for the bound, or --efficiency PRESET|auto alone")
     if choice is None:
         choice = default
     if choice == "ideal":
