@@ -565,7 +565,9 @@ def train(model, hardware, *, chips: int | None = None, tokens: float, seq_len: 
 
         d.add("preset", pname, "", ", ".join(f"{k} = {v:.4g}" for k, v in params.items()), "", plabel)
         d.add("M", "B / (dp · b)", "", M, "", "micro-batches per step", expr=f"{B!r} / ({float(par.dp)!r} * {mb!r})")
-        add_step_terms(d, x, params, terms, M)
+        add_step_terms(d, x, params, terms, M, dict(FLASH_BACKWARD_FACTOR=FLASH_BACKWARD_FACTOR,
+                                                    ADAM_STEP_BYTES=ADAM_STEP_BYTES,
+                                                    DP_BYTES_PER_PARAM=DP_BYTES_PER_PARAM))
         achieved = d.add("F", "C_step / (chips · t_step)", "", flops_per_step / (chips * terms["t_step_s"]), "FLOP/s",
                          expr=f"{flops_per_step!r} / ({float(chips)!r} * t_step)")
         d.add("tokens/s/GPU", "B·s / (chips · t_step)", "", terms["tokens_per_s_per_gpu"], "tok/s",

@@ -39,11 +39,13 @@ def _dp_grad(params, group, in_domain, up_bw, out_bw, bytes_per_param) -> list[s
     return [f for f in frags if f]
 
 
-def add_step_terms(d: Derivation, x: dict, p: dict, terms: dict, M: float) -> None:
+def add_step_terms(d: Derivation, x: dict, p: dict, terms: dict, M: float, constants: dict) -> None:
     """Append the step model's terms to ``d``: ``x`` the (scalar) inputs of ``step_terms``, ``p`` the preset's
-    parameters, ``terms`` its result (the values printed), ``M`` the micro-batches (a step keyed "M" before)."""
-    from .training import ADAM_STEP_BYTES, DP_BYTES_PER_PARAM, FLASH_BACKWARD_FACTOR
-
+    parameters, ``terms`` its result (the values printed), ``M`` the micro-batches (a step keyed "M" before),
+    ``constants`` the model's FLASH_BACKWARD_FACTOR, ADAM_STEP_BYTES and DP_BYTES_PER_PARAM (passed in:
+    ``analyses.training`` imports this module)."""
+    FLASH_BACKWARD_FACTOR, ADAM_STEP_BYTES, DP_BYTES_PER_PARAM = (
+        constants[k] for k in ("FLASH_BACKWARD_FACTOR", "ADAM_STEP_BYTES", "DP_BYTES_PER_PARAM"))
     f = {k: float(v) for k, v in x.items()}
     gpus, tp, pp, cp, ep, vp = f["gpus"], f["tp"], f["pp"], f["cp"], f["ep"], f["vp"]
     B, s, mb = f["global_batch"], f["seq"], f["micro_batch"]
@@ -62,34 +64,30 @@ def add_step_terms(d: Derivation, x: dict, p: dict, terms: dict, M: float) -> No
         r = f" * {_n(rows)} / ({_n(rows)} + {_n(p['rows_half'])})" if p["rows_half"] > 0 else ""
         return r + (f" * {_n(width)} / ({_n(width)} + {_n(p['width_half'])})" if p["width_half"] > 0 else "")
 
-    def term(key, symbol, formula, note, expr, value=None):
-        d.add(symbol, formula, "", terms[key] if value is None else value, "s", note, expr=expr,
-              key=key.removesuffix("_s"))
+    def term(key, symbol, formula, note, expr):
+        """A term the model returns (``terms[key]``): its expr is checked against it."""
+        d.add(symbol, formula, "", terms[key], "s", note, expr=expr, key=key.removesuffix("_s"))
 
-    d.add("tokens/GPU", "B · s / chips", "", B * s / gpus, "tokens", "token-work per GPU per step",
-          expr=f"{_n(B)} * {_n(s)} / {_n(gpus)}", key="tok_gpu")
+    def part(symbol, formula, unit, note, expr, key):
+        """An intermediate the model does not return apart: its value is its expr (the term it feeds is checked)."""
+        d.add(symbol, formula, "", d.evaluate(expr), unit, note, expr=expr, key=key)
+
+    part("tokens/GPU", "B · s / chips", "tokens", "token-work per GPU per step", f"{_n(B)} * {_n(s)} / {_n(gpus)}",
+         "tok_gpu")
     rows = mb * s / cp
     body = (f"tok_gpu * {gemm_fl} * {_n(f['n_dense'])} / ({_n(f['peak'])} * {eta_low}"
             f"{ramp(rows, f['d_model'] / tp)})")
     gemm_formula = ("tokens/GPU · (6 + 2·full)·N_body / (peak_dtype · η·r_lowp · M/(M+M½) · w/(w+w½))")
     gemm_note = "weight GEMMs at the dtype's rate, small-GEMM ramp of engine.step.gemm_efficiency"
-    if f["n_expert"] > 0:
-        from .training import gemm_time, gemm_step_flops
-
-        def gemm(n, rows_, width):
-            return float(gemm_time(B * s / gpus * gemm_step_flops(n, f["recompute"], f["lora"]), f["peak"],
-                                   p["eta_gemm"] * (p["lowp_ratio"] if f["lowp"] > 0 else 1.0), rows_,
-                                   p["rows_half"], width, p["width_half"]))
-
+    if f["n_expert"] > 0:  # the two GEMM groups apart; their sum is checked against the model's t_GEMM
         rows_e = rows * f["k"] * ep / max(f["n_experts"], 1.0)
-        d.add("t_GEMM,dense", gemm_formula.replace("N_body", "N_dense"), "",
-              gemm(f["n_dense"], rows, f["d_model"] / tp), "s",
-              "attention projections, dense and shared FFNs", expr=body, key="t_body")
-        d.add("t_GEMM,experts", "tokens/GPU · (6 + 2·full)·N_experts,active / (peak_dtype · η·r_lowp · "
-              "M_e/(M_e+M½) · w_e/(w_e+w½))", "", gemm(f["n_expert"], rows_e, f["moe_d_ff"]), "s",
-              "routed experts: M_e = tokens · k · ep / E rows each",
-              expr=(f"tok_gpu * {gemm_fl} * {_n(f['n_expert'])} / ({_n(f['peak'])} * {eta_low}"
-                    f"{ramp(rows_e, f['moe_d_ff'])})"), key="t_exp")
+        experts = (f"tok_gpu * {gemm_fl} * {_n(f['n_expert'])} / ({_n(f['peak'])} * {eta_low}"
+                   f"{ramp(rows_e, f['moe_d_ff'])})")
+        part("t_GEMM,dense", gemm_formula.replace("N_body", "N_dense"), "s",
+             "attention projections, dense and shared FFNs", body, "t_body")
+        part("t_GEMM,experts", "tokens/GPU · (6 + 2·full)·N_experts,active / (peak_dtype · η·r_lowp · "
+             "M_e/(M_e+M½) · w_e/(w_e+w½))", "s", "routed experts: M_e = tokens · k · ep / E rows each", experts,
+             "t_exp")
         term("t_gemm_s", "t_GEMM", "t_GEMM,dense + t_GEMM,experts", gemm_note, "t_body + t_exp")
     else:
         term("t_gemm_s", "t_GEMM", gemm_formula, gemm_note, body)
@@ -102,9 +100,8 @@ def add_step_terms(d: Derivation, x: dict, p: dict, terms: dict, M: float) -> No
          "causal FlashAttention, backward 2.5× forward (Dao 2023)",
          f"tok_gpu * {_n(f['f_attn'])} * (1 + {_n(FLASH_BACKWARD_FACTOR)} + {_n(r)}) / ({_n(f['peak_bf16'])} * "
          f"{_n(p['eta_attn'])})")
-    d.add("tokens·layers/GPU", "B · s · L / (dp · cp · pp)", "", B * s * f["n_layers"] / (dp * cp * pp), "",
-          "token-layers per tensor-parallel group", expr=f"{_n(B)} * {_n(s)} * {_n(f['n_layers'])} / ({_n(dp)} * "
-          f"{_n(cp)} * {_n(pp)})", key="tl")
+    part("tokens·layers/GPU", "B · s · L / (dp · cp · pp)", "", "token-layers per tensor-parallel group",
+         f"{_n(B)} * {_n(s)} * {_n(f['n_layers'])} / ({_n(dp)} * {_n(cp)} * {_n(pp)})", "tl")
     sp = max(tp, 1.0)
     term("t_elementwise_s", "t_elem", "k · A_layer/t · tokens·layers/GPU / BW_HBM",
          "norms, activations, MoE permutation",
@@ -119,11 +116,10 @@ def add_step_terms(d: Derivation, x: dict, p: dict, terms: dict, M: float) -> No
          f"4 * {_n(lps)} * {ar} / {eta_c}" if ar else "0")
     group = ep * tp
     if f["n_moe"] > 0 and ep > 1 and group > 1:
-        d.add("V_EP", "4 · L_moe/P · tokens/(dp·cp·t) · k · h · 2 B · (ep−1)/ep", "",
-              4.0 * f["n_moe"] / pp * B * s / (dp * cp * tp) * f["k"] * f["d_model"] * 2.0 * (ep - 1.0) / ep, "B",
-              "all-to-all bytes each GPU sends per step",
-              expr=(f"4 * {_n(f['n_moe'])} / {_n(pp)} * {_n(B)} * {_n(s)} / ({_n(dp)} * {_n(cp)} * {_n(tp)}) * "
-                    f"{_n(f['k'])} * {_n(f['d_model'])} * 2 * {_n(ep - 1)} / {_n(ep)}"), key="v_ep")
+        part("V_EP", "4 · L_moe/P · tokens/(dp·cp·t) · k · h · 2 B · (ep−1)/ep", "B",
+             "all-to-all bytes each GPU sends per step",
+             f"4 * {_n(f['n_moe'])} / {_n(pp)} * {_n(B)} * {_n(s)} / ({_n(dp)} * {_n(cp)} * {_n(tp)}) * "
+             f"{_n(f['k'])} * {_n(f['d_model'])} * 2 * {_n(ep - 1)} / {_n(ep)}", "v_ep")
         inside = f"v_ep * {_n(min(group, dom) - 1.0)} / {_n(group)} / {_n(up)}"
         ep_expr = (f"max({inside}, v_ep * (1 - {_n(dom)} / {_n(group)}) / {_n(out)}) / {eta_c}" if group > dom else
                    f"{inside} / {eta_c}")
@@ -133,11 +129,10 @@ def add_step_terms(d: Derivation, x: dict, p: dict, terms: dict, M: float) -> No
          "EP all-to-all, forced balance" + ("" if ep_expr != "0" else "; none without expert parallelism"), ep_expr)
     if cp > 1:
         cp_bw = up if tp * cp <= dom else out
-        d.add("t_CP,ring", "3·(cp−1) · (B/dp)·(s/cp) · KV/t · L/P / (BW · η_comm)", "",
-              3.0 * (cp - 1.0) * B / dp * s / cp * f["kv_bytes"] / tp * lps / (cp_bw * p["eta_comm"]), "s",
-              "KV chunks around the ring", key="t_cp_ring",
-              expr=(f"3 * {_n(cp - 1)} * {_n(B)} / {_n(dp)} * {_n(s)} / {_n(cp)} * {_n(f['kv_bytes'])} / {_n(tp)} * "
-                    f"{_n(lps)} / ({_n(cp_bw)} * {eta_c})"))
+        part("t_CP,ring", "3·(cp−1) · (B/dp)·(s/cp) · KV/t · L/P / (BW · η_comm)", "s",
+             "KV chunks around the ring",
+             f"3 * {_n(cp - 1)} * {_n(B)} / {_n(dp)} * {_n(s)} / {_n(cp)} * {_n(f['kv_bytes'])} / {_n(tp)} * "
+             f"{_n(lps)} / ({_n(cp_bw)} * {eta_c})", "t_cp_ring")
         term("t_cp_exposed_s", "t_CP", "max(0, t_CP,ring − t_attn)", "ring attention, overlapped with attention",
              "max(0, t_cp_ring - t_attention)")
     else:
