@@ -1,4 +1,5 @@
-"""Screen a variant of the calibration out of sample (maintainers' tool; docs/validation.md, "Screened on …").
+"""Screen a variant of the calibration out of sample (maintainers' tool; docs/validation.md, "Screening a variant";
+what was screened and not kept: docs/history.md, "Tried and not kept").
 
     python benchmarks/screen.py --json base.json                           # the shipped fit, leave one source out
     python benchmarks/screen.py --rounds 6 --base base.json                # a finer grid, compared with base

@@ -41,7 +41,7 @@ def test_energy_broadcasts_and_explains():
     step = {s.symbol: s for s in d.steps}
     assert step["$elec/Mtok"].value == pytest.approx(float(r.elec_usd_per_mtok[1]))
     assert step["E/token"].value == pytest.approx(float(r.j_per_token[1]))
-    assert "TDP" in d.steps[0].substituted
+    assert "TDP" in d.steps[0].note  # the board power's source, beside its value
 
 
 def test_power_cap_cube_law():

@@ -1,6 +1,6 @@
 """--explain generated from the computation (issue 33): every printed line adds up.
 
-Each derivation step of serve, roofline and train either prints working — arithmetic with the numbers the engine
+Each derivation step of serve, roofline and train (and serve's and roofline's energy blocks) either prints working — arithmetic with the numbers the engine
 computed, which evaluated (``explain.working_value``) gives the printed value within the display's rounding — or is
 a given (an input or a catalog number: its formula has no arithmetic). Steps with an ``expr`` re-evaluate exactly
 (``Derivation.check``). ``plan --explain`` derives each chip's aggregated deployment as serve does, and its TTFT and
@@ -74,6 +74,8 @@ def _derivations():
             "roofline prefill pass": ("llama-3.1-8b", "h100", dict(batch=4, context=2048, pass_len=2048)),
             "roofline gpt-oss (mixed native dtypes)": ("gpt-oss-120b", "hgx-b200", dict(batch=64, efficiency="auto"))}
     out |= {name: (lambda m=m, h=h, kw=kw: rackmath.roofline(m, h, **kw).explain()) for name, (m, h, kw) in roof.items()}
+    out["serve energy block"] = lambda: rackmath.serve(**serve["serve 70B 8×H100 c=64"]).energy.explain()
+    out["roofline energy block"] = lambda: rackmath.roofline("llama-3.1-70b", "hgx-h100", batch=64).energy.explain()
     out["train"] = lambda: rackmath.train("llama-3.1-70b", "hgx-h100", gpus=10000, tokens="15T").derivation
     out["plan"] = lambda: _plan()[1]
     out["plan sglang MTP"] = lambda: _plan(framework="sglang", mtp=1, model="deepseek-v3", hw="h200")[1]

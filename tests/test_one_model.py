@@ -104,6 +104,8 @@ EFF_COMMANDS = {
     "batching fast-mode": ["batching", "fast-mode", "llama-3.1-8b", "-H", "h100", "--price", "2"],
     "batching throughput": ["batching", "throughput", "llama-3.1-8b", "-H", "h100"],
     "batching prefill": ["batching", "prefill", "llama-3.1-8b", "-H", "h100"],
+    "validate": ["validate", "--id", "AMD1,AMD2"],
+    "train": ["train", "llama-3.1-8b", "-H", "h100", "--tokens", "1T"],
 }
 
 

@@ -155,7 +155,7 @@ def test_validate_against_a_preset_of_ones_choice(tmp_path):
     default = json.loads(run_cli("validate", "--records", str(d), "--only-records", "--json")[1])["records"][0]
     assert default["operating_point"]["efficiency"] == "hopper-serving" and default["predicted"] != rec["predicted"]
     code, _, err = run_cli("validate", "--efficiency", "hopper-serving", "--ideal")
-    assert code == 2 and err.startswith("error: efficiency: --efficiency with --ideal")
+    assert code == 2 and err.startswith("error: ideal: ") and "--ideal and --efficiency hopper-serving" in err
     code, _, err = run_cli("validate", "--efficiency", "hoper-serving")
     assert code == 2 and "efficiency: unknown efficiency 'hoper-serving'" in err
 

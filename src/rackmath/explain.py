@@ -181,6 +181,12 @@ class Derivation:
         except Exception:  # noqa: BLE001 - a display must never fail the answer
             return ""
 
+    def evaluate(self, expr: str) -> float:
+        """``expr`` (over earlier steps' keys) evaluated on their values, as :meth:`check` evaluates a step's."""
+        env, _ = self._env()
+        return float(eval(expr, {"__builtins__": {}}, {"max": max, "min": min, "ceil": math.ceil,  # noqa: S307
+                                                       "sqrt": math.sqrt, "inf": math.inf, **env}))
+
     def check(self, rel: float = 1e-6) -> list[str]:
         """Steps whose ``expr``, evaluated on the earlier steps' values, does not reproduce their value."""
         import math

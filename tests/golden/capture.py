@@ -51,11 +51,25 @@ def run(argv: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def portable(obj: object, root: str) -> object:
+    """``obj`` with the package's absolute path (``root``) written as ``<rackmath>``: the records' ``file`` fields
+    must compare equal from any checkout (CI runs a fresh clone in another folder)."""
+    if isinstance(obj, str):
+        return obj.replace(root, "<rackmath>")
+    if isinstance(obj, list):
+        return [portable(v, root) for v in obj]
+    if isinstance(obj, dict):
+        return {k: portable(v, root) for k, v in obj.items()}
+    return obj
+
+
 def capture(name: str) -> object:
+    import rackmath
+
     code, out, err = run(COMMANDS[name])
     if code != 0:
         raise RuntimeError(f"{name}: exit {code}: {err.strip()}")
-    return json.loads(out)
+    return portable(json.loads(out), str(Path(rackmath.__file__).resolve().parent))
 
 
 def main() -> None:

@@ -363,16 +363,16 @@ def _fast_grid(model, hardware, operating_batch, context, chips, weights_dtype, 
     return grid, step, speed, cost, r
 
 
-def _fast_op(model, hardware, context, chips, operating_multiple, operating_batch, weights_dtype, kv_dtype,
-             efficiency, weight_read, usable):
-    if operating_batch is not None:
-        op = operating_point(model, hardware, batch=operating_batch, chips=chips, weights_dtype=weights_dtype,
-                             kv_dtype=kv_dtype, efficiency=efficiency, weight_read=weight_read, usable=usable)
-    else:
-        op = operating_point(model, hardware, context=context, chips=chips, multiple=operating_multiple,
-                             weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency,
-                             weight_read=weight_read, usable=usable)
-    return op
+def _fast_setup(model, hardware, context, chips, operating_multiple, operating_batch, weights_dtype, kv_dtype,
+                efficiency, weight_read, usable):
+    """The operating point fast mode is measured from (:func:`operating_point`: ``operating_batch`` given, else
+    ``operating_multiple`` × B* at ``context``) and the batch grid below it (:func:`_fast_grid`): (op, grid)."""
+    where = (dict(batch=operating_batch) if operating_batch is not None else
+             dict(context=context, multiple=operating_multiple))
+    op = operating_point(model, hardware, chips=chips, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+                         efficiency=efficiency, weight_read=weight_read, usable=usable, **where)
+    return op, _fast_grid(model, hardware, op.batch, op.context, chips, weights_dtype, kv_dtype, efficiency,
+                          weight_read)
 
 
 def _name(model):
@@ -424,9 +424,8 @@ def fast_mode_from_speedup(model, hardware, speedup, *, context=8192, chips=None
     t_step(B_op) / t_step(1): beyond it, a one-line error. :func:`fast_mode` is the one
     entry point the commands use (both directions, the assumption, other operating points).
     """
-    op = _fast_op(model, hardware, context, chips, operating_multiple, operating_batch, weights_dtype, kv_dtype,
-                  efficiency, weight_read, usable)
-    g = _fast_grid(model, hardware, op.batch, op.context, chips, weights_dtype, kv_dtype, efficiency, weight_read)
+    op, g = _fast_setup(model, hardware, context, chips, operating_multiple, operating_batch, weights_dtype, kv_dtype,
+                        efficiency, weight_read, usable)
     fm = _by_speed(model, op, g, speedup)
     if fm is None:  # an unreachable result is a one-line error, never NaN (issue 11)
         from ..errors import InputError
@@ -445,9 +444,8 @@ def fast_mode_from_price(model, hardware, price_multiple, *, context=8192, chips
     Finds B < B_op whose cost per token is ``price_multiple`` × the operating point's,
     and the speed-up it gives.
     """
-    op = _fast_op(model, hardware, context, chips, operating_multiple, operating_batch, weights_dtype, kv_dtype,
-                  efficiency, weight_read, usable)
-    g = _fast_grid(model, hardware, op.batch, op.context, chips, weights_dtype, kv_dtype, efficiency, weight_read)
+    op, g = _fast_setup(model, hardware, context, chips, operating_multiple, operating_batch, weights_dtype, kv_dtype,
+                        efficiency, weight_read, usable)
     return _by_price(model, op, g, price_multiple)
 
 
@@ -508,9 +506,8 @@ def fast_mode(model, hardware, *, speedup=None, price=None, context=8192, chips=
     weight fetch is amortized), returned with it as ``assumption``, and checked against the
     closed form :func:`fast_mode_closed`.
     """
-    op = _fast_op(model, hardware, context, chips, operating_multiple, operating_batch, weights_dtype, kv_dtype,
-                  efficiency, weight_read, usable)
-    g = _fast_grid(model, hardware, op.batch, op.context, chips, weights_dtype, kv_dtype, efficiency, weight_read)
+    op, g = _fast_setup(model, hardware, context, chips, operating_multiple, operating_batch, weights_dtype, kv_dtype,
+                        efficiency, weight_read, usable)
     r = g[4]
     t = float(g[1][-1])
     shares = (float(r.t_compute_s[-1]) / t, float(r.t_weights_s[-1]) / t, float(r.t_kv_s[-1]) / t)

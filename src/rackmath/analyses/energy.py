@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
-from ..explain import Derivation, fmt
+from ..explain import Derivation
 
 #: J per kWh.
 J_PER_KWH = 3.6e6
@@ -161,6 +161,10 @@ class EnergyResult:
     elec_usd_per_mtok: np.ndarray
     elec_share: np.ndarray | None
     note: str
+    chips: object = 1.0  # the inputs E/token was computed from (broadcast against j_per_token), for explain()
+    step_s: object = 1.0
+    tokens_per_step: object = 1.0
+    usd_per_mtok: object = None
 
     def as_dict(self) -> dict:
         def val(x):
@@ -174,22 +178,26 @@ class EnergyResult:
                 "elec_share": val(self.elec_share), "board_power_note": self.note}
 
     def explain(self, i=0) -> Derivation:
+        """The energy block, every line generated from the numbers it was computed with (``Derivation.add`` expr)."""
+        shape = np.shape(self.j_per_token)
+
         def at(x):
-            a = np.asarray(x, dtype=float)
+            a = np.broadcast_to(np.asarray(x, dtype=float), shape)
             return float(a.reshape(-1)[i]) if a.ndim else float(a)
         d = Derivation("Energy per token")
-        d.add("P_board", "board draw while serving", self.note, self.board_w, "W")
-        d.add("P_host", "chip's share of CPUs, NICs, switches, fans", "", self.host_w, "W")
-        d.add("P", "(P_board + P_host) · PUE", f"({fmt(self.board_w, 'W')} + {fmt(self.host_w, 'W')}) · {self.pue:g}",
-              self.facility_w_per_chip, "W")
-        j = at(self.j_per_token)
-        d.add("E/token", "N_chips · P · t_step / tokens per step", "", j, "J")
-        d.add("tokens/kWh", "3.6e6 J/kWh ÷ E/token", f"3.6e6 / {j:.4g}", at(self.tokens_per_kwh), "")
-        d.add("$elec/Mtok", "E/token · 10⁶ / 3.6e6 · $/kWh", f"{j:.4g} · 10⁶ / 3.6e6 · {self.usd_per_kwh:g}",
-              at(self.elec_usd_per_mtok), "$")
+        d.add("P_board", "board draw under load", "", self.board_w, "W", self.note, key="P_board")
+        d.add("P_host", "chip's share of CPUs, NICs, switches, fans", "", self.host_w, "W", key="P_host")
+        d.add("P", "(P_board + P_host) · PUE", "", self.facility_w_per_chip, "W",
+              expr=f"(P_board + P_host) * {self.pue!r}")
+        d.add("E/token", "N_chips · P · t_step / tokens per step", "", at(self.j_per_token), "J",
+              expr=f"{at(self.chips)!r} * P * {at(self.step_s)!r} / {at(self.tokens_per_step)!r}", key="E")
+        d.add("tokens/kWh", "3.6e6 J/kWh ÷ E/token", "", at(self.tokens_per_kwh), "", expr=f"{J_PER_KWH!r} / E")
+        d.add("$elec/Mtok", "E/token · 10⁶ / 3.6e6 · $/kWh", "", at(self.elec_usd_per_mtok), "$",
+              expr=f"E * 1000000.0 / {J_PER_KWH!r} * {self.usd_per_kwh!r}", key="elec")
         if self.elec_share is not None:
             d.add("share", "$elec/Mtok ÷ $/Mtok", "", at(self.elec_share), "",
-                  "the part of the rental price that pays for electricity")
+                  "the part of the rental price that pays for electricity",
+                  expr=f"elec / {at(self.usd_per_mtok)!r}" if self.usd_per_mtok is not None else "")
         return d
 
 
@@ -248,7 +256,8 @@ def energy(chip, *, chips, step_s, tokens_per_step, usd_per_mtok=None, pue=DEFAU
         elec = electricity_usd_per_mtok(j, usd_per_kwh)
         share = None if usd_per_mtok is None else electricity_share(elec, usd_per_mtok)
         tpk = tokens_per_kwh(j)
-    return EnergyResult(board, host, float(pue), float(usd_per_kwh), p, j, tpk, elec, share, note)
+    return EnergyResult(board, host, float(pue), float(usd_per_kwh), p, j, tpk, elec, share, note, chips, step_s,
+                        tokens_per_step, usd_per_mtok)
 
 
 def run_energy(chip, *, chips, time_s, tokens, usd=None, pue=DEFAULT_PUE, usd_per_kwh=DEFAULT_USD_PER_KWH,

@@ -452,30 +452,6 @@ def resolve_preset(chip, preset=None, framework="megatron", eta_compute=None):
     return params, name, label
 
 
-#: What each step term is (for --explain): key → (symbol, formula, source).
-STEP_TERMS = (
-    ("t_gemm_s", "t_GEMM", "tokens/GPU · (6 + 2·full)·N_body / (peak_dtype · η·r_lowp · M/(M+M½) · w/(w+w½))",
-     "weight GEMMs at the dtype's rate, small-GEMM ramp of engine.step.gemm_efficiency"),
-    ("t_head_s", "t_head", "tokens/GPU · 6·V·h / (peak_bf16 · η …)", "LM head GEMM in BF16"),
-    ("t_attention_s", "t_attn", "tokens/GPU · F̄_attn · (1 + 2.5 + recompute) / (peak_bf16 · η_attn)",
-     "causal FlashAttention, backward 2.5× forward (Dao 2023)"),
-    ("t_elementwise_s", "t_elem", "k · A_layer/t · tokens·layers/GPU / BW_HBM", "norms, activations, MoE permutation"),
-    ("t_quantisation_s", "t_quant", "3 · Σ GEMM inputs/t · bytes cast · tokens·layers/GPU / BW_HBM",
-     "FP8/MXFP8/NVFP4 casts"),
-    ("t_tp_s", "t_TP", "4 · L/P · all-reduce(tokens/replica · h · 2 B, t) / η_comm", "TP + sequence parallelism"),
-    ("t_ep_s", "t_EP", "4 · L_moe/P · T·k·h·2 B·(ep−1)/ep / BW / η_comm", "EP all-to-all, forced balance"),
-    ("t_cp_exposed_s", "t_CP", "max(0, 3·(cp−1)·KV chunk · L/P / BW / η_comm − t_attn)", "ring attention"),
-    ("t_layer_overhead_s", "t_layer", "τ_layer · L/P · M", "fixed time per layer per micro-batch"),
-    ("t_expert_overhead_s", "t_expert", "τ_expert · E/ep · L_moe/P · M", "fixed time per local expert"),
-    ("t_work_s", "t_work", "sum of the terms above", "one pipeline stage's work per step"),
-    ("t_bubble_s", "t_bubble", "t_work · (P − 1)/(v · M)", "1F1B / interleaved bubble (Narayanan et al. 2021)"),
-    ("t_p2p_s", "t_p2p", "2·v·(B/dp)·(s/cp)·h·2 B/t / BW", "pipeline hand-offs"),
-    ("t_dp_exposed_s", "t_DP", "max(0, t_DP,total − overlap window)", "DP reduce-scatter/all-gather or FSDP"),
-    ("t_optimizer_s", "t_opt", "30 B · params/GPU / shard / BW_HBM", "Adam step, memory bound"),
-    ("t_step_s", "t_step", "t_work + t_bubble + t_p2p + t_DP + t_opt", "one optimizer step"),
-)
-
-
 def train(model, hardware, *, chips: int | None = None, tokens: float, seq_len: float = 8192,
           global_batch_tokens: float | None = None, mfu_given: float | None = None,
           flops_per_chip: float | None = None, chip_hours_given: float | None = None, dtype: str = "bf16",
@@ -585,13 +561,17 @@ def train(model, hardware, *, chips: int | None = None, tokens: float, seq_len: 
         achieved = d.add("F", "MFU · peak", f"{mfu_given:g} · {fmt(peak, 'FLOP/s')}", mfu_given * peak, "FLOP/s")
         mode, label = "given MFU", "time from the given MFU"
     else:
-        d.add("preset", pname, ", ".join(f"{k} = {v:.4g}" for k, v in params.items()), 0.0, "", plabel)
-        d.add("M", "B / (dp · b)", f"{B:.4g} / ({par.dp} · {mb:.3g})", M, "", "micro-batches per step")
-        for key, sym, formula, note in STEP_TERMS:
-            d.add(sym, formula, "", terms[key], "s", note)
-        achieved = d.add("F", "C_step / (chips · t_step)", f"{fmt(flops_per_step)} / ({chips:g} · "
-                         f"{fmt(terms['t_step_s'], 's')})", flops_per_step / (chips * terms["t_step_s"]), "FLOP/s")
-        d.add("tokens/s/GPU", "B·s / (chips · t_step)", "", terms["tokens_per_s_per_gpu"], "tok/s")
+        from .training_explain import add_step_terms
+
+        d.add("preset", pname, "", ", ".join(f"{k} = {v:.4g}" for k, v in params.items()), "", plabel)
+        d.add("M", "B / (dp · b)", "", M, "", "micro-batches per step", expr=f"{B!r} / ({float(par.dp)!r} * {mb!r})")
+        add_step_terms(d, x, params, terms, M, dict(FLASH_BACKWARD_FACTOR=FLASH_BACKWARD_FACTOR,
+                                                    ADAM_STEP_BYTES=ADAM_STEP_BYTES,
+                                                    DP_BYTES_PER_PARAM=DP_BYTES_PER_PARAM))
+        achieved = d.add("F", "C_step / (chips · t_step)", "", flops_per_step / (chips * terms["t_step_s"]), "FLOP/s",
+                         expr=f"{flops_per_step!r} / ({float(chips)!r} * t_step)")
+        d.add("tokens/s/GPU", "B·s / (chips · t_step)", "", terms["tokens_per_s_per_gpu"], "tok/s",
+              expr=f"{B!r} * {float(seq_len)!r} / ({float(chips)!r} * t_step)")
         mode, label = ("ideal bound" if pname == "ideal" else "calibrated"), plabel
     m = d.add("MFU", "F / peak", f"{fmt(achieved, 'FLOP/s')} / {fmt(peak, 'FLOP/s')}", _f(mfu(achieved, peak)))
     t = d.add("T", "C / (chips · F)", f"{fmt(c)} / ({chips:g} · {fmt(achieved, 'FLOP/s')})",

@@ -117,8 +117,11 @@ def train_cmd(
     if eta is not None:
         check_positive(eta, "eta", "a GEMM efficiency such as 0.5", maximum=1.0)
     tdt = training_dtype(dtype)
-    if ideal and preset is not None:
-        raise InputError("ideal", "both --ideal and --efficiency given", "one of them")
+    if ideal:  # --ideal with --efficiency X is an error, as on every command (common.efficiency_for)
+        from .common import efficiency_for
+
+        efficiency_for(None, preset, True)
+        preset = None
     if schedule is not None and schedule.lower() not in ("gpipe", "1f1b", "interleaved"):
         raise InputError("schedule", f"unknown pipeline schedule {schedule!r}", "gpipe, 1f1b, interleaved")
     sharding = fsdp.lower() if fsdp else None

@@ -153,8 +153,14 @@ def register(app: typer.Typer) -> None:
 
         if only_records and not records:
             raise InputError("only_records", "--only-records without --records", "--records DIR --only-records")
-        if efficiency is not None and (ideal or cv or refit):
-            flag = "--ideal" if ideal else "--cv" if cv else "--refit"
+        if ideal:  # --ideal with --efficiency X is an error, as on every command (common.efficiency_for)
+            from .common import efficiency_for
+
+            efficiency_for(None, efficiency, True)
+        if efficiency is not None and efficiency.strip().lower() == "ideal":  # the same as --ideal
+            ideal, efficiency = True, None
+        if efficiency is not None and (cv or refit):
+            flag = "--cv" if cv else "--refit"
             raise InputError("efficiency", f"--efficiency with {flag}",
                              "one of them (--cv and --refit fit presets; --efficiency validates one)")
         if efficiency is not None and efficiency.strip().lower() != "auto":

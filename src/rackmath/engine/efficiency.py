@@ -162,7 +162,7 @@ class Efficiency:
     mla_kernel_scale: float = 1.0  # MLA blocks' kernels relative to the CUDA stacks' count (AMD's ROCm path: more)
     collective_latency_s: float = 0.0
     scaleout_latency_s: float = 0.0  # extra fixed time of a collective that leaves the scale-up domain (a preset
-    # may set it; not in FIT_PARAMS: fitted, it made leave-one-source-out worse, 23.3 % vs 22.8 %, docs/validation.md)
+    # may set it; not in FIT_PARAMS: fitted, it made leave-one-source-out worse, 23.3 % vs 22.8 %, docs/history.md)
     request_overhead_s: float = 0.0  # per-request host time every stack pays (stack_request_s adds the stack's own)
     request_trtllm_s: float = 0.0  # per-request host time before the first token of each stack (shared by every chip)
     request_vllm_s: float = 0.0
@@ -221,7 +221,7 @@ MEASURED_ETA_MEMORY = {"hopper": 0.85}
 #: latency and network efficiency). ``families`` restricts a per-family parameter to the families named
 #: (the others hold ``x0``): the MLA kernel scale is 1 on NVIDIA by construction of the kernel counts. Fitted for
 #: every family, leave one source out went from 14.6 % to 17.2 % (the NVIDIA sources that identified it were the
-#: ones held out); for AMD only, to 14.3 %, 180 → 191 records within 2× (docs/validation.md).
+#: ones held out); for AMD only, to 14.3 %, 180 → 191 records within 2× (docs/history.md).
 FIT_PARAMS = (
     dict(name="eta_compute", lo=0.05, hi=1.0, x0=0.6, width=0.4, per_family=True, decimals=4,
          description="achieved share of peak FLOP/s by a large GEMM"),
@@ -258,7 +258,8 @@ FIT_PARAMS = (
 #: descends from the declared ``x0`` and from these, and keeps the lowest training objective. The host-time
 #: parameters couple (a scheduler time, a per-sequence time and an eager dispatch time can trade places), and a
 #: descent from an eager dispatch of 10 µs stops before it reaches the basin where eager prefill steps cost
-#: 75–80 µs a kernel — the in-sample mean |log error| is 0.282 there against 0.296 (docs/validation.md).
+#: 75–80 µs a kernel — the in-sample mean |log error| is 0.282 there against 0.296 (docs/history.md, 2026-11-26;
+#: docs/validation.md at d4025b8).
 FIT_STARTS = ({f"eager_{st}_s": 7.5e-5 for st in STACK_NAMES},)
 
 

@@ -48,7 +48,7 @@ ELEMENTWISE_KERNELS_PER_LAYER = 4
 #:   LM head = GEMM and sampling (2).
 #:
 #: The MLA, attention and indexer counts were raised from 8, 1 and 0 on 2026-11-26: refitted, leave one source out
-#: went from 17.3 % to 14.9 % (172 → 178 records within 2×; docs/validation.md).
+#: went from 17.3 % to 14.9 % (172 → 178 records within 2×; docs/history.md).
 KERNELS = {"qkv_o": 3, "qkv_o_mla": 11, "attention": 2, "dsa_indexer": 10, "router": 3, "dense_ffn": 3,
            "shared_experts": 3, "experts": 6, "lm_head": 2, "dense": 6}
 
@@ -63,7 +63,7 @@ GEMMS = {"qkv_o": 2, "qkv_o_mla": 5, "attention": 0, "router": 0, "dense_ffn": 2
 #: ``per_token_group_quant_fp8``, SGLang ``sglang_per_token_group_quant_fp8``, TensorRT-LLM FP8 quantize).
 #: 0 in the shipped model: with 1, the refit's leave-one-source-out median rose from 14.7 % to 17.4 % on the kernel
 #: counts above (179 records within 2× either way; on earlier models 17.4 % → 18.9 %, 18.9 % → 20.2 % and
-#: 22.8 % → 29.3 %; docs/validation.md) — the per-kernel latency already prices what these kernels cost.
+#: 22.8 % → 29.3 %; docs/history.md) — the per-kernel latency already prices what these kernels cost.
 QUANT_KERNELS_PER_GEMM = 0
 
 #: Kernels an MLA block's host dispatches in an eager step (prefill, mixed and ``--eager`` steps: no CUDA graph)
@@ -75,7 +75,7 @@ QUANT_KERNELS_PER_GEMM = 0
 #: + 2 attention = 19 ≈ 1.5 × 13; the absorbed decode path eagerly: 11 + 5 + 2 = 18 (a DSA indexer's kernels, in the
 #: attention operator, are scaled with them; AMD's ``mla_kernel_scale`` applies first). Screened against a fitted
 #: scale (15.2 % leave one source out, two basins) and against counting every quantised GEMM's quantisation in eager
-#: steps (14.8 %): 1.5 on MLA blocks alone gave 13.0 % (docs/validation.md, tenth session).
+#: steps (14.8 %): 1.5 on MLA blocks alone gave 13.0 % (docs/history.md, 2026-11-26).
 MLA_EAGER_KERNEL_SCALE = 1.5
 
 
