@@ -334,6 +334,8 @@ class Parallelism:
             raise InputError("v", "model chunks per stage > 1 need the interleaved schedule", "--schedule interleaved")
         if self.recompute not in RECOMPUTE:
             raise InputError("recompute", f"unknown recomputation {self.recompute!r}", ", ".join(RECOMPUTE))
+        if self.optimizer not in OPTIMIZER_BYTES:
+            raise InputError("optimizer", f"unknown optimizer {self.optimizer!r}", ", ".join(OPTIMIZER_BYTES))
         if self.zero_stage not in ZERO_STAGES:
             raise InputError("zero", f"unknown ZeRO stage {self.zero_stage!r}", "0, 1, 2 or 3 (3 = FSDP full shard)")
         if self.ep > self.dp * self.tp:
@@ -537,6 +539,19 @@ def _expert_params(model) -> float:
     return float(one) * n_exp * n_moe
 
 
+#: What a layout search varies: an InputError naming one of these rules out that layout; any other is the input's.
+LAYOUT_FIELDS = frozenset({"tp", "pp", "dp", "ep", "chips", "gpus", "microbatches", "v", "zero", "recompute"})
+
+
+def check_train_inputs(fixed: dict | None = None, *, tokens=None, seq_len=8192, **_) -> None:
+    """The inputs no layout can fix, checked once before a layout search (issue 36): the token count, the sequence
+    length and the named choices (optimizer, schedule, recompute, ZeRO) — so a bad one is reported under its own
+    name rather than as "no layout of N chips is valid"."""
+    check_positive(tokens, "tokens", "training tokens, e.g. '15T'")
+    check_positive(seq_len, "seq", "a sequence length in tokens, e.g. '8192'")
+    Parallelism(**{k: v for k, v in (fixed or {}).items() if k not in ("tp", "pp", "dp", "ep")}).validate()
+
+
 def search_training_layout(model, hardware, *, chips: int, fixed: dict | None = None, **train_kw):
     """The fastest layout that fits, as ``serve`` chooses a serving layout: every TP (a divisor of the chips up to
     the scale-up domain), PP (powers of two up to the layers), ZeRO stage (1, 3) and recomputation (selective,
@@ -554,7 +569,7 @@ def search_training_layout(model, hardware, *, chips: int, fixed: dict | None = 
     pps = [fixed["pp"]] if fixed.get("pp") else [p for p in (1, 2, 4, 8, 16, 32, 64) if p <= layers]
     zeros = [fixed["zero_stage"]] if fixed.get("zero_stage") is not None else [1, 3]
     recs = [fixed["recompute"]] if fixed.get("recompute") else ["selective", "full"]
-    Parallelism(**{k: v for k, v in fixed.items() if k not in ("tp", "pp", "dp", "ep")}).validate()  # bad names
+    check_train_inputs(fixed, **train_kw)
     best, smallest, n_eval, n_fit = None, None, 0, 0
     for tp in tps:
         for pp in pps:
@@ -570,7 +585,9 @@ def search_training_layout(model, hardware, *, chips: int, fixed: dict | None = 
                     par = Parallelism(dp=dp, tp=tp, pp=pp, zero_stage=z, recompute=rc, **kw)
                     try:
                         r = train(model, hardware, chips=chips, par=par, **train_kw)
-                    except InputError:
+                    except InputError as exc:
+                        if exc.field not in LAYOUT_FIELDS:  # the input's fault, not this layout's
+                            raise
                         continue
                     n_eval += 1
                     key = (r.step["t_step_s"], tp * pp, z, rc != "selective")

@@ -115,10 +115,13 @@ def register(app: typer.Typer) -> None:
                     from ..errors import InputError
 
                     raise InputError("trace", f"{trace} is not a file", "a CSV or JSONL trace file, or 'example'")
-                if p.stat().st_size > 2_000_000_000:
+                from ..bounds import MAX_TRACE_BYTES
+
+                if p.stat().st_size > MAX_TRACE_BYTES:
                     from ..errors import InputError
 
-                    raise InputError("trace", f"{trace} is larger than 2 GB", "a smaller trace")
+                    raise InputError("trace", f"{trace} is larger than {MAX_TRACE_BYTES / 1e6:,.0f} MB",
+                                     f"a trace of at most {MAX_TRACE_BYTES / 1e6:,.0f} MB")
                 tr = parse_trace(p.read_text(encoding="utf-8", errors="strict"), f"trace {p.name}")
         n_req = _num(requests, "requests", integer=True)
         progress = None
