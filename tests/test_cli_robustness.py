@@ -578,3 +578,12 @@ def test_library_validates_its_arguments(fn, args, kw, field):
         kw = dict(batch=np.ones((2000, 1)), context=np.ones(2000))  # 4·10⁶ combinations
     with pytest.raises(InputError, match=f"^{field}: "):
         getattr(rackmath, fn)(*args, **kw)
+
+
+def test_trace_not_utf8_names_the_file(tmp_path):
+    """Found by benchmarks/fuzz.py --files: a trace that is not UTF-8 was an internal error (UnicodeDecodeError)."""
+    p = tmp_path / "t.csv"
+    p.write_bytes(b"\xff\xfearrival_s,isl,osl\n0,1,1\n")
+    code, _, err = run_cli("simulate", M, "-H", "h100", "--trace", str(p))
+    _assert_one_line(code, err, "trace t.csv")
+    assert "not UTF-8" in err

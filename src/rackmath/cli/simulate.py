@@ -122,7 +122,14 @@ def register(app: typer.Typer) -> None:
 
                     raise InputError("trace", f"{trace} is larger than {MAX_TRACE_BYTES / 1e6:,.0f} MB",
                                      f"a trace of at most {MAX_TRACE_BYTES / 1e6:,.0f} MB")
-                tr = parse_trace(p.read_text(encoding="utf-8", errors="strict"), f"trace {p.name}")
+                try:
+                    text = p.read_text(encoding="utf-8", errors="strict")
+                except UnicodeDecodeError as exc:
+                    from ..errors import InputError
+
+                    raise InputError(f"trace {p.name}", f"not UTF-8 text (byte {exc.start})",
+                                     "a CSV or JSONL trace in UTF-8") from None
+                tr = parse_trace(text, f"trace {p.name}")
         n_req = _num(requests, "requests", integer=True)
         progress = None
         bar = None
