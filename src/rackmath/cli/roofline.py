@@ -271,8 +271,9 @@ def register(app: typer.Typer) -> None:
         if csv is not None:
             with open_output(csv, force, "csv", f"{data.shape[0]:,} configurations") as fh:
                 fh.write(",".join(cols + ["bound"]) + "\n")
-                lines = (",".join(f"{x:.6g}" for x in row) + "," + bnd for row, bnd in zip(data, bound))
-                fh.write("\n".join(lines) + "\n")
+                for i in range(0, data.shape[0], 65_536):  # streamed: a chunk of rows in memory at a time
+                    fh.write("".join(",".join(f"{x:.6g}" for x in row) + "," + bnd + "\n"
+                                     for row, bnd in zip(data[i:i + 65_536].tolist(), bound[i:i + 65_536])))
         if json:
             _stream_payload(r, sys.stdout)
 
