@@ -587,3 +587,18 @@ def test_trace_not_utf8_names_the_file(tmp_path):
     code, _, err = run_cli("simulate", M, "-H", "h100", "--trace", str(p))
     _assert_one_line(code, err, "trace t.csv")
     assert "not UTF-8" in err
+
+
+def test_ops_figure_goes_through_the_one_writer(tmp_path, monkeypatch):
+    """plot_ops wrote with fig.savefig itself, so '-' became ./-.png: it now uses plotting.save, which refuses a
+    path without a figure suffix."""
+    import rackmath
+    from rackmath.errors import InputError
+    from rackmath.plotting.ops import plot_ops
+
+    monkeypatch.chdir(tmp_path)
+    rows = rackmath.roofline(M, "h100").ops(0)
+    with pytest.raises(InputError, match="^output: "):
+        plot_ops(rows, "-")
+    assert list(tmp_path.iterdir()) == []
+    assert plot_ops(rows, tmp_path / "ops.svg").read_text().lstrip().startswith("<?xml")
