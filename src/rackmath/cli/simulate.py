@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from ..bounds import MAX_REQUESTS
 from .common import CDT_OPT, EFF_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, WDT_OPT
 
 
@@ -59,7 +60,8 @@ def register(app: typer.Typer) -> None:
                                         help="Closed loop: users each keeping one request in flight."),
         trace: str = typer.Option(None, "--trace", help="Trace file (CSV or JSONL: arrival_s, isl, osl), or "
                                                         "'example' for the one shipped with rackmath."),
-        requests: str = typer.Option("10000", "--requests", help="Requests to simulate (rate / concurrency)."),
+        requests: str = typer.Option("10000", "--requests", help="Requests to simulate (rate / concurrency); at most "
+                                                         f"{MAX_REQUESTS:,} (about 1.4 GB at the most)."),
         isl: str = typer.Option("1000", "--isl", help="Input tokens: N, LO:HI (uniform), exp:MEAN, lognormal:MEDIAN:SIGMA."),
         osl: str = typer.Option("1000", "--osl", help="Output tokens (same forms as --isl)."),
         arrivals: str = typer.Option("poisson", "--arrivals", help="With --rate: poisson or gamma (bursty). With "
