@@ -74,19 +74,19 @@ def _stream_payload(r, fh) -> None:
     """:func:`_payload` of a large result (``sweep --json``, up to bounds.MAX_GRID_POINTS points) written as it is
     read: the per-point fields stay numpy arrays, streamed by ``common.write_json`` (the same JSON as
     ``print_json(_payload(r))``, in ~0.7 GB at 10⁶ points instead of 5 GB)."""
-    import dataclasses
+    import copy
 
     import numpy as np
 
     from .common import write_json
 
     shape = np.shape(r.step_s)
-    arrays = [f.name for f in dataclasses.fields(r) if isinstance(getattr(r, f.name), np.ndarray)]
-    one = dataclasses.replace(r, **{k: np.asarray(getattr(r, k)).reshape(-1)[:1] for k in arrays})
-    d = _payload(one)  # the scalars and their order, from the one place that writes them
+    head = copy.copy(r)
+    head.FIELDS = ()  # as_dict's scalars only, from the one place that writes them; the per-point fields follow
+    d = _payload(head)
     for f in r.FIELDS:
-        if f in d:
-            d[f] = np.broadcast_to(np.asarray(getattr(r, f)), shape) if shape else np.asarray(getattr(r, f))
+        v = np.asarray(getattr(r, f))
+        d[f] = np.broadcast_to(v, shape) if shape else v.item()
     write_json(d, fh)
 
 
