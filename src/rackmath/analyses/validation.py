@@ -394,7 +394,7 @@ def validate(efficiency=None, ideal=False, ids=None, recs=None) -> dict:
     Returns ``{"records": [...], "summary", "summary_by_source", "summary_by_hardware_family",
     "summary_by_model_family", "summary_by_status", "summary_by_efficiency" (the preset each record
     was predicted with: "ideal" names chips without one), "summary_derived", "summary_held_out"
-    (:func:`held_out_summary`), "excluded", "skipped", "counts"}``. A user record the model refuses (``tp = 3`` on
+    (:func:`held_out_summary`), "excluded", "counts"}`` (and "skipped"). A user record the model refuses (``tp = 3`` on
     ``gpus = 1``) spoils only itself: it is left out and listed in ``skipped`` with :func:`record_problem`'s line;
     a shipped record that fails raises (a bug). ``summary`` covers the fitted records (measured and
     approximate, not excluded), in sample: the presets were fitted on them.
@@ -419,7 +419,7 @@ def validate(efficiency=None, ideal=False, ids=None, recs=None) -> dict:
                    family=rec.hardware_family, fitted=rec.fitted, operating_point=info)
         rows.append(row)
     fit = [r for r in rows if r["fitted"]]
-    return {"records": rows, "summary": dict(summarize(fit), ideal=bool(ideal)),
+    out = {"records": rows, "summary": dict(summarize(fit), ideal=bool(ideal)),
             "summary_by_source": summarize_by(fit, "source_group"),
             "summary_by_hardware_family": summarize_by(fit, "hardware_family"),
             "summary_by_model_family": summarize_by(fit, "model_family"),
@@ -429,10 +429,14 @@ def validate(efficiency=None, ideal=False, ids=None, recs=None) -> dict:
                                                    for r in fit], "efficiency_used"),
             "summary_derived": summarize([r for r in rows if r["status"] == "derived"]),
             "summary_held_out": held_out_summary(fit, efficiency, ideal),
-            "excluded": excluded, "skipped": skipped,
-            "counts": {"records": len(rows) + len(excluded), "skipped": len(skipped), "fitted": len(fit),
+            "excluded": excluded,
+            "counts": {"records": len(rows) + len(excluded), "fitted": len(fit),
                        "sources": len({r["source_group"] for r in fit}), "excluded": len(excluded),
                        "derived": sum(r["status"] == "derived" for r in rows)}}
+    if skipped:  # only when a user record was left out: the shipped records' output is unchanged
+        out["skipped"] = skipped
+        out["counts"]["skipped"] = len(skipped)
+    return out
 
 
 def select(recs, patterns) -> list:
