@@ -307,6 +307,105 @@ def mutated_hf_config(ch: Chooser, directory: Path) -> Path:
     return p
 
 
+_RECORDS: list | None = None
+
+
+def shipped_records() -> list:
+    """The shipped [[record]] tables (mutation seeds for --records files)."""
+    global _RECORDS
+    if _RECORDS is None:
+        from rackmath.specs.records import SHIPPED_DIR
+
+        _RECORDS = [t for f in sorted(SHIPPED_DIR.glob("*.toml"))
+                    for t in tomllib.loads(f.read_text(encoding="utf-8")).get("record", []) if isinstance(t, dict)]
+    return _RECORDS
+
+
+def mutated_records(ch: Chooser, directory: Path) -> Path:
+    """A --records directory holding one mutated [[record]] file: a hostile value, a field dropped or unknown, a
+    layout the model refuses (tp·pp > gpus, ep on a dense model), a duplicated id, deep nesting or bad bytes."""
+    d = directory / "recs"
+    d.mkdir(exist_ok=True)
+    base = copy.deepcopy(ch.choice(shipped_records()))
+    base["id"] = "fz-" + str(ch.integer(0, 9))
+    raw: dict = {}
+    what = ch.choice(["value", "value", "value", "field", "drop", "unknown", "layout", "layout", "duplicate", "nest",
+                      "bytes", "ok"])
+    if what == "value":
+        k = ch.choice(["value", "gpus", "tp", "ep", "pp", "isl", "osl", "concurrency", "batch", "context", "model",
+                       "hardware", "weights_dtype", "kv_dtype", "metric", "status", "mtp", "acceptance"])
+        base.pop(k, None)
+        raw[k] = ch.choice(HOSTILE_TOML + ["1e-320", "5e-324", "1e-12", "1e12", "1e13"])
+    elif what == "field":
+        base[ch.choice(sorted(base))] = ch.choice([True, -1, 0, "abc", 1e308, [1], {"a": 1}])
+    elif what == "drop":
+        base.pop(ch.choice(sorted(base)), None)
+    elif what == "unknown":
+        raw["gpuz"] = "8"
+    elif what == "layout":
+        base.update(ch.choice([{"gpus": 1, "tp": 3}, {"gpus": 8, "tp": 8, "pp": 4}, {"gpus": 4, "tp": 4, "ep": 4},
+                               {"gpus": 1000000, "tp": 1}, {"gpus": 8, "tp": 8, "kv_shards": 3}]))
+    elif what == "nest":
+        raw["title"] = "[" * 400 + "]" * 400
+    text = toml_entry("record", base, raw)
+    if what == "duplicate":
+        text += text
+    f = d / "mine.toml"
+    if what == "bytes":
+        f.write_bytes(b"\xff\xfe" + text.encode())
+    else:
+        f.write_text(text, encoding="utf-8")
+    return d
+
+
+def mutated_trace(ch: Chooser, directory: Path) -> Path:
+    """A --trace file: CSV or JSON lines with hostile rows (NaN, negatives, huge counts, missing columns, deep
+    nesting, non-UTF-8 bytes, unsorted times, a header only)."""
+    jsonl = ch.chance(0.5)
+    rows = [(0.1 * i, 1000, 200) for i in range(ch.integer(1, 20))]
+    what = ch.choice(["value", "value", "nest", "columns", "header", "bytes", "width", "ok"])
+    bad = ch.choice(["nan", "-1", "0", "1e308", "1e-320", "abc", "", "inf", "1e30", "5.5", "[]", "{}", "null"])
+    f = directory / ("trace.jsonl" if jsonl else "trace.csv")
+    if jsonl:
+        lines = [json.dumps({"arrival_s": a, "isl": i, "osl": o}) for a, i, o in rows]
+        if what == "value":
+            k = ch.choice(["arrival_s", "isl", "osl"])
+            lines[-1] = lines[-1].replace(f'"{k}": ', f'"{k}": {bad if bad not in ("abc", "") else json.dumps(bad)}'
+                                          + ", \"_x\": ", 1)
+        elif what == "nest":
+            lines.append('{"arrival_s": 1, "isl": ' + "[" * 100_000 + "]" * 100_000 + ', "osl": 1}')
+        elif what == "columns":
+            lines = [json.dumps({"t": a, "isl": i}) for a, i, _ in rows]
+        elif what == "width":
+            lines.append("[1, 2, 3]")
+        text = "\n".join(lines) + "\n"
+    else:
+        lines = ["arrival_s,isl,osl"] + [f"{a},{i},{o}" for a, i, o in rows]
+        if what == "value":
+            j = ch.integer(0, 2)
+            cells = lines[-1].split(",")
+            cells[j] = bad
+            lines[-1] = ",".join(cells)
+        elif what == "columns":
+            lines[0] = "time,prompt"
+        elif what == "width":
+            lines.append("1,2,3,4")
+        elif what == "nest":
+            lines.append('"' + "[" * 1000 + '",1,1')
+        text = "\n".join(lines) + "\n"
+    if what == "header":
+        text = text.splitlines()[0] + "\n"
+    if what == "bytes":
+        f.write_bytes(b"\xff\xfe" + text.encode())
+    else:
+        f.write_text(text)
+    return f
+
+
+#: Options that read a user file: given a malformed one of their kind (80 % of the time they are drawn).
+INPUT_FILES = {"--records": mutated_records, "--trace": mutated_trace}
+
+
 # ----------------------------------------------------------------------------------- invocations
 @dataclass
 class Invocation:
@@ -314,6 +413,7 @@ class Invocation:
     sentinels: list  # files that must be unchanged afterwards (no --force given)
     note: str = ""
     command: tuple = ()  # the command's path, e.g. ("model", "show")
+    cwd: str | None = None  # run in this directory (figures written to '-' would land here as ./-.png)
 
 
 def is_long(inv: Invocation) -> bool:
@@ -342,6 +442,9 @@ def _value(ch: Chooser, p: Param, hostile: float) -> str:
     return ch.choice(pool or GENERIC)
 
 
+DASH_FILES = ("-", "-.png", "-.svg", "-.pdf", "-.csv", "-.toml")
+
+
 def _path_value(ch: Chooser, tmp: Path, sentinels: list, force: bool) -> str:
     what = ch.choice(["new", "new", "existing", "existing", "dir", "full", "missing-dir", "empty", "under-file",
                       "stdout"])
@@ -365,7 +468,13 @@ def _path_value(ch: Chooser, tmp: Path, sentinels: list, force: bool) -> str:
         f.write_text(SENTINEL)
         sentinels.append(str(f))
         return str(f / ("x" + suffix))
-    if what == "stdout":
+    if what == "stdout":  # '-' is stdout for text only; a figure library would write ./-.png (issue 36)
+        for name in DASH_FILES:
+            f = tmp / name
+            if not f.exists():
+                f.write_text(SENTINEL)
+            if str(f) not in sentinels:
+                sentinels.append(str(f))  # even with --force: the user asked for stdout, not this file
         return "-"
     return ""
 
@@ -401,7 +510,10 @@ def invocation(ch: Chooser, tree: list[Command], tmp: Path, hostile: float = 0.3
             continue
         if not p.required and not ch.chance(0.35):
             continue
-        if p.is_path:
+        if p.name in INPUT_FILES and ch.chance(0.8):
+            v = str(INPUT_FILES[p.name](ch, tmp))
+            note = (note + " " + p.name.lstrip("-")).strip()
+        elif p.is_path:
             v = _path_value(ch, tmp, sentinels, force)
         elif p.kind == "argument" and p.name == "model" and ch.chance(0.15):
             v = str(mutated_hf_config(ch, tmp))
@@ -412,7 +524,70 @@ def invocation(ch: Chooser, tree: list[Command], tmp: Path, hostile: float = 0.3
             argv.append(v)
         else:
             argv += [ch.choice(p.opts) if ch.chance(0.2) else p.name, v]
-    return Invocation(argv, sentinels, note, tuple(cmd.path))
+    return Invocation(argv, sentinels, note, tuple(cmd.path), str(tmp))
+
+
+def file_invocation(ch: Chooser, tmp: Path) -> Invocation:
+    """One run of a command that reads a malformed user file: a mutated catalog (list, show, use), a mutated
+    HuggingFace config.json (show, roofline, serve), a mutated --records directory (validate), a mutated --trace
+    (simulate). Exit 0 (the bad entry skipped with a warning, or harmless) or one ``error:`` line."""
+    kind = ch.choice(["catalog", "catalog", "hf", "hf", "records", "records", "trace", "trace"])
+    m, hw = ch.choice(MODELS[:3]), ch.choice(HARDWARE[:3])
+    js = ["--json"] if ch.chance(0.5) else []
+    if kind == "catalog":
+        d = tmp / "cat"
+        d.mkdir(exist_ok=True)
+        note = "catalog " + mutated_catalog(ch, d)
+        name = "fz-" + str(ch.integer(0, 9))
+        cmd = ch.choice([["hardware", "list"], ["hardware", "list", "--systems"], ["model", "list"], ["price", "--list"],
+                         ["model", "show", name], ["hardware", "show", name], ["roofline", m, "-H", hw] + js,
+                         ["roofline", name, "-H", hw] + js, ["price", name] + js, ["cache"] + js])
+        argv = ["--catalog", str(d)] + cmd
+    elif kind == "hf":
+        p = mutated_hf_config(ch, tmp)
+        note = "hf"
+        argv = ch.choice([["model", "show", str(p)] + js, ["roofline", str(p), "-H", hw] + js,
+                          ["serve", str(p), "-H", hw, "--isl", "100", "--osl", "100", "-c", "8"] + js])
+    elif kind == "records":
+        d = mutated_records(ch, tmp)
+        note = "records"
+        argv = ["validate", "--records", str(d)] + (["--only-records"] if ch.chance(0.7) else []) + js
+    else:
+        f = mutated_trace(ch, tmp)
+        note = "trace"
+        argv = ["simulate", ch.choice(MODELS[:1]), "-H", "h100", "--trace", str(f)] + js
+    cmd = tuple(a for a in argv if not a.startswith("-") and "/" not in a)[:2]
+    return Invocation(argv, [], note, cmd if cmd[:1] != ("validate",) else ("validate",), str(tmp))
+
+
+# ----------------------------------------------------------------------------------- web requests
+WEB_HOSTILE_PATHS = ["/static/../../etc/passwd", "/static/%2e%2e/%2e%2e/etc/passwd", "/api/view/..%2f..%2fx",
+                     "/api/pages/" + "x" * 5000, "/api/view/" + "%00", "/api/roofline?" + "a=1&" * 2000,
+                     "/api/../../../etc/passwd", "/" + "🦙" * 100, "/api/models?x=" + "[" * 10000]
+
+
+def web_request(ch: Chooser, routes: list, pages: list) -> tuple[str, dict, dict]:
+    """One hostile GET: (url, params, headers). ``routes``: (path, [query parameter names]) of the app's GET routes;
+    parameters plausible or hostile, sometimes unknown ones, a hostile Host header or a traversal path."""
+    headers = {}
+    if ch.chance(0.05):
+        headers["host"] = ch.choice(["evil.example", "LOCALHOST", "localhost.", "", "a" * 300, "127.0.0.1:99999"])
+    if ch.chance(0.06):
+        return ch.choice(WEB_HOSTILE_PATHS), {}, headers
+    path, names = ch.choice(routes)
+    if "{page}" in path:
+        path = path.replace("{page}", ch.choice(pages + ["nope", "..", "%2e%2e", "x" * 300]))
+    params = {}
+    for n in names:
+        if not ch.chance(0.6):
+            continue
+        opt = "--" + n.replace("_", "-")
+        pool = PLAUSIBLE.get(opt, []) + (MODELS if n == "model" else HARDWARE if n == "hardware" else
+                                         SHEETS if n == "sheet" else [])
+        params[n] = ch.choice(HOSTILE) if ch.chance(0.4) or not pool else ch.choice(pool)
+    if ch.chance(0.1):
+        params[ch.choice(["bogus", "batchh", "__proto__", "x" * 100])] = "1"
+    return path, params, headers
 
 
 def classify(code, err: str, sentinels: list, timed_out: bool = False, signal: int | None = None) -> str:
@@ -435,6 +610,25 @@ def classify(code, err: str, sentinels: list, timed_out: bool = False, signal: i
     if code == 2 and len(lines) == 1 and lines[0].startswith("error: "):
         return "clean"
     return "traceback"
+
+
+def nonfinite_json(out: str) -> bool:
+    """Whether a JSON output holds NaN or ±Infinity (JSON has neither: rackmath writes null). Outputs that are not
+    JSON (tables, CSV) are False."""
+    text = out.lstrip()
+    if not text.startswith(("{", "[")):
+        return False
+    seen = []
+
+    def constant(name):
+        seen.append(name)
+        return None
+
+    try:
+        json.loads(text, parse_constant=constant)
+    except ValueError:
+        return False  # not (only) JSON: e.g. a table that starts with '['
+    return bool(seen)
 
 
 def is_help(argv) -> bool:

@@ -87,9 +87,18 @@ def _in_tmp(tmp_path, monkeypatch):
 
 
 def _check(inv: fuzzlib.Invocation):
-    code, out, err, timed_out = run(inv.argv)
+    import os
+
+    old = os.getcwd()
+    if inv.cwd:
+        os.chdir(inv.cwd)  # where a figure written to '-' would land (./-.png: a sentinel there)
+    try:
+        code, out, err, timed_out = run(inv.argv)
+    finally:
+        os.chdir(old)
     cls = fuzzlib.classify(code, err, inv.sentinels, timed_out)
     assert cls in ("ok", "clean"), f"{cls}: rackmath {' '.join(map(str, inv.argv))} [{inv.note}]\n{err[-3000:]}"
+    assert not (code == 0 and fuzzlib.nonfinite_json(out)), f"NaN/Infinity in JSON: {' '.join(map(str, inv.argv))}"
 
 
 def test_long_running_computations_get_their_own_time_limit(tmp_path):
@@ -189,3 +198,84 @@ def test_bug_report_line_not_traceback(monkeypatch):
 def test_numpy_warnings_never_reach_the_user():
     code, out, err, _ = run(["roofline", "llama-3.1-8b", "-H", "h100", "-L", "0", "-b", "1,2"])
     assert code == 0 and err == "", err
+
+
+# ----------------------------------------------------------------------------- issue 36
+
+_M = "llama-3.1-8b"
+
+
+@pytest.mark.parametrize("args", [
+    # 1. '-' is stdout only for text: a figure given '-' is refused (it wrote ./-.png over the user's)
+    ("roofline", _M, "-H", "h100", "--ops-plot", "-"),
+    ("serve", _M, "-H", "h100", "--isl", "100", "--osl", "100", "-c", "8", "--ops-plot", "-", "--force"),
+    ("plot", "batch", _M, "-H", "h100", "-o", "-"),
+    # 2. the option typed
+    ("train", _M, "--tokens", "1T", "--optimizer", "bogus"),
+    ("serve", _M, "-H", "h100", "--isl", "100", "--osl", "100", "-c", "8", "--uneven-experts"),
+    ("roofline", _M, "-H", "h100", "--gpus", "1:1e10:log8"),
+    ("racks", "moe-2racks", "-H", "gb200-nvl72", "--tokens-per-gpu", "x"),
+    # 5. the limits the machine can meet
+    ("simulate", _M, "-H", "h100", "--concurrency", "8", "--requests", "2e7"),
+])
+def test_issue36_cases(args, tmp_path):
+    """Each one an overwrite, a misattributed error or an unmeetable limit before issue 36: now one line naming
+    the option typed, exit 2, and the './-*' files untouched."""
+    inv = fuzzlib.Invocation(list(args), [], "issue 36", cwd=str(tmp_path))
+    for name in fuzzlib.DASH_FILES:
+        (tmp_path / name).write_text(fuzzlib.SENTINEL)
+        inv.sentinels.append(str(tmp_path / name))
+    import os
+
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        code, out, err, timed_out = run(inv.argv)
+    finally:
+        os.chdir(old)
+    assert fuzzlib.classify(code, err, inv.sentinels, timed_out) == "clean", err
+    typed = {"--ops-plot": "ops_plot", "-o": "output", "--optimizer": "optimizer", "--uneven-experts": "uneven_experts",
+             "--gpus": "gpus", "--tokens-per-gpu": "tokens_per_gpu", "--requests": "requests"}
+    field = next(v for k, v in typed.items() if k in args)
+    assert err.startswith(f"error: {field}: "), err
+
+
+def test_issue36_json_has_no_nonfinite_numbers():
+    """3. JSON holds no NaN/Infinity and no negative 'never': cache's break-even hold, scaleup's max params."""
+    for args in (("cache", "--tier", "hbm=1e15,1e15,1e-9", "--json"),
+                 ("racks", "scaleup", "--batch", "1000", "--kv-per-seq", "1GB", "--json")):
+        code, out, err, _ = run(list(args))
+        assert code == 0 and not fuzzlib.nonfinite_json(out), err
+        d = __import__("json").loads(out)
+        vals = [r["hold_s"] for r in d.get("break_even", [])] + list(d.get("max_params", []))
+        assert vals and all(v is None or v >= 0 for v in vals), vals
+    assert fuzzlib.nonfinite_json('{"a": [1, NaN]}') and not fuzzlib.nonfinite_json('{"a": [1, null]}')
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_malformed_files(seed, tmp_path):
+    """4. A malformed catalog, config.json, --records or --trace file: exit 0 (the bad entry skipped, with a warning
+    naming it) or one error line naming the file — never a traceback."""
+    _check(fuzzlib.file_invocation(fuzzlib.RandomChooser(f"file-{seed}"), tmp_path))
+
+
+def test_web_slice():
+    """Hostile GETs to every /api/ route (as benchmarks/fuzz.py --web): never a 500, never NaN in JSON."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    from rackmath.web import create_app
+    from rackmath.web.views import PAGES
+
+    app = create_app(timeout_s=20)
+    client = TestClient(app, raise_server_exceptions=False)
+    routes = [(r.path, [p.name for p in r.dependant.query_params]) for r in app.routes
+              if getattr(r, "path", "").startswith("/api/") and "GET" in getattr(r, "methods", ())]
+    assert len(routes) > 10
+    for i in range(40):
+        url, params, headers = fuzzlib.web_request(fuzzlib.RandomChooser(f"web-{i}"), routes, [str(p) for p in PAGES])
+        r = client.get(url, params=params, headers=headers)
+        assert r.status_code < 500 or r.status_code in (503, 504), (url, params, r.status_code, r.text[-500:])
+        assert "Traceback" not in r.text
+        assert not (r.status_code == 200 and fuzzlib.nonfinite_json(r.text)), (url, params)

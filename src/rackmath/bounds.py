@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import re
 import sys
 import warnings
 
@@ -32,6 +33,13 @@ MAX_LAYOUTS = 1_000_000
 
 MAX_TABLE_ROWS = 10_000
 """Configurations a command prints as a table or JSON (`roofline`); `sweep --csv` takes up to MAX_GRID_POINTS."""
+
+MAX_REQUESTS = 3_000_000
+"""Requests one simulation replays (`simulate --requests`, a trace's rows): ~440 bytes each at peak, so the largest
+run fits well inside 2 GB (peak RSS at 4·10⁶ requests: 1.4–1.8 GB, issue 36; the limit was 2·10⁷, 3.9 GB at 10⁷)."""
+
+MAX_TRACE_BYTES = 256_000_000
+"""Largest `simulate --trace` file read (256 MB: ~8·10⁶ rows of 30 bytes; more rows than MAX_REQUESTS are refused)."""
 
 # ---------------------------------------------------------------------------------- CLI integers
 MAX_INT_OPTION = 1_000_000
@@ -283,26 +291,56 @@ WHOLE = ("batch", "concurrency", "chips", "gpus", "tp", "ep", "pp", "dp", "prefi
          "max_num_tokens")
 
 
+#: Internal parameter names and the argument a caller gave for them (``gpus=``; ``chips=`` is an alias).
+API_NAMES = {"chips": "gpus"}
+
+#: Arguments that name a catalog entry (or are its object): a number, a boolean or raw bytes is a wrong call.
+NAMED = ("model", "hardware", "sheet", "name", "efficiency", "framework")
+
+_BUILTIN_ATTR = re.compile(r"^'(int|float|bool|complex|bytes|bytearray|str|list|tuple|dict|set|NoneType)' object has "
+                           r"no attribute")
+
+
 def api(fn):
-    """Wrap a public API function: whole-number arguments must be whole (no fractional batches),
-    numbers finite, numpy warnings silenced, and arithmetic failures from absurd inputs raised as
-    :class:`~rackmath.errors.InputError` (a ValueError) rather than bare Overflow/ZeroDivision/TypeErrors."""
+    """Wrap a public API function (``rackmath.<name>``): arguments are checked *before* the call, by name —
+    raw bytes anywhere, a number where a model or hardware name belongs, more than :data:`MAX_GRID_POINTS` values
+    in an array (or in the broadcast of all of them: the CLI's sweep limit), fractional whole-number quantities
+    (:data:`WHOLE`) — each an :class:`~rackmath.errors.InputError` naming the argument; numpy warnings are
+    silenced; arithmetic failures from absurd inputs (Overflow/ZeroDivision/Memory, a builtin without the
+    attribute an object should have) are raised as InputError rather than bare Python errors. An error the
+    engine raises for ``chips`` names ``gpus`` when that is what the caller wrote (:data:`API_NAMES`)."""
+    import inspect
+
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # pragma: no cover - builtins
+        sig = None
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        for k in WHOLE:  # strings (and lists holding them) are parsed, then checked, by api.py
-            v = kwargs.get(k)
-            if v is not None and not isinstance(v, str) and \
-                    not (isinstance(v, (list, tuple)) and any(isinstance(x, str) for x in v)):
-                _check_whole(v, k)
+        given = _arguments(sig, args, kwargs)
+        check_api_arguments(given)
         try:
             with quiet():
                 return fn(*args, **kwargs)
+        except InputError as exc:
+            typed = API_NAMES.get(exc.field)
+            if typed and exc.field not in given and str(exc).startswith(exc.field + ": "):
+                exc.args = (typed + str(exc)[len(exc.field):],) + exc.args[1:]
+                exc.field = typed
+            raise
         except RackmathError:
             raise
         except (OverflowError, ZeroDivisionError, FloatingPointError) as exc:
             raise InputError("input", f"a value is outside the range this can compute ({exc})",
                              "physically sensible, finite values") from None
+        except MemoryError:
+            raise InputError("input", "needs more memory than this machine has",
+                             f"smaller arrays or counts (at most {MAX_GRID_POINTS:,} points)") from None
+        except AttributeError as exc:
+            if not _BUILTIN_ATTR.match(str(exc)):  # an attribute missing from rackmath's own objects: a bug
+                raise
+            raise InputError("input", f"wrong type ({exc})", "numbers, arrays of numbers or names") from None
         except TypeError as exc:
             if "argument" in str(exc) and fn.__name__ in str(exc):  # a wrong call: let Python report it
                 raise
@@ -312,6 +350,85 @@ def api(fn):
 
     wrapper.__wrapped_api__ = True
     return wrapper
+
+
+def _arguments(sig, args, kwargs) -> dict:
+    """The call's arguments by parameter name (``**kw`` flattened); the keywords alone when they do not bind
+    (Python then reports the wrong call)."""
+    if sig is None:
+        return dict(kwargs)
+    try:
+        bound = sig.bind_partial(*args, **kwargs)
+    except TypeError:
+        return dict(kwargs)
+    out = {}
+    for k, v in bound.arguments.items():
+        p = sig.parameters[k]
+        if p.kind is p.VAR_KEYWORD:
+            out.update(v)
+        elif p.kind is not p.VAR_POSITIONAL:
+            out[k] = v
+    return out
+
+
+def check_api_arguments(given: dict) -> None:
+    """The argument checks of :func:`api`, by name (see there). Raises InputError naming the first bad one."""
+    import numpy as np
+
+    arrays = {}
+    for k, v in given.items():
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            raise InputError(k, f"{_show(v)} is bytes", "text (str), e.g. '8K', or numbers; decode bytes first")
+        if k in NAMED and (isinstance(v, (bool, int, float, complex, np.number)) or
+                           (k in ("model", "hardware") and isinstance(v, (dict, set)))):
+            raise InputError(k, f"{_show(v)} is not a {k} name",
+                             f"a catalog name such as {'llama-3.1-8b' if k == 'model' else 'h100'}"
+                             + (", a config.json path or a ModelSpec" if k == "model" else
+                                ", or a System/Chip object" if k == "hardware" else ""))
+        n = _size(v)
+        if n is not None:
+            if n > MAX_GRID_POINTS:
+                raise InputError(k, f"{n:,} values is too many", f"at most {MAX_GRID_POINTS:,} (the CLI's sweep limit)")
+            if n > 1 and isinstance(v, np.ndarray):
+                arrays[k] = v.shape
+    if len(arrays) > 1:
+        try:
+            shape = np.broadcast_shapes(*arrays.values())
+        except ValueError:
+            return  # not broadcastable: the function says so
+        total = math.prod(shape)
+        if total > MAX_GRID_POINTS:
+            raise InputError(", ".join(arrays), f"{total:,} combinations is too many",
+                             f"at most {MAX_GRID_POINTS:,} (the CLI's sweep limit)")
+    for k in WHOLE:  # strings (and lists holding them) are parsed, then checked, by api.py
+        v = given.get(k)
+        if v is not None and not isinstance(v, str) and \
+                not (isinstance(v, (list, tuple)) and any(isinstance(x, str) for x in v)):
+            _check_whole(v, k)
+
+
+def _size(v) -> int | None:
+    """Values in an array argument (numpy array, list or tuple; nested lists counted without building them)."""
+    import numpy as np
+
+    if isinstance(v, np.ndarray):
+        return int(v.size)
+    if isinstance(v, (list, tuple)):
+        n, stack = 0, [v]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, (list, tuple)):
+                if len(x) > MAX_GRID_POINTS:
+                    return len(x)
+                stack.extend(x)
+            elif isinstance(x, np.ndarray):
+                n += int(x.size)
+            else:
+                n += 1
+            if n > MAX_GRID_POINTS:
+                return n
+        return n
+    return None
 
 
 def _check_whole(v, field: str) -> None:

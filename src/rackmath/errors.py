@@ -55,6 +55,8 @@ def check_positive(value, field: str, accepted: str = "a positive finite number"
 
     from .limits import MIN_MAGNITUDE, QUANTITY_MAX
 
+    if value is None:  # np.asarray(None, float) is nan: say what is wrong
+        raise InputError(field, "missing", accepted)
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError, OverflowError):

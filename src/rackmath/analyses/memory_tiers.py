@@ -17,6 +17,7 @@ it costs nothing (it is where inference reads). Pure functions first; adapters t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -208,18 +209,26 @@ def assign_ttls(ttls_s, tiers):
     return out
 
 
+def _hold_or_never(t) -> float | None:
+    """A break-even hold time, or None ("never") where the formula's t is not a positive finite time: the faster
+    tier is also the cheaper one at every hold (negative t), or the two never cost the same (division by zero)."""
+    t = float(t)
+    return t if math.isfinite(t) and t > 0 else None
+
+
 def break_even_table(tiers, bytes_per_token=None, remat_usd=None):
-    """Break-even hold times between consecutive tiers (fast → slow) and, given b and c_remat, against recomputation."""
+    """Break-even hold times between consecutive tiers (fast → slow) and, given b and c_remat, against recomputation.
+    ``hold_s`` is None where the break-even is never reached (JSON null; the table says "never")."""
     rows = []
     for a, b in zip(tiers, tiers[1:]):
         da = a.drain_s if a.retrieve else 0.0
         rows.append({"faster": a.name, "slower": b.name,
-                     "hold_s": float(break_even_hold(a.rate, da, b.rate, b.drain_s))})
+                     "hold_s": _hold_or_never(break_even_hold(a.rate, da, b.rate, b.drain_s))})
     if remat_usd is not None and bytes_per_token is not None:
         for t in tiers:
             rows.append({"faster": t.name, "slower": "recompute",
-                         "hold_s": float(remat_break_even_hold(remat_usd, bytes_per_token, t.rate,
-                                                               t.drain_s if t.retrieve else 0.0))})
+                         "hold_s": _hold_or_never(remat_break_even_hold(remat_usd, bytes_per_token, t.rate,
+                                                                        t.drain_s if t.retrieve else 0.0))})
     return rows
 
 

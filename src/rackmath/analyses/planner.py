@@ -291,12 +291,16 @@ def _slos(ttft, tpot, tok_s_user):
     if tpot is not None and tok_s_user is not None:
         raise InputError("tpot", "both --tpot and --tok-s-user given", "one of them (tok/s/user = 1 / TPOT)")
     if tok_s_user is not None:
-        if not (0 < float(tok_s_user) <= 1e5):
-            raise InputError("tok_s_user", f"{tok_s_user!r}", "tokens per second per user, above 0")
+        from ..bounds import check_float
+
+        check_float(tok_s_user, "tok_s_user", 0.0, 1e5, allow_zero=False,
+                    accepted="tokens per second per user, above 0 and up to 10⁵")
         tpot = 1.0 / float(tok_s_user)
-    for name, v in (("ttft", ttft), ("tpot", tpot)):
-        if v is not None and not (0 < float(v) <= 1e5):
-            raise InputError(name, f"{v!r} s", "a positive time in seconds")
+    from ..bounds import check_float
+
+    for name, v in (("ttft", ttft), ("tpot", tpot)):  # bounds.check_float: the CLI's bounds (1e-320 refused)
+        if v is not None:
+            check_float(v, name, 0.0, 1e5, allow_zero=False, accepted="a positive time in seconds, up to 10⁵")
     return (None if ttft is None else float(ttft)), (None if tpot is None else float(tpot))
 
 

@@ -92,7 +92,8 @@ def latency_floor_grid(params, systems, bytes_per_param=1.0, kv_bytes_per_seq=0.
     """Latency floor (weight-load time on one domain) and fit for each model size × system (R21, R22, R29).
 
     ``params``: array of total parameter counts; ``systems``: System objects. Returns a dict of
-    arrays shaped (len(systems), len(params)).
+    arrays shaped (len(systems), len(params)); per system, ``kv_bytes`` (B · kv_seq), ``kv_fits`` (whether the KV
+    alone fits one domain) and ``max_params`` (R22, 0 where the KV alone overflows: no model fits beside it).
     """
     p = np.asarray(params, dtype=float)[None, :]
     S = np.array([s.scaleup_size for s in systems], dtype=float)[:, None]
@@ -110,7 +111,9 @@ def latency_floor_grid(params, systems, bytes_per_param=1.0, kv_bytes_per_seq=0.
         "t_floor_s": weight_load_time(w, S, bw),
         "fits": demand <= dom,
         "domains_needed": domains_needed(demand, dom),
-        "max_params": max_params_in_domain(dom, bytes_per_param, kv_bytes_per_seq, batch)[:, 0],
+        "kv_bytes": np.broadcast_to(np.asarray(batch, dtype=float) * kv_bytes_per_seq, S[:, 0].shape).copy(),
+        "kv_fits": (np.asarray(batch, dtype=float) * kv_bytes_per_seq <= dom)[:, 0],
+        "max_params": np.maximum(0.0, max_params_in_domain(dom, bytes_per_param, kv_bytes_per_seq, batch)[:, 0]),
     }
 
 

@@ -1054,6 +1054,9 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
         p.notes.append(f"memory holds each sequence's KV for the whole request, ISL + OSL = {isl + osl:,.0f} tokens: "
                        f"{stack.name} admits a request only with KV blocks for all of it (GUARANTEED_NO_EVICT)")
     rx = int(redundant_experts or 0)
+    if not m.n_experts and (rx or uneven_experts):  # before the layout choice, which would blame the ep it picks
+        raise InputError("redundant_experts" if rx else "uneven_experts", f"{m.name} is dense (no experts to place)",
+                         "expert placement flags only for a mixture-of-experts model")
     adp_size = 0  # attention DP over R groups (0: over every TP GPU)
     if attention_dp_size is not None:  # R must divide TP (the TP given, or the TP chosen below)
         adp_size = check_attention_dp_size(attention_dp_size, int(tp) if tp is not None else attention_dp_size)

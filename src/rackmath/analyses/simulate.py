@@ -42,6 +42,7 @@ import numpy as np
 
 from ..results import ResultMixin
 
+from ..bounds import MAX_REQUESTS  # requests one call simulates (bounded memory: ~2 GB at the maximum)
 from ..engine.roofline import usd_per_mtok
 from ..errors import InputError
 from ..units import counted
@@ -51,8 +52,6 @@ from ..units import counted
 DEFAULT_MAX_BATCH = 256
 DEFAULT_BUDGET = 8192
 
-#: Largest number of requests one call simulates (bounded memory: ~100 bytes per request).
-MAX_REQUESTS = 20_000_000
 
 
 # --------------------------------------------------------------------------------------
@@ -191,6 +190,9 @@ def parse_trace(text: str, name: str = "trace") -> dict:
                 obj = json.loads(ln)
             except json.JSONDecodeError as e:
                 raise InputError(f"{name} row {i}", f"not JSON ({e.msg})", "one JSON object per line") from None
+            except RecursionError:
+                raise InputError(f"{name} row {i}", "nested too deeply to read",
+                                 '{"arrival_s": 0.1, "isl": 1000, "osl": 200}, one flat object per line') from None
             if not isinstance(obj, dict):
                 raise InputError(f"{name} row {i}", "not a JSON object", '{"arrival_s": 0.1, "isl": 1000, "osl": 200}')
             if cols is None:

@@ -408,16 +408,25 @@ def cite(text: str) -> str:
 
 # --- files -----------------------------------------------------------------------------------------------------------
 
+#: Text formats whose writers take '-' as standard output (CSV, JSON, TOML); a figure never goes to stdout.
+TEXT_SUFFIXES = (".csv", ".json", ".jsonl", ".toml", ".txt")
+
+
 def check_output(path, force: bool, field: str = "output", suffixes: tuple[str, ...] | None = None,
                  create_dirs: bool = False):
     """An output file a command may write: not empty, not a directory, never an existing file unless ``force``
     (nothing a user wrote is overwritten), in an existing writable directory (a missing one is an error naming
-    ``field``, unless ``create_dirs`` — documented by the command). '-' (stdout) passes. Returns the path."""
+    ``field``, unless ``create_dirs`` — documented by the command). '-' (stdout) passes only for a text output
+    (``suffixes`` None or all in :data:`TEXT_SUFFIXES`): a figure given '-' is refused, before any work (matplotlib
+    would write ``./-.png``). Returns the path."""
     from pathlib import Path
 
     text = str(path).strip()
     if text == "-":
-        return path
+        if suffixes is None or all(s in TEXT_SUFFIXES for s in suffixes):
+            return path
+        raise InputError(field, "'-' (standard output) cannot take a figure",
+                         "a file name ending in " + " or ".join(suffixes))
     if not text or text == ".":
         raise InputError(field, "empty file name", "a file name such as out.png")
     p = Path(path)
@@ -439,20 +448,109 @@ def check_output(path, force: bool, field: str = "output", suffixes: tuple[str, 
 
 @contextlib.contextmanager
 def open_output(path, force: bool = False, field: str = "output", what: str = ""):
-    """Open a text output: '-' is stdout; a file is checked with :func:`check_output` and announced with
-    :func:`wrote` (``what`` says what it holds) once written."""
+    """Open a text output: '-' is stdout; a file is checked with :func:`check_output`, written under a temporary
+    name in the same directory and renamed into place only when complete (an interrupted or failed run leaves no
+    partial file, and nothing existing is touched until then), and announced with :func:`wrote` (``what`` says
+    what it holds)."""
+    import tempfile
+
     if str(path).strip() == "-":
         yield sys.stdout
         return
     p = check_output(path, force, field)
-    with open(p, "w") as fh:
-        yield fh
+    if p.exists() and not p.is_file():  # a device or pipe (/dev/stdout, /dev/full): written in place, never renamed
+        with open(p, "w") as fh:
+            yield fh
+        wrote(p, what)
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".part", dir=p.absolute().parent)
+    try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)  # as open() would create it (mkstemp's is 0600)
+        with os.fdopen(fd, "w") as fh:
+            yield fh
+        check_output(p, force, field)  # still not there (unless --force): another writer did not win the race
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     wrote(p, what)
+
+
+def write_json(obj, fh, chunk: int = 65_536) -> None:
+    """:func:`print_json` to ``fh``, streamed: numpy arrays anywhere in ``obj`` are written ``chunk`` values at a
+    time (non-finite → null, as :func:`print_json`), so a 10⁶-point result never becomes Python lists; the rest
+    goes through the same cleaning (:func:`_clean`). Arrays are written flat (``.ravel()``)."""
+    import numpy as np
+
+    def array(a, indent):
+        a = np.asarray(a).ravel()
+        fh.write("[")
+        for i in range(0, a.size, chunk):
+            part = a[i:i + chunk]
+            if part.dtype.kind == "f":
+                vals = part.tolist()
+                text = ", ".join(repr(x) if math.isfinite(x) else "null" for x in vals)
+            elif part.dtype.kind == "b":
+                text = ", ".join("true" if x else "false" for x in part.tolist())
+            elif part.dtype.kind in "iu":
+                text = ", ".join(map(str, part.tolist()))
+            else:
+                text = ", ".join(_json.dumps(_clean(_default(x)), ensure_ascii=False) for x in part.tolist())
+            fh.write(("" if i == 0 else ", ") + text)
+        fh.write("]")
+
+    def value(o, indent):
+        if isinstance(o, np.ndarray):
+            return array(o, indent)
+        if isinstance(o, dict):
+            if not o:
+                fh.write("{}")
+                return
+            fh.write("{")
+            for j, (k, v) in enumerate(o.items()):
+                fh.write(("," if j else "") + "\n" + " " * (indent + 2) + _json.dumps(str(k), ensure_ascii=False)
+                         + ": ")
+                value(v, indent + 2)
+            fh.write("\n" + " " * indent + "}")
+            return
+        text = _json.dumps(_clean(_json.loads(_json.dumps(o, default=_default))), indent=2, ensure_ascii=False)
+        fh.write(text.replace("\n", "\n" + " " * indent))
+
+    value(obj, 0)
+    fh.write("\n")
 
 
 def wrote(path, what: str = "") -> None:
     """Announce a written file, one style everywhere: 'wrote PATH' (+ what) on stderr."""
     sys.stderr.write(f"wrote {path}" + (f" ({what})" if what else "") + "\n")
+
+
+def as_typed(exc, argv: list[str]) -> str:
+    """The one-line message of a RackmathError, its field named as the user typed it: an engine or analysis names
+    its own parameter (``chips``, ``tokens_per_chip``), the command line has the option (``--gpus``,
+    ``--tokens-per-gpu``). The option is read from the click tree: the invoked command's parameter of that name."""
+    field = getattr(exc, "field", None)
+    msg = str(exc)
+    if not isinstance(field, str) or not msg.startswith(field + ": ") or getattr(exc, "path", None) is not None:
+        return msg
+    import click
+
+    from .main import command
+
+    cmd = command()
+    for tok in argv:
+        if isinstance(cmd, click.Group) and tok in cmd.commands:
+            cmd = cmd.commands[tok]
+    for p in getattr(cmd, "params", ()):
+        if p.name == field and isinstance(p, click.Option):
+            longest = max(p.opts, key=len)
+            if longest.startswith("--"):
+                typed = longest[2:].replace("-", "_")
+                return typed + msg[len(field):] if typed != field else msg
+    return msg
 
 
 # --- input -----------------------------------------------------------------------------------------------------------

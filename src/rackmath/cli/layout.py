@@ -294,20 +294,33 @@ def register(app: typer.Typer) -> None:
 
         ps = [units.parse_count(p.strip(), "params") for p in params.split(",") if p.strip()]
         sys_ = [load_hardware(s.strip()) for s in systems.split(",") if s.strip()]
+        b = _count(batch, "batch")
         g = ra.latency_floor_grid(ps, sys_, units.dtype_bytes(weights_dtype), units.parse_bytes(kv_per_seq, "kv_per_seq"),
-                                  _count(batch, "batch"))
+                                  b)
         if json:
             print_json({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in g.items()})
             return
+        from ..bounds import INT_OPTION_MAX
+
+        most = INT_OPTION_MAX["--max-pp"]  # more pipeline stages than any layout search tries: does not fit
+
+        def stages(n):
+            return f" (PP≥{int(n)})" if n <= most else f" (not in {most:,} domains)"
+
         rows = []
         for i, s in enumerate(g["systems"]):
-            row = [s, f"{int(g['scaleup_size'][i])}", fmt(g["domain_bytes"][i], "B"), f"{human(g['max_params'][i] / 1e12)}T"]
-            row += [fmt(g["t_floor_s"][i, j], "s") + ("" if g["fits"][i, j] else f" (PP≥{int(g['domains_needed'][i, j])})")
+            room = (f"{human(g['max_params'][i] / 1e12)}T" if g["kv_fits"][i] else
+                    f"none (KV {fmt(g['kv_bytes'][i], 'B')} > HBM)")
+            row = [s, f"{int(g['scaleup_size'][i])}", fmt(g["domain_bytes"][i], "B"), room]
+            row += [fmt(g["t_floor_s"][i, j], "s") + ("" if g["fits"][i, j] else stages(g["domains_needed"][i, j]))
                     for j in range(len(ps))]
             rows.append(row)
+        full = [s for s, ok in zip(g["systems"], g["kv_fits"]) if not ok]
+        note = (f"\nnothing fits one domain of {', '.join(full)}: the KV cache of B = {human(b)} "
+                f"sequences alone ({fmt(g['kv_bytes'][0], 'B')}) is more than its HBM" if full else "")
         table(f"Weight-load latency floor on one domain ({weights_dtype} weights)",
               ["system", "scale-up", "HBM/domain", "max params"] + [f"{p / 1e12:g}T" for p in ps], rows,
-              caption="floor = W / (S · HBM BW per chip) (01:15); (PP≥n): needs n domains to hold it")
+              caption="floor = W / (S · HBM BW per chip) (01:15); (PP≥n): needs n domains to hold it" + note)
 
     @racks_app.command("moe-2racks")
     def moe2_cmd(

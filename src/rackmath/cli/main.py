@@ -154,7 +154,9 @@ def main(argv: list[str] | None = None) -> None:
             rc = command().main(args=argv, prog_name="rackmath", standalone_mode=False)
         _warn(pending)
     except RackmathError as exc:
-        _fail(str(exc))
+        from .common import as_typed
+
+        _fail(as_typed(exc, argv))
     except click.exceptions.NoArgsIsHelpError as exc:  # `rackmath`, `rackmath batching`: the help, as before
         exc.show()
         sys.exit(exc.exit_code)

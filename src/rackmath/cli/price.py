@@ -276,7 +276,7 @@ def cache_cmd(
           "cheapest by cost"], prem,
          f"cache read = {human(ded.read_fraction, 'x')} base" if ded.read_fraction is not None else None),
         ("Break-even hold times", ["faster", "slower", "hold"],
-         [[r_["faster"], r_["slower"], fmt(r_["hold_s"], "s") if r_["hold_s"] > 0 else "never"] for r_ in be],
+         [[r_["faster"], r_["slower"], fmt(r_["hold_s"], "s") if r_["hold_s"] is not None else "never"] for r_ in be],
          f"recompute: {human(remat * 1e6, '$')}/Mtok (2·N_active/FLOP/s × chip $/s)"),
         ("Assumptions", ["assumption", "value"], [[k, f"{human(v)}" if isinstance(v, float) else str(v)]
                                                  for k, v in ded.assumptions.items()]

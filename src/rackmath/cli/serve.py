@@ -124,6 +124,10 @@ def register(app: typer.Typer) -> None:
             from .common import efficiency_for
 
             efficiency_for(None, efficiency, True)
+        if ops_plot:  # before any work ('-' and existing files refused)
+            from .common import check_output
+
+            check_output(ops_plot, force, "ops_plot", (".png", ".svg", ".pdf"))
         acc = None if acceptance is None else float(units.parse_count(acceptance, "acceptance"))
         r = serve(model, power_capped(hardware, power_cap), gpus=_count(gpus, "gpus"), isl=_count(isl, "isl", False),
                   osl=_count(osl, "osl", False), concurrency=_count(concurrency, "concurrency", False),

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from ..bounds import MAX_REQUESTS
 from .common import CDT_OPT, EFF_OPT, IDEAL_OPT, JSON_OPT, KVDT_OPT, WDT_OPT
 
 
@@ -59,7 +60,8 @@ def register(app: typer.Typer) -> None:
                                         help="Closed loop: users each keeping one request in flight."),
         trace: str = typer.Option(None, "--trace", help="Trace file (CSV or JSONL: arrival_s, isl, osl), or "
                                                         "'example' for the one shipped with rackmath."),
-        requests: str = typer.Option("10000", "--requests", help="Requests to simulate (rate / concurrency)."),
+        requests: str = typer.Option("10000", "--requests", help="Requests to simulate (rate / concurrency); at most "
+                                                         f"{MAX_REQUESTS:,} (about 1.4 GB at the most)."),
         isl: str = typer.Option("1000", "--isl", help="Input tokens: N, LO:HI (uniform), exp:MEAN, lognormal:MEDIAN:SIGMA."),
         osl: str = typer.Option("1000", "--osl", help="Output tokens (same forms as --isl)."),
         arrivals: str = typer.Option("poisson", "--arrivals", help="With --rate: poisson or gamma (bursty). With "
@@ -119,11 +121,21 @@ def register(app: typer.Typer) -> None:
                     from ..errors import InputError
 
                     raise InputError("trace", f"{trace} is not a file", "a CSV or JSONL trace file, or 'example'")
-                if p.stat().st_size > 2_000_000_000:
+                from ..bounds import MAX_TRACE_BYTES
+
+                if p.stat().st_size > MAX_TRACE_BYTES:
                     from ..errors import InputError
 
-                    raise InputError("trace", f"{trace} is larger than 2 GB", "a smaller trace")
-                tr = parse_trace(p.read_text(encoding="utf-8", errors="strict"), f"trace {p.name}")
+                    raise InputError("trace", f"{trace} is larger than {MAX_TRACE_BYTES / 1e6:,.0f} MB",
+                                     f"a trace of at most {MAX_TRACE_BYTES / 1e6:,.0f} MB")
+                try:
+                    text = p.read_text(encoding="utf-8", errors="strict")
+                except UnicodeDecodeError as exc:
+                    from ..errors import InputError
+
+                    raise InputError(f"trace {p.name}", f"not UTF-8 text (byte {exc.start})",
+                                     "a CSV or JSONL trace in UTF-8") from None
+                tr = parse_trace(text, f"trace {p.name}")
         n_req = _num(requests, "requests", integer=True)
         progress = None
         bar = None

@@ -14,12 +14,33 @@ RECORDS_OPT = typer.Option(None, "--records", help="A directory (or file) of [[r
 ONLY_OPT = typer.Option(False, "--only-records", help="Use only the --records files, not the shipped records.")
 
 
+def _percent(x, sign: str = "") -> str:
+    """An error as a percentage: '12.3%', '+1.2e+05%' past 10⁴ % (never a 300-digit number), '—' if not finite."""
+    import math
+
+    x = float(x)
+    if not math.isfinite(x):
+        return "—"
+    return f"{x:{sign}.1%}" if abs(x) < 100 else f"{100 * x:{sign}.2g}%"
+
+
+def _warn_skipped(v) -> None:
+    """One stderr line per user record the model refused (validation.record_problem), after the tables."""
+    for sk in v.get("skipped", ()):
+        typer.echo(f"warning: {sk['problem']} (record skipped)", err=True)
+
+
 def _pct(s, k="median_abs_error"):
-    return f"{s[k]:.1%}" if s.get("n") else "n/a"
+    return _percent(s[k]) if s.get("n") else "n/a"
 
 
 def _worst(s):
-    return f'{s["worst_ratio"]:.2f}× ({s["worst"]["id"]})' if s.get("n") else "n/a"
+    import math
+
+    if not s.get("n"):
+        return "n/a"
+    w = float(s["worst_ratio"])
+    return (f"{w:.2f}×" if w < 1e4 else f"{w:.2g}×" if math.isfinite(w) else "—") + f' ({s["worst"]["id"]})'
 
 
 def _summary_line(s, sources):
@@ -232,12 +253,13 @@ def register(app: typer.Typer) -> None:
         v["below_ideal_bound"] = flags
         if json:
             print_json(v)
+            _warn_skipped(v)
             return
         from .common import Col
 
         flagged = {b["id"] for b in flags}
         rows = [[r["id"], r["source_group"], r["hardware_family"], r["metric"], _fmt_value(r["measured"], r["unit"]),
-                 _fmt_value(r["predicted"], r["unit"]), f'{r["error"]:+.1%}',
+                 _fmt_value(r["predicted"], r["unit"]), _percent(r["error"], "+"),
                  r["status"] + ("" if r["fitted"] else " (not fitted)")
                  + (", below the ideal bound" if r["id"] in flagged else "")] for r in v["records"]]
         s, n = v["summary"], v["counts"]
@@ -261,6 +283,7 @@ def register(app: typer.Typer) -> None:
         if v["excluded"]:
             table("excluded records (kept as data, not predicted)", ["id", "reason"],
                   [[e["id"], e["reason"]] for e in v["excluded"]])
+        _warn_skipped(v)
 
     def _cv_with_progress(cross_validate, recs, schemes, jobs, with_unfitted=False):
         """Cross-validation with a progress bar on stderr (a terminal only; stdout stays clean for --json)."""

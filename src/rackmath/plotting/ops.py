@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import pyplot
+from . import pyplot, save
 
 
 def plot_ops(rows: list[dict], path="ops.png", title: str = ""):
@@ -24,6 +24,4 @@ def plot_ops(rows: list[dict], path="ops.png", title: str = ""):
     ax.legend(fontsize=8, ncol=2)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path)  # the one figure writer: refuses a path without a figure suffix ('-' → ./-.png)

@@ -594,6 +594,9 @@ def _validate(m: ModelSpec, path: str) -> ModelSpec:
                 bad(k, "missing (required for attention = 'mla')")
     elif m.n_kv_heads <= 0:
         bad("n_kv_heads", "must be a positive integer")
+    elif m.n_heads % m.n_kv_heads:  # grouped-query attention: each KV head serves n_heads / n_kv_heads query heads
+        bad("n_kv_heads", f"{m.n_kv_heads} does not divide n_heads = {m.n_heads} (config.json: num_key_value_heads, "
+                          "num_attention_heads)")
     if m.kv_share < 1:
         bad("kv_share", "must be ≥ 1")
     if m.layer_types and len(m.layer_types) != m.n_layers:

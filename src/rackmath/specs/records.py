@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..bounds import MIN_MAGNITUDE
 from ..errors import CatalogError, RackmathError
 
 KINDS = ("serve", "step", "prefill")
@@ -75,6 +76,8 @@ def _num(lo, hi, lo_open=False, integer=False):
             return f"{what} {rng}"
         if not math.isfinite(v) or v < lo or (lo_open and v == lo) or v > hi:
             return f"{what} {rng}"
+        if v != 0 and abs(v) < MIN_MAGNITUDE:  # a denormal such as 1e-320 only ever divides to inf
+            return f"{what} {rng}, non-zero values from {MIN_MAGNITUDE:g}"
         return None
     return check
 
