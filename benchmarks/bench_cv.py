@@ -5,10 +5,11 @@
 Runs ``rackmath validate --cv --scheme SCHEME --json --jobs N`` once per source tree (before first, then after), each
 in a fresh process under ``/usr/bin/time -v`` (numpy pinned to one thread), and reports per tree the wall time, the
 CPU time (user + system, the workers included) and the peak resident memory: of the largest process (the parent
-or one forked worker: ``time -v``'s maximum RSS) and of all of them together (sampled from /proc every 0.5 s). Then compares the two JSON outputs: every figure (predictions, errors,
-summaries, fitted parameters) must be identical; the bookkeeping fields ``predictions_evaluated`` and ``jobs`` may
-differ. A tree is a directory holding the ``rackmath`` package (e.g. ``git archive <commit> src | tar -x -C
-/tmp/base``). ``--before`` may be omitted to time one tree; ``--keep DIR`` keeps the JSON outputs.
+or one forked worker: ``time -v``'s maximum RSS) and of all of them together (sampled from /proc every 0.5 s).
+Then compares the two JSON outputs: every figure (predictions, errors, summaries, fitted parameters) must be
+identical; the bookkeeping fields ``predictions_evaluated`` and ``jobs`` may differ. A tree is a directory holding
+the ``rackmath`` package (e.g. ``git archive <commit> src | tar -x -C /tmp/base``). ``--before`` may be omitted to
+time one tree; ``--keep DIR`` keeps the JSON outputs.
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ def run(src: str, scheme: str, jobs: int, timeout: int, out: Path) -> dict:
         return re.search(rf"{re.escape(name)}: (.+)", stderr).group(1).strip()
 
     h, m, s = ([0, 0] + [float(x) for x in field("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":")])[-3:]
-    return {"wall_s": h * 3600 + m * 60 + s, "cpu_s": float(field("User time (seconds)")) +
-            float(field("System time (seconds)")), "peak_rss_mb": int(field("Maximum resident set size (kbytes)")) / 1024,
-            "tree_rss_mb": tree_peak / 1024}
+    cpu = float(field("User time (seconds)")) + float(field("System time (seconds)"))
+    return {"wall_s": h * 3600 + m * 60 + s, "cpu_s": cpu, "tree_rss_mb": tree_peak / 1024,
+            "peak_rss_mb": int(field("Maximum resident set size (kbytes)")) / 1024}
 
 
 def tree_rss(root: int) -> int:
@@ -113,7 +114,8 @@ def main() -> None:
             res[name] = run(src, a.scheme, a.jobs, a.timeout, d / f"{name}.json")
             r = res[name]
             print(f"{name:6s} {src}: wall {r['wall_s']:7.1f} s  CPU {r['cpu_s']:7.1f} s  peak RSS "
-                  f"{r['peak_rss_mb']:7.0f} MB (largest process), {r['tree_rss_mb']:7.0f} MB (all processes)", flush=True)
+                  f"{r['peak_rss_mb']:7.0f} MB (largest process), {r['tree_rss_mb']:7.0f} MB (all processes)",
+                  flush=True)
     print(f"rackmath validate --cv --scheme {a.scheme} --json --jobs {a.jobs}; load average "
           f"{os.getloadavg()[0]:.1f}; JSON in {d}")
     if len(res) == 2:

@@ -390,10 +390,6 @@ class Fit:
         by = {p.name: p for p in self.spec.params}
         return sum(by[n].fitted_for(f) and by[n].lo < by[n].hi for (n, f) in self.values)
 
-    def needs_cross(self, families) -> bool:
-        """Whether predicting records of ``families`` needs the cross-family fit (one of them was not fitted)."""
-        return any(p.per_family for p in self.spec.params) and any(f not in self.families for f in families)
-
     def cross_family(self) -> "Fit":
         """The same parameters fitted with every family tied (for a family absent from the records)."""
         if self._cross is None:
@@ -734,8 +730,8 @@ def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, sch
     Folds are independent refits, run in lockstep with the full fit (:func:`_together`): at every step the
     candidate vectors of all of them are predicted in one engine call per record (per serving run), and memoised.
     ``jobs`` > 1 deals them round-robin to that many forked worker processes (``None``: :func:`default_jobs`), each
-    running its share in lockstep on its own cache. The result does not depend on ``jobs`` (the fitter is deterministic, a prediction depends on its own
-    candidate vector only; tested).
+    running its share in lockstep on its own cache. The result does not depend on ``jobs`` (the fitter is
+    deterministic, a prediction depends on its own candidate vector only; tested).
     """
     from .validation import error, metric_report, summarize, summarize_by
 
