@@ -490,6 +490,49 @@ def test_cross_validation_in_worker_processes_equals_the_serial_run():
         calibration.cross_validate(_syn_records(), jobs=0, **kw)
 
 
+def test_folds_run_in_lockstep_equal_each_fold_fitted_alone():
+    """cross_validate runs the full fit and every fold (with its cross-family fit) in lockstep on one prediction
+    cache; each equals fit() and predict_with() run alone on a fresh cache, value for value."""
+    recs = _syn_records()
+    cv = calibration.cross_validate(recs, SPEC, predictor=_syn_predictor, schemes=("source", "hardware"), jobs=1)
+    assert cv["in_sample"]["fit"] == calibration.fit(recs, SPEC, predictor=_syn_predictor).as_dict()
+    for scheme, key in (("source", "source_group"), ("hardware", "hardware_family")):
+        rows = {r["id"]: r for r in cv[scheme]["records"]}
+        for info in cv[scheme]["folds"]:
+            train = [r for r in recs if getattr(r, key) != info["group"]]
+            held = [r for r in recs if getattr(r, key) == info["group"]]
+            alone = calibration.fit(train, SPEC, predictor=_syn_predictor)
+            assert info["fit"] == alone.as_dict()
+            p, how = calibration.predict_with(alone, held, calibration.PredictionCache(SPEC.names, _syn_predictor))
+            assert [rows[r.id]["predicted"] for r in held] == list(p)
+            assert [rows[r.id]["params_from"] for r in held] == how
+    assert {r["params_from"] for r in cv["hardware"]["records"]} == {"cross-family"}
+
+
+def test_a_prediction_depends_on_its_own_candidate_vector_only(recs):
+    """What lets the fitter batch and memoise candidates across folds: predict_many of a record at K vectors equals,
+    bit for bit, its prediction at each vector alone or among others (a serving, a step and a prefill record)."""
+    spec = calibration.default_spec()
+    x0 = np.array([p.x0 for p in spec.params])
+    X = x0 * np.random.default_rng(1).uniform(0.8, 1.2, (12, len(x0)))
+    fitted = calibration.fitted_records(recs)
+    some = [next(r for r in fitted if r.kind == k) for k in ("serve", "step", "prefill")] + fitted[::40]
+    for r in some:
+        many = validation.predict_many(r, X, spec.names)
+        assert np.all(np.isfinite(many))
+        assert list(validation.predict_many(r, X[5:9], spec.names)) == list(many[5:9])
+        assert [validation.predict_many(r, X[k:k + 1], spec.names)[0] for k in (0, 11)] == [many[0], many[11]]
+    # the records of one serving run (throughput, TPOT, TTFT …) are read from one evaluation, value for value
+    runs = {}
+    for r in fitted:
+        if validation.evaluation_key(r) is not None:
+            runs.setdefault(validation.evaluation_key(r), []).append(r)
+    run = max(runs.values(), key=len)
+    assert len(run) >= 2 and len({r.metric for r in run}) >= 2
+    together = validation.predict_many_records(run, X, spec.names)
+    assert [list(row) for row in together] == [list(validation.predict_many(r, X, spec.names)) for r in run]
+
+
 def test_refit_toml_round_trips_through_the_catalog(tmp_path):
     import tomllib
 

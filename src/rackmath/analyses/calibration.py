@@ -212,36 +212,157 @@ def default_predictor(rec, X, names):
     return predict_many(rec, X, tuple(names), name="fit")
 
 
+def _shared_key(rec):
+    from .validation import evaluation_key
+
+    return evaluation_key(rec)
+
+
+def _many(recs, X, names):
+    from .validation import predict_many_records
+
+    return predict_many_records(recs, X, tuple(names), name="fit")
+
+
+#: A predictor may say which records one engine evaluation serves (``shared_key(rec)``: equal keys, not None) and
+#: predict them together (``many(recs, X, names) -> (len(recs), K)``): the metrics of one serving run.
+default_predictor.shared_key = _shared_key
+default_predictor.many = _many
+
+
 class PredictionCache:
     """Predictions of records at candidate parameter vectors, evaluated in batches and memoised.
 
-    ``table(recs, X)`` returns the (len(recs), K) predictions of each record at each row of ``X``
-    (columns = ``names``). Rows not seen before for a record are evaluated together in one
-    ``predictor(record, X_missing, names)`` call. Grid values are rounded, so refits on
-    overlapping record sets (cross-validation folds) meet the same candidates and reuse them;
-    the cache changes how often the model is evaluated, never a value.
+    ``answer([(record, X), …])`` returns, per request, the record's predictions at the rows of ``X`` (columns =
+    ``names``); ``table(recs, X)`` the (len(recs), K) table of each record at each row. All the rows a call asks of
+    one record that are not memoised yet — from every request, so from every fit driven in lockstep
+    (:func:`_drive`) — are evaluated together in one ``predictor(record, X_missing, names)`` call. Grid values are
+    rounded, so refits on overlapping record sets (cross-validation folds) meet the same candidates and reuse them;
+    the cache changes how often the model is evaluated, never a value (a prediction depends on its own row only:
+    tested). Memory: a row is stored once (its bytes, interned to an int); a prediction is one dict entry per
+    (record, row).
     """
 
     def __init__(self, names=None, predictor=None):
         names = default_spec().names if names is None else names
         self.names = tuple(names)
         self.predictor = predictor or default_predictor
-        self._memo = {}
+        self._rows = {}  # a row's bytes (-0.0 as 0.0) -> its int id
+        self._memo = {}  # record id -> {row id: prediction}
+        self._groups = {}  # record id -> the evaluation it shares (the predictor's shared_key) or its own
         self.evaluated = 0
+
+    def _ids(self, X: np.ndarray) -> list:
+        rows, ids = self._rows, []
+        for b in _row_bytes(X):
+            i = rows.get(b)
+            if i is None:
+                i = rows[b] = len(rows)
+            ids.append(i)
+        return ids
+
+    def _group(self, rec):
+        key = self._groups.get(rec.id)
+        if key is None:
+            shared = getattr(self.predictor, "shared_key", None)
+            k = shared(rec) if shared is not None else None
+            key = self._groups[rec.id] = ("run", k) if k is not None else ("record", rec.id)
+        return key
+
+    def answer(self, requests) -> list:
+        """``[(record, X (K, P)), …]`` → ``[(K,) predictions, …]``: one predictor call per record (per run, where the
+        predictor shares evaluations: ``shared_key``) for the rows not memoised yet."""
+        groups = {}  # group -> ({record id: record}, [(request, record id, row ids)], {row id: row to evaluate})
+        memo = self._memo
+        out = [None] * len(requests)
+        for q, (rec, X) in enumerate(requests):
+            X = np.atleast_2d(np.asarray(X, dtype=float))
+            ids = self._ids(X)
+            gk = self._group(rec)
+            g = groups.get(gk)
+            if g is None:
+                g = groups[gk] = ({}, [], {})
+            g[0][rec.id] = rec
+            g[1].append((q, rec.id, ids))
+            seen, need = memo.get(rec.id, ()), g[2]
+            for k, i in enumerate(ids):
+                if i not in seen and i not in need:
+                    need[i] = X[k]
+        for recs, items, need in groups.values():
+            if need:
+                rs, Xn = list(recs.values()), np.array(list(need.values()))
+                if len(rs) == 1:
+                    vals = np.asarray(self.predictor(rs[0], Xn, self.names), dtype=float).reshape(1, -1)
+                else:
+                    vals = np.asarray(self.predictor.many(rs, Xn, self.names), dtype=float).reshape(len(rs), -1)
+                self.evaluated += vals.size
+                for r, v in zip(rs, vals):
+                    memo.setdefault(r.id, {}).update(zip(need, v.tolist()))
+            for q, rid, ids in items:
+                m = memo[rid]
+                out[q] = np.array([m[i] for i in ids])
+        return out
 
     def table(self, recs, X) -> np.ndarray:
         X = np.atleast_2d(np.asarray(X, dtype=float))
-        keys = [tuple(float(v) for v in x) for x in X]
-        out = np.empty((len(recs), len(keys)))
-        for i, rec in enumerate(recs):
-            missing = [j for j, k in enumerate(keys) if (rec.id, k) not in self._memo]
-            if missing:
-                vals = np.asarray(self.predictor(rec, X[missing], self.names), dtype=float).reshape(-1)
-                self.evaluated += len(missing)
-                for j, v in zip(missing, vals):
-                    self._memo[(rec.id, keys[j])] = float(v)
-            out[i] = [self._memo[(rec.id, k)] for k in keys]
-        return out
+        return np.array(self.answer([(r, X) for r in recs])).reshape(len(recs), len(X))
+
+
+def _row_bytes(X: np.ndarray) -> list:
+    """Each row of X as bytes (the cache's key; -0.0 written as 0.0 so that equal rows meet)."""
+    Z = np.ascontiguousarray(X + 0.0)
+    n = Z.shape[1] * Z.itemsize
+    b = Z.tobytes()
+    return [b[k:k + n] for k in range(0, len(b), n)]
+
+
+# --------------------------------------------------------------------------------------
+# Driving fits: each fit is a generator of prediction requests, many fits answered at once
+# --------------------------------------------------------------------------------------
+#
+# A fit (and the prediction of held-out records) is written as a generator: it yields the predictions it needs —
+# a list of (record, X) — and receives them. :func:`_together` runs several such generators in lockstep (their
+# requests merged into one list at every step) and :func:`_drive` answers the requests from a PredictionCache, so
+# the candidate vectors of every fold (and of both descents of each) reach the engine in one call per record.
+# Each generator sees exactly the predictions it would see alone: the result does not depend on what runs with it.
+
+
+def _drive(gen, cache: PredictionCache):
+    """Run a request generator to its end, answering each request from ``cache``; returns its value."""
+    try:
+        req = next(gen)
+        while True:
+            req = gen.send(cache.answer(req))
+    except StopIteration as stop:
+        return stop.value
+
+
+def _together(gens, done=None):
+    """A request generator running ``gens`` in lockstep; returns their values in order (``done(k, value)`` is
+    called as generator k finishes)."""
+    gens = list(gens)
+    results, reqs = [None] * len(gens), {}
+
+    def step(k, send):
+        try:
+            reqs[k] = gens[k].send(send) if send is not None else next(gens[k])
+        except StopIteration as stop:
+            results[k] = stop.value
+            reqs.pop(k, None)
+            if done:
+                done(k, stop.value)
+
+    for k in range(len(gens)):
+        step(k, None)
+    while reqs:
+        order = list(reqs)
+        resp = yield [q for k in order for q in reqs[k]]
+        pos = 0
+        for k in order:
+            n = len(reqs[k])
+            step(k, resp[pos:pos + n])
+            pos += n
+    return results
 
 
 # --------------------------------------------------------------------------------------
@@ -304,21 +425,24 @@ def fit(recs, spec: ParamSpec | None = None, predictor=None, cache: PredictionCa
     would do). ``predictor`` (see :class:`PredictionCache`) or a shared ``cache`` may be given.
     The descent starts from every parameter's ``x0`` and, in turn, from each of ``spec.starts`` (the
     ``x0`` of the parameters it names replaced); the fit with the lowest objective (records' loss plus
-    priors) is returned — coupled host-time parameters have more than one basin.
+    priors) is returned — coupled host-time parameters have more than one basin. The descents run in
+    lockstep (their candidates predicted in the same engine calls).
     """
     spec = default_spec() if spec is None else spec
-    recs = [r for r in recs]
-    if not recs:
-        raise InputError("records", "no records to fit on", "at least one measured or approximate record")
-    rounds = spec.rounds if rounds is None else rounds
-    if not (np.isfinite(spec.outside_2x_slope) and spec.outside_2x_slope >= 0):
-        raise InputError("outside_2x_slope", f"{spec.outside_2x_slope!r}", "a finite number ≥ 0")
-    if int(rounds) != rounds or rounds < 1:
-        raise InputError("rounds", f"{rounds!r}", "a whole number of refinement rounds ≥ 1")
     if cache is None:
         cache = PredictionCache(spec.names, predictor)
     elif tuple(cache.names) != spec.names:
         raise InputError("cache", f"a cache for {cache.names}", f"one for {spec.names}")
+    return _drive(_fit_steps(recs, spec, rounds, cache), cache)
+
+
+def _fit_steps(recs, spec: ParamSpec, rounds, cache) -> Fit:
+    """:func:`fit` as a request generator (``cache`` is only recorded on the Fit, for its cross-family refit)."""
+    recs = [r for r in recs]
+    if not recs:
+        raise InputError("records", "no records to fit on", "at least one measured or approximate record")
+    rounds = spec.rounds if rounds is None else rounds
+    _check_fit_args(spec, rounds)
     fams = tuple(sorted({spec.family(r) for r in recs}))
     keys = []  # every (parameter, family) value; the descent moves those the parameter is fitted for
     for p in spec.params:
@@ -328,11 +452,13 @@ def fit(recs, spec: ParamSpec | None = None, predictor=None, cache: PredictionCa
         unknown = set(start) - set(spec.names)
         if unknown:
             raise InputError("starts", f"unknown parameter(s) {sorted(unknown)}", f"names of {spec.names}")
-    best_fit = None
+    descents = []
     for start in ({},) + tuple(spec.starts):
         # a start (or an x0) outside a parameter's bounds begins at the nearest bound: the grid never leaves them
         x0 = {p.name: min(max(float(start.get(p.name, p.x0)), p.lo), p.hi) for p in spec.params}
-        f = _descend(recs, spec, cache, rounds, fams, coords, {c: x0[c[0]] for c in keys})
+        descents.append(_descend(recs, spec, rounds, fams, coords, {c: x0[c[0]] for c in keys}))
+    best_fit = None
+    for f in (yield from _together(descents)):  # the first start wins ties, as when they ran one after another
         if best_fit is None or f[1] < best_fit[1] - 1e-12:
             best_fit = f
     theta, _, objective = best_fit
@@ -341,18 +467,27 @@ def fit(recs, spec: ParamSpec | None = None, predictor=None, cache: PredictionCa
                _records=recs, _cache=cache)
 
 
-def _descend(recs, spec, cache, rounds, fams, coords, theta):
-    """One coordinate descent from ``theta``: (values, penalised objective, records' mean loss)."""
-    meas = np.array([r.value for r in recs], dtype=float)
-    rec_fam = [spec.family(r) for r in recs]
-
-    def vec(i):
-        return [theta[(p.name, rec_fam[i] if p.per_family else None)] for p in spec.params]
-
-    base = np.array([vec(i) for i in range(len(recs))])
+def _check_fit_args(spec: ParamSpec, rounds) -> None:
+    if not (np.isfinite(spec.outside_2x_slope) and spec.outside_2x_slope >= 0):
+        raise InputError("outside_2x_slope", f"{spec.outside_2x_slope!r}", "a finite number ≥ 0")
+    if int(rounds) != rounds or rounds < 1:
+        raise InputError("rounds", f"{rounds!r}", "a whole number of refinement rounds ≥ 1")
     if spec.weighting not in ("record", "source", "sqrt"):
         raise InputError("weighting", f"{spec.weighting!r}", "record, source or sqrt")
+
+
+def _descend(recs, spec, rounds, fams, coords, theta):
+    """One coordinate descent from ``theta`` (a request generator): (values, penalised objective, records' mean
+    loss)."""
+    meas = np.array([r.value for r in recs], dtype=float)
+    rec_fam = [spec.family(r) for r in recs]
     N = len(recs)
+    members = {f: np.array([i for i in range(N) if rec_fam[i] == f]) for f in fams}
+    everyone = np.arange(N)
+    col = {p.name: j for j, p in enumerate(spec.params)}
+    # each family's current vector (a record's vector is its family's)
+    vec = {f: np.array([theta[(p.name, f if p.per_family else None)] for p in spec.params], dtype=float)
+           for f in fams}
     if spec.weighting in ("source", "sqrt"):  # a source of n records weighs n^-1 (or n^-1/2) a record
         counts = {}
         for r in recs:
@@ -363,23 +498,26 @@ def _descend(recs, spec, cache, rounds, fams, coords, theta):
     else:
         w = np.ones(N)
     hinge = spec.outside_2x_slope
-    loss = w * _logerr(np.array([cache.table([r], [base[i]])[0, 0] for i, r in enumerate(recs)]), meas, hinge)
-    pen = {c: float(spec.params[spec.names.index(c[0])].penalty(theta[c], c[1])) for c in coords}
+    first = yield [(r, vec[rec_fam[i]][None, :]) for i, r in enumerate(recs)]
+    loss = w * _logerr(np.array([a[0] for a in first]), meas, hinge)
+    pen = {c: float(spec.params[col[c[0]]].penalty(theta[c], c[1])) for c in coords}
     best = float((loss.sum() + sum(pen.values())) / N)  # the records' mean loss + the priors' penalties / N
     for rnd in range(int(rounds)):
         scale = 0.5 ** rnd
         for _sweep in range(spec.sweeps):
             before = dict(theta)
             for (name, fam) in coords:
-                j = spec.names.index(name)
+                j = col[name]
                 prm = spec.params[j]
                 cands = prm.grid(theta[(name, fam)], prm.width * scale, spec.points)
-                idx = [i for i in range(N) if fam is None or rec_fam[i] == fam]
-                L = np.empty((len(idx), len(cands)))
-                for row, i in enumerate(idx):
-                    X = np.tile(np.array(vec(i), dtype=float), (len(cands), 1))
+                idx = everyone if fam is None else members[fam]
+                Xf = {}
+                for f in (fams if fam is None else (fam,)):
+                    X = np.tile(vec[f], (len(cands), 1))
                     X[:, j] = cands
-                    L[row] = w[i] * _logerr(cache.table([recs[i]], X)[0], meas[i], hinge)
+                    Xf[f] = X
+                got = yield [(recs[i], Xf[rec_fam[i]]) for i in idx]
+                L = w[idx, None] * _logerr(np.array(got).reshape(len(idx), len(cands)), meas[idx, None], hinge)
                 rest = loss.sum() - loss[idx].sum() + sum(pen.values()) - pen[(name, fam)]
                 pc = prm.penalty(cands, fam)
                 scores = (rest + L.sum(axis=0) + pc) / N
@@ -389,6 +527,8 @@ def _descend(recs, spec, cache, rounds, fams, coords, theta):
                         theta[(name, fam)] = float(cands[k])
                         loss[idx] = L[:, k]
                         pen[(name, fam)] = float(pc[k])
+                for f in (fams if fam is None else (fam,)):
+                    vec[f][j] = theta[(name, fam)]
             if theta == before:
                 break
     return theta, best, float(loss.mean())
@@ -396,12 +536,15 @@ def _descend(recs, spec, cache, rounds, fams, coords, theta):
 
 def predict_with(fit_: Fit, recs, cache: PredictionCache) -> tuple[np.ndarray, list]:
     """Predictions of ``recs`` with a fit (per family, or cross-family for an unseen family)."""
-    out, how = np.empty(len(recs)), []
-    for i, r in enumerate(recs):
-        v, h = fit_.vector_for(fit_.spec.family(r))
-        out[i] = cache.table([r], [v])[0, 0]
-        how.append(h)
-    return out, how
+    return _drive(_predict_steps(fit_, recs), cache)
+
+
+def _predict_steps(fit_: Fit, recs):
+    """:func:`predict_with` as a request generator (a cross-family fit it needs is fitted first, if not given)."""
+    recs = list(recs)
+    vs = [fit_.vector_for(fit_.spec.family(r)) for r in recs]
+    got = yield [(r, v[None, :]) for r, (v, _) in zip(recs, vs)]
+    return np.array([a[0] for a in got], dtype=float).reshape(len(recs)), [h for _, h in vs]
 
 
 # --------------------------------------------------------------------------------------
@@ -490,24 +633,47 @@ def fitted_records(recs=None, include_unfitted: bool = False) -> list:
             if r.fitted or (include_unfitted and r.exclude is None and r.status != "derived")]
 
 
-_FOLD = {}  # what forked fold workers inherit: records, spec, cache (after the full fit), rounds
+_FOLD = {}  # what forked workers inherit: records, spec, rounds, an empty cache (each worker fills its own), queue
 
 
-def _run_fold(task):
-    """One fold (scheme, group): refit without the group, predict it. Runs in the parent or a forked worker."""
+def _task_steps(task, recs, spec, cache, rounds):
+    """One task as a request generator. ("in-sample", "all"): the full fit and its predictions of every record
+    → (Fit, predictions). (scheme, group): refit without the group (and, if a held-out family was not fitted, the
+    cross-family fit alongside), predict the group → (predictions, params_from, fold info), or None when nothing is
+    left to fit on."""
     scheme, g = task
-    recs, spec, cache, rounds = _FOLD["recs"], _FOLD["spec"], _FOLD["cache"], _FOLD["rounds"]
+    if scheme == "in-sample":
+        full = yield from _fit_steps(recs, spec, rounds, cache)
+        p, _ = yield from _predict_steps(full, recs)
+        return replace(full, _records=[], _cache=None, _cross=None), [float(x) for x in p]
     key = _SCHEME_KEY[scheme]
     held = [r for r in recs if getattr(r, key, None) == g]
     train = [r for r in recs if getattr(r, key, None) != g]
     if not train:
-        return scheme, g, None
-    n0 = cache.evaluated
-    fold = fit(train, spec, cache=cache, rounds=rounds)
-    p, how = predict_with(fold, held, cache)
+        return None
+    trained = {spec.family(r) for r in train}
+    cross = any(p.per_family for p in spec.params) and any(spec.family(r) not in trained for r in held)
+    fits = yield from _together([_fit_steps(train, spec, rounds, cache)]
+                                + ([_fit_steps(train, spec.tied(), None, cache)] if cross else []))
+    fold = fits[0]
+    if cross:
+        fold._cross = fits[1]  # what Fit.cross_family() would fit (the spec's rounds)
+    p, how = yield from _predict_steps(fold, held)
     info = {"group": g, "held_out": [r.id for r in held], "n_train": len(train), "n_params": fold.n_params,
             "objective_mean_abs_log": fold.objective, "params_from": sorted(set(how)), "fit": fold.as_dict()}
-    return scheme, g, ([float(x) for x in p], list(how), info, cache.evaluated - n0)
+    return [float(x) for x in p], list(how), info
+
+
+def _run_tasks(tasks, done=None):
+    """Run ``tasks`` in lockstep on the worker's cache: ({task: result}, predictions evaluated). ``done(task)`` is
+    called as each finishes (in a forked worker: put on the parent's queue, if it gave one)."""
+    recs, spec, cache, rounds = _FOLD["recs"], _FOLD["spec"], _FOLD["cache"], _FOLD["rounds"]
+    if done is None and _FOLD.get("queue") is not None:
+        done = _FOLD["queue"].put
+    n0 = cache.evaluated
+    res = _drive(_together([_task_steps(t, recs, spec, cache, rounds) for t in tasks],
+                           done=(lambda k, _v: done(tasks[k])) if done else None), cache)
+    return dict(zip(tasks, res)), cache.evaluated - n0
 
 
 def _count_by(recs, attr) -> dict:
@@ -561,9 +727,11 @@ def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, sch
     ``summary_by_hardware_family``, ``summary_by_model_family``, ``folds``; plus ``counts``
     (records, sources, families, fitted parameters) and ``spec``.
 
-    Folds are independent refits: ``jobs`` > 1 runs them in that many forked worker processes
-    (``None``: :func:`default_jobs`), each starting from the full fit's prediction cache. The
-    result does not depend on ``jobs`` (the fitter is deterministic; tested).
+    Folds are independent refits, run in lockstep with the full fit (:func:`_together`): at every step the
+    candidate vectors of all of them are predicted in one engine call per record (per serving run), and memoised.
+    ``jobs`` > 1 deals them round-robin to that many forked worker processes (``None``: :func:`default_jobs`), each
+    running its share in lockstep on its own cache. The result does not depend on ``jobs`` (the fitter is
+    deterministic, a prediction depends on its own candidate vector only; tested).
     """
     from .validation import error, metric_report, summarize, summarize_by
 
@@ -574,9 +742,45 @@ def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, sch
     recs = fitted_records(recs, include_unfitted)
     if len(recs) < 2:
         raise InputError("records", f"{len(recs)} fitted record(s)", "at least 2 measured or approximate records")
-    cache = PredictionCache(spec.names, predictor)
-    full = fit(recs, spec, cache=cache, rounds=rounds)
-    pred, _ = predict_with(full, recs, cache)
+    _check_fit_args(spec, spec.rounds if rounds is None else rounds)
+    jobs = default_jobs() if jobs is None else int(jobs)
+    if jobs < 1:
+        raise InputError("jobs", f"{jobs}", "a number of worker processes ≥ 1")
+    tasks = [(scheme, g) for scheme in schemes  # a record without a group (None) is never held out, always trains
+             for g in dict.fromkeys(getattr(r, _SCHEME_KEY[scheme], None) for r in recs) if g is not None]
+    everything = [("in-sample", "all")] + tasks  # the full fit runs alongside the folds
+    _FOLD.update(recs=recs, spec=spec, cache=PredictionCache(spec.names, predictor), rounds=rounds)
+    results, evaluated = {}, 0
+    try:
+        if jobs == 1:
+            results, evaluated = _run_tasks(everything, done=(lambda t: progress(*t)) if progress else None)
+        else:
+            import multiprocessing as mp
+            from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+            # one lockstep per worker: an engine call costs about the same for 9 candidate rows as for hundreds, so
+            # the fewer the groups, the fewer the calls (the number of calls hardly depends on the folds in a group)
+            n = min(jobs, len(everything))
+            ctx = mp.get_context("fork")
+            queue = _FOLD["queue"] = ctx.SimpleQueue() if progress else None
+
+            def drain():
+                while queue is not None and not queue.empty():
+                    progress(*queue.get())
+
+            with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as ex:
+                pending = {ex.submit(_run_tasks, everything[k::n]) for k in range(n)}
+                while pending:
+                    finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                    drain()
+                    for fu in finished:
+                        res, ev = fu.result()
+                        results.update(res)
+                        evaluated += ev
+            drain()
+    finally:
+        _FOLD.clear()
+    full, pred = results.pop(("in-sample", "all"))
     in_err = {r.id: float(error(p, r.value)) for r, p in zip(recs, pred)}
 
     def row(r, p, how=None):
@@ -607,38 +811,7 @@ def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, sch
                          "summary_by_hardware_family": summarize_by(in_rows, "hardware_family"),
                          "summary_by_model_family": summarize_by(in_rows, "model_family"),
                          "summary_by_source": summarize_by(in_rows, "source_group")}}
-    if progress:
-        progress("in-sample", "all")
     order = {r.id: i for i, r in enumerate(recs)}
-    tasks = [(scheme, g) for scheme in schemes  # a record without a group (None) is never held out, always trains
-             for g in dict.fromkeys(getattr(r, _SCHEME_KEY[scheme], None) for r in recs) if g is not None]
-    jobs = default_jobs() if jobs is None else int(jobs)
-    if jobs < 1:
-        raise InputError("jobs", f"{jobs}", "a number of worker processes ≥ 1")
-    _FOLD.update(recs=recs, spec=spec, cache=cache, rounds=rounds)
-    results = {}
-    extra_evaluated = 0
-    try:
-        if jobs == 1 or len(tasks) < 2:
-            for t in tasks:
-                results[t] = _run_fold(t)
-                if progress:
-                    progress(*t)
-        else:
-            import multiprocessing as mp
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
-            with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=mp.get_context("fork")) as ex:
-                futs = {ex.submit(_run_fold, t): t for t in tasks}
-                for fu in as_completed(futs):
-                    t = futs[fu]
-                    results[t] = fu.result()
-                    if results[t][2] is not None:
-                        extra_evaluated += results[t][2][3]  # the workers' own evaluations
-                    if progress:
-                        progress(*t)
-    finally:
-        _FOLD.clear()
     by_id = {r.id: r for r in recs}
     for scheme in schemes:
         key = _SCHEME_KEY[scheme]
@@ -646,11 +819,11 @@ def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, sch
         for (sc, g) in tasks:
             if sc != scheme:
                 continue
-            res = results[(sc, g)][2]
+            res = results[(sc, g)]
             if res is None:
                 skipped.append({"group": g, "reason": "nothing left to fit on"})
                 continue
-            p, how, info, _ = res
+            p, how, info = res
             rows += [row(by_id[i], x, h) for i, x, h in zip(info["held_out"], p, how)]
             folds.append(info)
         if not any(sc == scheme for sc, _ in tasks):  # e.g. "group" without the fit = false InferenceMAX records
@@ -663,7 +836,7 @@ def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, sch
                        "summary_by_model_family": summarize_by(rows, "model_family"),
                        "by_metric": metric_report(rows),
                        "folds": folds, "not_predictable": skipped}
-    out["predictions_evaluated"] = int(cache.evaluated + extra_evaluated)
+    out["predictions_evaluated"] = int(evaluated)
     out["jobs"] = jobs
     return out
 

@@ -301,13 +301,38 @@ def _serve_plan(key: tuple):
 
 def _serve_broadcast(rec: Record, eff, K: int) -> np.ndarray:
     """``serving.evaluate(plan, eff)`` with K-long efficiency fields: the record's metric per row (public API)."""
+    return _serve_metrics([rec], eff, K)[0]
+
+
+def _serve_metrics(recs, eff, K: int) -> np.ndarray:
+    """(len(recs), K): the metrics of serving records of one run (one :func:`evaluation_key`) from one evaluation."""
     from .serving import evaluate
 
-    r = evaluate(_serve_plan(_key(serve_kwargs(rec))), eff)
+    r = evaluate(_serve_plan(_key(serve_kwargs(recs[0]))), eff)
     d = {k: np.asarray(r.values[k], dtype=float) for k in ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_ms",
                                                             "ttft_ms", "step_ms", "tokens_per_s_per_user")}
-    out = np.broadcast_to(np.asarray(_metric_of_serve(d, rec), dtype=float), (K,))
-    return out.copy()
+    return np.array([np.broadcast_to(np.asarray(_metric_of_serve(d, rec), dtype=float), (K,)) for rec in recs])
+
+
+def evaluation_key(rec: Record):
+    """Records with equal keys (not None) are read from one engine evaluation: the metrics of one serving run
+    (throughput, TPOT, TTFT) under the same candidate efficiencies (:func:`predict_many_records`)."""
+    if rec.kind == "serve" and rec.efficiency is None:
+        return _key(serve_kwargs(rec))
+    return None
+
+
+def predict_many_records(recs, params, names, name: str = "fit") -> np.ndarray:
+    """(len(recs), K): :func:`predict_many` of records that share one :func:`evaluation_key`, in one engine call
+    (equal, value for value, to :func:`predict_many` record by record: tested)."""
+    recs = list(recs)
+    if len(recs) == 1 or evaluation_key(recs[0]) is None:
+        return np.array([predict_many(r, params, names, name) for r in recs])
+    X = np.atleast_2d(np.asarray(params, dtype=float))
+    try:
+        return _serve_metrics(recs, _efficiency_from(X, tuple(names), name), len(X))
+    except RackmathError:
+        return np.full((len(recs), len(X)), np.nan)  # the model refuses the run's inputs: failed predictions
 
 
 def predict_many(rec: Record, params, names=None, name: str = "fit") -> np.ndarray:
@@ -574,4 +599,5 @@ def explain(rec: Record, efficiency=None, ideal=False):
 
 __all__ = ["Record", "records", "shipped_records", "predict", "predict_many", "vectorizable", "source_group",
            "validate", "summarize", "summarize_by", "summarize_by2", "metric_report", "held_out_summary", "error",
-           "max_load_concurrency", "serve_kwargs", "select", "explain", "below_ideal_bound"]
+           "max_load_concurrency", "serve_kwargs", "select", "explain", "below_ideal_bound", "evaluation_key",
+           "predict_many_records"]
