@@ -60,6 +60,7 @@ def test_simulate_ttft_includes_request_time():
 def test_one_usd_per_mtok_formula():
     """$/Mtok = chips · $/h ÷ 3600 / X · 10⁶ is written once (engine.roofline.usd_per_mtok); every other site calls
     it. A code line (strings and comments left out) holding both 3600 and 1e6 is a copy."""
+    import ast
     import io
     import tokenize
     from pathlib import Path
@@ -75,7 +76,9 @@ def test_one_usd_per_mtok_formula():
         line_nums: dict[int, set] = {}
         for tok in toks:
             if tok.type == tokenize.NUMBER:
-                line_nums.setdefault(tok.start[0], set()).add(float(tok.string.replace("_", "")))
+                value = ast.literal_eval(tok.string)  # 3600, 1e6, 0o666, 1_000, 2j
+                if not isinstance(value, complex):
+                    line_nums.setdefault(tok.start[0], set()).add(float(value))
         for ln, nums in line_nums.items():
             if 3600.0 in nums and 1e6 in nums:
                 copies.append(f"{path.relative_to(root)}:{ln}")

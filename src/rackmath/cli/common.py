@@ -528,19 +528,17 @@ def wrote(path, what: str = "") -> None:
     sys.stderr.write(f"wrote {path}" + (f" ({what})" if what else "") + "\n")
 
 
-def as_typed(exc, argv: list[str]) -> str:
+def as_typed(exc, argv: list[str], cmd) -> str:
     """The one-line message of a RackmathError, its field named as the user typed it: an engine or analysis names
     its own parameter (``chips``, ``tokens_per_chip``), the command line has the option (``--gpus``,
-    ``--tokens-per-gpu``). The option is read from the click tree: the invoked command's parameter of that name."""
+    ``--tokens-per-gpu``). The option is read from the click tree ``cmd`` (``cli.main.command()``): the invoked
+    command's parameter of that name."""
     field = getattr(exc, "field", None)
     msg = str(exc)
     if not isinstance(field, str) or not msg.startswith(field + ": ") or getattr(exc, "path", None) is not None:
         return msg
     import click
 
-    from .main import command
-
-    cmd = command()
     for tok in argv:
         if isinstance(cmd, click.Group) and tok in cmd.commands:
             cmd = cmd.commands[tok]

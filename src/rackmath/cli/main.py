@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     except RackmathError as exc:
         from .common import as_typed
 
-        _fail(as_typed(exc, argv))
+        _fail(as_typed(exc, argv, command()))
     except click.exceptions.NoArgsIsHelpError as exc:  # `rackmath`, `rackmath batching`: the help, as before
         exc.show()
         sys.exit(exc.exit_code)
