@@ -1,4 +1,4 @@
-"""Issue 34's staged fit, measured: silicon from measured kernel curves, then four host times per stack version.
+"""Issue 34's staged fit, measured: silicon from measured kernel curves, then five stack times per stack version.
 
     python benchmarks/stack_fit.py                # every table (a few minutes on one core)
     python benchmarks/stack_fit.py --write        # also write specs/data/launch/stack_hosts.toml (--efficiency measured)
@@ -82,28 +82,28 @@ def main(argv=None):
     table("2. measured silicon + host times per stack version — InferenceMAX, in sample", imx, p2)
     all_records_table("2. measured silicon + host times per stack version — published records, in sample", pub, p2)
     print(f"[{time.time() - t0:.0f} s]")
-    print("\nper stack version: records, fitted parameters, t_sched, τ_seq, τ_eager, t_request")
+    print("\nper stack version: records, fitted parameters, t_sched, τ_seq, τ_eager, t_request, τ_stack")
     by_v = {}
     for r in recs:
         by_v.setdefault(S.version_of(r), []).append(r)
     for v in sorted(by_v):
         h = hosts[v]
-        print(f"  {v:32s} {len(by_v[v]):4d} rec  4 par  {h[0] * 1e3:6.3f} ms {h[1] * 1e6:6.2f} µs {h[2] * 1e6:6.2f} µs "
-              f"{h[3] * 1e3:7.2f} ms")
+        print(f"  {v:32s} {len(by_v[v]):4d} rec  {len(h)} par  {h[0] * 1e3:6.3f} ms {h[1] * 1e6:6.2f} µs "
+              f"{h[2] * 1e6:6.2f} µs {h[3] * 1e3:7.2f} ms {h[4] * 1e6:6.2f} µs")
     if a.write:
         write(hosts, by_v)
     if a.quick:
         return
-    hosts_ctrl = S.fit_all(recs, base, starts)
-    pc = dict(zip((r.id for r in recs), S.predict(recs, base, hosts_ctrl)))
-    table("control: presets' silicon + host times per stack version — InferenceMAX, in sample", imx, pc)
-    all_records_table("control: presets' silicon + host times per stack version — published, in sample", pub, pc)
     logo = S.leave_one_group_out(recs, meas, starts)
     table("2. leave one InferenceMAX group out (model × chip × framework), measured silicon", imx, logo)
     print(f"[{time.time() - t0:.0f} s]")
     imx_versions = sorted({S.version_of(r) for r in imx})
     lovo = S.leave_one_version_out(recs, meas, starts, imx_versions)
     table("2. leave one stack version out (InferenceMAX versions), measured silicon", imx, lovo)
+    hosts_ctrl = S.fit_all(recs, base, starts)
+    pc = dict(zip((r.id for r in recs), S.predict(recs, base, hosts_ctrl)))
+    table("control: presets' silicon + host times per stack version — InferenceMAX, in sample", imx, pc)
+    all_records_table("control: presets' silicon + host times per stack version — published, in sample", pub, pc)
     logo_c = S.leave_one_group_out(recs, base, starts)
     table("control: leave one InferenceMAX group out, presets' silicon", imx, logo_c)
     print(f"[{time.time() - t0:.0f} s]")
@@ -114,15 +114,18 @@ def write(hosts, by_v):
     lines = ["# Host times per stack version, fitted with the silicon fixed from measured kernel curves (issue 34):",
              "# written by `python benchmarks/stack_fit.py --write` (rackmath.analyses.stack_fit). Read by",
              "# --efficiency measured (engine.efficiency.for_stack); the fitted presets do not read them.",
-             "# Each version: the four host times fitted on its own records (robust mean |log error|), the chips",
-             "# without measured curves (AMD) at their fitted preset's silicon. Keys starting with \"_\" are not",
-             "# catalog kinds.", ""]
+             "# Each version: its five stack times fitted on its own records (robust mean |log error|): scheduler",
+             "# time per step, host time per sequence per step, eager dispatch per kernel, per-request time, and",
+             "# kernel_s, the stack's time per kernel on top of the silicon's floor τ. Records on chips without",
+             "# measured curves (AMD) are predicted at their fitted preset's silicon. Keys starting with \"_\" are",
+             "# not catalog kinds.", ""]
     for v in sorted(hosts):
         if "@" not in v:
             continue
         h = hosts[v]
         lines += ["[[_stack_host]]", f'stack_version = "{v}"', f"sched_s = {h[0]:.4g}", f"seq_s = {h[1]:.4g}",
-                  f"eager_s = {h[2]:.4g}", f"request_s = {h[3]:.4g}", f"records = {len(by_v[v])}",
+                  f"eager_s = {h[2]:.4g}", f"request_s = {h[3]:.4g}", f"kernel_s = {h[4]:.4g}",
+                  f"records = {len(by_v[v])}",
                   f'source = "fitted by benchmarks/stack_fit.py on the {len(by_v[v])} records of {v} '
                   f'(specs/data/records/inferencemax.toml), silicon from specs/data/kernels"', ""]
     path.write_text("\n".join(lines))

@@ -60,7 +60,7 @@ def test_measured_efficiency_only_where_curves_exist():
     amd = resolve("mi355x", "measured")
     preset = default_efficiency("mi355x")
     assert not amd.per_version and amd.eta_compute == preset.eta_compute
-    assert amd.kernel_latency_s == preset.kernel_latency_s and "no measured kernel curves" in amd.description
+    assert amd.kernel_latency_s == preset.kernel_latency_s and "no measured kernel curves for mi355x" in amd.note
     # the default is unchanged: the fitted preset
     assert resolve("h200", "auto").name == "hopper-serving" and not resolve("h200", "auto").per_version
 
@@ -77,6 +77,8 @@ def test_stack_version_host_times_applied_only_under_measured():
     assert e.eager_sglang_s == pytest.approx(rows["sglang@0.5.7"]["eager_s"])
     assert e.sched_sglang_s == pytest.approx(rows["sglang@0.5.7"]["sched_s"])
     assert e.request_sglang_s == pytest.approx(rows["sglang@0.5.7"]["request_s"])
+    # τ_k = τ_silicon (the floor measured on H200) + the version's own time per kernel
+    assert e.kernel_latency_s == pytest.approx(2.4427e-06 + rows["sglang@0.5.7"].get("kernel_s", 0.0))
     preset = resolve("h200", "auto")
     assert for_stack(preset, st) is preset
 
@@ -106,7 +108,7 @@ def test_stack_fit_recovers_known_host_times():
     recs = [r for r in records() if r.group == "gptoss-fp4 × h200 × vllm"][:9]
     assert len(recs) == 9
     pred = S.Predictor(measured=True)
-    truth = np.array([1.0e-3, 5e-6, 3e-5, 0.05])
+    truth = np.array([1.0e-3, 5e-6, 3e-5, 0.05, 2e-6])
     fake = [replace(r, value=float(pred(r, truth)[0])) for r in recs]
     start = S.host_vector(default_efficiency("h200"), "vllm")
     fitted = S.fit_hosts(fake, pred, start)

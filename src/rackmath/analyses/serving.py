@@ -1187,7 +1187,7 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
     C, A, k = w.concurrency, w.acceptance, w.mtp
     dp, ppd = lay.dp, lay.pp
     b = np.maximum(C / (dp * ppd), 1.0)
-    notes = list(p.notes)
+    notes = list(p.notes) + ([eff.note] if getattr(eff, "note", "") else [])  # e.g. --efficiency measured, no curves
     if np.any(b > st.max_batch_size):
         notes.append(f"more than {st.max_batch_size} sequences per replica ({st.name} max batch): the rest wait")
         b = np.minimum(b, st.max_batch_size)

@@ -2,10 +2,12 @@
 
 Stage 1 fixes every record's silicon (τ, η_c, M½, η_m, α_coll, η_comm) from its chip's measured curves
 (``engine.efficiency.measured_efficiency``; a chip without curves keeps its fitted preset). Stage 2 fits, per stack
-version, only its four host times — the per-step scheduler time t_sched, the per-sequence time τ_seq, the eager
-dispatch time per kernel τ_eager and the per-request time t_request — on that version's records, minimising the
+version, only its five stack times — the per-step scheduler time t_sched, the per-sequence time τ_seq, the eager
+dispatch time per kernel τ_eager, the per-request time t_request and the stack's time per kernel τ_stack on top of
+the silicon's floor (τ_k = τ_silicon + τ_stack: launch gaps in its graphs, work it does not fuse; what the fitted
+presets' single τ mixed with the silicon) — on that version's records, minimising the
 robust mean |log error| (``calibration._logerr``) by coordinate descent on shrinking grids, every candidate of a
-grid evaluated in one broadcast engine call per record (``validation.predict_many``). Four parameters and one
+grid evaluated in one broadcast engine call per record (``validation.predict_many``). Five parameters and one
 version's records make a fit cheap (seconds), so leaving one InferenceMAX group out (model × chip × framework) and
 leaving one stack version out refit only what they touch:
 
@@ -26,11 +28,14 @@ import numpy as np
 
 #: (field, lower, upper, initial grid half-width) of each fitted host time (physical ranges as ``FIT_PARAMS``).
 STACK_PARAMS = (("sched", 0.0, 5e-3, 2e-3), ("seq", 0.0, 1e-4, 4e-5), ("eager", 0.0, 1e-4, 4e-5),
-                ("request", 0.0, 0.3, 0.12))
+                ("request", 0.0, 0.3, 0.12), ("kernel", 0.0, 2e-5, 8e-6))
 #: Engines whose host-time fields a candidate sets (every record reads only its own engine's, or their mean).
 _ENGINES = ("trtllm", "vllm", "sglang", "vllm_v0")
 #: Coordinate-descent rounds and grid points per coordinate.
 ROUNDS, POINTS = 4, 9
+#: At most this many records fit an engine's host times (a version left out, or a group's only version): every n-th
+#: record of the engine's other versions, in file order — what keeps a fold to a minute on one core.
+MAX_ENGINE_RECORDS = 160
 #: Weight of the pull towards the start (the engine's preset values), per squared initial half-width: breaks ties
 #: of a parameter the version's records do not identify (TTFT alone identifies t_request) without moving the others.
 PRIOR = 1e-3
@@ -74,12 +79,13 @@ def _names():
 
 
 def host_vector(eff, engine: str) -> np.ndarray:
-    """(sched, seq, eager, request) of an engine in a preset (the generic stack: the three engines' mean)."""
+    """(sched, seq, eager, request, τ_stack = 0) of an engine in a preset (the generic stack: the three engines'
+    mean)."""
     from ..engine.efficiency import stack_eager_s, stack_request_s, stack_sched_s, stack_seq_s
 
     st = {"vllm_v0": "vllm-v0"}.get(engine, engine)
     return np.array([stack_sched_s(eff, st), stack_seq_s(eff, st), stack_eager_s(eff, st),
-                     stack_request_s(eff, st) - eff.request_overhead_s])
+                     stack_request_s(eff, st) - eff.request_overhead_s, 0.0])
 
 
 def _matrix(eff, H: np.ndarray) -> np.ndarray:
@@ -87,7 +93,8 @@ def _matrix(eff, H: np.ndarray) -> np.ndarray:
     names = _names()
     base = np.array([float(getattr(eff, n)) for n in names])
     X = np.tile(base, (len(H), 1))
-    for j, (k, *_r) in enumerate(STACK_PARAMS):
+    X[:, names.index("kernel_latency_s")] += H[:, 4]  # τ_k = τ_silicon + τ_stack
+    for j, (k, *_r) in enumerate(STACK_PARAMS[:4]):
         for e in _ENGINES:
             n = f"{k}_{e}_s"
             if n in names:
@@ -114,7 +121,7 @@ class Predictor:
 
 
 def fit_hosts(recs, predictor: Predictor, start) -> np.ndarray:
-    """The host times (sched, seq, eager, request) minimising mean robust |log error| over ``recs``, by coordinate
+    """The stack times (sched, seq, eager, request, τ_stack) minimising mean robust |log error| over ``recs``, by coordinate
     descent from ``start`` on grids of :data:`POINTS` that halve each of :data:`ROUNDS` rounds."""
     from .calibration import _logerr
 
@@ -154,9 +161,11 @@ def fit_all(recs, predictor: Predictor, starts: dict) -> dict:
 
 
 def engine_fit(recs, predictor: Predictor, starts: dict, engine: str, exclude) -> np.ndarray:
-    """One host vector for an engine, fitted on every record of its versions not excluded (``exclude(rec)``)."""
+    """One host vector for an engine, fitted on the records of its versions not excluded (``exclude(rec)``; at most
+    :data:`MAX_ENGINE_RECORDS`, evenly spaced)."""
     train = [r for r in recs if engine_of(version_of(r)) == engine and not exclude(r)]
-    return fit_hosts(train, predictor, starts[engine])
+    step = max(1, -(-len(train) // MAX_ENGINE_RECORDS))
+    return fit_hosts(train[::step], predictor, starts[engine])
 
 
 def leave_one_group_out(recs, predictor: Predictor, starts: dict, groups=None) -> dict:

@@ -191,6 +191,7 @@ class Efficiency:
     #: (field, "value from curve …") of the silicon numbers taken from measured kernel curves (--efficiency measured)
     silicon_from: tuple = field(default=(), compare=False)
     per_version: bool = False  # the stack's host times are its version's (specs/data/launch/stack_hosts.toml)
+    note: str = field(default="", compare=False)  # a line serve prints with its notes
 
     @property
     def ideal(self) -> bool:
@@ -376,8 +377,9 @@ def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
     base = default_efficiency(chip.name, regime)
     sil = silicon(chip)
     if sil is None:
-        return replace(base, description=base.description + f"; --efficiency measured: no measured kernel curves for "
-                                                              f"{chip.name}, its fitted preset {base.name}")
+        why = (f"--efficiency measured: no measured kernel curves for {chip.name}; its fitted preset {base.name} "
+               "(silicon and stack fitted together on the records)")
+        return replace(base, description=f"{base.description}; {why}", note=why)
     vals = {k: sil[k]["value"] for k in SILICON_FIELDS if k in sil}
     return replace(base, name=f"measured-{chip.name}", **vals, chips=(chip.name,), error_band=None, cross_family=False,
                    family=base.family, per_version=True,
@@ -388,7 +390,9 @@ def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
 
 def for_stack(eff: Efficiency, stack) -> Efficiency:
     """The efficiency a step of ``stack`` (an ``analyses.serving.Stack``) runs with: under a per-version preset
-    (``--efficiency measured``) the stack version's fitted host times replace its engine's; otherwise ``eff``."""
+    (``--efficiency measured``) the stack version's fitted host times replace its engine's, and its time per kernel
+    τ_stack adds to the silicon's floor: τ_k = τ_silicon + τ_stack (launch gaps between a graph's kernels, work the
+    version does not fuse); otherwise ``eff``."""
     if not getattr(eff, "per_version", False):
         return eff
     from dataclasses import replace
@@ -400,6 +404,8 @@ def for_stack(eff: Efficiency, stack) -> Efficiency:
     if not h or engine not in STACK_NAMES:
         return eff
     out = {f"{k}_{engine}_s": h[k] for k in VERSION_FIELDS if k in h and (k != "request" or engine in GENERIC_STACKS)}
+    if "kernel" in h:  # the stack's own time per kernel on top of the silicon's floor τ
+        out["kernel_latency_s"] = eff.kernel_latency_s + h["kernel"]
     return replace(eff, **out)
 
 
