@@ -46,6 +46,17 @@ def table(title, recs, pred):
     return reps["all"]
 
 
+def by_group(recs, pred):
+    """Median |error| (signed) of each InferenceMAX group and metric."""
+    groups = sorted({r.group for r in recs})
+    print(f"  {'group':36s} {'tok/s/GPU':>16s} {'TPOT':>16s} {'TTFT':>16s}")
+    for g in groups:
+        rep = S.report([r for r in recs if r.group == g], pred)
+        cells = [f"{rep[c]['median_abs'] * 100:5.0f}% ({rep[c]['median_signed'] * 100:+4.0f}%)" if c in rep else ""
+                 for c in ("output tok/s/GPU", "TPOT", "TTFT")]
+        print(f"  {g:36s} " + " ".join(f"{c:>16s}" for c in cells))
+
+
 def all_records_table(title, recs, pred):
     e = np.array([pred[r.id] / r.value - 1.0 for r in recs if r.id in pred])
     ok = np.isfinite(e)
@@ -57,6 +68,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--one-at-a-time", action="store_true",
+                    help="TPOT on H200 / B200 / GB200 with one silicon number at a time from the curves")
+    ap.add_argument("--logo-only", action="store_true", help="in-sample and leave-one-group-out tables only")
     a = ap.parse_args(argv)
     t0 = time.time()
     allrecs = records()
@@ -69,6 +83,8 @@ def main(argv=None):
 
     base = S.Predictor(measured=False)
     meas = S.Predictor(measured=True)
+    if a.one_at_a_time:
+        return one_at_a_time(imx, hosts0)
     p0 = dict(zip((r.id for r in recs), S.predict(recs, base, hosts0)))
     table("0. today's presets — InferenceMAX (fit = false, out of sample)", imx, p0)
     all_records_table("0. today's presets — published records (in sample)", pub, p0)
@@ -96,7 +112,10 @@ def main(argv=None):
         return
     logo = S.leave_one_group_out(recs, meas, starts)
     table("2. leave one InferenceMAX group out (model × chip × framework), measured silicon", imx, logo)
+    by_group(imx, logo)
     print(f"[{time.time() - t0:.0f} s]")
+    if a.logo_only:
+        return
     imx_versions = sorted({S.version_of(r) for r in imx})
     lovo = S.leave_one_version_out(recs, meas, starts, imx_versions)
     table("2. leave one stack version out (InferenceMAX versions), measured silicon", imx, lovo)
@@ -107,6 +126,30 @@ def main(argv=None):
     logo_c = S.leave_one_group_out(recs, base, starts)
     table("control: leave one InferenceMAX group out, presets' silicon", imx, logo_c)
     print(f"[{time.time() - t0:.0f} s]")
+
+
+def one_at_a_time(imx, hosts0):
+    """Median signed TPOT error per NVIDIA chip, and median |error| over their runs' three metrics, with the presets'
+    silicon except one number from the curves (the presets' host times)."""
+    from dataclasses import replace
+
+    from rackmath.engine.efficiency import SILICON_FIELDS
+
+    nv = [r for r in imx if r.chip in ("h200", "b200", "gb200")]
+    for field in (None, "all") + SILICON_FIELDS:
+        p = S.Predictor(measured=field is not None)
+        if field not in (None, "all"):
+            measured = p.eff
+
+            def eff(rec, _m=measured, _f=field):
+                return replace(default_efficiency(rec.chip), **{_f: getattr(_m(rec), _f)})
+
+            p.eff = eff
+        pred = S.predict(nv, p, hosts0)
+        cells = [f"{c} TPOT {np.median([q / r.value - 1 for r, q in zip(nv, pred) if r.chip == c and r.metric == 'tpot_s']) * 100:+4.0f}%"
+                 for c in ("h200", "b200", "gb200")]
+        e = np.abs(np.array([q / r.value - 1 for r, q in zip(nv, pred)]))
+        print(f"  {str(field or 'presets'):22s} " + "  ".join(cells) + f"  all metrics {np.median(e) * 100:.1f}%")
 
 
 def write(hosts, by_v):

@@ -59,7 +59,7 @@ def test_measured_efficiency_only_where_curves_exist():
     # a chip without curves (AMD) keeps its fitted preset, and says so
     amd = resolve("mi355x", "measured")
     preset = default_efficiency("mi355x")
-    assert not amd.per_version and amd.eta_compute == preset.eta_compute
+    assert not amd.silicon_from and amd.eta_compute == preset.eta_compute and amd.mla_kernel_scale == preset.mla_kernel_scale
     assert amd.kernel_latency_s == preset.kernel_latency_s and "no measured kernel curves for mi355x" in amd.note
     # the default is unchanged: the fitted preset
     assert resolve("h200", "auto").name == "hopper-serving" and not resolve("h200", "auto").per_version

@@ -366,9 +366,9 @@ def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
     τ, η_c, M½, η_m, α_coll and η_comm come from :func:`rackmath.specs.kernels.silicon` (each with the curve, table and
     package version it was read from: ``silicon_from``); the other numbers (MLA kernel scale, scale-out latency) and
     the host times of a stack without fitted version times are the chip's calibrated preset's; each stack version's
-    host times (``sched``, ``seq``, ``eager``, ``request``) are those fitted with this silicon fixed
+    times (``sched``, ``seq``, ``eager``, ``request``, ``kernel``) are those fitted with this silicon fixed
     (``specs/data/launch/stack_hosts.toml``, applied by :func:`for_stack`). A chip without curves (AMD, TPU) keeps its
-    fitted preset, whose label says so.
+    fitted preset's silicon (the stack versions' times were fitted on it) and ``note`` says so.
     """
     from dataclasses import replace
 
@@ -377,9 +377,10 @@ def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
     base = default_efficiency(chip.name, regime)
     sil = silicon(chip)
     if sil is None:
-        why = (f"--efficiency measured: no measured kernel curves for {chip.name}; its fitted preset {base.name} "
-               "(silicon and stack fitted together on the records)")
-        return replace(base, description=f"{base.description}; {why}", note=why)
+        why = (f"--efficiency measured: no measured kernel curves for {chip.name}: the silicon of its fitted preset "
+               f"{base.name} (fitted together with the stacks on the records), the stack version's own times")
+        return replace(base, name=f"measured-{chip.name}", chips=(chip.name,), per_version=True,
+                       description=f"{base.description}; {why}", note=why)
     vals = {k: sil[k]["value"] for k in SILICON_FIELDS if k in sil}
     return replace(base, name=f"measured-{chip.name}", **vals, chips=(chip.name,), error_band=None, cross_family=False,
                    family=base.family, per_version=True,
