@@ -70,6 +70,9 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--one-at-a-time", action="store_true",
                     help="TPOT on H200 / B200 / GB200 with one silicon number at a time from the curves")
+    ap.add_argument("--hierarchical", action="store_true",
+                    help="each version's times with its engine's pooled fit as start and prior: in sample and one "
+                         "group out")
     ap.add_argument("--logo-only", action="store_true", help="in-sample and leave-one-group-out tables only")
     a = ap.parse_args(argv)
     t0 = time.time()
@@ -85,6 +88,16 @@ def main(argv=None):
     meas = S.Predictor(measured=True)
     if a.one_at_a_time:
         return one_at_a_time(imx, hosts0)
+    if a.hierarchical:
+        hosts = {v: S.fit_version(recs, meas, starts, v, hierarchical=True) for v in sorted({S.version_of(r) for r in recs})}
+        ph = dict(zip((r.id for r in recs), S.predict(recs, meas, hosts)))
+        table("hierarchical: measured silicon, version times around the engine's — InferenceMAX, in sample", imx, ph)
+        all_records_table("hierarchical — published records, in sample", pub, ph)
+        lh = S.leave_one_group_out(recs, meas, starts, hierarchical=True)
+        table("hierarchical: leave one InferenceMAX group out", imx, lh)
+        by_group(imx, lh)
+        print(f"[{time.time() - t0:.0f} s]")
+        return
     p0 = dict(zip((r.id for r in recs), S.predict(recs, base, hosts0)))
     table("0. today's presets — InferenceMAX (fit = false, out of sample)", imx, p0)
     all_records_table("0. today's presets — published records (in sample)", pub, p0)

@@ -116,3 +116,26 @@ def test_stack_fit_recovers_known_host_times():
     err0 = [abs(math.log(pred(r, start)[0] / r.value)) for r in fake]
     assert np.mean(err0) > 0.1  # the start is far off
     assert np.median(err) < 0.02 and np.mean(err) < 0.1 * np.mean(err0)
+
+
+def test_leave_one_group_out_never_sees_the_group():
+    """A group's held-out predictions do not move when its own measured values do; the other group's do (the first
+    group is in its training set)."""
+    from dataclasses import replace
+
+    from rackmath.analyses import stack_fit as S
+    from rackmath.analyses.validation import records
+
+    a, b = "gptoss-fp4 × h200 × vllm", "gptoss-fp4 × b200 × vllm"
+    recs = [r for g in (a, b) for r in [r for r in records() if r.group == g and r.stack == "vllm@0.13.0"
+                                        and r.metric == "tpot_s"][:6]]
+    assert {r.group for r in recs} == {a, b}
+    pred = S.Predictor(measured=True)
+    starts = {"vllm": S.host_vector(default_efficiency("h200"), "vllm")}
+    before = S.leave_one_group_out(recs, pred, starts)
+    moved = [replace(r, value=r.value * 3.0) if r.group == a else r for r in recs]
+    after = S.leave_one_group_out(moved, pred, starts)
+    held_a = [r.id for r in recs if r.group == a]
+    held_b = [r.id for r in recs if r.group == b]
+    assert all(before[i] == after[i] for i in held_a)
+    assert any(abs(before[i] / after[i] - 1) > 1e-6 for i in held_b)

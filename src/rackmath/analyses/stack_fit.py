@@ -120,7 +120,7 @@ class Predictor:
         return predict_many(rec, _matrix(self.eff(rec), np.atleast_2d(H)), _names(), name="staged")
 
 
-def fit_hosts(recs, predictor: Predictor, start) -> np.ndarray:
+def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.ndarray:
     """The stack times (sched, seq, eager, request, τ_stack) minimising mean robust |log error| over ``recs``, by coordinate
     descent from ``start`` on grids of :data:`POINTS` that halve each of :data:`ROUNDS` rounds."""
     from .calibration import _logerr
@@ -137,7 +137,7 @@ def fit_hosts(recs, predictor: Predictor, start) -> np.ndarray:
             H = np.tile(x, (len(grid), 1))
             H[:, j] = grid
             P = np.stack([predictor(r, H) for r in recs])  # (records, K)
-            loss = _logerr(P, meas[:, None]).mean(axis=0) + PRIOR * (((grid - x0[j]) / STACK_PARAMS[j][3]) ** 2)
+            loss = _logerr(P, meas[:, None]).mean(axis=0) + prior * (((grid - x0[j]) / STACK_PARAMS[j][3]) ** 2)
             x[j] = grid[int(np.argmin(loss))]
         widths = widths / 2.0
     return x
@@ -168,17 +168,33 @@ def engine_fit(recs, predictor: Predictor, starts: dict, engine: str, exclude) -
     return fit_hosts(train[::step], predictor, starts[engine])
 
 
-def leave_one_group_out(recs, predictor: Predictor, starts: dict, groups=None) -> dict:
+#: Weight of the engine's pooled times as the prior of each version's in the hierarchical fit (``hierarchical``).
+HIERARCHICAL_PRIOR = 0.02
+
+
+def fit_version(recs, predictor: Predictor, starts: dict, version: str, exclude=lambda r: False,
+                hierarchical: bool = False) -> np.ndarray:
+    """One version's times on its records not excluded; with none, its engine's pooled fit. ``hierarchical``: the
+    engine's pooled fit (same exclusion) is the start and the prior (weight :data:`HIERARCHICAL_PRIOR`) of the
+    version's own."""
+    train = [r for r in recs if version_of(r) == version and not exclude(r)]
+    e = engine_of(version)
+    if not train:
+        return engine_fit(recs, predictor, starts, e, exclude)
+    if hierarchical:
+        pooled = engine_fit(recs, predictor, starts, e, exclude)
+        return fit_hosts(train, predictor, pooled, prior=HIERARCHICAL_PRIOR)
+    return fit_hosts(train, predictor, starts[e])
+
+
+def leave_one_group_out(recs, predictor: Predictor, starts: dict, groups=None, hierarchical: bool = False) -> dict:
     """{record id: prediction} of every InferenceMAX record with its group (``Record.group``) left out of the fit."""
     out = {}
     by_group = _by([r for r in recs if r.group], lambda r: r.group)
     for g in groups or sorted(by_group):
         held = by_group[g]
-        hosts = {}
-        for v in {version_of(r) for r in held}:
-            train = [r for r in recs if version_of(r) == v and r.group != g]
-            hosts[v] = (fit_hosts(train, predictor, starts[engine_of(v)]) if train else
-                        engine_fit(recs, predictor, starts, engine_of(v), lambda r: r.group == g))
+        hosts = {v: fit_version(recs, predictor, starts, v, lambda r: r.group == g, hierarchical)
+                 for v in {version_of(r) for r in held}}
         out.update(zip((r.id for r in held), predict(held, predictor, hosts)))
     return out
 
