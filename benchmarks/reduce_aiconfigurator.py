@@ -181,7 +181,8 @@ def render(chip, system, device, version, curves) -> str:
              f"# {PACKAGE} {version} (NVIDIA, Apache License 2.0: specs/data/kernels/NOTICE-aiconfigurator.md).",
              "# Changes: the package's per-operator tables reduced to these curves (a few shapes each, the minimum",
              "# latency per point, SI units). Do not edit by hand. Keys starting with \"_\" are not catalog kinds.",
-             "# Not yet read by the step model (issue 34: the curves are to become its priors).", "",
+             "# The silicon of --efficiency measured: specs/kernels.silicon derives the step model's tau, eta_c, "
+             "M_half, eta_m, collective latency and eta_comm from these curves.", "",
              "[_meta]", f"chip = {toml_value(chip)}", f"package = {toml_value(PACKAGE)}",
              f"package_version = {toml_value(version)}", 'license = "Apache-2.0"',
              f"system = {toml_value(system)}", f"device = {toml_value(device)}",

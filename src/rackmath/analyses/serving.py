@@ -1178,19 +1178,19 @@ def _choose_with_experts(p, eff, n_dec, cons, rx, uneven):
 def evaluate(p: Plan, efficiency=None) -> "ServeResult":
     """Serving numbers of a plan under an efficiency preset (its numeric fields may be arrays of K candidates,
     broadcasting against the concurrency): time-sliced prefill and decode, MoE realities, speculation."""
-    from ..engine.efficiency import load_efficiency, stack_eager_s, stack_request_s
+    from ..engine.efficiency import for_stack, load_efficiency, stack_eager_s, stack_request_s
 
     if isinstance(efficiency, str):
         from ..engine.efficiency import resolve
 
         efficiency = resolve(p.system.chip.name, efficiency)
-    eff = load_efficiency(efficiency if efficiency is not None else p.efficiency)
+    eff = for_stack(load_efficiency(efficiency if efficiency is not None else p.efficiency), p.stack)  # issue 34
     t_req = stack_request_s(eff, p.stack.name)  # host time per request before its first token (this stack's)
     m, w, lay, st = p.model, p.workload, p.layout, p.stack
     C, A, k = w.concurrency, w.acceptance, w.mtp
     dp, ppd = lay.dp, lay.pp
     b = np.maximum(C / (dp * ppd), 1.0)
-    notes = list(p.notes)
+    notes = list(p.notes) + ([eff.note] if getattr(eff, "note", "") else [])  # e.g. --efficiency measured, no curves
     if np.any(b > st.max_batch_size):
         notes.append(f"more than {st.max_batch_size} sequences per replica ({st.name} max batch): the rest wait")
         b = np.minimum(b, st.max_batch_size)
@@ -1385,6 +1385,12 @@ def _derive(r: "ServeResult") -> Derivation:
           "· PP + t_sched", step_working(res.__dict__["times"]), _f(info["t_decode_gpu"]), "s",
           f"decode step of b sequences × {k + 1} tokens, {res.overlap} (engine/step.py; --ops for each operator)"
           + mla_note, key="t_verify" if p.stack.cuda_graphs else "t_gpu")
+    from ..engine.step import measured_points
+
+    for pt in measured_points(res.__dict__["times"]):  # --efficiency measured: the curve point each operator used
+        d.add(pt["symbol"] + (f" [{pt['op']}]" if pt["op"] else ""),
+              "η_c · M / (M + M½)" if pt["op"] else "measured kernel curve", pt["working"], pt["value"], pt["unit"],
+              pt["source"])
     if not p.stack.cuda_graphs:
         d.add("n_kernels", "kernels the decode step dispatches", "", _f(step_kernels(res)), "", key="n_k")
         d.add("τ_eager", f"host time per eagerly dispatched kernel ({p.stack.name})", "", tau_e, "s", key="tau_e")

@@ -184,7 +184,7 @@ def register(app: typer.Typer) -> None:
             flag = "--cv" if cv else "--refit"
             raise InputError("efficiency", f"--efficiency with {flag}",
                              "one of them (--cv and --refit fit presets; --efficiency validates one)")
-        if efficiency is not None and efficiency.strip().lower() != "auto":
+        if efficiency is not None and efficiency.strip().lower() not in ("auto", "measured"):
             from ..engine.efficiency import load_efficiency
 
             load_efficiency(efficiency)  # an unknown preset: one line naming the closest

@@ -188,6 +188,10 @@ class Efficiency:
     family: str = ""
     error_band: float | None = None  # typical |error| out of sample (fraction), None = not validated
     cross_family: bool = False  # fitted on every family together (for chips without their own)
+    #: (field, "value from curve …") of the silicon numbers taken from measured kernel curves (--efficiency measured)
+    silicon_from: tuple = field(default=(), compare=False)
+    per_version: bool = False  # the stack's host times are its version's (specs/data/launch/stack_hosts.toml)
+    note: str = field(default="", compare=False)  # a line serve prints with its notes
 
     @property
     def ideal(self) -> bool:
@@ -316,12 +320,18 @@ def presets() -> Index:
 
 
 def load_efficiency(eff=None) -> Efficiency:
-    """None -> the ideal roofline; a name -> a catalog preset; an Efficiency -> itself."""
+    """None -> the ideal roofline; a name -> a catalog preset (``measured-CHIP``: :func:`measured_efficiency`); an
+    Efficiency -> itself."""
     if eff is None:
         return IDEAL
     if isinstance(eff, Efficiency):
         return eff
     if isinstance(eff, str):
+        if eff.startswith("measured-") and eff not in presets().names():  # --efficiency measured on one chip
+            from ..specs.hardware import load_hardware
+
+            hw = load_hardware(eff[len("measured-"):])
+            return measured_efficiency(getattr(hw, "chip", hw))
         return presets().get(eff)
     raise InputError("efficiency", f"cannot use {eff!r}", "None, a preset name or an Efficiency")
 
@@ -344,6 +354,63 @@ def default_efficiency(chip_name: str, regime: str = "serving") -> Efficiency:
     return cross or IDEAL
 
 
+#: The Efficiency fields :func:`measured_efficiency` takes from a chip's measured kernel curves (specs/kernels.silicon).
+SILICON_FIELDS = ("kernel_latency_s", "eta_compute", "gemm_half_tokens", "eta_memory", "collective_latency_s",
+                  "eta_comm")
+#: The host-time fields of one stack version (``stack_hosts.toml``), each an ``<field>_<engine>_s`` of a preset.
+VERSION_FIELDS = ("sched", "seq", "eager", "request")
+
+
+def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
+    """``--efficiency measured``: the chip's silicon from its measured kernel curves, the stack from its version.
+
+    τ, η_c, M½, η_m, α_coll and η_comm come from :func:`rackmath.specs.kernels.silicon` (each with the curve, table and
+    package version it was read from: ``silicon_from``); the other numbers (MLA kernel scale, scale-out latency) and
+    the host times of a stack without fitted version times are the chip's calibrated preset's; each stack version's
+    times (``sched``, ``seq``, ``eager``, ``request``, ``kernel``) are those fitted with this silicon fixed
+    (``specs/data/launch/stack_hosts.toml``, applied by :func:`for_stack`). A chip without curves (AMD, TPU) keeps its
+    fitted preset's silicon (the stack versions' times were fitted on it) and ``note`` says so.
+    """
+    from dataclasses import replace
+
+    from ..specs.kernels import silicon
+
+    base = default_efficiency(chip.name, regime)
+    sil = silicon(chip)
+    if sil is None:
+        why = (f"--efficiency measured: no measured kernel curves for {chip.name}: the silicon of its fitted preset "
+               f"{base.name} (fitted together with the stacks on the records), the stack version's own times")
+        return replace(base, name=f"measured-{chip.name}", chips=(chip.name,), per_version=True,
+                       description=f"{base.description}; {why}", note=why)
+    vals = {k: sil[k]["value"] for k in SILICON_FIELDS if k in sil}
+    return replace(base, name=f"measured-{chip.name}", **vals, chips=(chip.name,), error_band=None, cross_family=False,
+                   family=base.family, per_version=True,
+                   silicon_from=tuple((k, sil[k]["from"]) for k in SILICON_FIELDS if k in sil),
+                   description=f"silicon from measured kernel curves of {chip.name}; stack host times per version",
+                   source="; ".join(sil[k]["from"] for k in SILICON_FIELDS if k in sil))
+
+
+def for_stack(eff: Efficiency, stack) -> Efficiency:
+    """The efficiency a step of ``stack`` (an ``analyses.serving.Stack``) runs with: under a per-version preset
+    (``--efficiency measured``) the stack version's fitted host times replace its engine's, and its time per kernel
+    τ_stack adds to the silicon's floor: τ_k = τ_silicon + τ_stack (launch gaps between a graph's kernels, work the
+    version does not fuse); otherwise ``eff``."""
+    if not getattr(eff, "per_version", False):
+        return eff
+    from dataclasses import replace
+
+    from ..specs.stacks import host_times
+
+    h = host_times(getattr(stack, "label", None) or getattr(stack, "name", ""))
+    engine = STACK_HOST_OF.get(stack.name, stack.name)
+    if not h or engine not in STACK_NAMES:
+        return eff
+    out = {f"{k}_{engine}_s": h[k] for k in VERSION_FIELDS if k in h and (k != "request" or engine in GENERIC_STACKS)}
+    if "kernel" in h:  # the stack's own time per kernel on top of the silicon's floor τ
+        out["kernel_latency_s"] = eff.kernel_latency_s + h["kernel"]
+    return replace(eff, **out)
+
+
 def resolve(chip_name, efficiency=None, ideal: bool = False, regime: str = "serving",
             default: str = "auto") -> Efficiency:
     """``--ideal`` / ``--efficiency PRESET|auto|ideal`` → an Efficiency: the one rule of every command, the Python API
@@ -351,6 +418,8 @@ def resolve(chip_name, efficiency=None, ideal: bool = False, regime: str = "serv
 
     * ``ideal`` → the ideal roofline; with ``efficiency`` it must be None or 'ideal' (the same thing, accepted):
       ``--ideal --efficiency auto`` or ``--ideal --efficiency PRESET`` is one error naming both options;
+    * ``efficiency`` 'measured' → :func:`measured_efficiency` (``chip_name`` may then be a Chip, or a callable giving
+      one, or a name);
     * ``efficiency`` 'auto' → the chip's calibrated preset (:func:`default_efficiency`), 'ideal' → the ideal, a
       name → that preset, an :class:`Efficiency` → itself;
     * neither → ``default``: 'auto' (serve, simulate, plan, compare) or 'ideal' (roofline, sweep, layout, batching).
@@ -358,7 +427,7 @@ def resolve(chip_name, efficiency=None, ideal: bool = False, regime: str = "serv
     ``chip_name`` is read only for 'auto' (a callable is called then: the caller's lazy hardware look-up).
     """
     choice = efficiency.strip() if isinstance(efficiency, str) else efficiency
-    if isinstance(choice, str) and choice.lower() in ("ideal", "auto"):
+    if isinstance(choice, str) and choice.lower() in ("ideal", "auto", "measured"):
         choice = choice.lower()
     if ideal:
         if choice is None or choice == "ideal" or (isinstance(choice, Efficiency) and choice.ideal):
@@ -370,8 +439,16 @@ def resolve(chip_name, efficiency=None, ideal: bool = False, regime: str = "serv
         choice = default
     if choice == "ideal":
         return IDEAL
+    if choice == "measured":
+        chip = chip_name() if callable(chip_name) else chip_name
+        if isinstance(chip, str):
+            from ..specs.hardware import load_hardware
+
+            chip = load_hardware(chip)
+        return measured_efficiency(getattr(chip, "chip", chip), regime)
     if choice == "auto":
-        return default_efficiency(chip_name() if callable(chip_name) else chip_name, regime)
+        chip = chip_name() if callable(chip_name) else chip_name
+        return default_efficiency(getattr(chip, "name", chip), regime)
     return load_efficiency(choice)
 
 
@@ -382,11 +459,11 @@ def efficiency_for(hardware, efficiency=None, ideal: bool = False, default: str 
         from ..specs.hardware import load_hardware
 
         hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
-        return getattr(hw, "chip", hw).name
+        return getattr(hw, "chip", hw)
 
     return resolve(chip_name, efficiency, ideal, default=default)
 
 
 __all__ = ["Efficiency", "IDEAL", "FIT_PARAMS", "NUMERIC", "COMPOSITIONS", "presets", "load_efficiency",
-           "default_efficiency", "resolve", "efficiency_for", "stack_sched_s", "stack_seq_s", "stack_eager_s", "stack_request_s",
+           "default_efficiency", "resolve", "measured_efficiency", "for_stack", "SILICON_FIELDS", "efficiency_for", "stack_sched_s", "stack_seq_s", "stack_eager_s", "stack_request_s",
            "host_step_s"]

@@ -286,6 +286,43 @@ def step_working(times: OpTimes, index: int = 0) -> str:
     return f"{gpu} + {fmt(sched, 's')} [scheduler]" if sched else gpu
 
 
+def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
+    """The measured curve points behind a step's silicon terms (``--explain`` under ``--efficiency measured``: the
+    preset's ``silicon_from``): per GEMM operator, η_c(M) = η_c·M/(M+M½) at its rows M (``op`` set), then each
+    silicon number once with the curve, table and package version it was read from (``op`` None).
+    [] for a preset whose silicon is fitted."""
+    import re
+
+    src = dict(getattr(times.eff, "silicon_from", ()) or ())
+    if not src:
+        return []
+    eff = times.eff
+
+    def at(x):
+        a = np.asarray(x, dtype=float)
+        return float(a.reshape(-1)[index]) if a.size > 1 else float(a)
+
+    def curve(k):
+        m = re.search(r'"([^"]+)"', src.get(k, ""))
+        return m.group(1) if m else k
+
+    eta_c, half = at(eff.eta_compute), at(eff.gemm_half_tokens)
+    rows = []
+    for op in times.ops:
+        if op.m is not None and at(op.flops) > 0 and "eta_compute" in src:
+            m = at(op.m)
+            rows.append(dict(op=op.name, symbol=f"η_c(M={m:.4g})", working=f"{eta_c:.4f} · {m:.4g} / ({m:.4g} + "
+                                                                              f"{half:.2f})",
+                             value=float(gemm_efficiency(eta_c, m, half)), unit="",
+                             source=f"η_c·M/(M+M½), the {curve('eta_compute')} curve"))
+    for k, sym, unit in (("eta_compute", "η_c", ""), ("gemm_half_tokens", "M½", ""), ("eta_memory", "η_m", ""),
+                         ("kernel_latency_s", "τ_k", "s"), ("collective_latency_s", "τ_c", "s"),
+                         ("eta_comm", "η_comm", "")):
+        if k in src:
+            rows.append(dict(op=None, symbol=sym, working="", value=at(getattr(eff, k)), unit=unit, source=src[k]))
+    return rows
+
+
 def ops_table(times: OpTimes, scale=1.0, index=0) -> list[dict]:
     """One row per operator (``--ops``): FLOPs, bytes, arithmetic intensity, time and binding term.
 
@@ -314,5 +351,5 @@ def ops_table(times: OpTimes, scale=1.0, index=0) -> list[dict]:
     return rows
 
 
-__all__ = ["Op", "OpTimes", "attention_kernels", "compose", "op_terms", "step_working", "gemm_efficiency", "kernel_time", "ops_table", "KERNELS",
+__all__ = ["Op", "OpTimes", "attention_kernels", "compose", "op_terms", "step_working", "measured_points", "gemm_efficiency", "kernel_time", "ops_table", "KERNELS",
            "ELEMENTWISE_KERNELS_PER_LAYER", "OP_ORDER", "LAYER_TYPE"]

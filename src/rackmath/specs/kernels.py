@@ -4,8 +4,9 @@ Written by ``benchmarks/reduce_aiconfigurator.py`` from NVIDIA's aiconfigurator-
 ``specs/data/kernels/NOTICE-aiconfigurator.md``): GEMM time versus M per dtype, decode attention and MLA versus
 context, MoE grouped GEMM versus tokens, NCCL collectives versus bytes per group size, the floor latency of a small
 kernel — each curve with the package, its version, the table and the framework version that measured it. rackmath
-reads only these TOML files (never aiconfigurator). ``hardware show`` names their provenance; the step model does
-not read them yet (they are to become its priors).
+reads only these TOML files (never aiconfigurator). ``hardware show`` names their provenance; :func:`silicon` derives
+the step model's silicon parameters from them (``--efficiency measured``: ``engine.efficiency.measured_efficiency``),
+each number with the curve, table and package version it comes from.
 """
 
 from __future__ import annotations
@@ -69,7 +70,116 @@ def summary_line(chip: str, vendor: str = "") -> str:
         return p["note"]
     ops = ", ".join(f"{k} {v}" for k, v in p["ops"].items())
     return (f'{p["curves"]} curves ({ops}) from {p["package"]} {p["package_version"]} ({p["license"]}), measured on '
-            f'{p["device"]} with {", ".join(p["measured_with"])}; {p["file"]} (not yet used by the step model)')
+            f'{p["device"]} with {", ".join(p["measured_with"])}; {p["file"]} (the silicon of --efficiency '
+            f'measured)')
 
 
-__all__ = ["kernel_table", "provenance", "summary_line", "DIR"]
+#: The GEMM shape and dtypes whose curves stand for a chip's weight GEMMs (the largest shape measured), in order of
+#: preference: block-scaled FP8 (``fp8_block``: DeepSeek's FP8 checkpoints, the weight format of most FP8 serving),
+#: then per-tensor FP8, then BF16; the other dtypes' values are kept in the provenance (``by_dtype``). The engine has
+#: one η_c and one M½ per preset, not one per dtype.
+GEMM_SHAPE = (8192, 8192)
+GEMM_DTYPES = ("fp8_block", "fp8", "bf16")
+#: Rows from which a GEMM curve is compute-bound on every measured chip (the ridge M = peak·B/(BW·F/M) is 100–600).
+COMPUTE_ROWS = (512, 4096)
+#: The collective group whose curves set the collective terms: the largest NVLink group measured (8 GPUs), the TP / EP
+#: size of almost every NVIDIA serving record.
+COLLECTIVE_GPUS = 8
+
+
+def _curve(t: dict, op: str, **match):
+    for c in t["curves"]:
+        if c["op"] == op and all(c.get(k) == v for k, v in match.items()):
+            return c
+    return None
+
+
+def _where(t: dict, c: dict, point: str) -> str:
+    m = t["meta"]
+    return (f'{point} from {m["package"]} {m["package_version"]} {m["system"]} "{c["name"]}" '
+            f'({c["framework"]}@{c["framework_version"]}: {c["table"]})')
+
+
+def gemm_peak_efficiency(curve: dict, peak: float) -> float:
+    """η_c = max_M (2·M·N·K / t(M)) / peak: the share of the dtype's dense peak a large GEMM reaches (measured)."""
+    return max(curve["flops_per_s"]) / peak
+
+
+def gemm_half_rows(curve: dict, peak: float, eta_c: float, tau: float, rows=COMPUTE_ROWS) -> float:
+    """M½ of the step model's η_c(M) = η_c·M/(M+M½) from the compute-bound part of a GEMM curve:
+    t(M) − τ = 2·N·K·(M + M½) / (peak·η_c) ⇒ M½ = mean over M in ``rows`` of (t − τ)·peak·η_c / (2NK) − M, ≥ 0."""
+    n, k = curve["n"], curve["k"]
+    est = [(t - tau) * peak * eta_c / (2.0 * n * k) - m
+           for m, t in zip(curve["x_values"], curve["time_s"]) if rows[0] <= m <= rows[1]]
+    return max(0.0, sum(est) / len(est)) if est else 0.0
+
+
+def gemm_memory_efficiency(curve: dict, hbm_bw: float, tau: float, nbytes_per_param: float) -> float:
+    """η_m = B / (BW·(t(M=1) − τ)): a one-row GEMM reads its weights B = N·K·bytes once (memory-bound)."""
+    t1 = curve["time_s"][curve["x_values"].index(1.0)]
+    return min(1.0, curve["n"] * curve["k"] * nbytes_per_param / (hbm_bw * max(t1 - tau, 1e-9)))
+
+
+def collective_terms(curve: dict, scaleup_bw: float) -> tuple[float, float]:
+    """(α, η_comm) of an all-reduce curve over n GPUs: α = t at the smallest message (the fixed cost of one
+    collective); η_comm = 2(n−1)/n·B/scaleup_bw / t at the largest message (ring bound over the measured time;
+    NVLS in the switch can beat the ring: capped at 1)."""
+    n = curve["gpus"]
+    b, t = curve["x_values"][-1], curve["time_s"][-1]
+    return curve["time_s"][0], min(1.0, 2.0 * (n - 1) / n * b / scaleup_bw / t)
+
+
+def silicon(chip) -> dict | None:
+    """The step model's silicon parameters of a chip from its measured curves (None: no curves shipped).
+
+    ``{field: {"value": v, "from": "… curve, table, package version"}}`` for ``kernel_latency_s`` (τ: the shortest
+    GEMM measured, the floor of a small kernel), ``eta_compute`` and ``gemm_half_tokens`` (the 8192×8192 GEMM
+    curve, :func:`gemm_peak_efficiency`, :func:`gemm_half_rows`), ``eta_memory`` (its one-row point,
+    :func:`gemm_memory_efficiency`), ``collective_latency_s`` and ``eta_comm`` (the 8-GPU NCCL all-reduce,
+    :func:`collective_terms`); ``"by_dtype"`` holds η_c and M½ of every dtype measured.
+    """
+    t = kernel_table(chip.name)
+    if t is None:
+        return None
+    out = {}
+    floor = _curve(t, "kernel_floor")
+    tau = floor["time_s"][0]
+    out["kernel_latency_s"] = {"value": tau, "from": _where(t, floor, f"τ = {tau * 1e6:.2f} µs")}
+    by_dtype = {}
+    for dt in ("bf16", "fp8", "fp8_block"):
+        c = _curve(t, "gemm", dtype=dt, n=GEMM_SHAPE[0], k=GEMM_SHAPE[1])
+        peak = chip.flops.get("fp8" if dt.startswith("fp8") else dt)
+        if c is None or not peak:
+            continue
+        eta = gemm_peak_efficiency(c, peak)
+        by_dtype[dt] = {"eta_compute": eta, "gemm_half_tokens": gemm_half_rows(c, peak, eta, tau), "curve": c}
+    dt = next(d for d in GEMM_DTYPES if d in by_dtype)
+    g = by_dtype[dt]
+    out["eta_compute"] = {"value": g["eta_compute"], "from": _where(t, g["curve"], f"η_c = {g['eta_compute']:.3f} "
+                                                                                     f"(max FLOP/s / {dt} peak)")}
+    out["gemm_half_tokens"] = {"value": g["gemm_half_tokens"],
+                               "from": _where(t, g["curve"], f"M½ = {g['gemm_half_tokens']:.0f} rows "
+                                                             f"(M = {COMPUTE_ROWS[0]}–{COMPUTE_ROWS[1]})")}
+    cb = _curve(t, "gemm", dtype="bf16", n=GEMM_SHAPE[0], k=GEMM_SHAPE[1]) or g["curve"]
+    eta_m = gemm_memory_efficiency(cb, chip.hbm_bw, tau, 2.0 if cb["dtype"] == "bf16" else 1.0)
+    out["eta_memory"] = {"value": eta_m, "from": _where(t, cb, f"η_m = {eta_m:.3f} (M = 1 point)")}
+    ar = [c for c in t["curves"] if c["op"] == "all_reduce"]
+    if ar and chip.scaleup_bw:
+        c = min(ar, key=lambda c: abs(c["gpus"] - COLLECTIVE_GPUS))
+        alpha, eta_comm = collective_terms(c, chip.scaleup_bw)
+        out["collective_latency_s"] = {"value": alpha, "from": _where(t, c, f"α = {alpha * 1e6:.1f} µs "
+                                                                            f"({c['x_values'][0]:.0f} B)")}
+        out["eta_comm"] = {"value": eta_comm, "from": _where(t, c, f"η_comm = {eta_comm:.3f} "
+                                                                   f"({c['x_values'][-1] / 1e6:.0f} MB)")}
+    out["by_dtype"] = {k: {"eta_compute": v["eta_compute"], "gemm_half_tokens": v["gemm_half_tokens"]}
+                       for k, v in by_dtype.items()}
+    return out
+
+
+def silicon_values(chip) -> dict:
+    """``{field: value}`` of :func:`silicon` ({} for a chip without curves)."""
+    s = silicon(chip) or {}
+    return {k: v["value"] for k, v in s.items() if k != "by_dtype"}
+
+
+__all__ = ["kernel_table", "provenance", "summary_line", "silicon", "silicon_values", "DIR"]

@@ -150,6 +150,40 @@ def resolve(framework: str):
     raise InputError("framework", f"unknown stack version {text[:80]!r}", known)
 
 
+HOSTS = Path(__file__).parent / "data" / "launch" / "stack_hosts.toml"
+
+
+@lru_cache(maxsize=1)
+def _host_table() -> dict:
+    from .catalog import _read_toml
+
+    if not HOSTS.exists():
+        return {}
+    out = {}
+    for i, t in enumerate(_read_toml(HOSTS).get("_stack_host", [])):
+        label = t.get("stack_version")
+        if not isinstance(label, str):
+            raise CatalogError(str(HOSTS), f"_stack_host[{i}].stack_version", "missing")
+        vals = {}
+        for k, hi in (("sched", 0.05), ("seq", 1e-3), ("eager", 1e-3), ("request", 10.0), ("kernel", 1e-4)):
+            v = t.get(f"{k}_s")
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < hi:
+                raise CatalogError(str(HOSTS), f"_stack_host[{i}].{k}_s", f"{v!r} (accepted: 0 … {hi:g} s)")
+            vals[k] = float(v)
+        out[label] = vals
+    return out
+
+
+def host_times(label: str) -> dict:
+    """A stack version's host times fitted with the silicon fixed from measured kernel curves
+    (``specs/data/launch/stack_hosts.toml``, written by ``benchmarks/stack_fit.py``): ``{"sched": s, "seq": s,
+    "eager": s, "request": s, "kernel": s}`` ({} for a version without); ``kernel`` is the stack's time per kernel
+    on top of the silicon's floor τ (launch gaps, unfused work: ``engine.efficiency.for_stack``)."""
+    return dict(_host_table().get(str(label), {}))
+
+
 def from_image(image: str):
     """The listed :class:`StackVersion` a container image ran (None if no version lists it)."""
     for v in stack_versions():
@@ -159,4 +193,4 @@ def from_image(image: str):
 
 
 __all__ = ["StackVersion", "stack_versions", "versions_of", "known_labels", "resolve", "from_image", "version_key",
-           "stack_name", "STACK_ALIASES"]
+           "stack_name", "STACK_ALIASES", "host_times"]

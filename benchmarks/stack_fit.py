@@ -1,0 +1,192 @@
+"""Issue 34's staged fit, measured: silicon from measured kernel curves, then five stack times per stack version.
+
+    python benchmarks/stack_fit.py                # every table (a few minutes on one core)
+    python benchmarks/stack_fit.py --write        # also write specs/data/launch/stack_hosts.toml (--efficiency measured)
+    python benchmarks/stack_fit.py --quick        # in-sample tables only
+
+Prints, per metric (output tok/s/GPU, TPOT, TTFT): the InferenceMAX records (``fit = false``) and the published
+records (``fit = true``) under
+  0. today's presets (silicon and host times fitted jointly: the baseline),
+  1. silicon from the curves, the presets' host times (no refit),
+  2. silicon from the curves, host times fitted per stack version — in sample, leaving one InferenceMAX group out,
+     leaving one stack version out;
+and the parameter and record counts per stack version (rackmath.analyses.stack_fit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from rackmath.analyses import stack_fit as S
+from rackmath.analyses.calibration import fitted_records
+from rackmath.analyses.validation import records
+from rackmath.engine.efficiency import default_efficiency
+
+
+def table(title, recs, pred):
+    from rackmath.specs.kernels import kernel_table
+
+    print(f"\n{title}")
+    print(f"  {'metric':18s} {'chips':9s} {'records':>7s} {'median |err|':>12s} {'signed':>8s} {'within 2x':>10s}")
+    parts = {"all": recs, "curves": [r for r in recs if kernel_table(r.chip) is not None],
+             "no curves": [r for r in recs if kernel_table(r.chip) is None]}
+    reps = {k: S.report(v, pred) for k, v in parts.items() if v}
+    for c in ("output tok/s/GPU", "TPOT", "TTFT"):
+        for k, rep in reps.items():
+            if c in rep:
+                r = rep[c]
+                print(f"  {c:18s} {k:9s} {r['records']:7d} {r['median_abs'] * 100:11.1f}% "
+                      f"{r['median_signed'] * 100:+7.1f}% {r['within_2x']:5d}/{r['records']}")
+    sys.stdout.flush()
+    return reps["all"]
+
+
+def by_group(recs, pred):
+    """Median |error| (signed) of each InferenceMAX group and metric."""
+    groups = sorted({r.group for r in recs})
+    print(f"  {'group':36s} {'tok/s/GPU':>16s} {'TPOT':>16s} {'TTFT':>16s}")
+    for g in groups:
+        rep = S.report([r for r in recs if r.group == g], pred)
+        cells = [f"{rep[c]['median_abs'] * 100:5.0f}% ({rep[c]['median_signed'] * 100:+4.0f}%)" if c in rep else ""
+                 for c in ("output tok/s/GPU", "TPOT", "TTFT")]
+        print(f"  {g:36s} " + " ".join(f"{c:>16s}" for c in cells))
+
+
+def all_records_table(title, recs, pred):
+    e = np.array([pred[r.id] / r.value - 1.0 for r in recs if r.id in pred])
+    ok = np.isfinite(e)
+    print(f"{title}: {len(e)} records, median |error| {np.median(np.abs(e[ok])) * 100:.1f}%, "
+          f"within 2x {int(np.sum(ok & (e + 1 <= 2) & (e + 1 >= 0.5)))}/{len(e)}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--write", action="store_true")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--one-at-a-time", action="store_true",
+                    help="TPOT on H200 / B200 / GB200 with one silicon number at a time from the curves")
+    ap.add_argument("--hierarchical", action="store_true",
+                    help="each version's times with its engine's pooled fit as start and prior: in sample and one "
+                         "group out")
+    ap.add_argument("--logo-only", action="store_true", help="in-sample and leave-one-group-out tables only")
+    a = ap.parse_args(argv)
+    t0 = time.time()
+    allrecs = records()
+    imx = [r for r in allrecs if not r.fit and r.exclude is None and r.status != "derived"]
+    pub = fitted_records(allrecs)
+    recs = imx + pub
+    preset = default_efficiency("h200")
+    starts = {e: S.host_vector(preset, e) for e in ("trtllm", "vllm", "sglang", "vllm_v0", "generic")}
+    hosts0 = {S.version_of(r): starts[S.engine_of(S.version_of(r))] for r in recs}
+
+    base = S.Predictor(measured=False)
+    meas = S.Predictor(measured=True)
+    if a.one_at_a_time:
+        return one_at_a_time(imx, hosts0)
+    if a.hierarchical:
+        hosts = {v: S.fit_version(recs, meas, starts, v, hierarchical=True) for v in sorted({S.version_of(r) for r in recs})}
+        ph = dict(zip((r.id for r in recs), S.predict(recs, meas, hosts)))
+        table("hierarchical: measured silicon, version times around the engine's — InferenceMAX, in sample", imx, ph)
+        all_records_table("hierarchical — published records, in sample", pub, ph)
+        lh = S.leave_one_group_out(recs, meas, starts, hierarchical=True)
+        table("hierarchical: leave one InferenceMAX group out", imx, lh)
+        by_group(imx, lh)
+        print(f"[{time.time() - t0:.0f} s]")
+        return
+    p0 = dict(zip((r.id for r in recs), S.predict(recs, base, hosts0)))
+    table("0. today's presets — InferenceMAX (fit = false, out of sample)", imx, p0)
+    all_records_table("0. today's presets — published records (in sample)", pub, p0)
+    p1 = dict(zip((r.id for r in recs), S.predict(recs, meas, hosts0)))
+    table("1. silicon from measured curves, presets' host times — InferenceMAX", imx, p1)
+    all_records_table("1. silicon from measured curves, presets' host times — published records", pub, p1)
+    print(f"[{time.time() - t0:.0f} s]")
+
+    hosts = S.fit_all(recs, meas, starts)
+    p2 = dict(zip((r.id for r in recs), S.predict(recs, meas, hosts)))
+    table("2. measured silicon + host times per stack version — InferenceMAX, in sample", imx, p2)
+    all_records_table("2. measured silicon + host times per stack version — published records, in sample", pub, p2)
+    print(f"[{time.time() - t0:.0f} s]")
+    print("\nper stack version: records, fitted parameters, t_sched, τ_seq, τ_eager, t_request, τ_stack")
+    by_v = {}
+    for r in recs:
+        by_v.setdefault(S.version_of(r), []).append(r)
+    for v in sorted(by_v):
+        h = hosts[v]
+        print(f"  {v:32s} {len(by_v[v]):4d} rec  {len(h)} par  {h[0] * 1e3:6.3f} ms {h[1] * 1e6:6.2f} µs "
+              f"{h[2] * 1e6:6.2f} µs {h[3] * 1e3:7.2f} ms {h[4] * 1e6:6.2f} µs")
+    if a.write:
+        write(hosts, by_v)
+    if a.quick:
+        return
+    logo = S.leave_one_group_out(recs, meas, starts)
+    table("2. leave one InferenceMAX group out (model × chip × framework), measured silicon", imx, logo)
+    by_group(imx, logo)
+    print(f"[{time.time() - t0:.0f} s]")
+    if a.logo_only:
+        return
+    imx_versions = sorted({S.version_of(r) for r in imx})
+    lovo = S.leave_one_version_out(recs, meas, starts, imx_versions)
+    table("2. leave one stack version out (InferenceMAX versions), measured silicon", imx, lovo)
+    hosts_ctrl = S.fit_all(recs, base, starts)
+    pc = dict(zip((r.id for r in recs), S.predict(recs, base, hosts_ctrl)))
+    table("control: presets' silicon + host times per stack version — InferenceMAX, in sample", imx, pc)
+    all_records_table("control: presets' silicon + host times per stack version — published, in sample", pub, pc)
+    logo_c = S.leave_one_group_out(recs, base, starts)
+    table("control: leave one InferenceMAX group out, presets' silicon", imx, logo_c)
+    print(f"[{time.time() - t0:.0f} s]")
+
+
+def one_at_a_time(imx, hosts0):
+    """Median signed TPOT error per NVIDIA chip, and median |error| over their runs' three metrics, with the presets'
+    silicon except one number from the curves (the presets' host times)."""
+    from dataclasses import replace
+
+    from rackmath.engine.efficiency import SILICON_FIELDS
+
+    nv = [r for r in imx if r.chip in ("h200", "b200", "gb200")]
+    for field in (None, "all") + SILICON_FIELDS:
+        p = S.Predictor(measured=field is not None)
+        if field not in (None, "all"):
+            measured = p.eff
+
+            def eff(rec, _m=measured, _f=field):
+                return replace(default_efficiency(rec.chip), **{_f: getattr(_m(rec), _f)})
+
+            p.eff = eff
+        pred = S.predict(nv, p, hosts0)
+        cells = [f"{c} TPOT {np.median([q / r.value - 1 for r, q in zip(nv, pred) if r.chip == c and r.metric == 'tpot_s']) * 100:+4.0f}%"
+                 for c in ("h200", "b200", "gb200")]
+        e = np.abs(np.array([q / r.value - 1 for r, q in zip(nv, pred)]))
+        print(f"  {str(field or 'presets'):22s} " + "  ".join(cells) + f"  all metrics {np.median(e) * 100:.1f}%")
+
+
+def write(hosts, by_v):
+    path = Path(__file__).resolve().parents[1] / "src/rackmath/specs/data/launch/stack_hosts.toml"
+    lines = ["# Host times per stack version, fitted with the silicon fixed from measured kernel curves (issue 34):",
+             "# written by `python benchmarks/stack_fit.py --write` (rackmath.analyses.stack_fit). Read by",
+             "# --efficiency measured (engine.efficiency.for_stack); the fitted presets do not read them.",
+             "# Each version: its five stack times fitted on its own records (robust mean |log error|): scheduler",
+             "# time per step, host time per sequence per step, eager dispatch per kernel, per-request time, and",
+             "# kernel_s, the stack's time per kernel on top of the silicon's floor τ. Records on chips without",
+             "# measured curves (AMD) are predicted at their fitted preset's silicon. Keys starting with \"_\" are",
+             "# not catalog kinds.", ""]
+    for v in sorted(hosts):
+        if "@" not in v:
+            continue
+        h = hosts[v]
+        lines += ["[[_stack_host]]", f'stack_version = "{v}"', f"sched_s = {h[0]:.4g}", f"seq_s = {h[1]:.4g}",
+                  f"eager_s = {h[2]:.4g}", f"request_s = {h[3]:.4g}", f"kernel_s = {h[4]:.4g}",
+                  f"records = {len(by_v[v])}",
+                  f'source = "fitted by benchmarks/stack_fit.py on the {len(by_v[v])} records of {v} '
+                  f'(specs/data/records/inferencemax.toml), silicon from specs/data/kernels"', ""]
+    path.write_text("\n".join(lines))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Issue 34, staged: the step model's silicon from measured kernel curves (``--efficiency measured``) and host times
+per stack version (``rackmath.analyses.stack_fit``, ``specs/data/launch/stack_hosts.toml``)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from rackmath.engine.efficiency import default_efficiency, for_stack, resolve
+from rackmath.specs.hardware import load_hardware
+from rackmath.specs.kernels import kernel_table, silicon
+
+
+def _h200():
+    return load_hardware("h200").chip
+
+
+def test_silicon_numbers_hand_derived_from_h200_curves():
+    s = silicon(_h200())
+    # τ: the shortest GEMM aiconfigurator measured on H200 (M=8, N=32, K=64): 2.4427 µs
+    assert s["kernel_latency_s"]["value"] == pytest.approx(2.4427e-06)
+    # η_m: the BF16 8192×8192 GEMM at M = 1 reads 8192·8192·2 B in 35.616 µs − τ at 4.8 TB/s
+    assert s["eta_memory"]["value"] == pytest.approx(8192 * 8192 * 2 / (4.8e12 * (35.616e-6 - 2.4427e-6)), rel=1e-4)
+    assert s["eta_memory"]["value"] == pytest.approx(0.8429, abs=1e-3)
+    # α: NCCL all-reduce of 512 B over 8 H200: 16.01 µs; η_comm: 2·7/8·537 MB / 450 GB/s / 2.0403 ms = 1.02 → 1
+    assert s["collective_latency_s"]["value"] == pytest.approx(16.01e-6)
+    assert 2 * 7 / 8 * 536870910 / 450e9 / 2.0403e-3 > 1.0 and s["eta_comm"]["value"] == 1.0
+    # every number names its curve, table and the package version
+    for k in ("kernel_latency_s", "eta_compute", "gemm_half_tokens", "eta_memory", "collective_latency_s", "eta_comm"):
+        assert "aiconfigurator-core 0.12.0" in s[k]["from"] and ".parquet" in s[k]["from"], k
+
+
+def test_derived_gemm_law_reproduces_the_measured_curve():
+    """t(M) = τ + max(2MNK / (peak·η_c(M)), NK·bytes / (BW·η_m)) with the derived η_c, M½, η_m, τ is within 15% of
+    the compute-bound points of the curve η_c and M½ came from (M = 256 … 16384); below, the block-scaled FP8 GEMM
+    runs slower than the BF16 GEMM's bandwidth (24.4 µs at M = 1 against 19 µs: its scales and dequantisation), a gap
+    the one-η_m model does not carry (docs/validation.md)."""
+    chip = _h200()
+    s = silicon(chip)
+    c = next(c for c in kernel_table("h200")["curves"] if c["op"] == "gemm" and c["dtype"] == "fp8_block"
+             and c["n"] == 8192)
+    eta_c, half, tau = s["eta_compute"]["value"], s["gemm_half_tokens"]["value"], s["kernel_latency_s"]["value"]
+    assert 0.4 < eta_c < 0.8 and 0 < half < 200
+    law = {}
+    for m, t in zip(c["x_values"], c["time_s"]):
+        comp = 2 * m * 8192 * 8192 / (chip.flops["fp8"] * eta_c * m / (m + half))
+        mem = 8192 * 8192 * 1.0 / (chip.hbm_bw * s["eta_memory"]["value"])
+        law[m] = (tau + max(comp, mem), t)
+    for m in (256, 512, 1024, 2048, 4096, 8192, 16384):
+        assert law[m][0] == pytest.approx(law[m][1], rel=0.15), m
+    assert law[1][0] < 0.85 * law[1][1]
+
+
+def test_measured_efficiency_only_where_curves_exist():
+    e = resolve("h200", "measured")
+    assert e.name == "measured-h200" and e.per_version
+    assert e.kernel_latency_s == pytest.approx(2.4427e-06)
+    assert dict(e.silicon_from)["eta_compute"].startswith("η_c")
+    # a chip without curves (AMD) keeps its fitted preset, and says so
+    amd = resolve("mi355x", "measured")
+    preset = default_efficiency("mi355x")
+    assert not amd.silicon_from and amd.eta_compute == preset.eta_compute and amd.mla_kernel_scale == preset.mla_kernel_scale
+    assert amd.kernel_latency_s == preset.kernel_latency_s and "no measured kernel curves for mi355x" in amd.note
+    # the default is unchanged: the fitted preset
+    assert resolve("h200", "auto").name == "hopper-serving" and not resolve("h200", "auto").per_version
+
+
+def test_stack_version_host_times_applied_only_under_measured():
+    import tomllib
+
+    from rackmath.analyses.serving import load_stack
+    from rackmath.specs.stacks import HOSTS
+
+    rows = {t["stack_version"]: t for t in tomllib.loads(HOSTS.read_text())["_stack_host"]}
+    st = load_stack("sglang@0.5.7")
+    e = for_stack(resolve("h200", "measured"), st)
+    assert e.eager_sglang_s == pytest.approx(rows["sglang@0.5.7"]["eager_s"])
+    assert e.sched_sglang_s == pytest.approx(rows["sglang@0.5.7"]["sched_s"])
+    assert e.request_sglang_s == pytest.approx(rows["sglang@0.5.7"]["request_s"])
+    # τ_k = τ_silicon (the floor measured on H200) + the version's own time per kernel
+    assert e.kernel_latency_s == pytest.approx(2.4427e-06 + rows["sglang@0.5.7"].get("kernel_s", 0.0))
+    preset = resolve("h200", "auto")
+    assert for_stack(preset, st) is preset
+
+
+def test_serve_explain_names_the_curve_point():
+    from rackmath.analyses.serving import serve
+
+    r = serve("deepseek-r1", "h200", gpus=8, isl=1024, osl=1024, concurrency=64, framework="sglang",
+              efficiency="measured")
+    text = r.explain().render()
+    assert "η_c(M=64) [qkv_o]" in text and "gemm fp8_block N=8192 K=8192" in text
+    assert "nccl_perf.parquet" in text
+    # the η_c(M) line is the law at the curve's numbers
+    s = silicon(_h200())
+    want = s["eta_compute"]["value"] * 64 / (64 + s["gemm_half_tokens"]["value"])
+    assert f"{want:.4g}" in text
+
+
+def test_stack_fit_recovers_known_host_times():
+    """Records whose 'measured' values are the model's own predictions at known host times are fitted back to a loss
+    of (almost) zero from the presets' host times."""
+    from dataclasses import replace
+
+    from rackmath.analyses import stack_fit as S
+    from rackmath.analyses.validation import records
+
+    recs = [r for r in records() if r.group == "gptoss-fp4 × h200 × vllm"][:9]
+    assert len(recs) == 9
+    pred = S.Predictor(measured=True)
+    truth = np.array([1.0e-3, 5e-6, 3e-5, 0.05, 2e-6])
+    fake = [replace(r, value=float(pred(r, truth)[0])) for r in recs]
+    start = S.host_vector(default_efficiency("h200"), "vllm")
+    fitted = S.fit_hosts(fake, pred, start)
+    err = [abs(math.log(pred(r, fitted)[0] / r.value)) for r in fake]
+    err0 = [abs(math.log(pred(r, start)[0] / r.value)) for r in fake]
+    assert np.mean(err0) > 0.1  # the start is far off
+    assert np.median(err) < 0.02 and np.mean(err) < 0.1 * np.mean(err0)
+
+
+def test_leave_one_group_out_never_sees_the_group():
+    """A group's held-out predictions do not move when its own measured values do; the other group's do (the first
+    group is in its training set)."""
+    from dataclasses import replace
+
+    from rackmath.analyses import stack_fit as S
+    from rackmath.analyses.validation import records
+
+    a, b = "gptoss-fp4 × h200 × vllm", "gptoss-fp4 × b200 × vllm"
+    recs = [r for g in (a, b) for r in [r for r in records() if r.group == g and r.stack == "vllm@0.13.0"
+                                        and r.metric == "tpot_s"][:6]]
+    assert {r.group for r in recs} == {a, b}
+    pred = S.Predictor(measured=True)
+    starts = {"vllm": S.host_vector(default_efficiency("h200"), "vllm")}
+    before = S.leave_one_group_out(recs, pred, starts)
+    moved = [replace(r, value=r.value * 3.0) if r.group == a else r for r in recs]
+    after = S.leave_one_group_out(moved, pred, starts)
+    held_a = [r.id for r in recs if r.group == a]
+    held_b = [r.id for r in recs if r.group == b]
+    assert all(before[i] == after[i] for i in held_a)
+    assert any(abs(before[i] / after[i] - 1) > 1e-6 for i in held_b)
