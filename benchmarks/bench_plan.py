@@ -27,7 +27,7 @@ def main() -> None:
     ap.add_argument("--model", default="llama-3.1-70b")
     args = ap.parse_args()
 
-    from rackmath.analyses.planner import plan
+    from rackmath.analyses.serving.plan import plan
 
     kw = dict(users=1000, isl=1000, osl=1000, ttft=1.0, tok_s_user=50)
     t0 = time.perf_counter()

@@ -31,7 +31,7 @@ def main() -> None:
 
     import numpy as np
 
-    from rackmath.analyses.simulate import parse_trace, simulate
+    from rackmath.analyses.serving.simulate import parse_trace, simulate
 
     simulate("llama-3.1-8b", "h100", gpus=1, tp=1, rate=5, requests=1000)  # warm-up (imports, catalog)
     cases = [

@@ -50,7 +50,7 @@ def main() -> None:
           f"vp {out['parallelism']['v']}, recompute {out['parallelism']['recompute']}")
     if args.no_validate:
         return
-    from rackmath.analyses.training_fit import validate_training
+    from rackmath.analyses.fitting.training import validate_training
 
     t0, c0 = time.perf_counter(), time.process_time()
     v = validate_training()

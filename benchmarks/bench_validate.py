@@ -36,7 +36,8 @@ def main() -> None:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    from rackmath.analyses import calibration, validation
+    from rackmath.analyses.fitting import calibration
+    from rackmath.analyses.fitting import validation
 
     t_import = time.perf_counter() - t0
     recs = validation.records(tuple(args.records))

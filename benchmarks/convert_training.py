@@ -211,7 +211,7 @@ def convert(row) -> dict:
     ep = par.get("ep")
     cp = par.get("cp")
     if vp is None and (pp or 1) > 1 and repo_of(row) == "":
-        vp = 0  # not stated: rackmath's default (analyses.training.default_vp), as `train` uses without --vp
+        vp = 0  # not stated: rackmath's default (analyses.training.model.default_vp), as `train` uses without --vp
         assumptions.append("virtual stages not stated: rackmath's default, about 2 layers per virtual stage (the "
                            "Llama 3 paper, §3.3.2, ran an interleaved schedule)")
     out.update(tp=tp or 1, pp=pp or 1, cp=cp or 1, ep=ep or 1, vp=1 if vp is None else vp, dp=par.get("dp"), sharding=sharding,

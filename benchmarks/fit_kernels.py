@@ -6,9 +6,9 @@ The step model (engine/step.py) costs a kernel as t = τ + max(F / (peak · η_c
 timings of one GPU this prints
 
 * τ_min: the shortest kernel in a CUDA graph (a one-element add);
-* τ_gemm and η_m: :func:`rackmath.analyses.measure.fit_kernel_line`, the line t = τ + B / (BW · η_m) through
+* τ_gemm and η_m: :func:`rackmath.analyses.fitting.measure.fit_kernel_line`, the line t = τ + B / (BW · η_m) through
   the decode GEMMs (M = 1) in relative error, over weight matrices of 0.25 to 512 MB;
-* η_c and M½ per dtype and shape: :func:`rackmath.analyses.measure.fit_gemm_efficiency` on the GEMMs at
+* η_c and M½ per dtype and shape: :func:`rackmath.analyses.fitting.measure.fit_gemm_efficiency` on the GEMMs at
   M = 1 … 8192, bf16 and FP8 (FLOP/s over the catalog's dense peak of that dtype; points at the
   weight-streaming floor are left out by that function);
 * η_kv: decode attention's KV bytes/s over the catalog bandwidth, for caches of 256 MB and more;
@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rackmath.analyses.measure import fit_gemm_efficiency, fit_kernel_line  # noqa: E402
+from rackmath.analyses.fitting.measure import fit_gemm_efficiency, fit_kernel_line  # noqa: E402
 from rackmath.engine.efficiency import default_efficiency  # noqa: E402
 from rackmath.specs.hardware import load_chip  # noqa: E402
 

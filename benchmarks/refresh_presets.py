@@ -3,7 +3,7 @@
     rackmath validate --cv --json > cv.json
     python benchmarks/refresh_presets.py cv.json            # prints the new serving.toml
     python benchmarks/refresh_presets.py cv.json --write    # replaces src/rackmath/specs/data/efficiency/serving.toml
-                                                            # and src/rackmath/analyses/data/heldout.json
+                                                            # and src/rackmath/analyses/fitting/data/heldout.json
     python benchmarks/refresh_presets.py cv.json --heldout-only --write   # the held-out table alone (a LOSO-only run)
 
 Per hardware family: the in-sample fit of every shipped record (``cv["in_sample"]["fit"]``), named
@@ -12,7 +12,7 @@ Per hardware family: the in-sample fit of every shipped record (``cv["in_sample"
 family tied (refitted here, ~30 s), with ``error_band`` = the leave-one-hardware-family-out median over all records.
 Nothing is tuned by hand: the numbers are the fitter's.
 
-The held-out table (``analyses/evidence.py``: what ``serve`` prints as "nearest measured") is every fitted serving
+The held-out table (``analyses/fitting/evidence.py``: what ``serve`` prints as "nearest measured") is every fitted serving
 record's configuration, measured value, in-sample prediction and leave-one-source-out prediction from the same run.
 """
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 TARGET = ROOT / "src" / "rackmath" / "specs" / "data" / "efficiency" / "serving.toml"
-HELDOUT = ROOT / "src" / "rackmath" / "analyses" / "data" / "heldout.json"
+HELDOUT = ROOT / "src" / "rackmath" / "analyses" / "fitting" / "data" / "heldout.json"
 HEADER = """Efficiency presets of the step model (engine/step.py), fitted on the records of specs/data/records by
 benchmarks/refresh_presets.py from `rackmath validate --cv --json` (docs/validation.md). error_band: the
 leave-one-source-out median |error| of the family's records; cross-family: the leave-one-hardware-family-out median."""
@@ -37,8 +37,8 @@ leave-one-source-out median |error| of the family's records; cross-family: the l
 def heldout_table(cv: dict) -> str:
     """The held-out table (JSON: machine-written derived data, read on every ``serve``, where JSON parses 20× faster
     than TOML): every fitted serving record in ``cv`` with its in-sample and leave-one-source-out predictions."""
-    from rackmath.analyses import calibration as cal
-    from rackmath.analyses.validation import serve_kwargs
+    from rackmath.analyses.fitting import calibration as cal
+    from rackmath.analyses.fitting.validation import serve_kwargs
     from rackmath.specs.models import load_model
 
     ins = {r["id"]: r for r in cv["in_sample"]["records"]}
@@ -62,7 +62,7 @@ def heldout_table(cv: dict) -> str:
         sys.exit("no serving record with both in-sample and leave-one-source-out predictions in the CV JSON")
     about = ("Derived data: every fitted serving record with its in-sample and leave-one-source-out predictions, "
              "written by benchmarks/refresh_presets.py from one `rackmath validate --cv --json` run "
-             "(analyses/evidence.py; docs/validation.md). Regenerate it with the presets; never edit by hand.")
+             "(analyses/fitting/evidence.py; docs/validation.md). Regenerate it with the presets; never edit by hand.")
     return json.dumps({"about": about, "heldout": rows}, indent=1, ensure_ascii=False) + "\n"
 
 
@@ -81,7 +81,7 @@ def main() -> None:
         else:
             print(text)
         return
-    from rackmath.analyses import calibration as cal
+    from rackmath.analyses.fitting import calibration as cal
     from rackmath.specs.hardware import chips as catalog_chips
     from rackmath.specs.records import HARDWARE_FAMILIES
 

@@ -108,7 +108,7 @@ def _overrides(items, names, field_names):
 
 def variant(args):
     """The shipped spec with the command line's changes."""
-    from rackmath.analyses import calibration as cal
+    from rackmath.analyses.fitting import calibration as cal
 
     spec = cal.default_spec()
     names = spec.names
@@ -215,7 +215,7 @@ def main(argv=None) -> int:
                 base[k].get("records"), list) for k in ("source", "hardware", "model", "loo")):
             ap.error(f"--base {a.base}: no held-out records in it (write one with --json or `rackmath validate --cv "
                      "--json`)")
-    from rackmath.analyses import calibration as cal
+    from rackmath.analyses.fitting import calibration as cal
 
     schemes = tuple(s for s in a.schemes.split(",") if s)
     bad = [s for s in schemes if s not in cal.CV_SCHEMES]

@@ -10,7 +10,7 @@ records (``fit = true``) under
   1. silicon from the curves, the presets' host times (no refit),
   2. silicon from the curves, host times fitted per stack version — in sample, leaving one InferenceMAX group out,
      leaving one stack version out;
-and the parameter and record counts per stack version (rackmath.analyses.stack_fit).
+and the parameter and record counts per stack version (rackmath.analyses.fitting.stack).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rackmath.analyses import stack_fit as S
-from rackmath.analyses.calibration import fitted_records
-from rackmath.analyses.validation import records
+from rackmath.analyses.fitting import stack as S
+from rackmath.analyses.fitting.calibration import fitted_records
+from rackmath.analyses.fitting.validation import records
 from rackmath.engine.efficiency import default_efficiency
 
 
@@ -168,7 +168,7 @@ def one_at_a_time(imx, hosts0):
 def write(hosts, by_v):
     path = Path(__file__).resolve().parents[1] / "src/rackmath/specs/data/launch/stack_hosts.toml"
     lines = ["# Host times per stack version, fitted with the silicon fixed from measured kernel curves (issue 34):",
-             "# written by `python benchmarks/stack_fit.py --write` (rackmath.analyses.stack_fit). Read by",
+             "# written by `python benchmarks/stack_fit.py --write` (rackmath.analyses.fitting.stack). Read by",
              "# --efficiency measured (engine.efficiency.for_stack); the fitted presets do not read them.",
              "# Each version: its five stack times fitted on its own records (robust mean |log error|): scheduler",
              "# time per step, host time per sequence per step, eager dispatch per kernel, per-request time, and",

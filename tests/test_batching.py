@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rackmath.analyses import batching as ba
+from rackmath.analyses.lecture import batching as ba
 from rackmath.specs.hardware import hardware_ratio, load_chip
 from rackmath.specs.models import load_model
 

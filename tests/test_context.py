@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from rackmath.analyses import context as cx
+from rackmath.analyses.lecture import context as cx
 
 
 def test_kv_read_kinds():

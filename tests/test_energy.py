@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rackmath.analyses import energy as en
+from rackmath.analyses.lecture import energy as en
 from rackmath.errors import InputError
 from rackmath.specs.hardware import load_chip
 

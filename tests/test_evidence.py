@@ -1,4 +1,4 @@
-"""The measurements `serve` names beside a prediction (analyses/evidence.py, analyses/data/heldout.json)."""
+"""The measurements `serve` names beside a prediction (analyses/fitting/evidence.py, analyses/fitting/data/heldout.json)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 import pytest
 
 from conftest import run_cli
-from rackmath.analyses import evidence as E
-from rackmath.analyses import validation
+from rackmath.analyses.fitting import evidence as E
+from rackmath.analyses.fitting import validation
 from rackmath.engine.efficiency import load_efficiency
 
 SERVE_C2 = ("serve", "deepseek-r1", "-H", "mi300x-8", "--isl", "3200", "--osl", "800", "-c", "4", "--tp", "8",
@@ -78,7 +78,7 @@ def test_no_record_of_the_family_on_that_hardware_says_so():
     code, out, err = run_cli("serve", "gpt-oss-120b", "-H", "mi355x-8", "--isl", "1000", "--osl", "1000", "-c", "8")
     assert code == 0, err
     assert "none: no shipped record of gpt-oss on amd" in out
-    from rackmath.analyses.serving import serve
+    from rackmath.analyses.serving.serve import serve
 
     import numpy as np
 
@@ -104,8 +104,8 @@ def test_refresh_presets_writes_the_shipped_table_from_its_predictions():
 
 
 def test_a_missing_table_drops_the_rows_not_the_answer(tmp_path, monkeypatch):
-    """A broken install without analyses/data/heldout.json still answers; the evidence rows are left out."""
-    from rackmath.analyses.serving import serve
+    """A broken install without analyses/fitting/data/heldout.json still answers; the evidence rows are left out."""
+    from rackmath.analyses.serving.serve import serve
 
     monkeypatch.setattr(E, "DATA", tmp_path / "absent.json")
     E.table.cache_clear()

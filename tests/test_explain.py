@@ -83,7 +83,7 @@ def _derivations():
 
 
 def _plan(framework=None, mtp=0, model="llama-3.1-70b", hw="h100"):
-    from rackmath.analyses.planner import plan
+    from rackmath.analyses.serving.plan import plan
 
     r = plan(model, hw, isl=1000, osl=1000, users=64, confirm=False, explain=True, framework=framework, mtp=mtp,
              modes=("aggregated",))

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from rackmath.analyses import calibration, validation
+from rackmath.analyses.fitting import calibration
+from rackmath.analyses.fitting import validation
 from rackmath.specs import records as R
 from rackmath.specs import stacks as S
 

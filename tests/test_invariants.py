@@ -79,7 +79,7 @@ _CASES = [(cfg, isl, osl, ideal, kvdt)
 
 @pytest.mark.parametrize("cfg,isl,osl,ideal,kvdt", _CASES)
 def test_serve_monotone_in_concurrency(cfg, isl, osl, ideal, kvdt):
-    from rackmath.analyses.serving import serve
+    from rackmath.analyses.serving.serve import serve
 
     model, hw, gpus = cfg
     kw = dict(gpus=gpus, isl=isl, osl=osl, ideal=ideal, kv_dtype=kvdt)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from rackmath.analyses import batching as ba
+from rackmath.analyses.lecture import batching as ba
 from rackmath.claims import all_claims, summary
 
 GB200_RACK_HBM = 72 * 186e9  # 13.392 TB
@@ -287,8 +287,8 @@ def test_weight_read_flag_validated_and_explained():
 
 
 def test_zero_bubble_and_rack_size_models():
-    from rackmath.analyses.pipeline import schedule_bubbles, zero_bubble_fraction
-    from rackmath.analyses.racks import rack_limits
+    from rackmath.analyses.lecture.pipeline import schedule_bubbles, zero_bubble_fraction
+    from rackmath.analyses.lecture.racks import rack_limits
 
     b = schedule_bubbles(4, 8, chunks=2)
     assert b["1F1B"] == pytest.approx(3 / 11) and b["interleaved 1F1B (v = 2)"] == pytest.approx(3 / 19)
@@ -302,7 +302,7 @@ def test_zero_bubble_and_rack_size_models():
 
 
 def test_derated_inference_and_chinchilla_rules():
-    from rackmath.analyses.lifetime import derated_inference_tokens
+    from rackmath.analyses.lecture.lifetime import derated_inference_tokens
 
     assert float(derated_inference_tokens(263e12, 0.5)) == pytest.approx(131.5e12)
     code, out, err = run_cli("scaling", "chinchilla", "-C", "1e24", "--json")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from rackmath.analyses import lifetime as lt
-from rackmath.analyses import scaling as sc
+from rackmath.analyses.lecture import lifetime as lt
+from rackmath.analyses.lecture import scaling as sc
 from rackmath.errors import InputError
 
 

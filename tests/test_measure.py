@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from rackmath.analyses import measure as am
+from rackmath.analyses.fitting import measure as am
 from rackmath.specs.models import load_model
 
 # ------------------------------------------------------------------------------------------ pure math (no torch)

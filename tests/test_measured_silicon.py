@@ -1,5 +1,5 @@
 """Issue 34, staged: the step model's silicon from measured kernel curves (``--efficiency measured``) and host times
-per stack version (``rackmath.analyses.stack_fit``, ``specs/data/launch/stack_hosts.toml``)."""
+per stack version (``rackmath.analyses.fitting.stack``, ``specs/data/launch/stack_hosts.toml``)."""
 
 import math
 
@@ -68,7 +68,7 @@ def test_measured_efficiency_only_where_curves_exist():
 def test_stack_version_host_times_applied_only_under_measured():
     import tomllib
 
-    from rackmath.analyses.serving import load_stack
+    from rackmath.analyses.serving.serve import load_stack
     from rackmath.specs.stacks import HOSTS
 
     rows = {t["stack_version"]: t for t in tomllib.loads(HOSTS.read_text())["_stack_host"]}
@@ -84,7 +84,7 @@ def test_stack_version_host_times_applied_only_under_measured():
 
 
 def test_serve_explain_names_the_curve_point():
-    from rackmath.analyses.serving import serve
+    from rackmath.analyses.serving.serve import serve
 
     r = serve("deepseek-r1", "h200", gpus=8, isl=1024, osl=1024, concurrency=64, framework="sglang",
               efficiency="measured")
@@ -102,8 +102,8 @@ def test_stack_fit_recovers_known_host_times():
     of (almost) zero from the presets' host times."""
     from dataclasses import replace
 
-    from rackmath.analyses import stack_fit as S
-    from rackmath.analyses.validation import records
+    from rackmath.analyses.fitting import stack as S
+    from rackmath.analyses.fitting.validation import records
 
     recs = [r for r in records() if r.group == "gptoss-fp4 × h200 × vllm"][:9]
     assert len(recs) == 9
@@ -123,8 +123,8 @@ def test_leave_one_group_out_never_sees_the_group():
     group is in its training set)."""
     from dataclasses import replace
 
-    from rackmath.analyses import stack_fit as S
-    from rackmath.analyses.validation import records
+    from rackmath.analyses.fitting import stack as S
+    from rackmath.analyses.fitting.validation import records
 
     a, b = "gptoss-fp4 × h200 × vllm", "gptoss-fp4 × b200 × vllm"
     recs = [r for g in (a, b) for r in [r for r in records() if r.group == g and r.stack == "vllm@0.13.0"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from rackmath.analyses import memory_tiers as mt
+from rackmath.analyses.lecture import memory_tiers as mt
 from rackmath.specs.prices import load_price_sheet
 
 # published.md §3b typical figures, per H100 (a DGX H100 server's share is 1/8)

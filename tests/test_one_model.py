@@ -19,7 +19,7 @@ def test_plan_steady_state_is_serves(case):
     """Plan's steady state at one replica layout and concurrency equals serve's (TTFT with the stack's host time
     per request included: 123.8 ms for Llama-3.1-70B on 8×H100 TP8, 1000/1000, 64 in flight; plan said 76.3 ms)."""
     import rackmath
-    from rackmath.analyses import step_table as stt
+    from rackmath.analyses.serving import step_table as stt
 
     model, hw, gpus, lay, isl, osl, c, fw, mtp = case
     r = rackmath.serve(model, hw, gpus=gpus, isl=isl, osl=osl, concurrency=c, framework=fw, mtp=mtp, **lay)
@@ -47,7 +47,7 @@ def test_serve_ttft_llama70b_h100_figure():
 
 def test_simulate_ttft_includes_request_time():
     """simulate adds the stack's host time per request to each request's TTFT and E2E (not to the steps)."""
-    from rackmath.analyses.simulate import simulate
+    from rackmath.analyses.serving.simulate import simulate
 
     kw = dict(gpus=8, concurrency=16, requests=200, isl="1000", osl="200")
     a = simulate("llama-3.1-70b", "h100", **kw)
@@ -189,7 +189,7 @@ def test_plan_steady_state_is_serves_under_speculation(framework):
     """With MTP drafts, plan prices a draft pass as serve does (the stack's host time on a serial stack; SGLang's
     overlap scheduler off under speculation): TTFT, TPOT and output rate equal serve's."""
     import rackmath
-    from rackmath.analyses import step_table as stt
+    from rackmath.analyses.serving import step_table as stt
 
     kw = dict(isl=1000, osl=1000, concurrency=64, framework=framework, mtp=1, acceptance=1.7)
     r = rackmath.serve("deepseek-v3", "hgx-h200", gpus=8, tp=8, ep=8, pp=1, attention_dp=False, **kw)

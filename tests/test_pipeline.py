@@ -1,4 +1,4 @@
-"""Chapter three: pipelining across racks (analyses/pipeline.py, claims R23–R29)."""
+"""Chapter three: pipelining across racks (analyses/lecture/pipeline.py, claims R23–R29)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from rackmath.analyses import pipeline as pl
+from rackmath.analyses.lecture import pipeline as pl
 
 from conftest import run_cli
 

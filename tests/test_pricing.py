@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from rackmath.analyses import pricing as pr
+from rackmath.analyses.lecture import pricing as pr
 from rackmath.errors import CatalogError, UnknownNameError
 from rackmath.specs import catalog
 from rackmath.specs.prices import load_price_sheet, price_sheets
@@ -120,11 +120,11 @@ def test_r38_output_input():
 
 
 def test_fast_mode_reuses_foundation():
-    pytest.importorskip("rackmath.analyses.batching")
+    pytest.importorskip("rackmath.analyses.lecture.batching")
     from rackmath.specs.hardware import load_hardware
     from rackmath.specs.models import load_model
 
-    from rackmath.analyses import batching as ba
+    from rackmath.analyses.lecture import batching as ba
 
     ans = pr.fast_mode_for(load_price_sheet("opus"), load_model("frontier-100b"), load_hardware("gb200-nvl72"))
     by_speed, by_price = ans.by_speed, ans.by_price

@@ -1,4 +1,4 @@
-"""Chapter two: MoE on racks, scale-up domains (analyses/racks.py, claims R16–R22, `rackmath racks`)."""
+"""Chapter two: MoE on racks, scale-up domains (analyses/lecture/racks.py, claims R16–R22, `rackmath racks`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from rackmath.analyses import racks as ra
+from rackmath.analyses.lecture import racks as ra
 from rackmath.specs.hardware import load_hardware
 from rackmath.specs.models import load_model
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import run_cli
-from rackmath.analyses import revnet as rv
+from rackmath.analyses.lecture import revnet as rv
 
 
 def test_korthikanti_per_layer():

@@ -163,7 +163,7 @@ def test_step_at_least_each_term(c):
 @settings(max_examples=60, deadline=None)
 @given(cfg)
 def test_latency_floor_below_every_step(c):
-    from rackmath.analyses.batching import latency_floor
+    from rackmath.analyses.lecture.batching import latency_floor
 
     m, hw = load_model(c["model"]), load_hardware(c["hw"])
     floor = latency_floor(float(weights_read_bytes(m, 1)), hw.scaleup_size, hw.chip.hbm_bw)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from rackmath.analyses import scaling as sc
+from rackmath.analyses.lecture import scaling as sc
 
 
 def test_chinchilla_coefficients_match_published(shared):

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rackmath
-from rackmath.analyses import serving
+from rackmath.analyses.serving import serve as serving
 from rackmath.errors import InputError
 from conftest import run_cli
 

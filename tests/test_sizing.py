@@ -20,7 +20,7 @@ from rackmath.errors import InputError
 
 def test_md1_waiting_time_at_low_load():
     """One sequence at a time, fixed ISL/OSL: the replica is an M/D/1 server; the mean wait is Pollaczek–Khinchine."""
-    from rackmath.analyses.simulate import mdl_waiting_time, simulate
+    from rackmath.analyses.serving.simulate import mdl_waiting_time, simulate
 
     base = simulate("llama-3.1-8b", "h100", gpus=1, tp=1, rate=0.01, requests=50, isl=200, osl=50, max_batch=1,
                     budget=8192)
@@ -37,8 +37,8 @@ def test_md1_waiting_time_at_low_load():
 
 
 def test_ttft_at_vanishing_load_is_the_prefill_step():
-    from rackmath.analyses import step_table as stt
-    from rackmath.analyses.simulate import simulate
+    from rackmath.analyses.serving import step_table as stt
+    from rackmath.analyses.serving.simulate import simulate
 
     r = simulate("llama-3.1-8b", "h100", gpus=1, tp=1, rate=0.001, requests=20, isl=1500, osl=10, budget=8192)
     st = stt.stack("llama-3.1-8b", "h100")
@@ -50,7 +50,7 @@ def test_ttft_at_vanishing_load_is_the_prefill_step():
 
 def test_littles_law():
     """Mean sequences running = completion rate × mean time from admission to completion."""
-    from rackmath.analyses.simulate import simulate
+    from rackmath.analyses.serving.simulate import simulate
 
     r = simulate("llama-3.1-8b", "h100", gpus=2, tp=1, rate=30.0, requests=20000, isl="100:900", osl="exp:200",
                  seed=5)
@@ -63,8 +63,8 @@ def test_littles_law():
 
 def test_simulation_agrees_with_serve_at_fixed_concurrency():
     """Closed loop at C = 64, decode-dominated (ISL ≪ OSL): TPOT and throughput within 5% of `serve`."""
-    from rackmath.analyses.serving import serve
-    from rackmath.analyses.simulate import simulate
+    from rackmath.analyses.serving.serve import serve
+    from rackmath.analyses.serving.simulate import simulate
 
     r = simulate("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, concurrency=64, requests=3000, isl=200, osl=2000)
     s = serve("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, isl=200, osl=2000, concurrency=64)
@@ -77,8 +77,8 @@ def test_simulation_with_attention_dp_groups_agrees_with_serve():
     """--attention-dp-size 4 in the simulator means what it means in serve: four schedulers (four times the
     stack's running cap and step budget per replica) and the same decode step, so a decode-dominated closed loop
     at C = 64 gives serve's TPOT within 5%."""
-    from rackmath.analyses.serving import serve
-    from rackmath.analyses.simulate import simulate
+    from rackmath.analyses.serving.serve import serve
+    from rackmath.analyses.serving.simulate import simulate
 
     kw = dict(gpus=8, tp=8, ep=8, attention_dp_size=4, isl=200, osl=2000, weights_dtype="fp8", framework="sglang")
     r = simulate("deepseek-v3", "hgx-h200", concurrency=64, requests=1500, **kw)
@@ -89,7 +89,7 @@ def test_simulation_with_attention_dp_groups_agrees_with_serve():
 
 
 def serving_max_batch(framework):
-    from rackmath.analyses.serving import load_stack
+    from rackmath.analyses.serving.serve import load_stack
 
     return load_stack(framework).max_batch_size
 
@@ -98,8 +98,8 @@ def serving_max_batch(framework):
                                                     (4000, 500, 32, "trtllm"), (1000, 1000, 64, "sglang")])
 def test_simulation_agrees_with_time_sliced_serve_with_long_prompts(isl, osl, c, framework):
     """With prefill time-sliced into the token stream (serve, issue 9), prompt-heavy loads agree too."""
-    from rackmath.analyses.serving import serve
-    from rackmath.analyses.simulate import simulate
+    from rackmath.analyses.serving.serve import serve
+    from rackmath.analyses.serving.simulate import simulate
 
     r = simulate("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, concurrency=c, requests=2000, isl=isl, osl=osl,
                  framework=framework)
@@ -114,8 +114,8 @@ def test_simulated_waves_agree_with_serve_waves(isl, osl, c, framework):
     """Users starting together with identical requests whose prompts fit one pass stay in lock-step: the simulator
     (an independent event loop) and serve's wave_schedule agree (both add the stack's host time per request to
     TTFT)."""
-    from rackmath.analyses.serving import serve
-    from rackmath.analyses.simulate import simulate
+    from rackmath.analyses.serving.serve import serve
+    from rackmath.analyses.serving.simulate import simulate
 
     r = simulate("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, concurrency=c, requests=30 * c, isl=isl, osl=osl,
                  framework=framework, arrivals="waves")
@@ -133,7 +133,7 @@ def test_a_burst_counts_every_request_over_the_whole_run():
     warm-up, the last C requests' drain) would leave nothing; instead every request counts and throughput is the
     run's output over first arrival → last completion. Four identical prompts prefilled in one pass decode together:
     one TTFT, one E2E."""
-    from rackmath.analyses.simulate import simulate
+    from rackmath.analyses.serving.simulate import simulate
 
     r = simulate("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, concurrency=4, requests=4, isl=1000, osl=100,
                  framework="sglang", arrivals="waves")
@@ -148,7 +148,7 @@ def test_a_burst_counts_every_request_over_the_whole_run():
 
 
 def steady_ttft(isl, osl, c, framework):
-    from rackmath.analyses.simulate import simulate
+    from rackmath.analyses.serving.simulate import simulate
 
     return simulate("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, concurrency=c, requests=30 * c, isl=isl, osl=osl,
                     framework=framework).summary["ttft_s"]["mean"]
@@ -158,8 +158,8 @@ def steady_ttft(isl, osl, c, framework):
 def test_waves_of_many_passes_spread_out_on_mixed_schedulers(isl, osl, c, framework):
     """vLLM V1 / TensorRT-LLM mix prefill into decode steps: a wave of several passes does not persist; the
     simulator's users starting together drift to serve's steady TPOT and throughput."""
-    from rackmath.analyses.serving import serve
-    from rackmath.analyses.simulate import simulate
+    from rackmath.analyses.serving.serve import serve
+    from rackmath.analyses.serving.simulate import simulate
 
     r = simulate("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, concurrency=c, requests=30 * c, isl=isl, osl=osl,
                  framework=framework, arrivals="waves")
@@ -172,7 +172,7 @@ def test_waves_of_many_passes_spread_out_on_mixed_schedulers(isl, osl, c, framew
 
 def test_train_schedule_steps_leave_on_the_clock():
     """--cadence: every first token leaves on a multiple of the step period (lecture's train)."""
-    from rackmath.analyses.simulate import simulate
+    from rackmath.analyses.serving.simulate import simulate
 
     tau = 0.05
     r = simulate("llama-3.1-8b", "h100", gpus=1, tp=1, rate=2.0, requests=300, isl=300, osl=20, cadence=tau, seed=1)
@@ -190,7 +190,7 @@ def test_train_schedule_steps_leave_on_the_clock():
 
 
 def test_preemption_when_kv_runs_out_and_everything_completes():
-    from rackmath.analyses.simulate import simulate
+    from rackmath.analyses.serving.simulate import simulate
 
     r = simulate("llama-3.1-70b", "h100", gpus=2, tp=2, concurrency=24, requests=200, isl=1000, osl=2000)
     assert r.summary["preemptions"] > 0
@@ -202,7 +202,7 @@ def test_tensorrt_llm_reserves_the_whole_request_and_never_preempts():
     """The same 24 closed-loop users of 1,000 + 2,000 tokens that make vLLM preempt: TensorRT-LLM admits a request
     only with KV for all of its 3,000 tokens (GUARANTEED_NO_EVICT), so it never preempts and runs at most
     ⌊K / 3,000⌋ sequences, K the replica's KV tokens (the same cache: the policy is admission, not capacity)."""
-    from rackmath.analyses.simulate import simulate
+    from rackmath.analyses.serving.simulate import simulate
 
     kw = dict(gpus=2, tp=2, concurrency=24, requests=200, isl=1000, osl=2000, seed=3)
     v = simulate("llama-3.1-70b", "h100", framework="vllm", **kw)
@@ -217,7 +217,7 @@ def test_tensorrt_llm_reserves_the_whole_request_and_never_preempts():
 
 
 def test_disaggregated_ttft_includes_the_kv_handoff():
-    from rackmath.analyses.simulate import simulate
+    from rackmath.analyses.serving.simulate import simulate
 
     r = simulate("llama-3.1-70b", "h100", prefill_gpus=8, decode_gpus=8, rate=2.0, requests=500, isl=2000, osl=200)
     assert r.config["mode"] == "disaggregated"
@@ -227,7 +227,7 @@ def test_disaggregated_ttft_includes_the_kv_handoff():
 
 
 def test_bursty_arrivals_have_longer_tails_than_poisson():
-    from rackmath.analyses.simulate import simulate
+    from rackmath.analyses.serving.simulate import simulate
 
     kw = dict(gpus=1, tp=1, rate=20.0, requests=6000, isl=500, osl=100, seed=4)
     p = simulate("llama-3.1-8b", "h100", arrivals="poisson", **kw)
@@ -236,7 +236,7 @@ def test_bursty_arrivals_have_longer_tails_than_poisson():
 
 
 def test_goodput_counts_only_requests_within_the_slos():
-    from rackmath.analyses.simulate import simulate
+    from rackmath.analyses.serving.simulate import simulate
 
     r = simulate("llama-3.1-8b", "h100", gpus=1, tp=1, rate=5.0, requests=2000, isl=500, osl=100,
                  ttft_slo=1e-6, tpot_slo=1.0)
@@ -253,7 +253,7 @@ def test_goodput_counts_only_requests_within_the_slos():
 
 
 def test_example_trace_ships_and_runs():
-    from rackmath.analyses.simulate import example_trace_text, parse_trace, simulate
+    from rackmath.analyses.serving.simulate import example_trace_text, parse_trace, simulate
 
     tr = parse_trace(example_trace_text())
     assert tr["isl"].size == 200 and np.all(np.diff(tr["arrival_s"]) >= 0)
@@ -273,7 +273,7 @@ def test_example_trace_ships_and_runs():
     ("", "empty"),
 ])
 def test_bad_traces_name_the_row_and_field(text, where):
-    from rackmath.analyses.simulate import parse_trace
+    from rackmath.analyses.serving.simulate import parse_trace
 
     with pytest.raises(InputError) as e:
         parse_trace(text, "trace")
@@ -311,7 +311,7 @@ def test_bad_simulate_inputs(args, field):
 
 
 def test_plan_meets_the_slos_with_the_stated_margins():
-    from rackmath.analyses.planner import plan
+    from rackmath.analyses.serving.plan import plan
 
     # 40 tok/s per user (TPOT ≤ 25 ms): within reach of both chips (the calibrated H100 preset puts Llama 3.1 70B
     # at ~20 ms per token at small batch, so 50 tok/s is out of its reach)
@@ -332,7 +332,7 @@ def test_plan_meets_the_slos_with_the_stated_margins():
 
 
 def test_tighter_slo_never_costs_less_and_impossible_slo_says_why():
-    from rackmath.analyses.planner import plan
+    from rackmath.analyses.serving.plan import plan
 
     loose = plan("llama-3.1-8b", "h100", rate=20, isl=1000, osl=500, tok_s_user=20, confirm=False)
     tight = plan("llama-3.1-8b", "h100", rate=20, isl=1000, osl=500, tok_s_user=100, confirm=False)
@@ -342,7 +342,7 @@ def test_tighter_slo_never_costs_less_and_impossible_slo_says_why():
 
 
 def test_plan_confirms_winners_in_the_simulator():
-    from rackmath.analyses.planner import plan
+    from rackmath.analyses.serving.plan import plan
 
     r = plan("llama-3.1-8b", "h100", rate=10, isl=500, osl=200, ttft=2.0, tpot=0.05, confirm=True,
              confirm_requests=1500, modes=("aggregated",))
@@ -355,9 +355,9 @@ def test_plan_searches_attention_dp_over_groups(monkeypatch):
     """The planner's replica layouts include attention DP over every group count R dividing TP (SGLang --dp R), so
     its cheapest deployment can only get cheaper for them. DeepSeek-V3 on H200 for 256 users at TPOT ≤ 80 ms
     chooses 1 < R < TP; the simulator replays that layout and agrees; the launch line says --tp T --dp R."""
-    from rackmath.analyses import step_table
-    from rackmath.analyses.launch import emit
-    from rackmath.analyses.planner import plan
+    from rackmath.analyses.serving import step_table
+    from rackmath.analyses.serving.launch import emit
+    from rackmath.analyses.serving.plan import plan
 
     kw = dict(users=256, isl=2000, osl=1000, tpot=0.08, framework="sglang", modes=("aggregated",))
     r = plan("deepseek-v3", "h200", confirm=True, confirm_requests=1200, **kw)
@@ -383,7 +383,7 @@ def test_plan_searches_attention_dp_over_groups(monkeypatch):
 
 
 def test_price_overrides():
-    from rackmath.analyses.planner import compare, parse_prices
+    from rackmath.analyses.serving.plan import compare, parse_prices
 
     assert parse_prices("h100=2.1,b200=$4/h") == {"h100": 2.1, "b200": 4.0}
     assert parse_prices("3") == {"*": 3.0}
@@ -418,7 +418,7 @@ DEP8 = dict(model="deepseek-v3", mode="aggregated", layout=dict(tp=8, ep=8, pp=1
 
 
 def test_emit_vllm_flags():
-    from rackmath.analyses.launch import emit
+    from rackmath.analyses.serving.launch import emit
 
     e = emit("vllm", DEP8)
     cmd = e["commands"][0]["command"]
@@ -431,7 +431,7 @@ def test_emit_vllm_flags():
 
 
 def test_emit_sglang_flags():
-    from rackmath.analyses.launch import emit
+    from rackmath.analyses.serving.launch import emit
 
     cmd = emit("sglang", DEP8)["commands"][0]["command"]
     assert cmd.startswith("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3")
@@ -445,7 +445,7 @@ def test_emit_attention_dp_over_groups():
     """A layout of four attention-DP groups of two GPUs is launched as such: SGLang --tp 8 --dp 4
     --enable-dp-attention (caps multiplied by the 4 ranks), vLLM -tp 2 -dp 4; TensorRT-LLM has no such layout and
     says so."""
-    from rackmath.analyses.launch import emit
+    from rackmath.analyses.serving.launch import emit
 
     dep = dict(DEP8, layout=dict(tp=8, ep=8, pp=1, attention_dp=True, attention_dp_size=4))
     sg = emit("sglang", dep)["commands"][0]["command"]
@@ -459,7 +459,7 @@ def test_emit_attention_dp_over_groups():
 
 
 def test_emit_trtllm_flags_and_yaml():
-    from rackmath.analyses.launch import emit, render
+    from rackmath.analyses.serving.launch import emit, render
 
     e = emit("trtllm", DEP8)
     c = e["commands"][0]
@@ -473,7 +473,7 @@ def test_emit_trtllm_flags_and_yaml():
 
 
 def test_emit_disaggregated_has_two_pools():
-    from rackmath.analyses.launch import emit
+    from rackmath.analyses.serving.launch import emit
 
     d = dict(DEP8, mode="disaggregated", prefill_layout=dict(tp=8, ep=8, pp=1, attention_dp=False), prefill_replicas=1)
     e = emit("sglang", d)

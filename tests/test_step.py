@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rackmath
-from rackmath.analyses import serving
+from rackmath.analyses.serving import serve as serving
 from rackmath.engine.efficiency import IDEAL, Efficiency, default_efficiency, load_efficiency
 from rackmath.engine.layout import attention_dp_imbalance, ep_rank_load
 from rackmath.engine.roofline import roofline
@@ -267,7 +267,7 @@ def test_lock_step_waves():
 
 
 def test_vllm_v0_stack_runs_prefill_first_with_its_own_host_times():
-    from rackmath.analyses.simulate import framework_defaults
+    from rackmath.analyses.serving.simulate import framework_defaults
     from rackmath.engine.efficiency import load_efficiency, stack_eager_s, stack_sched_s, stack_seq_s
 
     st = serving.load_stack("vllm-v0")
@@ -383,7 +383,7 @@ def test_the_chooser_tries_attention_dp_over_every_group_count():
     partial R; the chosen layout's numbers are those of the same layout given by hand, and by the chooser's figure of
     merit (max(TPOT, C / X_out)) it is no worse than any finalist or than TP16 EP16 with R = 1, 4 or 16. (Which R wins
     moves with the fitted presets: R = 4 of TP16 with those of 3d9b765, R = 8 of TP8 with those of 400b755.)"""
-    from rackmath.analyses import serving
+    from rackmath.analyses.serving import serve as serving
     from rackmath.engine.efficiency import load_efficiency
 
     kw = dict(gpus=16, isl=2000, osl=1000, concurrency=256, framework="sglang")

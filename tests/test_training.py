@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from rackmath.analyses import training as tr
+from rackmath.analyses.training import model as tr
 from rackmath.errors import InputError
 
 H100_BF16 = 989.4e12

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from rackmath.analyses import training as tr
-from rackmath.analyses import training_fit as tf
+from rackmath.analyses.training import model as tr
+from rackmath.analyses.fitting import training as tf
 from rackmath.errors import CatalogError, InputError
 from rackmath.specs import training_records as trr
 from rackmath.specs.hardware import load_chip, load_hardware

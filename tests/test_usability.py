@@ -56,7 +56,7 @@ def ideal_point():
 # ----------------------------------------------------------------------------------------------------------- item 1
 
 def test_a_record_faster_than_the_ideal_bound_is_flagged_with_its_likely_cause(tmp_path, ideal_point):
-    from rackmath.analyses import validation
+    from rackmath.analyses.fitting import validation
 
     tpot_bound, tok_bound = ideal_point
     assert 0.016 < tpot_bound < 0.019  # the 17.3 ms

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from rackmath.analyses import calibration, validation
+from rackmath.analyses.fitting import calibration
+from rackmath.analyses.fitting import validation
 from rackmath.errors import CatalogError, InputError
 from rackmath.specs import records as R
 
@@ -702,7 +703,7 @@ def test_validate_reports_the_held_out_error_beside_the_in_sample_one(user_dir):
     """`validate` (default presets) also scores each shipped record as predicted by the presets refitted without its
     source (the held-out table): issue 9's leave-one-source-out figure, within its 15% target and above the in-sample
     one; nothing under --ideal; a user's record that replaces a shipped one (T1-H100 at 3,000 tok/s) leaves it."""
-    from rackmath.analyses import evidence
+    from rackmath.analyses.fitting import evidence
 
     v = validation.validate()
     h, n_table = v["summary_held_out"], len(evidence.table())

@@ -138,7 +138,7 @@ def test_validate_page_shows_the_error_with_each_source_left_out(client):
     shipped held-out table), within issue 9's 15% target; none on the ideal page."""
     import numpy as np
 
-    from rackmath.analyses.evidence import table
+    from rackmath.analyses.fitting.evidence import table
 
     nums = {n["key"]: n["value"] for n in client.get("/api/view/validate").json()["numbers"]}
     rows = table()
@@ -429,7 +429,7 @@ def test_serve_view_sweeps_the_layout_it_chose(client):
 
 
 def test_serve_view_names_the_nearest_measurements(client):
-    """The serve page carries the same "nearest measured" lines as the CLI (analyses/evidence.py): DeepSeek-V3 on
+    """The serve page carries the same "nearest measured" lines as the CLI (analyses/fitting/evidence.py): DeepSeek-V3 on
     8 × MI300X at C = 4, 3200/800, no stack named: dstack's runs of it under vLLM (published.md §1i C1: TPOT 46.20 ms,
     83.82 output tok/s = 10.48 per GPU) and SGLang (C2) are equally near; the ids break the tie."""
     j = client.get("/api/view/serve?model=deepseek-v3&hardware=mi300x-8&gpus=8&isl=3200&osl=800"

@@ -109,7 +109,7 @@ def roofline(model, hardware, *, gpus=None, chips=None, batch=1, context=8192, p
     """Roofline step time, throughput and cost (``rackmath roofline``). Inputs broadcast as numpy arrays; a
     string range such as ``batch="1:4096:log"`` becomes one. Default: the ideal roofline (a lower bound on time).
     ``weight_read``: "hit" (the experts the batch routes to) or "all" (every weight every step, the lecture).
-    Returns an ``engine.roofline.RooflineResult``; its ``energy`` attribute is an ``analyses.energy.EnergyResult``
+    Returns an ``engine.roofline.RooflineResult``; its ``energy`` attribute is an ``analyses.lecture.energy.EnergyResult``
     (J/token, tokens/kWh, electricity $/Mtok and share at ``pue`` and ``usd_per_kwh``). ``power_cap`` (W per GPU)
     scales the compute peaks by the clock the cap allows (docs/energy.md)."""
     from .options import energy_of
@@ -132,10 +132,10 @@ def roofline(model, hardware, *, gpus=None, chips=None, batch=1, context=8192, p
 def serve(model, hardware, *, isl, osl, concurrency, gpus=None, chips=None, efficiency=None, ideal=False,
           usd_per_gpu_hour=None, pue=1.2, usd_per_kwh=0.08, power_cap=None, **kw):
     """Steady-state serving (``rackmath serve``): tokens/s per GPU, TPOT, TTFT, $/Mtok. Default: the chip's
-    calibrated preset. Other keywords as ``analyses.serving.serve`` (tp, ep, pp, attention_dp, mtp, …).
-    The result's ``energy`` is an ``analyses.energy.EnergyResult`` per output token (every GPU of the deployment);
+    calibrated preset. Other keywords as ``analyses.serving.serve.serve`` (tp, ep, pp, attention_dp, mtp, …).
+    The result's ``energy`` is an ``analyses.lecture.energy.EnergyResult`` per output token (every GPU of the deployment);
     ``power_cap`` (W per GPU) scales the compute peaks (docs/energy.md)."""
-    from .analyses.serving import serve as _serve
+    from .analyses.serving.serve import serve as _serve
     from .options import serve_energy
 
     n = _gpus(gpus, chips)
@@ -155,11 +155,11 @@ def train(model, hardware="hgx-h100", *, gpus=None, chips=None, tokens, seq_len=
           zero_stage=None, recompute=None, usd_per_gpu_hour=None, pue=1.2, usd_per_kwh=0.08, power_cap=None, **kw):
     """Training time, GPU-hours, cost, MFU and memory (``rackmath train``). Without tp/pp/dp/zero_stage/recompute
     the fastest layout that fits is searched; the result's ``parallelism`` says which. Other keywords as
-    ``analyses.training.train`` (mfu_given, flops_per_chip, global_batch_tokens, eta_compute, …). The result's
+    ``analyses.training.model.train`` (mfu_given, flops_per_chip, global_batch_tokens, eta_compute, …). The result's
     ``energy`` is a dict (energy_mwh, electricity_usd, j_per_token, tokens_per_kwh, elec_share: every GPU at TDP
     + host, × ``pue``); ``power_cap`` (W per GPU) scales the compute peaks (docs/energy.md)."""
-    from .analyses.training import Parallelism, search_training_layout
-    from .analyses.training import train as _train
+    from .analyses.training.model import Parallelism, search_training_layout
+    from .analyses.training.model import train as _train
     from .specs.hardware import load_hardware
     from .specs.models import load_model
 
@@ -206,7 +206,7 @@ def price(sheet, *, n_active="100B", n_total=None, hardware=None, weights_dtype=
     """Read a price sheet backwards (``rackmath price``): the long-context step → KV bytes per token (R35–R37)
     and the output/input ratio → decode (R38). Returns a dict (the same as ``rackmath price SHEET --json``)."""
     from . import units
-    from .analyses import pricing as pr
+    from .analyses.lecture import pricing as pr
     from .specs.prices import load_price_sheet
 
     s = load_price_sheet(sheet)
@@ -238,7 +238,7 @@ def max_context(model, hardware, *, gpus=None, chips=None, concurrency=1, weight
                 **layout_degrees):
     """The longest context ``concurrency`` sequences can hold in memory, next to the model's own limit (with a
     warning past it): the one answer ``racks memory``, ``context`` and ``serve`` use."""
-    from .analyses.context import max_context as _max_context
+    from .analyses.lecture.context import max_context as _max_context
 
     n = _gpus(gpus, chips)
     return _max_context(model, hardware, gpus=_count(n, "gpus"),

@@ -1,6 +1,6 @@
 """`rackmath measure`'s PyTorch side (optional extra: ``pip install rackmath[torch]``): micro-benchmarks and a
 real decode sweep. Import this module only when torch is installed; the math lives in
-:mod:`rackmath.analyses.measure`.
+:mod:`rackmath.analyses.fitting.measure`.
 
 What is timed
 -------------

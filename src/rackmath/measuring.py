@@ -5,7 +5,7 @@
     >>> res["knees"], res["chip"]["hbm_bw"]
 
 Needs torch (``pip install rackmath[torch]``); everything else is rackmath's own roofline
-(:mod:`rackmath.analyses.measure`). Method: docs/measure.md.
+(:mod:`rackmath.analyses.fitting.measure`). Method: docs/measure.md.
 """
 
 from __future__ import annotations
@@ -102,12 +102,12 @@ def _check_duration(mt, dev, dts, dtype, spec, plan, points, quick) -> None:
     """Refuse, before it starts, a run that would take far longer than the plan's limit.
 
     A 256³ matmul per dtype (4096³ on a GPU, which runs 256³ launch-bound; fp32 as the reference) gives each
-    dtype's rate in a fraction of a second; with it as the peak, :func:`analyses.measure.estimated_seconds` plus
+    dtype's rate in a fraction of a second; with it as the peak, :func:`analyses.fitting.measure.estimated_seconds` plus
     the square-GEMM benchmarks (four calls per size) bound the run's time from below. fp16 on most CPUs runs
     ~100× below bf16 and would take an hour.
     """
     from . import units
-    from .analyses import measure as am
+    from .analyses.fitting import measure as am
 
     probe_n = 256 if dev.type == "cpu" else 4096  # on an H200 a 256³ matmul ran at 1.1 TFLOP/s, 4096³ at ~700
     rate = {d: max(r["flops_per_s"] for r in mt.bench_matmul(dev, d, (probe_n,), min_time=0.005))
@@ -156,7 +156,7 @@ def _measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: 
     import numpy as np
 
     from . import units
-    from .analyses import measure as am
+    from .analyses.fitting import measure as am
     from .engine.roofline import roofline
     from .specs.models import load_model
 
@@ -332,7 +332,7 @@ def save(result: dict, directory, *, force: bool = False) -> list:
     """
     from pathlib import Path
 
-    from .analyses import measure as am
+    from .analyses.fitting import measure as am
 
     d = Path(directory)
     if d.exists() and not d.is_dir():

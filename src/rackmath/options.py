@@ -212,12 +212,12 @@ def parse_pue(text, field: str = "pue") -> float:
 
 def power_capped(hardware, power_cap):
     """``hardware`` (a name or System) with its chips power-capped at ``power_cap`` W (text or number): every
-    compute peak × the clock fraction of analyses.energy's cube law, memory bandwidth unchanged. Unchanged when
+    compute peak × the clock fraction of analyses.lecture.energy's cube law, memory bandwidth unchanged. Unchanged when
     None. Done on the hardware, so roofline, the serving step model and training all see the capped peak."""
     cap = parse_power(power_cap)
     if cap is None:
         return hardware
-    from .analyses.energy import capped_system
+    from .analyses.lecture.energy import capped_system
     from .specs.hardware import load_hardware
 
     return capped_system(load_hardware(hardware), cap)
@@ -226,8 +226,8 @@ def power_capped(hardware, power_cap):
 def energy_of(hardware, *, chips, step_s, tokens_per_step, usd_per_mtok=None, pue="1.2", usd_per_kwh="0.08",
               power_cap=None, load: str = "serving"):
     """J/token, tokens/kWh, electricity $/Mtok and its share of ``usd_per_mtok`` for ``chips`` chips of
-    ``hardware`` emitting ``tokens_per_step`` tokens every ``step_s`` (analyses.energy.energy; inputs broadcast)."""
-    from .analyses.energy import energy
+    ``hardware`` emitting ``tokens_per_step`` tokens every ``step_s`` (analyses.lecture.energy.energy; inputs broadcast)."""
+    from .analyses.lecture.energy import energy
     from .specs.hardware import load_hardware
 
     hw = load_hardware(hardware)
@@ -247,7 +247,7 @@ def energy_dict(e, power_cap=None, hardware=None) -> dict | None:
     cap = parse_power(power_cap)
     d["power_cap_w"] = cap
     if cap is not None and hardware is not None:
-        from .analyses.energy import capped_clock_fraction
+        from .analyses.lecture.energy import capped_clock_fraction
         from .specs.hardware import load_hardware
 
         d["clock_fraction"] = float(capped_clock_fraction(cap, load_hardware(hardware).chip.tdp_w))
@@ -256,16 +256,16 @@ def energy_dict(e, power_cap=None, hardware=None) -> dict | None:
 
 def serve_energy(r, hardware, *, pue="1.2", usd_per_kwh="0.08", power_cap=None):
     """Energy per output token of a serving result: every GPU of the deployment (both pools) at the serving draw
-    for the output tokens it emits: E = P / (output tok/s per GPU) (analyses.energy; prefill rides on the output)."""
+    for the output tokens it emits: E = P / (output tok/s per GPU) (analyses.lecture.energy; prefill rides on the output)."""
     d = r.as_dict()
     return energy_of(hardware, chips=1, step_s=1.0, tokens_per_step=d["output_tok_s_per_gpu"],
                      usd_per_mtok=d["usd_per_mtok_output"], pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
 
 
 def training_energy(r, hw, *, pue="1.2", usd_per_kwh="0.08", power_cap=None) -> dict:
-    """The run's energy (analyses.energy.run_energy: every GPU at TDP + host, × PUE, for the run's time), with the
+    """The run's energy (analyses.lecture.energy.run_energy: every GPU at TDP + host, × PUE, for the run's time), with the
     CLI's strings parsed; 'result' holds the EnergyResult (for --explain)."""
-    from .analyses.energy import run_energy
+    from .analyses.lecture.energy import run_energy
 
     if hw.chip.tdp_w is None and power_cap is None:  # a user catalog without power figures
         parse_pue(pue), parse_usd_per_kwh(usd_per_kwh)

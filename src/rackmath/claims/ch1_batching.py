@@ -13,7 +13,7 @@ import dataclasses
 
 import numpy as np
 
-from ..analyses import batching as ba
+from ..analyses.lecture import batching as ba
 from ..engine.roofline import roofline
 from ..explain import Derivation, fmt
 from ..specs.hardware import hardware_ratio, load_chip, load_hardware
@@ -49,7 +49,7 @@ def real_op(hardware=RACK):
 
 def r1_fast_mode() -> list[Claim]:
     b = lecture_batch()
-    # one function answers R1, `batching fast-mode` and `price SHEET -m MODEL` (analyses.batching.fast_mode)
+    # one function answers R1, `batching fast-mode` and `price SHEET -m MODEL` (analyses.lecture.batching.fast_mode)
     lec = ba.fast_mode(MODEL, RACK, speedup=2.5, price=6.0, operating_batch=b, weight_read="all", usable=1.0)
     real = ba.fast_mode(MODEL, RACK, speedup=2.5, price=6.0, context=CTX)
     fr = ba.fast_mode(FRONTIER, RACK, speedup=2.5, price=6.0, context=CTX)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..analyses import racks as ra
+from ..analyses.lecture import racks as ra
 from ..explain import Derivation, fmt
 from ..specs.hardware import load_hardware
 from ..specs.models import load_model

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analyses import pipeline as pl
-from ..analyses import racks as ra
+from ..analyses.lecture import pipeline as pl
+from ..analyses.lecture import racks as ra
 from ..engine.layout import Deployment, search_layouts
 from ..explain import Derivation, fmt
 from ..specs.hardware import load_hardware
@@ -38,7 +38,7 @@ def r23_pipeline_condition() -> Claim:
 
 
 def r24_pipeline_memory() -> list[Claim]:
-    from ..analyses.batching import drain_time
+    from ..analyses.lecture.batching import drain_time
 
     m = load_model(MODEL)
     W = float(m.weight_bytes())

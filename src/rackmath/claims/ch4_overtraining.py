@@ -8,7 +8,8 @@ from . import ABOUT, Claim, agree, qualitative, within_factor
 
 
 def claims() -> list[Claim]:
-    from ..analyses import lifetime, scaling
+    from ..analyses.lecture import lifetime
+    from ..analyses.lecture import scaling
     from ..explain import Derivation, fmt
 
     r = lifetime.overtrain()  # lecture defaults: 500M tok/s, 2 months, 10 models, 100B active, equal split

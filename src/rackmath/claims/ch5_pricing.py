@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..analyses import context as cx
-from ..analyses import memory_tiers as mt
-from ..analyses import pricing as pr
+from ..analyses.lecture import context as cx
+from ..analyses.lecture import memory_tiers as mt
+from ..analyses.lecture import pricing as pr
 from ..explain import Derivation, fmt
 from ..specs.prices import load_price_sheet
 from . import ABOUT, ORDER, Agreement, Claim, agree, lookup, qualitative, within_factor

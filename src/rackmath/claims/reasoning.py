@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 def _amortize() -> str:
-    from ..analyses.batching import sheet_weights_share
+    from ..analyses.lecture.batching import sheet_weights_share
 
     w = float(sheet_weights_share(6.0, 2.5))
     return (
@@ -23,7 +23,7 @@ def _amortize() -> str:
         "floor). Fast mode (R1): shrinking the batch only un-amortizes the weights, so the price of speed is set by "
         "the weights' share w of the step: (1 − w)/(1 − w·s) for a speed-up s of a memory-bound step, free where "
         "compute has headroom above B*. The lecture's 6× for 2.5× needs w = (6 − 1)/(6·2.5 − 1) = "
-        f"{w:.0%}; with HBM full of KV w is ~5% and 2.5× costs ~1.1× (`analyses.batching.fast_mode`, one function "
+        f"{w:.0%}; with HBM full of KV w is ~5% and 2.5× costs ~1.1× (`analyses.lecture.batching.fast_mode`, one function "
         "for `lecture`, `batching fast-mode` and `price … -m`).")
 
 
@@ -47,7 +47,7 @@ def _twenty_ms() -> str:
 
 
 def _equal_costs() -> str:
-    from ..analyses.lifetime import overtrain
+    from ..analyses.lecture.lifetime import overtrain
 
     r = overtrain()
     o = r.optimum
@@ -85,7 +85,7 @@ def _hassle() -> str:
 
 
 def _bubbles() -> str:
-    from ..analyses.pipeline import schedule_bubbles
+    from ..analyses.lecture.pipeline import schedule_bubbles
 
     P, M = 4, 8
     b = schedule_bubbles(P, M, chunks=2)
@@ -106,7 +106,7 @@ def _bubbles() -> str:
         "                                                   W fills the bubble (\"you can do the weight gradient step\")\n"
         "    zero bubble ZB-H2 f ≈ 0                        ≈2× the activation memory, optimizer checks post hoc\n"
         f"At P = {P}, M = {M}:\n{rows}\n"
-        "(analyses.pipeline.bubble_fraction, zero_bubble_fraction; Huang et al. 2019; Narayanan et al. 2021; "
+        "(analyses.lecture.pipeline.bubble_fraction, zero_bubble_fraction; Huang et al. 2019; Narayanan et al. 2021; "
         "Qi et al. 2024, arXiv 2401.10241.)")
 
 
@@ -141,7 +141,7 @@ def _not_wise() -> str:
 
 
 def _racks() -> str:
-    from ..analyses.racks import rack_limits
+    from ..analyses.lecture.racks import rack_limits
 
     a, b = rack_limits("gb200-nvl72"), rack_limits("rubin-ultra-nvl576")
     return (
@@ -163,11 +163,11 @@ def _racks() -> str:
         "for like it is 4× Blackwell's 144 dies (the 'genuine 4×') and 2× its 72 packages. The doubling of "
         "packages came from a new rack (Kyber: 600 kW on 800 V DC, a PCB midplane instead of copper cables — "
         "the cable-density limit removed), so there power binds. Figures are approximate public numbers "
-        "(analyses/data/rack_limits.toml, with sources).")
+        "(analyses/lecture/data/rack_limits.toml, with sources).")
 
 
 def _derate() -> str:
-    from ..analyses.lifetime import derated_inference_tokens, overtrain
+    from ..analyses.lecture.lifetime import derated_inference_tokens, overtrain
 
     r = overtrain()
     rows = []
@@ -181,7 +181,7 @@ def _derate() -> str:
         "model and then you just throw it away': with probability p it serves (almost) nothing, so the expected "
         "inference tokens are (1 − p)·D_inf and pretraining (∝ D_inf under equal costs) and the over-training "
         "factor shrink by the same (1 − p):\n" + "\n".join(rows) + "\n"
-        "(analyses.lifetime.derated_inference_tokens.) Imperfect forecasts argue the same way: err towards less "
+        "(analyses.lecture.lifetime.derated_inference_tokens.) Imperfect forecasts argue the same way: err towards less "
         "over-training.")
 
 

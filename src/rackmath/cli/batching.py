@@ -100,7 +100,7 @@ def balance_cmd(
     """Balance batch B* = ratio × N_total/N_active (R6) and B* with the KV term, solved numerically (R7), and the
     most sequences memory holds at each context."""
     efficiency = _eff(hardware, efficiency, ideal)
-    from ..analyses.batching import balance_batch, balance_batch_for
+    from ..analyses.lecture.batching import balance_batch, balance_batch_for
     from ..explain import Derivation
     from ..specs.hardware import hardware_ratio, load_hardware
     from ..specs.models import load_model
@@ -113,7 +113,7 @@ def balance_cmd(
     ctx = parse_range(context, "context")
     full = balance_batch_for(m, hw, context=ctx, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                              efficiency=efficiency, weight_read=weight_read)
-    from ..analyses.batching import memory_batch_limit
+    from ..analyses.lecture.batching import memory_batch_limit
 
     bmem = memory_batch_limit(m, hw, context=ctx, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
     d = Derivation(f"Balance batch for {m.name} on {hw.name} (weight read: {weight_read})")
@@ -149,7 +149,7 @@ def floor_cmd(
     """Latency floor (one-token step's weight fetch, R29), HBM drain time (R10), and the memory-bounded
     operating step with its train schedule (R9). The floor equals `roofline -b 1 -L 0`'s step under the same
     --weight-read."""
-    from ..analyses.batching import (USABLE_HBM, drain_time, latency_floor_for, operating_point,
+    from ..analyses.lecture.batching import (USABLE_HBM, drain_time, latency_floor_for, operating_point,
                                      train_schedule)
     from ..errors import check_positive
     from ..explain import Derivation, fmt
@@ -213,7 +213,7 @@ def penalty_cmd(
     from .common import priced
 
     hardware = priced(hardware, price)
-    from ..analyses.batching import unbatched_penalty
+    from ..analyses.lecture.batching import unbatched_penalty
 
     pen, best_b, c1, cb = unbatched_penalty(model, hardware, context=_count(context, "context"),
                                             weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency,
@@ -240,7 +240,7 @@ def fast_mode_rows(ans, sens) -> tuple[list, list]:
                      f"{human(ans.by_price.batch)}"))
     rows.append(("assumption (the answer depends on it)", ans.assumption))
     if ans.speedup is not None and ans.price is not None and ans.price > 1:
-        from ..analyses.batching import sheet_weights_share
+        from ..analyses.lecture.batching import sheet_weights_share
 
         rows.append((f"{ans.price:g}× for {ans.speedup:g}× by batching needs",
                      f"weights {float(sheet_weights_share(ans.price, ans.speedup)):.0%} of a memory-bound step's "
@@ -282,7 +282,7 @@ def fast_mode_cmd(
     the operating point that decides it and the same question under other assumptions. The same function answers
     `price SHEET -m MODEL` and `lecture`'s R1."""
     efficiency = _eff(hardware, efficiency, ideal)
-    from ..analyses.batching import USABLE_HBM, fast_mode, fast_mode_sensitivity, slow_mode_floor
+    from ..analyses.lecture.batching import USABLE_HBM, fast_mode, fast_mode_sensitivity, slow_mode_floor
     from ..errors import InputError, check_positive
 
     if speedup is None and price is None:
@@ -342,7 +342,7 @@ def throughput_cmd(
     """System throughput at the memory-bounded operating point, B_op/t_step (R12), and systems needed for a
     global rate (R13)."""
     efficiency = _eff(hardware, efficiency, ideal)
-    from ..analyses.batching import USABLE_HBM, operating_point, system_throughput, systems_needed
+    from ..analyses.lecture.batching import USABLE_HBM, operating_point, system_throughput, systems_needed
     from ..errors import check_positive
     from ..explain import fmt
 
@@ -385,7 +385,7 @@ def prefill_cmd(
     from .common import priced
 
     hardware = priced(hardware, price)
-    from ..analyses.batching import prefill_decode_costs
+    from ..analyses.lecture.batching import prefill_decode_costs
     from .common import parse_range, print_json, table
 
     p = parse_range(pass_len, "pass_len")

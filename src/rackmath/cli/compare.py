@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
     ):
         """Cheapest $/Mtok per chip at ≥ the target tok/s/user (steady state), one table and one plot."""
         from .. import units
-        from ..analyses.planner import all_chips as catalog_chips, compare
+        from ..analyses.serving.plan import all_chips as catalog_chips, compare
         from .common import check_output, print_json, table
 
         if ideal:  # --ideal with --efficiency X is an error, as on every command (common.efficiency_for)

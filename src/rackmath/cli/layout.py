@@ -177,7 +177,7 @@ def register(app: typer.Typer) -> None:
                                if attention_dp_size is not None else None,
                                redundant_experts=redundant_experts, uneven_experts=uneven, allow_idle=allow_idle,
                                model=m)
-        from ..analyses.context import context_warning, max_context
+        from ..analyses.lecture.context import context_warning, max_context
 
         conc, ctx = _count(concurrency, "concurrency"), _count(context, "context")
         fit = dep.memory(m, concurrency=conc, context=ctx, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
@@ -221,7 +221,7 @@ def register(app: typer.Typer) -> None:
     ):
         """The pipeline condition (R23) and pipelining in inference: latency (R28), weights ÷ P, KV unchanged (R24)."""
         from .. import units
-        from ..analyses import pipeline as pl
+        from ..analyses.lecture import pipeline as pl
         from ..explain import fmt
         from ..specs.hardware import load_hardware
         from ..specs.models import load_model
@@ -233,7 +233,7 @@ def register(app: typer.Typer) -> None:
         cond = pl.pipeline_condition_analysis(hw, kk, layers, int(m.n_moe_layers or m.n_layers))
         hop = units.parse_duration(hop_latency, "hop_latency") if hop_latency else hw.hop_latency_s
         if t_step is None:
-            from ..analyses.batching import drain_time
+            from ..analyses.lecture.batching import drain_time
 
             step = float(drain_time(hw.chip.hbm_bytes, hw.chip.hbm_bw))
             note = f"HBM drain time {fmt(hw.chip.hbm_bytes, 'B')} / {fmt(hw.chip.hbm_bw, 'B/s')} ({hw.chip.name})"
@@ -263,7 +263,7 @@ def register(app: typer.Typer) -> None:
     ):
         """Training pipeline: bubble fraction (P−1)/(v·M+P−1) and activation memory of micro-batches in flight."""
         from .. import units
-        from ..analyses import pipeline as pl
+        from ..analyses.lecture import pipeline as pl
         from ..explain import fmt
         from .common import print_json, table
 
@@ -287,7 +287,7 @@ def register(app: typer.Typer) -> None:
     ):
         """Why scale-up size matters: latency floor and fit in one domain for 1T/2T/5T models (R21, R22, R29)."""
         from .. import units
-        from ..analyses import racks as ra
+        from ..analyses.lecture import racks as ra
         from ..explain import fmt
         from ..specs.hardware import load_hardware
         from .common import print_json, table
@@ -333,7 +333,7 @@ def register(app: typer.Typer) -> None:
     ):
         """One MoE layer across two racks: the all-to-all slowdown from the scale-out share (R17)."""
         from .. import units
-        from ..analyses import racks as ra
+        from ..analyses.lecture import racks as ra
         from ..specs.hardware import load_hardware
         from .common import print_derivation, print_json
 

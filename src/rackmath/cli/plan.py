@@ -80,8 +80,8 @@ def register(app: typer.Typer) -> None:
         """Cheapest deployment per chip meeting TTFT/TPOT SLOs: GPUs, P:D, layouts, $/hour, $/Mtok, energy, margins.
         --explain derives each chip's aggregated deployment as serve --explain does (the same steady state)."""
         from .. import units
-        from ..analyses.launch import check_framework, emit as emit_fn, render
-        from ..analyses.planner import plan
+        from ..analyses.serving.launch import check_framework, emit as emit_fn, render
+        from ..analyses.serving.plan import plan
         from ..errors import InputError
         from .common import check_output, human, parse_power, parse_pue, parse_usd_per_kwh, print_json, table
 

@@ -24,7 +24,7 @@ def _count(text, field):
 
 def _ratio_bpp(ratio, hardware, weights_dtype):
     from .. import units
-    from ..analyses.pricing import LECTURE_RATIO
+    from ..analyses.lecture.pricing import LECTURE_RATIO
 
     bpp = units.dtype_bytes(weights_dtype, "--weights-dtype")
     if ratio is not None:
@@ -101,7 +101,7 @@ def price_cmd(
 ):
     """Read a price sheet backwards: tier step → KV bytes/token; output/input → decode; fast mode → batch."""
     from .. import units
-    from ..analyses import pricing as pr
+    from ..analyses.lecture import pricing as pr
     from ..errors import InputError
     from ..explain import fmt
     from ..specs.prices import load_price_sheet, price_sheets
@@ -172,7 +172,7 @@ def price_cmd(
                         ["balance batch B*", f"{rd.balance_batch:,.0f}"], ["implied decode batch", f"{human(rd.implied_batch)}"],
                         ["KV/compute at context", f"{human(rd.kv_over_compute)}"]], None))
     if model and s is not None and s.fast_mode is not None:
-        from ..analyses.batching import fast_mode_sensitivity
+        from ..analyses.lecture.batching import fast_mode_sensitivity
         from ..specs.hardware import load_hardware
         from ..specs.models import load_model
         from .batching import fast_mode_rows
@@ -211,7 +211,7 @@ def _num(text, field):
 def _parse_tier(text):
     """'flash=3.84TB,7GB/s,0.0000029' -> Tier."""
     from .. import units
-    from ..analyses.memory_tiers import make_tier
+    from ..analyses.lecture.memory_tiers import make_tier
     from ..errors import InputError
 
     acc = "NAME=CAPACITY,BANDWIDTH,$/GB-HOUR, e.g. flash=3.84TB,7GB/s,0.0000029"
@@ -225,7 +225,7 @@ def _parse_tier(text):
 
 
 def _tiers(hardware, extra):
-    from ..analyses import memory_tiers as mt
+    from ..analyses.lecture import memory_tiers as mt
     from ..specs.hardware import Chip, load_chip
 
     c = hardware if isinstance(hardware, Chip) else load_chip(hardware)
@@ -249,7 +249,7 @@ def cache_cmd(
 ):
     """Cache prices → memory tier: hit discount, write premium as hold price, drain times, break-even holds."""
     from .. import units
-    from ..analyses import memory_tiers as mt
+    from ..analyses.lecture import memory_tiers as mt
     from ..explain import fmt
     from ..specs.prices import load_price_sheet
     from .common import priced
@@ -302,7 +302,7 @@ def context_cmd(
 ):
     """The context wall (R42): crossover, longest context that fits, what 100M tokens would need."""
     from .. import units
-    from ..analyses import context as cx
+    from ..analyses.lecture import context as cx
     from ..explain import fmt
     from ..specs.hardware import hardware_ratio, load_chip
     from .common import human
@@ -348,7 +348,7 @@ def context_cmd(
     if warn:
         payload["warning"] = warn
     tables = [("The context wall (R42)", ["quantity", "value"], rows,
-               ("max context fit = rackmath.analyses.context.max_context (the same answer as `racks memory`)"
+               ("max context fit = rackmath.analyses.lecture.context.max_context (the same answer as `racks memory`)"
                 + (f"; WARNING: {warn}" if warn else "")) if model else None),
               ("Assumptions", ["assumption", "value"], [[k, f"{human(v)}" if isinstance(v, float) else str(v)]
                                                            for k, v in w.assumptions.items()], None)]
@@ -370,7 +370,7 @@ def plot_price_context_cmd(
     import numpy as np
 
     from .. import units
-    from ..analyses import context as cx
+    from ..analyses.lecture import context as cx
     from ..plotting.pricing import plot_price_context
     from ..specs.prices import load_price_sheet
 
@@ -408,7 +408,7 @@ def plot_tiers_cmd(
     import numpy as np
 
     from .. import units
-    from ..analyses import memory_tiers as mt
+    from ..analyses.lecture import memory_tiers as mt
     from ..plotting.pricing import plot_tiers
 
     from .common import check_output

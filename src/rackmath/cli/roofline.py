@@ -63,11 +63,11 @@ def _roofline(model, hardware, chips, b, c, p, weights_dtype, kv_dtype, efficien
 
 def _warnings(r, weights_dtype, echo: bool) -> list[str]:
     """What the user should know before reading the numbers (the table's caption; on stderr when ``echo``): a
-    context past the model's own limit (analyses.context.context_warning, naming it) and weight GEMMs run at a
+    context past the model's own limit (analyses.lecture.context.context_warning, naming it) and weight GEMMs run at a
     wider dtype's rate than asked (common.dtype_rate_warning)."""
     import sys
 
-    from ..analyses.context import context_warning
+    from ..analyses.lecture.context import context_warning
     from .common import dtype_rate_warning
 
     ctx = context_warning(r.model, r.context)

@@ -22,10 +22,10 @@ def _count(text, field, integer=True):
 
 
 def _context_limits(r, model, hardware, weights_dtype, kv_dtype, redundant) -> dict:
-    """The one max-context answer (analyses.context.max_context) for the decode layout serve used, and warnings
+    """The one max-context answer (analyses.lecture.context.max_context) for the decode layout serve used, and warnings
     when the request (ISL + OSL) or the memory limit passes the model's own context limit."""
-    from ..analyses.context import context_warning, max_context
-    from ..analyses.serving import USABLE_MEMORY_FRACTION
+    from ..analyses.lecture.context import context_warning, max_context
+    from ..analyses.serving.serve import USABLE_MEMORY_FRACTION
     from ..errors import InputError
 
     out = {"max_context": None, "model_max_context": None, "warnings": []}
@@ -46,8 +46,8 @@ def _context_limits(r, model, hardware, weights_dtype, kv_dtype, redundant) -> d
 
 
 def _nearest_rows(near) -> list[list[str]]:
-    """'nearest measured' rows of the serve table (analyses/evidence.sentences)."""
-    from ..analyses.evidence import sentences
+    """'nearest measured' rows of the serve table (analyses/fitting/evidence.sentences)."""
+    from ..analyses.fitting.evidence import sentences
 
     return [["nearest measured", line] for line in sentences(near)]
 
@@ -116,7 +116,7 @@ def register(app: typer.Typer) -> None:
         """Steady-state serving: tokens/s per GPU, TPOT, TTFT, $/Mtok and energy for a request shape and
         concurrency."""
         from .. import units
-        from ..analyses.serving import serve
+        from ..analyses.serving.serve import serve
         from .common import (energy_dict, energy_line, human, mode_dict, power_capped, print_derivation,
                              print_json, table)
 

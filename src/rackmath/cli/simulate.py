@@ -30,7 +30,7 @@ def _price(text, hardware):
         return None
     if "=" not in str(text):
         return units.parse_usd_per_hour(text, "usd_per_gpu_hour")
-    from ..analyses.planner import parse_prices
+    from ..analyses.serving.plan import parse_prices
     from ..errors import InputError
     from ..specs.hardware import load_hardware
 
@@ -102,7 +102,7 @@ def register(app: typer.Typer) -> None:
         import sys
 
         from .. import units
-        from ..analyses.simulate import example_trace_text, parse_trace, simulate
+        from ..analyses.serving.simulate import example_trace_text, parse_trace, simulate
         from .common import check_output, print_json, table
 
         if ideal:  # --ideal with --efficiency X is an error, as on every command (common.efficiency_for)

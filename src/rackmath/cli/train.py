@@ -107,7 +107,7 @@ def train_cmd(
     that fits in memory is searched (and said so).
     """
     from .. import units
-    from ..analyses.training import (FRAMEWORKS, SHARDINGS, Parallelism, search_training_layout, train,
+    from ..analyses.training.model import (FRAMEWORKS, SHARDINGS, Parallelism, search_training_layout, train,
                                      training_dtype)
     from ..errors import InputError, check_positive
     from ..specs.hardware import load_hardware
@@ -179,7 +179,7 @@ def train_cmd(
     given = dict(tp=t, pp=p, dp=d_, cp=c_, recompute=recompute.lower() if recompute else None)
     shard_given = sharding is not None or zero is not None
     if all(x is not None for k, x in given.items() if k != "cp") and shard_given:
-        from ..analyses.training import default_vp
+        from ..analyses.training.model import default_vp
 
         cp_ = c_ or 1
         vv = v or (default_vp(m.n_layers, p) if sched in (None, "interleaved") else 1)
@@ -261,7 +261,7 @@ def overtrain_cmd(
 ):
     """Pretraining/RL/inference split (R30–R34) and the cost-optimal model at the same loss."""
     from .. import units
-    from ..analyses.lifetime import overtrain
+    from ..analyses.lecture.lifetime import overtrain
     from ..errors import InputError
     from ..explain import fmt
 
@@ -316,7 +316,7 @@ def chinchilla_cmd(
 ):
     """Chinchilla: L(N, D) = E + A/N^α + B/D^β, the compute-optimal N, D for a budget (the lecture's D = 20·N
     and the fitted law's, both shown), and D ≈ 20·N."""
-    from ..analyses import scaling
+    from ..analyses.lecture import scaling
     from ..errors import InputError, check_positive
     from ..explain import Derivation, fmt
 
@@ -381,7 +381,7 @@ def routed_cmd(
     """Clark et al. 2022 routed law and effective parameter count N̄ (R14). Coefficients UNVERIFIED."""
     import numpy as np
 
-    from ..analyses import scaling
+    from ..analyses.lecture import scaling
     from ..explain import Derivation, fmt
     from .common import parse_range
 
@@ -438,7 +438,7 @@ def revnet_cmd(
 ):
     """Activation memory and compute: standard vs full recompute vs reversible (Feistel) layers (R43)."""
     from .. import units
-    from ..analyses import revnet
+    from ..analyses.lecture import revnet
     from ..errors import InputError
     from ..explain import fmt
 
@@ -470,7 +470,7 @@ def _measure() -> dict:
         import torch
     except ImportError:
         raise InputError("measure", "PyTorch is not installed", "pip install 'rackmath[torch]'") from None
-    from ..analyses.revnet import layer_activation_bytes
+    from ..analyses.lecture.revnet import layer_activation_bytes
     from ..revnet_torch import ReversibleStack, saved_activation_bytes
 
     torch.manual_seed(0)
@@ -511,7 +511,7 @@ def validate_train_cmd(*, json: bool = False, ideal: bool = False, refit: bool =
         raise InputError("output", "--output/--force without --refit", "--train --refit --output FILE")
     if output is not None:
         check_output(output, force)
-    from ..analyses import training_fit as tf
+    from ..analyses.fitting import training as tf
 
     v = tf.validate_training()
     if refit:

@@ -70,7 +70,7 @@ def _fmt_value(v, unit):
 
 
 def _bound_line(b: dict) -> str:
-    """One record faster than the ideal bound, with its likely causes (analyses.validation.below_ideal_bound)."""
+    """One record faster than the ideal bound, with its likely causes (analyses.fitting.validation.below_ideal_bound)."""
     from ..units import human
 
     causes = "; ".join(f"{what} would allow {_fmt_value(v, b['unit'])}" for what, v in b["causes"])
@@ -83,7 +83,7 @@ def _bound_line(b: dict) -> str:
 def _flag_below_bound(recs, echo: bool) -> list[dict]:
     """Every record faster than the ideal bound; with ``echo`` each as a 'warning:' line on stderr, before any fit
     (the table says it in its status column and caption)."""
-    from ..analyses.validation import below_ideal_bound
+    from ..analyses.fitting.validation import below_ideal_bound
 
     flags = [b for b in (below_ideal_bound(r) for r in recs) if b]
     for b in flags if echo else ():
@@ -207,7 +207,7 @@ def register(app: typer.Typer) -> None:
                              "--id/--explain on the predictions, or --cv/--refit over every record")
         if explain and ids is None:
             raise InputError("explain", "--explain without --id", "--id ID[,ID…] --explain (one derivation a record)")
-        from ..analyses.validation import records as load, select
+        from ..analyses.fitting.validation import records as load, select
 
         recs = load(tuple(records or ()), only=only_records)
         if ids is not None:
@@ -216,7 +216,7 @@ def register(app: typer.Typer) -> None:
                 raise InputError("id", f"{ids!r} names no record", "a comma list of record ids or globs")
             recs = select(recs, pats)
         if explain:
-            from ..analyses.validation import explain as derive
+            from ..analyses.fitting.validation import explain as derive
             from .common import print_derivation
 
             ds = [derive(r, efficiency=efficiency, ideal=ideal) for r in recs if r.exclude is None]
@@ -234,7 +234,7 @@ def register(app: typer.Typer) -> None:
                    check_output, print_json, flags)
             return
         if cv:
-            from ..analyses.calibration import CV_SCHEMES, cross_validate
+            from ..analyses.fitting.calibration import CV_SCHEMES, cross_validate
 
             schemes = [s.strip() for s in scheme.split(",") if s.strip()]
             bad = [s for s in schemes if s not in CV_SCHEMES]
@@ -246,7 +246,7 @@ def register(app: typer.Typer) -> None:
                 return
             _print_cv(c, schemes, table)
             return
-        from ..analyses.validation import validate
+        from ..analyses.fitting.validation import validate
 
         eff = None if efficiency is None or efficiency.strip().lower() == "auto" else efficiency
         v = validate(efficiency=eff, ideal=ideal, recs=recs)
@@ -294,7 +294,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from ..analyses.calibration import _SCHEME_KEY, fitted_records
+        from ..analyses.fitting.calibration import _SCHEME_KEY, fitted_records
 
         use = fitted_records(recs, with_unfitted)
         total = sum(len({getattr(r, _SCHEME_KEY[s], None) for r in use} - {None}) for s in schemes)
@@ -313,7 +313,7 @@ def register(app: typer.Typer) -> None:
     def _refit(recs, output, force, prefix, json, check_output, print_json, flags=()):
         import math
 
-        from ..analyses.calibration import as_toml, fit, fitted_records, presets_from_fit
+        from ..analyses.fitting.calibration import as_toml, fit, fitted_records, presets_from_fit
 
         use = fitted_records(recs)
         f = fit(use)
@@ -354,7 +354,7 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"wrote {output}", err=True)
 
     def _print_cv(c, schemes, table):
-        from ..analyses.calibration import SCHEME_LABEL, describe_counts
+        from ..analyses.fitting.calibration import SCHEME_LABEL, describe_counts
 
         head = describe_counts(c["counts"])
         priors = [f'{p["name"]} ({fam}) {v:g}' for p in c.get("spec", []) for fam, v in p.get("prior", {}).items()]
@@ -388,8 +388,8 @@ def register(app: typer.Typer) -> None:
         json: bool = JSON_OPT,
     ):
         """Predicted vs measured for every validation record, colored by source."""
-        from ..analyses.validation import records as load
-        from ..analyses.validation import validate
+        from ..analyses.fitting.validation import records as load
+        from ..analyses.fitting.validation import validate
         from ..plotting.validate import plot_validate
         from .common import check_output
 

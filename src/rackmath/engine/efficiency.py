@@ -38,7 +38,7 @@ The ideal roofline is the special case: η = 1, zero latencies, M½ = 0, overlap
 Presets are data (``[[efficiency]]`` tables, ``specs/data/efficiency/``), each with its
 chips, regime, composition, family, error band and source; a user's table of the same name
 replaces a shipped one whole. :data:`FIT_PARAMS` is the parameter vector calibration fits
-(``analyses/calibration.py`` reads it): which fields, their bounds, and which are shared by
+(``analyses/fitting/calibration.py`` reads it): which fields, their bounds, and which are shared by
 every hardware family (physics that is the same everywhere) or fitted per family.
 """
 
@@ -391,7 +391,7 @@ def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
 
 
 def for_stack(eff: Efficiency, stack) -> Efficiency:
-    """The efficiency a step of ``stack`` (an ``analyses.serving.Stack``) runs with: under a per-version preset
+    """The efficiency a step of ``stack`` (an ``analyses.serving.serve.Stack``) runs with: under a per-version preset
     (``--efficiency measured``) the stack version's fitted host times replace its engine's, and its time per kernel
     τ_stack adds to the silicon's floor: τ_k = τ_silicon + τ_stack (launch gaps between a graph's kernels, work the
     version does not fuse); otherwise ``eff``."""

@@ -235,7 +235,7 @@ class RooflineResult(ResultMixin):
     # derived metrics (cheap, computed on access)
     @property
     def energy(self):
-        """Energy per token (``analyses.energy.EnergyResult``) as ``rackmath.roofline`` asked for it (PUE, $/kWh,
+        """Energy per token (``analyses.lecture.energy.EnergyResult``) as ``rackmath.roofline`` asked for it (PUE, $/kWh,
         power cap), computed when first read: a sweep that never reads it does not pay for it. None without."""
         if "energy" not in self.extras:
             fn = self.extras.get("energy_of")

@@ -74,7 +74,7 @@ def plot_batch(model, hardware, *, batch, context=8192, chips=None, weights_dtyp
         _lecture_overlay(a2, batch, rs["all"], per_token=True)
     a2.set(xscale="log", yscale="log", xlabel="batch (sequences)", ylabel="$ per million output tokens",
            title="Cost per token vs batch")
-    from ..analyses.batching import memory_batch_limit
+    from ..analyses.lecture.batching import memory_batch_limit
 
     bmem = float(memory_batch_limit(r.model, r.hardware, context=context, chips=chips, weights_dtype=weights_dtype,
                                     kv_dtype=kv_dtype))

@@ -13,7 +13,7 @@ def plot_measure(result: dict, path):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from ..analyses import measure as am
+    from ..analyses.fitting import measure as am
     from ..engine.roofline import roofline
 
     spec, system, dtype = result["_spec"], result["_system"], result["dtype"]

@@ -50,7 +50,7 @@ def plot_tiers(hold_s, names, costs, *, ttls=(300.0, 3600.0), bytes_per_token=No
 
 def price_context_figure(path, sheet="gemini-3.1-pro", *, batch=1e4, bytes_per_token=1667.0):
     """The lecture's picture with its own numbers (claims plot)."""
-    from ..analyses import context as cx
+    from ..analyses.lecture import context as cx
     from ..specs.prices import load_price_sheet
 
     L = np.geomspace(1e3, 1e7, 300)
@@ -62,7 +62,7 @@ def price_context_figure(path, sheet="gemini-3.1-pro", *, batch=1e4, bytes_per_t
 
 
 def tiers_figure(path, chip="h100", *, bytes_per_token=1667.0, n_active=100e9):
-    from ..analyses import memory_tiers as mt
+    from ..analyses.lecture import memory_tiers as mt
     from ..specs.hardware import load_chip
 
     c = load_chip(chip)

@@ -74,7 +74,7 @@ class Chip:
     generation: str = ""  # architecture generation ("Hopper", "CDNA 3", "Trillium" …), for grouping
     tdp_w: float | None = None  # board power (TDP/TGP), W
     host_power_w: float | None = None  # the chip's share of the rest of its server at full load, W
-    typical_power_w: float | None = None  # measured draw while serving, W (None: a share of tdp_w, analyses/energy)
+    typical_power_w: float | None = None  # measured draw while serving, W (None: a share of tdp_w, analyses/lecture/energy)
 
     def compute_dtype(self, dtype: str) -> str:
         """The dtype whose peak is used for matmuls with operands of ``dtype`` (fp4 on H100 -> fp8)."""

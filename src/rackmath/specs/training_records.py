@@ -9,7 +9,7 @@ naming the file, the record and the field. A record rackmath cannot predict keep
 
 Measured metric: ``tokens_per_s_per_gpu`` where the source prints it; otherwise TFLOP/s/GPU (or MFU × peak) in
 the source's own FLOP formula (``flop_formula``: :data:`FLOP_FORMULAS`), which
-``analyses.training_fit`` turns into tokens/s with that same formula — never another source's.
+``analyses.fitting.training`` turns into tokens/s with that same formula — never another source's.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ FIELDS = {
     "micro_batch": (int, False, "sequences per micro-batch"),
     "tp": (int, True, "tensor-parallel degree"), "pp": (int, True, "pipeline stages"),
     "cp": (int, True, "context-parallel degree"), "ep": (int, True, "expert-parallel degree"),
-    "vp": (int, True, "virtual (interleaved) stages per pipeline rank; 0 = not stated (analyses.training.default_vp)"),
+    "vp": (int, True, "virtual (interleaved) stages per pipeline rank; 0 = not stated (analyses.training.model.default_vp)"),
     "dp": (int, False, "data-parallel degree = GPUs / (TP·PP·CP)"),
     "sharding": (str, True, "none, shard_grad_op (ZeRO-2) or full_shard (ZeRO-3 / FSDP)"),
     "fsdp_group": (int, False, "GPUs a Megatron-FSDP sharding group spans"),
@@ -237,7 +237,7 @@ PRESET_NUMERIC = ("eta_gemm", "tau_layer_s", "eta_attn", "lowp_ratio", "rows_hal
 @dataclass(frozen=True)
 class TrainPreset:
     """``[[train_preset]]`` (specs/data/training/presets.toml): the step model's parameters
-    (``analyses.training.TRAIN_PARAMS``) for one hardware family and framework family, with what they were fitted on
+    (``analyses.training.model.TRAIN_PARAMS``) for one hardware family and framework family, with what they were fitted on
     and their validated error (leave-one-source-out median |error| of the group's records)."""
 
     name: str

@@ -313,7 +313,7 @@ def batch_inputs():
 @lru_cache(maxsize=512)
 def _balance_batch(model_name, hw_name, context, chips, wdt, kvdt, eff, weight_read=None) -> float:
     """B* does not depend on the batch slider: solved once per (model, hardware, context, …), then cached."""
-    from ..analyses.batching import balance_batch_for
+    from ..analyses.lecture.batching import balance_batch_for
 
     extra = {"weight_read": weight_read} if weight_read and _supports(balance_batch_for, "weight_read") else {}
     return float(np.asarray(balance_batch_for(model(model_name), hardware(hw_name), context=context, chips=chips,
@@ -365,7 +365,7 @@ def racks_inputs():
 
 
 def racks_view(p):
-    from ..analyses import racks as ra
+    from ..analyses.lecture import racks as ra
     from ..engine.roofline import expected_experts_hit, weights_read_bytes
     from ..specs.hardware import systems
 
@@ -423,7 +423,7 @@ def pipeline_inputs():
 
 
 def pipeline_view(p):
-    from ..analyses import pipeline as pl
+    from ..analyses.lecture import pipeline as pl
 
     m, hw = model(p["model"]), hardware(p["hardware"])
     ep = int(hw.scaleup_size)
@@ -481,8 +481,8 @@ def training_inputs():
 
 def train_searched(m, hw, *, chips, tokens, mfu, usd_per_hour=None):
     """`rackmath train MODEL -H HW --gpus N --tokens D --mfu F`: the command's own layout search
-    (analyses.training.search_training_layout, with the command's defaults), so the page and the command agree."""
-    from ..analyses.training import search_training_layout
+    (analyses.training.model.search_training_layout, with the command's defaults), so the page and the command agree."""
+    from ..analyses.training.model import search_training_layout
 
     return search_training_layout(m, hw, chips=int(chips), tokens=float(tokens), mfu_given=mfu,
                                   usd_per_hour=usd_per_hour,
@@ -495,8 +495,8 @@ def _layout_label(par) -> str:
 
 
 def training_view(p):
-    from ..analyses.lifetime import overtrain
-    from ..analyses.training import train
+    from ..analyses.lecture.lifetime import overtrain
+    from ..analyses.training.model import train
 
     m, hw = model(p["model"]), hardware(p["hardware"])
     price = _price_of(p, hw.chip)
@@ -552,8 +552,8 @@ def _chip_names():
 
 
 def pricing_view(p):
-    from ..analyses import memory_tiers as mt
-    from ..analyses import pricing as pr
+    from ..analyses.lecture import memory_tiers as mt
+    from ..analyses.lecture import pricing as pr
     from ..errors import RackmathError
     from ..specs.hardware import hardware_ratio, load_chip
     from ..specs.prices import load_price_sheet
@@ -605,7 +605,7 @@ def context_inputs():
 def context_view(p):
     import rackmath
 
-    from ..analyses import context as cx
+    from ..analyses.lecture import context as cx
     from ..specs.hardware import hardware_ratio
 
     m, hw = model(p["model"]), hardware(p["hardware"])
@@ -655,7 +655,7 @@ def context_view(p):
     return {"header": IDEAL, "numbers": numbers, "charts": [c1, c2],
             "derivations": [derivation(r.explain(i)), derivation(wd)],
             "notes": ["crossover: where the step's memory terms (weights + KV) overtake compute in the roofline "
-                      "charted here (analyses.context.crossover_for, as `rackmath context -m` prints it as "
+                      "charted here (analyses.lecture.context.crossover_for, as `rackmath context -m` prints it as "
                       "roofline_crossover)"]}
 
 
@@ -672,7 +672,7 @@ def revnet_inputs():
 
 def revnet_view(p):
     from .. import units
-    from ..analyses import revnet
+    from ..analyses.lecture import revnet
 
     m = model(p["model"])
     r = revnet.compare(n_layers=m.n_layers, seq_len=p["seq"], batch=p["batch"], d_model=m.d_model, n_heads=m.n_heads,
@@ -781,7 +781,7 @@ def serve_view(p):
     numbers.append(num("layout", _layout(d.get("layout", {})), key="layout"))
     header = _efficiency_header(d.get("efficiency") or None)
     der = r.explain()
-    from ..analyses.evidence import sentences
+    from ..analyses.fitting.evidence import sentences
 
     return {"header": header, "numbers": numbers, "charts": charts, "derivations": [derivation(der)] if der else [],
             "notes": list(d.get("notes", [])) + [f"nearest measured: {x}" for x in sentences(r.nearest_measured())]}
@@ -833,7 +833,7 @@ def _plan_note(chip, dep, pts) -> str:
 def plan_view(p):
     """The library planner (`rackmath plan`): the cheapest deployment per chip meeting the SLOs, and each chip's
     $/Mtok-vs-speed front. The simulator replay (`--confirm`) is left out to keep one request bounded."""
-    from ..analyses.planner import plan
+    from ..analyses.serving.plan import plan
     from ..specs.hardware import load_chip
 
     chips_ = [load_chip(c).name for c in str(p["hardware"]).split(",")]  # catalog names only
@@ -895,7 +895,7 @@ _VALIDATE: dict = {}
 
 def _validate_cached(ideal: bool) -> dict:
     if ideal not in _VALIDATE:
-        from ..analyses.validation import validate
+        from ..analyses.fitting.validation import validate
 
         _VALIDATE[ideal] = validate(ideal=ideal)
     return _VALIDATE[ideal]
@@ -931,7 +931,7 @@ def validate_view(p):
                    "median_filter")]
     notes = []
     if not ideal:  # the figure that measures transfer: each record predicted by a fit that never saw its source
-        from ..analyses.validation import held_out_summary
+        from ..analyses.fitting.validation import held_out_summary
 
         h = held_out_summary([r for r in rows if r.get("fitted", True)])
         numbers.append(num("median |error| with its source left out (this filter)",

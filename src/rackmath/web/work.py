@@ -134,7 +134,7 @@ def serve(*, model, hardware, isl, osl, concurrency, gpus, tp, ep, pp, weights_d
 
 
 def train(*, model, hardware, tokens, gpus, mfu, usd_per_gpu_hour, explain):
-    """`rackmath train … --mfu`: the same layout search as the command (analyses.training.search_training_layout)."""
+    """`rackmath train … --mfu`: the same layout search as the command (analyses.training.model.search_training_layout)."""
     from ..errors import check_positive
 
     n = int(check_positive(_count(gpus, "gpus"), "gpus", "a number of GPUs", maximum=1e7))
@@ -149,7 +149,7 @@ def train(*, model, hardware, tokens, gpus, mfu, usd_per_gpu_hour, explain):
 
 
 def plan(*, model, hardware, isl, osl, users, rate, tok_s_user, ttft, usd_per_gpu_hour, weights_dtype, kv_dtype):
-    from ..analyses.planner import plan as library_plan
+    from ..analyses.serving.plan import plan as library_plan
     from ..specs.hardware import load_chip
 
     names = [h.strip() for h in hardware.split(",") if h.strip()]
@@ -164,7 +164,7 @@ def plan(*, model, hardware, isl, osl, users, rate, tok_s_user, ttft, usd_per_gp
 
 def revnet(*, model, seq, batch, dtype, flash):
     from .. import units
-    from ..analyses import revnet as rv
+    from ..analyses.lecture import revnet as rv
     from ..errors import check_positive
 
     m = views.model(model)
@@ -175,7 +175,7 @@ def revnet(*, model, seq, batch, dtype, flash):
 
 
 def price(*, sheet, hardware, n_active):
-    from ..analyses import pricing as pr
+    from ..analyses.lecture import pricing as pr
     from ..specs.hardware import hardware_ratio, load_chip
     from ..specs.prices import load_price_sheet
 
@@ -189,7 +189,7 @@ def price(*, sheet, hardware, n_active):
 
 
 def overtrain(*, traffic, lifetime_days, models, active):
-    from ..analyses.lifetime import overtrain as library_overtrain
+    from ..analyses.lecture.lifetime import overtrain as library_overtrain
 
     return library_overtrain(rate=_count(traffic, "traffic"), lifetime_s=lifetime_days * 86400, n_models=models,
                              active=_count(active, "active")).as_dict()

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError, check_positive
-from ..explain import Derivation, fmt
+from ...errors import InputError, check_positive
+from ...explain import Derivation, fmt
 from .scaling import (LossLaw, chinchilla_loss, chinchilla_tokens, iso_loss_params, loss_law,
                       min_params_for_loss, overtraining_factor)
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..results import ResultMixin
+from ...results import ResultMixin
 
-from ..errors import InputError, check_positive
-from ..explain import Derivation, fmt
+from ...errors import InputError, check_positive
+from ...explain import Derivation, fmt
 
 # --------------------------------------------------------------------------------------
 # compute
@@ -266,7 +266,7 @@ def tp_allreduce_time(tokens_per_replica, d_model, layers_per_stage, tp, bw, act
     reduce-scatter + all-gather of the same total volume (Korthikanti et al. 2022 §4.2.2).
     t = 4 · L/P · allreduce(tokens · h · bytes, tp, bw).
     """
-    from ..engine.comms import allreduce_time
+    from ...engine.comms import allreduce_time
 
     nbytes = np.asarray(tokens_per_replica, float) * np.asarray(d_model, float) * act_bytes
     return 4.0 * np.asarray(layers_per_stage, float) * allreduce_time(nbytes, tp, bw, latency)
@@ -432,7 +432,7 @@ def resolve_preset(chip, preset=None, framework="megatron", eta_compute=None):
     """(params, name, label) of the step model: ``preset`` None or "ideal" → the ideal bound (η = 1, no overheads);
     "auto" → the fitted preset of the chip's family and the framework (``specs.training_records.preset_for``); a
     name → that preset; a TrainPreset → itself. ``eta_compute`` (0–1) overrides the GEMM efficiency."""
-    from ..specs import training_records as trr
+    from ...specs import training_records as trr
 
     if framework not in FRAMEWORKS:
         raise InputError("framework", f"unknown framework family {framework!r}", ", ".join(FRAMEWORKS))
@@ -561,7 +561,7 @@ def train(model, hardware, *, chips: int | None = None, tokens: float, seq_len: 
         achieved = d.add("F", "MFU · peak", f"{mfu_given:g} · {fmt(peak, 'FLOP/s')}", mfu_given * peak, "FLOP/s")
         mode, label = "given MFU", "time from the given MFU"
     else:
-        from .training_explain import add_step_terms
+        from .explain import add_step_terms
 
         d.add("preset", pname, "", ", ".join(f"{k} = {v:.4g}" for k, v in params.items()), "", plabel)
         d.add("M", "B / (dp · b)", "", M, "", "micro-batches per step", expr=f"{B!r} / ({float(par.dp)!r} * {mb!r})")
@@ -773,7 +773,7 @@ def gemm_time(flops, peak, eta, rows, rows_half, width, width_half):
     """t = F / (peak · η_c(M) · w/(w + w½)): a GEMM on the roofline at the serving model's small-GEMM efficiency
     (``engine.step.gemm_efficiency``: η_c(M) = η_c·M/(M + M½), M rows = tokens) and the same ramp over the GEMM's
     width per GPU (a narrow GEMM — a small model, or one split TP ways — fills fewer tiles per wave)."""
-    from ..engine.step import gemm_efficiency
+    from ...engine.step import gemm_efficiency
 
     eff = gemm_efficiency(eta, rows, rows_half) * gemm_efficiency(1.0, width, width_half)
     return np.asarray(flops, float) / (np.asarray(peak, float) * eff)
@@ -842,7 +842,7 @@ def ep_alltoall_step_time(tokens_per_gpu, d_model, moe_layers_per_stage, k, ep, 
     dispatch and combine, forward and backward = 4 all-to-alls per MoE layer, each GPU sending its tokens' k copies
     but the (1/ep) that stay: bytes = 4·L_moe/P · T·k·h·2·(ep−1)/ep; the share past the NVLink domain at scale-out
     bandwidth (``engine.comms.alltoall_split_time``)."""
-    from ..engine.comms import alltoall_split_time
+    from ...engine.comms import alltoall_split_time
 
     ep = np.asarray(ep, float)
     nbytes = (4.0 * moe_layers_per_stage * tokens_per_gpu * k * np.asarray(d_model, float) * act_bytes
@@ -862,7 +862,7 @@ def dp_grad_time(params_per_gpu, group, ranks_in_domain, up_bw, out_bw, eta_comm
     """Data-parallel gradient reduce-scatter + parameter all-gather (Megatron's distributed optimizer, ZeRO-1),
     hierarchical over the NVLink domain and the NICs (``engine.comms.hierarchical_allreduce_time``) of
     :data:`DP_BYTES_PER_PARAM` per parameter."""
-    from ..engine.comms import allreduce_time
+    from ...engine.comms import allreduce_time
 
     nbytes = np.asarray(params_per_gpu, float) * DP_BYTES_PER_PARAM
     s = np.minimum(np.asarray(group, float), ranks_in_domain)  # the same formula, the domain size per configuration

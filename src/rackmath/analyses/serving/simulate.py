@@ -18,7 +18,7 @@ scheduler that vLLM, SGLang and TensorRT-LLM share, one replica at a time:
 * **The lecture's train schedule** (00:20, "a train departs every ~20 ms whether or not you're
   on it"): ``cadence`` makes steps leave on a fixed clock; a request waits for the next train.
 
-Step times come from :mod:`rackmath.analyses.step_table` (the serving step model tabulated
+Step times come from :mod:`rackmath.analyses.serving.step_table` (the serving step model tabulated
 once over batch and context). The event loop does not walk token by token: all running
 sequences advance one step together, so between two events (an arrival that can be admitted,
 a completion, a prefill chunk, the cache filling up) the batch is constant and k steps are
@@ -40,12 +40,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..results import ResultMixin
+from ...results import ResultMixin
 
-from ..bounds import MAX_REQUESTS  # requests one call simulates (bounded memory: ~2 GB at the maximum)
-from ..engine.roofline import usd_per_mtok
-from ..errors import InputError
-from ..units import counted
+from ...bounds import MAX_REQUESTS  # requests one call simulates (bounded memory: ~2 GB at the maximum)
+from ...engine.roofline import usd_per_mtok
+from ...errors import InputError
+from ...units import counted
 
 #: Defaults of the generic stack when no ``framework`` is named: vLLM's ``max_num_seqs`` (256) and the
 #: 8,192-token step budget (TensorRT-LLM ``max_num_tokens``, SGLang ``chunked_prefill_size`` on large GPUs).
@@ -64,7 +64,7 @@ _LEN_ACCEPTED = ("a number of tokens (1000), a uniform range LO:HI (500:1500), '
 
 def parse_lengths(text, field: str) -> tuple:
     """'1000' → ('fixed', 1000); '500:1500' → ('uniform', 500, 1500); 'exp:800'; 'lognormal:1000:0.6'."""
-    from .. import units
+    from ... import units
 
     if isinstance(text, (int, float, np.integer, np.floating)):
         v = float(text)
@@ -262,7 +262,7 @@ def example_trace_text() -> str:
     """The example trace shipped with the package (CSV: arrival_s, isl, osl)."""
     from pathlib import Path
 
-    return (Path(__file__).resolve().parent.parent / "specs" / "data" / "traces" / "example.csv").read_text()
+    return (Path(__file__).resolve().parents[2] / "specs" / "data" / "traces" / "example.csv").read_text()
 
 
 # --------------------------------------------------------------------------------------
@@ -296,7 +296,7 @@ def run_replica(table, a_t: list, a_id: list, isl: list, osl: list, out: _Out, *
     """Simulate one replica: requests ``a_id`` arriving at sorted times ``a_t`` (lists, appended to in closed loop).
 
     ``table`` answers ``decode(b, L)``, ``prefill(P)`` and ``mixed(b, L, P)`` in seconds (a
-    :class:`~rackmath.analyses.step_table.StepTable`). ``prefill=False`` is a disaggregated decode
+    :class:`~rackmath.analyses.serving.step_table.StepTable`). ``prefill=False`` is a disaggregated decode
     pool: requests arrive with their KV and decode at once. ``closed_next`` (an iterator of
     request ids) makes it a closed loop: each completion brings the next request ``think_s`` later.
     ``reserve_whole``: a request is admitted only when KV for all of its ISL + OSL fits beside what the running
@@ -914,7 +914,7 @@ def framework_defaults(framework) -> dict:
     The stacks' numbers are the serving model's (``serving.load_stack``: the same presets ``serve
     --framework`` uses); the generic stack (no framework) runs at most 256 sequences and 8,192 tokens a step.
     """
-    from . import serving
+    from . import serve as serving
     from .launch import framework_info
 
     if framework is None:
@@ -933,7 +933,7 @@ def _pick_layout(st, gpus, given, max_batch, context):
     from . import step_table as stt
 
     if any(v is not None for v in given.values()):
-        from ..engine.layout import check_attention_dp_size
+        from ...engine.layout import check_attention_dp_size
 
         tp = int(given["tp"]) if given["tp"] is not None else min(int(gpus), int(st.system.scaleup_size))
         size = given.get("attention_dp_size")

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.comms import alltoall_split_time, moe_alltoall_bytes, scaleout_share
-from ..engine.layout import experts_per_chip
-from ..errors import InputError
-from ..explain import Derivation, fmt
+from ...engine.comms import alltoall_split_time, moe_alltoall_bytes, scaleout_share
+from ...engine.layout import experts_per_chip
+from ...errors import InputError
+from ...explain import Derivation, fmt
 
 # ----------------------------------------------------------------------------- expert placement (R16)
 

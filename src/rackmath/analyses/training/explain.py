@@ -1,17 +1,17 @@
-"""``train --explain``: every term of the calibrated training step (:func:`analyses.training.step_terms`) with its
+"""``train --explain``: every term of the calibrated training step (:func:`analyses.training.model.step_terms`) with its
 working (issue 38: every term shown with its number; issue 33: every printed line adds up).
 
 Each step states its computation as an expression over the configuration's numbers and the earlier steps
 (:meth:`explain.Derivation.add` ``expr``), so the printed working is generated from the numbers the step model used
 and the tests re-evaluate it against the model's own value (``Derivation.check``). Scalar configurations only (one
-layout): the model itself is the vectorized :func:`~analyses.training.step_terms`.
+layout): the model itself is the vectorized :func:`~analyses.training.model.step_terms`.
 """
 
 from __future__ import annotations
 
 import math
 
-from ..explain import Derivation
+from ...explain import Derivation
 
 
 def _n(v) -> str:
@@ -43,7 +43,7 @@ def add_step_terms(d: Derivation, x: dict, p: dict, terms: dict, M: float, const
     """Append the step model's terms to ``d``: ``x`` the (scalar) inputs of ``step_terms``, ``p`` the preset's
     parameters, ``terms`` its result (the values printed), ``M`` the micro-batches (a step keyed "M" before),
     ``constants`` the model's FLASH_BACKWARD_FACTOR, ADAM_STEP_BYTES and DP_BYTES_PER_PARAM (passed in:
-    ``analyses.training`` imports this module)."""
+    ``analyses.training.model`` imports this module)."""
     FLASH_BACKWARD_FACTOR, ADAM_STEP_BYTES, DP_BYTES_PER_PARAM = (
         constants[k] for k in ("FLASH_BACKWARD_FACTOR", "ADAM_STEP_BYTES", "DP_BYTES_PER_PARAM"))
     f = {k: float(v) for k, v in x.items()}

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError, UnknownNameError, check_positive
+from ...errors import InputError, UnknownNameError, check_positive
 
 # --------------------------------------------------------------------------------------
 # data: coefficient tables (kept here, not in TOML: they are few and carry prose status)

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
-from ..explain import Derivation
+from ...errors import InputError
+from ...explain import Derivation
 
 #: J per kWh.
 J_PER_KWH = 3.6e6

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError, check_positive
-from ..explain import Derivation, fmt
-from ..units import format_si
+from ...errors import InputError, check_positive
+from ...explain import Derivation, fmt
+from ...units import format_si
 from .batching import balance_batch  # B* = ratio · N_total/N_active (lecture 00:15, R6)
 
 
@@ -146,7 +146,7 @@ def architectures_for(target_bytes_per_token, *, context=LECTURE_BOUNDARY, toler
     ``sparse_kv_width`` elements (DeepSeek MLA: 512 + 64 = 576) over ``sparse_layers``
     layers, reading only ``top_k`` of ``context`` tokens (DSA's 2,048).
     """
-    from ..units import dtype_bytes
+    from ...units import dtype_bytes
 
     check_positive(target_bytes_per_token, "bytes per token", "a positive number of bytes")
     L, H, D, T = np.meshgrid(np.array(layers, float), np.array(kv_heads, float), np.array(d_heads, float),
@@ -252,7 +252,7 @@ class StepDeduction:
 def deduce_from_step(boundary=LECTURE_BOUNDARY, step=1.5, *, n_active=LECTURE_N_ACTIVE, ratio=LECTURE_RATIO,
                      bytes_per_param=1.0, kv_dtype="fp8", covered=None, source="") -> StepDeduction:
     """Price step → crossover → KV bytes per token → architectures (R35–R37), with the arithmetic."""
-    from ..units import dtype_bytes
+    from ...units import dtype_bytes
 
     check_positive(n_active, "active params", "a parameter count such as 100B")
     check_positive(ratio, "ratio", "the hardware ratio, ~300 (FLOP/s/2 over params/s)", maximum=1e5)
@@ -357,8 +357,8 @@ def compare_models(target_bytes_per_token, models, *, context=LECTURE_BOUNDARY, 
 def deduce_from_step_for(chip, boundary=LECTURE_BOUNDARY, step=1.5, *, n_active=LECTURE_N_ACTIVE,
                          weights_dtype="fp8", kv_dtype="fp8", covered=None, source=""):
     """:func:`deduce_from_step` with the ratio and bytes/param of a real chip at ``weights_dtype``."""
-    from ..specs.hardware import hardware_ratio
-    from ..units import dtype_bytes
+    from ...specs.hardware import hardware_ratio
+    from ...units import dtype_bytes
 
     return deduce_from_step(boundary, step, n_active=n_active, ratio=float(hardware_ratio(chip, weights_dtype)),
                             bytes_per_param=dtype_bytes(weights_dtype), kv_dtype=kv_dtype, covered=covered,
@@ -368,7 +368,7 @@ def deduce_from_step_for(chip, boundary=LECTURE_BOUNDARY, step=1.5, *, n_active=
 def pass_len_costs_for(model, hardware, pass_len, *, batch=1, context=8192, chips=None, weights_dtype=None,
                        kv_dtype=None, efficiency=None):
     """Cost per token vs pass length on a real model and system (R38): the foundation's
-    ``analyses.batching.prefill_decode_costs`` (the roofline with ``pass_len``), not re-derived."""
+    ``analyses.lecture.batching.prefill_decode_costs`` (the roofline with ``pass_len``), not re-derived."""
     from .batching import prefill_decode_costs
 
     return prefill_decode_costs(model, hardware, pass_len, batch=batch, context=context, chips=chips,
@@ -378,10 +378,10 @@ def pass_len_costs_for(model, hardware, pass_len, *, batch=1, context=8192, chip
 def fast_mode_for(sheet, model, hardware, *, context=8192, chips=None, operating_multiple=None, weights_dtype=None,
                   kv_dtype=None, efficiency=None, weight_read="hit"):
     """A price sheet's fast mode read as batching: its price multiple (output_fast / output) and
-    advertised speed multiple through ``analyses.batching.fast_mode`` — the one fast-mode answer
+    advertised speed multiple through ``analyses.lecture.batching.fast_mode`` — the one fast-mode answer
     `batching fast-mode` and `lecture` (R1) give too (lecture 00:00, R1).
 
-    Returns the :class:`~rackmath.analyses.batching.FastModeAnswer` (``by_speed``: the cost
+    Returns the :class:`~rackmath.analyses.lecture.batching.FastModeAnswer` (``by_speed``: the cost
     multiple the advertised speed costs; ``by_price``: the speed the price multiple buys;
     ``assumption``: the operating point that decides it). ``operating_multiple`` None: the
     shared default (2.5 × B*, "double or triple it").

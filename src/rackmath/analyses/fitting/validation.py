@@ -5,7 +5,7 @@ The records are ``[[record]]`` TOML tables — the public measurements of
 adds (``rackmath validate --records DIR``). Each holds its inputs as published, the measured
 value, its source and the assumptions that fill in what the source does not say (one rule per
 table, never tuned per row). This module predicts each record with the public serving API
-(:func:`rackmath.analyses.serving.serve` for ``kind = "serve"``, a single decode step or
+(:func:`rackmath.analyses.serving.serve.serve` for ``kind = "serve"``, a single decode step or
 prefill pass for ``kind = "step"`` / ``"prefill"``) and summarises the signed errors
 ``predicted / measured − 1``, overall and by source, hardware family, model family and status.
 
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import RackmathError
-from ..specs.catalog import register_cache
-from ..specs.records import Record, load_records, shipped_records
+from ...errors import RackmathError
+from ...specs.catalog import register_cache
+from ...specs.records import Record, load_records, shipped_records
 
 PUBLISHED = "reference/published.md"
 
@@ -55,7 +55,7 @@ def max_load_concurrency(model, hardware, *, gpus, isl, osl, weights_dtype=None,
     GUARANTEED_NO_EVICT capacity scheduler: ``Stack.reserves_whole_request``); ``max_batch`` defaults to
     TensorRT-LLM's 2,048.
     """
-    from .serving import MAX_BATCH_SIZE, serve
+    from ..serving.serve import MAX_BATCH_SIZE, serve
 
     r = serve(model, hardware, gpus=gpus, isl=isl, osl=osl, concurrency=1, tp=tp, ep=ep, pp=pp,
               attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, ideal=True,
@@ -73,7 +73,7 @@ def _key(inputs: dict) -> tuple:
 def _serve_params() -> frozenset:
     """The keyword arguments ``serve()`` takes: a record's inputs among them are passed (others, such as
     ``max_batch`` or a step record's ``batch``, are not serve's)."""
-    from .serving import serve
+    from ..serving.serve import serve
 
     return frozenset(inspect.signature(serve).parameters)
 
@@ -96,7 +96,7 @@ def serve_kwargs(rec: Record) -> dict:
     if inp.get("concurrency") == "max-load":
         inp["concurrency"] = _max_load_cached(_key(inp))
     if rec.stack_version and inp.get("framework"):  # a listed version: serve assumes it (specs/stacks.py)
-        from ..specs.stacks import known_labels
+        from ...specs.stacks import known_labels
 
         if rec.stack in known_labels():
             inp["framework"] = rec.stack
@@ -133,14 +133,14 @@ def _metric_of_serve(d: dict, rec: Record) -> float:
 @lru_cache(maxsize=256)
 def _serve_dict(key: tuple, efficiency, ideal: bool) -> dict:
     """``serve(**kwargs).as_dict()``, memoised (records reporting several metrics of one run share it)."""
-    from .serving import serve
+    from ..serving.serve import serve
 
     return serve(**dict(key), efficiency=efficiency, ideal=ideal).as_dict()
 
 
 def record_efficiency(rec: Record, efficiency):
     """Which efficiency a record is predicted with: a derived record keeps the one it states."""
-    from ..engine.efficiency import Efficiency
+    from ...engine.efficiency import Efficiency
 
     e = rec.efficiency
     if e is None:
@@ -164,14 +164,14 @@ def _pass_args(rec: Record) -> tuple[dict, dict]:
 
 @lru_cache(maxsize=1)
 def _pass_params() -> frozenset:
-    from .serving import decode_step, prefill_time
+    from ..serving.serve import decode_step, prefill_time
 
     return frozenset(inspect.signature(decode_step).parameters) & frozenset(inspect.signature(prefill_time).parameters)
 
 
 def _prefill_batch(rec: Record) -> float:
     """A prefill throughput record without a batch: each GPU's pass carries ~MAX_NUM_TOKENS computed tokens."""
-    from .serving import MAX_NUM_TOKENS
+    from ..serving.serve import MAX_NUM_TOKENS
 
     inp = rec.inputs
     if inp.get("batch") is not None:
@@ -203,7 +203,7 @@ def predict(rec: Record, efficiency=None, ideal=False) -> tuple[float, dict]:
 
 def _predict(rec: Record, efficiency, ideal):
     """:func:`predict`, and the result its value is read from (a ``ServeResult``, or the pass's ``LayoutArrays``)."""
-    from .serving import decode_step, prefill_time
+    from ..serving.serve import decode_step, prefill_time
 
     eff = record_efficiency(rec, efficiency)
     if eff == "ideal":
@@ -211,7 +211,7 @@ def _predict(rec: Record, efficiency, ideal):
     elif rec.efficiency is not None:
         ideal = False
     if rec.kind == "serve":
-        from .serving import evaluate
+        from ..serving.serve import evaluate
 
         e = "ideal" if ideal else (eff if eff is not None else "auto")
         key = _key(serve_kwargs(rec))
@@ -257,7 +257,7 @@ _vectorizable = vectorizable  # the name older callers used
 
 
 def _efficiency_from(X: np.ndarray, names, name: str):
-    from ..engine.efficiency import Efficiency
+    from ...engine.efficiency import Efficiency
 
     if X.ndim == 1:
         return Efficiency(name, **{n: float(v) for n, v in zip(names, X)})
@@ -265,7 +265,7 @@ def _efficiency_from(X: np.ndarray, names, name: str):
 
 
 def _vector_prediction(rec: Record, eff, K: int) -> np.ndarray:
-    from .serving import decode_step, prefill_time
+    from ..serving.serve import decode_step, prefill_time
 
     common, extra = _pass_args(rec)
     if rec.kind == "step":
@@ -283,7 +283,7 @@ def _vector_prediction(rec: Record, eff, K: int) -> np.ndarray:
 @lru_cache(maxsize=1024)
 def _serve_eval(key: tuple, efficiency: str):
     """``serving.evaluate(plan, efficiency)`` of a record's configuration under a named efficiency (memoised)."""
-    from .serving import evaluate
+    from ..serving.serve import evaluate
 
     return evaluate(_serve_plan(key), efficiency)
 
@@ -294,7 +294,7 @@ def _serve_plan(key: tuple):
     """``serving.plan(**record inputs)`` (memoised): workload, layout, stack and dtypes — everything an efficiency
     does not change. A layout the record does not give is chosen on the ideal roofline, so that what is fitted
     never moves the layouts it is fitted on."""
-    from .serving import plan
+    from ..serving.serve import plan
 
     return plan(**dict(key), ideal=True)
 
@@ -306,7 +306,7 @@ def _serve_broadcast(rec: Record, eff, K: int) -> np.ndarray:
 
 def _serve_metrics(recs, eff, K: int) -> np.ndarray:
     """(len(recs), K): the metrics of serving records of one run (one :func:`evaluation_key`) from one evaluation."""
-    from .serving import evaluate
+    from ..serving.serve import evaluate
 
     r = evaluate(_serve_plan(_key(serve_kwargs(recs[0]))), eff)
     d = {k: np.asarray(r.values[k], dtype=float) for k in ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_ms",
@@ -347,12 +347,12 @@ def predict_many(rec: Record, params, names=None, name: str = "fit") -> np.ndarr
     """
     if names is None or isinstance(names, str):  # predict_many(rec, X, "preset-name") (older signature)
         name = names if isinstance(names, str) else name
-        from ..engine.efficiency import FIT_PARAMS  # calibration.default_spec's names (no import of calibration)
+        from ...engine.efficiency import FIT_PARAMS  # calibration.default_spec's names (no import of calibration)
 
         names = tuple(d["name"] for d in FIT_PARAMS)
     X = np.atleast_2d(np.asarray(params, dtype=float))
     if X.ndim != 2 or X.shape[1] != len(names):
-        from ..errors import InputError
+        from ...errors import InputError
 
         raise InputError("params", f"shape {X.shape}", f"(K, {len(names)}): " + ", ".join(names))
     if rec.efficiency is None:
@@ -416,7 +416,7 @@ def metric_report(rows: list[dict]) -> dict:
 
 def held_out_summary(fit_rows: list[dict], efficiency=None, ideal=False) -> dict:
     """:func:`summarize` of each shipped record as predicted by the presets refitted without its source (the held-out
-    table written with the presets, ``analyses/evidence``): the figure that measures transfer, for the default presets
+    table written with the presets, ``analyses/fitting/evidence``): the figure that measures transfer, for the default presets
     only (``{"n": 0}`` under ``ideal`` or another preset). A user's record that replaces a shipped one (same id, another
     value) is not in it."""
     if ideal or efficiency not in (None, "auto"):
@@ -433,7 +433,7 @@ _RECORD_FIELD = {"chips": "gpus"}
 
 
 def _shipped(rec: Record) -> bool:
-    from ..specs.records import SHIPPED_DIR
+    from ...specs.records import SHIPPED_DIR
 
     return Path(rec.path).resolve().parent == SHIPPED_DIR.resolve()
 
@@ -515,8 +515,8 @@ def below_ideal_bound(rec: Record, margin: float = 0.01) -> dict | None:
     ``margin``: the share the measurement must pass the bound by (rounding in a published figure)."""
     from dataclasses import replace
 
-    from .. import units
-    from ..specs.records import UNITS
+    from ... import units
+    from ...specs.records import UNITS
 
     if not rec.fitted:  # excluded, or a derived figure (its own premises, not a measurement)
         return None
@@ -562,7 +562,7 @@ def select(recs, patterns) -> list:
     import difflib
     from fnmatch import fnmatchcase
 
-    from ..errors import InputError
+    from ...errors import InputError
 
     recs = list(recs)
     ids = [r.id for r in recs]
@@ -578,9 +578,9 @@ def select(recs, patterns) -> list:
 def explain(rec: Record, efficiency=None, ideal=False):
     """The derivation behind :func:`predict`: the ``serve`` derivation (or the single pass's layout derivation) whose
     numbers the record's metric reads, then the metric, the measured value and their ratio (checked: ``check()``)."""
-    from ..errors import InputError
-    from ..explain import Derivation
-    from ..specs.records import UNITS
+    from ...errors import InputError
+    from ...explain import Derivation
+    from ...specs.records import UNITS
 
     if rec.exclude is not None:
         raise InputError("id", f"{rec.id} is excluded ({rec.exclude})", "a record that is predicted")

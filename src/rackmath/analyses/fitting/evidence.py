@@ -7,7 +7,7 @@ see it. So
 ``serve`` also names the shipped measurements nearest to what was asked, each with the value measured and the value
 rackmath predicts for it **out of sample**, with that record's source left out of the fit (leave one source out).
 
-The table, ``analyses/data/heldout.json``, is derived data (JSON, written by a script: it is read on every
+The table, ``analyses/fitting/data/heldout.json``, is derived data (JSON, written by a script: it is read on every
 ``serve`` and parses in a millisecond): every fitted serving record's configuration, measured
 value and two predictions, the in-sample one of the shipped presets and the held-out one, written with the presets
 by ``benchmarks/refresh_presets.py`` from one ``rackmath validate --cv --json`` run (a test checks that the in-sample
@@ -61,8 +61,8 @@ def nearest(model: str, chip: str, *, gpus, isl, osl, concurrency, framework=Non
     distance (:func:`distance`). An empty list says no shipped record measures this model family on this hardware
     family: the prediction there is a transfer, with the preset's band alone.
     """
-    from ..specs.models import load_model
-    from ..specs.records import hardware_family, model_family
+    from ...specs.models import load_model
+    from ...specs.records import hardware_family, model_family
 
     m = load_model(model)
     fm, fh = model_family(m.name), hardware_family(chip)
@@ -85,7 +85,7 @@ METRIC_LABEL = {"output_tok_s_per_gpu": ("output tok/s per GPU", ""), "total_tok
 def sentences(near: dict | None) -> list[str]:
     """One line per record of :func:`nearest` (what ``serve`` prints as "nearest measured"); a line saying there is
     none when no record measures the model family on the hardware family; nothing for a sweep (None)."""
-    from ..units import human
+    from ...units import human
 
     if near is None:
         return []

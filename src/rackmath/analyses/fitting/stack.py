@@ -49,10 +49,10 @@ def version_of(rec) -> str:
 def engine_of(label: str) -> str:
     """The engine whose host-time fields a stack version uses (``trtllm``, ``vllm``, ``sglang``, ``vllm_v0``,
     ``generic``)."""
-    from ..engine.efficiency import STACK_HOST_OF
-    from .serving import load_stack
+    from ...engine.efficiency import STACK_HOST_OF
+    from ..serving.serve import load_stack
 
-    from ..errors import InputError
+    from ...errors import InputError
 
     try:
         name = load_stack(None if label == "generic" else label).name
@@ -64,8 +64,8 @@ def engine_of(label: str) -> str:
 def silicon_efficiency(rec, measured: bool = True):
     """The efficiency whose silicon a record is predicted with: its chip's measured one (``measured``) or the
     chip's calibrated preset."""
-    from ..engine.efficiency import default_efficiency, measured_efficiency
-    from ..specs.hardware import load_hardware
+    from ...engine.efficiency import default_efficiency, measured_efficiency
+    from ...specs.hardware import load_hardware
 
     if not measured:
         return default_efficiency(rec.chip)
@@ -73,7 +73,7 @@ def silicon_efficiency(rec, measured: bool = True):
 
 
 def _names():
-    from ..engine.efficiency import NUMERIC
+    from ...engine.efficiency import NUMERIC
 
     return tuple(NUMERIC)
 
@@ -81,7 +81,7 @@ def _names():
 def host_vector(eff, engine: str) -> np.ndarray:
     """(sched, seq, eager, request, τ_stack = 0) of an engine in a preset (the generic stack: the three engines'
     mean)."""
-    from ..engine.efficiency import stack_eager_s, stack_request_s, stack_sched_s, stack_seq_s
+    from ...engine.efficiency import stack_eager_s, stack_request_s, stack_sched_s, stack_seq_s
 
     st = {"vllm_v0": "vllm-v0"}.get(engine, engine)
     return np.array([stack_sched_s(eff, st), stack_seq_s(eff, st), stack_eager_s(eff, st),

@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..results import ResultMixin
+from ...results import ResultMixin
 
-from ..engine.roofline import usd_per_mtok
-from ..errors import InputError
-from .step_table import layout_label  # noqa: F401 (re-exported: planner.layout_label)
+from ...engine.roofline import usd_per_mtok
+from ...errors import InputError
+from .step_table import layout_label  # noqa: F401 (re-exported: plan.layout_label)
 
 #: Default chips of ``plan`` and ``compare`` (the issue's set).
 DEFAULT_CHIPS = ("h100", "h200", "b200", "mi355x")
@@ -57,7 +57,7 @@ PREFILL_RHO = np.array([0.3, 0.5, 0.7, 0.85])
 
 def parse_prices(text) -> dict:
     """'h100=2.1,b200=4' → {'h100': 2.1, 'b200': 4.0}; a bare number applies to every chip ({'*': x})."""
-    from .. import units
+    from ... import units
 
     if text is None:
         return {}
@@ -101,7 +101,7 @@ def _workload(isl, osl):
 def aggregated_points(st, lays, isl, osl, budget, n=CONCURRENCY_GRID, rho=RHO) -> dict:
     """Every (replica layout × concurrency) of an aggregated deployment, analytically (arrays [layout, n])."""
     from . import step_table as stt
-    from .serving import held_context
+    from .serve import held_context
 
     n = np.asarray(n, dtype=float)[None, :]
     lay = {k: v[:, None] for k, v in lays.items()}
@@ -117,7 +117,7 @@ def aggregated_points(st, lays, isl, osl, budget, n=CONCURRENCY_GRID, rho=RHO) -
 
 def _decode_points(st, lays, isl, osl, n=CONCURRENCY_GRID, rho=RHO) -> dict:
     from . import step_table as stt
-    from .serving import held_context
+    from .serve import held_context
 
     A = st.acceptance
     L = isl + osl / 2.0
@@ -146,7 +146,7 @@ def _prefill_points(st, lays, isl, budget) -> dict:
 def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budget, modes):
     """The cheapest aggregated and disaggregated deployments of one chip meeting the SLOs (or None each)."""
     from . import step_table as stt
-    from .serving import disaggregated_ttft
+    from .serve import disaggregated_ttft
 
     price = st.usd_per_gpu_hour
     out = {}
@@ -245,7 +245,7 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
 
 def pareto_points(st, pts, isl, osl) -> dict:
     """Steady-state $/Mtok vs tok/s/user of every fitting (layout, concurrency), and its Pareto front."""
-    from ..engine.layout import pareto_front
+    from ...engine.layout import pareto_front
 
     ok = pts["ok"] & np.isfinite(pts["tpot"])
     speed = (1.0 / pts["tpot"])[ok]
@@ -291,12 +291,12 @@ def _slos(ttft, tpot, tok_s_user):
     if tpot is not None and tok_s_user is not None:
         raise InputError("tpot", "both --tpot and --tok-s-user given", "one of them (tok/s/user = 1 / TPOT)")
     if tok_s_user is not None:
-        from ..bounds import check_float
+        from ...bounds import check_float
 
         check_float(tok_s_user, "tok_s_user", 0.0, 1e5, allow_zero=False,
                     accepted="tokens per second per user, above 0 and up to 10⁵")
         tpot = 1.0 / float(tok_s_user)
-    from ..bounds import check_float
+    from ...bounds import check_float
 
     for name, v in (("ttft", ttft), ("tpot", tpot)):  # bounds.check_float: the CLI's bounds (1e-320 refused)
         if v is not None:
@@ -318,8 +318,8 @@ def _chips(hardware):
 
 def all_chips() -> list:
     """Every chip of the catalog that is not marked announced-only (for ``--all``)."""
-    from ..specs.hardware import load_hardware  # noqa: F401
-    from ..specs.catalog import latest
+    from ...specs.hardware import load_hardware  # noqa: F401
+    from ...specs.catalog import latest
 
     out = []
     for e in latest("chip"):
@@ -340,11 +340,11 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
     ``ttft``/``tpot`` in seconds (``tok_s_user`` = 1/TPOT); ``usd_per_gpu_hour``: a number or
     ``{'h100': 2.1, ...}`` / 'h100=2.1,b200=4'. ``confirm`` replays each winner in :func:`simulate`
     (a scaled copy of up to 4 replicas at the same per-replica load) and reports its tails.
-    Energy (analyses.energy, docs/energy.md): each deployment gets ``energy`` (J per output token over all its
+    Energy (analyses.lecture.energy, docs/energy.md): each deployment gets ``energy`` (J per output token over all its
     GPUs, tokens/kWh, electricity $/Mtok and share) at ``pue`` and ``usd_per_kwh``; ``power_cap_w`` caps every
     GPU's board power, scaling its compute peaks (the capped chip is what the step model sees).
     """
-    from . import energy as en
+    from ..lecture import energy as en
     from . import step_table as stt
     from .simulate import framework_defaults
 
@@ -368,7 +368,7 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
             raise InputError("mode", f"{m!r}", "aggregated, disaggregated or both")
     rows, pareto, notes, derivations = [], {}, [], {}
     for hw in _chips(hardware):
-        from ..specs.hardware import load_hardware
+        from ...specs.hardware import load_hardware
 
         system = en.capped_system(load_hardware(hw), power_cap_w)
         price = _price_for(prices, system.chip.name, system.name)
@@ -417,10 +417,10 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
 
 def explain_aggregated(st, d: dict, isl, osl):
     """The derivation of an aggregated deployment as planned: ``serve --explain`` of one replica at the concurrency
-    the plan priced (same model, chip, dtypes, stack, budget and preset), i.e. the same ``serving.steady_state`` —
+    the plan priced (same model, chip, dtypes, stack, budget and preset), i.e. the same ``serve.steady_state`` —
     its TTFT and TPOT are the deployment's (tests/test_explain.py)."""
-    from .serving import evaluate
-    from .serving import plan as serving_plan
+    from .serve import evaluate
+    from .serve import plan as serving_plan
 
     lay = d["layout"]
     p = serving_plan(st.model, st.system, gpus=d["gpus_per_replica"], isl=isl, osl=osl,
@@ -479,7 +479,7 @@ def compare(model, hardware=None, *, tok_s_user=None, isl=1000, osl=1000, usd_pe
     """
     from . import step_table as stt
     from .simulate import framework_defaults
-    from ..specs.hardware import load_hardware
+    from ...specs.hardware import load_hardware
 
     isl, osl = _workload(isl, osl)
     if tok_s_user is not None and not (0 < float(tok_s_user) <= 1e5):

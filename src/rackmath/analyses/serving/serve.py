@@ -29,12 +29,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..results import ResultMixin
+from ...results import ResultMixin
 
-from ..errors import InputError, check_positive
-from ..explain import Derivation, fmt
-from ..engine.roofline import usd_per_mtok  # the one $/Mtok formula (re-exported: serving.usd_per_mtok)
-from ..specs.records import ARRIVALS  # request arrival patterns: "steady" (spread out) or "waves" (lock-step)
+from ...errors import InputError, check_positive
+from ...explain import Derivation, fmt
+from ...engine.roofline import usd_per_mtok  # the one $/Mtok formula (re-exported: serving.usd_per_mtok)
+from ...specs.records import ARRIVALS  # request arrival patterns: "steady" (spread out) or "waves" (lock-step)
 
 #: Largest number of tokens one step processes per replica (prefill chunk + decode), TensorRT-LLM's
 #: default ``max_num_tokens`` (LLM API BuildConfig), also the scale of vLLM's chunked-prefill budget.
@@ -205,7 +205,7 @@ def load_stack(framework=None) -> Stack:
         return STACKS["generic"]
     if isinstance(framework, Stack):
         return framework
-    from ..specs.stacks import resolve
+    from ...specs.stacks import resolve
 
     text = str(framework).strip()
     base = text.partition("@")[0].strip().lower()
@@ -429,12 +429,12 @@ class Layout:
     @property
     def attention_ranks(self) -> int:
         """Attention-DP groups R, each with its own scheduler, sequences and KV (``engine.layout.attention_ranks``)."""
-        from ..engine.layout import attention_ranks
+        from ...engine.layout import attention_ranks
 
         return int(attention_ranks(self.tp, self.attention_dp, self.attention_dp_size))
 
     def label(self) -> str:
-        from ..engine.layout import attention_dp_label
+        from ...engine.layout import attention_dp_label
 
         parts = [f"TP{self.tp}"] + ([f"EP{self.ep}"] if self.ep > 1 else []) + \
             ([attention_dp_label(self.attention_dp_size, self.tp)] if self.attention_dp else []) + \
@@ -471,7 +471,7 @@ class Plan:
 
     def hw(self):
         if "hw" not in self._cache:
-            from ..engine.layout import HwNumbers
+            from ...engine.layout import HwNumbers
 
             self._cache["hw"] = HwNumbers.from_system(self.system, self.compute_dtype, None, self.kv_dtype)
         return self._cache["hw"]
@@ -513,7 +513,7 @@ def held_context(stack, isl, osl):
 
 def decode_numbers(model, context, mtp=0, weights_dtype=None, kv_dtype="bf16", kv_shards=None):
     """ModelNumbers of a decode (verification) step: k + 1 tokens per sequence at context L̄."""
-    from ..engine.layout import ModelNumbers
+    from ...engine.layout import ModelNumbers
 
     mn = ModelNumbers.from_model(model, float(context), pass_len=int(mtp) + 1, weights_dtype=weights_dtype,
                                  kv_dtype=kv_dtype)
@@ -522,7 +522,7 @@ def decode_numbers(model, context, mtp=0, weights_dtype=None, kv_dtype="bf16", k
 
 def draft_numbers(model, context, weights_dtype=None, kv_dtype="bf16", kv_shards=None):
     """ModelNumbers of one draft/MTP layer: one transformer layer (MoE if the model's are) + the LM head, 1 token."""
-    from ..engine.layout import ModelNumbers
+    from ...engine.layout import ModelNumbers
 
     mn = ModelNumbers.from_model(model, float(context), pass_len=1, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
     L, nm = mn.n_layers, mn.n_moe_layers
@@ -548,7 +548,7 @@ def prefill_numbers(model, *, isl, chunk, weights_dtype=None, kv_dtype="bf16", c
 
     Attention at the mean context h·ISL + (ISL_new − 1)/2; the pass reads the cached prefix's KV once.
     """
-    from ..engine.layout import ModelNumbers
+    from ...engine.layout import ModelNumbers
 
     prefix = float(cached_share) * float(isl)
     mn = ModelNumbers.from_model(model, prefix, pass_len=max(float(chunk), 1.0), weights_dtype=weights_dtype,
@@ -584,12 +584,12 @@ def mixed_numbers(mn_decode, model, *, extra_tokens_per_seq, isl, chunk, cached_
 
 def _run(plan, mn, layout, eff, micro_batch, *, gpus=None, sched=True, adp_imbalance=None):
     """One step of ``layout`` on ``mn`` (engine/layout.evaluate → engine/step.compose)."""
-    from ..engine.layout import evaluate as layout_evaluate
+    from ...engine.layout import evaluate as layout_evaluate
 
     if not sched:
         eff = replace(eff, step_overhead_s=0.0)
     else:  # the stack's own host time (per step + per sequence) on top of the chip family's host time
-        from ..engine.efficiency import host_step_s
+        from ...engine.efficiency import host_step_s
 
         ranks = np.asarray(layout.attention_ranks, dtype=float)
         per_sched = np.asarray(micro_batch, dtype=float) / ranks  # each attention-DP rank has its own scheduler
@@ -606,7 +606,7 @@ def _run(plan, mn, layout, eff, micro_batch, *, gpus=None, sched=True, adp_imbal
 
 def _waves(p, eff, mn_d, b, ranks, t_dec, t_request) -> dict:
     """The wave schedule of an aggregated plan: a prefill pass of c_r prompt tokens per rank (an eager step)."""
-    from ..engine.efficiency import stack_eager_s
+    from ...engine.efficiency import stack_eager_s
 
     w, st = p.workload, p.stack
     isl_new = w.isl_new
@@ -666,7 +666,7 @@ def mixed_step_imbalance(seqs, ranks, decode_tokens_per_seq, chunk_per_rank, pre
     sequences (:func:`engine.layout.attention_dp_imbalance`); only the decode tokens are. P is the
     step's prompt tokens over all ranks (default R·c: every rank prefills).
     """
-    from ..engine.layout import attention_dp_imbalance
+    from ...engine.layout import attention_dp_imbalance
 
     b = np.asarray(seqs, dtype=float)
     dec = b * float(decode_tokens_per_seq)
@@ -687,7 +687,7 @@ def prefill_schedule(seqs, ranks, isl_new, osl, acceptance=1.0, mtp=0, budget=No
     (prefill-bound, f = 1: c = R·c_r). The prefill queue's utilisation is ρ = p / (R · left).
     Returns p, left, c_rank, c_tot, n_any, rho and the busiest rank's ``imbalance`` of the mixed step.
     """
-    from ..engine.layout import attention_dp_imbalance
+    from ...engine.layout import attention_dp_imbalance
 
     b = np.asarray(seqs, dtype=float)
     R = np.asarray(ranks, dtype=float)
@@ -758,7 +758,7 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
     full time-sliced step, prefill included), and beside them the ``top`` best with 1 < R < TP: a layout
     that was a finalist before partial attention DP was enumerated stays one.
     """
-    from ..engine.layout import HwNumbers, attention_ranks, evaluate as layout_evaluate, layout_grid, \
+    from ...engine.layout import HwNumbers, attention_ranks, evaluate as layout_evaluate, layout_grid, \
         with_attention_groups
 
     hw = hw or HwNumbers.from_system(system, "bf16")
@@ -778,7 +778,7 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
             ok &= (g[k] == v) if k != "attention_dp" else (adp == bool(v))
     ep_given = (constraints or {}).get("ep")
     if not ok.any() and ep_given and mn.is_moe and mn.n_experts % int(ep_given):
-        from ..engine.layout import ep_way_out
+        from ...engine.layout import ep_way_out
 
         raise InputError("ep", f"{mn.n_experts} experts do not divide over ep={ep_given} GPUs "
                          f"({mn.n_experts / ep_given:.3g} each)", ep_way_out(mn.n_experts, int(ep_given)))
@@ -799,7 +799,7 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
     if not fits.any():
         if float(mn.weight_bytes) > gpus * float(system.chip.hbm_bytes):  # the weights alone exceed the whole HBM
             # not one sequence: say what the weights need and what would hold them (issue 35)
-            from .context import does_not_fit, spec_or_none
+            from ..lecture.context import does_not_fit, spec_or_none
 
             raise InputError("gpus", *does_not_fit(spec_or_none(mn.name), system, gpus, mn.weight_bytes,
                                                    usable_fraction))
@@ -903,9 +903,9 @@ class ServeResult(ResultMixin):
 
     def nearest_measured(self, k: int = 2) -> dict | None:
         """The ``k`` shipped measurements nearest to this configuration, each with rackmath's prediction of it out
-        of sample (``analyses/evidence.py``); None for a sweep over concurrency."""
-        from ..specs.hardware import load_hardware
-        from .evidence import nearest
+        of sample (``analyses/fitting/evidence.py``); None for a sweep over concurrency."""
+        from ...specs.hardware import load_hardware
+        from ..fitting.evidence import nearest
 
         c = np.asarray(self.values["concurrency"])
         if c.ndim:
@@ -926,7 +926,7 @@ class ServeResult(ResultMixin):
 
 def _check_layout_flags(tp, ep, pp, redundant_experts, usd_per_gpu_hour):
     """Given layout degrees are whole numbers ≥ 1 (0 is not 'default'); a price is finite and not absurd."""
-    from ..bounds import check_int
+    from ...bounds import check_int
 
     def degree(v):  # numpy scalars as Python numbers; check_int takes ints (any size) and whole floats
         return v.item() if isinstance(v, np.generic) else v
@@ -993,11 +993,11 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
     ``prefill_tp`` / ``prefill_ep`` / ``prefill_attention_dp``: the disaggregated prefill pool's layout as launched
     (default: the pool's fastest layout); ``tp 1, ep N, attention DP`` is SGLang's DP-attention + EP over N ranks.
     """
-    from ..engine.efficiency import resolve
-    from ..engine.layout import Deployment, check_attention_dp_size, check_weight_layout
-    from ..specs.hardware import load_hardware
-    from ..specs.models import load_model
-    from .. import units
+    from ...engine.efficiency import resolve
+    from ...engine.layout import Deployment, check_attention_dp_size, check_weight_layout
+    from ...specs.hardware import load_hardware
+    from ...specs.models import load_model
+    from ... import units
 
     m = load_model(model)
     system = load_hardware(hardware)
@@ -1073,7 +1073,7 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
                              "aggregated, without attention DP")
     if tp is not None:
         if not attention_dp:  # TP must split the heads (issue 35); attention DP keeps them whole
-            from ..engine.layout import check_attention_tp
+            from ...engine.layout import check_attention_tp
 
             check_attention_tp(p.numbers("decode"), int(tp), n_dec)
         lay = dict(tp=int(tp), ep=int(ep or 1), pp=int(pp or 1), attention_dp=bool(attention_dp),
@@ -1135,7 +1135,7 @@ def prefill_pool_rate(p, lp, eff):
     the highest X_P (ties: the shortest one-prompt pass): the pool exists to keep the decode pool fed. Returns
     (X_P, t_pass).
     """
-    from ..engine.efficiency import stack_eager_s
+    from ...engine.efficiency import stack_eager_s
 
     chunk = p.chunk()
     seqs = max(1.0, np.floor((p.stack.max_num_tokens or MAX_NUM_TOKENS) / chunk)) * lp.attention_ranks
@@ -1151,7 +1151,7 @@ def _best_serving_layout(p, cands, n_dec, eff):
     costlier mixed steps."""
     C = float(np.max(p.workload.concurrency))
     best, best_x = cands[0], np.inf
-    from ..engine.layout import Deployment
+    from ...engine.layout import Deployment
 
     for lay in cands:
         try:
@@ -1178,10 +1178,10 @@ def _choose_with_experts(p, eff, n_dec, cons, rx, uneven):
 def evaluate(p: Plan, efficiency=None) -> "ServeResult":
     """Serving numbers of a plan under an efficiency preset (its numeric fields may be arrays of K candidates,
     broadcasting against the concurrency): time-sliced prefill and decode, MoE realities, speculation."""
-    from ..engine.efficiency import for_stack, load_efficiency, stack_eager_s, stack_request_s
+    from ...engine.efficiency import for_stack, load_efficiency, stack_eager_s, stack_request_s
 
     if isinstance(efficiency, str):
-        from ..engine.efficiency import resolve
+        from ...engine.efficiency import resolve
 
         efficiency = resolve(p.system.chip.name, efficiency)
     eff = for_stack(load_efficiency(efficiency if efficiency is not None else p.efficiency), p.stack)  # issue 34
@@ -1357,8 +1357,8 @@ def _f(x, i=0):
 
 def _derive(r: "ServeResult") -> Derivation:
     """The blackboard derivation of the first configuration; every step carries the expression it computes."""
-    from ..engine.efficiency import stack_eager_s
-    from ..engine.step import MLA_EAGER_KERNEL_SCALE
+    from ...engine.efficiency import stack_eager_s
+    from ...engine.step import MLA_EAGER_KERNEL_SCALE
 
     p, eff, res, info = r._plan, r._eff, r._res, r._info
     w, lay = p.workload, p.layout
@@ -1377,7 +1377,7 @@ def _derive(r: "ServeResult") -> Derivation:
     mla_note = f"; the MLA blocks' kernels × {scale:g} ({eff.name}'s mla_kernel_scale)" if mla and scale != 1.0 else ""
     eager_note = (f" (an MLA block dispatches {MLA_EAGER_KERNEL_SCALE:g} × its graph kernels: FP8 input "
                   "quantisations, a prompt's un-absorbed path; engine/step.py)" if mla else "")
-    from ..engine.step import step_working
+    from ...engine.step import step_working
 
     tau_e = _f(stack_eager_s(eff, p.stack.name))
     d.add("t_verify" if p.stack.cuda_graphs else "t_gpu",
@@ -1385,7 +1385,7 @@ def _derive(r: "ServeResult") -> Derivation:
           "· PP + t_sched", step_working(res.__dict__["times"]), _f(info["t_decode_gpu"]), "s",
           f"decode step of b sequences × {k + 1} tokens, {res.overlap} (engine/step.py; --ops for each operator)"
           + mla_note, key="t_verify" if p.stack.cuda_graphs else "t_gpu")
-    from ..engine.step import measured_points
+    from ...engine.step import measured_points
 
     for pt in measured_points(res.__dict__["times"]):  # --efficiency measured: the curve point each operator used
         d.add(pt["symbol"] + (f" [{pt['op']}]" if pt["op"] else ""),
@@ -1536,7 +1536,7 @@ def _derive_waves(d: Derivation, r: "ServeResult", v: dict, b: float) -> Derivat
     w, lay, A = p.workload, p.layout, p.workload.acceptance
     R = lay.attention_ranks
     bud = float(p.stack.max_num_tokens or np.inf)
-    from ..engine.step import step_working
+    from ...engine.step import step_working
 
     d.add("waves", "the waves persist: a prefill-first stack, or a wave's prompts fit one prefill pass", "", 1.0, "",
           f"{p.stack.name}: prefill first = {p.stack.prefill_first} (waves_persist)")
@@ -1621,11 +1621,11 @@ def prefill_time(model, hardware, *, chips, batch, isl, tp=None, ep=1, pp=1, att
 def _single_pass(model, hardware, *, chips, seqs, isl, tp, ep, pp, attention_dp, weights_dtype, kv_dtype,
                  kv_shards, ideal, efficiency, regime, cached_share=0.0, redundant_experts=0, framework=None, mtp=0,
                  weight_layout="1d", compute_dtype=None):
-    from ..engine.efficiency import load_efficiency, resolve
-    from ..engine.layout import Deployment
-    from ..specs.hardware import load_hardware
-    from ..specs.models import load_model
-    from .. import units
+    from ...engine.efficiency import load_efficiency, resolve
+    from ...engine.layout import Deployment
+    from ...specs.hardware import load_hardware
+    from ...specs.models import load_model
+    from ... import units
 
     m = load_model(model)
     system = load_hardware(hardware)
@@ -1654,7 +1654,7 @@ def _single_pass(model, hardware, *, chips, seqs, isl, tp, ep, pp, attention_dp,
 
 def ops(result, which="decode", index=0) -> list[dict]:
     """Per-operator breakdown of a serve result's decode step (``--ops``): rows sum to the step (tested)."""
-    from ..engine.step import ops_table
+    from ...engine.step import ops_table
 
     res = result._res
     rows = ops_table(res.times, scale=res.scale, index=index)

@@ -8,7 +8,7 @@ Compute barely moves with L; the KV read grows with L (dense: L·b; sliding wind
 capped at the window; DeepSeek sparse top-k: k·b + L·b_index; the "square root" the
 lecture mentions: ∝ √L). Everything here is written relative to the compute time per
 token, t_compute = 2·N_active/FLOP/s, in the lecture's parameter-unit ratio
-r = (FLOP/s/2)/(BW/bytes_per_param) (``analyses.pricing`` explains the units), so
+r = (FLOP/s/2)/(BW/bytes_per_param) (``analyses.lecture.pricing`` explains the units), so
 
     cost(L) / cost_compute = max(1 + L/L_q,  B*/B + r·KV_read(L)/(bytes_per_param·N_active))
 
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import check_positive
-from ..explain import Derivation, fmt
-from ..units import format_si
+from ...errors import check_positive
+from ...explain import Derivation, fmt
+from ...units import format_si
 from .pricing import LECTURE_N_ACTIVE, LECTURE_RATIO, balance_batch
 
 DSA_TOP_K = 2048.0  # DeepSeek-V3.2 sparse attention selects 2,048 tokens (arXiv 2512.02556)
@@ -242,7 +242,7 @@ def cost_vs_context_for(model, hardware, context, *, batch, chips=None, weights_
                         efficiency=None):
     """$ per Mtok vs context for a catalog model on a system: the roofline with ``context`` as the array (R42).
     The model's own attention (windows, sparse top-k, shared KV) is in its ``kv_read_bytes``."""
-    from ..engine.roofline import roofline
+    from ...engine.roofline import roofline
 
     return roofline(model, hardware, chips=chips, batch=batch, context=context, weights_dtype=weights_dtype,
                     kv_dtype=kv_dtype, efficiency=efficiency)
@@ -321,8 +321,8 @@ def max_context(model, hardware, *, gpus=None, concurrency=1.0, weights_dtype=No
     default: one scale-up domain, TP over all of it). ``usable_fraction``: the share of HBM the stack may fill
     (``serve`` passes its own 0.9, so that its memory line and this answer agree). Used by ``racks memory``,
     ``context`` and ``serve``."""
-    from ..engine.layout import Deployment
-    from ..specs.models import load_model
+    from ...engine.layout import Deployment
+    from ...specs.models import load_model
 
     m = load_model(model)
     dep = deployment or Deployment.build(hardware, gpus, model=m, **layout)
@@ -372,7 +372,7 @@ def does_not_fit(model, system, gpus, weight_bytes, usable_fraction=1.0) -> tupl
 
 def spec_or_none(name):
     """The catalog model of this name, or None (a hint's optional detail)."""
-    from ..specs.models import load_model
+    from ...specs.models import load_model
 
     try:
         return load_model(name)

@@ -1,9 +1,9 @@
 """Fit and cross-validate the training step model on the published training records (issue 38).
 
 The records (``specs.training_records``) are turned once into arrays (:func:`record_arrays`): every input of
-``analyses.training.step_terms`` for every record, and the measured tokens/s/GPU. A prediction of all records under
+``analyses.training.model.step_terms`` for every record, and the measured tokens/s/GPU. A prediction of all records under
 K candidate parameter vectors is one broadcast call; the fit is coordinate descent on a grid (as the serving fit,
-``analyses.calibration``) over :data:`analyses.training.TRAIN_PARAMS`: some per (hardware family × framework family)
+``analyses.fitting.calibration``) over :data:`analyses.training.model.TRAIN_PARAMS`: some per (hardware family × framework family)
 group, one per hardware family, the rest shared by every group. A group a fold leaves out entirely uses
 the **pooled** values (the same parameters fitted with every group tied), as the serving cross-family preset.
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import training as tr
+from ..training import model as tr
 
 SCHEMES = ("source", "hardware", "model", "software")
 #: |log error| past this cap grows slowly (a soft-L1 loss, as the serving fit's FIT_ROBUST_CAP): a record the model
@@ -66,7 +66,7 @@ def measured_tokens(rec, model) -> float | None:
     if rec.step_time_s and rec.global_batch and rec.seq and rec.gpus:
         return rec.global_batch * rec.seq / (rec.gpus * rec.step_time_s)
     if rec.mfu_pct and rec.seq and rec.chip:  # MFU of the BF16 dense peak (the sources' peak for these rows)
-        from ..specs.hardware import load_chip
+        from ...specs.hardware import load_chip
 
         peak = load_chip(rec.chip).peak_flops("bf16")
         return rec.mfu_pct / 100.0 * peak / source_flops_per_token(rec.flop_formula, model, rec.seq)
@@ -111,9 +111,9 @@ class RecordArrays:
 def record_arrays(recs=None) -> RecordArrays:
     """Every modelled record (``exclude`` empty) with a measured throughput → arrays (holdouts included: callers
     drop them from fits)."""
-    from ..specs.hardware import load_chip
-    from ..specs.models import load_model
-    from ..specs.training_records import shipped
+    from ...specs.hardware import load_chip
+    from ...specs.models import load_model
+    from ...specs.training_records import shipped
 
     recs = shipped() if recs is None else recs
     cols: dict[str, list] = {}
@@ -247,7 +247,7 @@ def counts(ra: RecordArrays) -> dict:
 
 
 def summarize(pred, meas) -> dict:
-    """Median and p90 |error|, within 2×, the worst ratio (``analyses.validation.summarize``'s figures)."""
+    """Median and p90 |error|, within 2×, the worst ratio (``analyses.fitting.validation.summarize``'s figures)."""
     pred, meas = np.asarray(pred, float), np.asarray(meas, float)
     if len(meas) == 0:
         return {"n": 0}
@@ -303,7 +303,7 @@ def presets_toml(th: dict, fa: RecordArrays, cv: dict | None = None) -> str:
     bands = group_error_bands(cv, fa) if cv else {}
     cross_band = cv["schemes"]["hardware"]["overall"]["median_abs_error"] if cv and "hardware" in cv["schemes"] else None
     n = counts(fa)
-    head = (f"# Training presets of the step model (analyses/training.py step_terms), fitted by `rackmath validate --train "
+    head = (f"# Training presets of the step model (analyses/training/model.py step_terms), fitted by `rackmath validate --train "
             f"--refit`\n# on {n['records']} published training records (specs/data/training/records.toml) from "
             f"{n['sources']} sources: {n['fitted_params']} parameters\n# ({n['params_per_group']} per hardware family × "
             f"framework family for {len(n['groups'])} groups + {n['params_per_family']} per hardware family for "
@@ -335,13 +335,13 @@ def presets_toml(th: dict, fa: RecordArrays, cv: dict | None = None) -> str:
             v = per[k][g] if k in per else shared[k]
             parts.append(f"{k} = {float(v):.6g}\n")
         parts.append(f'description = "{desc}"\n')
-        parts.append('source = "rackmath validate --train --refit (analyses/training_fit.py), issue 38"\n')
+        parts.append('source = "rackmath validate --train --refit (analyses/fitting/training.py), issue 38"\n')
     return "".join(parts)
 
 
 def coverage(recs=None) -> dict:
     """How many published rows are modelled: all rows, pretraining rows, and why the others are not."""
-    from ..specs.training_records import shipped
+    from ...specs.training_records import shipped
 
     recs = shipped() if recs is None else recs
     pre = [r for r in recs if r.task == "pretrain"]
@@ -362,7 +362,7 @@ def validate_training(schemes=SCHEMES, rounds: int = 7) -> dict:
     pred_in = predict(fa, th)
     cv = cross_validate(ra, schemes, rounds)
     hold = ra.subset(np.array([bool(r.holdout) for r in ra.records]))
-    from ..specs.models import load_model
+    from ...specs.models import load_model
 
     held = []
     for r, p, y in zip(hold.records, predict(hold, th) if len(hold.measured) else [], hold.measured):

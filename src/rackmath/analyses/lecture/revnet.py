@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError, check_positive
-from ..explain import Derivation, fmt
+from ...errors import InputError, check_positive
+from ...explain import Derivation, fmt
 
 SCHEMES = ("standard", "full-recompute", "reversible")
 

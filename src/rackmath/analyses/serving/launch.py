@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from ..errors import InputError, UnknownNameError
+from ...errors import InputError, UnknownNameError
 
 FRAMEWORKS = ("vllm", "sglang", "trtllm")
 
@@ -22,7 +22,7 @@ def _data() -> dict:
     import tomllib
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "specs" / "data" / "launch" / "frameworks.toml"
+    path = Path(__file__).resolve().parents[2] / "specs" / "data" / "launch" / "frameworks.toml"
     with open(path, "rb") as f:
         return tomllib.load(f)
 
@@ -104,7 +104,7 @@ def emit(framework: str, deployment: dict) -> dict:
 
 def _ranks(lay) -> int:
     """Attention-DP groups R of an emitted layout (``engine.layout.attention_ranks``)."""
-    from ..engine.layout import attention_ranks
+    from ...engine.layout import attention_ranks
 
     return int(attention_ranks(lay["tp"], lay["attention_dp"], lay.get("attention_dp_size", 0)))
 

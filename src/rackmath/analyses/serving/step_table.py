@@ -2,7 +2,7 @@
 
 Everything ``simulate``, ``plan`` and ``compare`` know about how long a step takes, how much
 KV a replica holds and whether a layout fits comes from this module, which calls the public
-serving API (:mod:`rackmath.analyses.serving`) and nothing else of the model. The event loop,
+serving API (:mod:`rackmath.analyses.serving.serve`) and nothing else of the model. The event loop,
 the planner's search, the launch emitters and the CLI only see the plain numbers below, so a
 new step model changes this file and nothing else.
 
@@ -24,7 +24,7 @@ TensorRT-LLM run it): the weights are read once, FLOPs add, MoE experts hit and 
 all b·(k + 1) + P tokens, attention reads the decoding sequences' KV. A decode step emits A tokens
 per sequence under speculative decoding (``acceptance``).
 
-Mapping to the serving API (``analyses/serving.py``), the one-step model of issue 9 (plan/evaluate):
+Mapping to the serving API (``analyses/serving/serve.py``), the one-step model of issue 9 (plan/evaluate):
 
 =====================  ===============================================================
 here                   serving API
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
+from ...errors import InputError
 
 
 @dataclass
@@ -90,7 +90,7 @@ class Stack:
     def hw(self):
         """The system's plain numbers at this compute dtype (the step model applies the efficiency)."""
         if not hasattr(self, "_hw"):
-            from ..engine.layout import HwNumbers
+            from ...engine.layout import HwNumbers
 
             self._hw = HwNumbers.from_system(self.system, self.compute_dtype, None, self.kv_dtype)
         return self._hw
@@ -98,7 +98,7 @@ class Stack:
     @property
     def t_request(self) -> float:
         """The stack's host time per request before its first token (``engine.efficiency.stack_request_s``), s."""
-        from ..engine.efficiency import stack_request_s
+        from ...engine.efficiency import stack_request_s
 
         return stack_request_s(self.eff_serving, self.serving_stack.name)
 
@@ -111,9 +111,9 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
           ideal=False, usd_per_gpu_hour=None, framework=None, compute_dtype=None) -> Stack:
     """Resolve names once: model and system from the catalog, dtypes (the weight GEMMs' by ``Chip.gemm_dtype``,
     ``compute_dtype`` overriding their activations'), the efficiency preset, the serving stack."""
-    from .. import units
-    from ..specs.hardware import load_hardware
-    from ..specs.models import load_model
+    from ... import units
+    from ...specs.hardware import load_hardware
+    from ...specs.models import load_model
 
     m = load_model(model) if isinstance(model, str) else model
     system = load_hardware(hardware) if isinstance(hardware, str) else hardware
@@ -130,8 +130,8 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
     if not math.isfinite(price) or price < 0 or price > 1e4:
         raise InputError("usd_per_gpu_hour", f"{price:g}", "a price in $ per GPU-hour from 0 to 10⁴")
     cdt = system.chip.gemm_dtype(wdt or m.native_dtype, compute_dtype)
-    from ..engine.efficiency import resolve
-    from .serving import load_stack, speculating
+    from ...engine.efficiency import resolve
+    from .serve import load_stack, speculating
 
     eff = resolve(system.chip.name, efficiency, ideal)
     return Stack(model=m, system=system, weights_dtype=wdt, kv_dtype=kvdt, compute_dtype=cdt, mtp=mtp, acceptance=a,
@@ -145,19 +145,19 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
 
 
 def _decode_numbers(st: Stack, context: float):
-    from .serving import decode_numbers
+    from .serve import decode_numbers
 
     return decode_numbers(st.model, max(float(context), 1.0), st.mtp, st.weights_dtype, st.kv_dtype)
 
 
 def _draft_numbers(st: Stack, context: float):
-    from .serving import draft_numbers
+    from .serve import draft_numbers
 
     return draft_numbers(st.model, max(float(context), 1.0), st.weights_dtype, st.kv_dtype)
 
 
 def _prefill_numbers(st: Stack, tokens: float, prompt: float):
-    from .serving import prefill_numbers
+    from .serve import prefill_numbers
 
     return prefill_numbers(st.model, isl=max(float(prompt), 1.0), chunk=max(float(tokens), 1.0),
                            weights_dtype=st.weights_dtype, kv_dtype=st.kv_dtype)
@@ -165,7 +165,7 @@ def _prefill_numbers(st: Stack, tokens: float, prompt: float):
 
 def attention_ranks(lay: dict):
     """Attention-DP groups R of a layout dict of arrays (``engine.layout.attention_ranks``)."""
-    from ..engine.layout import attention_ranks as ranks
+    from ...engine.layout import attention_ranks as ranks
 
     return ranks(lay["tp"], lay["attention_dp"], lay.get("attention_dp_size", 0))
 
@@ -178,7 +178,7 @@ def _eval(st: Stack, mn, eff, lay: dict, micro_batch, sched: bool = True, adp_im
     """
     from types import SimpleNamespace
 
-    from .serving import _run
+    from .serve import _run
 
     tp = np.asarray(lay["tp"], dtype=float)
     pp = np.asarray(lay["pp"], dtype=float)
@@ -192,14 +192,14 @@ def _eval(st: Stack, mn, eff, lay: dict, micro_batch, sched: bool = True, adp_im
 
 def _eager(st: Stack, eff, res, t):
     """A prefill or mixed step runs without a CUDA graph: ``serving.eager_step`` (max of GPU and dispatch time)."""
-    from ..engine.efficiency import stack_eager_s
-    from .serving import eager_step, step_kernels
+    from ...engine.efficiency import stack_eager_s
+    from .serve import eager_step, step_kernels
 
     return eager_step(t, step_kernels(res), stack_eager_s(eff, st.serving_stack.name))
 
 
 def _speculative_step(t_verify, t_draft, mtp):
-    from .serving import speculative_step
+    from .serve import speculative_step
 
     return speculative_step(t_verify, t_draft, mtp)
 
@@ -228,7 +228,7 @@ def replica_layouts(st: Stack, gpus_per_replica=None, *, max_pp: int = 4) -> dic
     placed evenly, expert shards ≥ 128 columns; attention-DP only for MoE models, over every group count R dividing
     TP: ``attention_dp_size`` R, 0 where R = TP, every GPU its own sequences).
     """
-    from ..engine.layout import layout_grid, with_attention_groups
+    from ...engine.layout import layout_grid, with_attention_groups
 
     S = int(st.system.scaleup_size)
     top = int(gpus_per_replica or max(8, 2 * S))
@@ -313,7 +313,7 @@ def kv_bytes_per_token(st: Stack, context: float = 8192.0) -> float:
 
 def kv_transfer_s(st: Stack, prompt_tokens, prefill_tp) -> np.ndarray:
     """Disaggregated KV hand-off of one prompt: KV bytes / (scale-out NIC bandwidth × prefill TP × η_comm)."""
-    from .serving import kv_transfer_time
+    from .serve import kv_transfer_time
 
     kvb = np.asarray(prompt_tokens, dtype=float) * kv_bytes_per_token(st, float(np.max(prompt_tokens)))
     bw = float(st.system.chip.scaleout_bw) * np.asarray(prefill_tp, dtype=float) * float(st.eff_serving.eta_comm)
@@ -331,7 +331,7 @@ def _mixed_grid(st: Stack, lay: dict, b, P, L, prompt: float, role: str = "aggre
     A step that carries prefill is eager (``serving.eager_step``). ``chunk`` (default P / attention ranks) is
     one rank's prompt tokens, ``imbalance`` the busiest attention-DP rank's share (``serving.prefill_schedule``).
     """
-    from .serving import mixed_numbers, speculative_step
+    from .serve import mixed_numbers, speculative_step
 
     b, P, L = (np.asarray(x, dtype=float) for x in (b, P, L))
     lay_shape = np.shape(np.asarray(lay["tp"]))
@@ -373,7 +373,7 @@ def steady_state(st: Stack, lay: dict, n, isl: float, osl: float, budget) -> dic
     TTFT includes the stack's host time per request (``Stack.t_request``). Returns mean step, TPOT, TTFT, output
     tokens/s per replica and the prefill-bound mask.
     """
-    from .serving import steady_state as serving_steady_state
+    from .serve import steady_state as serving_steady_state
 
     n = np.asarray(n, dtype=float)
     pp = np.asarray(lay["pp"], dtype=float)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..errors import InputError
+from ...errors import InputError
 
 # --------------------------------------------------------------------------------------
 # The parameter vector
@@ -138,7 +138,7 @@ def default_spec() -> ParamSpec:
     attribute, default ``"hardware_family"``), ``FIT_ROUNDS``, ``FIT_SWEEPS``. Otherwise
     :data:`DEFAULT_SPEC` (today's four per-family numbers).
     """
-    from ..engine import efficiency as E
+    from ...engine import efficiency as E
 
     declared = getattr(E, "FIT_PARAMS", None)
     if not declared:
@@ -159,7 +159,7 @@ def default_spec() -> ParamSpec:
 
 def describe_counts(n: dict) -> str:
     """The line every report opens with: fitted parameters, how they are shared, records, sources (``counts``)."""
-    from ..units import counted
+    from ...units import counted
 
     some = n.get("params_some_families") or {}
     extra = "".join(f" + {p} for {', '.join(fams)} only" for p, fams in some.items())
@@ -189,7 +189,7 @@ def _logerr(p, m, outside_2x_slope=0.0):
     p = np.asarray(p, dtype=float)
     ok = np.isfinite(p) & (p > 0)
     e = np.where(ok, np.abs(np.log(np.where(ok, p, 1.0) / m)), 50.0)  # a failed prediction is very wrong
-    from ..engine import efficiency as E
+    from ...engine import efficiency as E
 
     cap = getattr(E, "FIT_ROBUST_CAP", None)
     if cap:
@@ -554,8 +554,8 @@ def _predict_steps(fit_: Fit, recs):
 
 def presets_from_fit(f: Fit, prefix: str = "", regime: str = "serving") -> list[dict]:
     """One preset per family (chips: every catalog chip of that family) plus the cross-family one."""
-    from ..specs.hardware import chips as catalog_chips
-    from ..specs.records import HARDWARE_FAMILIES
+    from ...specs.hardware import chips as catalog_chips
+    from ...specs.records import HARDWARE_FAMILIES
 
     known = set(catalog_chips().names())
 
@@ -589,7 +589,7 @@ def presets_from_fit(f: Fit, prefix: str = "", regime: str = "serving") -> list[
 
 def as_toml(presets: list[dict], header: str = "") -> str:
     """Presets as ``[[efficiency]]`` TOML tables (loadable with --catalog DIR)."""
-    from ..specs.records import toml_value
+    from ...specs.records import toml_value
 
     skip = {"fitted_on", "objective_mean_abs_log"}
     lines = [f"# {ln}" for ln in header.splitlines()] + ([""] if header else [])
@@ -684,7 +684,7 @@ def _count_by(recs, attr) -> dict:
 def stack_params(spec, recs) -> dict:
     """The fitted parameters each stack version of ``recs`` has of its own: the host times of the engine it runs
     (``<field>_<engine>_s``; every version of an engine shares them until they are fitted per version)."""
-    from .serving import load_stack
+    from ..serving.serve import load_stack
 
     out = {}
     for st in sorted({getattr(r, "stack", None) or "unstated" for r in recs}):

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError, check_positive
-from ..explain import Derivation, fmt
+from ...errors import InputError, check_positive
+from ...explain import Derivation, fmt
 from .batching import drain_time  # capacity / bandwidth (R10/R41), written once in the foundation
 
 HOUR = 3600.0

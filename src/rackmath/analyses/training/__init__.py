@@ -1,0 +1,1 @@
+"""Training: the step model (compute, time, memory, layout search) and ``train --explain``'s working."""
