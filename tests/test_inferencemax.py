@@ -100,7 +100,7 @@ def _converter():
 def test_the_length_and_per_decode_gpu_assumptions_on_two_rows():
     """Little's law, output tokens/s = C · mean OSL / mean E2E, on the rows' own numbers. S000 (aggregated, 4 GPUs):
     115.43 · 4 · 62.00 / (4 · 8192) = 0.874 of nominal (0.9 assumed: lengths drawn between 0.8× and 1×; all 238
-    aggregated rows give 0.865–0.901, docs/validation.md). S017 (4 prefill + 8 decode GPUs): 4 · 0.9 · 1024 / 7.222 =
+    aggregated rows give 0.865–0.901, docs/stacks.md). S017 (4 prefill + 8 decode GPUs): 4 · 0.9 · 1024 / 7.222 =
     510.4 tok/s against 62.56 · 8 = 500.5 over the decode GPUs (2% apart) and 62.56 · 12 = 750.7 over every GPU."""
     r = ROW_S000
     assert r["output_tput_per_gpu"] * 4 * r["mean_e2el"] / (4 * 8192) == pytest.approx(0.874, abs=0.001)

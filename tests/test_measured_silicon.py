@@ -34,7 +34,7 @@ def test_derived_gemm_law_reproduces_the_measured_curve():
     """t(M) = τ + max(2MNK / (peak·η_c(M)), NK·bytes / (BW·η_m)) with the derived η_c, M½, η_m, τ is within 15% of
     the compute-bound points of the curve η_c and M½ came from (M = 256 … 16384); below, the block-scaled FP8 GEMM
     runs slower than the BF16 GEMM's bandwidth (24.4 µs at M = 1 against 19 µs: its scales and dequantisation), a gap
-    the one-η_m model does not carry (docs/validation.md)."""
+    the one-η_m model does not carry (docs/stacks.md)."""
     chip = _h200()
     s = silicon(chip)
     c = next(c for c in kernel_table("h200")["curves"] if c["op"] == "gemm" and c["dtype"] == "fp8_block"
