@@ -54,9 +54,10 @@ A_LENGTHS = ("lengths: the benchmark client (benchmark_serving.py, random datase
              "published workflow configurations) draws each request's ISL and OSL uniformly between 0.8× and 1× "
              "nominal, so isl/osl here are {r:g} × nominal (inferred from the scripts, not a field of the rows: "
              "reference/inferencemax/README.md); the spread of lengths is not modelled")
-A_ARRIVALS = ("arrivals steady: a closed loop of conc clients (--max-concurrency conc, 10 × conc prompts, unlimited "
-              "rate, --ignore-eos) whose lengths differ per request: the first conc start together, the later ones "
-              "spread out")
+A_ARRIVALS = ("arrivals closed-loop: conc clients (--max-concurrency conc, 10 × conc prompts, unlimited rate, "
+              "--ignore-eos): the first conc start together and wait for one another's prefills (the first wave, 1 in "
+              "10 of the requests), the later ones start as others finish, spread out (the lengths differ per "
+              "request); mean TTFT = 1/10 · the wave's + 9/10 · the steady state's (serving.closed_loop_ttft)")
 A_DISAGG = ("disaggregated: the row's output_tput_per_gpu is output tokens/s per DECODE GPU (checked against Little's "
             "law, conc · 0.9 · osl / mean_e2el = output · decode GPUs: reference/inferencemax/README.md), hence metric "
             "output_tok_s_per_decode_gpu")
@@ -206,7 +207,7 @@ def convert(rows, length_ratio: float = 0.9, fitted: bool = False) -> list[dict]
                 rec["fit"] = False
             rec.update(model=model, hardware=system)
             rec.update(lay)
-            rec.update(isl=isl, osl=osl, concurrency=int(row["conc"]), arrivals="steady")
+            rec.update(isl=isl, osl=osl, concurrency=int(row["conc"]), arrivals="closed-loop")
             rec.update(dt)
             rec.update(spec)
             rec["assumptions"] = a

@@ -415,3 +415,63 @@ def test_cli_compute_dtype_errors_are_one_line(value, says):
     assert code == 2 and out == ""
     line = err.strip()
     assert "\n" not in line and line.startswith("error: compute_dtype: ") and says in line and "accepted" in line
+
+
+# ----------------------------------------------------------------------------- a closed-loop benchmark client's TTFT
+
+
+def test_closed_loop_ttft_by_hand():
+    """C = 4 prompts reach one prefill replica together, each t_p = ISL_new / X_P = 1,000 / 10,000 tok/s = 0.1 s of
+    it: they finish after 0.1, 0.2, 0.3, 0.4 s, mean t_p · (1 + 2 + 3 + 4)/4 = 0.25 s, + t_KV 10 ms + t_request 2 ms
+    = 0.262 s. The client sends N = 10 · C = 40 requests, 4 of them in the first wave: w = 1/10, so with a steady
+    TTFT of 0.05 s the mean is 0.262/10 + 0.9 · 0.05 = 0.0712 s."""
+    wave = float(serving.disaggregated_wave_ttft(0.05, 0.01, 1000.0, 10_000.0, 4, 0.002))
+    assert wave == pytest.approx(0.1 * (1 + 2 + 3 + 4) / 4 + 0.01 + 0.002, rel=1e-12)
+    w = float(serving.first_wave_share(serving.CLOSED_LOOP_PROMPTS_PER_CLIENT * 4, 4))
+    assert w == pytest.approx(0.1, rel=1e-12)
+    assert float(serving.closed_loop_ttft(wave, 0.05, w)) == pytest.approx(0.0262 + 0.045, rel=1e-12)
+    # one request alone waits for nobody: its own prefill (0.2 s > its 0.1 s share of the pool's rate)
+    assert float(serving.disaggregated_wave_ttft(0.2, 0.01, 1000.0, 10_000.0, 1, 0.002)) == pytest.approx(0.212)
+    # fewer requests than clients: all of them are the first wave
+    assert float(serving.first_wave_share(3, 4)) == 1.0
+
+
+def test_closed_loop_serve_is_one_wave_in_ten_then_steady():
+    """serve --arrivals closed-loop: TTFT = 1/10 · the first wave's (the lock-step wave's, where a prefill-first
+    stack keeps waves) + 9/10 · the steady state's; TPOT and output are the steady state's. Disaggregated: the
+    first wave queues at the prefill pool, so TTFT rises above the steady one by at most 1/10 of C prompts' share."""
+    kw = dict(gpus=1, isl=1024, osl=1024, concurrency=64, framework="sglang")
+    ss = rackmath.serve("llama-3.1-8b", "hgx-h100", arrivals="steady", **kw)
+    wv = rackmath.serve("llama-3.1-8b", "hgx-h100", arrivals="waves", **kw)
+    cl = rackmath.serve("llama-3.1-8b", "hgx-h100", arrivals="closed-loop", **kw)
+    assert bool(np.asarray(wv._info["waves"]).ravel()[0])  # SGLang is prefill-first: the waves persist
+    assert wv.ttft_ms > 5 * ss.ttft_ms  # 64 prompts queue behind one another
+    assert cl.ttft_ms == pytest.approx(0.1 * wv.ttft_ms + 0.9 * ss.ttft_ms, rel=1e-9)
+    assert (cl.tpot_ms, cl.output_tok_s) == (ss.tpot_ms, ss.output_tok_s)
+    assert cl.explain().check() == []  # the derivation re-evaluates to the result
+    dk = dict(gpus=16, prefill_gpus=8, decode_gpus=8, isl=1024, osl=1024, concurrency=256, framework="sglang")
+    ds = rackmath.serve("deepseek-v3", "hgx-h200", **dk)
+    dc = rackmath.serve("deepseek-v3", "hgx-h200", arrivals="closed-loop", **dk)
+    pf = dc.prefill
+    queued = 0.5 * (256 + 1) * 1024 / pf["input_tok_s"]  # the 128.5th prompt's share of the pool, on average
+    wave = max(pf["prefill_s"], queued) + pf["kv_transfer_s"] + float(dc._info["t_request"])
+    assert dc.ttft_ms / 1e3 == pytest.approx(0.1 * wave + 0.9 * ds.ttft_ms / 1e3, rel=1e-9)
+    assert dc.ttft_ms > ds.ttft_ms and (dc.tpot_ms, dc.output_tok_s) == (ds.tpot_ms, ds.output_tok_s)
+    assert dc.explain().check() == []
+
+
+def test_cli_closed_loop_arrivals():
+    """``serve --arrivals closed-loop --json`` names the arrivals and says TPOT is the steady state's; a misspelt
+    mode is one line naming arrivals and the modes, exit 2."""
+    base = ("serve", "llama-3.1-8b", "--hardware", "hgx-h100", "--gpus", "1", "--isl", "1024", "--osl", "1024",
+            "--concurrency", "64", "--framework", "sglang", "--json")
+    code, out, err = run_cli(*base, "--arrivals", "closed-loop")
+    assert code == 0, err
+    got = json.loads(out)
+    code, out, err = run_cli(*base)
+    steady = json.loads(out)
+    assert got["arrivals"] == "closed-loop" and got["tpot_ms"] == steady["tpot_ms"]
+    assert got["ttft_ms"] > steady["ttft_ms"]
+    assert any("closed-loop client" in n for n in got["notes"])
+    code, out, err = run_cli(*base, "--arrivals", "closedloop")
+    assert code == 2 and "arrivals" in err and "closed-loop" in err and "Traceback" not in err

@@ -56,7 +56,8 @@ def test_shipped_records_parse_and_cover_sources_chips_models(recs):
 
 
 def test_arrivals_follow_one_rule(recs):
-    """Lock-step waves exactly where every client starts together with identical requests (docs/validation.md)."""
+    """Lock-step waves exactly where every client starts together with identical requests (docs/validation.md); the
+    InferenceMAX client (10 × conc prompts, --max-concurrency conc, lengths that differ) is closed-loop."""
     waves_groups = {"dstack-deepseek-r1", "amd-rocm-vllm", "oci-mi300x", "trtllm-h100", "trtllm-h200", "trtllm-b200",
                     "trtllm-gb200", "vllm-recipes-kimi-k2", "vllm-pr-16458"}
     for r in recs:
@@ -65,6 +66,8 @@ def test_arrivals_follow_one_rule(recs):
             continue
         one = r.inputs["concurrency"] == 1
         want = "waves" if one or r.source_group in waves_groups else "steady"
+        if r.source_group.startswith("inferencemax-"):
+            want = "closed-loop"
         assert r.inputs.get("arrivals", "steady") == want, r.id
 
 

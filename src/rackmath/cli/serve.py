@@ -92,7 +92,9 @@ def register(app: typer.Typer) -> None:
                                      "prompt per mixed step; poisson: independent arrivals (a production stream, "
                                      "simulate --rate), prompts that arrive during a mixed step share the next; "
                                      "waves: lock-step, C prompts at once (a closed-loop benchmark client at fixed "
-                                     "lengths, a fixed-length burst, C = 1)."),
+                                     "lengths, a fixed-length burst, C = 1); closed-loop: a benchmark client "
+                                     "(--max-concurrency C, 10 × C prompts): the first C start together, then C stay "
+                                     "in flight; mean TTFT = 1/10 · the first wave's + 9/10 · steady."),
         eager: bool = typer.Option(False, "--eager", help="The stack runs without CUDA graphs (vLLM --enforce-eager, "
                                    "SGLang --disable-cuda-graph): decode steps take max(GPU time, kernels · host "
                                    "dispatch time)."),

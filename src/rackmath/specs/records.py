@@ -43,8 +43,9 @@ UNITS = {"output_tok_s_per_gpu": "tok/s/GPU", "output_tok_s_per_decode_gpu": "to
          "tok_s_per_user": "tok/s", "step_s": "s", "e2e_s": "s", "prefill_s": "s", "prefill_tok_s_per_gpu": "tok/s/GPU"}
 STATUSES = ("measured", "approximate", "derived")
 #: How requests arrive (serve --arrivals, a record's arrivals; analyses.serving.serve imports it): spread out evenly, in
-#: lock-step waves, or as a Poisson stream (independent arrivals).
-ARRIVALS = ("steady", "waves", "poisson")
+#: lock-step waves, as a Poisson stream (independent arrivals), or from a closed-loop benchmark client (the first C
+#: requests together, then C kept in flight: serving.closed_loop_ttft).
+ARRIVALS = ("steady", "waves", "poisson", "closed-loop")
 #: How a TP group holds a dense model's weights (Pope et al. 2022 §3.2): "1d" weight-stationary (each chip a slice,
 #: the activations all-reduced: Megatron-LM's layout, every GPU stack's), "2d" weight-stationary (each chip a block
 #: split over d_model and d_ff, the activations gathered and scattered along both: ``comms.ws2d_exchange_time``),
@@ -197,7 +198,9 @@ FIELDS: dict = {
                                                                          "source's launch sets it"),
     "arrivals": (_enum(ARRIVALS), ("serve",), False, "steady (default: requests spread out evenly), waves (lock-step: "
                                                       "a closed-loop client at fixed lengths, a fixed-length burst, C = "
-                                                      "1) or poisson (independent arrivals)"),
+                                                      "1), poisson (independent arrivals) or closed-loop (a "
+                                                      "benchmark client: the first C requests start together, then C "
+                                                      "stay in flight; TTFT is the mean over its 10 × C requests)"),
     "eager": (_bool, ("serve",), False, "the stack ran without CUDA graphs (every decode step dispatched from the "
                                         "host)"),
 }

@@ -745,6 +745,49 @@ def disaggregated_ttft(t_prefill, t_transfer, t_pass, utilisation, t_request=0.0
                                                  utilisation) + t_request
 
 
+#: Requests a closed-loop benchmark client sends per unit of concurrency: InferenceMAX's benchmark_serving.py runs
+#: ``--num-prompts 10 × conc --max-concurrency conc`` (reference/inferencemax/README.md, "How the benchmark drives the
+#: server"). A fact of that client, not a fitted constant.
+CLOSED_LOOP_PROMPTS_PER_CLIENT = 10
+
+
+def first_wave_share(n_requests, concurrency):
+    """Share of a closed-loop benchmark's requests in its first wave: w = min(C / N, 1).
+
+    The client (InferenceMAX's vLLM-derived ``benchmark_serving.py``: ``--max-concurrency C``, ``--num-prompts N``,
+    request rate unlimited; reference/inferencemax/README.md, "How the benchmark drives the server") starts its
+    first C requests together, which wait for one another's prefills; each later request starts when one finishes,
+    so the rest, N − C, see the steady closed loop. With N = 10 · C, w = 1/10.
+    """
+    c = np.asarray(concurrency, dtype=float)
+    return np.minimum(c / np.maximum(np.asarray(n_requests, dtype=float), 1e-300), 1.0)
+
+
+def closed_loop_ttft(ttft_wave, ttft_steady, share):
+    """Mean TTFT over a closed-loop benchmark's N requests: TTFT = w · TTFT_wave + (1 − w) · TTFT_steady.
+
+    w = :func:`first_wave_share` (C / N); TTFT_wave is the first wave's mean (its C prompts queued against the
+    prefill budget: :func:`wave_schedule`, or :func:`disaggregated_wave_ttft` on a prefill pool), TTFT_steady the
+    steady state's (:func:`steady_state`, :func:`disaggregated_ttft`); both include the stack's per-request time.
+    TPOT and throughput stay the steady state's: the first wave is one request period in ten.
+    """
+    w = np.asarray(share, dtype=float)
+    return w * np.asarray(ttft_wave, dtype=float) + (1.0 - w) * np.asarray(ttft_steady, dtype=float)
+
+
+def disaggregated_wave_ttft(t_prefill, t_transfer, isl_new, prefill_tok_s, concurrency, t_request=0.0):
+    """Mean TTFT of C prompts that reach a disaggregated prefill pool together (a closed-loop client's first wave):
+    TTFT = max(t_prefill, (C + 1)/2 · ISL_new / X_P) + t_KV + t_request.
+
+    The pool clears prompt tokens at X_P (:func:`prefill_pool_rate`), so the k-th prompt is done after
+    k · ISL_new / X_P, and never before its own prefill t_prefill; the mean over k = 1 … C is (C + 1)/2 of one
+    prompt's share of the pool (C = 4: t_p · (1 + 2 + 3 + 4)/4).
+    """
+    c = np.asarray(concurrency, dtype=float)
+    queued = 0.5 * (c + 1.0) * float(max(isl_new, 0.0)) / np.asarray(prefill_tok_s, dtype=float)
+    return np.maximum(np.asarray(t_prefill, dtype=float), queued) + t_transfer + np.asarray(t_request, dtype=float)
+
+
 def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=None, max_pp=8, sched_overlap=False,
                   top=1, usable_fraction=USABLE_MEMORY_FRACTION):
     """Best valid layout of ``gpus`` GPUs for this step: the lowest step time that fits memory.
@@ -1038,8 +1081,9 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
                                                                                      "deployments only for waves)")
     if arrivals not in ARRIVALS:
         raise InputError("arrivals", f"{str(arrivals)[:80]!r}", "steady (requests spread out evenly), poisson "
-                                                      "(independent arrivals) or waves (lock-step, a closed-loop "
-                                                      "client at fixed lengths)")
+                                                      "(independent arrivals), waves (lock-step, a closed-loop "
+                                                      "client at fixed lengths) or closed-loop (a benchmark client: "
+                                                      "the first C together, then C in flight)")
     wl = Workload(isl, osl, np.asarray(concurrency, dtype=float), mtp, a, float(cached_share), str(arrivals))
     disagg = prefill_gpus is not None
     n_dec = int(decode_gpus) if disagg else gpus
@@ -1232,6 +1276,11 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         t_xfer = kv_transfer_time(kv_bytes, p.system.chip.scaleout_bw * lp.tp * eff.eta_comm)
         rho = x_out * isl_new / w.osl / pf_tok_s
         ttft = disaggregated_ttft(t_pf, t_xfer, t_pass, rho, t_req)
+        if w.arrivals == "closed-loop":  # the first wave queues at the prefill pool (closed_loop_ttft)
+            share = first_wave_share(CLOSED_LOOP_PROMPTS_PER_CLIENT * C, C)
+            ttft_wave = disaggregated_wave_ttft(t_pf, t_xfer, isl_new, pf_tok_s, C, t_req)
+            info.update(ttft_steady=ttft, ttft_wave=ttft_wave, wave_share=share)
+            ttft = closed_loop_ttft(ttft_wave, ttft, share)
         info.update(rho=rho, t_pass=t_pass, prefill_one=res_1, n_chunks=n_chunks, tau_eager=tau_e)
         info.update(prefill=dict(gpus=lp.gpus, layout=dict(tp=lp.tp, ep=lp.ep, pp=lp.pp, attention_dp=lp.attention_dp,
                                                            dp=lp.dp, label=lp.label()),
@@ -1262,6 +1311,14 @@ def evaluate(p: Plan, efficiency=None) -> "ServeResult":
         info.update(chunk=sch["c_rank"], chunk_total=sch["c_tot"], prefill_per_step=p_step, t_mixed=t_mix,
                     n_mixed=n_mix, rho=sch["rho"], budget_left=sch["left"], eager_kernels_mixed=n_eager,
                     schedule=sch, res_mixed=res_m, tau_eager=tau_e)
+        if w.arrivals == "closed-loop":  # the first C start together (one wave), the rest see the steady loop
+            wv = _waves(p, eff, mn_d, b, ranks, t_dec, t_req)
+            share = first_wave_share(CLOSED_LOOP_PROMPTS_PER_CLIENT * C, C)
+            info.update(wave=wv, ttft_steady=ttft, ttft_wave=wv["ttft"], wave_share=share)
+            ttft = closed_loop_ttft(wv["ttft"], ttft, share)
+            notes.append("closed-loop client: the first C requests start together and wait for one another's prefills "
+                         f"(1 in {CLOSED_LOOP_PROMPTS_PER_CLIENT} of its requests); TPOT and throughput are the "
+                         "steady state's")
         if w.arrivals == "waves":
             keep = waves_persist(st.prefill_first, b, ranks, isl_new, st.max_num_tokens)
             info.update(waves=keep)
@@ -1497,11 +1554,15 @@ def _derive(r: "ServeResult") -> Derivation:
               key="W")
         d.add("t_request", f"host time per request ({p.stack.name}'s)", "", t_req, "s", key="t_req")
         bound = bool(np.asarray(r.values["bottleneck"] == "prefill").ravel()[0])
-        d.add("TTFT", "t_prefill + W + t_request" + ("; at least C·OSL/X_out − (OSL − 1)·TPOT (Little's law, the "
-                                                     "prefill budget binds)" if bound else ""),
-              "", v["ttft_ms"] / 1e3, "s", "serving.steady_state",
+        cl = w.arrivals == "closed-loop"
+        d.add("TTFT_steady" if cl else "TTFT",
+              "t_prefill + W + t_request" + ("; at least C·OSL/X_out − (OSL − 1)·TPOT (Little's law, the "
+                                             "prefill budget binds)" if bound else ""),
+              "", _f(info["ttft_steady"]) if cl else v["ttft_ms"] / 1e3, "s", "serving.steady_state",
               expr=(f"max(t_pf + W + t_req, C * {w.osl!r} / X - ({w.osl!r} - 1) * tpot)" if bound
-                    else "t_pf + W + t_req"))
+                    else "t_pf + W + t_req"), key="ttft_ss" if cl else "")
+        if cl:
+            _derive_closed_loop(d, r, v)
     else:
         pf = info["prefill"]
         d.add("t_gpu,prefill", "one prompt's prefill pass on the prefill layout",
@@ -1519,15 +1580,31 @@ def _derive(r: "ServeResult") -> Derivation:
         d.add("t_pass", "a full prefill pass of the pool (prefill_pool_rate)", "", _f(info["t_pass"]), "s",
               key="t_pass")
         d.add("t_request", f"host time per request ({p.stack.name}'s)", "", t_req, "s", key="t_req")
-        d.add("TTFT", "t_prefill + t_KV + ρ/(2(1 − ρ)) · t_pass + t_request  (ρ ≤ 0.95)", "", v["ttft_ms"] / 1e3, "s",
-              "serving.disaggregated_ttft",
-              expr="t_pf + t_kv + min(rho, 0.95) / (2 * (1 - min(rho, 0.95))) * t_pass + t_req")
+        cl = w.arrivals == "closed-loop"
+        d.add("TTFT_steady" if cl else "TTFT", "t_prefill + t_KV + ρ/(2(1 − ρ)) · t_pass + t_request  (ρ ≤ 0.95)", "",
+              _f(info["ttft_steady"]) if cl else v["ttft_ms"] / 1e3, "s", "serving.disaggregated_ttft",
+              expr="t_pf + t_kv + min(rho, 0.95) / (2 * (1 - min(rho, 0.95))) * t_pass + t_req",
+              key="ttft_ss" if cl else "")
+        if cl:
+            _derive_closed_loop(d, r, v)
     d.add("$/Mtok", "N_GPU · $/GPU-h / 3600 / X_out · 10⁶", "", v["usd_per_mtok_output"], "$/Mtok", "output tokens",
           expr=f"{r.gpus} * {r.usd_per_gpu_hour!r} / 3600 / X * 1e6")
     d.conclusion = f"→ {fmt(v['output_tok_s_per_gpu'], 'tok/s')} per GPU at {v['tokens_per_s_per_user']:.3g} " \
                    f"tok/s per user; {str(np.asarray(r.values['bottleneck']).ravel()[0])}-bound" + \
                    ("; " + "; ".join(r.notes) if r.notes else "")
     return d
+
+
+def _derive_closed_loop(d: Derivation, r: "ServeResult", v: dict) -> None:
+    """The TTFT of a closed-loop benchmark client (:func:`closed_loop_ttft`): its first wave, then the steady loop."""
+    info, C = r._info, float(np.asarray(r.values["concurrency"]).ravel()[0])
+    how = ("the first C prompts queued at the prefill pool (disaggregated_wave_ttft)" if r.mode == "disaggregated"
+           else "the first C prompts queued against the prefill budget (wave_schedule)")
+    d.add("TTFT_wave", "the first wave's mean TTFT", "", _f(info["ttft_wave"]), "s", how, key="ttft_w")
+    d.add("w", "C / N  (N = 10 · C requests: the client's --num-prompts)", "", _f(info["wave_share"]), "",
+          "first_wave_share", expr=f"min({C!r} / {CLOSED_LOOP_PROMPTS_PER_CLIENT * C!r}, 1.0)", key="w_wave")
+    d.add("TTFT", "w · TTFT_wave + (1 − w) · TTFT_steady", "", v["ttft_ms"] / 1e3, "s",
+          "serving.closed_loop_ttft", expr="w_wave * ttft_w + (1 - w_wave) * ttft_ss")
 
 
 def _derive_waves(d: Derivation, r: "ServeResult", v: dict, b: float) -> Derivation:
@@ -1671,7 +1748,8 @@ def ops(result, which="decode", index=0) -> list[dict]:
 __all__ = ["serve", "plan", "evaluate", "Plan", "Workload", "Layout", "Stack", "STACKS", "load_stack", "ServeResult",
            "choose_layout", "decode_step", "prefill_time", "ops", "time_sliced_schedule", "prefill_wait",
            "steady_state", "disaggregated_ttft",
-           "speculative_step", "poisson_mixed_share", "batch_arrivals", "mean_decode_context", "held_context",
+           "speculative_step", "poisson_mixed_share", "batch_arrivals", "first_wave_share", "closed_loop_ttft",
+           "disaggregated_wave_ttft", "CLOSED_LOOP_PROMPTS_PER_CLIENT", "mean_decode_context", "held_context",
            "steps_per_request", "prefill_tokens_per_seq_step",
            "prefill_attended_context",
            "tpot", "output_tokens_per_s", "total_tokens_per_s", "tokens_per_s_per_user", "usd_per_mtok",
