@@ -219,6 +219,7 @@ HARDWARE_FAMILIES = {
     "b200": "blackwell", "gb200": "blackwell", "b300": "blackwell", "gb300": "blackwell",
     "rubin": "rubin", "rubin-ultra": "rubin",
     "mi300x": "amd", "mi325x": "amd", "mi355x": "amd",
+    "a100-sxm-40gb": "ampere", "a100-sxm-80gb": "ampere",
 }
 #: Vendor-level label printed next to the family.
 VENDOR = {"hopper": "nvidia", "blackwell": "nvidia", "rubin": "nvidia", "amd": "amd", "tpu": "google"}

@@ -73,14 +73,12 @@ FIELDS = {
     "exclude": (str, False, "not predicted (why)"),
 }
 
-#: Chip → hardware family (the unit of per-family presets and leave-one-hardware-family-out).
-FAMILIES = {"a100-sxm-40gb": "ampere", "a100-sxm-80gb": "ampere", "h100": "hopper", "h200": "hopper",
-            "b200": "blackwell", "gb200": "blackwell", "gb300": "blackwell"}
-
-
 def hardware_family(chip: str) -> str:
-    """ampere / hopper / blackwell from a catalog chip name (other chips are their own family)."""
-    return FAMILIES.get(str(chip).lower(), str(chip).lower())
+    """ampere / hopper / blackwell from a catalog chip name: ``records.hardware_family``, the one chip → family table
+    (other chips are their own family)."""
+    from .records import hardware_family as family
+
+    return family(chip)
 
 
 #: Model families of the training records that the serving records' ``records.model_family`` does not know.
