@@ -36,6 +36,26 @@ def test_plan_steady_state_is_serves(case):
     assert float(st.t_request) == pytest.approx(r._info["t_request"], rel=1e-12)
 
 
+def test_plan_steady_state_is_serves_with_measured_silicon():
+    """Under ``--efficiency measured`` the stack version's fitted times (``engine.efficiency.for_stack``) reach plan's
+    step table as they reach serve, once: the same TPOT, TTFT and output rate, and not those of the pooled preset."""
+    import rackmath
+    from rackmath.analyses.serving import step_table as stt
+
+    kw = dict(framework="sglang@0.5.7", efficiency="measured")
+    r = rackmath.serve("llama-3.1-70b", "hgx-h200", gpus=8, tp=8, isl=1000, osl=1000, concurrency=64, **kw)
+    st = stt.stack("llama-3.1-70b", "hgx-h200", **kw)
+    arr = dict(tp=np.array([8.0]), ep=np.array([1.0]), pp=np.array([1.0]), attention_dp=np.array([False]),
+               attention_dp_size=np.array([0.0]), gpus=np.array([8.0]))
+    ss = stt.steady_state(st, arr, np.array([64.0]), 1000, 1000, st.serving_stack.max_num_tokens)
+    v = r.values
+    assert float(ss["tpot_s"][0]) * 1e3 == pytest.approx(v["tpot_ms"], rel=1e-9)
+    assert float(ss["ttft_s"][0]) * 1e3 == pytest.approx(v["ttft_ms"], rel=1e-9)
+    assert float(ss["out_tok_s"][0]) == pytest.approx(v["output_tok_s"], rel=1e-9)
+    pooled = stt.stack("llama-3.1-70b", "hgx-h200", framework="sglang@0.5.7")
+    assert st.eff_serving.kernel_latency_s != pooled.eff_serving.kernel_latency_s  # the measured floor + τ_stack
+
+
 def test_serve_ttft_llama70b_h100_figure():
     """The issue's figure: 123.8 ms = 76.3 ms of prefill and wait + 47.5 ms of the generic stack's host time."""
     import rackmath

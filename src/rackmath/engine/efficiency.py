@@ -394,7 +394,8 @@ def for_stack(eff: Efficiency, stack) -> Efficiency:
     """The efficiency a step of ``stack`` (an ``analyses.serving.serve.Stack``) runs with: under a per-version preset
     (``--efficiency measured``) the stack version's fitted host times replace its engine's, and its time per kernel
     τ_stack adds to the silicon's floor: τ_k = τ_silicon + τ_stack (launch gaps between a graph's kernels, work the
-    version does not fuse); otherwise ``eff``."""
+    version does not fuse); otherwise ``eff``. The result is no longer per-version, so applying it twice (plan's
+    step table, then serve's evaluation of the same deployment) adds τ_stack once."""
     if not getattr(eff, "per_version", False):
         return eff
     from dataclasses import replace
@@ -408,7 +409,7 @@ def for_stack(eff: Efficiency, stack) -> Efficiency:
     out = {f"{k}_{engine}_s": h[k] for k in VERSION_FIELDS if k in h and (k != "request" or engine in GENERIC_STACKS)}
     if "kernel" in h:  # the stack's own time per kernel on top of the silicon's floor τ
         out["kernel_latency_s"] = eff.kernel_latency_s + h["kernel"]
-    return replace(eff, **out)
+    return replace(eff, per_version=False, **out)
 
 
 def resolve(chip_name, efficiency=None, ideal: bool = False, regime: str = "serving",
