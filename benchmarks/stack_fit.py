@@ -7,7 +7,8 @@
 Prints, per metric (output tok/s/GPU, TPOT, TTFT): the InferenceMAX records (``fit = false``) and the published
 records (``fit = true``) under
   0. today's presets (silicon and host times fitted jointly: the baseline),
-  1. silicon from the curves, the presets' host times (no refit),
+  1. silicon from the curves (for a chip without curves whose records span two or more groups — MI355X — τ_k and the
+     MLA kernel scale inferred from its records: ``stack.fit_silicon``), the presets' host times (no refit),
   2. silicon from the curves, host times fitted per stack version — in sample, leaving one InferenceMAX group out,
      leaving one stack version out;
 and the parameter and record counts per stack version (rackmath.analyses.fitting.stack).
@@ -85,7 +86,12 @@ def main(argv=None):
     hosts0 = {S.version_of(r): starts[S.engine_of(S.version_of(r))] for r in recs}
 
     base = S.Predictor(measured=False)
-    meas = S.Predictor(measured=True)
+    sil = {c: S.fit_silicon(recs, S.Predictor(True), starts, c) for c in S.inferable_chips(recs)}
+    meas = S.Predictor(measured=True, silicon=sil)
+    for c, v in sil.items():
+        rs = [r for r in recs if r.chip == c]
+        print(f"silicon inferred for {c} from {len(rs)} records in {len({r.group for r in rs})} groups: "
+              f"τ_k = {v['kernel_latency_s'] * 1e6:.2f} µs, MLA kernel scale {v['mla_kernel_scale']:.2f}")
     if a.one_at_a_time:
         return one_at_a_time(imx, hosts0)
     if a.hierarchical:
@@ -93,7 +99,7 @@ def main(argv=None):
         ph = dict(zip((r.id for r in recs), S.predict(recs, meas, hosts)))
         table("hierarchical: measured silicon, version times around the engine's — InferenceMAX, in sample", imx, ph)
         all_records_table("hierarchical — published records, in sample", pub, ph)
-        lh = S.leave_one_group_out(recs, meas, starts, hierarchical=True)
+        lh = S.leave_one_group_out(recs, meas, starts, hierarchical=True, infer_silicon=True)
         table("hierarchical: leave one InferenceMAX group out", imx, lh)
         by_group(imx, lh)
         print(f"[{time.time() - t0:.0f} s]")
@@ -121,9 +127,10 @@ def main(argv=None):
               f"{h[2] * 1e6:6.2f} µs {h[3] * 1e3:7.2f} ms {h[4] * 1e6:6.2f} µs")
     if a.write:
         write(hosts, by_v)
+        write_silicon(sil, recs)
     if a.quick:
         return
-    logo = S.leave_one_group_out(recs, meas, starts)
+    logo = S.leave_one_group_out(recs, meas, starts, infer_silicon=True)
     table("2. leave one InferenceMAX group out (model × chip × framework), measured silicon", imx, logo)
     by_group(imx, logo)
     print(f"[{time.time() - t0:.0f} s]")
@@ -173,8 +180,9 @@ def write(hosts, by_v):
              "# Each version: its five stack times fitted on its own records (robust mean |log error|): scheduler",
              "# time per step, host time per sequence per step, eager dispatch per kernel, per-request time, and",
              "# kernel_s, the stack's time per kernel on top of the silicon's floor τ. Records on chips without",
-             "# measured curves (AMD) are predicted at their fitted preset's silicon. Keys starting with \"_\" are",
-             "# not catalog kinds.", ""]
+             "# measured curves are predicted at their fitted preset's silicon, with τ_k and the MLA kernel scale",
+             "# inferred from their records where specs/data/kernels/inferred/ has them. Keys starting with \"_\"",
+             "# are not catalog kinds.", ""]
     for v in sorted(hosts):
         if "@" not in v:
             continue
@@ -186,6 +194,29 @@ def write(hosts, by_v):
                   f'(specs/data/records/inferencemax.toml), silicon from specs/data/kernels"', ""]
     path.write_text("\n".join(lines))
     print(f"wrote {path}")
+
+
+def write_silicon(sil, recs):
+    """specs/data/kernels/inferred/<chip>.toml: the silicon inferred from each chip's records (stage 1)."""
+    d = Path(__file__).resolve().parents[1] / "src/rackmath/specs/data/kernels/inferred"
+    d.mkdir(exist_ok=True)
+    for chip, v in sil.items():
+        rs = [r for r in recs if r.chip == chip]
+        groups = sorted({r.group for r in rs if r.group})
+        text = "\n".join([
+            f"# Silicon of {chip} inferred from serving records, not measured (issue 34): no measured kernel curves",
+            "# exist for it, so its floor time per kernel and its MLA kernel scale are fitted on its InferenceMAX",
+            "# records, every stack at its engine's preset host times (rackmath.analyses.fitting.stack.fit_silicon),",
+            "# written by `python benchmarks/stack_fit.py --write`. Its other silicon numbers stay its fitted",
+            "# preset's. Read by --efficiency measured (specs.kernels.inferred). Out of sample (one group left out,",
+            "# refitted without it): docs/stacks.md. Keys starting with \"_\" are not catalog kinds.", "",
+            "[_inferred]", f'chip = "{chip}"', f"kernel_latency_s = {v['kernel_latency_s']:.4g}",
+            f"mla_kernel_scale = {v['mla_kernel_scale']:.4g}", f"records = {len(rs)}", f"groups = {len(groups)}",
+            f'source = "fitted by benchmarks/stack_fit.py on the {len(rs)} serving records of {chip} '
+            f'({sum(1 for r in rs if r.group)} InferenceMAX, specs/data/records/inferencemax.toml; groups: '
+            f'{"; ".join(groups)})"', ""])
+        (d / f"{chip}.toml").write_text(text)
+        print(f"wrote {d / (chip + '.toml')}")
 
 
 if __name__ == "__main__":

@@ -356,7 +356,7 @@ def default_efficiency(chip_name: str, regime: str = "serving") -> Efficiency:
 
 #: The Efficiency fields :func:`measured_efficiency` takes from a chip's measured kernel curves (specs/kernels.silicon).
 SILICON_FIELDS = ("kernel_latency_s", "eta_compute", "gemm_half_tokens", "eta_memory", "collective_latency_s",
-                  "eta_comm")
+                  "eta_comm", "mla_kernel_scale")
 #: The host-time fields of one stack version (``stack_hosts.toml``), each an ``<field>_<engine>_s`` of a preset.
 VERSION_FIELDS = ("sched", "seq", "eager", "request")
 
@@ -368,8 +368,10 @@ def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
     package version it was read from: ``silicon_from``); the other numbers (MLA kernel scale, scale-out latency) and
     the host times of a stack without fitted version times are the chip's calibrated preset's; each stack version's
     times (``sched``, ``seq``, ``eager``, ``request``, ``kernel``) are those fitted with this silicon fixed
-    (``specs/data/launch/stack_hosts.toml``, applied by :func:`for_stack`). A chip without curves (AMD, TPU) keeps its
-    fitted preset's silicon (the stack versions' times were fitted on it) and ``note`` says so.
+    (``specs/data/launch/stack_hosts.toml``, applied by :func:`for_stack`). A chip without curves but with silicon
+    inferred from its serving records (``specs.kernels.inferred``: τ_k and the MLA kernel scale) takes those two and
+    its preset's other numbers, and ``note`` says they are inferred; a chip with neither (TPU, MI300X) keeps its
+    fitted preset's silicon and ``note`` says so.
     """
     from dataclasses import replace
 
@@ -383,6 +385,12 @@ def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
         return replace(base, name=f"measured-{chip.name}", chips=(chip.name,), per_version=True,
                        description=f"{base.description}; {why}", note=why)
     vals = {k: sil[k]["value"] for k in SILICON_FIELDS if k in sil}
+    if "eta_compute" not in sil:  # inferred from records, not measured (specs.kernels.inferred)
+        why = (f"--efficiency measured: no measured kernel curves for {chip.name}: τ_k and the MLA kernel scale "
+               f"inferred from its serving records, the other silicon numbers its fitted preset {base.name}'s")
+        return replace(base, name=f"measured-{chip.name}", **vals, chips=(chip.name,), per_version=True,
+                       silicon_from=tuple((k, sil[k]["from"]) for k in SILICON_FIELDS if k in sil),
+                       description=f"{base.description}; {why}", note=why)
     return replace(base, name=f"measured-{chip.name}", **vals, chips=(chip.name,), error_band=None, cross_family=False,
                    family=base.family, per_version=True,
                    silicon_from=tuple((k, sil[k]["from"]) for k in SILICON_FIELDS if k in sil),

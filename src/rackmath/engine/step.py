@@ -317,7 +317,7 @@ def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
                              source=f"η_c·M/(M+M½), the {curve('eta_compute')} curve"))
     for k, sym, unit in (("eta_compute", "η_c", ""), ("gemm_half_tokens", "M½", ""), ("eta_memory", "η_m", ""),
                          ("kernel_latency_s", "τ_k", "s"), ("collective_latency_s", "τ_c", "s"),
-                         ("eta_comm", "η_comm", "")):
+                         ("eta_comm", "η_comm", ""), ("mla_kernel_scale", "MLA kernel scale", "")):
         if k in src:
             rows.append(dict(op=None, symbol=sym, working="", value=at(getattr(eff, k)), unit=unit, source=src[k]))
     return rows

@@ -7,6 +7,12 @@ kernel — each curve with the package, its version, the table and the framework
 reads only these TOML files (never aiconfigurator). ``hardware show`` names their provenance; :func:`silicon` derives
 the step model's silicon parameters from them (``--efficiency measured``: ``engine.efficiency.measured_efficiency``),
 each number with the curve, table and package version it comes from.
+
+A chip no one has measured (AMD, TPU) may instead have **silicon inferred from records**
+(``specs/data/kernels/inferred/<chip>.toml``, written by ``benchmarks/stack_fit.py --write``): the two numbers the
+serving records identify for it — the floor time per kernel τ_k and the MLA kernel scale — fitted on that chip's
+InferenceMAX records of two or more groups (so leaving a group out still leaves the chip's own records), stated as
+inferred, never as measured (:func:`inferred`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,10 @@ from pathlib import Path
 from ..errors import CatalogError
 
 DIR = Path(__file__).parent / "data" / "kernels"
+#: Silicon inferred from serving records for chips without measured curves (:func:`inferred`).
+INFERRED_DIR = DIR / "inferred"
+#: The fields a chip's inferred silicon may set (τ_k and the MLA kernel scale: what its records identify).
+INFERRED_FIELDS = ("kernel_latency_s", "mla_kernel_scale")
 
 #: What a chip without measured curves has instead, by vendor.
 WITHOUT = {"amd": "none measured: vendor figures and the serving records only (aiconfigurator-core measures NVIDIA "
@@ -46,12 +56,35 @@ def kernel_table(chip: str) -> dict | None:
     return {"meta": meta, "curves": curves}
 
 
+@lru_cache(maxsize=64)
+def inferred(chip: str) -> dict | None:
+    """A chip's silicon inferred from serving records (``specs/data/kernels/inferred/<chip>.toml``: ``[_inferred]``
+    with ``kernel_latency_s``, ``mla_kernel_scale``, ``records``, ``groups``, ``source``), or None."""
+    from .catalog import _read_toml
+
+    p = INFERRED_DIR / f"{chip}.toml"
+    if not p.exists():
+        return None
+    d = _read_toml(p).get("_inferred")
+    if not isinstance(d, dict) or not isinstance(d.get("source"), str):
+        raise CatalogError(str(p), "_inferred", "expected an [_inferred] table with a source")
+    for k in INFERRED_FIELDS:
+        v = d.get(k)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
+            raise CatalogError(str(p), f"_inferred.{k}", "a positive number")
+    return dict(d, file=f"specs/data/kernels/inferred/{chip}.toml")
+
+
 def provenance(chip: str, vendor: str = "") -> dict:
     """Where a chip's kernel curves come from: the package, version, license, tables and stack versions, and the
-    operators covered — or, for a chip without, what it has instead."""
+    operators covered — or, for a chip without, what it has instead (silicon inferred from records, if any)."""
     t = kernel_table(chip)
     if t is None:
-        return {"measured": False, "note": WITHOUT.get(str(vendor).lower(), WITHOUT[""])}
+        out = {"measured": False, "note": WITHOUT.get(str(vendor).lower(), WITHOUT[""])}
+        inf = inferred(chip)
+        if inf is not None:
+            out["inferred"] = {k: inf[k] for k in (*INFERRED_FIELDS, "records", "groups", "source", "file") if k in inf}
+        return out
     m, cs = t["meta"], t["curves"]
     ops = {}
     for c in cs:
@@ -67,7 +100,12 @@ def summary_line(chip: str, vendor: str = "") -> str:
     """One line for ``hardware show``."""
     p = provenance(chip, vendor)
     if not p["measured"]:
-        return p["note"]
+        inf = p.get("inferred")
+        if inf is None:
+            return p["note"]
+        return (f'{p["note"]}; inferred from {inf.get("records", "?")} serving records: τ_k = '
+                f'{inf["kernel_latency_s"] * 1e6:.2f} µs, MLA kernel scale {inf["mla_kernel_scale"]:.2f} '
+                f'({inf["file"]}: the silicon of --efficiency measured, not a measurement)')
     ops = ", ".join(f"{k} {v}" for k, v in p["ops"].items())
     return (f'{p["curves"]} curves ({ops}) from {p["package"]} {p["package_version"]} ({p["license"]}), measured on '
             f'{p["device"]} with {", ".join(p["measured_with"])}; {p["file"]} (the silicon of --efficiency '
@@ -132,6 +170,7 @@ def collective_terms(curve: dict, scaleup_bw: float) -> tuple[float, float]:
 def silicon(chip) -> dict | None:
     """The step model's silicon parameters of a chip from its measured curves (None: no curves shipped).
 
+    A chip without curves but with silicon inferred from records (:func:`inferred`) gets those fields only.
     ``{field: {"value": v, "from": "… curve, table, package version"}}`` for ``kernel_latency_s`` (τ: the shortest
     GEMM measured, the floor of a small kernel), ``eta_compute`` and ``gemm_half_tokens`` (the 8192×8192 GEMM
     curve, :func:`gemm_peak_efficiency`, :func:`gemm_half_rows`), ``eta_memory`` (its one-row point,
@@ -140,7 +179,11 @@ def silicon(chip) -> dict | None:
     """
     t = kernel_table(chip.name)
     if t is None:
-        return None
+        inf = inferred(chip.name)
+        if inf is None:
+            return None
+        why = f"inferred from {inf.get('records', '?')} serving records ({inf['file']}; {inf['source']})"
+        return {k: {"value": float(inf[k]), "from": f"{k} = {float(inf[k]):.4g} {why}"} for k in INFERRED_FIELDS}
     out = {}
     floor = _curve(t, "kernel_floor")
     tau = floor["time_s"][0]
@@ -182,4 +225,4 @@ def silicon_values(chip) -> dict:
     return {k: v["value"] for k, v in s.items() if k != "by_dtype"}
 
 
-__all__ = ["kernel_table", "provenance", "summary_line", "silicon", "silicon_values", "DIR"]
+__all__ = ["kernel_table", "inferred", "INFERRED_FIELDS", "provenance", "summary_line", "silicon", "silicon_values", "DIR"]

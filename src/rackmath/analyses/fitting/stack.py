@@ -16,6 +16,14 @@ leaving one stack version out refit only what they touch:
 * a version out: its records are predicted with its engine's fit on every other version's records (the year-old
   published builds included) — transfer to a release never seen.
 
+Stage 1 for a chip no one has measured (AMD) with records in two or more groups: its floor time per kernel τ_k and
+its MLA kernel scale — the two silicon numbers serving records identify; the rest stays its preset's — are fitted
+on its own records with every stack at its engine's preset times (:func:`fit_silicon`), before stage 2; leaving a
+group out refits them without the group (``specs.kernels.inferred`` ships the in-sample values; they are stated as
+inferred, never as measured). Why: the AMD preset's τ_k × MLA scale (4.9 µs × 4.6) was fitted on early-2025 ROCm
+builds of MI300X; MI355X's current builds run DeepSeek's decode step in a third of that, and no stack time (all
+≥ 0, added to the silicon's) can take time away.
+
 A record's stack version is ``Record.stack`` (``sglang@0.5.7``; a published record that states no version is its
 framework alone, ``sglang``: a version of its own). No I/O here: ``benchmarks/stack_fit.py`` prints and writes.
 """
@@ -31,6 +39,11 @@ STACK_PARAMS = (("sched", 0.0, 5e-3, 2e-3), ("seq", 0.0, 1e-4, 4e-5), ("eager", 
                 ("request", 0.0, 0.3, 0.12), ("kernel", 0.0, 2e-5, 8e-6))
 #: Engines whose host-time fields a candidate sets (every record reads only its own engine's, or their mean).
 _ENGINES = ("trtllm", "vllm", "sglang", "vllm_v0")
+#: (Efficiency field, lower, upper, initial grid half-width) of the silicon inferred for a chip without curves.
+SILICON_PARAMS = (("kernel_latency_s", 5e-7, 1.2e-5, 3e-6), ("mla_kernel_scale", 0.5, 8.0, 2.0))
+#: A chip's silicon is inferred from records only when they span at least this many InferenceMAX groups (so a group
+#: left out still leaves the chip's own records to infer it from).
+MIN_GROUPS = 2
 #: Coordinate-descent rounds and grid points per coordinate.
 ROUNDS, POINTS = 4, 9
 #: At most this many records fit an engine's host times (a version left out, or a group's only version): every n-th
@@ -103,16 +116,34 @@ def _matrix(eff, H: np.ndarray) -> np.ndarray:
 
 
 class Predictor:
-    """Predictions of records under candidate host times with each record's silicon fixed (memoised silicon)."""
+    """Predictions of records under candidate host times with each record's silicon fixed (memoised silicon).
+    ``silicon``: {chip: {Efficiency field: value}} replacing a chip's (the inferred silicon of a fold)."""
 
-    def __init__(self, measured: bool = True):
+    def __init__(self, measured: bool = True, silicon: dict | None = None):
         self.measured = measured
+        self.silicon = dict(silicon or {})
         self._eff = {}
 
     def eff(self, rec):
         if rec.chip not in self._eff:
-            self._eff[rec.chip] = silicon_efficiency(rec, self.measured)
+            e = silicon_efficiency(rec, self.measured)
+            self._eff[rec.chip] = replace(e, **self.silicon[rec.chip]) if rec.chip in self.silicon else e
         return self._eff[rec.chip]
+
+    def with_silicon(self, chip: str, values: dict) -> "Predictor":
+        """This predictor with ``chip``'s silicon replaced by ``values``."""
+        return Predictor(self.measured, {**self.silicon, chip: dict(values)})
+
+    def silicon_candidates(self, rec, S: np.ndarray, hosts) -> np.ndarray:
+        """Predictions of ``rec`` under K candidate silicon rows S (columns: :data:`SILICON_PARAMS`), the host
+        times ``hosts`` fixed."""
+        from .validation import predict_many
+
+        names = _names()
+        X = _matrix(self.eff(rec), np.tile(np.asarray(hosts, dtype=float), (len(S), 1)))
+        for j, (n, *_r) in enumerate(SILICON_PARAMS):
+            X[:, names.index(n)] = S[:, j] + (X[:, names.index(n)] - getattr(self.eff(rec), n) if j == 0 else 0.0)
+        return predict_many(rec, X, names, name="staged")
 
     def __call__(self, rec, H) -> np.ndarray:
         from .validation import predict_many
@@ -141,6 +172,53 @@ def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.nda
             x[j] = grid[int(np.argmin(loss))]
         widths = widths / 2.0
     return x
+
+
+def inferable_chips(recs) -> list[str]:
+    """Chips without measured curves whose records span at least :data:`MIN_GROUPS` InferenceMAX groups."""
+    from ...specs.kernels import kernel_table
+
+    groups = {}
+    for r in recs:
+        if r.group:
+            groups.setdefault(r.chip, set()).add(r.group)
+    return sorted(c for c, g in groups.items() if len(g) >= MIN_GROUPS and kernel_table(c) is None)
+
+
+def fit_silicon(recs, predictor: Predictor, starts: dict, chip: str, exclude=lambda r: False) -> dict:
+    """Stage 1 for a chip without curves: τ_k and the MLA kernel scale (:data:`SILICON_PARAMS`) minimising mean
+    robust |log error| over the chip's records not excluded, every stack at its engine's start times; the start is
+    the chip's preset. Coordinate descent as :func:`fit_hosts`. {} when no record is left."""
+    from ...engine.efficiency import default_efficiency
+    from .calibration import _logerr
+
+    train = [r for r in recs if r.chip == chip and not exclude(r)]
+    if not train:
+        return {}
+    base = Predictor(predictor.measured)  # the preset's silicon as the start, whatever the predictor holds
+    pre = default_efficiency(chip)
+    x = np.array([float(getattr(pre, n)) for n, *_r in SILICON_PARAMS])
+    widths = np.array([w for *_r, w in SILICON_PARAMS])
+    meas = np.array([r.value for r in train])
+    for _ in range(ROUNDS):
+        for j, (_n, lo, hi, _w) in enumerate(SILICON_PARAMS):
+            grid = np.unique(np.clip(x[j] + np.linspace(-widths[j], widths[j], POINTS), lo, hi))
+            C = np.tile(x, (len(grid), 1))
+            C[:, j] = grid
+            P = np.stack([base.silicon_candidates(r, C, starts[engine_of(version_of(r))]) for r in train])
+            x[j] = grid[int(np.argmin(_logerr(P, meas[:, None]).mean(axis=0)))]
+        widths = widths / 2.0
+    return {n: float(v) for (n, *_r), v in zip(SILICON_PARAMS, x)}
+
+
+def with_inferred_silicon(recs, predictor: Predictor, starts: dict, exclude=lambda r: False) -> Predictor:
+    """``predictor`` with the silicon of every :func:`inferable_chips` chip fitted on its records not excluded."""
+    out = predictor
+    for chip in inferable_chips(recs):
+        vals = fit_silicon(recs, predictor, starts, chip, exclude)
+        if vals:
+            out = out.with_silicon(chip, vals)
+    return out
 
 
 def predict(recs, predictor: Predictor, hosts: dict) -> np.ndarray:
@@ -187,15 +265,24 @@ def fit_version(recs, predictor: Predictor, starts: dict, version: str, exclude=
     return fit_hosts(train, predictor, starts[e])
 
 
-def leave_one_group_out(recs, predictor: Predictor, starts: dict, groups=None, hierarchical: bool = False) -> dict:
-    """{record id: prediction} of every InferenceMAX record with its group (``Record.group``) left out of the fit."""
+def leave_one_group_out(recs, predictor: Predictor, starts: dict, groups=None, hierarchical: bool = False,
+                        infer_silicon: bool = False) -> dict:
+    """{record id: prediction} of every InferenceMAX record with its group (``Record.group``) left out of the fit
+    (``infer_silicon``: the held chip's inferred silicon refitted without the group first, :func:`fit_silicon`; a
+    chip with no other group keeps its preset's)."""
     out = {}
     by_group = _by([r for r in recs if r.group], lambda r: r.group)
     for g in groups or sorted(by_group):
         held = by_group[g]
-        hosts = {v: fit_version(recs, predictor, starts, v, lambda r: r.group == g, hierarchical)
-                 for v in {version_of(r) for r in held}}
-        out.update(zip((r.id for r in held), predict(held, predictor, hosts)))
+        out_g = lambda r, g=g: r.group == g  # noqa: E731
+        pr = predictor
+        chip = held[0].chip
+        if infer_silicon and chip in inferable_chips(recs):
+            pr = Predictor(predictor.measured, {k: v for k, v in predictor.silicon.items() if k != chip})
+            vals = fit_silicon(recs, pr, starts, chip, out_g)
+            pr = pr.with_silicon(chip, vals) if vals else pr
+        hosts = {v: fit_version(recs, pr, starts, v, out_g, hierarchical) for v in {version_of(r) for r in held}}
+        out.update(zip((r.id for r in held), predict(held, pr, hosts)))
     return out
 
 
@@ -235,5 +322,5 @@ def report(recs, predicted: dict) -> dict:
     return res
 
 
-__all__ = ["STACK_PARAMS", "Predictor", "fit_hosts", "fit_all", "leave_one_group_out", "leave_one_version_out",
+__all__ = ["STACK_PARAMS", "SILICON_PARAMS", "fit_silicon", "inferable_chips", "with_inferred_silicon", "Predictor", "fit_hosts", "fit_all", "leave_one_group_out", "leave_one_version_out",
            "report", "version_of", "engine_of", "host_vector"]
