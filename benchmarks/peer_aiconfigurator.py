@@ -2,7 +2,7 @@
 
     python3 -m venv /tmp/aic-venv                                   # its OWN venv: never rackmath's
     /tmp/aic-venv/bin/pip install aiconfigurator==0.12.0            # the SDK + CLI layer; pulls aiconfigurator-core
-    /tmp/aic-venv/bin/python benchmarks/peer_aiconfigurator.py      # both error tables (~15 min the first time)
+    /tmp/aic-venv/bin/python benchmarks/peer_aiconfigurator.py      # both error tables (~8 min the first time)
     /tmp/aic-venv/bin/python benchmarks/peer_aiconfigurator.py --limit 20 --json
 
 aiconfigurator (PyPI ``aiconfigurator``, Apache-2.0; ``aiconfigurator-core`` holds its measured per-operator tables)
