@@ -36,7 +36,7 @@ def main() -> None:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    from rackmath.analyses.fitting import calibration
+    from rackmath.analyses.fitting import calibration, crossval
     from rackmath.analyses.fitting import validation
 
     t_import = time.perf_counter() - t0
@@ -49,7 +49,7 @@ def main() -> None:
     t_fit = time.perf_counter() - t0
     schemes = tuple(s for s in args.schemes.split(",") if s)
     t0, c0 = time.perf_counter(), time.process_time()
-    cv = calibration.cross_validate(recs, schemes=schemes, jobs=args.jobs)
+    cv = crossval.cross_validate(recs, schemes=schemes, jobs=args.jobs)
     t_cv, c_cv = time.perf_counter() - t0, time.process_time() - c0
 
     print(calibration.describe_counts(cv["counts"]))
@@ -59,7 +59,7 @@ def main() -> None:
     print(f"in-sample refit:                       {_fmt(cv['in_sample']['summary'])}")
     for scheme in schemes:
         c = cv[scheme]
-        print(f"{calibration.SCHEME_LABEL[scheme]:38s} {_fmt(c['summary'])}")
+        print(f"{crossval.SCHEME_LABEL[scheme]:38s} {_fmt(c['summary'])}")
         for g, s in c["summary_by_group"].items():
             print(f"   {g:34s} {_fmt(s)}")
     print(f"full refit: {json.dumps(f.as_dict()['per_family'])}")

@@ -10,7 +10,7 @@ what was screened and not kept: docs/history.md, "Tried and not kept").
 
 A variant is the shipped ``calibration.default_spec()`` with some of its fitter settings or parameter declarations
 changed; nothing else (the step model itself changes in code, run from a git worktree at that commit). The script
-refits it on every fitted record, then once per held-out group (``calibration.cross_validate``, the same fitter
+refits it on every fitted record, then once per held-out group (``crossval.cross_validate``, the same fitter
 ``rackmath validate --cv`` runs), and prints one table row: fitted parameters, records, sources; the out-of-sample
 median |error|, p90, records within 2× and within 15 %, the worst ratio; and the in-sample figures with the
 training objective. With ``--base`` (a JSON this script or ``rackmath validate --cv --json`` wrote) it also lists the
@@ -216,14 +216,15 @@ def main(argv=None) -> int:
             ap.error(f"--base {a.base}: no held-out records in it (write one with --json or `rackmath validate --cv "
                      "--json`)")
     from rackmath.analyses.fitting import calibration as cal
+    from rackmath.analyses.fitting import crossval as cv
 
     schemes = tuple(s for s in a.schemes.split(",") if s)
-    bad = [s for s in schemes if s not in cal.CV_SCHEMES]
+    bad = [s for s in schemes if s not in cv.CV_SCHEMES]
     if bad or not schemes:
-        ap.error(f"--schemes {a.schemes!r}: accepted: {', '.join(cal.CV_SCHEMES)}")
+        ap.error(f"--schemes {a.schemes!r}: accepted: {', '.join(cv.CV_SCHEMES)}")
     spec = variant(a)
     t = time.time()
-    res = cal.cross_validate(spec=spec, schemes=schemes, jobs=a.jobs)
+    res = cv.cross_validate(spec=spec, schemes=schemes, jobs=a.jobs)
     res["wall_s"] = time.time() - t
     res["screen_argv"] = sys.argv[1:] if argv is None else list(argv)
     if a.json is not None:

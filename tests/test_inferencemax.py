@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from rackmath.analyses.fitting import calibration
+from rackmath.analyses.fitting import crossval
 from rackmath.analyses.fitting import validation
 from rackmath.specs import records as R
 from rackmath.specs import stacks as S
@@ -285,7 +285,7 @@ def syn_stacked():
 
 
 def test_leave_one_stack_version_and_one_group_out_folds(syn_stacked):
-    cv = calibration.cross_validate(syn_stacked, SPEC, predictor=_syn_predictor, schemes=("stack", "group"))
+    cv = crossval.cross_validate(syn_stacked, SPEC, predictor=_syn_predictor, schemes=("stack", "group"))
     st = cv["stack"]
     assert [f["group"] for f in st["folds"]] == ["sglang@0.5.6", "vllm@0.13.0"]
     assert [f["held_out"] for f in st["folds"]] == [["a1", "a2", "b2", "z2"], ["a3", "b1", "z1"]]

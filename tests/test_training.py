@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
+from rackmath.analyses.training import equations as eq
 from rackmath.analyses.training import model as tr
 from rackmath.errors import InputError
 
@@ -24,33 +25,33 @@ def rel(a, b):
 def test_llama3_405b_gpu_hours_tr2_tr4_tr5(shared):
     text = (shared / "reference" / "published.md").read_text()
     assert "30.84M" in text and "26.3M GPU-h ideal" in text
-    C = tr.training_flops(405e9, 15.6e12)
+    C = eq.training_flops(405e9, 15.6e12)
     assert rel(C, 3.79e25) < 0.01  # TR5: 6ND = 3.79e25
-    ideal = tr.chip_hours(C, 400e12)  # TR2: 400 TFLOP/s per GPU on 16,384 H100
+    ideal = eq.chip_hours(C, 400e12)  # TR2: 400 TFLOP/s per GPU on 16,384 H100
     assert rel(ideal, 26.3e6) < 0.05
-    days = tr.train_time(C, 16384, 400e12) / 86400
+    days = eq.train_time(C, 16384, 400e12) / 86400
     assert rel(days, 67) < 0.05
-    eff = tr.achieved_flops_per_chip(C, 30.84e6)  # TR4: 30.84M reported GPU-hours
+    eff = eq.achieved_flops_per_chip(C, 30.84e6)  # TR4: 30.84M reported GPU-hours
     assert rel(eff, 341e12) < 0.05
-    assert rel(tr.mfu(400e12, H100_BF16), 0.41) < 0.05  # TR2's 41%
+    assert rel(eq.mfu(400e12, H100_BF16), 0.41) < 0.05  # TR2's 41%
 
 
 def test_deepseek_v3_mfu_tr7_tr8():
-    C = tr.training_flops(37e9, 14.8e12)
+    C = eq.training_flops(37e9, 14.8e12)
     assert rel(C, 3.29e24) < 0.01
-    f = tr.achieved_flops_per_chip(C, 2.664e6)  # pre-training hours (TR8 uses these)
+    f = eq.achieved_flops_per_chip(C, 2.664e6)  # pre-training hours (TR8 uses these)
     assert rel(f, 343e12) < 0.05
-    assert rel(tr.mfu(f, 989e12), 0.346) < 0.05
+    assert rel(eq.mfu(f, 989e12), 0.346) < 0.05
     # the full 2.788M hours give a lower figure: 327 TF, 33.1%
-    assert rel(tr.mfu(tr.achieved_flops_per_chip(C, 2.788e6), 989e12), 0.331) < 0.01
+    assert rel(eq.mfu(eq.achieved_flops_per_chip(C, 2.788e6), 989e12), 0.331) < 0.01
     # TR8: ≈ 57 days on 2,048 GPUs
-    assert rel(tr.train_time(C, 2048, f) / 86400, 57) < 0.05
+    assert rel(eq.train_time(C, 2048, f) / 86400, 57) < 0.05
 
 
 def test_scaling_book_sb10_llama3_70b_v5p_pod():
-    C = tr.training_flops(70e9, 15e12)
+    C = eq.training_flops(70e9, 15e12)
     assert rel(C, 6.3e24) < 0.01
-    t = tr.train_time(C, 8960, 0.4 * 459e12)
+    t = eq.train_time(C, 8960, 0.4 * 459e12)
     assert rel(t, 3.8e6) < 0.05 and rel(t / 86400, 44) < 0.05
 
 
@@ -110,40 +111,40 @@ def test_bottom_up_step_is_consistent():
 
 
 def test_pipeline_bubble():
-    assert tr.pipeline_bubble_fraction(4, 8) == pytest.approx(3 / 11)
-    assert tr.pipeline_bubble_fraction(4, 8, v=2) == pytest.approx(3 / 19)
-    assert tr.pipeline_bubble_fraction(1, 8) == 0
-    np.testing.assert_allclose(tr.pipeline_bubble_fraction(np.array([2, 16]), 16), [1 / 17, 15 / 31])
+    assert eq.pipeline_bubble_fraction(4, 8) == pytest.approx(3 / 11)
+    assert eq.pipeline_bubble_fraction(4, 8, v=2) == pytest.approx(3 / 19)
+    assert eq.pipeline_bubble_fraction(1, 8) == 0
+    np.testing.assert_allclose(eq.pipeline_bubble_fraction(np.array([2, 16]), 16), [1 / 17, 15 / 31])
 
 
 def test_zero_bytes_per_param():
-    assert tr.model_state_bytes_per_param(64, 0) == 16  # ZeRO paper: 2 + 2 + 12
-    assert tr.model_state_bytes_per_param(8, 1) == pytest.approx(2 + 2 + 12 / 8)
-    assert tr.model_state_bytes_per_param(8, 2) == pytest.approx(2 + 14 / 8)
-    assert tr.model_state_bytes_per_param(64, 3) == pytest.approx(0.25)
+    assert eq.model_state_bytes_per_param(64, 0) == 16  # ZeRO paper: 2 + 2 + 12
+    assert eq.model_state_bytes_per_param(8, 1) == pytest.approx(2 + 2 + 12 / 8)
+    assert eq.model_state_bytes_per_param(8, 2) == pytest.approx(2 + 14 / 8)
+    assert eq.model_state_bytes_per_param(64, 3) == pytest.approx(0.25)
     with pytest.raises(InputError):
-        tr.model_state_bytes_per_param(8, 4)
+        eq.model_state_bytes_per_param(8, 4)
 
 
 def test_korthikanti_activation_memory():
     s, b, h, a, t = 2048, 1, 12288, 96, 8
     sbh = s * b * h
-    assert tr.activation_bytes_per_layer(s, b, h, a) == pytest.approx(sbh * (34 + 5 * a * s / h))
-    assert tr.activation_bytes_per_layer(s, b, h, a, tp=t) == pytest.approx(sbh * (10 + 24 / t + 5 * a * s / (h * t)))
-    assert tr.activation_bytes_per_layer(s, b, h, a, tp=t, sequence_parallel=True) == pytest.approx(
+    assert eq.activation_bytes_per_layer(s, b, h, a) == pytest.approx(sbh * (34 + 5 * a * s / h))
+    assert eq.activation_bytes_per_layer(s, b, h, a, tp=t) == pytest.approx(sbh * (10 + 24 / t + 5 * a * s / (h * t)))
+    assert eq.activation_bytes_per_layer(s, b, h, a, tp=t, sequence_parallel=True) == pytest.approx(
         sbh / t * (34 + 80))  # 5·96·2048/12288 = 80
-    assert tr.activation_bytes_per_layer(s, b, h, a, tp=t, sequence_parallel=True, recompute="selective") == \
+    assert eq.activation_bytes_per_layer(s, b, h, a, tp=t, sequence_parallel=True, recompute="selective") == \
         pytest.approx(34 * sbh / t)
-    assert tr.activation_bytes_per_layer(s, b, h, a, recompute="full") == pytest.approx(2 * sbh)
+    assert eq.activation_bytes_per_layer(s, b, h, a, recompute="full") == pytest.approx(2 * sbh)
     # 1F1B with M ≥ P holds L layers' worth; GPipe holds M microbatches of L/P layers
-    assert tr.activation_bytes_per_chip(1.0, 96, pp=8, microbatches=32) == pytest.approx(96)
-    assert tr.activation_bytes_per_chip(1.0, 96, pp=8, microbatches=32, schedule="gpipe") == pytest.approx(12 * 32)
+    assert eq.activation_bytes_per_chip(1.0, 96, pp=8, microbatches=32) == pytest.approx(96)
+    assert eq.activation_bytes_per_chip(1.0, 96, pp=8, microbatches=32, schedule="gpipe") == pytest.approx(12 * 32)
 
 
 def test_attention_flops_dense_formula():
     # 405B: 126 layers, 128 heads × 128: 4·L·c·d_attn at c = 4096
-    assert tr.dense_attention_flops_per_token(126, 16384, 4096) == pytest.approx(4 * 126 * 4096 * 16384)
-    assert tr.attention_training_flops(1.0, 10) == 30
+    assert eq.dense_attention_flops_per_token(126, 16384, 4096) == pytest.approx(4 * 126 * 4096 * 16384)
+    assert eq.attention_training_flops(1.0, 10) == 30
 
 
 def test_bad_parallelism():

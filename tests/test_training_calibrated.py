@@ -10,6 +10,7 @@ import pytest
 
 from conftest import run_cli
 from rackmath.analyses.training import model as tr
+from rackmath.analyses.training import step as st
 from rackmath.analyses.fitting import training as tf
 from rackmath.errors import CatalogError, InputError
 from rackmath.specs import training_records as trr
@@ -27,7 +28,7 @@ def test_records_load_and_resolve():
         if r.exclude:
             continue
         load_model(r.model), load_chip(r.chip)  # every modelled row names catalog entries
-        assert r.gpus and r.seq and r.dtype in tr.TRAIN_DTYPES
+        assert r.gpus and r.seq and r.dtype in st.TRAIN_DTYPES
         assert r.gpus % (r.tp * r.pp * r.cp) == 0
     cov = tf.coverage()
     assert cov["rows"] == 485 and cov["pretrain_rows"] == 471
@@ -70,36 +71,36 @@ def test_source_flop_formulas_match_the_rows_that_print_both():
 def _x(model="llama-3.1-8b", chip="h100", **kw):
     args = dict(domain=8, gpus=1, global_batch=1, seq=1024, micro_batch=1, tp=1, pp=1, cp=1, ep=1, vp=1)
     args.update(kw)
-    return tr.step_inputs(load_model(model), load_chip(chip), **args)
+    return st.step_inputs(load_model(model), load_chip(chip), **args)
 
 
 def test_ideal_single_gpu_step_is_flops_over_peak():
     m, c = load_model("llama-3.1-8b"), load_chip("h100")
     x = _x(recompute="none")
-    t = tr.step_terms(x, tr.IDEAL_PARAMS)
+    t = st.step_terms(x, st.IDEAL_PARAMS)
     s = 1024
     n_matmul = m.matmul_flops_per_token / 2
     gemm = s * 6 * n_matmul / c.peak_flops("bf16")
-    attn = s * 3.5 * tr.mean_attention_flops_per_token(m, s) / c.peak_flops("bf16")  # FlashAttention-2: 1 + 2.5
+    attn = s * 3.5 * st.mean_attention_flops_per_token(m, s) / c.peak_flops("bf16")  # FlashAttention-2: 1 + 2.5
     opt = 30 * m.total_params / c.hbm_bw
     assert float(t["t_gemm_s"] + t["t_head_s"]) == pytest.approx(gemm, rel=1e-9)
     assert float(t["t_attention_s"]) == pytest.approx(attn, rel=1e-9)
     assert float(t["t_step_s"]) == pytest.approx(gemm + attn + opt, rel=1e-9)
     # full recompute adds one forward of every GEMM: (6 + 2)/6
-    tf_ = tr.step_terms(_x(recompute="full"), tr.IDEAL_PARAMS)
+    tf_ = st.step_terms(_x(recompute="full"), st.IDEAL_PARAMS)
     assert float(tf_["t_gemm_s"] / t["t_gemm_s"]) == pytest.approx(8 / 6)
 
 
 def test_bubble_interleaved_and_tp_terms():
     m = load_model("llama-3.1-70b")
     # P = 4, v = 2, M = 8 micro-batches per replica: bubble / work = (P − 1)/(v·M) = 3/16
-    x = tr.step_inputs(m, load_chip("h100"), domain=8, gpus=32, global_batch=64, seq=4096, micro_batch=1, tp=1, pp=4,
+    x = st.step_inputs(m, load_chip("h100"), domain=8, gpus=32, global_batch=64, seq=4096, micro_batch=1, tp=1, pp=4,
                        vp=2)
-    t = tr.step_terms(x, tr.IDEAL_PARAMS)
+    t = st.step_terms(x, st.IDEAL_PARAMS)
     assert float(t["t_bubble_s"] / t["t_work_s"]) == pytest.approx(3 / 16)
     # TP 8 with sequence parallelism: 4 all-reduce volumes per layer, 2(t−1)/t · tokens·h·2 B / 450 GB/s
-    x = tr.step_inputs(m, load_chip("h100"), domain=8, gpus=8, global_batch=1, seq=4096, tp=8)
-    t = tr.step_terms(x, tr.IDEAL_PARAMS)
+    x = st.step_inputs(m, load_chip("h100"), domain=8, gpus=8, global_batch=1, seq=4096, tp=8)
+    t = st.step_terms(x, st.IDEAL_PARAMS)
     hand = 4 * 80 * 2 * 7 / 8 * 4096 * 8192 * 2 / 450e9
     assert float(t["t_tp_s"]) == pytest.approx(hand)
 
@@ -107,27 +108,27 @@ def test_bubble_interleaved_and_tp_terms():
 def test_cp_fsdp_and_quantisation_terms():
     x1 = _x(model="llama-3.1-8b", gpus=2, cp=1, seq=65536)
     x2 = _x(model="llama-3.1-8b", gpus=2, cp=2, seq=65536)
-    p = dict(tr.IDEAL_PARAMS, eta_attn=1e-3)  # slow attention hides nothing: the ring is exposed only past it
-    assert float(tr.step_terms(x1, p)["t_cp_exposed_s"]) == 0
-    assert float(tr.step_terms(x2, tr.IDEAL_PARAMS)["t_cp_exposed_s"]) >= 0
+    p = dict(st.IDEAL_PARAMS, eta_attn=1e-3)  # slow attention hides nothing: the ring is exposed only past it
+    assert float(st.step_terms(x1, p)["t_cp_exposed_s"]) == 0
+    assert float(st.step_terms(x2, st.IDEAL_PARAMS)["t_cp_exposed_s"]) >= 0
     # FSDP full shard moves (2·2 + 4)/(2 + 4) the bytes of SHARD_GRAD_OP (two all-gathers vs one)
-    a = tr.fsdp_time(1e9, 64, 8, 450e9, 50e9, 2, 1, 1.0)
-    b = tr.fsdp_time(1e9, 64, 8, 450e9, 50e9, 1, 1, 1.0)
+    a = st.fsdp_time(1e9, 64, 8, 450e9, 50e9, 2, 1, 1.0)
+    b = st.fsdp_time(1e9, 64, 8, 450e9, 50e9, 1, 1, 1.0)
     assert float(a / b) == pytest.approx(8 / 6)
     # FP8 casts: read 2 B + write 1 B per GEMM input element, 3 GEMMs
-    assert tr.QUANT_BYTES["fp8"] == 3 and tr.QUANT_BYTES["bf16"] == 0
-    q = tr.quantisation_time(1.0, 100.0, 1.0, 3.0, 1.0)
+    assert st.QUANT_BYTES["fp8"] == 3 and st.QUANT_BYTES["bf16"] == 0
+    q = st.quantisation_time(1.0, 100.0, 1.0, 3.0, 1.0)
     assert q == pytest.approx(900.0)
 
 
 def test_vectorized_over_layouts():
     m, c = load_model("llama-3.1-70b"), load_chip("h100")
-    x = tr.step_inputs(m, c, domain=8, gpus=64, global_batch=128, seq=8192, tp=np.array([2.0, 4.0, 8.0]),
+    x = st.step_inputs(m, c, domain=8, gpus=64, global_batch=128, seq=8192, tp=np.array([2.0, 4.0, 8.0]),
                        pp=np.array([4.0, 2.0, 1.0]), vp=np.array([5.0, 5.0, 1.0]))
-    t = tr.step_terms(x, tr.IDEAL_PARAMS)
+    t = st.step_terms(x, st.IDEAL_PARAMS)
     assert t["t_step_s"].shape == (3,)
-    one = tr.step_terms(tr.step_inputs(m, c, domain=8, gpus=64, global_batch=128, seq=8192, tp=4, pp=2, vp=5),
-                        tr.IDEAL_PARAMS)
+    one = st.step_terms(st.step_inputs(m, c, domain=8, gpus=64, global_batch=128, seq=8192, tp=4, pp=2, vp=5),
+                        st.IDEAL_PARAMS)
     assert float(t["t_step_s"][1]) == pytest.approx(float(one["t_step_s"]))
 
 
@@ -155,7 +156,7 @@ def test_shipped_presets_cover_the_groups():
     assert trr.preset_for("h100", "megatron").name == "hopper-megatron-train"
     assert trr.preset_for("mi300x", "megatron").cross_family  # no AMD records: the cross-family preset, said so
     for p in trr.presets():
-        assert set(p.params) == set(tr.TRAIN_PARAMS) and 0 < p.error_band < 1
+        assert set(p.params) == set(st.TRAIN_PARAMS) and 0 < p.error_band < 1
 
 
 # ---------------------------------------------------------------- CLI
@@ -319,13 +320,13 @@ def test_expert_gradients_reduce_across_nodes_when_ep_fills_the_node():
     from rackmath.specs.hardware import load_chip
 
     m, chip = load_model("gpt-oss-120b"), load_chip("b200")
-    x = tr.step_inputs(m, chip, domain=8, gpus=64, global_batch=1280, seq=4096, micro_batch=4, ep=8)
-    t = tr.step_terms(x, tr.IDEAL_PARAMS)
+    x = st.step_inputs(m, chip, domain=8, gpus=64, global_batch=1280, seq=4096, micro_batch=4, ep=8)
+    t = st.step_terms(x, st.IDEAL_PARAMS)
     up, out = chip.scaleup_bw, chip.scaleout_bw
     p_d, p_e = x["params_dense"], x["params_expert"] / 8
     dense = 2 * 7 / 8 * 3 * p_d / up + 2 * 7 / 8 * 3 * p_d / 8 / out
     expert = 2 * 7 / 8 * 3 * p_e / out
     assert float(t["t_dp_total_s"]) == pytest.approx(dense + expert, rel=1e-9)
-    x72 = tr.step_inputs(m, chip, domain=72, gpus=64, global_batch=1280, seq=4096, micro_batch=4, ep=8)
-    t72 = tr.step_terms(x72, tr.IDEAL_PARAMS)
+    x72 = st.step_inputs(m, chip, domain=72, gpus=64, global_batch=1280, seq=4096, micro_batch=4, ep=8)
+    t72 = st.step_terms(x72, st.IDEAL_PARAMS)
     assert float(t72["t_dp_total_s"]) == pytest.approx(2 * 63 / 64 * 3 * p_d / up + 2 * 7 / 8 * 3 * p_e / up, rel=1e-9)

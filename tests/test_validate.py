@@ -15,6 +15,8 @@ import pytest
 
 from conftest import run_cli
 from rackmath.analyses.fitting import calibration
+from rackmath.analyses.fitting import cache
+from rackmath.analyses.fitting import crossval
 from rackmath.analyses.fitting import validation
 from rackmath.errors import CatalogError, InputError
 from rackmath.specs import records as R
@@ -375,7 +377,7 @@ def test_a_parameter_fitted_for_some_families_holds_its_start_elsewhere():
     assert f.n_params == 2 and spec.describe()[0]["sharing"] == "per family (B only)"
     c = f.cross_family()
     assert c.values[("eta", None)] == 0.6 and c.n_params == 1
-    cv = calibration.cross_validate(_syn_records(), spec, predictor=_syn_predictor, schemes=("source",))
+    cv = crossval.cross_validate(_syn_records(), spec, predictor=_syn_predictor, schemes=("source",))
     assert cv["counts"]["fitted_params"] == 2 and cv["counts"]["params_per_family"] == 0
     assert calibration.describe_counts(cv["counts"]) == (
         "2 fitted parameters (0 per hardware family × 2 families + eta for B only + 1 shared) on 7 records from 3 "
@@ -450,7 +452,7 @@ def test_extra_starts_find_the_better_basin():
 
 
 def test_cross_validation_groups_and_errors_are_the_hand_derived_ones():
-    cv = calibration.cross_validate(_syn_records(), SPEC, predictor=_syn_predictor,
+    cv = crossval.cross_validate(_syn_records(), SPEC, predictor=_syn_predictor,
                                     schemes=("source", "hardware", "model", "loo"))
     assert cv["counts"] == {"records": 7, "sources": 3, "hardware_families": 2, "model_families": 2,
                             "fitted_params": 3, "params_per_family": 1, "params_some_families": {},
@@ -482,8 +484,8 @@ def test_cross_validation_groups_and_errors_are_the_hand_derived_ones():
 def test_cross_validation_in_worker_processes_equals_the_serial_run():
     """Folds refit in forked workers (--jobs) give exactly the serial result: the fitter is deterministic."""
     kw = dict(spec=SPEC, predictor=_syn_predictor, schemes=("source", "hardware", "loo"))
-    one = calibration.cross_validate(_syn_records(), jobs=1, **kw)
-    two = calibration.cross_validate(_syn_records(), jobs=2, **kw)
+    one = crossval.cross_validate(_syn_records(), jobs=1, **kw)
+    two = crossval.cross_validate(_syn_records(), jobs=2, **kw)
     for scheme in ("source", "hardware", "loo"):
         assert [r["predicted"] for r in two[scheme]["records"]] == [r["predicted"] for r in one[scheme]["records"]]
         assert [f["group"] for f in two[scheme]["folds"]] == [f["group"] for f in one[scheme]["folds"]]
@@ -491,14 +493,14 @@ def test_cross_validation_in_worker_processes_equals_the_serial_run():
     from rackmath.errors import InputError
 
     with pytest.raises(InputError, match="jobs"):
-        calibration.cross_validate(_syn_records(), jobs=0, **kw)
+        crossval.cross_validate(_syn_records(), jobs=0, **kw)
 
 
 def test_folds_run_in_lockstep_equal_each_fold_fitted_alone():
     """cross_validate runs the full fit and every fold (with its cross-family fit) in lockstep on one prediction
     cache; each equals fit() and predict_with() run alone on a fresh cache, value for value."""
     recs = _syn_records()
-    cv = calibration.cross_validate(recs, SPEC, predictor=_syn_predictor, schemes=("source", "hardware"), jobs=1)
+    cv = crossval.cross_validate(recs, SPEC, predictor=_syn_predictor, schemes=("source", "hardware"), jobs=1)
     assert cv["in_sample"]["fit"] == calibration.fit(recs, SPEC, predictor=_syn_predictor).as_dict()
     for scheme, key in (("source", "source_group"), ("hardware", "hardware_family")):
         rows = {r["id"]: r for r in cv[scheme]["records"]}
@@ -507,7 +509,7 @@ def test_folds_run_in_lockstep_equal_each_fold_fitted_alone():
             held = [r for r in recs if getattr(r, key) == info["group"]]
             alone = calibration.fit(train, SPEC, predictor=_syn_predictor)
             assert info["fit"] == alone.as_dict()
-            p, how = calibration.predict_with(alone, held, calibration.PredictionCache(SPEC.names, _syn_predictor))
+            p, how = calibration.predict_with(alone, held, cache.PredictionCache(SPEC.names, _syn_predictor))
             assert [rows[r.id]["predicted"] for r in held] == list(p)
             assert [rows[r.id]["params_from"] for r in held] == how
     assert {r["params_from"] for r in cv["hardware"]["records"]} == {"cross-family"}
@@ -562,7 +564,7 @@ def test_refit_toml_round_trips_through_the_catalog(tmp_path):
 def test_cross_validate_on_real_records_reports_counts():
     """A small real subset (TensorRT-LLM B200 and GB200 columns): one family, the declared vector, two sources."""
     sub = [r for r in R.shipped_records() if r.source_group in ("trtllm-b200", "trtllm-gb200")]
-    cv = calibration.cross_validate(sub, schemes=("source",))
+    cv = crossval.cross_validate(sub, schemes=("source",))
     # one family (Blackwell): every parameter once, but the MLA kernel scale, fitted for AMD only
     n_params = sum(p.fitted_for("blackwell") or p.fitted_for(None) for p in calibration.default_spec().params)
     assert n_params == len(calibration.default_spec().params) - 1
@@ -576,7 +578,7 @@ def test_cross_validate_rejects_unknown_schemes():
     from rackmath.errors import InputError
 
     with pytest.raises(InputError, match="scheme"):
-        calibration.cross_validate(_syn_records(), SPEC, predictor=_syn_predictor, schemes=("bogus",))
+        crossval.cross_validate(_syn_records(), SPEC, predictor=_syn_predictor, schemes=("bogus",))
 
 
 # --------------------------------------------------------------------------------------

@@ -15,6 +15,8 @@ import os
 import re
 import time
 
+import numpy as np
+
 from .errors import InputError
 
 # Sizes per (device type, quick): weight budget of the decode model, batches, contexts, steps, GEMM sizes, and the
@@ -49,8 +51,6 @@ def _torch():
 
 
 def _load() -> float | None:
-    import os
-
     try:
         return round(os.getloadavg()[0], 2)
     except (OSError, AttributeError):
@@ -153,11 +153,7 @@ def _measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: 
     torch's CPU threads (default: torch's own choice).
     Returns a JSON-ready dict: device, peaks, GEMM curve and fit, bandwidth, sweep rows, knees, preset.
     """
-    import numpy as np
-
-    from . import units
     from .analyses.fitting import measure as am
-    from .engine.roofline import roofline
     from .specs.models import load_model
 
     check_name(name)
@@ -166,6 +162,50 @@ def _measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: 
             raise InputError("contexts", f"{c!r} tokens", "whole numbers of KV tokens from 1 to 1M")
     t_start = time.perf_counter()
     mt = _torch()
+    dev, info = _open_device(mt, device, threads)
+    plan, dts = _plan(mt, dev, info, quick, dtypes, batches, contexts, weight_budget)
+    dtype = dts[0]
+
+    def stage(task, total):
+        return progress(task, total) if progress else (lambda n=1: None)
+
+    src = load_model(model)
+    spec = am.scale_model(src, plan["budget"], dtype)
+    # (batch, context) points whose KV cache fits the KV budget
+    points = [(B, L) for L in plan["contexts"] for B in plan["batches"]
+              if B * spec.kv_cache_bytes(L, dtype) <= plan["kv_budget"]]
+    _check_duration(mt, dev, dts, dtype, spec, plan, points, quick)
+    bench = _microbenchmarks(mt, dev, dts, spec, plan, quick, stage)
+    system, how, when = _as_system(name, dev, info, quick, plan, bench)
+    sweep = _decode_sweep(mt, dev, dtype, spec, system, plan, points, bench, stage)
+    rows, counted = sweep["rows"], sweep["counted"]
+    knees = _knees(rows, plan["contexts"], spec, system, dtype)
+    err_i = np.abs(np.log([r["roofline_s"] / r["measured_s"] for r in rows]))
+    err_c = np.abs(np.log([r["calibrated_s"] / r["measured_s"] for r in rows]))
+    return {
+        "device": info, "dtype": dtype, "quick": bool(quick), "how": how, "date": when,
+        "matmul": bench["matmul"], "peak_flops": bench["peaks"],
+        "gemm_curve": {"dtype": dtype, "shapes": [list(x) for x in bench["shapes"]], "rows": bench["small"],
+                       "fit": bench["fit"], "form": "eta(M) = eta_max * M / (M + M_half)"},
+        "bandwidth": bench["bw"], "attention": bench["attn"],
+        "elementwise": {"bytes_per_seq": counted["elementwise_bytes_per_seq"], "bytes_per_s": sweep["elem_bw"]},
+        "dispatch_s": bench["dispatch"], "ops_per_step": counted["ops"], "collective": bench["coll"],
+        "chip": system.chip.describe(), "system": system.name,
+        "model": {"source": src.name, "name": spec.name, "description": spec.description,
+                  "n_layers": spec.n_layers, "d_model": spec.d_model, "weight_bytes": spec.weight_bytes(),
+                  "active_params": spec.active_params, "attention": spec.attention, "n_experts": spec.n_experts},
+        "sweep": rows, "knees": knees, "preset": sweep["preset"],
+        "summary": {"median_abs_log_error_ideal": float(np.median(err_i)),
+                    "median_abs_log_error_calibrated": float(np.median(err_c)), "points": len(rows)},
+        "seconds": time.perf_counter() - t_start,
+        # objects for saving and plotting (not JSON): dropped by the CLI before printing
+        "_system": system, "_spec": spec,
+    }
+
+
+def _open_device(mt, device: str, threads: int | None):
+    """The torch device and its description (with the load average and cores); sets torch's CPU threads
+    (``threads``, else :func:`default_threads` on a CPU)."""
     import torch
 
     dev = mt.resolve_device(device)
@@ -183,12 +223,19 @@ def _measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: 
     busy = dev.type == "cpu" and load is not None and load > 0.5 * (os.cpu_count() or 1)
     info["warning"] = (f"load average {load} on {os.cpu_count()} cores: other processes compete for the CPU, the "
                        "timings are noisy (measure on a quiet machine)") if busy else None
+    return dev, info
+
+
+def _plan(mt, dev, info: dict, quick, dtypes, batches, contexts, weight_budget) -> tuple[dict, list]:
+    """The run's sizes (:data:`PLANS` with the options applied; weights at most a tenth of the device's memory, the
+    KV cache three tenths) and the dtypes to benchmark (the first runs the sweep)."""
+    from . import units
+
     plan = dict(PLANS[(dev.type, bool(quick))])
     dts = [units.normalize_dtype(d, "dtype") for d in (dtypes or ["bf16", "fp32"])]
     for d in dts:
         if d not in mt.DTYPES:
             raise InputError("dtype", f"{d!r} cannot be benchmarked", "bf16, fp16 or fp32")
-    dtype = dts[0]
     if batches is not None:
         plan["batches"] = tuple(sorted({int(b) for b in batches}))
     if contexts is not None:
@@ -197,22 +244,17 @@ def _measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: 
         plan["budget"] = float(weight_budget)
     if len(plan["batches"]) < 4:
         raise InputError("batch", f"{len(plan['batches'])} batch sizes", "at least 4 (the knee needs two lines)")
-    # Never ask for more than a tenth of the device's memory for weights.
     plan["budget"] = min(plan["budget"], 0.1 * info["memory_bytes"])
     plan["kv_budget"] = min(plan["kv_budget"], 0.3 * info["memory_bytes"])
+    return plan, dts
 
-    def stage(task, total):
-        return progress(task, total) if progress else (lambda n=1: None)
 
-    src = load_model(model)
-    spec = am.scale_model(src, plan["budget"], dtype)
+def _microbenchmarks(mt, dev, dts: list, spec, plan: dict, quick, stage) -> dict:
+    """Square-GEMM peaks per dtype, memory bandwidth, the GEMM efficiency curve over tokens on the model's matrices
+    (and its fit), attention's KV bandwidth, the dispatch time and (not with --quick) the peer-copy bandwidth."""
+    from .analyses.fitting import measure as am
 
-    # (batch, context) points whose KV cache fits the KV budget
-    points = [(B, L) for L in plan["contexts"] for B in plan["batches"]
-              if B * spec.kv_cache_bytes(L, dtype) <= plan["kv_budget"]]
-    _check_duration(mt, dev, dts, dtype, spec, plan, points, quick)
-
-    # -------- micro-benchmarks
+    dtype = dts[0]
     adv = stage("matmul peaks", len(dts) * len(plan["square"]))
     matmul, peaks = {}, {}
     for d in dts:
@@ -235,12 +277,20 @@ def _measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: 
                               context=plan["contexts"][-1], min_time=plan["min_time"])
     dispatch = mt.bench_dispatch(dev, min_time=plan["min_time"])
     coll = mt.bench_collective(dev) if not quick else None
+    return {"matmul": matmul, "peaks": peaks, "bw": bw, "shapes": shapes, "small": small, "fit": fit, "attn": attn,
+            "dispatch": dispatch, "coll": coll}
 
-    # -------- the machine as a chip
+
+def _as_system(name, dev, info: dict, quick, plan: dict, bench: dict):
+    """The machine as a one-chip system (``analyses.fitting.measure.measured_system``) with a source for every
+    number; returns (system, how it was measured, the date)."""
+    from .analyses.fitting import measure as am
+
+    peaks, bw, coll = bench["peaks"], bench["bw"], bench["coll"]
     cname = name or ("measured-" + ("cpu" if dev.type == "cpu" else
                                     "".join(c if c.isalnum() else "-" for c in info["name"].lower()).strip("-")))
     when = time.strftime("%Y-%m-%d", time.gmtime())
-    cond = f", {info['threads']} threads, load {load}" if dev.type == "cpu" else ""
+    cond = f", {info['threads']} threads, load {info['load_average']}" if dev.type == "cpu" else ""
     how = (f"rackmath measure{' --quick' if quick else ''} on {info['name']} ({dev.type}, torch {info['torch']}"
            f"{cond}), {when}")
     sources = {f"flops.{d}": f"{how}: best of square GEMMs {list(plan['square'])}" for d in peaks}
@@ -256,16 +306,26 @@ def _measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: 
                                 description=f"{info['name']} measured by rackmath measure ({dev.type})",
                                 vendor="measured", scaleup_bw=coll["p2p_bytes_per_s"] if coll else None,
                                 devices=1, sources=sources)
+    return system, how, when
 
-    # -------- the decode sweep
+
+def _decode_sweep(mt, dev, dtype, spec, system, plan: dict, points: list, bench: dict, stage) -> dict:
+    """Time real decode steps at every (batch, context) point and set each next to the roofline and the preset the
+    micro-benchmarks give (``analyses.fitting.measure.calibrated_times``). Returns the rows, the preset, the
+    operators counted and the elementwise bandwidth."""
+    import torch
+
+    from .analyses.fitting import measure as am
+    from .engine.roofline import roofline
+
     net = mt.build_model(spec, dtype, dev)
     counted = mt.count_ops(net, dev, dtype, plan["contexts"][0])
-    ops = counted["ops"]
     elem_bw = mt.bench_elementwise(dev, dtype, min_time=plan["min_time"])
     elem_s = counted["elementwise_bytes_per_seq"] / elem_bw  # seconds of elementwise work per sequence
-    gemv_bw = small[0]["weight_bytes_per_s"]
-    preset_d = am.preset_from_microbenchmarks(f"{cname}-eager", cname, fit, gemv_bw, bw["bytes_per_s"], ops,
-                                              dispatch, attn["kv_bytes_per_s"], elem_s)
+    preset_d = am.preset_from_microbenchmarks(f"{system.chip.name}-eager", system.chip.name, bench["fit"],
+                                              bench["small"][0]["weight_bytes_per_s"], bench["bw"]["bytes_per_s"],
+                                              counted["ops"], bench["dispatch"], bench["attn"]["kv_bytes_per_s"],
+                                              elem_s)
     rows = []
     adv = stage(f"decode sweep ({spec.name})", len(points))
     for B, L in points:
@@ -282,47 +342,34 @@ def _measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: 
     eta_kw = dict(eta_max=preset_d["eta_compute"], m_half=preset_d["gemm_half_tokens"], eta_memory=preset_d["eta_memory"],
                   eta_kv=preset_d["eta_kv"], elementwise_s_per_seq=preset_d["elementwise_s_per_seq"])
     # an MoE dispatches more operators as the batch hits more experts (the preset keeps the batch-1 count)
-    overhead = dispatch * am.ops_per_step(spec, B, ops, counted["ops_at_batch"], counted["batch"])
+    overhead = bench["dispatch"] * am.ops_per_step(spec, B, counted["ops"], counted["ops_at_batch"], counted["batch"])
     cal = am.calibrated_times(spec, system, B, L, dtype, overhead_s=overhead, **eta_kw)
     for i, r in enumerate(rows):
         r.update(roofline_s=float(ideal.step_s[i]), t_compute_s=float(ideal.t_compute_s[i]),
                  t_weights_s=float(ideal.t_weights_s[i]), t_kv_s=float(ideal.t_kv_s[i]), bound=str(ideal.bound[i]),
                  calibrated_s=float(cal["step_s"][i]), error_ideal=float(ideal.step_s[i] / r["measured_s"] - 1),
                  error_calibrated=float(cal["step_s"][i] / r["measured_s"] - 1))
+    return {"rows": rows, "preset": preset_d, "counted": counted, "elem_bw": elem_bw}
+
+
+def _knees(rows: list, contexts, spec, system, dtype) -> list:
+    """Per context with at least 4 batches: the measured knee (``analyses.fitting.measure.measured_knee``), the
+    roofline's and the calibrated curve's (the same estimator as the measurement, same batches)."""
+    from .analyses.fitting import measure as am
+
     knees = []
-    for c in plan["contexts"]:
+    for c in contexts:
         sel = [r for r in rows if r["context"] == c]
         if len(sel) < 4:
             continue
         mk = am.measured_knee([r["batch"] for r in sel], [r["measured_s"] for r in sel])
         pk = am.predicted_knee(spec, system, c, dtype)
-        # the calibrated curve has no sharp corner either: the same estimator as the measurement, same batches
         pk_cal = am.measured_knee([r["batch"] for r in sel], [r["calibrated_s"] for r in sel])["knee"]
         pk_cal = math.inf if pk_cal is None else pk_cal
         knees.append({"context": c, "measured": mk["knee"], "predicted": None if not np.isfinite(pk) else pk,
                       "predicted_calibrated": None if not np.isfinite(pk_cal) else pk_cal,
                       "t0_s": mk["t0_s"], "slope_s": mk["slope_s"]})
-    err_i = np.abs(np.log([r["roofline_s"] / r["measured_s"] for r in rows]))
-    err_c = np.abs(np.log([r["calibrated_s"] / r["measured_s"] for r in rows]))
-    return {
-        "device": info, "dtype": dtype, "quick": bool(quick), "how": how, "date": when,
-        "matmul": matmul, "peak_flops": peaks,
-        "gemm_curve": {"dtype": dtype, "shapes": [list(x) for x in shapes], "rows": small, "fit": fit,
-                       "form": "eta(M) = eta_max * M / (M + M_half)"},
-        "bandwidth": bw, "attention": attn,
-        "elementwise": {"bytes_per_seq": counted["elementwise_bytes_per_seq"], "bytes_per_s": elem_bw},
-        "dispatch_s": dispatch, "ops_per_step": ops, "collective": coll,
-        "chip": system.chip.describe(), "system": system.name,
-        "model": {"source": src.name, "name": spec.name, "description": spec.description,
-                  "n_layers": spec.n_layers, "d_model": spec.d_model, "weight_bytes": spec.weight_bytes(),
-                  "active_params": spec.active_params, "attention": spec.attention, "n_experts": spec.n_experts},
-        "sweep": rows, "knees": knees, "preset": preset_d,
-        "summary": {"median_abs_log_error_ideal": float(np.median(err_i)),
-                    "median_abs_log_error_calibrated": float(np.median(err_c)), "points": len(rows)},
-        "seconds": time.perf_counter() - t_start,
-        # objects for saving and plotting (not JSON): dropped by the CLI before printing
-        "_system": system, "_spec": spec,
-    }
+    return knees
 
 
 def save(result: dict, directory, *, force: bool = False) -> list:

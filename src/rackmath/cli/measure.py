@@ -30,118 +30,143 @@ def _progress(enabled: bool):
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("measure")
-    def measure_cmd(
-        model: str = typer.Argument("llama-3.1-8b", help="Model (catalog name or HF config.json) to scale down "
-                                                         "and decode with random weights."),
-        device: str = typer.Option("auto", "--device", help="cpu, cuda or auto (cuda when torch sees a GPU)."),
-        dtype: str = typer.Option("bf16,fp32", "--dtype", help="Matmul dtypes to benchmark (comma list of bf16, "
-                                                               "fp16, fp32); the first one runs the decode sweep."),
-        quick: bool = typer.Option(False, "--quick", help="Small sizes: under 30 s on a 2-core CPU."),
-        batch: str = typer.Option(None, "--batch", "-b", help="Batch sizes of the sweep (list or range; default "
-                                                              "1…512 on CPU quick, more otherwise)."),
-        context: str = typer.Option(None, "--context", "-L", help="Context lengths of the sweep (default two: "
-                                                                 "128 and 1024 on CPU quick; 8K = 8,000, 8Ki = 8,192)."),
-        weight_budget: str = typer.Option(None, "--weight-budget", help="Weight bytes of the scaled-down model "
-                                                                       "(default 256 MB quick / 1 GB on CPU)."),
-        threads: str = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's choice less the cores busy with other work, "
-                                                      "from the load average; at least 1)."),
-        name: str = typer.Option(None, "--name", help="Chip name to save under (default measured-cpu or "
-                                                     "measured-<gpu>)."),
-        save: Path = typer.Option(None, "--save", help="Directory to write <chip>.toml (chip, system, model, "
-                                                       "preset) and <chip>-records.toml; use with --catalog DIR."),
-        output: Path = typer.Option(None, "--output", "-o", help="Plot file (.png or .svg); with --save the "
-                                                                 "default is DIR/<chip>.png."),
-        force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
-        no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars (they show only on a terminal)."),
-        json: bool = JSON_OPT,
-    ):
-        """Measure matmul FLOP/s, memory bandwidth and a real decode sweep; compare with this machine's roofline."""
-        from .. import units
-        from ..errors import InputError
-        from .common import check_output, parse_range
+    app.command("measure")(measure_cmd)
 
-        dts = [d.strip() for d in dtype.split(",") if d.strip()]
-        if not dts:
-            raise InputError("dtype", "empty", "a comma list such as bf16,fp32")
-        for d in dts:
-            units.normalize_dtype(d, "dtype")
-        b = [int(x) for x in parse_range(batch, "batch", integer=True)] if batch else None
-        c = [int(x) for x in parse_range(context, "context", integer=True)] if context else None
-        if b and max(b) > 65536:
-            raise InputError("batch", f"{max(b):g} sequences", "at most 65536")
-        if c and min(c) < 1:
-            raise InputError("context", f"{min(c):g} tokens", "at least 1 token of KV per decode step (up to 1M)")
-        if c and max(c) > 1_048_576:
-            raise InputError("context", f"{max(c):g} tokens", "at most 1M tokens")
-        wb = units.parse_bytes(weight_budget, "weight_budget") if weight_budget else None
-        if wb is not None and not 1e6 <= wb <= 1e12:
-            raise InputError("weight_budget", units.format_bytes(wb), "1 MB to 1 TB")
-        th = None
-        if threads is not None:
-            import os
 
-            th = units.parse_count(threads, "threads")
-            cpus = os.cpu_count() or 1
-            if th != int(th) or not 1 <= th <= cpus:
-                raise InputError("threads", f"{threads!r}", f"a whole number from 1 to {cpus} (this machine's CPUs: "
-                                 "more threads only contend for them)")
-            th = int(th)
-        if output is not None:
-            check_output(output, force, "output", (".png", ".svg", ".pdf"))
-        if save is not None:
-            up = save
-            while not up.exists() and up.parent != up:  # the directory is created later: its nearest existing
-                up = up.parent                          # ancestor must be a directory, checked before the run
-            if not up.is_dir():
-                raise InputError("save", f"{up} exists and is not a directory", "a directory (created when missing)")
-        from ..measuring import check_name
+def measure_cmd(
+    model: str = typer.Argument("llama-3.1-8b", help="Model (catalog name or HF config.json) to scale down "
+                                                     "and decode with random weights."),
+    device: str = typer.Option("auto", "--device", help="cpu, cuda or auto (cuda when torch sees a GPU)."),
+    dtype: str = typer.Option("bf16,fp32", "--dtype", help="Matmul dtypes to benchmark (comma list of bf16, "
+                                                           "fp16, fp32); the first one runs the decode sweep."),
+    quick: bool = typer.Option(False, "--quick", help="Small sizes: under 30 s on a 2-core CPU."),
+    batch: str = typer.Option(None, "--batch", "-b", help="Batch sizes of the sweep (list or range; default "
+                                                          "1…512 on CPU quick, more otherwise)."),
+    context: str = typer.Option(None, "--context", "-L", help="Context lengths of the sweep (default two: "
+                                                             "128 and 1024 on CPU quick; 8K = 8,000, 8Ki = 8,192)."),
+    weight_budget: str = typer.Option(None, "--weight-budget", help="Weight bytes of the scaled-down model "
+                                                                   "(default 256 MB quick / 1 GB on CPU)."),
+    threads: str = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's choice less the cores busy with other work, "
+                                                  "from the load average; at least 1)."),
+    name: str = typer.Option(None, "--name", help="Chip name to save under (default measured-cpu or "
+                                                 "measured-<gpu>)."),
+    save: Path = typer.Option(None, "--save", help="Directory to write <chip>.toml (chip, system, model, "
+                                                   "preset) and <chip>-records.toml; use with --catalog DIR."),
+    output: Path = typer.Option(None, "--output", "-o", help="Plot file (.png or .svg); with --save the "
+                                                             "default is DIR/<chip>.png."),
+    force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars (they show only on a terminal)."),
+    json: bool = JSON_OPT,
+):
+    """Measure matmul FLOP/s, memory bandwidth and a real decode sweep; compare with this machine's roofline.
+    \f
+    One parameter per option of `rackmath measure` (typer reads them from the signature).
+    """
+    from ..errors import InputError
+    from ..measuring import measure
+    from ..specs.models import load_model
 
-        check_name(name)  # before any file name is built from it
-        if save is not None and name:
-            for p in (save / f"{name}.toml", save / f"{name}-records.toml"):
-                if p.exists() and not force:
-                    raise InputError("save", f"{p} exists and would be overwritten", "another --save DIR, or --force")
-
-        if device not in ("cpu", "cuda", "auto"):  # checked before the progress bar starts: one clean line
-            raise InputError("device", f"unknown {device!r}", "cpu, cuda or auto")
-        from ..specs.models import load_model
-
-        load_model(model)  # an unknown model is one line too, before any output
-        from ..measuring import measure, save as save_result
-
-        prog, stage = _progress(not no_progress)
+    dts, b, c, wb, th = _parse_sizes(dtype, batch, context, weight_budget, threads)
+    _check_outputs(output, save, name, force)
+    if device not in ("cpu", "cuda", "auto"):  # checked before the progress bar starts: one clean line
+        raise InputError("device", f"unknown {device!r}", "cpu, cuda or auto")
+    load_model(model)  # an unknown model is one line too, before any output
+    prog, stage = _progress(not no_progress)
+    if prog is not None:
+        prog.start()
+    try:
+        res = measure(model, device=device, dtypes=dts, quick=quick, name=name, batches=b, contexts=c,
+                      weight_budget=wb, threads=th, progress=stage)
+    finally:
         if prog is not None:
-            prog.start()
-        try:
-            res = measure(model, device=device, dtypes=dts, quick=quick, name=name, batches=b, contexts=c,
-                          weight_budget=wb, threads=th, progress=stage)
-        finally:
-            if prog is not None:
-                prog.stop()
-        if res["device"].get("warning"):
-            typer.echo(f"warning: {res['device']['warning']}", err=True)
-        written = []
-        if save is not None:
-            written += save_result(res, save, force=force)
-        plot_path = output
-        if plot_path is None and save is not None:
-            plot_path = check_output(save / f"{res['_system'].chip.name}.png", force, "output")
-        if plot_path is not None:
-            from ..plotting.measure import plot_measure
+            prog.stop()
+    if res["device"].get("warning"):
+        typer.echo(f"warning: {res['device']['warning']}", err=True)
+    for p in _write_outputs(res, save, output, force):
+        typer.echo(f"wrote {p}", err=True)
+    if json:
+        from .common import print_json
 
-            plot_measure(res, plot_path)
-            written.append(plot_path)
-        for p in written:
-            typer.echo(f"wrote {p}", err=True)
-        if json:
-            from .common import print_json
+        print_json({k: v for k, v in res.items() if not k.startswith("_")})
+        return
+    _render(res)
 
-            print_json({k: v for k, v in res.items() if not k.startswith("_")})
-            return
-        _render(res)
 
-    return None
+def _parse_sizes(dtype: str, batch, context, weight_budget, threads):
+    """--dtype, --batch, --context, --weight-budget and --threads, checked: (dtypes, batches, contexts, weight
+    bytes, threads), None where not given."""
+    import os
+
+    from .. import units
+    from ..errors import InputError
+    from .common import parse_range
+
+    dts = [d.strip() for d in dtype.split(",") if d.strip()]
+    if not dts:
+        raise InputError("dtype", "empty", "a comma list such as bf16,fp32")
+    for d in dts:
+        units.normalize_dtype(d, "dtype")
+    b = [int(x) for x in parse_range(batch, "batch", integer=True)] if batch else None
+    c = [int(x) for x in parse_range(context, "context", integer=True)] if context else None
+    if b and max(b) > 65536:
+        raise InputError("batch", f"{max(b):g} sequences", "at most 65536")
+    if c and min(c) < 1:
+        raise InputError("context", f"{min(c):g} tokens", "at least 1 token of KV per decode step (up to 1M)")
+    if c and max(c) > 1_048_576:
+        raise InputError("context", f"{max(c):g} tokens", "at most 1M tokens")
+    wb = units.parse_bytes(weight_budget, "weight_budget") if weight_budget else None
+    if wb is not None and not 1e6 <= wb <= 1e12:
+        raise InputError("weight_budget", units.format_bytes(wb), "1 MB to 1 TB")
+    th = None
+    if threads is not None:
+        th = units.parse_count(threads, "threads")
+        cpus = os.cpu_count() or 1
+        if th != int(th) or not 1 <= th <= cpus:
+            raise InputError("threads", f"{threads!r}", f"a whole number from 1 to {cpus} (this machine's CPUs: "
+                             "more threads only contend for them)")
+        th = int(th)
+    return dts, b, c, wb, th
+
+
+def _check_outputs(output, save, name, force: bool) -> None:
+    """Before the run: the plot file, the --save directory (or its nearest existing ancestor) and the files --name
+    would write there, none overwritten without --force."""
+    from ..errors import InputError
+    from ..measuring import check_name
+    from .common import check_output
+
+    if output is not None:
+        check_output(output, force, "output", (".png", ".svg", ".pdf"))
+    if save is not None:
+        up = save
+        while not up.exists() and up.parent != up:  # the directory is created later: its nearest existing
+            up = up.parent                          # ancestor must be a directory, checked before the run
+        if not up.is_dir():
+            raise InputError("save", f"{up} exists and is not a directory", "a directory (created when missing)")
+    check_name(name)  # before any file name is built from it
+    if save is not None and name:
+        for p in (save / f"{name}.toml", save / f"{name}-records.toml"):
+            if p.exists() and not force:
+                raise InputError("save", f"{p} exists and would be overwritten", "another --save DIR, or --force")
+
+
+def _write_outputs(res: dict, save, output, force: bool) -> list:
+    """--save's catalog and records, and the plot (--output, or DIR/<chip>.png with --save): the paths written."""
+    from ..measuring import save as save_result
+    from .common import check_output
+
+    written = []
+    if save is not None:
+        written += save_result(res, save, force=force)
+    plot_path = output
+    if plot_path is None and save is not None:
+        plot_path = check_output(save / f"{res['_system'].chip.name}.png", force, "output")
+    if plot_path is not None:
+        from ..plotting.measure import plot_measure
+
+        plot_measure(res, plot_path)
+        written.append(plot_path)
+    return written
 
 
 def _render(res: dict) -> None:

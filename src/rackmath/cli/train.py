@@ -105,14 +105,58 @@ def train_cmd(
     optimizer) with the fitted preset of the chip's family and the framework (docs/training.md); --ideal gives the
     bound; --mfu/--tflops/--gpu-hours override it. Without --tp/--pp/--cp/--dp/--zero/--recompute the fastest layout
     that fits in memory is searched (and said so).
+    \f
+    One parameter per option of `rackmath train` (typer reads them from the signature).
     """
-    from .. import units
-    from ..analyses.training.model import (FRAMEWORKS, SHARDINGS, Parallelism, search_training_layout, train,
-                                     training_dtype)
-    from ..errors import InputError, check_positive
     from ..specs.hardware import load_hardware
     from ..specs.models import load_model
-    from .common import human, power_capped, priced
+    from .common import power_capped, priced
+
+    tdt, preset, sharding, sched = _check_choices(eta, dtype, ideal, preset, schedule, fsdp, framework)
+    m = load_model(model)
+    hw = load_hardware(power_capped(priced(hardware, usd), power_cap))
+    deg = _degrees(hw, tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, gpus=chips, dp=dp)
+    fw = (framework.lower() if framework else
+          "fsdp" if sharding in ("full_shard", "shard_grad_op") and not deg["tp"] and not deg["pp"] else "megatron")
+    flops = _tflops(tflops)
+    if deg["vp"] is not None and deg["vp"] > 1:
+        from ..errors import InputError
+
+        if sched not in (None, "interleaved"):
+            raise InputError("vp", f"--vp {deg['vp']} with --schedule {sched}", "--vp with the interleaved schedule")
+        sched = "interleaved"
+    kw = dict(tokens=_count(tokens, "tokens"), seq_len=_count(seq, "seq"),
+              global_batch_tokens=_count(global_batch, "global-batch") if global_batch else None,
+              mfu_given=mfu, flops_per_chip=flops,
+              chip_hours_given=_count(chip_hours, "chip-hours") if chip_hours else None, dtype=tdt,
+              eta_compute=eta, include_attention=not no_attention,
+              preset=None if ideal else ((preset or "auto").lower()), framework=fw)
+    fixed = _fixed(deg, sched, optimizer, no_sp, micro_batch, microbatches, fsdp_group)
+    r, par, searched = _layout_and_train(m, hw, deg, fixed, sched, zero, sharding,
+                                         recompute.lower() if recompute else None, kw)
+    en = training_energy(r, hw, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
+    e_ = en["result"]
+    rows = _rows(r, par, m, hw, tdt, searched) + _energy_rows(en, power_cap)
+    pred = ("given" if r.mode not in ("calibrated", "ideal bound") else
+            "calibrated" if r.mode == "calibrated" else "ideal")
+    d = r.as_dict() | {"layout_search": searched, "usd_per_gpu_hour": hw.chip.usd_per_hour, "prediction": pred}
+    d["energy"] = {k: v for k, v in en.items() if k != "result"} if e_ is not None else None
+    if explain and not json and e_ is not None:
+        _out(d, r.derivation, json, explain, rows, "")
+        print()
+        print_derivation(e_.explain())
+        return
+    if json and explain and e_ is not None:
+        d["energy_derivation"] = e_.explain().as_dict()
+    _out(d, r.derivation, json, explain, rows, f"Training run (lecture 01:18:59: 6·N·D) — {r.label}")
+
+
+def _check_choices(eta, dtype, ideal, preset, schedule, fsdp, framework):
+    """--eta, --dtype, --ideal with --efficiency, --schedule, --fsdp and --framework checked: (training dtype, preset
+    or None under --ideal, sharding or None, schedule or None)."""
+    from ..analyses.training.model import training_dtype
+    from ..analyses.training.step import FRAMEWORKS, SHARDINGS
+    from ..errors import InputError, check_positive
 
     if eta is not None:
         check_positive(eta, "eta", "a GEMM efficiency such as 0.5", maximum=1.0)
@@ -129,44 +173,51 @@ def train_cmd(
         raise InputError("fsdp", f"unknown sharding {fsdp!r}", ", ".join(SHARDINGS))
     if framework is not None and framework.lower() not in FRAMEWORKS:
         raise InputError("framework", f"unknown framework family {framework!r}", ", ".join(FRAMEWORKS))
-    m = load_model(model)
-    hw = load_hardware(power_capped(priced(hardware, usd), power_cap))
+    return tdt, preset, sharding, (schedule.lower() if schedule else None)
+
+
+def _degrees(hw, *, tp, pp, cp, ep, vp, gpus, dp) -> dict:
+    """The parallel degrees given (None where searched) and the GPUs: given, or dp (or one scale-up domain) ×
+    tp·pp·cp."""
+    from ..errors import InputError
+
     t = _int(tp, "tp") if tp else None
     p = _int(pp, "pp") if pp else None
     c_ = _int(cp, "cp") if cp else None
     e = _int(ep, "ep")
     v = _int(vp, "vp") if vp else None
-    n = _int(chips, "gpus") if chips else None
+    n = _int(gpus, "gpus") if gpus else None
     d_ = _int(dp, "dp") if dp else None
     if n and d_ is None and t and p and n % (t * p * (c_ or 1)):
         raise InputError("gpus", f"{n} GPUs do not divide by tp·pp·cp = {t * p * (c_ or 1)}", "gpus = dp × tp × pp × cp")
     if n is None:
         mp = (t or 1) * (p or 1) * (c_ or 1)
         n = (d_ or max(1, hw.scaleup_size // mp)) * mp
-    fw = (framework.lower() if framework else
-          "fsdp" if sharding in ("full_shard", "shard_grad_op") and not t and not p else "megatron")
-    flops = None
-    if tflops is not None:
-        try:
-            flops = float(tflops) * 1e12
-        except ValueError:
-            flops = units.parse_flops(tflops, "tflops")
-    sched = schedule.lower() if schedule else None
-    if v is not None and v > 1:
-        if sched not in (None, "interleaved"):
-            raise InputError("vp", f"--vp {v} with --schedule {sched}", "--vp with the interleaved schedule")
-        sched = "interleaved"
-    kw = dict(tokens=_count(tokens, "tokens"), seq_len=_count(seq, "seq"),
-              global_batch_tokens=_count(global_batch, "global-batch") if global_batch else None,
-              mfu_given=mfu, flops_per_chip=flops,
-              chip_hours_given=_count(chip_hours, "chip-hours") if chip_hours else None, dtype=tdt,
-              eta_compute=eta, include_attention=not no_attention,
-              preset=None if ideal else ((preset or "auto").lower()), framework=fw)
-    fixed = {"ep": e, "optimizer": optimizer, "sequence_parallel": not no_sp}
+    return {"tp": t, "pp": p, "cp": c_, "ep": e, "vp": v, "gpus": n, "dp": d_}
+
+
+def _tflops(tflops):
+    """--tflops: a plain number is TFLOP/s, else a FLOP/s quantity; None when not given."""
+    from .. import units
+
+    if tflops is None:
+        return None
+    try:
+        return float(tflops) * 1e12
+    except ValueError:
+        return units.parse_flops(tflops, "tflops")
+
+
+def _fixed(deg: dict, sched, optimizer, no_sp, micro_batch, microbatches, fsdp_group) -> dict:
+    """What every layout keeps: EP, optimizer, sequence parallelism, schedule, virtual stages, the micro-batch or
+    micro-batch count (one of them) and the sharding group."""
+    from ..errors import InputError
+
+    fixed = {"ep": deg["ep"], "optimizer": optimizer, "sequence_parallel": not no_sp}
     if sched:
         fixed["schedule"] = sched
-    if v:
-        fixed["v"] = v
+    if deg["vp"]:
+        fixed["v"] = deg["vp"]
     if micro_batch:
         fixed["micro_batch"] = float(_int(micro_batch, "micro-batch"))
     if microbatches:
@@ -175,30 +226,38 @@ def train_cmd(
         fixed["microbatches"] = _int(microbatches, "microbatches")
     if fsdp_group:
         fixed["fsdp_group"] = _int(fsdp_group, "fsdp-group")
-    searched = None
-    given = dict(tp=t, pp=p, dp=d_, cp=c_, recompute=recompute.lower() if recompute else None)
-    shard_given = sharding is not None or zero is not None
-    if all(x is not None for k, x in given.items() if k != "cp") and shard_given:
-        from ..analyses.training.model import default_vp
+    return fixed
 
-        cp_ = c_ or 1
+
+def _layout_and_train(m, hw, deg: dict, fixed: dict, sched, zero, sharding, recompute, kw: dict):
+    """``train`` at the layout given when every degree, the sharding and the recomputation are, else the layout
+    search (:func:`analyses.training.model.search_training_layout`): (result, Parallelism, the search's counts or
+    None)."""
+    from ..analyses.training.model import Parallelism, default_vp, search_training_layout, train
+
+    t, p, c_, v, d_ = deg["tp"], deg["pp"], deg["cp"], deg["vp"], deg["dp"]
+    given = dict(tp=t, pp=p, dp=d_, cp=c_, recompute=recompute)
+    if all(x is not None for k, x in given.items() if k != "cp") and (sharding is not None or zero is not None):
         vv = v or (default_vp(m.n_layers, p) if sched in (None, "interleaved") else 1)
-        par = Parallelism(dp=d_, tp=t, pp=p, cp=cp_, v=vv, schedule="interleaved" if vv > 1 else (sched or "1f1b"),
-                          zero_stage=1 if zero is None else zero, sharding=sharding, recompute=recompute.lower(),
+        par = Parallelism(dp=d_, tp=t, pp=p, cp=c_ or 1, v=vv, schedule="interleaved" if vv > 1 else (sched or "1f1b"),
+                          zero_stage=1 if zero is None else zero, sharding=sharding, recompute=recompute,
                           **{k: x for k, x in fixed.items() if k not in ("schedule", "v")})
-        r = train(m, hw, chips=n, par=par, **kw)
-    else:
-        fx = {k: x for k, x in given.items() if x is not None} | fixed
-        if zero is not None:
-            fx["zero_stage"] = zero
-        if sharding is not None:
-            fx["sharding"] = sharding
-        r, par, searched = search_training_layout(m, hw, chips=n, fixed=fx, **kw)
+        return train(m, hw, chips=deg["gpus"], par=par, **kw), par, None
+    fx = {k: x for k, x in given.items() if x is not None} | fixed
+    if zero is not None:
+        fx["zero_stage"] = zero
+    if sharding is not None:
+        fx["sharding"] = sharding
+    return search_training_layout(m, hw, chips=deg["gpus"], fixed=fx, **kw)
+
+
+def _rows(r, par, m, hw, tdt, searched) -> list:
+    """The table's rows: layout, FLOPs, FLOP/s and MFU, time, GPU-hours, cost, the step's terms, memory per GPU."""
+    from .common import human
+
     s, mem = r.step, r.memory
-    en = training_energy(r, hw, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
-    e_ = en["result"]
     how = (f"searched: fastest of {searched['evaluated']} layouts, {searched['fit']} fit" if searched else "given")
-    rows = [
+    return [
         ("model / hardware", f"{r.model} on {human(r.chips)} × {hw.chip.name} ({r.hardware}), {tdt}"),
         ("parallelism", f"DP {par.dp} · TP {par.tp} · PP {par.pp} · CP {par.cp} · EP {par.ep}; {par.schedule}"
                         + (f" × {par.v} virtual" if par.v > 1 else "") + f", micro-batch {s['microbatch_seqs']:.3g}"
@@ -222,7 +281,17 @@ def train_cmd(
         ("activations / GPU", human(mem["activation_bytes"], "B")),
         ("memory / GPU", f"{human(mem['total_bytes'], 'B')} of {human(mem['hbm_bytes'], 'B')} HBM"
                          + ("" if mem["fits"] else "  (DOES NOT FIT: no layout fits; more GPUs or ZeRO-3)")),
-    ] + ([("energy", "— (the catalog gives no board power, tdp_w, for this chip)")] if e_ is None else [
+    ]
+
+
+def _energy_rows(en: dict, power_cap) -> list:
+    """The energy and electricity rows (options.training_energy), or one row saying the chip has no board power."""
+    from .common import human
+
+    e_ = en["result"]
+    if e_ is None:
+        return [("energy", "— (the catalog gives no board power, tdp_w, for this chip)")]
+    return [
         ("energy", f"{human(en['energy_j'] / 3.6e9)} MWh at the meter ({human(e_.facility_w_per_chip, 'W')}/GPU: "
                    f"board at TDP + host, PUE {e_.pue:g}); {human(float(e_.j_per_token), 'J')}/token, "
                    f"{human(float(e_.tokens_per_kwh))} tokens/kWh"),
@@ -230,19 +299,7 @@ def train_cmd(
                         f"{human(float(e_.elec_share), '%')} of the cost"
                         + ("" if power_cap is None else f" (power cap {human(en['power_cap_w'], 'W')} per GPU: "
                                                         f"compute peaks × {en['clock_fraction']:.3f})")),
-    ])
-    pred = ("given" if r.mode not in ("calibrated", "ideal bound") else
-            "calibrated" if r.mode == "calibrated" else "ideal")
-    d = r.as_dict() | {"layout_search": searched, "usd_per_gpu_hour": hw.chip.usd_per_hour, "prediction": pred}
-    d["energy"] = {k: v for k, v in en.items() if k != "result"} if e_ is not None else None
-    if explain and not json and e_ is not None:
-        _out(d, r.derivation, json, explain, rows, "")
-        print()
-        print_derivation(e_.explain())
-        return
-    if json and explain and e_ is not None:
-        d["energy_derivation"] = e_.explain().as_dict()
-    _out(d, r.derivation, json, explain, rows, f"Training run (lecture 01:18:59: 6·N·D) — {r.label}")
+    ]
 
 
 def overtrain_cmd(

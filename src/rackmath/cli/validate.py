@@ -234,7 +234,7 @@ def register(app: typer.Typer) -> None:
                    check_output, print_json, flags)
             return
         if cv:
-            from ..analyses.fitting.calibration import CV_SCHEMES, cross_validate
+            from ..analyses.fitting.crossval import CV_SCHEMES, cross_validate
 
             schemes = [s.strip() for s in scheme.split(",") if s.strip()]
             bad = [s for s in schemes if s not in CV_SCHEMES]
@@ -294,10 +294,11 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from ..analyses.fitting.calibration import _SCHEME_KEY, fitted_records
+        from ..analyses.fitting.calibration import fitted_records
+        from ..analyses.fitting.crossval import SCHEME_KEY
 
         use = fitted_records(recs, with_unfitted)
-        total = sum(len({getattr(r, _SCHEME_KEY[s], None) for r in use} - {None}) for s in schemes)
+        total = sum(len({getattr(r, SCHEME_KEY[s], None) for r in use} - {None}) for s in schemes)
         bar = Progress(TextColumn("cross-validating (refit per fold)"), BarColumn(), MofNCompleteColumn(),
                        TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True),
                        transient=True)
@@ -354,7 +355,8 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"wrote {output}", err=True)
 
     def _print_cv(c, schemes, table):
-        from ..analyses.fitting.calibration import SCHEME_LABEL, describe_counts
+        from ..analyses.fitting.calibration import describe_counts
+        from ..analyses.fitting.crossval import SCHEME_LABEL
 
         head = describe_counts(c["counts"])
         priors = [f'{p["name"]} ({fam}) {v:g}' for p in c.get("spec", []) for fam, v in p.get("prior", {}).items()]

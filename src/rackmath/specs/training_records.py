@@ -235,7 +235,7 @@ PRESET_NUMERIC = ("eta_gemm", "tau_layer_s", "eta_attn", "lowp_ratio", "rows_hal
 @dataclass(frozen=True)
 class TrainPreset:
     """``[[train_preset]]`` (specs/data/training/presets.toml): the step model's parameters
-    (``analyses.training.model.TRAIN_PARAMS``) for one hardware family and framework family, with what they were fitted on
+    (``analyses.training.step.TRAIN_PARAMS``) for one hardware family and framework family, with what they were fitted on
     and their validated error (leave-one-source-out median |error| of the group's records)."""
 
     name: str

@@ -13,7 +13,7 @@ what the parameters mean.
   half-width halves each round). Free coordinates: one per shared parameter, one per
   (per-family parameter, family present). A family absent from the records (a chip never
   fitted) uses the **cross-family** values: the same parameters fitted with every family tied.
-* :func:`cross_validate` — out-of-group errors: leave one source out (``source_group``), one
+* :func:`.crossval.cross_validate` — out-of-group errors: leave one source out (``source_group``), one
   hardware family out (hopper / blackwell / amd / tpu …), one model family out (deepseek,
   qwen, llama, gpt-oss, kimi …), and leave one record out on request. Each fold refits on what
   remains and predicts what was left out; median, p90, worst ratio overall and by group, with
@@ -31,6 +31,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ...errors import InputError
+from .cache import PredictionCache, drive, together
+from .validation import records
 
 # --------------------------------------------------------------------------------------
 # The parameter vector
@@ -201,171 +203,6 @@ def _logerr(p, m, outside_2x_slope=0.0):
     return c
 
 
-# --------------------------------------------------------------------------------------
-# Predictions, memoised
-# --------------------------------------------------------------------------------------
-
-
-def default_predictor(rec, X, names):
-    from .validation import predict_many
-
-    return predict_many(rec, X, tuple(names), name="fit")
-
-
-def _shared_key(rec):
-    from .validation import evaluation_key
-
-    return evaluation_key(rec)
-
-
-def _many(recs, X, names):
-    from .validation import predict_many_records
-
-    return predict_many_records(recs, X, tuple(names), name="fit")
-
-
-#: A predictor may say which records one engine evaluation serves (``shared_key(rec)``: equal keys, not None) and
-#: predict them together (``many(recs, X, names) -> (len(recs), K)``): the metrics of one serving run.
-default_predictor.shared_key = _shared_key
-default_predictor.many = _many
-
-
-class PredictionCache:
-    """Predictions of records at candidate parameter vectors, evaluated in batches and memoised.
-
-    ``answer([(record, X), …])`` returns, per request, the record's predictions at the rows of ``X`` (columns =
-    ``names``); ``table(recs, X)`` the (len(recs), K) table of each record at each row. All the rows a call asks of
-    one record that are not memoised yet — from every request, so from every fit driven in lockstep
-    (:func:`_drive`) — are evaluated together in one ``predictor(record, X_missing, names)`` call. Grid values are
-    rounded, so refits on overlapping record sets (cross-validation folds) meet the same candidates and reuse them;
-    the cache changes how often the model is evaluated, never a value (a prediction depends on its own row only:
-    tested). Memory: a row is stored once (its bytes, interned to an int); a prediction is one dict entry per
-    (record, row).
-    """
-
-    def __init__(self, names=None, predictor=None):
-        names = default_spec().names if names is None else names
-        self.names = tuple(names)
-        self.predictor = predictor or default_predictor
-        self._rows = {}  # a row's bytes (-0.0 as 0.0) -> its int id
-        self._memo = {}  # record id -> {row id: prediction}
-        self._groups = {}  # record id -> the evaluation it shares (the predictor's shared_key) or its own
-        self.evaluated = 0
-
-    def _ids(self, X: np.ndarray) -> list:
-        rows, ids = self._rows, []
-        for b in _row_bytes(X):
-            i = rows.get(b)
-            if i is None:
-                i = rows[b] = len(rows)
-            ids.append(i)
-        return ids
-
-    def _group(self, rec):
-        key = self._groups.get(rec.id)
-        if key is None:
-            shared = getattr(self.predictor, "shared_key", None)
-            k = shared(rec) if shared is not None else None
-            key = self._groups[rec.id] = ("run", k) if k is not None else ("record", rec.id)
-        return key
-
-    def answer(self, requests) -> list:
-        """``[(record, X (K, P)), …]`` → ``[(K,) predictions, …]``: one predictor call per record (per run, where the
-        predictor shares evaluations: ``shared_key``) for the rows not memoised yet."""
-        groups = {}  # group -> ({record id: record}, [(request, record id, row ids)], {row id: row to evaluate})
-        memo = self._memo
-        out = [None] * len(requests)
-        for q, (rec, X) in enumerate(requests):
-            X = np.atleast_2d(np.asarray(X, dtype=float))
-            ids = self._ids(X)
-            gk = self._group(rec)
-            g = groups.get(gk)
-            if g is None:
-                g = groups[gk] = ({}, [], {})
-            g[0][rec.id] = rec
-            g[1].append((q, rec.id, ids))
-            seen, need = memo.get(rec.id, ()), g[2]
-            for k, i in enumerate(ids):
-                if i not in seen and i not in need:
-                    need[i] = X[k]
-        for recs, items, need in groups.values():
-            if need:
-                rs, Xn = list(recs.values()), np.array(list(need.values()))
-                if len(rs) == 1:
-                    vals = np.asarray(self.predictor(rs[0], Xn, self.names), dtype=float).reshape(1, -1)
-                else:
-                    vals = np.asarray(self.predictor.many(rs, Xn, self.names), dtype=float).reshape(len(rs), -1)
-                self.evaluated += vals.size
-                for r, v in zip(rs, vals):
-                    memo.setdefault(r.id, {}).update(zip(need, v.tolist()))
-            for q, rid, ids in items:
-                m = memo[rid]
-                out[q] = np.array([m[i] for i in ids])
-        return out
-
-    def table(self, recs, X) -> np.ndarray:
-        X = np.atleast_2d(np.asarray(X, dtype=float))
-        return np.array(self.answer([(r, X) for r in recs])).reshape(len(recs), len(X))
-
-
-def _row_bytes(X: np.ndarray) -> list:
-    """Each row of X as bytes (the cache's key; -0.0 written as 0.0 so that equal rows meet)."""
-    Z = np.ascontiguousarray(X + 0.0)
-    n = Z.shape[1] * Z.itemsize
-    b = Z.tobytes()
-    return [b[k:k + n] for k in range(0, len(b), n)]
-
-
-# --------------------------------------------------------------------------------------
-# Driving fits: each fit is a generator of prediction requests, many fits answered at once
-# --------------------------------------------------------------------------------------
-#
-# A fit (and the prediction of held-out records) is written as a generator: it yields the predictions it needs —
-# a list of (record, X) — and receives them. :func:`_together` runs several such generators in lockstep (their
-# requests merged into one list at every step) and :func:`_drive` answers the requests from a PredictionCache, so
-# the candidate vectors of every fold (and of both descents of each) reach the engine in one call per record.
-# Each generator sees exactly the predictions it would see alone: the result does not depend on what runs with it.
-
-
-def _drive(gen, cache: PredictionCache):
-    """Run a request generator to its end, answering each request from ``cache``; returns its value."""
-    try:
-        req = next(gen)
-        while True:
-            req = gen.send(cache.answer(req))
-    except StopIteration as stop:
-        return stop.value
-
-
-def _together(gens, done=None):
-    """A request generator running ``gens`` in lockstep; returns their values in order (``done(k, value)`` is
-    called as generator k finishes)."""
-    gens = list(gens)
-    results, reqs = [None] * len(gens), {}
-
-    def step(k, send):
-        try:
-            reqs[k] = gens[k].send(send) if send is not None else next(gens[k])
-        except StopIteration as stop:
-            results[k] = stop.value
-            reqs.pop(k, None)
-            if done:
-                done(k, stop.value)
-
-    for k in range(len(gens)):
-        step(k, None)
-    while reqs:
-        order = list(reqs)
-        resp = yield [q for k in order for q in reqs[k]]
-        pos = 0
-        for k in order:
-            n = len(reqs[k])
-            step(k, resp[pos:pos + n])
-            pos += n
-    return results
-
-
-# --------------------------------------------------------------------------------------
 # The fit
 # --------------------------------------------------------------------------------------
 
@@ -433,7 +270,7 @@ def fit(recs, spec: ParamSpec | None = None, predictor=None, cache: PredictionCa
         cache = PredictionCache(spec.names, predictor)
     elif tuple(cache.names) != spec.names:
         raise InputError("cache", f"a cache for {cache.names}", f"one for {spec.names}")
-    return _drive(_fit_steps(recs, spec, rounds, cache), cache)
+    return drive(_fit_steps(recs, spec, rounds, cache), cache)
 
 
 def _fit_steps(recs, spec: ParamSpec, rounds, cache) -> Fit:
@@ -458,7 +295,7 @@ def _fit_steps(recs, spec: ParamSpec, rounds, cache) -> Fit:
         x0 = {p.name: min(max(float(start.get(p.name, p.x0)), p.lo), p.hi) for p in spec.params}
         descents.append(_descend(recs, spec, rounds, fams, coords, {c: x0[c[0]] for c in keys}))
     best_fit = None
-    for f in (yield from _together(descents)):  # the first start wins ties, as when they ran one after another
+    for f in (yield from together(descents)):  # the first start wins ties, as when they ran one after another
         if best_fit is None or f[1] < best_fit[1] - 1e-12:
             best_fit = f
     theta, _, objective = best_fit
@@ -536,7 +373,7 @@ def _descend(recs, spec, rounds, fams, coords, theta):
 
 def predict_with(fit_: Fit, recs, cache: PredictionCache) -> tuple[np.ndarray, list]:
     """Predictions of ``recs`` with a fit (per family, or cross-family for an unseen family)."""
-    return _drive(_predict_steps(fit_, recs), cache)
+    return drive(_predict_steps(fit_, recs), cache)
 
 
 def _predict_steps(fit_: Fit, recs):
@@ -607,240 +444,13 @@ def as_toml(presets: list[dict], header: str = "") -> str:
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------------------
-# Cross-validation
-# --------------------------------------------------------------------------------------
-
-CV_SCHEMES = ("source", "hardware", "model", "loo", "stack", "group")
-DEFAULT_CV = ("source", "hardware", "model")
-#: The Record attribute each scheme leaves out one value of. ``stack``: framework@stack_version (one stack version;
-#: records without a version are their framework's group); ``group``: a campaign's configuration group (InferenceMAX:
-#: model × chip × framework) — records without one are never held out by it, they always train.
-_SCHEME_KEY = {"source": "source_group", "hardware": "hardware_family", "model": "model_family", "loo": "id",
-               "stack": "stack", "group": "group"}
-SCHEME_LABEL = {"source": "leave one source out", "hardware": "leave one hardware family out",
-                "model": "leave one model family out", "loo": "leave one record out",
-                "stack": "leave one stack version out",
-                "group": "leave one InferenceMAX group out (model × chip × framework)"}
-
-
 def fitted_records(recs=None, include_unfitted: bool = False) -> list:
     """The records a fit uses: measured and approximate, not derived, not excluded; ``include_unfitted`` adds the
     ``fit = false`` records (a campaign the shipped presets were not fitted on: ``validate --cv --with-unfitted``)."""
-    from .validation import records
-
     return [r for r in (records() if recs is None else recs)
             if r.fitted or (include_unfitted and r.exclude is None and r.status != "derived")]
 
 
-_FOLD = {}  # what forked workers inherit: records, spec, rounds, an empty cache (each worker fills its own), queue
 
-
-def _task_steps(task, recs, spec, cache, rounds):
-    """One task as a request generator. ("in-sample", "all"): the full fit and its predictions of every record
-    → (Fit, predictions). (scheme, group): refit without the group (and, if a held-out family was not fitted, the
-    cross-family fit alongside), predict the group → (predictions, params_from, fold info), or None when nothing is
-    left to fit on."""
-    scheme, g = task
-    if scheme == "in-sample":
-        full = yield from _fit_steps(recs, spec, rounds, cache)
-        p, _ = yield from _predict_steps(full, recs)
-        return replace(full, _records=[], _cache=None, _cross=None), [float(x) for x in p]
-    key = _SCHEME_KEY[scheme]
-    held = [r for r in recs if getattr(r, key, None) == g]
-    train = [r for r in recs if getattr(r, key, None) != g]
-    if not train:
-        return None
-    trained = {spec.family(r) for r in train}
-    cross = any(p.per_family for p in spec.params) and any(spec.family(r) not in trained for r in held)
-    fits = yield from _together([_fit_steps(train, spec, rounds, cache)]
-                                + ([_fit_steps(train, spec.tied(), None, cache)] if cross else []))
-    fold = fits[0]
-    if cross:
-        fold._cross = fits[1]  # what Fit.cross_family() would fit (the spec's rounds)
-    p, how = yield from _predict_steps(fold, held)
-    info = {"group": g, "held_out": [r.id for r in held], "n_train": len(train), "n_params": fold.n_params,
-            "objective_mean_abs_log": fold.objective, "params_from": sorted(set(how)), "fit": fold.as_dict()}
-    return [float(x) for x in p], list(how), info
-
-
-def _run_tasks(tasks, done=None):
-    """Run ``tasks`` in lockstep on the worker's cache: ({task: result}, predictions evaluated). ``done(task)`` is
-    called as each finishes (in a forked worker: put on the parent's queue, if it gave one)."""
-    recs, spec, cache, rounds = _FOLD["recs"], _FOLD["spec"], _FOLD["cache"], _FOLD["rounds"]
-    if done is None and _FOLD.get("queue") is not None:
-        done = _FOLD["queue"].put
-    n0 = cache.evaluated
-    res = _drive(_together([_task_steps(t, recs, spec, cache, rounds) for t in tasks],
-                           done=(lambda k, _v: done(tasks[k])) if done else None), cache)
-    return dict(zip(tasks, res)), cache.evaluated - n0
-
-
-def _count_by(recs, attr) -> dict:
-    vals = [getattr(r, attr, None) or "unstated" for r in recs]
-    return {k: vals.count(k) for k in sorted(set(vals))}
-
-
-def stack_params(spec, recs) -> dict:
-    """The fitted parameters each stack version of ``recs`` has of its own: the host times of the engine it runs
-    (``<field>_<engine>_s``; every version of an engine shares them until they are fitted per version)."""
-    from ..serving.serve import load_stack
-
-    out = {}
-    for st in sorted({getattr(r, "stack", None) or "unstated" for r in recs}):
-        eng = "generic"
-        for name in ((None if st == "unstated" else st), st.partition("@")[0]):  # an unlisted version: its framework
-            try:
-                eng = load_stack(name).name.replace("-", "_")
-                break
-            except (InputError, ValueError, KeyError):
-                continue
-        out[st] = [p.name for p in spec.params if p.name.endswith(f"_{eng}_s")]
-    return out
-
-
-def default_jobs() -> int:
-    """Worker processes for cross-validation folds: the CPUs this process may use (at most 8)."""
-    import os
-
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    return max(1, min(8, n))
-
-
-def cross_validate(recs=None, spec: ParamSpec | None = None, predictor=None, schemes=DEFAULT_CV,
-                   rounds: int | None = None, progress=None, jobs: int | None = 1,
-                   include_unfitted: bool = False) -> dict:
-    """Out-of-group error of the calibration: refit without each group, predict the group.
-
-    ``recs`` defaults to the shipped records (only fitted ones are used). ``schemes``: any of
-    ``"source"`` (leave one ``source_group`` out), ``"hardware"`` (one hardware family),
-    ``"model"`` (one model family), ``"loo"`` (one record), ``"stack"`` (one stack version, ``Record.stack``),
-    ``"group"`` (one InferenceMAX group: model × chip × framework; records without a group always train). Each
-    scheme's result also reports every metric apart — output tok/s/GPU, TPOT, TTFT — by stack version, chip and
-    source (``by_metric``: :func:`validation.metric_report`). ``include_unfitted`` fits and holds out the
-    ``fit = false`` records too. Returns ``in_sample`` (the full fit:
-    parameters, records, summaries) and per scheme ``records`` (held-out predictions, with
-    ``params_from`` = ``family`` or ``cross-family``), ``summary``, ``summary_by_group``,
-    ``summary_by_hardware_family``, ``summary_by_model_family``, ``folds``; plus ``counts``
-    (records, sources, families, fitted parameters) and ``spec``.
-
-    Folds are independent refits, run in lockstep with the full fit (:func:`_together`): at every step the
-    candidate vectors of all of them are predicted in one engine call per record (per serving run), and memoised.
-    ``jobs`` > 1 deals them round-robin to that many forked worker processes (``None``: :func:`default_jobs`), each
-    running its share in lockstep on its own cache. The result does not depend on ``jobs`` (the fitter is
-    deterministic, a prediction depends on its own candidate vector only; tested).
-    """
-    from .validation import error, metric_report, summarize, summarize_by
-
-    spec = default_spec() if spec is None else spec
-    bad = [s for s in schemes if s not in CV_SCHEMES]
-    if bad:
-        raise InputError("schemes", f"unknown cross-validation scheme {bad[0]!r}", ", ".join(CV_SCHEMES))
-    recs = fitted_records(recs, include_unfitted)
-    if len(recs) < 2:
-        raise InputError("records", f"{len(recs)} fitted record(s)", "at least 2 measured or approximate records")
-    _check_fit_args(spec, spec.rounds if rounds is None else rounds)
-    jobs = default_jobs() if jobs is None else int(jobs)
-    if jobs < 1:
-        raise InputError("jobs", f"{jobs}", "a number of worker processes ≥ 1")
-    tasks = [(scheme, g) for scheme in schemes  # a record without a group (None) is never held out, always trains
-             for g in dict.fromkeys(getattr(r, _SCHEME_KEY[scheme], None) for r in recs) if g is not None]
-    everything = [("in-sample", "all")] + tasks  # the full fit runs alongside the folds
-    _FOLD.update(recs=recs, spec=spec, cache=PredictionCache(spec.names, predictor), rounds=rounds)
-    results, evaluated = {}, 0
-    try:
-        if jobs == 1:
-            results, evaluated = _run_tasks(everything, done=(lambda t: progress(*t)) if progress else None)
-        else:
-            import multiprocessing as mp
-            from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-            # one lockstep per worker: an engine call costs about the same for 9 candidate rows as for hundreds, so
-            # the fewer the groups, the fewer the calls (the number of calls hardly depends on the folds in a group)
-            n = min(jobs, len(everything))
-            ctx = mp.get_context("fork")
-            queue = _FOLD["queue"] = ctx.SimpleQueue() if progress else None
-
-            def drain():
-                while queue is not None and not queue.empty():
-                    progress(*queue.get())
-
-            with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as ex:
-                pending = {ex.submit(_run_tasks, everything[k::n]) for k in range(n)}
-                while pending:
-                    finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                    drain()
-                    for fu in finished:
-                        res, ev = fu.result()
-                        results.update(res)
-                        evaluated += ev
-            drain()
-    finally:
-        _FOLD.clear()
-    full, pred = results.pop(("in-sample", "all"))
-    in_err = {r.id: float(error(p, r.value)) for r, p in zip(recs, pred)}
-
-    def row(r, p, how=None):
-        d = {"id": r.id, "source_group": r.source_group, "hardware_family": r.hardware_family,
-             "model_family": r.model_family, "status": r.status, "metric": getattr(r, "metric", ""), "measured": r.value,
-             "metric_class": getattr(r, "metric_class", getattr(r, "metric", "")), "stack": getattr(r, "stack", ""),
-             "chip": getattr(r, "chip", ""), "group": getattr(r, "group", None),
-             "predicted": float(p), "error": float(error(p, r.value)), "in_sample_error": in_err[r.id]}
-        if how:
-            d["params_from"] = how
-        return d
-
-    in_rows = [row(r, p) for r, p in zip(recs, pred)]
-    out = {"method": "refit the parameter vector without the held-out group (same fitter, grid and rounds), "
-                     "predict the group; a family with no record left uses the cross-family fit",
-           "spec": spec.describe(), "rounds": spec.rounds if rounds is None else int(rounds),
-           "counts": {"records": len(recs), "sources": len(full.sources),
-                      "hardware_families": len({r.hardware_family for r in recs}),
-                      "model_families": len({r.model_family for r in recs}), "fitted_params": full.n_params,
-                      "params_per_family": sum(p.per_family and not p.families for p in spec.params),
-                      "params_some_families": {p.name: [f for f in p.families if f in full.families]
-                                               for p in spec.params
-                                               if p.per_family and set(p.families) & set(full.families)},
-                      "shared_params": sum(not p.per_family for p in spec.params),
-                      "records_by_stack": _count_by(recs, "stack"),
-                      "params_by_stack": stack_params(spec, recs)},
-           "in_sample": {"fit": full.as_dict(), "records": in_rows, "summary": summarize(in_rows),
-                         "summary_by_hardware_family": summarize_by(in_rows, "hardware_family"),
-                         "summary_by_model_family": summarize_by(in_rows, "model_family"),
-                         "summary_by_source": summarize_by(in_rows, "source_group")}}
-    order = {r.id: i for i, r in enumerate(recs)}
-    by_id = {r.id: r for r in recs}
-    for scheme in schemes:
-        key = _SCHEME_KEY[scheme]
-        rows, folds, skipped = [], [], []
-        for (sc, g) in tasks:
-            if sc != scheme:
-                continue
-            res = results[(sc, g)]
-            if res is None:
-                skipped.append({"group": g, "reason": "nothing left to fit on"})
-                continue
-            p, how, info = res
-            rows += [row(by_id[i], x, h) for i, x, h in zip(info["held_out"], p, how)]
-            folds.append(info)
-        if not any(sc == scheme for sc, _ in tasks):  # e.g. "group" without the fit = false InferenceMAX records
-            skipped.append({"group": "-", "reason": f"no fitted record has a {key} (the InferenceMAX records are "
-                                                    "fit = false: --with-unfitted)"})
-        rows.sort(key=lambda r: order[r["id"]])
-        out[scheme] = {"label": SCHEME_LABEL[scheme], "group_key": key, "records": rows, "summary": summarize(rows),
-                       "summary_by_group": summarize_by(rows, key),
-                       "summary_by_hardware_family": summarize_by(rows, "hardware_family"),
-                       "summary_by_model_family": summarize_by(rows, "model_family"),
-                       "by_metric": metric_report(rows),
-                       "folds": folds, "not_predictable": skipped}
-    out["predictions_evaluated"] = int(evaluated)
-    out["jobs"] = jobs
-    return out
-
-
-__all__ = ["Param", "ParamSpec", "DEFAULT_SPEC", "default_spec", "PARAMS", "Fit", "fit", "predict_with", "PredictionCache",
-           "cross_validate", "default_jobs", "fitted_records", "presets_from_fit", "as_toml", "objective", "CV_SCHEMES",
-           "DEFAULT_CV", "SCHEME_LABEL"]
+__all__ = ["Param", "ParamSpec", "DEFAULT_SPEC", "default_spec", "PARAMS", "Fit", "fit", "predict_with", "fitted_records",
+           "presets_from_fit", "as_toml", "objective"]

@@ -1,9 +1,9 @@
 """Fit and cross-validate the training step model on the published training records (issue 38).
 
 The records (``specs.training_records``) are turned once into arrays (:func:`record_arrays`): every input of
-``analyses.training.model.step_terms`` for every record, and the measured tokens/s/GPU. A prediction of all records under
+``analyses.training.step.step_terms`` for every record, and the measured tokens/s/GPU. A prediction of all records under
 K candidate parameter vectors is one broadcast call; the fit is coordinate descent on a grid (as the serving fit,
-``analyses.fitting.calibration``) over :data:`analyses.training.model.TRAIN_PARAMS`: some per (hardware family × framework family)
+``analyses.fitting.calibration``) over :data:`analyses.training.step.TRAIN_PARAMS`: some per (hardware family × framework family)
 group, one per hardware family, the rest shared by every group. A group a fold leaves out entirely uses
 the **pooled** values (the same parameters fitted with every group tied), as the serving cross-family preset.
 
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..training import model as tr
+from ..training import step as st
 
 SCHEMES = ("source", "hardware", "model", "software")
 #: |log error| past this cap grows slowly (a soft-L1 loss, as the serving fit's FIT_ROBUST_CAP): a record the model
@@ -132,7 +133,7 @@ def record_arrays(recs=None) -> RecordArrays:
             lay = searched_layout(r, m, chip)
         dp = r.dp or r.gpus // (lay["tp"] * lay["pp"] * lay["cp"])
         gb = r.global_batch or float(dp * (r.micro_batch or 1) * (r.grad_accum or 1))
-        x = tr.step_inputs(m, chip, domain=r.nvlink_domain, gpus=r.gpus, global_batch=gb, seq=r.seq,
+        x = st.step_inputs(m, chip, domain=r.nvlink_domain, gpus=r.gpus, global_batch=gb, seq=r.seq,
                            micro_batch=lay["micro_batch"], tp=lay["tp"], pp=lay["pp"], cp=lay["cp"], ep=r.ep,
                            vp=lay["vp"], dtype=r.dtype, recompute=lay["recompute"], sharding=lay["sharding"],
                            fsdp_group=r.fsdp_group or 0, lora=r.task == "lora")
@@ -160,12 +161,12 @@ def predict(ra: RecordArrays, theta: dict) -> np.ndarray:
             p[k] = np.array([v.get(g, v.get("pooled", np.nan)) for g in ra.groups])
         else:
             p[k] = v
-    return tr.step_terms(ra.x, p)["tokens_per_s_per_gpu"]
+    return st.step_terms(ra.x, p)["tokens_per_s_per_gpu"]
 
 
 def _start(groups) -> dict:
     return {k: ({g: x0 for g in groups} if scope != "shared" else x0)
-            for k, (lo, hi, x0, ideal, scope, _) in tr.TRAIN_PARAMS.items()}
+            for k, (lo, hi, x0, ideal, scope, _) in st.TRAIN_PARAMS.items()}
 
 
 def _family(group: str) -> str:
@@ -192,10 +193,10 @@ def fit(ra: RecordArrays, rounds: int = 7, tie_groups: bool = False) -> dict:
             sub = ra.subset(mask)
             subs[key] = (sub, {kk: np.asarray(v)[:, None] for kk, v in sub.x.items()})
     th = _start(groups)
-    widths = {k: (v[1] - v[0]) / 2.0 for k, v in tr.TRAIN_PARAMS.items()}
+    widths = {k: (v[1] - v[0]) / 2.0 for k, v in st.TRAIN_PARAMS.items()}
     x_all = {k: np.asarray(v)[:, None] for k, v in ra.x.items()}
     for _ in range(rounds):
-        for k, (lo, hi, _x0, _i, scope, _) in tr.TRAIN_PARAMS.items():
+        for k, (lo, hi, _x0, _i, scope, _) in st.TRAIN_PARAMS.items():
             for members in coords[scope]:
                 cur = th[k][members[0]] if members else th[k]
                 cand = np.unique(np.clip(np.linspace(cur - widths[k], cur + widths[k], 9), lo, hi))
@@ -203,7 +204,7 @@ def fit(ra: RecordArrays, rounds: int = 7, tie_groups: bool = False) -> dict:
                 p = {kk: (np.array([vv[g] for g in sub.groups])[:, None] if isinstance(vv, dict) else vv)
                      for kk, vv in th.items()}
                 p[k] = cand[None, :]
-                loss = _loss(tr.step_terms(xs, p)["tokens_per_s_per_gpu"], sub.measured[:, None]).mean(axis=0)
+                loss = _loss(st.step_terms(xs, p)["tokens_per_s_per_gpu"], sub.measured[:, None]).mean(axis=0)
                 if members and scope == "group" and k in SHRINK and len(groups) > 1:
                     others = [th[k][g] for g in groups if g not in members]
                     centre = float(np.exp(np.mean(np.log(np.maximum(others, 1e-12)))))
@@ -233,10 +234,10 @@ def fit_with_pooled(ra: RecordArrays, rounds: int = 7) -> dict:
 
 def counts(ra: RecordArrays) -> dict:
     groups = sorted(set(ra.groups))
-    per = sum(1 for v in tr.TRAIN_PARAMS.values() if v[4] == "group")
-    per_fam = sum(1 for v in tr.TRAIN_PARAMS.values() if v[4] == "family")
+    per = sum(1 for v in st.TRAIN_PARAMS.values() if v[4] == "group")
+    per_fam = sum(1 for v in st.TRAIN_PARAMS.values() if v[4] == "family")
     fams = sorted({_family(g) for g in groups})
-    shared = len(tr.TRAIN_PARAMS) - per - per_fam
+    shared = len(st.TRAIN_PARAMS) - per - per_fam
     return {"records": int(len(ra.measured)), "groups": groups, "params_per_group": per,
             "params_per_family": per_fam, "families": fams, "shared_params": shared,
             "fitted_params": per * len(groups) + per_fam * len(fams) + shared,
@@ -331,7 +332,7 @@ def presets_toml(th: dict, fa: RecordArrays, cv: dict | None = None) -> str:
         parts.append(f"records = {nrec}\n")
         if band is not None:
             parts.append(f"error_band = {band:.3f}\n")
-        for k in tr.TRAIN_PARAMS:
+        for k in st.TRAIN_PARAMS:
             v = per[k][g] if k in per else shared[k]
             parts.append(f"{k} = {float(v):.6g}\n")
         parts.append(f'description = "{desc}"\n')

@@ -1,7 +1,7 @@
 """Pipeline parallelism across racks, in inference and in training (lecture 00:47:12–01:18:59).
 
 One function per equation; plain SI floats; numpy in, numpy out. No I/O, no printing.
-The training bubble formula lives in :mod:`rackmath.analyses.training.model` and is imported here.
+The training bubble formula lives in :mod:`rackmath.analyses.training.equations` and is imported here.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 from ...engine.layout import c_mem  # noqa: F401 (the lecture's c_mem, re-exported)
 from ...errors import InputError
 from ...explain import Derivation, fmt
-from ..training.model import inflight_microbatches, interleaved_activation_factor, pipeline_bubble_fraction
+from ..training.equations import inflight_microbatches, interleaved_activation_factor, pipeline_bubble_fraction
 
 # ----------------------------------------------------------------------------- the pipeline condition (R23)
 
@@ -88,7 +88,7 @@ def throughput_per_chip(micro_batch, t_step, stages, hop_latency, chips_per_stag
 def bubble_fraction(stages, microbatches, chunks=1):
     """Idle share of a training step: (P − 1)/(v·M + P − 1)  (GPipe / 1F1B v = 1; interleaved v chunks).
 
-    Imported from :func:`rackmath.analyses.training.model.pipeline_bubble_fraction` (one formula, one place);
+    Imported from :func:`rackmath.analyses.training.equations.pipeline_bubble_fraction` (one formula, one place);
     lecture 00:47 ("the bubble … zero bubble or one-forward-one-backward").
     """
     return pipeline_bubble_fraction(stages, microbatches, chunks)

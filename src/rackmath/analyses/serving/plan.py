@@ -144,103 +144,131 @@ def _prefill_points(st, lays, isl, budget) -> dict:
 
 
 def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budget, modes):
-    """The cheapest aggregated and disaggregated deployments of one chip meeting the SLOs (or None each)."""
-    from . import step_table as stt
-    from .serve import disaggregated_ttft
-
-    price = st.usd_per_gpu_hour
+    """The cheapest aggregated and disaggregated deployments of one chip meeting the SLOs (or None each), priced;
+    and the aggregated points (None when that mode is not searched)."""
     out = {}
     pts = None
     if "aggregated" in modes:
         pts = aggregated_points(st, lays, isl, osl, budget)
-        n = pts["n"]
-        if rate is not None:
-            R = np.ceil(rate * pts["e2e"] / n)
-            lam = np.full_like(R, rate)
-        else:
-            R = np.ceil(users / n)
-            lam = users / pts["e2e"]
-        gp = R * pts["gpus"]
-        ok = pts["ok"] & np.isfinite(pts["tpot"])
-        if tpot_slo is not None:
-            ok &= pts["tpot"] <= tpot_slo
-        if ttft_slo is not None:
-            ok &= pts["ttft"] <= ttft_slo
-        if users is not None:
-            ok &= n <= users * 1.0 + 1e-9
-        cost = np.where(ok, gp * price + 1e-6 * pts["tpot"], np.inf)
-        if np.isfinite(cost).any():
-            i, j = np.unravel_index(int(np.argmin(cost)), cost.shape)
-            lay = stt.layout_row(lays, i)
-            ranks = stt.attention_ranks(lay)  # schedulers: one per attention-DP group
-            out["aggregated"] = dict(
-                mode="aggregated", gpus=int(gp[i, j]), replicas=int(R[i, j]), gpus_per_replica=int(pts["gpus"][i, j]),
-                layout=dict(lay, label=layout_label(lay)), concurrency_per_replica=float(n[i, j]),
-                planned_concurrency_per_replica=float(n[i, j]),
-                max_batch=int(math.ceil(pts["max_batch"][i, j] / ranks)), schedulers=int(ranks),
-                budget=int(budget), tpot_s=float(pts["tpot"][i, j]),
-                ttft_s=float(pts["ttft"][i, j]), request_rate=float(lam[i, j]))
+        agg = _best_aggregated(lays, pts, rate=rate, users=users, ttft_slo=ttft_slo, tpot_slo=tpot_slo,
+                               budget=budget, price=st.usd_per_gpu_hour)
+        if agg is not None:
+            out["aggregated"] = agg
     if "disaggregated" in modes:
-        dp = _decode_points(st, lays, isl, osl)
-        pf = _prefill_points(st, lays, isl, budget)
-        n = dp["n"]
-        e2e_d = (osl - 1.0) * dp["tpot"]
-        ok = dp["ok"] & np.isfinite(dp["tpot"])
-        if tpot_slo is not None:
-            ok &= dp["tpot"] <= tpot_slo
-        if rate is not None:
-            Rd = np.ceil(rate * np.maximum(e2e_d, 1e-12) / n)
-        else:
-            Rd = np.ceil(users / n)
-            ok &= n <= users
-        cost_d = np.where(ok, Rd * dp["gpus"] * price + 1e-6 * dp["tpot"], np.inf)
-        if np.isfinite(cost_d).any():
-            i, j = np.unravel_index(int(np.argmin(cost_d)), cost_d.shape)
-            tpot_d = float(dp["tpot"][i, j])
-            # prefill pool: loads × layouts
-            rho = PREFILL_RHO[None, :]
-            ttft = disaggregated_ttft(pf["t_one"][:, None], pf["xfer"][:, None], pf["t_pass"][:, None], rho,
-                                      st.t_request)
-            lam = rate if rate is not None else users / (float(np.median(ttft)) + e2e_d[i, j])
-            Rp = np.ceil(lam * isl / (rho * pf["tok_s"][:, None]))
-            okp = pf["ok"][:, None] & np.isfinite(ttft)
-            if ttft_slo is not None:
-                okp &= ttft <= ttft_slo
-            gpp = Rp * lays["gpus"][:, None]
-            cost_p = np.where(okp, gpp * price + 1e-6 * ttft, np.inf)
-            if np.isfinite(cost_p).any():
-                a, c = np.unravel_index(int(np.argmin(cost_p)), cost_p.shape)
-                if users is not None:
-                    lam = users / (float(ttft[a, c]) + e2e_d[i, j])
-                    Rp_ac = int(np.ceil(lam * isl / (PREFILL_RHO[c] * pf["tok_s"][a])))
-                else:
-                    Rp_ac = int(Rp[a, c])
-                lay_d, lay_p = stt.layout_row(lays, i), stt.layout_row(lays, a)
-                ranks_d = stt.attention_ranks(lay_d)
-                g_d = int(Rd[i, j] * dp["gpus"][i, j])
-                g_p = int(Rp_ac * lays["gpus"][a])
-                out["disaggregated"] = dict(
-                    mode="disaggregated", gpus=g_d + g_p, prefill_gpus=g_p, decode_gpus=g_d,
-                    replicas=int(Rd[i, j]), prefill_replicas=Rp_ac, gpus_per_replica=int(dp["gpus"][i, j]),
-                    layout=dict(lay_d, label=layout_label(lay_d)), prefill_layout=dict(lay_p, label=layout_label(lay_p)),
-                    concurrency_per_replica=float(n[i, j]), max_batch=int(math.ceil(dp["max_batch"][i, j] / ranks_d)),
-                    schedulers=int(ranks_d), budget=int(budget),
-                    tpot_s=tpot_d, ttft_s=float(ttft[a, c]), request_rate=float(lam),
-                    prefill_load=float(PREFILL_RHO[c]), kv_transfer_s=float(pf["xfer"][a]),
-                    pd_ratio=f"{g_p}:{g_d}")
+        dis = _best_disaggregated(st, lays, isl=isl, osl=osl, rate=rate, users=users, ttft_slo=ttft_slo,
+                                  tpot_slo=tpot_slo, budget=budget)
+        if dis is not None:
+            out["disaggregated"] = dis
     for d in out.values():
-        # sequences actually in flight per replica at the offered load (the grid point is the planned ceiling)
-        load = (users if users is not None else d["request_rate"] * (d["ttft_s"] * (d["mode"] == "aggregated")
-                                                                     + (osl - 1.0) * d["tpot_s"]))
-        d["concurrency_per_replica"] = float(min(d["concurrency_per_replica"], load / d["replicas"]))
-        d["usd_per_hour"] = d["gpus"] * price
-        tok_s = d["request_rate"] * osl
-        d["output_tok_s"] = tok_s
-        d["usd_per_mtok"] = float(usd_per_mtok(d["gpus"], price, max(tok_s, 1e-300)))
-        d["tokens_per_s_per_user"] = 1.0 / d["tpot_s"]
-        d["margin"] = dict(ttft=None if ttft_slo is None else (ttft_slo - d["ttft_s"]) / ttft_slo,
-                           tpot=None if tpot_slo is None else (tpot_slo - d["tpot_s"]) / tpot_slo)
+        _price_deployment(d, st.usd_per_gpu_hour, osl, users, ttft_slo, tpot_slo)
     return out, pts
+
+
+def _best_aggregated(lays, pts, *, rate, users, ttft_slo, tpot_slo, budget, price):
+    """The cheapest (layout, concurrency) of ``pts`` meeting the SLOs, replicas R = ceil(λ·E/n) (rate) or ceil(U/n)
+    (users); None when none does."""
+    from . import step_table as stt
+
+    n = pts["n"]
+    if rate is not None:
+        R = np.ceil(rate * pts["e2e"] / n)
+        lam = np.full_like(R, rate)
+    else:
+        R = np.ceil(users / n)
+        lam = users / pts["e2e"]
+    gp = R * pts["gpus"]
+    ok = pts["ok"] & np.isfinite(pts["tpot"])
+    if tpot_slo is not None:
+        ok &= pts["tpot"] <= tpot_slo
+    if ttft_slo is not None:
+        ok &= pts["ttft"] <= ttft_slo
+    if users is not None:
+        ok &= n <= users * 1.0 + 1e-9
+    cost = np.where(ok, gp * price + 1e-6 * pts["tpot"], np.inf)
+    if not np.isfinite(cost).any():
+        return None
+    i, j = np.unravel_index(int(np.argmin(cost)), cost.shape)
+    lay = stt.layout_row(lays, i)
+    ranks = stt.attention_ranks(lay)  # schedulers: one per attention-DP group
+    return dict(
+        mode="aggregated", gpus=int(gp[i, j]), replicas=int(R[i, j]), gpus_per_replica=int(pts["gpus"][i, j]),
+        layout=dict(lay, label=layout_label(lay)), concurrency_per_replica=float(n[i, j]),
+        planned_concurrency_per_replica=float(n[i, j]),
+        max_batch=int(math.ceil(pts["max_batch"][i, j] / ranks)), schedulers=int(ranks),
+        budget=int(budget), tpot_s=float(pts["tpot"][i, j]),
+        ttft_s=float(pts["ttft"][i, j]), request_rate=float(lam[i, j]))
+
+
+def _best_disaggregated(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budget):
+    """The cheapest decode pool meeting the TPOT objective, then the cheapest prefill pool (layout × load) meeting
+    the TTFT one (``serve.disaggregated_ttft``); None when either has no candidate."""
+    from . import step_table as stt
+    from .serve import disaggregated_ttft
+
+    price = st.usd_per_gpu_hour
+    dp = _decode_points(st, lays, isl, osl)
+    pf = _prefill_points(st, lays, isl, budget)
+    n = dp["n"]
+    e2e_d = (osl - 1.0) * dp["tpot"]
+    ok = dp["ok"] & np.isfinite(dp["tpot"])
+    if tpot_slo is not None:
+        ok &= dp["tpot"] <= tpot_slo
+    if rate is not None:
+        Rd = np.ceil(rate * np.maximum(e2e_d, 1e-12) / n)
+    else:
+        Rd = np.ceil(users / n)
+        ok &= n <= users
+    cost_d = np.where(ok, Rd * dp["gpus"] * price + 1e-6 * dp["tpot"], np.inf)
+    if not np.isfinite(cost_d).any():
+        return None
+    i, j = np.unravel_index(int(np.argmin(cost_d)), cost_d.shape)
+    tpot_d = float(dp["tpot"][i, j])
+    # prefill pool: loads × layouts
+    rho = PREFILL_RHO[None, :]
+    ttft = disaggregated_ttft(pf["t_one"][:, None], pf["xfer"][:, None], pf["t_pass"][:, None], rho, st.t_request)
+    lam = rate if rate is not None else users / (float(np.median(ttft)) + e2e_d[i, j])
+    Rp = np.ceil(lam * isl / (rho * pf["tok_s"][:, None]))
+    okp = pf["ok"][:, None] & np.isfinite(ttft)
+    if ttft_slo is not None:
+        okp &= ttft <= ttft_slo
+    cost_p = np.where(okp, Rp * lays["gpus"][:, None] * price + 1e-6 * ttft, np.inf)
+    if not np.isfinite(cost_p).any():
+        return None
+    a, c = np.unravel_index(int(np.argmin(cost_p)), cost_p.shape)
+    if users is not None:
+        lam = users / (float(ttft[a, c]) + e2e_d[i, j])
+        Rp_ac = int(np.ceil(lam * isl / (PREFILL_RHO[c] * pf["tok_s"][a])))
+    else:
+        Rp_ac = int(Rp[a, c])
+    lay_d, lay_p = stt.layout_row(lays, i), stt.layout_row(lays, a)
+    ranks_d = stt.attention_ranks(lay_d)
+    g_d = int(Rd[i, j] * dp["gpus"][i, j])
+    g_p = int(Rp_ac * lays["gpus"][a])
+    return dict(
+        mode="disaggregated", gpus=g_d + g_p, prefill_gpus=g_p, decode_gpus=g_d,
+        replicas=int(Rd[i, j]), prefill_replicas=Rp_ac, gpus_per_replica=int(dp["gpus"][i, j]),
+        layout=dict(lay_d, label=layout_label(lay_d)), prefill_layout=dict(lay_p, label=layout_label(lay_p)),
+        concurrency_per_replica=float(n[i, j]), max_batch=int(math.ceil(dp["max_batch"][i, j] / ranks_d)),
+        schedulers=int(ranks_d), budget=int(budget),
+        tpot_s=tpot_d, ttft_s=float(ttft[a, c]), request_rate=float(lam),
+        prefill_load=float(PREFILL_RHO[c]), kv_transfer_s=float(pf["xfer"][a]),
+        pd_ratio=f"{g_p}:{g_d}")
+
+
+def _price_deployment(d: dict, price, osl, users, ttft_slo, tpot_slo) -> None:
+    """Add to a deployment its sequences in flight at the offered load, $/hour, output tokens/s, $/Mtok
+    (``engine.roofline.usd_per_mtok``), tok/s/user and the SLO margins (SLO − predicted) / SLO."""
+    # sequences actually in flight per replica at the offered load (the grid point is the planned ceiling)
+    load = (users if users is not None else d["request_rate"] * (d["ttft_s"] * (d["mode"] == "aggregated")
+                                                                 + (osl - 1.0) * d["tpot_s"]))
+    d["concurrency_per_replica"] = float(min(d["concurrency_per_replica"], load / d["replicas"]))
+    d["usd_per_hour"] = d["gpus"] * price
+    tok_s = d["request_rate"] * osl
+    d["output_tok_s"] = tok_s
+    d["usd_per_mtok"] = float(usd_per_mtok(d["gpus"], price, max(tok_s, 1e-300)))
+    d["tokens_per_s_per_user"] = 1.0 / d["tpot_s"]
+    d["margin"] = dict(ttft=None if ttft_slo is None else (ttft_slo - d["ttft_s"]) / ttft_slo,
+                       tpot=None if tpot_slo is None else (tpot_slo - d["tpot_s"]) / tpot_slo)
 
 
 def pareto_points(st, pts, isl, osl) -> dict:
@@ -336,7 +364,8 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
          power_cap_w=None, compute_dtype=None, explain=False) -> PlanResult:
     """The cheapest deployment of ``model`` per chip meeting the SLOs (module docstring).
 
-    ``rate`` (requests/s) or ``users`` (concurrent users, each with one request in flight);
+    One keyword per option of `rackmath plan` (the public API, ``rackmath.plan``; the CLI and the web app pass them
+    by name). ``rate`` (requests/s) or ``users`` (concurrent users, each with one request in flight);
     ``ttft``/``tpot`` in seconds (``tok_s_user`` = 1/TPOT); ``usd_per_gpu_hour``: a number or
     ``{'h100': 2.1, ...}`` / 'h100=2.1,b200=4'. ``confirm`` replays each winner in :func:`simulate`
     (a scaled copy of up to 4 replicas at the same per-replica load) and reports its tails.
@@ -344,8 +373,6 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
     GPUs, tokens/kWh, electricity $/Mtok and share) at ``pue`` and ``usd_per_kwh``; ``power_cap_w`` caps every
     GPU's board power, scaling its compute peaks (the capped chip is what the step model sees).
     """
-    from ..lecture import energy as en
-    from . import step_table as stt
     from .simulate import framework_defaults
 
     if (rate is None) == (users is None):
@@ -366,53 +393,71 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
     for m in modes:
         if m not in ("aggregated", "disaggregated"):
             raise InputError("mode", f"{m!r}", "aggregated, disaggregated or both")
-    rows, pareto, notes, derivations = [], {}, [], {}
+    q = dict(isl=isl, osl=osl, rate=None if rate is None else float(rate), users=None if users is None else
+             float(users), ttft_slo=ttft_s, tpot_slo=tpot_s, budget=T, modes=modes)
+    stack_kw = dict(weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance,
+                    efficiency=efficiency, ideal=ideal, framework=framework, compute_dtype=compute_dtype)
+    energy_kw = dict(power_cap_w=power_cap_w, pue=pue, usd_per_kwh=usd_per_kwh)
+    rows, pareto, derivations, st = [], {}, {}, None
     for hw in _chips(hardware):
-        from ...specs.hardware import load_hardware
-
-        system = en.capped_system(load_hardware(hw), power_cap_w)
-        price = _price_for(prices, system.chip.name, system.name)
-        st = stt.stack(model, system, weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance,
-                       efficiency=efficiency, ideal=ideal, usd_per_gpu_hour=price, framework=framework,
-                       compute_dtype=compute_dtype)
-        lays = stt.replica_layouts(st, max_gpus_per_replica)
-        best, pts = _best_for_chip(st, lays, isl=isl, osl=osl, rate=None if rate is None else float(rate),
-                                   users=None if users is None else float(users), ttft_slo=ttft_s, tpot_slo=tpot_s,
-                                   budget=T, modes=modes)
-        if pts is None:
-            pts = aggregated_points(st, lays, isl, osl, T)
-        pareto[st.chip] = pareto_points(st, pts, isl, osl)
-        row = dict(chip=st.chip, hardware=system.name, usd_per_gpu_hour=st.usd_per_gpu_hour, efficiency=st.efficiency,
-                   header=st.label, candidates=int(pts["ok"].sum()), options=best)
-        for d in best.values():  # None where a user catalog gives no board power
-            d["energy"] = None if system.chip.tdp_w is None else en.energy(system.chip, chips=d["gpus"], step_s=1.0, tokens_per_step=d["output_tok_s"],
-                                    usd_per_mtok=d["usd_per_mtok"], power_cap_w=power_cap_w,
-                                    pue=en.DEFAULT_PUE if pue is None else float(pue),
-                                    usd_per_kwh=en.DEFAULT_USD_PER_KWH if usd_per_kwh is None else float(usd_per_kwh)
-                                    ).as_dict()
-        if best:
-            # cheapest; at equal $/hour the aggregated one (no KV hand-off to set up, and its prompts do not queue
-            # for a separate pool), then the lower TPOT (issue 35)
-            win = min(best.values(), key=lambda d: (d["usd_per_hour"], d["mode"] != "aggregated", d["tpot_s"]))
-            row["deployment"] = win
-            if confirm:
-                row["deployment"]["simulated"] = _confirm(st, win, model, isl, osl, rate, users, ttft_s, tpot_s,
-                                                          confirm_requests, seed, weights_dtype, kv_dtype, mtp,
-                                                          acceptance, efficiency, ideal, framework, compute_dtype)
-        else:
-            row["deployment"] = None
-            row["why"] = "no deployment meets the SLOs" + (f" (TTFT ≤ {DEFAULT_TTFT_S:g} s is the default objective: " \
-                         "set --ttft)" if ttft_default else "") + " or the model does not fit a replica of up to " \
-                         f"{int(lays['gpus'].max())} GPUs"
-        if explain and "aggregated" in best:
-            derivations[st.chip] = explain_aggregated(st, best["aggregated"], isl, osl)
+        st, row, front, deriv = _plan_chip(model, hw, stack_kw, q, prices=prices, energy_kw=energy_kw,
+                                           max_gpus_per_replica=max_gpus_per_replica,
+                                           n_confirm=confirm_requests if confirm else 0, seed=seed,
+                                           explain=explain, ttft_default=ttft_default)
+        pareto[st.chip] = front
+        if deriv is not None:
+            derivations[st.chip] = deriv
         rows.append(row)
     rows.sort(key=lambda r: (r["deployment"] is None, r["deployment"]["usd_per_hour"] if r["deployment"] else 0))
     wl = dict(isl=isl, osl=osl, rate=None if rate is None else float(rate), users=None if users is None else
               float(users), budget=T, framework=fw["name"], weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=int(mtp or 0))
     return PlanResult(model=str(getattr(st.model, "name", model)), workload=wl,
                       slo=dict(ttft_s=ttft_s, tpot_s=tpot_s, ttft_default=ttft_default), rows=rows, pareto=pareto,
-                      notes=notes, derivations=derivations)
+                      notes=[], derivations=derivations)
+
+
+def _plan_chip(model, hw, stack_kw: dict, q: dict, *, prices, energy_kw, max_gpus_per_replica, n_confirm, seed,
+               explain, ttft_default):
+    """One chip of :func:`plan`: its stack (``step_table.stack`` with ``stack_kw``), the cheapest deployments
+    (:func:`_best_for_chip` with the query ``q``), their energy (``energy_kw``: power_cap_w, pue, usd_per_kwh), the
+    winner replayed in the simulator (``n_confirm`` requests; 0: not), its Pareto front and (``explain``) the
+    aggregated derivation. Returns (stack, ranking row, front, derivation or None)."""
+    from ..lecture import energy as en
+    from . import step_table as stt
+    from ...specs.hardware import load_hardware
+
+    power_cap_w, pue, usd_per_kwh = energy_kw["power_cap_w"], energy_kw["pue"], energy_kw["usd_per_kwh"]
+    system = en.capped_system(load_hardware(hw), power_cap_w)
+    price = _price_for(prices, system.chip.name, system.name)
+    st = stt.stack(model, system, usd_per_gpu_hour=price, **stack_kw)
+    lays = stt.replica_layouts(st, max_gpus_per_replica)
+    best, pts = _best_for_chip(st, lays, **q)
+    if pts is None:
+        pts = aggregated_points(st, lays, q["isl"], q["osl"], q["budget"])
+    front = pareto_points(st, pts, q["isl"], q["osl"])
+    row = dict(chip=st.chip, hardware=system.name, usd_per_gpu_hour=st.usd_per_gpu_hour, efficiency=st.efficiency,
+               header=st.label, candidates=int(pts["ok"].sum()), options=best)
+    for d in best.values():  # None where a user catalog gives no board power
+        d["energy"] = None if system.chip.tdp_w is None else en.energy(
+            system.chip, chips=d["gpus"], step_s=1.0, tokens_per_step=d["output_tok_s"], usd_per_mtok=d["usd_per_mtok"],
+            power_cap_w=power_cap_w, pue=en.DEFAULT_PUE if pue is None else float(pue),
+            usd_per_kwh=en.DEFAULT_USD_PER_KWH if usd_per_kwh is None else float(usd_per_kwh)).as_dict()
+    if best:
+        # cheapest; at equal $/hour the aggregated one (no KV hand-off to set up, and its prompts do not queue
+        # for a separate pool), then the lower TPOT (issue 35)
+        win = min(best.values(), key=lambda d: (d["usd_per_hour"], d["mode"] != "aggregated", d["tpot_s"]))
+        row["deployment"] = win
+        if n_confirm:
+            win["simulated"] = _confirm(st, win, q, n_confirm, seed, stack_kw)
+    else:
+        row["deployment"] = None
+        row["why"] = "no deployment meets the SLOs" + (f" (TTFT ≤ {DEFAULT_TTFT_S:g} s is the default objective: "
+                     "set --ttft)" if ttft_default else "") + " or the model does not fit a replica of up to " \
+                     f"{int(lays['gpus'].max())} GPUs"
+    deriv = None
+    if explain and "aggregated" in best:
+        deriv = explain_aggregated(st, best["aggregated"], q["isl"], q["osl"])
+    return st, row, front, deriv
 
 
 def explain_aggregated(st, d: dict, isl, osl):
@@ -432,16 +477,15 @@ def explain_aggregated(st, d: dict, isl, osl):
     return evaluate(p, st.eff_serving).explain()
 
 
-def _confirm(st, d, model, isl, osl, rate, users, ttft_s, tpot_s, n_req, seed, weights_dtype, kv_dtype, mtp,
-             acceptance, efficiency, ideal, framework, compute_dtype=None) -> dict:
-    """Replay a planned deployment in the simulator (a copy of ≤ 4 replicas at the same per-replica load)."""
+def _confirm(st, d, q: dict, n_req, seed, stack_kw: dict) -> dict:
+    """Replay a planned deployment in the simulator (a copy of ≤ 4 replicas at the same per-replica load): ``q`` the
+    plan's query (isl, osl, users, the SLOs), ``stack_kw`` its stack options (dtypes, MTP, efficiency, framework)."""
     from .simulate import simulate
 
+    users = q["users"]
     f = min(1.0, 4.0 / d["replicas"])
-    kw = dict(isl=isl, osl=osl, max_batch=d["max_batch"], budget=d["budget"], weights_dtype=weights_dtype,
-              kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance, efficiency=efficiency, ideal=ideal,
-              framework=framework, ttft_slo=ttft_s, tpot_slo=tpot_s, seed=seed, usd_per_gpu_hour=st.usd_per_gpu_hour,
-              compute_dtype=compute_dtype)
+    kw = dict(isl=q["isl"], osl=q["osl"], max_batch=d["max_batch"], budget=d["budget"], ttft_slo=q["ttft_slo"],
+              tpot_slo=q["tpot_slo"], seed=seed, usd_per_gpu_hour=st.usd_per_gpu_hour, **stack_kw)
     lay = d["layout"]
     kw.update(tp=lay["tp"], ep=lay["ep"], pp=lay["pp"], attention_dp=lay["attention_dp"],
               attention_dp_size=lay.get("attention_dp_size") or None)
@@ -472,6 +516,8 @@ def compare(model, hardware=None, *, tok_s_user=None, isl=1000, osl=1000, usd_pe
             kv_dtype=None, mtp=0, acceptance=None, efficiency=None, ideal=False, framework=None, budget=None,
             max_gpus_per_replica=None, compute_dtype=None) -> dict:
     """$/Mtok and tok/s/user side by side per chip at a target interactivity (steady state, aggregated).
+
+    One keyword per option of `rackmath compare` (the public API; the CLI and the web app pass them by name).
 
     For each chip: every fitting replica layout × concurrency (the serving model's steady state,
     as ``serve``); the cheapest $/Mtok among those at ≥ ``tok_s_user`` (default: each chip's
