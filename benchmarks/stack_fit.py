@@ -137,7 +137,7 @@ def main(argv=None):
     if a.logo_only:
         return
     imx_versions = sorted({S.version_of(r) for r in imx})
-    lovo = S.leave_one_version_out(recs, meas, starts, imx_versions)
+    lovo = S.leave_one_version_out(recs, meas, starts, imx_versions, infer_silicon=True)
     table("2. leave one stack version out (InferenceMAX versions), measured silicon", imx, lovo)
     hosts_ctrl = S.fit_all(recs, base, starts)
     pc = dict(zip((r.id for r in recs), S.predict(recs, base, hosts_ctrl)))

@@ -286,15 +286,22 @@ def leave_one_group_out(recs, predictor: Predictor, starts: dict, groups=None, h
     return out
 
 
-def leave_one_version_out(recs, predictor: Predictor, starts: dict, versions=None) -> dict:
+def leave_one_version_out(recs, predictor: Predictor, starts: dict, versions=None, infer_silicon: bool = False) -> dict:
     """{record id: prediction} of every record of each listed version with that version left out (its engine's
-    fit on the other versions' records)."""
+    fit on the other versions' records; ``infer_silicon``: the inferred silicon of its chips refitted without it)."""
     out = {}
     by_v = _by(recs, version_of)
     for v in versions or sorted(by_v):
         e = engine_of(v)
-        h = engine_fit(recs, predictor, starts, e, lambda r: version_of(r) == v)
-        out.update(zip((r.id for r in by_v[v]), predict(by_v[v], predictor, {v: h})))
+        out_v = lambda r, v=v: version_of(r) == v  # noqa: E731
+        pr = predictor
+        if infer_silicon:
+            pr = Predictor(predictor.measured, {})
+            for chip in {r.chip for r in by_v[v]} & set(inferable_chips(recs)):
+                vals = fit_silicon(recs, pr, starts, chip, out_v)
+                pr = pr.with_silicon(chip, vals) if vals else pr
+        h = engine_fit(recs, pr, starts, e, out_v)
+        out.update(zip((r.id for r in by_v[v]), predict(by_v[v], pr, {v: h})))
     return out
 
 
