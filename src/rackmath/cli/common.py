@@ -35,6 +35,7 @@ from ..errors import InputError
 from ..options import (INTEGER_FIELDS, MEAN_LENGTH_FIELDS, energy_dict, energy_of, mode_dict,  # noqa: F401
                        mode_label, parse_int, parse_power, parse_pue, parse_range, parse_usd, parse_usd_per_kwh,
                        power_capped, priced, validated_error)
+from ..results import plain_json
 from ..units import human
 
 __all__ = [
@@ -214,22 +215,9 @@ def _default(o):
     return str(o)
 
 
-def _clean(o):
-    """JSON has no NaN/inf: map them to null. Sources are cited by the names a reader has (:func:`cite`)."""
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if isinstance(o, str) and ("published.md" in o or "]" in o):
-        return cite(o)
-    if isinstance(o, dict):
-        return {k: _clean(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_clean(v) for v in o]
-    return o
-
-
 def print_json(obj) -> None:
     text = _json.dumps(obj, default=_default)
-    sys.stdout.write(_json.dumps(_clean(_json.loads(text)), indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(_json.dumps(plain_json(_json.loads(text), cite), indent=2, ensure_ascii=False) + "\n")
 
 
 def console(**kw):
@@ -484,7 +472,8 @@ def open_output(path, force: bool = False, field: str = "output", what: str = ""
 def write_json(obj, fh, chunk: int = 65_536) -> None:
     """:func:`print_json` to ``fh``, streamed: numpy arrays anywhere in ``obj`` are written ``chunk`` values at a
     time (non-finite → null, as :func:`print_json`), so a 10⁶-point result never becomes Python lists; the rest
-    goes through the same cleaning (:func:`_clean`). Arrays are written flat (``.ravel()``)."""
+    goes through the same cleaning (:func:`~rackmath.results.plain_json` with :func:`cite`). Arrays are written
+    flat (``.ravel()``)."""
     import numpy as np
 
     def array(a, indent):
@@ -500,7 +489,8 @@ def write_json(obj, fh, chunk: int = 65_536) -> None:
             elif part.dtype.kind in "iu":
                 text = ", ".join(map(str, part.tolist()))
             else:
-                text = ", ".join(_json.dumps(_clean(_default(x)), ensure_ascii=False) for x in part.tolist())
+                text = ", ".join(_json.dumps(plain_json(_default(x), cite), ensure_ascii=False)
+                                 for x in part.tolist())
             fh.write(("" if i == 0 else ", ") + text)
         fh.write("]")
 
@@ -518,7 +508,8 @@ def write_json(obj, fh, chunk: int = 65_536) -> None:
                 value(v, indent + 2)
             fh.write("\n" + " " * indent + "}")
             return
-        text = _json.dumps(_clean(_json.loads(_json.dumps(o, default=_default))), indent=2, ensure_ascii=False)
+        plain = plain_json(_json.loads(_json.dumps(o, default=_default)), cite)
+        text = _json.dumps(plain, indent=2, ensure_ascii=False)
         fh.write(text.replace("\n", "\n" + " " * indent))
 
     value(obj, 0)
