@@ -7,7 +7,7 @@ from ..analyses.lecture import memory_tiers as mt
 from ..analyses.lecture import pricing as pr
 from ..explain import Derivation, fmt
 from ..specs.prices import load_price_sheet
-from . import ABOUT, ORDER, Agreement, Claim, agree, lookup, qualitative, within_factor
+from . import ABOUT, ORDER, Claim, agree, lookup, qualitative, within_factor
 
 CHIP = "h100"  # typical tier figures (published.md §3b) are given for a DGX H100 server
 

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .choices import efficiency_header, hardware, hardware_names, model, model_names  # noqa: F401 (tests, work.py)
-from .figures import axis, derivation, shown, summary  # noqa: F401
+from .choices import efficiency_header, hardware, hardware_names, model, model_names
+from .figures import axis, derivation, shown, summary
 from .lecture_pages import (batch_inputs, batch_view, context_inputs, context_view, pipeline_inputs, pipeline_view,
                             pricing_inputs, pricing_view, racks_inputs, racks_view, revnet_inputs, revnet_view,
-                            train_searched, training_inputs, training_view)  # noqa: F401
+                            train_searched, training_inputs, training_view)
 from .serving_pages import (plan_inputs, plan_view, serve_inputs, serve_view, validate_cached, validate_inputs,
-                            validate_view)  # noqa: F401
+                            validate_view)
+
+# the names work.py and the tests read from here
+__all__ = ["PAGES", "Page", "axis", "derivation", "efficiency_header", "hardware", "hardware_names", "model",
+           "model_names", "serve_inputs", "shown", "summary", "train_searched", "training_inputs", "validate_cached"]
 
 
 # --------------------------------------------------------------------------- the page table
