@@ -81,6 +81,7 @@ def hardware():
 
 def roofline(*, model, hardware, batch, context, gpus, chips, pass_len, weights_dtype, kv_dtype, efficiency, ideal,
              usd_per_gpu_hour, explain):
+    """/api/roofline: the roofline over batch × context (one keyword per query parameter of the route)."""
     import numpy as np
 
     import rackmath
