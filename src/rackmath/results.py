@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-__all__ = ["ResultMixin", "broadcast_fields", "INTEGER_COLUMNS"]
+__all__ = ["ResultMixin", "broadcast_fields", "INTEGER_COLUMNS", "plain_json"]
 
 
 def _is_array_like(v) -> bool:
@@ -39,6 +39,25 @@ def broadcast_fields(d: dict, keys) -> dict:
         b = np.broadcast_to(a, shape)
         out[k] = b.item() if shape == () else b.tolist()
     return out
+
+
+def plain_json(x, text=None):
+    """Plain JSON, the one cleaner both interfaces use (`--json`, the web app): numpy scalars and arrays to Python,
+    tuples to lists, dict keys to strings, non-finite floats (inf, nan) to null (JSON has neither), anything else
+    to its ``str``; ``text`` (e.g. the CLI's ``cite``), when given, rewrites every string value."""
+    if isinstance(x, dict):
+        return {str(k): plain_json(v, text) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [plain_json(v, text) for v in x]
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, str):
+        return text(x) if text is not None else x
+    if isinstance(x, (int, bool)) or x is None:
+        return x
+    if hasattr(x, "tolist"):  # numpy scalar or array
+        return plain_json(x.tolist(), text)
+    return str(x)
 
 
 def _short(v, unit: str = "") -> str:

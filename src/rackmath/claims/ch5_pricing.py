@@ -7,7 +7,7 @@ from ..analyses.lecture import memory_tiers as mt
 from ..analyses.lecture import pricing as pr
 from ..explain import Derivation, fmt
 from ..specs.prices import load_price_sheet
-from . import ABOUT, ORDER, Agreement, Claim, agree, lookup, qualitative, within_factor
+from . import ABOUT, ORDER, Claim, agree, lookup, qualitative, within_factor
 
 CHIP = "h100"  # typical tier figures (published.md §3b) are given for a DGX H100 server
 
@@ -183,7 +183,15 @@ def r41_drain() -> list[Claim]:
 
 
 def r42_wall() -> list[Claim]:
-    out = []
+    """R42 (the context wall: compute slope over memory slope, real Llama 3.1 405B and the lecture's frontier-100b)
+    and R42-q (where attention FLOPs equal the matmul FLOPs)."""
+    wall = cx.context_wall(batch=1e4)
+    llama, lq = _r42_llama(wall)
+    return [llama, *_r42_frontier(), *_r42_quadratic(lq, wall)]
+
+
+def _r42_llama(wall) -> tuple[Claim, float]:
+    """R42 for a real dense GQA model (Llama 3.1 405B on the H100), and its L_q (for R42-q)."""
     try:
         from ..specs.hardware import load_chip
         from ..specs.models import load_model
@@ -203,17 +211,21 @@ def r42_wall() -> list[Claim]:
     d.add("b", "KV bytes read per context token", "", b, "B")
     d.add("slope", "(a / FLOP/s) / (b / BW)", "", slope, "×", "compute slope over memory slope")
     d.add("L_q", "2 · N_active / a", "", lq, "tokens", "attention FLOPs = matmul FLOPs")
-    wall = cx.context_wall(batch=1e4)
-    out.append(Claim("R42", "Context wall for a real dense GQA model (Llama 3.1 405B): compute slope over memory slope",
-                     slope, "×",
-                     "< 1 (much smaller)", qualitative(slope < 0.3, "< 0.3 ('a much smaller slope')"),
-                     kind="real", short="Context wall: compute ÷ memory slope — real Llama 3.1 405B",
-                     inputs={"model": "llama-3.1-405b", "chip": CHIP,
-                                          "lecture-model crossover (B=10K)": wall.crossover,
-                      "100M-token context needs × HBM BW": round(wall.bandwidth_multiple)},
-                     note=("Memory bandwidth, not FLOPs, walls off context: per context token the KV read costs ~18× "
-                           "the attention FLOPs in decode (GQA group 16 → 16 FLOP/B vs ~300 FLOP/B hardware)."),
-                     derivation=d))
+    claim = Claim("R42", "Context wall for a real dense GQA model (Llama 3.1 405B): compute slope over memory slope",
+                  slope, "×",
+                  "< 1 (much smaller)", qualitative(slope < 0.3, "< 0.3 ('a much smaller slope')"),
+                  kind="real", short="Context wall: compute ÷ memory slope — real Llama 3.1 405B",
+                  inputs={"model": "llama-3.1-405b", "chip": CHIP, "lecture-model crossover (B=10K)": wall.crossover,
+                          "100M-token context needs × HBM BW": round(wall.bandwidth_multiple)},
+                  note=("Memory bandwidth, not FLOPs, walls off context: per context token the KV read costs ~18× "
+                        "the attention FLOPs in decode (GQA group 16 → 16 FLOP/B vs ~300 FLOP/B hardware)."),
+                  derivation=d)
+    return claim, lq
+
+
+def _r42_frontier() -> list[Claim]:
+    """R42 for the lecture's own frontier-100b (2 KB/token of KV)."""
+    out = []
     try:
         from ..specs.hardware import load_chip
         from ..specs.models import load_model
@@ -238,6 +250,12 @@ def r42_wall() -> list[Claim]:
             derivation=fd))
     except Exception:  # pragma: no cover - catalog always ships frontier-100b
         pass
+    return out
+
+
+def _r42_quadratic(lq: float, wall) -> list[Claim]:
+    """R42-q: the context where attention FLOPs equal the matmul FLOPs, frontier-100b and Llama 3.1 405B."""
+    out = []
     from ..specs.models import load_model
 
     fm = load_model("frontier-100b")

@@ -280,7 +280,9 @@ def fast_mode_cmd(
 ):
     """Fast mode by batching alone (R1): the cost multiple of a speed-up and the speed a price multiple buys, with
     the operating point that decides it and the same question under other assumptions. The same function answers
-    `price SHEET -m MODEL` and `lecture`'s R1."""
+    `price SHEET -m MODEL` and `lecture`'s R1.
+    \f
+    One parameter per option (typer reads the command's options from its signature)."""
     efficiency = _eff(hardware, efficiency, ideal)
     from ..analyses.lecture.batching import USABLE_HBM, fast_mode, fast_mode_sensitivity, slow_mode_floor
     from ..errors import InputError, check_positive

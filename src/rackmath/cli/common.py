@@ -35,6 +35,7 @@ from ..errors import InputError
 from ..options import (INTEGER_FIELDS, MEAN_LENGTH_FIELDS, energy_dict, energy_of, mode_dict,  # noqa: F401
                        mode_label, parse_int, parse_power, parse_pue, parse_range, parse_usd, parse_usd_per_kwh,
                        power_capped, priced, validated_error)
+from ..results import plain_json
 from ..units import human
 
 __all__ = [
@@ -214,22 +215,9 @@ def _default(o):
     return str(o)
 
 
-def _clean(o):
-    """JSON has no NaN/inf: map them to null. Sources are cited by the names a reader has (:func:`cite`)."""
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if isinstance(o, str) and ("published.md" in o or "]" in o):
-        return cite(o)
-    if isinstance(o, dict):
-        return {k: _clean(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_clean(v) for v in o]
-    return o
-
-
 def print_json(obj) -> None:
     text = _json.dumps(obj, default=_default)
-    sys.stdout.write(_json.dumps(_clean(_json.loads(text)), indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(_json.dumps(plain_json(_json.loads(text), cite), indent=2, ensure_ascii=False) + "\n")
 
 
 def console(**kw):
@@ -298,58 +286,13 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
     rows = [[x.plain if isinstance(x, Text) else cite(str(x)) for x in r] for r in rows]
     numeric = [(not c.text) if c.text is not None else _is_numeric([r[i] for r in rows if i < len(r)])
                for i, c in enumerate(cols)]
-    keep = list(range(len(cols)))
-    hidden: list[str] = []
-    pick = TABLE_SETTINGS.get("columns")
-    if pick:
-        want = [w.strip().lower() for w in str(pick).split(",") if w.strip()]
-        names = [c.name.lower() for c in cols]
-        chosen = [i for i, n in enumerate(names) if n in want]
-        if not chosen and TABLE_SETTINGS.get("printed"):  # a later table of the same command: skipped, said so
-            console().print(Text(f"{cite(title).splitlines()[0] if title else 'a table'}: none of the --columns "
-                                 f"{pick!r} (its columns: {', '.join(c.name for c in cols)})", style="dim"),
-                            highlight=False)
-            return
-        if not chosen:
-            raise InputError("columns", f"none of {pick!r} is a column of this table",
-                             "a comma list of: " + ", ".join(c.name for c in cols))
-        keep = sorted(set([0] + chosen))
+    keep = _picked_columns(title, cols)
+    if keep is None:
+        return
     width = _width()
-    wide = TABLE_SETTINGS.get("wide") or width is None
-
-    def col_width(i):
-        c = cols[i]
-        if numeric[i]:
-            return max([len(r[i]) for r in rows if i < len(r)] + [len(c.name), 1])
-        words = [len(x) for r in rows if i < len(r) for x in r[i].split()] or [1]
-        natural = max([len(r[i]) for r in rows if i < len(r)] + [1])
-        return max(max(len(x) for x in c.name.split() or [""]), min(max(words), 30), min(c.min_width, natural), 1)
-
-    widths = {i: col_width(i) for i in range(len(cols))}
-
-    def need(idx):
-        return sum(widths[i] for i in idx) + 3 * (len(idx) - 1)
-
-    if not wide:
-        order = sorted((i for i in keep if cols[i].priority > 0), key=lambda i: (-cols[i].priority, -i))
-        while need(keep) > width and order:
-            drop = order.pop(0)
-            keep.remove(drop)
-            hidden.append(cols[drop].name)
-
-    squeeze = width is not None and not TABLE_SETTINGS.get("wide") and need(keep) > width
-    caps = {}
-    texts = [i for i in keep if not numeric[i]]
-    if width is not None and not TABLE_SETTINGS.get("wide") and texts:
-        # text columns share what the numbers leave (by their natural widths); longer words fold
-        avail = width - sum(widths[i] for i in keep if numeric[i]) - 3 * (len(keep) - 1)
-        natural = {i: max([len(r[i]) for r in rows if i < len(r)] + [len(cols[i].name), 1]) for i in texts}
-        if sum(natural.values()) > avail:
-            floor = {i: min(widths[i], natural[i]) if not squeeze else 6 for i in texts}
-            spare = max(0, avail - sum(floor.values()))
-            extra = {i: natural[i] - floor[i] for i in texts}
-            tot = sum(extra.values()) or 1
-            caps = {i: max(6, floor[i] + int(spare * extra[i] / tot)) for i in texts}
+    widths = {i: _col_width(cols[i], [r[i] for r in rows if i < len(r)], numeric[i]) for i in range(len(cols))}
+    hidden = [] if TABLE_SETTINGS.get("wide") or width is None else _hide_to_fit(cols, keep, widths, width)
+    caps = _text_caps(cols, rows, keep, numeric, widths, width)
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, expand=False)
     for i in keep:
         c = cols[i]
@@ -360,16 +303,7 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
                          min_width=min(widths[i], caps.get(i, widths[i])), max_width=caps.get(i))
     for ri, r in enumerate(rows):  # no markup parsing: sources hold "[M]"
         t.add_row(*[styled.get((ri, i)) or Text(r[i]) if i < len(r) else Text("") for i in keep])
-    total = need(keep)
-    full = sum(max([len(r[i]) for r in rows if i < len(r)] + [len(cols[i].name)]) for i in keep) + 3 * len(keep)
-    if width is None:
-        w = max(80, total)
-        w = max(w, min(full, 400))
-    elif wide:  # every column at its natural width: nothing wrapped or cut
-        w = max(width, total, min(full, 1000))
-    else:
-        w = width
-    con = Console(width=w, highlight=False)
+    con = Console(width=_console_width(cols, rows, keep, widths, width), highlight=False)
     if title:
         con.print(Text(cite(title), style="bold"))
     con.print(t)
@@ -380,6 +314,81 @@ def table(title: str, columns: list, rows: list[list], caption: str | None = Non
         con.print(Text(n, style="dim"))
     con.print()  # tables printed one after another stay apart
     TABLE_SETTINGS["printed"] = TABLE_SETTINGS.get("printed", 0) + 1
+
+
+def _picked_columns(title: str, cols: list) -> list[int] | None:
+    """The columns to show: all, or the first and those ``--columns`` names (None: skip this table, said so)."""
+    from rich.text import Text
+
+    pick = TABLE_SETTINGS.get("columns")
+    if not pick:
+        return list(range(len(cols)))
+    want = [w.strip().lower() for w in str(pick).split(",") if w.strip()]
+    names = [c.name.lower() for c in cols]
+    chosen = [i for i, n in enumerate(names) if n in want]
+    if not chosen and TABLE_SETTINGS.get("printed"):  # a later table of the same command: skipped, said so
+        console().print(Text(f"{cite(title).splitlines()[0] if title else 'a table'}: none of the --columns "
+                             f"{pick!r} (its columns: {', '.join(c.name for c in cols)})", style="dim"),
+                        highlight=False)
+        return None
+    if not chosen:
+        raise InputError("columns", f"none of {pick!r} is a column of this table",
+                         "a comma list of: " + ", ".join(c.name for c in cols))
+    return sorted(set([0] + chosen))
+
+
+def _col_width(c: Col, cells: list[str], numeric: bool) -> int:
+    """A column's width: a number column its widest cell; a text column its longest word (at most 30), its name's
+    longest word, and its ``min_width`` (at most its widest cell)."""
+    if numeric:
+        return max([len(x) for x in cells] + [len(c.name), 1])
+    words = [len(x) for cell in cells for x in cell.split()] or [1]
+    natural = max([len(x) for x in cells] + [1])
+    return max(max(len(x) for x in c.name.split() or [""]), min(max(words), 30), min(c.min_width, natural), 1)
+
+
+def _need(widths: dict, idx: list[int]) -> int:
+    return sum(widths[i] for i in idx) + 3 * (len(idx) - 1)
+
+
+def _hide_to_fit(cols: list, keep: list[int], widths: dict, width: int) -> list[str]:
+    """Drop columns from ``keep`` (in place), highest priority number first, until the rest fit ``width``; returns
+    the names dropped."""
+    hidden = []
+    order = sorted((i for i in keep if cols[i].priority > 0), key=lambda i: (-cols[i].priority, -i))
+    while _need(widths, keep) > width and order:
+        drop = order.pop(0)
+        keep.remove(drop)
+        hidden.append(cols[drop].name)
+    return hidden
+
+
+def _text_caps(cols, rows, keep, numeric, widths, width) -> dict:
+    """Text columns share what the numbers leave (by their natural widths); longer words fold."""
+    texts = [i for i in keep if not numeric[i]]
+    if width is None or TABLE_SETTINGS.get("wide") or not texts:
+        return {}
+    squeeze = _need(widths, keep) > width
+    avail = width - sum(widths[i] for i in keep if numeric[i]) - 3 * (len(keep) - 1)
+    natural = {i: max([len(r[i]) for r in rows if i < len(r)] + [len(cols[i].name), 1]) for i in texts}
+    if sum(natural.values()) <= avail:
+        return {}
+    floor = {i: min(widths[i], natural[i]) if not squeeze else 6 for i in texts}
+    spare = max(0, avail - sum(floor.values()))
+    extra = {i: natural[i] - floor[i] for i in texts}
+    tot = sum(extra.values()) or 1
+    return {i: max(6, floor[i] + int(spare * extra[i] / tot)) for i in texts}
+
+
+def _console_width(cols, rows, keep, widths, width) -> int:
+    """The width to render at: the terminal's; with ``--wide`` or into a pipe, every column at its natural width."""
+    total = _need(widths, keep)
+    full = sum(max([len(r[i]) for r in rows if i < len(r)] + [len(cols[i].name)]) for i in keep) + 3 * len(keep)
+    if width is None:
+        return max(max(80, total), min(full, 400))
+    if TABLE_SETTINGS.get("wide"):  # every column at its natural width: nothing wrapped or cut
+        return max(width, total, min(full, 1000))
+    return width
 
 
 # --- sources ---------------------------------------------------------------------------------------------------------
@@ -484,7 +493,8 @@ def open_output(path, force: bool = False, field: str = "output", what: str = ""
 def write_json(obj, fh, chunk: int = 65_536) -> None:
     """:func:`print_json` to ``fh``, streamed: numpy arrays anywhere in ``obj`` are written ``chunk`` values at a
     time (non-finite → null, as :func:`print_json`), so a 10⁶-point result never becomes Python lists; the rest
-    goes through the same cleaning (:func:`_clean`). Arrays are written flat (``.ravel()``)."""
+    goes through the same cleaning (:func:`~rackmath.results.plain_json` with :func:`cite`). Arrays are written
+    flat (``.ravel()``)."""
     import numpy as np
 
     def array(a, indent):
@@ -500,7 +510,8 @@ def write_json(obj, fh, chunk: int = 65_536) -> None:
             elif part.dtype.kind in "iu":
                 text = ", ".join(map(str, part.tolist()))
             else:
-                text = ", ".join(_json.dumps(_clean(_default(x)), ensure_ascii=False) for x in part.tolist())
+                text = ", ".join(_json.dumps(plain_json(_default(x), cite), ensure_ascii=False)
+                                 for x in part.tolist())
             fh.write(("" if i == 0 else ", ") + text)
         fh.write("]")
 
@@ -518,7 +529,8 @@ def write_json(obj, fh, chunk: int = 65_536) -> None:
                 value(v, indent + 2)
             fh.write("\n" + " " * indent + "}")
             return
-        text = _json.dumps(_clean(_json.loads(_json.dumps(o, default=_default))), indent=2, ensure_ascii=False)
+        plain = plain_json(_json.loads(_json.dumps(o, default=_default)), cite)
+        text = _json.dumps(plain, indent=2, ensure_ascii=False)
         fh.write(text.replace("\n", "\n" + " " * indent))
 
     value(obj, 0)

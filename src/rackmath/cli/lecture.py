@@ -100,85 +100,86 @@ def _notes(c) -> list[str]:
     return out
 
 
+def lecture_cmd(
+    json: bool = JSON_OPT,
+    plots: Path = typer.Option(None, "--plots", metavar="DIR",
+                               help="Also write the chapters' figures (ch*-*.png) into DIR (created if missing). "
+                                    "Re-running regenerates the figures an earlier run wrote there, if unchanged "
+                                    "(DIR/.rackmath-plots lists them); any other existing file of the same name "
+                                    "is not overwritten without --force."),
+    force: bool = typer.Option(False, "--force", help="Overwrite existing figures in --plots DIR."),
+    only: str = typer.Option(None, "--only", help="Comma-separated claim IDs, e.g. R6,R10 (R41 includes R41-ddr, …)."),
+    explain: bool = typer.Option(False, "--explain", help="Print each claim's derivation and the chapters' "
+                                                          "reasoning in words."),
+    markdown: bool = typer.Option(False, "--markdown", help="Print Markdown tables (docs/lecture.md)."),
+):
+    """The lecture's numbers reproduced: rackmath's value, the lecture's, ratio, tolerance, verdict — by chapter."""
+    from ..claims import CHAPTERS, all_claims, chapter_modules, summary
+    from .common import console, print_json
+
+    claims = all_claims()
+    if only:
+        want = {s.strip().upper() for s in only.split(",") if s.strip()}
+        known = {c.id.upper() for c in claims} | {c.id.upper().split("-")[0] for c in claims}
+        unknown = sorted(want - known)
+        if unknown:
+            from ..errors import UnknownNameError
+
+            raise UnknownNameError("claim", unknown[0], known, "claim IDs R1 … R43 (see `rackmath lecture`)")
+        claims = [c for c in claims if c.id.upper() in want or c.id.upper().split("-")[0] in want]
+    if plots is not None:
+        _write_plots(plots, force, chapter_modules())
+    tally = summary(claims)
+    if json:
+        print_json([c.as_dict() for c in claims])
+        return
+    if markdown:
+        _markdown(claims, tally)
+        return
+
+    con = console()
+    con.print("[bold]The math behind how LLMs are trained and served — reproduced by rackmath[/]  "
+              "(ideal roofline — a lower bound on time)", highlight=False)
+    con.print("lecture = the lecture's own premises run through rackmath (these rows count); real = the same "
+              "question on a real chip or model. ratio = rackmath ÷ lecture.", highlight=False, style="dim")
+    for chap, cs in _groups(claims):
+        title, story = CHAPTERS.get(chap, (chap, ""))
+        con.print(f"\n[bold]{title}[/]", highlight=False)
+        if story:
+            con.print(story, highlight=False, style="italic")
+        from rich.text import Text
+
+        from .common import Col, table
+
+        table("", [Col("ID", 0), Col("claim", 0, text=True, min_width=22), Col("rackmath", 0),
+                   Col("lecture", 0), Col("ratio", 1), Col("tolerance", 1, text=True),
+                   Col("verdict", 0, text=False, justify="left")],
+              [[c.id, _short(c), human(c.value, c.unit), human(c.lecture_value, c.unit), _ratio(c),
+                c.tolerance.split(":")[0].split(" (")[0], Text.from_markup(_verdict(c, True))] for c in cs])
+        for c in cs:
+            for n in _notes(c):
+                con.print(f"  [bold]{c.id}[/]{_tag(c)}: {n}", highlight=False)
+    con.print(f"\n{tally['agree']} of {tally['lecture_rows']} lecture-premise claims agree within the lecture's "
+              f"stated tolerance, {tally['differ']} differ (reasons above), {tally['not_discriminated']} not "
+              f"discriminated by the model; {tally['real_rows']} real-hardware rows shown beside them "
+              f"({tally['real_within_tolerance']} within the same tolerance); {tally['lookup']} data look-ups "
+              f"({tally['lookup_matches']} match), {tally['definition']} true by definition and {tally['cited']} "
+              "cited, not counted.", highlight=False)
+    if explain:
+        from ..claims.reasoning import REASONING
+
+        for c in claims:
+            if c.derivation:
+                con.print(f"\n[bold]{c.id}[/]{_tag(c)} {c.title}", highlight=False)
+                con.print(c.derivation.render(), markup=False, highlight=False)
+        con.print("\n[bold]The reasoning the lecture gives in words[/]", highlight=False)
+        for head, text in REASONING:
+            con.print(f"\n[bold]{head}[/]", highlight=False)
+            con.print(text, markup=False, highlight=False)
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("lecture")
-    def lecture_cmd(
-        json: bool = JSON_OPT,
-        plots: Path = typer.Option(None, "--plots", metavar="DIR",
-                                   help="Also write the chapters' figures (ch*-*.png) into DIR (created if missing). "
-                                        "Re-running regenerates the figures an earlier run wrote there, if unchanged "
-                                        "(DIR/.rackmath-plots lists them); any other existing file of the same name "
-                                        "is not overwritten without --force."),
-        force: bool = typer.Option(False, "--force", help="Overwrite existing figures in --plots DIR."),
-        only: str = typer.Option(None, "--only", help="Comma-separated claim IDs, e.g. R6,R10 (R41 includes R41-ddr, …)."),
-        explain: bool = typer.Option(False, "--explain", help="Print each claim's derivation and the chapters' "
-                                                              "reasoning in words."),
-        markdown: bool = typer.Option(False, "--markdown", help="Print Markdown tables (docs/lecture.md)."),
-    ):
-        """The lecture's numbers reproduced: rackmath's value, the lecture's, ratio, tolerance, verdict — by chapter."""
-        from ..claims import CHAPTERS, all_claims, chapter_modules, summary
-        from .common import console, print_json
-
-        claims = all_claims()
-        if only:
-            want = {s.strip().upper() for s in only.split(",") if s.strip()}
-            known = {c.id.upper() for c in claims} | {c.id.upper().split("-")[0] for c in claims}
-            unknown = sorted(want - known)
-            if unknown:
-                from ..errors import UnknownNameError
-
-                raise UnknownNameError("claim", unknown[0], known, "claim IDs R1 … R43 (see `rackmath lecture`)")
-            claims = [c for c in claims if c.id.upper() in want or c.id.upper().split("-")[0] in want]
-        written = []
-        if plots is not None:
-            written = _write_plots(plots, force, chapter_modules())
-        tally = summary(claims)
-        if json:
-            print_json([c.as_dict() for c in claims])
-            return
-        if markdown:
-            _markdown(claims, tally)
-            return
-
-        con = console()
-        con.print("[bold]The math behind how LLMs are trained and served — reproduced by rackmath[/]  "
-                  "(ideal roofline — a lower bound on time)", highlight=False)
-        con.print("lecture = the lecture's own premises run through rackmath (these rows count); real = the same "
-                  "question on a real chip or model. ratio = rackmath ÷ lecture.", highlight=False, style="dim")
-        for chap, cs in _groups(claims):
-            title, story = CHAPTERS.get(chap, (chap, ""))
-            con.print(f"\n[bold]{title}[/]", highlight=False)
-            if story:
-                con.print(story, highlight=False, style="italic")
-            from rich.text import Text
-
-            from .common import Col, table
-
-            table("", [Col("ID", 0), Col("claim", 0, text=True, min_width=22), Col("rackmath", 0),
-                       Col("lecture", 0), Col("ratio", 1), Col("tolerance", 1, text=True),
-                       Col("verdict", 0, text=False, justify="left")],
-                  [[c.id, _short(c), human(c.value, c.unit), human(c.lecture_value, c.unit), _ratio(c),
-                    c.tolerance.split(":")[0].split(" (")[0], Text.from_markup(_verdict(c, True))] for c in cs])
-            for c in cs:
-                for n in _notes(c):
-                    con.print(f"  [bold]{c.id}[/]{_tag(c)}: {n}", highlight=False)
-        con.print(f"\n{tally['agree']} of {tally['lecture_rows']} lecture-premise claims agree within the lecture's "
-                  f"stated tolerance, {tally['differ']} differ (reasons above), {tally['not_discriminated']} not "
-                  f"discriminated by the model; {tally['real_rows']} real-hardware rows shown beside them "
-                  f"({tally['real_within_tolerance']} within the same tolerance); {tally['lookup']} data look-ups "
-                  f"({tally['lookup_matches']} match), {tally['definition']} true by definition and {tally['cited']} "
-                  "cited, not counted.", highlight=False)
-        if explain:
-            from ..claims.reasoning import REASONING
-
-            for c in claims:
-                if c.derivation:
-                    con.print(f"\n[bold]{c.id}[/]{_tag(c)} {c.title}", highlight=False)
-                    con.print(c.derivation.render(), markup=False, highlight=False)
-            con.print("\n[bold]The reasoning the lecture gives in words[/]", highlight=False)
-            for head, text in REASONING:
-                con.print(f"\n[bold]{head}[/]", highlight=False)
-                con.print(text, markup=False, highlight=False)
+    app.command("lecture")(lecture_cmd)
 
 
 #: The list of figures `lecture --plots DIR` wrote into DIR, with their SHA-256: a re-run may replace exactly these

@@ -73,6 +73,111 @@ def _sheet_table(d: dict) -> tuple:
             + [n for _, n in keys], rows, f"source: {d['source']}" + (f"; {d['note']}" if d.get("note") else ""))
 
 
+def _print_sheets(json: bool) -> None:
+    """price --list: every price sheet ($/Mtok), or their JSON."""
+    from ..specs.prices import price_sheets
+
+    rows = [[s.name, s.provider, s.date, s.status, f"{human(s.per_mtok('input'))}", f"{human(s.per_mtok('output'))}",
+             "" if s.cache_read is None else f"{human(s.per_mtok('cache_read'))}",
+             ", ".join(f">{t.above:,.0f}" for t in s.tiers), "yes" if s.fast_mode else ""]
+            for s in price_sheets().values()]
+    if json:
+        from .common import print_json
+
+        print_json([s.describe() for s in price_sheets().values()])
+    else:
+        from .common import table
+
+        table("Price sheets ($/Mtok)", ["name", "provider", "date", "status", "input", "output", "cache read",
+                                        "tiers", "fast"], rows)
+
+
+def _tier_step(boundary, step, s):
+    """(boundary tokens, price multiple) from --boundary/--step, else the sheet's long-context step (or None)."""
+    from .. import units
+    from ..errors import InputError
+
+    st = None
+    if boundary is not None or step is not None:
+        if boundary is None or step is None:
+            raise InputError("--boundary/--step", "give both", "e.g. --boundary 200K --step 1.5")
+        st = (units.parse_count(boundary, "--boundary"), float(_num(step, "--step")))
+    elif s is not None:
+        st = s.step("output") or s.step("input")
+    return st
+
+
+def _read_step(st, s, nact, r, bpp, kv_dtype, covered, payload: dict, ders: list, tables: list):
+    """A long-context price step read as KV bytes per token (R35–R37): adds its JSON, derivation and tables."""
+    from .. import units
+    from ..analyses.lecture import pricing as pr
+    from ..explain import fmt
+
+    cov = units.parse_count(covered, "--covered") if covered else None
+    ded = pr.deduce_from_step(st[0], st[1], n_active=nact, ratio=r, bytes_per_param=bpp, kv_dtype=kv_dtype,
+                              covered=cov, source=s.name if s else "")
+    payload["step"] = ded.as_dict()
+    ders.append(ded.derivation)
+    rows = [["tier boundary", f"{st[0]:,.0f} tokens"], ["price step", f"{st[1]:g}×"],
+            ["crossover L*", f"{ded.crossover:,.0f} tokens"], ["KV bytes/token", fmt(ded.kv_bytes_per_token, "B")],
+            [f"{kv_dtype} elements/token", f"{ded.kv_elements_per_token:,.0f}"],
+            ["high tier covers up to", f"{ded.covered_context:,.0f} tokens"]]
+    tables.append(("Long-context step → KV bytes per token (R35–R37)", ["quantity", "value"], rows, None))
+    cand = [[c.kind, c.n_kv_layers, c.n_kv_heads, c.d_head, c.kv_dtype, fmt(c.bytes_per_token, "B"),
+             fmt(c.read_bytes_per_token, "B"), "" if c.top_k is None else f"{c.top_k:g}"]
+            for c in [x for x in ded.candidates if x.kind == "dense"][:8] + [x for x in ded.candidates
+                                                                              if x.kind == "sparse"]]
+    tables.append(("Architectures near that many bytes (layers×2×d_head×kv_heads×bytes)",
+                   ["kind", "KV layers", "KV heads", "d_head/width", "dtype", "stored/token", "read/token", "top-k"],
+                   cand, "sparse: DeepSeek MLA latent 576 × 61 layers reading top-k of L*"))
+    return ded
+
+
+def _read_ratio(rho, s, context, ntot, nact, b_for_ratio, r, bpp, payload: dict, ders: list, tables: list) -> None:
+    """The output/input price ratio read as decode (R38): adds its JSON, derivation and table."""
+    from .. import units
+    from ..analyses.lecture import pricing as pr
+
+    rd = pr.deduce_from_ratio(rho, context=units.parse_count(context, "--context"), n_total=ntot, n_active=nact,
+                              kv_bytes_per_token=b_for_ratio or 1667.0, ratio=r, bytes_per_param=bpp,
+                              source=s.name if s else "")
+    payload["out_in"] = rd.as_dict()
+    ders.append(rd.derivation)
+    tables.append(("Output/input ratio → decode (R38)", ["quantity", "value"],
+                   [["output/input", f"{human(rho, 'x')}"], ["decode MFU ≈ 1/ρ", f"{rd.decode_mfu:.0%}"],
+                    ["balance batch B*", f"{rd.balance_batch:,.0f}"],
+                    ["implied decode batch", f"{human(rd.implied_batch)}"],
+                    ["KV/compute at context", f"{human(rd.kv_over_compute)}"]], None))
+
+
+def _read_fast_mode(s, model, system, fast_context, operating_multiple, payload: dict, ders: list,
+                    tables: list) -> None:
+    """The sheet's fast mode read as batching (the same answer as `batching fast-mode`): adds JSON, derivations,
+    tables."""
+    from .. import units
+    from ..analyses.lecture import pricing as pr
+    from ..analyses.lecture.batching import fast_mode_sensitivity
+    from ..specs.hardware import load_hardware
+    from ..specs.models import load_model
+    from .batching import fast_mode_rows
+
+    m_, hw_ = load_model(model), load_hardware(system)
+    fctx = units.parse_count(fast_context, "--fast-context")
+    ans = pr.fast_mode_for(s, m_, hw_, context=fctx, operating_multiple=operating_multiple)
+    sens = fast_mode_sensitivity(m_, hw_, speedup=ans.speedup, price=ans.price, context=fctx)
+    payload["fast_mode"] = ans.as_dict() | {"sensitivity": [a.as_dict() for a in sens]}
+    ders += [d.derivation for d in (ans.by_speed, ans.by_price) if d is not None]
+    rows, other = fast_mode_rows(ans, sens)
+    tables.append((f"Fast mode: {ans.price:g}× price for {ans.speedup:g}× speed, read as batching on {m_.name} "
+                   f"({hw_.name}; the same answer as `batching fast-mode`)", ["quantity", "value"],
+                   [list(r) for r in rows], None))
+    tables.append(("The same question under other assumptions",
+                   ["operating point", "batch", "B_op/B*", "weights share", f"{ans.speedup:g}× speed costs",
+                    f"{ans.price:g}× price buys"], other,
+                   "only the weight fetch is amortized by batching: speed is cheap where compute has headroom "
+                   "above B* or KV dominates the step"))
+
+
 def price_cmd(
     sheet: str = typer.Argument(None, help="Price sheet (e.g. gemini-3.1-pro, claude-opus-4.6); omit with --list."),
     list_: bool = typer.Option(False, "--list", help="List the price sheets."),
@@ -99,27 +204,16 @@ def price_cmd(
     json: bool = JSON_OPT,
     explain: bool = EXPLAIN_OPT,
 ):
-    """Read a price sheet backwards: tier step → KV bytes/token; output/input → decode; fast mode → batch."""
+    """Read a price sheet backwards: tier step → KV bytes/token; output/input → decode; fast mode → batch.
+    \f
+    One parameter per option (typer reads the command's options from its signature)."""
     from .. import units
-    from ..analyses.lecture import pricing as pr
     from ..errors import InputError
     from ..explain import fmt
-    from ..specs.prices import load_price_sheet, price_sheets
+    from ..specs.prices import load_price_sheet
 
     if list_:
-        rows = [[s.name, s.provider, s.date, s.status, f"{human(s.per_mtok('input'))}", f"{human(s.per_mtok('output'))}",
-                 "" if s.cache_read is None else f"{human(s.per_mtok('cache_read'))}",
-                 ", ".join(f">{t.above:,.0f}" for t in s.tiers), "yes" if s.fast_mode else ""]
-                for s in price_sheets().values()]
-        if json:
-            from .common import print_json
-
-            print_json([s.describe() for s in price_sheets().values()])
-        else:
-            from .common import table
-
-            table("Price sheets ($/Mtok)", ["name", "provider", "date", "status", "input", "output", "cache read",
-                                            "tiers", "fast"], rows)
+        _print_sheets(json)
         return
     s = load_price_sheet(sheet) if sheet else None
     if s is None and boundary is None and out_in is None:
@@ -133,65 +227,16 @@ def price_cmd(
     assumptions = [["N_active", fmt(nact)], ["N_total", fmt(ntot)], ["hardware ratio", f"{human(r)} ({rsrc})"],
                    ["bytes/param", f"{bpp:g} ({weights_dtype})"]]
 
-    st = None
-    if boundary is not None or step is not None:
-        if boundary is None or step is None:
-            raise InputError("--boundary/--step", "give both", "e.g. --boundary 200K --step 1.5")
-        st = (units.parse_count(boundary, "--boundary"), float(_num(step, "--step")))
-    elif s is not None:
-        st = s.step("output") or s.step("input")
+    st = _tier_step(boundary, step, s)
     b_for_ratio = units.parse_bytes(kv_bytes, "--kv-bytes") if kv_bytes else None
     if st is not None:
-        cov = units.parse_count(covered, "--covered") if covered else None
-        ded = pr.deduce_from_step(st[0], st[1], n_active=nact, ratio=r, bytes_per_param=bpp, kv_dtype=kv_dtype,
-                                  covered=cov, source=s.name if s else "")
-        payload["step"] = ded.as_dict()
-        ders.append(ded.derivation)
+        ded = _read_step(st, s, nact, r, bpp, kv_dtype, covered, payload, ders, tables)
         b_for_ratio = b_for_ratio or ded.kv_bytes_per_token
-        rows = [["tier boundary", f"{st[0]:,.0f} tokens"], ["price step", f"{st[1]:g}×"],
-                ["crossover L*", f"{ded.crossover:,.0f} tokens"], ["KV bytes/token", fmt(ded.kv_bytes_per_token, "B")],
-                [f"{kv_dtype} elements/token", f"{ded.kv_elements_per_token:,.0f}"],
-                ["high tier covers up to", f"{ded.covered_context:,.0f} tokens"]]
-        tables.append(("Long-context step → KV bytes per token (R35–R37)", ["quantity", "value"], rows, None))
-        cand = [[c.kind, c.n_kv_layers, c.n_kv_heads, c.d_head, c.kv_dtype, fmt(c.bytes_per_token, "B"),
-                 fmt(c.read_bytes_per_token, "B"), "" if c.top_k is None else f"{c.top_k:g}"]
-                for c in [x for x in ded.candidates if x.kind == "dense"][:8] + [x for x in ded.candidates
-                                                                                  if x.kind == "sparse"]]
-        tables.append(("Architectures near that many bytes (layers×2×d_head×kv_heads×bytes)",
-                       ["kind", "KV layers", "KV heads", "d_head/width", "dtype", "stored/token", "read/token", "top-k"],
-                       cand, "sparse: DeepSeek MLA latent 576 × 61 layers reading top-k of L*"))
     rho = float(_num(out_in, "--out-in")) if out_in else (s.output / s.input if s else None)
     if rho is not None:
-        rd = pr.deduce_from_ratio(rho, context=units.parse_count(context, "--context"), n_total=ntot, n_active=nact,
-                                  kv_bytes_per_token=b_for_ratio or 1667.0, ratio=r, bytes_per_param=bpp,
-                                  source=s.name if s else "")
-        payload["out_in"] = rd.as_dict()
-        ders.append(rd.derivation)
-        tables.append(("Output/input ratio → decode (R38)", ["quantity", "value"],
-                       [["output/input", f"{human(rho, 'x')}"], ["decode MFU ≈ 1/ρ", f"{rd.decode_mfu:.0%}"],
-                        ["balance batch B*", f"{rd.balance_batch:,.0f}"], ["implied decode batch", f"{human(rd.implied_batch)}"],
-                        ["KV/compute at context", f"{human(rd.kv_over_compute)}"]], None))
+        _read_ratio(rho, s, context, ntot, nact, b_for_ratio, r, bpp, payload, ders, tables)
     if model and s is not None and s.fast_mode is not None:
-        from ..analyses.lecture.batching import fast_mode_sensitivity
-        from ..specs.hardware import load_hardware
-        from ..specs.models import load_model
-        from .batching import fast_mode_rows
-
-        m_, hw_ = load_model(model), load_hardware(system)
-        fctx = units.parse_count(fast_context, "--fast-context")
-        ans = pr.fast_mode_for(s, m_, hw_, context=fctx, operating_multiple=operating_multiple)
-        sens = fast_mode_sensitivity(m_, hw_, speedup=ans.speedup, price=ans.price, context=fctx)
-        payload["fast_mode"] = ans.as_dict() | {"sensitivity": [a.as_dict() for a in sens]}
-        ders += [d.derivation for d in (ans.by_speed, ans.by_price) if d is not None]
-        rows, other = fast_mode_rows(ans, sens)
-        tables.append((f"Fast mode: {ans.price:g}× price for {ans.speedup:g}× speed, read as batching on {m_.name} "
-                       f"({hw_.name}; the same answer as `batching fast-mode`)", ["quantity", "value"],
-                       [list(r) for r in rows], None))
-        tables.append(("The same question under other assumptions",
-                       ["operating point", "batch", "B_op/B*", "weights share", f"{ans.speedup:g}× speed costs",
-                        f"{ans.price:g}× price buys"], other,
-                       "only the weight fetch is amortized by batching: speed is cheap where compute has headroom "
-                       "above B* or KV dominates the step"))
+        _read_fast_mode(s, model, system, fast_context, operating_multiple, payload, ders, tables)
     payload["assumptions"] = dict(assumptions)
     tables.append(("Assumptions (change with --n-active, --ratio/--hardware, --weights-dtype)", ["assumption", "value"],
                    assumptions, None))

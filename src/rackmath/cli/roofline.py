@@ -52,7 +52,8 @@ WR_PLOT_OPT = typer.Option("hit", "--weight-read", metavar="hit|all|both",
 
 def _roofline(model, hardware, chips, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price, weight_read="hit",
               power_cap=None):
-    """The engine's roofline with the CLI's efficiency pair (default: ideal), price, weight-read mode and power cap."""
+    """The engine's roofline with the CLI's efficiency pair (default: ideal), price, weight-read mode and power cap
+    (one parameter per option the commands forward)."""
     from ..engine.roofline import roofline
     from .common import efficiency_for, power_capped, priced
 
@@ -146,216 +147,256 @@ def _figure(draw, output, force, model, hardware, chips, *, sweep, fixed, json=F
         print_json({"output": str(p)} | _payload(r))
 
 
+def roofline_cmd(
+    model: str = MODEL_ARG,
+    hardware: str = HW_OPT,
+    chips: str = CHIPS_OPT,
+    batch: str = batch_opt("1"),
+    context: str = context_opt("8192"),
+    pass_len: str = typer.Option("1", "--pass-len", help="Tokens per sequence this pass: 1 = decode, >1 = prefill chunk."),
+    weights_dtype: str = WDT_OPT,
+    kv_dtype: str = KVDT_OPT,
+    efficiency: str = EFF_OPT,
+    ideal: bool = IDEAL_OPT,
+    price: str = USD_OPT,
+    pue: str = PUE_OPT,
+    usd_per_kwh: str = USD_PER_KWH_OPT,
+    power_cap: str = POWER_CAP_OPT,
+    weight_read: str = WR_OPT,
+    ops: bool = typer.Option(False, "--ops", help="Per-operator breakdown of the (first) configuration: FLOPs, "
+                                                  "bytes, intensity, time, binding term."),
+    ops_plot: str = typer.Option(None, "--ops-plot", help="Write the per-operator breakdown as a stacked bar."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing --ops-plot file."),
+    json: bool = JSON_OPT,
+    explain: bool = EXPLAIN_OPT,
+):
+    """Roofline step time, throughput, cost and energy: max(compute, weight fetch + KV fetch). Default: the
+    ideal bound.
+    \f
+    One parameter per option (typer reads the command's options from its signature)."""
+    from ..bounds import MAX_TABLE_ROWS
+
+    if ops_plot:  # before any work ('-' and existing files refused)
+        from .common import check_output
+
+        check_output(ops_plot, force, "ops_plot", (".png", ".svg", ".pdf"))
+    b, c, p, n = _grid(*_inputs(batch, context, pass_len, chips), maximum=MAX_TABLE_ROWS,
+                       hint="use `rackmath sweep --csv` for more")
+    if b.size == 1:  # a single configuration prints scalars, not one-element lists
+        b, c, p = float(b[0]), float(c[0]), float(p[0])
+        n = None if n is None else float(n[0])
+    r = _roofline(model, hardware, n, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price, weight_read,
+                  power_cap)
+    warnings = _warnings(r, weights_dtype, echo=json or explain or ops or bool(ops_plot))
+    e = _energy(r, pue, usd_per_kwh, power_cap)
+    if ops or ops_plot:
+        _print_ops(r, ops, ops_plot, force, json)
+        if ops:
+            return
+    if json:
+        _print_json(r, e, power_cap, warnings, explain)
+        return
+    if explain:
+        _print_explained(r, e)
+        return
+    _print_table(r, e, power_cap, warnings, weight_read)
+
+
+def _print_ops(r, ops: bool, ops_plot, force: bool, json: bool) -> None:
+    """--ops (the first configuration's step by operator: a table, or JSON) and --ops-plot (a stacked bar)."""
+    from .common import check_output, human, mode_label, print_json, print_ops, wrote
+
+    rows = r.ops(0)
+    title = (f"{r.model.name} on {r.hardware.name}, batch {human(r.at(0)['batch'])}, context "
+             f"{human(r.at(0)['context'])}: step of {human(r.at(0)['step_s'], 's')} by operator")
+    if ops_plot:
+        from ..plotting.ops import plot_ops
+
+        plot_ops(rows, check_output(ops_plot, force, "ops_plot", (".png", ".svg", ".pdf")), title)
+        wrote(ops_plot)
+    if ops:
+        if json:
+            print_json({"ops": rows, "step_s": r.at(0)["step_s"], "composition": r.extras["times"].composition,
+                        "efficiency": r.efficiency.name})
+        else:
+            print_ops(rows, title + "\n" + mode_label(r.efficiency)
+                      + ("  (overlapped: the step is max of the columns' sums, not the rows' sum)"
+                         if r.extras["times"].composition == "overlap" else ""))
+
+
+def _print_json(r, e, power_cap, warnings: list, explain: bool) -> None:
+    """roofline --json: every point, its fixed time, the energy; with --explain the first 16 derivations."""
+    from .common import print_json
+
+    size = r.step_s.size
+    d = _payload(r, e, power_cap) | {"warnings": warnings}
+    d["t_fixed_s"] = [_fixed(r.at(i)) for i in range(size)] if size > 1 else _fixed(r.at(0))
+    if explain:
+        d["derivation"] = [r.explain(i).as_dict() for i in range(min(size, 16))]
+        if e is not None:
+            d["energy_derivation"] = [e.explain(i).as_dict() for i in range(min(size, 16))]
+    print_json(d)
+
+
+def _print_explained(r, e) -> None:
+    """roofline --explain: the derivation of each of the first 16 points (and its energy's)."""
+    from .common import mode_label, print_derivation
+
+    size = r.step_s.size
+    print(mode_label(r.efficiency))
+    for i in range(min(size, 16)):
+        print_derivation(r.explain(i))
+        print()
+        if e is not None:
+            print_derivation(e.explain(i))
+            print()
+
+
+def _print_table(r, e, power_cap, warnings: list, weight_read) -> None:
+    """The roofline table: each point's terms, step, binding term, throughput, cost, MFU, fit and energy."""
+    import numpy as np
+
+    from .common import Col, energy_line, human, mode_label, parse_power, table
+
+    size = r.step_s.size
+    rows = []
+    fixed = [_fixed(r.at(i)) for i in range(size)]
+    show_fixed = any(f > 0 for f in fixed)  # the ideal bound has none: its step is the max of its terms
+    for i in range(size):
+        q = r.at(i)
+        rows.append([human(q["chips"]), human(q["batch"]), human(q["context"]), human(q["pass_len"]),
+                     human(q["t_compute_s"], "s"), human(q["t_weights_s"], "s"), human(q["t_kv_s"], "s")]
+                    + ([human(fixed[i], "s")] if show_fixed else []) +
+                    [human(q["step_s"], "s"), q["bound"], human(q["tokens_per_s_per_chip"]),
+                     human(q["tokens_per_s_per_seq"]), human(q["usd_per_mtok"], "$"), human(q["mfu"], "%"),
+                     "yes" if q["fits"] else "NO"] + (["—"] * 3 if e is None else [
+                     human(_at(e.j_per_token, i), "J"), human(_at(e.tokens_per_kwh, i)),
+                     human(_at(e.elec_share, i), "%")]))
+    binding = {str(x) for x in np.asarray(r.bound).ravel()}  # the binding term's column is never hidden
+    cols = [Col("GPUs", 3), Col("batch", 0), Col("context", 1), Col("pass", 4),
+            Col("t_compute", 0 if "compute" in binding else 2), Col("t_weights", 0 if "weights" in binding else 2),
+            Col("t_kv", 0 if "kv" in binding else 2)] + ([Col("fixed", 0)] if show_fixed else []) + [
+            Col("step", 0), Col("bound", 1),
+            Col("tok/s/GPU", 1), Col("tok/s/seq", 2), Col("$/Mtok", 0), Col("MFU", 3), Col("fits", 1),
+            Col("J/tok", 1), Col("tok/kWh", 3), Col("elec $", 2)]
+    cap = "" if power_cap is None else (f"; power-capped at {human(parse_power(power_cap), 'W')} per GPU "
+                                        f"(compute peaks scaled)")
+    table(f"{r.model.name} on {r.hardware.name} ({r.hardware.chip.name}; weights {r.weights_dtype}, "
+          f"KV {r.kv_dtype}; weight read {weight_read})\n{mode_label(r.efficiency)}", cols, rows,
+          caption=("fixed = step − max(t_compute, t_weights + t_kv): the preset's fixed costs (kernel and "
+                   "collective latency, host time) and the time its terms do not overlap (--explain derives "
+                   "it). " if show_fixed else "")
+          + f"$ at {human(r.usd_per_chip_hour, '$')}/GPU-hour (--usd-per-gpu-hour); " + (
+              energy_line(e) if e is None else
+              f"J/tok at {human(e.facility_w_per_chip, 'W')}/GPU at the meter (board + host, PUE {e.pue:g}); "
+              f"elec $ = electricity's share of $/Mtok at ${e.usd_per_kwh:g}/kWh{cap}"
+              + (f"\n{energy_line(e)}" if size == 1 else ""))
+          + "".join(f"\nWARNING: {w}" for w in warnings))
+
+
+def sweep_cmd(
+    model: str = MODEL_ARG,
+    hardware: str = HW_OPT,
+    chips: str = CHIPS_OPT,
+    batch: str = batch_opt("1:16384:log", "Range 'LO:HI:log', 'LO:HI:logN', 'LO:HI:N' or a list"),
+    context: str = context_opt("8192", "Range or list of context lengths"),
+    pass_len: str = typer.Option("1", "--pass-len", help="Range or list of pass lengths."),
+    weights_dtype: str = WDT_OPT,
+    kv_dtype: str = KVDT_OPT,
+    efficiency: str = EFF_OPT,
+    ideal: bool = IDEAL_OPT,
+    price: str = USD_OPT,
+    weight_read: str = WR_OPT,
+    csv: str = typer.Option(None, "--csv", metavar="FILE|-",
+                            help="CSV file to write ('-' = stdout; never overwritten without --force)."),
+    force: bool = FORCE_OPT,
+    json: bool = JSON_OPT,
+):
+    """Evaluate the roofline over the cartesian product of ranges, as one vectorized call, into CSV or JSON.
+    \f
+    One parameter per option (typer reads the command's options from its signature)."""
+    import numpy as np
+
+    from ..errors import InputError
+    from .common import check_output, open_output
+
+    if csv is None and not json:
+        raise InputError("csv", "no output chosen", "--csv FILE, --csv - (stdout) or --json")
+    if csv is not None:
+        check_output(csv, force, "csv")
+    b, c, p, n = _grid(*_inputs(batch, context, pass_len, chips))
+    r = _roofline(model, hardware, n, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price, weight_read)
+    cols = ["chips", "batch", "context", "pass_len", "t_compute_s", "t_weights_s", "t_kv_s", "step_s",
+            "tokens_per_s", "tokens_per_s_per_chip", "tokens_per_s_per_seq", "usd_per_mtok", "mfu", "mbu"]
+    shape = r.step_s.shape
+    data = np.column_stack([np.broadcast_to(np.asarray(getattr(r, k), dtype=float), shape).ravel() for k in cols])
+    bound = np.broadcast_to(r.bound, shape).ravel()
+    if csv is not None:
+        with open_output(csv, force, "csv", f"{data.shape[0]:,} configurations") as fh:
+            fh.write(",".join(cols + ["bound"]) + "\n")
+            for i in range(0, data.shape[0], 65_536):  # streamed: a chunk of rows in memory at a time
+                fh.write("".join(",".join(f"{x:.6g}" for x in row) + "," + bnd + "\n"
+                                 for row, bnd in zip(data[i:i + 65_536].tolist(), bound[i:i + 65_536])))
+    if json:
+        _stream_payload(r, sys.stdout)
+
+
+def plot_batch(
+    model: str = MODEL_ARG,
+    hardware: str = HW_OPT,
+    chips: str = CHIPS_OPT,
+    context: str = context_opt("8192"),
+    batch: str = batch_opt("1:65536:log200", "Batch range to draw"),
+    weights_dtype: str = WDT_OPT,
+    kv_dtype: str = KVDT_OPT,
+    efficiency: str = EFF_OPT,
+    ideal: bool = IDEAL_OPT,
+    price: str = USD_OPT,
+    weight_read: str = WR_PLOT_OPT,
+    output: Path = output_opt(Path("batch.png")),
+    force: bool = FORCE_OPT,
+    json: bool = JSON_OPT,
+):
+    """Latency and cost per token vs batch, each term drawn (lecture 00:05–00:12).
+    \f
+    One parameter per option (typer reads the command's options from its signature)."""
+    from ..plotting.batching import plot_batch as draw
+
+    _figure(draw, output, force, model, hardware, chips, sweep=("batch", batch), fixed=("context", context),
+            json=json, efficiency=efficiency, ideal=ideal, price=price, weights_dtype=weights_dtype,
+            kv_dtype=kv_dtype, weight_read=weight_read)
+
+
+def plot_context(
+    model: str = MODEL_ARG,
+    hardware: str = HW_OPT,
+    chips: str = CHIPS_OPT,
+    batch: str = batch_opt("256", "Sequences in the batch"),
+    context: str = context_opt("1K:2M:log200", "Context range to draw"),
+    weights_dtype: str = WDT_OPT,
+    kv_dtype: str = KVDT_OPT,
+    efficiency: str = EFF_OPT,
+    ideal: bool = IDEAL_OPT,
+    price: str = USD_OPT,
+    weight_read: str = WR_PLOT_OPT,
+    output: Path = output_opt(Path("context.png")),
+    force: bool = FORCE_OPT,
+    json: bool = JSON_OPT,
+):
+    """Cost per token vs context length, each term drawn (lecture 01:35).
+    \f
+    One parameter per option (typer reads the command's options from its signature)."""
+    from ..plotting.batching import plot_context as draw
+
+    _figure(draw, output, force, model, hardware, chips, sweep=("context", context), fixed=("batch", batch),
+            json=json, efficiency=efficiency, ideal=ideal, price=price, weights_dtype=weights_dtype,
+            kv_dtype=kv_dtype, weight_read=weight_read)
+
+
 def register(app: typer.Typer) -> None:
     from .plot import plot_app
 
-    @app.command("roofline")
-    def roofline_cmd(
-        model: str = MODEL_ARG,
-        hardware: str = HW_OPT,
-        chips: str = CHIPS_OPT,
-        batch: str = batch_opt("1"),
-        context: str = context_opt("8192"),
-        pass_len: str = typer.Option("1", "--pass-len", help="Tokens per sequence this pass: 1 = decode, >1 = prefill chunk."),
-        weights_dtype: str = WDT_OPT,
-        kv_dtype: str = KVDT_OPT,
-        efficiency: str = EFF_OPT,
-        ideal: bool = IDEAL_OPT,
-        price: str = USD_OPT,
-        pue: str = PUE_OPT,
-        usd_per_kwh: str = USD_PER_KWH_OPT,
-        power_cap: str = POWER_CAP_OPT,
-        weight_read: str = WR_OPT,
-        ops: bool = typer.Option(False, "--ops", help="Per-operator breakdown of the (first) configuration: FLOPs, "
-                                                      "bytes, intensity, time, binding term."),
-        ops_plot: str = typer.Option(None, "--ops-plot", help="Write the per-operator breakdown as a stacked bar."),
-        force: bool = typer.Option(False, "--force", help="Overwrite an existing --ops-plot file."),
-        json: bool = JSON_OPT,
-        explain: bool = EXPLAIN_OPT,
-    ):
-        """Roofline step time, throughput, cost and energy: max(compute, weight fetch + KV fetch). Default: the
-        ideal bound."""
-        import numpy as np
-
-        from .common import Col, energy_line, human, mode_label, parse_power, print_derivation, print_json, table
-
-        from ..bounds import MAX_TABLE_ROWS
-
-        if ops_plot:  # before any work ('-' and existing files refused)
-            from .common import check_output
-
-            check_output(ops_plot, force, "ops_plot", (".png", ".svg", ".pdf"))
-        b, c, p, n = _grid(*_inputs(batch, context, pass_len, chips), maximum=MAX_TABLE_ROWS,
-                           hint="use `rackmath sweep --csv` for more")
-        if b.size == 1:  # a single configuration prints scalars, not one-element lists
-            b, c, p = float(b[0]), float(c[0]), float(p[0])
-            n = None if n is None else float(n[0])
-        r = _roofline(model, hardware, n, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price, weight_read,
-                      power_cap)
-        warnings = _warnings(r, weights_dtype, echo=json or explain or ops or bool(ops_plot))
-        e = _energy(r, pue, usd_per_kwh, power_cap)
-        size = r.step_s.size
-        if ops or ops_plot:
-            from .common import check_output, print_ops, wrote
-
-            rows = r.ops(0)
-            title = (f"{r.model.name} on {r.hardware.name}, batch {human(r.at(0)['batch'])}, context "
-                     f"{human(r.at(0)['context'])}: step of {human(r.at(0)['step_s'], 's')} by operator")
-            if ops_plot:
-                from ..plotting.ops import plot_ops
-
-                plot_ops(rows, check_output(ops_plot, force, "ops_plot", (".png", ".svg", ".pdf")), title)
-                wrote(ops_plot)
-            if ops:
-                if json:
-                    print_json({"ops": rows, "step_s": r.at(0)["step_s"], "composition": r.extras["times"].composition,
-                                "efficiency": r.efficiency.name})
-                else:
-                    print_ops(rows, title + "\n" + mode_label(r.efficiency)
-                              + ("  (overlapped: the step is max of the columns' sums, not the rows' sum)"
-                                 if r.extras["times"].composition == "overlap" else ""))
-                return
-        if json:
-            d = _payload(r, e, power_cap) | {"warnings": warnings}
-            d["t_fixed_s"] = [_fixed(r.at(i)) for i in range(size)] if size > 1 else _fixed(r.at(0))
-            if explain:
-                d["derivation"] = [r.explain(i).as_dict() for i in range(min(size, 16))]
-                if e is not None:
-                    d["energy_derivation"] = [e.explain(i).as_dict() for i in range(min(size, 16))]
-            print_json(d)
-            return
-        if explain:
-            print(mode_label(r.efficiency))
-            for i in range(min(size, 16)):
-                print_derivation(r.explain(i))
-                print()
-                if e is not None:
-                    print_derivation(e.explain(i))
-                    print()
-            return
-        rows = []
-        fixed = [_fixed(r.at(i)) for i in range(size)]
-        show_fixed = any(f > 0 for f in fixed)  # the ideal bound has none: its step is the max of its terms
-        for i in range(size):
-            q = r.at(i)
-            rows.append([human(q["chips"]), human(q["batch"]), human(q["context"]), human(q["pass_len"]),
-                         human(q["t_compute_s"], "s"), human(q["t_weights_s"], "s"), human(q["t_kv_s"], "s")]
-                        + ([human(fixed[i], "s")] if show_fixed else []) +
-                        [human(q["step_s"], "s"), q["bound"], human(q["tokens_per_s_per_chip"]),
-                         human(q["tokens_per_s_per_seq"]), human(q["usd_per_mtok"], "$"), human(q["mfu"], "%"),
-                         "yes" if q["fits"] else "NO"] + (["—"] * 3 if e is None else [
-                         human(_at(e.j_per_token, i), "J"), human(_at(e.tokens_per_kwh, i)),
-                         human(_at(e.elec_share, i), "%")]))
-        binding = {str(x) for x in np.asarray(r.bound).ravel()}  # the binding term's column is never hidden
-        cols = [Col("GPUs", 3), Col("batch", 0), Col("context", 1), Col("pass", 4),
-                Col("t_compute", 0 if "compute" in binding else 2), Col("t_weights", 0 if "weights" in binding else 2),
-                Col("t_kv", 0 if "kv" in binding else 2)] + ([Col("fixed", 0)] if show_fixed else []) + [
-                Col("step", 0), Col("bound", 1),
-                Col("tok/s/GPU", 1), Col("tok/s/seq", 2), Col("$/Mtok", 0), Col("MFU", 3), Col("fits", 1),
-                Col("J/tok", 1), Col("tok/kWh", 3), Col("elec $", 2)]
-        cap = "" if power_cap is None else (f"; power-capped at {human(parse_power(power_cap), 'W')} per GPU "
-                                            f"(compute peaks scaled)")
-        table(f"{r.model.name} on {r.hardware.name} ({r.hardware.chip.name}; weights {r.weights_dtype}, "
-              f"KV {r.kv_dtype}; weight read {weight_read})\n{mode_label(r.efficiency)}", cols, rows,
-              caption=(f"fixed = step − max(t_compute, t_weights + t_kv): the preset's fixed costs (kernel and "
-                       f"collective latency, host time) and the time its terms do not overlap (--explain derives "
-                       f"it). " if show_fixed else "")
-              + f"$ at {human(r.usd_per_chip_hour, '$')}/GPU-hour (--usd-per-gpu-hour); " + (
-                  energy_line(e) if e is None else
-                  f"J/tok at {human(e.facility_w_per_chip, 'W')}/GPU at the meter (board + host, PUE {e.pue:g}); "
-                  f"elec $ = electricity's share of $/Mtok at ${e.usd_per_kwh:g}/kWh{cap}"
-                  + (f"\n{energy_line(e)}" if size == 1 else ""))
-              + "".join(f"\nWARNING: {w}" for w in warnings))
-
-    @app.command("sweep")
-    def sweep_cmd(
-        model: str = MODEL_ARG,
-        hardware: str = HW_OPT,
-        chips: str = CHIPS_OPT,
-        batch: str = batch_opt("1:16384:log", "Range 'LO:HI:log', 'LO:HI:logN', 'LO:HI:N' or a list"),
-        context: str = context_opt("8192", "Range or list of context lengths"),
-        pass_len: str = typer.Option("1", "--pass-len", help="Range or list of pass lengths."),
-        weights_dtype: str = WDT_OPT,
-        kv_dtype: str = KVDT_OPT,
-        efficiency: str = EFF_OPT,
-        ideal: bool = IDEAL_OPT,
-        price: str = USD_OPT,
-        weight_read: str = WR_OPT,
-        csv: str = typer.Option(None, "--csv", metavar="FILE|-",
-                                help="CSV file to write ('-' = stdout; never overwritten without --force)."),
-        force: bool = FORCE_OPT,
-        json: bool = JSON_OPT,
-    ):
-        """Evaluate the roofline over the cartesian product of ranges, as one vectorized call, into CSV or JSON."""
-        import numpy as np
-
-        from ..errors import InputError
-        from .common import check_output, open_output
-
-        if csv is None and not json:
-            raise InputError("csv", "no output chosen", "--csv FILE, --csv - (stdout) or --json")
-        if csv is not None:
-            check_output(csv, force, "csv")
-        b, c, p, n = _grid(*_inputs(batch, context, pass_len, chips))
-        r = _roofline(model, hardware, n, b, c, p, weights_dtype, kv_dtype, efficiency, ideal, price, weight_read)
-        cols = ["chips", "batch", "context", "pass_len", "t_compute_s", "t_weights_s", "t_kv_s", "step_s",
-                "tokens_per_s", "tokens_per_s_per_chip", "tokens_per_s_per_seq", "usd_per_mtok", "mfu", "mbu"]
-        shape = r.step_s.shape
-        data = np.column_stack([np.broadcast_to(np.asarray(getattr(r, k), dtype=float), shape).ravel() for k in cols])
-        bound = np.broadcast_to(r.bound, shape).ravel()
-        if csv is not None:
-            with open_output(csv, force, "csv", f"{data.shape[0]:,} configurations") as fh:
-                fh.write(",".join(cols + ["bound"]) + "\n")
-                for i in range(0, data.shape[0], 65_536):  # streamed: a chunk of rows in memory at a time
-                    fh.write("".join(",".join(f"{x:.6g}" for x in row) + "," + bnd + "\n"
-                                     for row, bnd in zip(data[i:i + 65_536].tolist(), bound[i:i + 65_536])))
-        if json:
-            _stream_payload(r, sys.stdout)
-
-    @plot_app.command("batch")
-    def plot_batch(
-        model: str = MODEL_ARG,
-        hardware: str = HW_OPT,
-        chips: str = CHIPS_OPT,
-        context: str = context_opt("8192"),
-        batch: str = batch_opt("1:65536:log200", "Batch range to draw"),
-        weights_dtype: str = WDT_OPT,
-        kv_dtype: str = KVDT_OPT,
-        efficiency: str = EFF_OPT,
-        ideal: bool = IDEAL_OPT,
-        price: str = USD_OPT,
-        weight_read: str = WR_PLOT_OPT,
-        output: Path = output_opt(Path("batch.png")),
-        force: bool = FORCE_OPT,
-        json: bool = JSON_OPT,
-    ):
-        """Latency and cost per token vs batch, each term drawn (lecture 00:05–00:12)."""
-        from ..plotting.batching import plot_batch as draw
-
-        _figure(draw, output, force, model, hardware, chips, sweep=("batch", batch), fixed=("context", context),
-                json=json, efficiency=efficiency, ideal=ideal, price=price, weights_dtype=weights_dtype,
-                kv_dtype=kv_dtype, weight_read=weight_read)
-
-    @plot_app.command("context")
-    def plot_context(
-        model: str = MODEL_ARG,
-        hardware: str = HW_OPT,
-        chips: str = CHIPS_OPT,
-        batch: str = batch_opt("256", "Sequences in the batch"),
-        context: str = context_opt("1K:2M:log200", "Context range to draw"),
-        weights_dtype: str = WDT_OPT,
-        kv_dtype: str = KVDT_OPT,
-        efficiency: str = EFF_OPT,
-        ideal: bool = IDEAL_OPT,
-        price: str = USD_OPT,
-        weight_read: str = WR_PLOT_OPT,
-        output: Path = output_opt(Path("context.png")),
-        force: bool = FORCE_OPT,
-        json: bool = JSON_OPT,
-    ):
-        """Cost per token vs context length, each term drawn (lecture 01:35)."""
-        from ..plotting.batching import plot_context as draw
-
-        _figure(draw, output, force, model, hardware, chips, sweep=("context", context), fixed=("batch", batch),
-                json=json, efficiency=efficiency, ideal=ideal, price=price, weights_dtype=weights_dtype,
-                kv_dtype=kv_dtype, weight_read=weight_read)
+    app.command("roofline")(roofline_cmd)
+    app.command("sweep")(sweep_cmd)
+    plot_app.command("batch")(plot_batch)
+    plot_app.command("context")(plot_context)

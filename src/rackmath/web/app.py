@@ -159,10 +159,21 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
                               "prices. Numbers accept the CLI's strings ('8K', '$2/h'). Errors are HTTP 400 with one "
                               "line naming the field and what is accepted; unknown parameters are refused.",
                   dependencies=[Depends(_known_parameters)], lifespan=_lifespan)
+    app.state.pool = Pool(workers)
+    compute = _computer(app.state.pool, timeout_s, concurrency, workers)
+    _error_handlers(app)
+    app.add_middleware(Guard, hosts=hosts)
+    _static_routes(app)
+    _page_routes(app, compute)
+    _library_routes(app, compute)
+    _lecture_routes(app, compute)
+    return app
+
+
+def _computer(pool: Pool, timeout_s: float, concurrency: int, workers: int):
+    """The ``compute(name, **kw)`` every API route awaits (below)."""
     light_limiter = anyio.CapacityLimiter(concurrency)
     light_threads = anyio.CapacityLimiter(4 * concurrency)  # abandoned (timed-out) threads finish on their own
-    pool = Pool(workers)
-    app.state.pool = pool
 
     async def compute(name: str, **kw):
         """``work.FUNCS[name](**kw)`` as JSON: slow work in a worker process, cheap work in a thread; at most
@@ -192,7 +203,12 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
             return error(400, answer[1])
         return error(500, f"internal error: {answer[1]} (please report the URL)")
 
-    # ---- errors: one line, never a traceback
+    return compute
+
+
+def _error_handlers(app: FastAPI) -> None:
+    """Errors: one line, never a traceback."""
+
     @app.exception_handler(RackmathError)
     async def _rackmath_error(request: Request, exc: RackmathError):
         return error(400, str(exc))
@@ -214,9 +230,9 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
         log.exception("internal error on %s", request.url.path)
         return error(500, f"internal error: {type(exc).__name__} (please report the URL)")
 
-    app.add_middleware(Guard, hosts=hosts)
 
-    # ---- pages
+def _static_routes(app: FastAPI) -> None:
+    """The files: our pages, the API reference, plotly.min.js; /p/{page} is a page's HTML shell."""
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.get("/", include_in_schema=False)
@@ -253,6 +269,10 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
     async def pages_root():
         return RedirectResponse("/")
 
+
+def _page_routes(app: FastAPI, compute) -> None:
+    """A page's inputs and its view (/api/pages, /api/view/{page}); the catalogs (/api/models, /api/hardware)."""
+
     @app.get("/api/pages", tags=["pages"], summary="Every page: title, lecture timestamp, inputs")
     async def api_pages():
         return await compute("describe")
@@ -269,7 +289,6 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
         work.page(page)
         return await compute("view", page_id=page, query=dict(request.query_params))
 
-    # ---- the library, mirrored
     @app.get("/api/models", tags=["catalog"], summary="Catalog models (names usable in every endpoint)")
     async def api_models():
         return await compute("models")
@@ -277,6 +296,10 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
     @app.get("/api/hardware", tags=["catalog"], summary="Catalog systems and chips")
     async def api_hardware():
         return await compute("hardware")
+
+
+def _library_routes(app: FastAPI, compute) -> None:
+    """The library, mirrored: roofline, serve, train, plan."""
 
     @app.get("/api/roofline", tags=["library"], summary="rackmath.roofline: step time, binding term, cost")
     async def api_roofline(
@@ -295,6 +318,7 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
         usd_per_gpu_hour: str | None = Query(None, max_length=20, description="e.g. 2.5 or '$2.5/h'"),
         explain: bool = Query(False, description="include the derivation of the first point"),
     ):
+        # one parameter per query parameter (> 12): FastAPI reads the endpoint's inputs from its signature
         return await compute("roofline", model=model, hardware=hardware, batch=batch, context=context, gpus=gpus,
                              chips=chips, pass_len=pass_len, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                              efficiency=efficiency, ideal=ideal, usd_per_gpu_hour=usd_per_gpu_hour, explain=explain)
@@ -311,6 +335,7 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
         ideal: bool = Query(False), efficiency: str | None = Query(None, max_length=60),
         usd_per_gpu_hour: str | None = Query(None, max_length=20), explain: bool = Query(False),
     ):
+        # one parameter per query parameter (> 12): FastAPI reads the endpoint's inputs from its signature
         return await compute("serve", model=model, hardware=hardware, isl=isl, osl=osl, concurrency=concurrency,
                              gpus=gpus, tp=tp, ep=ep, pp=pp, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                              ideal=ideal, efficiency=efficiency, usd_per_gpu_hour=usd_per_gpu_hour, explain=explain)
@@ -341,6 +366,10 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
                              tok_s_user=tok_s_user, ttft=ttft, usd_per_gpu_hour=usd_per_gpu_hour,
                              weights_dtype=weights_dtype, kv_dtype=kv_dtype)
 
+
+def _lecture_routes(app: FastAPI, compute) -> None:
+    """The lecture's analyses and validation, mirrored: revnet, price, overtrain, context, validate."""
+
     @app.get("/api/revnet", tags=["library"], summary="activation memory: standard vs recompute vs reversible")
     async def api_revnet(model: str = Query(..., max_length=100), seq: str = Query("8192", max_length=20),
                          batch: str = Query("1", max_length=20), dtype: str = Query("bf16", max_length=20),
@@ -368,8 +397,6 @@ def create_app(timeout_s: float = TIMEOUT_S, concurrency: int = 4, allowed_hosts
     @app.get("/api/validate", tags=["library"], summary="every public record predicted vs measured")
     async def api_validate(ideal: bool = Query(False)):
         return await compute("validate", ideal=ideal)
-
-    return app
 
 
 @contextlib.asynccontextmanager

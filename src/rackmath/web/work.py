@@ -8,30 +8,15 @@ loop or the interpreter lock that cheap requests need. Each returns plain data; 
 from __future__ import annotations
 
 import json
-import math
 
 from ..errors import InputError
+from ..results import plain_json
 from . import views
 from .inputs import MAX_POINTS, parse_grid, parse_params
 
 
-def clean(x):
-    """Plain JSON: numpy scalars and arrays to Python, non-finite floats (inf, nan) to null."""
-    if isinstance(x, dict):
-        return {str(k): clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [clean(v) for v in x]
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, (str, int, bool)) or x is None:
-        return x
-    if hasattr(x, "tolist"):  # numpy scalar or array
-        return clean(x.tolist())
-    return str(x)
-
-
 def to_json(content) -> bytes:
-    return json.dumps(clean(content), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    return json.dumps(plain_json(content), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
 def _count(text, field):
@@ -96,6 +81,7 @@ def hardware():
 
 def roofline(*, model, hardware, batch, context, gpus, chips, pass_len, weights_dtype, kv_dtype, efficiency, ideal,
              usd_per_gpu_hour, explain):
+    """/api/roofline: the roofline over batch × context (one keyword per query parameter of the route)."""
     import numpy as np
 
     import rackmath
@@ -112,7 +98,7 @@ def roofline(*, model, hardware, batch, context, gpus, chips, pass_len, weights_
                           efficiency=efficiency or None, ideal=ideal, usd_per_gpu_hour=usd_per_gpu_hour or None)
     out = r.as_dict()
     out["shape"] = list(np.shape(r.step_s))
-    out["header"] = views._efficiency_header(r.efficiency)
+    out["header"] = views.efficiency_header(r.efficiency)
     if explain:
         out["derivation"] = views.derivation(r.explain(0))
     return out
@@ -206,7 +192,7 @@ def context(*, model, hardware, batch, gpus, kv_dtype):
 
 
 def validate(*, ideal):
-    return views._validate_cached(ideal)
+    return views.validate_cached(ideal)
 
 
 FUNCS = {f.__name__: f for f in (describe, view, models, hardware, roofline, serve, train, plan, revnet, price,

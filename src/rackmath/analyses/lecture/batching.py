@@ -222,8 +222,7 @@ def operating_point(model, hardware, *, context=8192, batch=None, chips=None, mu
                       float(memory_batch_limit(m, hw, context=L, chips=chips, weights_dtype=weights_dtype,
                                                kv_dtype=kv_dtype, usable=usable)), "sequences")
         b_star = d.add("B*", "smallest B with t_compute ≥ t_weights + t_kv", f"context {L:g}",
-                       float(balance_batch_for(m, hw, context=L, **kw)), "sequences",
-                       "∞: the KV fetch outruns compute at any batch" if False else "")
+                       float(balance_batch_for(m, hw, context=L, **kw)), "sequences", "")
         want = b_star * multiple if (multiple and np.isfinite(b_star)) else b_star
         if b_mem < 1:
             from ...errors import InputError
@@ -239,17 +238,6 @@ def operating_point(model, hardware, *, context=8192, batch=None, chips=None, mu
                  f"{r.bound} binds; drain time C/BW = {fmt(cap / ((hw.scaleup_size if chips is None else chips) * hw.chip.hbm_bw), 's')}")
     d.add("tokens/s", "B_op / t_step", "", b_op / step, "tok/s")
     return OperatingPoint(b_op, L, step, str(r.bound), why, b_mem, b_star, weight_read, usable, d)
-
-
-def cost_curves(model, hardware, batch, *, context=8192, chips=None, pass_len=1, weights_dtype=None, kv_dtype=None,
-                efficiency=None, weight_read="hit"):
-    """Latency and cost per token vs batch with the three terms kept separate (lecture 00:05–00:12).
-
-    Returns the roofline result; its t_compute_s, t_weights_s, t_kv_s divided by B are
-    the three cost curves (compute flat, weights a hyperbola, KV flat).
-    """
-    return roofline(model, hardware, chips=chips, batch=batch, context=context, pass_len=pass_len,
-                    weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency, weight_read=weight_read)
 
 
 def latency_floor_for(model, hardware, *, chips=None, weights_dtype=None, weight_read="hit"):

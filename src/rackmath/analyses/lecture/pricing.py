@@ -114,13 +114,6 @@ def sparse_kv_read_bytes_per_token(dense_bytes_per_token, context, top_k, indexe
             + np.asarray(indexer_bytes_per_token, dtype=float))
 
 
-def sparse_top_k_for(target_bytes_per_token, dense_bytes_per_token, context, indexer_bytes_per_token=0.0):
-    """Selection size k that makes a sparse model read ``target`` bytes per context token:
-    k = (b_target − b_index) · L / b_dense (inverse of :func:`sparse_kv_read_bytes_per_token`)."""
-    return ((np.asarray(target_bytes_per_token, dtype=float) - np.asarray(indexer_bytes_per_token, dtype=float))
-            * np.asarray(context, dtype=float) / np.asarray(dense_bytes_per_token, dtype=float))
-
-
 @dataclass
 class ArchCandidate:
     kind: str  # "dense" or "sparse"
@@ -352,17 +345,6 @@ def compare_models(target_bytes_per_token, models, *, context=LECTURE_BOUNDARY, 
         rows.append({"model": m.name, "n_active": n_act, "kv_bytes_per_token": stored,
                      "kv_read_bytes_per_token": read, "over_target": read / float(target_bytes_per_token)})
     return rows
-
-
-def deduce_from_step_for(chip, boundary=LECTURE_BOUNDARY, step=1.5, *, n_active=LECTURE_N_ACTIVE,
-                         weights_dtype="fp8", kv_dtype="fp8", covered=None, source=""):
-    """:func:`deduce_from_step` with the ratio and bytes/param of a real chip at ``weights_dtype``."""
-    from ...specs.hardware import hardware_ratio
-    from ...units import dtype_bytes
-
-    return deduce_from_step(boundary, step, n_active=n_active, ratio=float(hardware_ratio(chip, weights_dtype)),
-                            bytes_per_param=dtype_bytes(weights_dtype), kv_dtype=kv_dtype, covered=covered,
-                            source=source or f"{chip.name}, {weights_dtype} weights")
 
 
 def pass_len_costs_for(model, hardware, pass_len, *, batch=1, context=8192, chips=None, weights_dtype=None,
