@@ -245,7 +245,7 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
 
 def pareto_points(st, pts, isl, osl) -> dict:
     """Steady-state $/Mtok vs tok/s/user of every fitting (layout, concurrency), and its Pareto front."""
-    from ...engine.layout import pareto_front
+    from ...engine.search import pareto_front
 
     ok = pts["ok"] & np.isfinite(pts["tpot"])
     speed = (1.0 / pts["tpot"])[ok]
