@@ -659,15 +659,53 @@ def _deepseek_moe_fields(kw: dict, req, opt) -> None:
     kw["mtp_layers"] = int(opt("num_nextn_predict_layers", 0))
 
 
-def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None) -> ModelSpec:
-    """A ModelSpec from a HuggingFace ``config.json`` dict (see HF_MODEL_TYPES)."""
+class _HfFields:
+    """Typed reads of one HF config's keys: ``req`` (present, of the type, at least ``lo``) and ``opt`` (a default
+    when absent, else of the default's type); each failure is a CatalogError naming the key."""
 
+    def __init__(self, cfg: dict, path, mt: str):
+        self.cfg, self.path, self.mt = cfg, path, mt
+
+    def req(self, key, types=(int,), lo=1):
+        cfg, path, mt = self.cfg, self.path, self.mt
+        if key not in cfg or cfg[key] is None:
+            raise CatalogError(path, key, f"missing (required for model_type {mt!r})")
+        v = cfg[key]
+        if not isinstance(v, types) or isinstance(v, bool):
+            raise CatalogError(path, key, f"wrong type {type(v).__name__} (expected "
+                                            + ("an integer)" if types == (int,) else "a number)"))
+        if lo is not None and v < lo:
+            raise CatalogError(path, key, f"{v} is below {lo} (required for model_type {mt!r})")
+        return v
+
+    def opt(self, key, default):
+        v = self.cfg.get(key)
+        if v is None:
+            return default
+        if isinstance(default, bool):
+            ok, want = isinstance(v, bool), "true or false"
+        elif isinstance(default, int):
+            ok, want = isinstance(v, int) and not isinstance(v, bool), "an integer"
+        elif isinstance(default, list):
+            ok, want = isinstance(v, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in v), \
+                "a list of integers"
+        elif isinstance(default, str):
+            ok, want = isinstance(v, str), "a string"
+        else:
+            ok, want = True, ""
+        if not ok:
+            raise CatalogError(self.path, key, f"wrong type {type(v).__name__} (expected {want})")
+        return v
+
+
+def _hf_language_config(cfg: dict, path) -> tuple[dict, str]:
+    """The language model's config of a HF ``config.json`` and its model_type, checked: a multimodal checkpoint's
+    ``text_config`` (vision tower not counted); refused, unknown and linear-attention architectures are errors."""
     check_hf_config(cfg, str(path))
     mt = cfg.get("model_type")
     if mt is None:
         raise CatalogError(path, "model_type", "missing (accepted: " + ", ".join(HF_MODEL_TYPES) + ")")
     if "text_config" in cfg and mt in ("gemma3", "llama4"):
-        # multimodal checkpoints: the language model is text_config (vision tower not counted)
         tc = cfg["text_config"]
         if not isinstance(tc, dict):
             raise CatalogError(path, "text_config", f"wrong type {type(tc).__name__} (expected a JSON object)")
@@ -687,40 +725,15 @@ def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None
         raise CatalogError(path, "layer_types", "linear-attention layers are not modelled (their state is not a KV "
                                                 "cache), so the KV and attention figures would be wrong (accepted: "
                                                 "full and sliding attention layers)")
+    return cfg, mt
 
-    def req(key, types=(int,), lo=1):
-        if key not in cfg or cfg[key] is None:
-            raise CatalogError(path, key, f"missing (required for model_type {mt!r})")
-        v = cfg[key]
-        if not isinstance(v, types) or isinstance(v, bool):
-            raise CatalogError(path, key, f"wrong type {type(v).__name__} (expected "
-                                            + ("an integer)" if types == (int,) else "a number)"))
-        if lo is not None and v < lo:
-            raise CatalogError(path, key, f"{v} is below {lo} (required for model_type {mt!r})")
-        return v
 
-    def opt(key, default):
-        v = cfg.get(key)
-        if v is None:
-            return default
-        if isinstance(default, bool):
-            ok, want = isinstance(v, bool), "true or false"
-        elif isinstance(default, int):
-            ok, want = isinstance(v, int) and not isinstance(v, bool), "an integer"
-        elif isinstance(default, list):
-            ok, want = isinstance(v, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in v), \
-                "a list of integers"
-        elif isinstance(default, str):
-            ok, want = isinstance(v, str), "a string"
-        else:
-            ok, want = True, ""
-        if not ok:
-            raise CatalogError(path, key, f"wrong type {type(v).__name__} (expected {want})")
-        return v
-
-    d = req("hidden_size")
-    n_layers = req("num_hidden_layers")
-    H = req("num_attention_heads")
+def _hf_common_fields(f: _HfFields, name) -> dict:
+    """The fields every HF architecture gives: layers, widths, heads, vocabulary, context, dtypes."""
+    cfg, path, mt = f.cfg, f.path, f.mt
+    d = f.req("hidden_size")
+    n_layers = f.req("num_hidden_layers")
+    H = f.req("num_attention_heads")
     if H < 1:
         raise CatalogError(path, "num_attention_heads", f"{H} is not a positive integer")
     kw = dict(
@@ -728,123 +741,159 @@ def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None
         model_type=mt,
         n_layers=n_layers,
         d_model=d,
-        vocab_size=req("vocab_size"),
+        vocab_size=f.req("vocab_size"),
         n_heads=H,
-        n_kv_heads=int(opt("num_key_value_heads", H)),
-        head_dim=int(opt("head_dim", d // H)),
-        max_context=int(opt("max_position_embeddings", 0)),
-        tie_embeddings=bool(opt("tie_word_embeddings", mt.startswith("gemma"))),
+        n_kv_heads=int(f.opt("num_key_value_heads", H)),
+        head_dim=int(f.opt("head_dim", d // H)),
+        max_context=int(f.opt("max_position_embeddings", 0)),
+        tie_embeddings=bool(f.opt("tie_word_embeddings", mt.startswith("gemma"))),
         path=str(path),
         description=f"from {Path(str(path)).name} ({', '.join(_arch_names(cfg.get('architectures')) or [mt])})",
     )
     tdt = _TORCH_DTYPES.get(str(cfg.get("torch_dtype", "bfloat16")), "bf16")
     kw["native_dtype"] = tdt
     kw["kv_dtype"] = "bf16" if tdt == "fp32" else tdt
+    return kw
 
-    if mt in ("llama", "mistral", "qwen2", "qwen3", "mixtral"):
-        kw["attention_bias"] = bool(opt("attention_bias", mt == "qwen2"))
-        kw["qk_norm"] = mt == "qwen3"
-        if mt == "mixtral":
-            kw["n_experts"] = req("num_local_experts")
-            kw["experts_per_token"] = req("num_experts_per_tok")
-            kw["moe_d_ff"] = req("intermediate_size")
-        else:
-            kw["d_ff"] = req("intermediate_size")
-        sw = cfg.get("sliding_window")
-        use_sw = cfg.get("use_sliding_window", mt in ("mistral", "mixtral"))
-        if sw and use_sw:
-            kw["sliding_window"] = req("sliding_window")
-            kw["layer_types"] = ("sliding",) * n_layers
-    elif mt == "qwen3_moe":
-        kw["qk_norm"] = True
-        kw["attention_bias"] = bool(opt("attention_bias", False))
-        kw["n_experts"] = req("num_experts")
-        kw["experts_per_token"] = req("num_experts_per_tok")
-        kw["moe_d_ff"] = req("moe_intermediate_size")
-        step = int(opt("decoder_sparse_step", 1))
-        if step < 1:
-            raise CatalogError(path, "decoder_sparse_step", f"{step} is not a positive integer")
-        only = set(opt("mlp_only_layers", []))
-        ids = tuple(i for i in range(n_layers) if i not in only and (i + 1) % step == 0)
-        if len(ids) != n_layers:
-            kw["moe_layer_ids"] = ids
-            kw["d_ff"] = req("intermediate_size")
-    elif mt in ("deepseek_v3", "deepseek_v32", "kimi_k2"):
-        kw["attention"] = "mla"
-        kw["q_lora_rank"] = int(opt("q_lora_rank", 0))
-        for k in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
-            kw[k] = req(k)
-        kw["head_dim"] = kw["qk_nope_head_dim"] + kw["qk_rope_head_dim"]
-        kw["n_kv_heads"] = H
-        _deepseek_moe_fields(kw, req, opt)
-        kw["moe_layer_freq"] = int(opt("moe_layer_freq", 1))
-        kw["router_bias"] = opt("topk_method", "") == "noaux_tc"  # e_score_correction_bias
-        if mt == "deepseek_v32" or "index_topk" in cfg:
-            kw["index_topk"] = req("index_topk")
-            kw["index_n_heads"] = req("index_n_heads")
-            kw["index_head_dim"] = req("index_head_dim")
-    elif mt == "gpt_oss":
-        kw["attention_bias"] = bool(opt("attention_bias", True))
-        kw["attention_sinks"] = True
-        kw["n_experts"] = req("num_local_experts")
-        kw["experts_per_token"] = req("num_experts_per_tok") if cfg.get("num_experts_per_tok") is not None \
-            else req("experts_per_token")
-        kw["moe_d_ff"] = req("intermediate_size")
-        kw["expert_bias"] = True
-        kw["router_bias"] = True
-        kw["active_counts_embedding"] = False  # OpenAI's 5.1B / 3.6B exclude the embedding table
-        kw["sliding_window"] = req("sliding_window")
-        types = cfg.get("layer_types") or [("sliding" if i % 2 == 0 else "full") for i in range(n_layers)]
-        kw["layer_types"] = _hf_types(types, n_layers, path)
-    elif mt in ("llama4", "llama4_text"):
-        # Llama 4 (HF Llama4TextConfig): MoE every interleave_moe_layer_step-th layer (or moe_layers), one shared
-        # expert of the routed width, dense layers of intermediate_size_mlp; RoPE layers use chunked attention
-        # (attention_chunk_size tokens: held like a sliding window of that size), NoPE layers attend globally.
-        kw["attention_bias"] = bool(opt("attention_bias", False))
-        kw["n_experts"] = req("num_local_experts")
-        kw["experts_per_token"] = req("num_experts_per_tok")
-        kw["moe_d_ff"] = req("intermediate_size")
-        kw["n_shared_experts"] = 1
-        step = int(opt("interleave_moe_layer_step", 1))
-        if step < 1:
-            raise CatalogError(path, "interleave_moe_layer_step", f"{step} is not a positive integer")
-        ids = cfg.get("moe_layers")
-        ids = tuple(ids) if ids is not None else tuple(range(step - 1, n_layers, step))
-        if any(i >= n_layers for i in ids):
-            raise CatalogError(path, "moe_layers", f"a layer index is not below num_hidden_layers ({n_layers})")
-        if len(ids) != n_layers:
-            kw["moe_layer_ids"] = ids
-            kw["d_ff"] = req("intermediate_size_mlp")
-        chunk = cfg.get("attention_chunk_size")
-        if chunk:
-            rope = cfg.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(n_layers)]
-            if len(rope) != n_layers:
-                raise CatalogError(path, "no_rope_layers", f"expected a list of {n_layers} entries")
-            kw["sliding_window"] = req("attention_chunk_size")
-            kw["layer_types"] = tuple("sliding" if r else "full" for r in rope)
-    elif mt == "glm4_moe":
-        # GLM-4.5 (HF Glm4MoeConfig): GQA with biases and optional QK norm, DeepSeek-style MoE (first_k_dense_replace
-        # dense layers, shared experts, e_score_correction_bias), MTP layers not counted.
-        kw["attention_bias"] = bool(opt("attention_bias", False))
-        kw["qk_norm"] = bool(opt("use_qk_norm", False))
-        _deepseek_moe_fields(kw, req, opt)
-        kw["router_bias"] = True
-    elif mt in ("gemma2", "gemma3", "gemma3_text"):
-        kw["norms_per_layer"] = 4
-        kw["d_ff"] = req("intermediate_size")
-        kw["attention_bias"] = bool(opt("attention_bias", False))
-        kw["qk_norm"] = mt != "gemma2"
-        kw["sliding_window"] = int(req("sliding_window"))
-        if cfg.get("layer_types"):
-            kw["layer_types"] = _hf_types(cfg["layer_types"], n_layers, path)
-        elif mt == "gemma2":  # HF Gemma2: layer i is sliding when i is even
-            kw["layer_types"] = tuple("sliding" if i % 2 == 0 else "full" for i in range(n_layers))
-        else:  # gemma3: every sliding_window_pattern-th layer is global
-            pat = int(opt("sliding_window_pattern", 6))
-            if pat < 1:
-                raise CatalogError(path, "sliding_window_pattern", f"{pat} is not a positive integer")
-            kw["layer_types"] = tuple("full" if (i + 1) % pat == 0 else "sliding" for i in range(n_layers))
 
+def _hf_llama(kw: dict, f: _HfFields) -> None:
+    """Llama, Mistral, Qwen2/3 (dense GQA) and Mixtral (every layer MoE); Mistral's sliding window."""
+    mt, cfg = f.mt, f.cfg
+    kw["attention_bias"] = bool(f.opt("attention_bias", mt == "qwen2"))
+    kw["qk_norm"] = mt == "qwen3"
+    if mt == "mixtral":
+        kw["n_experts"] = f.req("num_local_experts")
+        kw["experts_per_token"] = f.req("num_experts_per_tok")
+        kw["moe_d_ff"] = f.req("intermediate_size")
+    else:
+        kw["d_ff"] = f.req("intermediate_size")
+    sw = cfg.get("sliding_window")
+    use_sw = cfg.get("use_sliding_window", mt in ("mistral", "mixtral"))
+    if sw and use_sw:
+        kw["sliding_window"] = f.req("sliding_window")
+        kw["layer_types"] = ("sliding",) * kw["n_layers"]
+
+
+def _hf_qwen3_moe(kw: dict, f: _HfFields) -> None:
+    """Qwen3 MoE: QK norm; MoE every decoder_sparse_step-th layer except mlp_only_layers (dense)."""
+    n_layers = kw["n_layers"]
+    kw["qk_norm"] = True
+    kw["attention_bias"] = bool(f.opt("attention_bias", False))
+    kw["n_experts"] = f.req("num_experts")
+    kw["experts_per_token"] = f.req("num_experts_per_tok")
+    kw["moe_d_ff"] = f.req("moe_intermediate_size")
+    step = int(f.opt("decoder_sparse_step", 1))
+    if step < 1:
+        raise CatalogError(f.path, "decoder_sparse_step", f"{step} is not a positive integer")
+    only = set(f.opt("mlp_only_layers", []))
+    ids = tuple(i for i in range(n_layers) if i not in only and (i + 1) % step == 0)
+    if len(ids) != n_layers:
+        kw["moe_layer_ids"] = ids
+        kw["d_ff"] = f.req("intermediate_size")
+
+
+def _hf_deepseek(kw: dict, f: _HfFields) -> None:
+    """DeepSeek-V3/V3.2 and Kimi K2: MLA (low-rank KV latent), DeepSeek MoE, V3.2's sparse-attention indexer."""
+    kw["attention"] = "mla"
+    kw["q_lora_rank"] = int(f.opt("q_lora_rank", 0))
+    for k in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+        kw[k] = f.req(k)
+    kw["head_dim"] = kw["qk_nope_head_dim"] + kw["qk_rope_head_dim"]
+    kw["n_kv_heads"] = kw["n_heads"]
+    _deepseek_moe_fields(kw, f.req, f.opt)
+    kw["moe_layer_freq"] = int(f.opt("moe_layer_freq", 1))
+    kw["router_bias"] = f.opt("topk_method", "") == "noaux_tc"  # e_score_correction_bias
+    if f.mt == "deepseek_v32" or "index_topk" in f.cfg:
+        kw["index_topk"] = f.req("index_topk")
+        kw["index_n_heads"] = f.req("index_n_heads")
+        kw["index_head_dim"] = f.req("index_head_dim")
+
+
+def _hf_gpt_oss(kw: dict, f: _HfFields) -> None:
+    """gpt-oss: biased attention with sinks, MoE in every layer, alternating sliding and full layers."""
+    n_layers, cfg = kw["n_layers"], f.cfg
+    kw["attention_bias"] = bool(f.opt("attention_bias", True))
+    kw["attention_sinks"] = True
+    kw["n_experts"] = f.req("num_local_experts")
+    kw["experts_per_token"] = f.req("num_experts_per_tok") if cfg.get("num_experts_per_tok") is not None \
+        else f.req("experts_per_token")
+    kw["moe_d_ff"] = f.req("intermediate_size")
+    kw["expert_bias"] = True
+    kw["router_bias"] = True
+    kw["active_counts_embedding"] = False  # OpenAI's 5.1B / 3.6B exclude the embedding table
+    kw["sliding_window"] = f.req("sliding_window")
+    types = cfg.get("layer_types") or [("sliding" if i % 2 == 0 else "full") for i in range(n_layers)]
+    kw["layer_types"] = _hf_types(types, n_layers, f.path)
+
+
+def _hf_llama4(kw: dict, f: _HfFields) -> None:
+    """Llama 4 (HF Llama4TextConfig): MoE every interleave_moe_layer_step-th layer (or moe_layers), one shared
+    expert of the routed width, dense layers of intermediate_size_mlp; RoPE layers use chunked attention
+    (attention_chunk_size tokens: held like a sliding window of that size), NoPE layers attend globally."""
+    n_layers, cfg, path = kw["n_layers"], f.cfg, f.path
+    kw["attention_bias"] = bool(f.opt("attention_bias", False))
+    kw["n_experts"] = f.req("num_local_experts")
+    kw["experts_per_token"] = f.req("num_experts_per_tok")
+    kw["moe_d_ff"] = f.req("intermediate_size")
+    kw["n_shared_experts"] = 1
+    step = int(f.opt("interleave_moe_layer_step", 1))
+    if step < 1:
+        raise CatalogError(path, "interleave_moe_layer_step", f"{step} is not a positive integer")
+    ids = cfg.get("moe_layers")
+    ids = tuple(ids) if ids is not None else tuple(range(step - 1, n_layers, step))
+    if any(i >= n_layers for i in ids):
+        raise CatalogError(path, "moe_layers", f"a layer index is not below num_hidden_layers ({n_layers})")
+    if len(ids) != n_layers:
+        kw["moe_layer_ids"] = ids
+        kw["d_ff"] = f.req("intermediate_size_mlp")
+    chunk = cfg.get("attention_chunk_size")
+    if chunk:
+        rope = cfg.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(n_layers)]
+        if len(rope) != n_layers:
+            raise CatalogError(path, "no_rope_layers", f"expected a list of {n_layers} entries")
+        kw["sliding_window"] = f.req("attention_chunk_size")
+        kw["layer_types"] = tuple("sliding" if r else "full" for r in rope)
+
+
+def _hf_glm4_moe(kw: dict, f: _HfFields) -> None:
+    """GLM-4.5 (HF Glm4MoeConfig): GQA with biases and optional QK norm, DeepSeek-style MoE (first_k_dense_replace
+    dense layers, shared experts, e_score_correction_bias), MTP layers not counted."""
+    kw["attention_bias"] = bool(f.opt("attention_bias", False))
+    kw["qk_norm"] = bool(f.opt("use_qk_norm", False))
+    _deepseek_moe_fields(kw, f.req, f.opt)
+    kw["router_bias"] = True
+
+
+def _hf_gemma(kw: dict, f: _HfFields) -> None:
+    """Gemma 2/3: four norms a layer, QK norm (3), sliding layers — Gemma 2's every other, Gemma 3's all but every
+    sliding_window_pattern-th — unless layer_types lists them."""
+    n_layers, cfg, mt = kw["n_layers"], f.cfg, f.mt
+    kw["norms_per_layer"] = 4
+    kw["d_ff"] = f.req("intermediate_size")
+    kw["attention_bias"] = bool(f.opt("attention_bias", False))
+    kw["qk_norm"] = mt != "gemma2"
+    kw["sliding_window"] = int(f.req("sliding_window"))
+    if cfg.get("layer_types"):
+        kw["layer_types"] = _hf_types(cfg["layer_types"], n_layers, f.path)
+    elif mt == "gemma2":  # HF Gemma2: layer i is sliding when i is even
+        kw["layer_types"] = tuple("sliding" if i % 2 == 0 else "full" for i in range(n_layers))
+    else:  # gemma3: every sliding_window_pattern-th layer is global
+        pat = int(f.opt("sliding_window_pattern", 6))
+        if pat < 1:
+            raise CatalogError(f.path, "sliding_window_pattern", f"{pat} is not a positive integer")
+        kw["layer_types"] = tuple("full" if (i + 1) % pat == 0 else "sliding" for i in range(n_layers))
+
+
+#: The reader of each HF model_type's own fields.
+_HF_FAMILY = {"llama": _hf_llama, "mistral": _hf_llama, "qwen2": _hf_llama, "qwen3": _hf_llama,
+              "mixtral": _hf_llama, "qwen3_moe": _hf_qwen3_moe, "deepseek_v3": _hf_deepseek,
+              "deepseek_v32": _hf_deepseek, "kimi_k2": _hf_deepseek, "gpt_oss": _hf_gpt_oss, "llama4": _hf_llama4,
+              "llama4_text": _hf_llama4, "glm4_moe": _hf_glm4_moe, "gemma2": _hf_gemma, "gemma3": _hf_gemma,
+              "gemma3_text": _hf_gemma}
+
+
+def _hf_quantization(kw: dict, cfg: dict, path) -> None:
+    """The checkpoint's quantization_config: fp8 (DeepSeek/Kimi) or mxfp4 (gpt-oss) weights; others refused."""
     q = cfg.get("quantization_config") or {}
     if not isinstance(q, dict):
         raise CatalogError(path, "quantization_config", f"wrong type {type(q).__name__} (expected a JSON object)")
@@ -861,6 +910,15 @@ def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None
     elif method:
         raise CatalogError(path, "quantization_config.quant_method",
                            f"unsupported {method!r} (accepted: fp8, mxfp4, or none)")
+
+
+def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None) -> ModelSpec:
+    """A ModelSpec from a HuggingFace ``config.json`` dict (see HF_MODEL_TYPES)."""
+    cfg, mt = _hf_language_config(cfg, path)
+    f = _HfFields(cfg, path, mt)
+    kw = _hf_common_fields(f, name)
+    _HF_FAMILY[mt](kw, f)
+    _hf_quantization(kw, cfg, path)
     return _validate(ModelSpec(**kw), str(path))
 
 
