@@ -161,10 +161,12 @@ def _kv_shards(model) -> int:
 
 
 def _expected_experts_hit(n_experts, k, tokens):
+    """Distinct experts ``tokens`` tokens hit (``roofline.expected_experts_hit``), as a float array."""
     return np.asarray(expected_experts_hit(n_experts, k, np.asarray(tokens, dtype=float)), dtype=float)
 
 
 def _kv_step_bytes_per_seq(model, context, pass_len, kv_dtype) -> float:
+    """KV bytes one sequence's step reads at ``context`` (``roofline.kv_step_bytes`` at batch 1)."""
     return float(np.asarray(kv_step_bytes(model, 1, context, pass_len, kv_dtype)))
 
 
