@@ -472,8 +472,8 @@ def evaluate(mn: ModelNumbers, hw: HwNumbers, *, tp, ep, pp, micro_batch, attent
              adp_imbalance=None, weight_layout="1d") -> LayoutArrays:
     """Evaluate layouts (arrays broadcast together): memory per chip, communication and step time.
 
-    Its keywords are a layout's degrees (a :func:`layout_grid` dict is passed as ``**grid``) and the costing
-    options serve, plan and the search set one by one, hence more than twelve.
+    More than twelve parameters: its keywords are a layout's degrees (a ``search.layout_grid`` dict is passed as
+    ``**grid``) and the costing options serve, plan and the search set one by one.
 
     ``micro_batch`` b is sequences per micro-batch per replica; ``pp`` micro-batches are in flight,
     so a replica serves B = P·b sequences (lecture 01:03:37). ``chips`` (default: one replica,
