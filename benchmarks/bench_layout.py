@@ -29,7 +29,9 @@ def main() -> None:
     ap.add_argument("--context", type=float, default=8192)
     args = ap.parse_args()
 
-    from rackmath.engine.layout import HwNumbers, ModelNumbers, evaluate, layout_grid, search_layouts
+    from rackmath.engine.layout import evaluate
+    from rackmath.engine.numbers import HwNumbers, ModelNumbers
+    from rackmath.engine.search import layout_grid, search_layouts
     from rackmath.specs.hardware import load_hardware
     from rackmath.specs.models import load_model
 

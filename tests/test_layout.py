@@ -1,4 +1,4 @@
-"""Deployments, memory per chip, communication and the layout search (engine/layout.py)."""
+"""Deployments, memory per chip, communication and the layout search (engine/layout.py, deployment.py, search.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackmath.engine.layout import (Deployment, HwNumbers, ModelNumbers, evaluate, pareto_front, scaleout_share,
-                                    search_layouts)
+from rackmath.engine.comms import scaleout_share
+from rackmath.engine.deployment import Deployment
+from rackmath.engine.layout import evaluate
+from rackmath.engine.numbers import HwNumbers, ModelNumbers
+from rackmath.engine.search import pareto_front, search_layouts
 from rackmath.errors import InputError
 from rackmath.specs.hardware import load_hardware
 from rackmath.specs.models import load_model

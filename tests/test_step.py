@@ -37,7 +37,8 @@ def test_collectives_that_leave_the_scale_up_domain_pay_the_scale_out_latency():
     all-reduces of every layer across the scale-out network; TP 8 sends none."""
     from dataclasses import replace
 
-    from rackmath.engine.layout import HwNumbers, ModelNumbers, evaluate
+    from rackmath.engine.layout import evaluate
+    from rackmath.engine.numbers import HwNumbers, ModelNumbers
     from rackmath.specs.hardware import load_hardware
     from rackmath.specs.models import load_model
 

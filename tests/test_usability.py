@@ -303,7 +303,8 @@ def test_the_layout_chooser_splits_heads_and_experts_evenly():
 
 
 def test_every_searched_layout_divides_heads_kv_heads_and_expert_width():
-    from rackmath.engine.layout import ModelNumbers, layout_grid
+    from rackmath.engine.numbers import ModelNumbers
+    from rackmath.engine.search import layout_grid
 
     for name, chips, S in (("deepseek-v3", 72, 72), ("llama-3.1-70b", 72, 72), ("qwen3-235b-a22b", 48, 8)):
         model = load_model(name)

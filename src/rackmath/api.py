@@ -188,8 +188,8 @@ def train(model, hardware="hgx-h100", *, gpus=None, chips=None, tokens, seq_len=
 def layout(model, hardware, *, gpus=None, chips=None, context=8192, batch=None, efficiency=None, ideal=False,
            usd_per_gpu_hour=None, **kw):
     """Every valid layout on ``gpus`` chips and the Pareto frontier of $/Mtok vs tokens/s per user
-    (``rackmath layout``). Default: the ideal roofline. Returns an ``engine.layout.SearchResult``."""
-    from .engine.layout import search_layouts
+    (``rackmath layout``). Default: the ideal roofline. Returns an ``engine.search.SearchResult``."""
+    from .engine.search import search_layouts
     from .errors import InputError
 
     n = _gpus(gpus, chips)

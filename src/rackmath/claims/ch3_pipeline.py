@@ -6,7 +6,8 @@ import numpy as np
 
 from ..analyses.lecture import pipeline as pl
 from ..analyses.lecture import racks as ra
-from ..engine.layout import Deployment, search_layouts
+from ..engine.deployment import Deployment
+from ..engine.search import search_layouts
 from ..explain import Derivation, fmt
 from ..specs.hardware import load_hardware
 from ..specs.models import load_model

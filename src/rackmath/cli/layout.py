@@ -45,7 +45,7 @@ def _search(model, hardware, chips, context, batch, max_pp, weights_dtype, kv_dt
     """engine.layout.search_layouts with the option strings of `layout` and `plot pareto` parsed (one parameter per
     option they forward)."""
     from .. import units
-    from ..engine.layout import search_layouts
+    from ..engine.search import search_layouts
     from .common import efficiency_for, parse_range, priced
 
     efficiency = efficiency_for(hardware, efficiency, ideal, default="ideal")
@@ -67,7 +67,7 @@ def _search(model, hardware, chips, context, batch, max_pp, weights_dtype, kv_dt
 
 def _weight_layouts(text) -> tuple:
     """--weight-layout: a comma list of 1d, 2d, gathered, or all (checked by the layout search)."""
-    from ..engine.layout import WEIGHT_LAYOUTS
+    from ..specs.records import WEIGHT_LAYOUTS
 
     parts = [p.strip().lower() for p in str(text or "1d").split(",") if p.strip()] or ["1d"]
     return tuple(WEIGHT_LAYOUTS) if parts == ["all"] else tuple(dict.fromkeys(parts))
@@ -166,7 +166,7 @@ def memory_cmd(
     """Memory per chip (c_mem): weights ÷ (EP·TP·PP) + KV in flight + workspace; fit, largest batch and context.
     \f
     One parameter per option (typer reads the command's options from its signature)."""
-    from ..engine.layout import Deployment
+    from ..engine.deployment import Deployment
     from ..specs.models import load_model
     from .common import human, print_derivation, print_json, table
 

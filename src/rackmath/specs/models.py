@@ -1,467 +1,25 @@
-"""Model specs: parameter counts, KV-cache bytes and FLOPs per token from architecture facts.
+"""The model catalog: :class:`~rackmath.specs.model_spec.ModelSpec` entries from catalog TOML and HuggingFace
+``config.json`` files, validated, and the public loader :func:`load_model`.
 
-A :class:`ModelSpec` holds the architecture (the same field names in catalog TOML),
-and derives everything the engine needs. Every ``context``-dependent member is
-vectorized: pass a numpy array of 10^6 contexts and get an array back (loops are over
-layer *types*, never over elements).
-
-Sources of the built-in entries are in ``specs/data/models/*.toml`` ([model.sources]);
-HuggingFace ``config.json`` files are read by :func:`from_hf_config`. The formulas and
-the conventions (what "active" counts, MTP modules excluded, the DSA indexer cache in
-fp8) are documented in ``docs/models.md``.
-
-Conventions
------------
-* **Total params** = every stored weight of the main model (embedding, LM head unless
-  tied, attention incl. norms/biases/sinks/DSA indexer, FFNs, all experts, routers,
-  norms). DeepSeek's multi-token-prediction module (``mtp_layers``, 14B in V3) is
-  *not* counted: DeepSeek's 671B excludes it (the HF checkpoint's 685B includes it).
-* **Active params** = params used per token: everything except the routed experts not
-  selected (k of E per MoE layer). Publishers differ on the input embedding table:
-  DeepSeek (37B), Qwen3 (22B, 3.3B), Mixtral (12.9B), Kimi K2 (32.6B) include it;
-  OpenAI's gpt-oss (5.1B, 3.6B) excludes it (its model card counts the unembedding
-  only). ``active_counts_embedding`` records the publisher's choice so that
-  ``active_params`` matches the published figure.
-* ``matmul_flops_per_token`` = 2 × (params used in matmuls per token) = 2 × (active
-  params − input embedding table, when counted), the LM head included even when tied.
+The spec itself (parameter counts, KV-cache bytes and FLOPs per token from architecture facts, and its conventions)
+is ``specs/model_spec.py``; sources of the built-in entries are in ``specs/data/models/*.toml`` ([model.sources]);
+HuggingFace ``config.json`` files are read by :func:`from_hf_config`. ``docs/models.md`` documents the formulas.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass, field, fields, replace
-from functools import cached_property, lru_cache
+from dataclasses import fields, replace
+from functools import lru_cache
 from pathlib import Path
 
 from .. import units
 from ..errors import CatalogError, InputError
 from .catalog import Entry, Index, build_index, register_cache
+from .model_spec import _COMPONENTS, ModelSpec
 from .schema import check_hf_config, register_dataclass
 
 __all__ = ["ModelSpec", "load_model", "models", "from_hf_config", "model_from_entry"]
-
-# --------------------------------------------------------------------------------------
-# The spec
-# --------------------------------------------------------------------------------------
-
-_COMPONENTS = ("embedding", "lm_head", "attention", "norms", "dense_ffn", "shared_experts", "routed_experts", "router")
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """A transformer's architecture, with the derived quantities the engine needs.
-
-    Attention: ``attention = "gqa"`` covers MHA (n_kv_heads = n_heads), GQA and MQA
-    (n_kv_heads = 1); ``"mla"`` is DeepSeek's multi-head latent attention
-    (q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim).
-    ``layer_types`` lists "full"/"sliding" per layer (empty = all full); sliding layers
-    hold ``sliding_window`` tokens. ``kv_share`` layers share one KV cache (1 = none).
-    ``index_topk`` > 0 turns on DeepSeek sparse attention (DSA) with its indexer.
-    MoE: ``n_experts`` routed experts of width ``moe_d_ff``, ``experts_per_token``
-    selected, ``n_shared_experts`` always on; layers ``i >= first_k_dense`` with
-    ``i % moe_layer_freq == 0`` are MoE (or the explicit ``moe_layer_ids``).
-    """
-
-    name: str
-    model_type: str
-    n_layers: int
-    d_model: int
-    vocab_size: int
-    n_heads: int
-    n_kv_heads: int
-    head_dim: int
-    d_ff: int = 0  # dense FFN width (dense layers)
-    ffn_matrices: int = 3  # 3 for gated (SwiGLU/GeGLU), 2 for a plain MLP
-    # attention
-    attention: str = "gqa"  # "gqa" (MHA/GQA/MQA) or "mla"
-    q_lora_rank: int = 0
-    kv_lora_rank: int = 0
-    qk_nope_head_dim: int = 0
-    qk_rope_head_dim: int = 0
-    v_head_dim: int = 0
-    attention_bias: bool = False
-    attention_sinks: bool = False
-    qk_norm: bool = False
-    norms_per_layer: int = 2
-    layer_types: tuple = ()  # per layer: "full" | "sliding"; () = all full
-    sliding_window: int = 0
-    kv_share: int = 1  # layers sharing one KV cache (Character.AI / lecture R37)
-    # DeepSeek sparse attention (V3.2)
-    index_topk: int = 0
-    index_n_heads: int = 0
-    index_head_dim: int = 0
-    index_dtype: str = "fp8"
-    # MoE
-    n_experts: int = 0
-    experts_per_token: int = 0
-    n_shared_experts: int = 0
-    moe_d_ff: int = 0
-    first_k_dense: int = 0
-    moe_layer_freq: int = 1
-    moe_layer_ids: tuple = ()  # explicit MoE layer indices (overrides first_k_dense / freq)
-    expert_bias: bool = False
-    router_bias: bool = False
-    # misc
-    tie_embeddings: bool = False
-    parallel_block: bool = False
-    native_dtype: str = "bf16"
-    component_dtypes: dict = field(default_factory=dict, compare=False, hash=False)
-    kv_dtype: str = "bf16"  # KV dtype used when a kv_dtype argument is None
-    active_counts_embedding: bool = True
-    mtp_layers: int = 0  # multi-token-prediction modules, not counted
-    max_context: int = 0
-    description: str = ""
-    aliases: tuple = ()
-    status: str = "published"  # or "hypothetical"
-    notes: str = ""
-    sources: dict = field(default_factory=dict, compare=False, hash=False)
-    path: str = field(default="", compare=False)
-
-    # ---------------------------------------------------------------- layout helpers
-    @cached_property
-    def moe_mask(self) -> tuple:
-        """Per layer: True where the FFN is a MoE block."""
-        if not self.n_experts:
-            return (False,) * self.n_layers
-        if self.moe_layer_ids:
-            ids = set(self.moe_layer_ids)
-            return tuple(i in ids for i in range(self.n_layers))
-        return tuple(i >= self.first_k_dense and i % self.moe_layer_freq == 0 for i in range(self.n_layers))
-
-    @property
-    def n_moe_layers(self) -> int:
-        return sum(self.moe_mask)
-
-    @property
-    def n_dense_layers(self) -> int:
-        return self.n_layers - self.n_moe_layers
-
-    @property
-    def sparse_attention(self) -> bool:
-        """DeepSeek sparse attention (DSA): a lightning indexer picks ``index_topk`` tokens per query."""
-        return self.index_topk > 0
-
-    @cached_property
-    def window_groups(self) -> tuple:
-        """((window or 0 for full, n_layers, n_unique_kv_caches), …): one entry per layer type."""
-        types = self.layer_types or ("full",) * self.n_layers
-        out = []
-        for t in ("full", "sliding"):
-            n = sum(1 for x in types if x == t)
-            if n:
-                w = 0 if t == "full" else self.sliding_window
-                out.append((w, n, math.ceil(n / self.kv_share)))
-        return tuple(out)
-
-    @property
-    def n_kv_caches(self) -> int:
-        """Distinct per-layer KV caches (layers / kv_share, per layer type)."""
-        return sum(u for _, _, u in self.window_groups)
-
-    # ---------------------------------------------------------------- parameters
-    @cached_property
-    def param_breakdown(self) -> dict:
-        """Stored parameters by component (floats)."""
-        d, L = self.d_model, self.n_layers
-        p = dict.fromkeys(_COMPONENTS, 0.0)
-        p["embedding"] = float(self.vocab_size * d)
-        p["lm_head"] = 0.0 if self.tie_embeddings else float(self.vocab_size * d)
-        p["attention"] = float(self._attention_params())
-        p["norms"] = float(L * self.norms_per_layer * d + d + (L * 2 * self.head_dim if self.qk_norm else 0))
-        p["dense_ffn"] = float(self.n_dense_layers * self.ffn_matrices * d * self.d_ff)
-        nm = self.n_moe_layers
-        p["shared_experts"] = float(nm * self.n_shared_experts * self.expert_params)
-        p["routed_experts"] = float(nm * self.n_experts * self.expert_params)
-        p["router"] = float(nm * (d * self.n_experts + (self.n_experts if self.router_bias else 0)))
-        return p
-
-    @property
-    def expert_params(self) -> float:
-        """One expert of one MoE layer: ffn_matrices · d_model · moe_d_ff (+ biases)."""
-        d, f = self.d_model, self.moe_d_ff
-        bias = ((self.ffn_matrices - 1) * f + d) if self.expert_bias else 0
-        return float(self.ffn_matrices * d * f + bias)
-
-    def _attention_params(self) -> float:
-        """All layers' attention weights (projections, biases, sinks, LoRA norms, DSA indexer)."""
-        d, H = self.d_model, self.n_heads
-        if self.attention == "mla":
-            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
-            if self.q_lora_rank:
-                q = d * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * H * qk
-            else:
-                q = d * H * qk
-            kv = d * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank \
-                + self.kv_lora_rank * H * (self.qk_nope_head_dim + self.v_head_dim)
-            o = H * self.v_head_dim * d
-            per = q + kv + o
-            if self.index_topk:
-                qsrc = self.q_lora_rank or d
-                per += qsrc * self.index_n_heads * self.index_head_dim + d * self.index_head_dim \
-                    + 2 * self.index_head_dim + d * self.index_n_heads
-            return float(self.n_layers * per)
-        hd = self.head_dim
-        q_o = 2 * d * H * hd + ((H * hd + d) if self.attention_bias else 0) + (H if self.attention_sinks else 0)
-        kv = 2 * d * self.n_kv_heads * hd + (2 * self.n_kv_heads * hd if self.attention_bias else 0)
-        # With cross-layer sharing only the layers that write a KV cache own K/V projections.
-        return float(self.n_layers * q_o + self.n_kv_caches * kv)
-
-    @property
-    def total_params(self) -> float:
-        """All stored weights of the main model (MTP modules excluded)."""
-        return float(sum(self.param_breakdown.values()))
-
-    @property
-    def embedding_params(self) -> float:
-        """The input embedding table, vocab_size · d_model (a lookup: no FLOPs, not streamed)."""
-        return self.param_breakdown["embedding"]
-
-    @property
-    def active_params(self) -> float:
-        """Params per token, as the publisher counts them.
-
-        N_active = N_total − (E − k)/E · N_routed  [− N_embedding if the publisher excludes it].
-        """
-        p = self.param_breakdown
-        unused = p["routed_experts"] * (1 - self.experts_per_token / self.n_experts) if self.n_experts else 0.0
-        act = self.total_params - unused
-        if not self.active_counts_embedding:
-            act -= p["embedding"]
-        return float(act)
-
-    @property
-    def matmul_params(self) -> float:
-        """Params multiplied per token: active params without the input embedding table, LM head
-        included (a tied table is both the lookup and the LM-head matmul)."""
-        act = self.active_params - (self.embedding_params if self.active_counts_embedding else 0.0)
-        if self.tie_embeddings:
-            act += self.embedding_params
-        return float(act)
-
-    @property
-    def matmul_flops_per_token(self) -> float:
-        """F_mm = 2 · N_matmul: one multiply-add per weight used (lecture 00:00, "2 × active params").
-
-        N_matmul = N_active − N_embedding (when the publisher counts it), LM head included.
-        For MLA this is the un-absorbed projection count; the absorbed decode form
-        differs by < 1% of the total for DeepSeek-V3.
-        """
-        return 2.0 * self.matmul_params
-
-    # ---------------------------------------------------------------- weight bytes
-    def _dtype_of(self, component: str, dtype) -> float:
-        if dtype is not None:
-            return units.dtype_bytes(dtype, "weights_dtype")
-        return units.dtype_bytes(self.component_dtypes.get(component, self.native_dtype), "native_dtype")
-
-    def weight_bytes(self, dtype=None) -> float:
-        """All stored weights: Σ_components params × bytes/param (dtype None = the checkpoint's dtypes)."""
-        return float(sum(n * self._dtype_of(c, dtype) for c, n in self.param_breakdown.items()))
-
-    def dense_weight_bytes(self, dtype=None) -> float:
-        """Weights read every step whatever the routing: attention, norms, dense FFNs, shared
-        experts, routers and the LM head (the tied table when tied) — not the input embedding
-        lookup, not routed experts."""
-        p = self.param_breakdown
-        total = sum(p[c] * self._dtype_of(c, dtype)
-                    for c in ("attention", "norms", "dense_ffn", "shared_experts", "router", "lm_head"))
-        if self.tie_embeddings:
-            total += p["embedding"] * self._dtype_of("embedding", dtype)
-        return float(total)
-
-    def expert_weight_bytes(self, dtype=None) -> float:
-        """One routed expert of one MoE layer (0 for a dense model)."""
-        if not self.n_experts:
-            return 0.0
-        return float(self.expert_params * self._dtype_of("routed_experts", dtype))
-
-    # ---------------------------------------------------------------- KV cache
-    def _kv_dtype_bytes(self, kv_dtype) -> float:
-        return units.dtype_bytes(kv_dtype or self.kv_dtype, "kv_dtype")
-
-    @property
-    def kv_elements_per_layer(self) -> int:
-        """KV elements one token stores in one layer's cache.
-
-        GQA/MHA/MQA: 2 · n_kv_heads · head_dim (K and V). MLA: kv_lora_rank + qk_rope_head_dim
-        (the compressed latent plus the decoupled rope key; DeepSeek-V2 §2.1, V3 config).
-        """
-        if self.attention == "mla":
-            return self.kv_lora_rank + self.qk_rope_head_dim
-        return 2 * self.n_kv_heads * self.head_dim
-
-    @property
-    def index_bytes_per_layer(self) -> float:
-        """DSA indexer key bytes per token per layer: index_head_dim in ``index_dtype`` (fp8 in
-        DeepSeek's V3.2 inference code) plus one fp32 scale per 128-element block."""
-        if not self.index_topk:
-            return 0.0
-        return self.index_head_dim * units.dtype_bytes(self.index_dtype) + 4.0 * math.ceil(self.index_head_dim / 128)
-
-    def kv_cache_bytes(self, context, kv_dtype=None):
-        """KV bytes one sequence holds at ``context`` tokens.
-
-        M_KV(L) = Σ_layer-types U_t · e · b · min(L, W_t) + n_layers · b_idx · L, where U_t is the
-        number of distinct caches of that type (layers / kv_share), e = kv_elements_per_layer,
-        b the KV dtype's bytes, W_t the window (∞ for full attention) and b_idx the DSA
-        indexer's bytes per token per layer (0 without DSA). Lecture 00:00 / R37.
-        """
-        L = _context(context)
-        b = self._kv_dtype_bytes(kv_dtype)
-        e = self.kv_elements_per_layer
-        out = 0.0
-        for w, _n, u in self.window_groups:
-            out = out + u * e * b * (L if not w else _np().minimum(L, w))
-        if self.index_topk:
-            out = out + self.n_layers * self.index_bytes_per_layer * L
-        return _ret(out, L)
-
-    def kv_bytes_per_token(self, context=8192, kv_dtype=None):
-        """kv_cache_bytes(L) / L: bytes per token of context at context length L."""
-        L = _context(context)
-        np = _np()
-        if np.any(np.asarray(L) <= 0):
-            raise InputError("context", "must be > 0 for bytes per token", "a positive number of tokens")
-        return _ret(self.kv_cache_bytes(L, kv_dtype) / L, L)
-
-    def kv_read_bytes(self, context, kv_dtype=None):
-        """KV bytes one decode step reads for one sequence at ``context``.
-
-        Dense attention reads everything it holds (shared caches once, as the lecture assumes
-        in R37). DSA reads min(L, index_topk) latent entries per layer plus all L indexer keys:
-        R_KV(L) = n_layers · (e · b · min(L, k) + b_idx · L)  (DeepSeek-V3.2 tech report).
-        """
-        if not self.index_topk:
-            return self.kv_cache_bytes(context, kv_dtype)
-        L = _context(context)
-        b = self._kv_dtype_bytes(kv_dtype)
-        np = _np()
-        out = self.n_layers * (self.kv_elements_per_layer * b * np.minimum(L, self.index_topk)
-                               + self.index_bytes_per_layer * L)
-        return _ret(out, L)
-
-    # ---------------------------------------------------------------- attention FLOPs
-    @property
-    def attention_flops_per_attended_token(self) -> float:
-        """FLOPs per layer per (query token, attended token) pair.
-
-        GQA/MHA/MQA: 2 · n_heads · head_dim (QKᵀ) + 2 · n_heads · head_dim (AV).
-        MLA, absorbed form DeepSeek uses in decode (W_UK folded into q, W_UV into o):
-        2 · n_heads · (kv_lora_rank + qk_rope_head_dim) for scores + 2 · n_heads · kv_lora_rank
-        for values.
-        """
-        H = self.n_heads
-        if self.attention == "mla":
-            return 2.0 * H * (self.kv_lora_rank + self.qk_rope_head_dim) + 2.0 * H * self.kv_lora_rank
-        return 4.0 * H * self.head_dim
-
-    @property
-    def prefill_attention_flops_per_attended_token(self) -> float:
-        """FLOPs per layer per (query token, attended token) pair in a prefill pass.
-
-        MLA prefill runs un-absorbed, as multi-head attention on up-projected keys and values
-        (DeepSeek-V2 §2.1.2 absorbs W_UK / W_UV for decode only; vLLM's MLA backend and SGLang's
-        ``forward_normal`` compute prefill in this "MHA mode"): 2 · n_heads · (qk_nope + qk_rope) for
-        scores + 2 · n_heads · v_head_dim for values — 81,920 for DeepSeek-V3 against 278,528 absorbed.
-        MLA with DSA (DeepSeek-V3.2) runs its sparse attention in the absorbed "MQA mode" for prefill
-        too (V3.2 report §2.1), and every other attention is the same in both passes.
-        """
-        if self.attention == "mla" and not self.index_topk and self.qk_nope_head_dim and self.v_head_dim:
-            H = self.n_heads
-            return 2.0 * H * (self.qk_nope_head_dim + self.qk_rope_head_dim) + 2.0 * H * self.v_head_dim
-        return self.attention_flops_per_attended_token
-
-    def attention_flops_per_token(self, context, prefill=False):
-        """FLOPs for one token attending to ``context`` earlier tokens, all layers.
-
-        F_attn(L) = Σ_layer-types n_t · f · min(L, W_t) with f = attention_flops_per_attended_token
-        (every layer attends, shared caches or not; ``prefill``: f =
-        prefill_attention_flops_per_attended_token, MLA's un-absorbed form). With DSA the main
-        attention sees min(L, index_topk) tokens and the indexer scores all L: + n_layers · 2 ·
-        index_n_heads · index_head_dim · L (its ReLU/weighting adds O(index_n_heads · L), ignored).
-        """
-        L = _context(context)
-        np = _np()
-        f = self.prefill_attention_flops_per_attended_token if prefill else self.attention_flops_per_attended_token
-        if self.index_topk:
-            out = self.n_layers * (f * np.minimum(L, self.index_topk)
-                                   + 2.0 * self.index_n_heads * self.index_head_dim * L)
-            return _ret(out, L)
-        out = 0.0
-        for w, n, _u in self.window_groups:
-            out = out + n * f * (L if not w else np.minimum(L, w))
-        return _ret(out, L)
-
-    # ---------------------------------------------------------------- output
-    def describe(self, context=8192, kv_dtype=None) -> dict:
-        """Everything `model show --json` prints (plain floats)."""
-        kvdt = units.normalize_dtype(kv_dtype or self.kv_dtype, "kv_dtype")
-        L = float(context)
-        arch = {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in ("name", "description", "sources", "notes", "path", "aliases", "status")}
-        arch["layer_types"] = _compress_types(self.layer_types)
-        return {
-            "name": self.name,
-            "model_type": self.model_type,
-            "description": self.description,
-            "status": self.status,
-            "aliases": list(self.aliases),
-            "total_params": self.total_params,
-            "active_params": self.active_params,
-            "embedding_params": self.embedding_params,
-            "n_moe_layers": self.n_moe_layers,
-            "matmul_flops_per_token": self.matmul_flops_per_token,
-            "context": L,
-            "kv_dtype": kvdt,
-            "kv_bytes_per_token": float(self.kv_bytes_per_token(L, kvdt)),
-            "kv_cache_bytes": float(self.kv_cache_bytes(L, kvdt)),
-            "kv_read_bytes": float(self.kv_read_bytes(L, kvdt)),
-            "attention_flops_per_token": float(self.attention_flops_per_token(L)),
-            "weight_bytes": self.weight_bytes(),
-            "dense_weight_bytes": self.dense_weight_bytes(),
-            "expert_weight_bytes": self.expert_weight_bytes(),
-            "param_breakdown": dict(self.param_breakdown),
-            "architecture": arch,
-            "notes": self.notes,
-            "sources": dict(self.sources),
-            "path": self.path,
-        }
-
-
-def _np():
-    import numpy
-
-    return numpy
-
-
-def _context(context):
-    """Validate a context (scalar or array): finite and ≥ 0 tokens; returns a float or float array."""
-    np = _np()
-    arr = np.asarray(context, dtype=float)
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        bad = arr[~np.isfinite(arr) | (arr < 0)].flat[0] if arr.ndim else arr
-        raise InputError("context", f"{float(bad)!r} is not a non-negative finite number of tokens",
-                         "a number of tokens ≥ 0, such as 8192 or '128K'")
-    return arr if arr.ndim else float(arr)
-
-
-def _ret(value, like):
-    np = _np()
-    if np.ndim(like) == 0:
-        return float(value)
-    return np.broadcast_to(np.asarray(value, dtype=float), np.shape(like)).astype(float)
-
-
-def _compress_types(types: tuple):
-    """Show a repeating layer_types list as its pattern."""
-    if not types:
-        return []
-    for p in range(1, len(types) + 1):
-        if len(types) % p == 0 and tuple(types[:p]) * (len(types) // p) == tuple(types):
-            return {"pattern": list(types[:p]), "repeats": len(types) // p} if p < len(types) else list(types)
-    return list(types)
-
 
 # --------------------------------------------------------------------------------------
 # Catalog TOML
@@ -659,15 +217,53 @@ def _deepseek_moe_fields(kw: dict, req, opt) -> None:
     kw["mtp_layers"] = int(opt("num_nextn_predict_layers", 0))
 
 
-def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None) -> ModelSpec:
-    """A ModelSpec from a HuggingFace ``config.json`` dict (see HF_MODEL_TYPES)."""
+class _HfFields:
+    """Typed reads of one HF config's keys: ``req`` (present, of the type, at least ``lo``) and ``opt`` (a default
+    when absent, else of the default's type); each failure is a CatalogError naming the key."""
 
+    def __init__(self, cfg: dict, path, mt: str):
+        self.cfg, self.path, self.mt = cfg, path, mt
+
+    def req(self, key, types=(int,), lo=1):
+        cfg, path, mt = self.cfg, self.path, self.mt
+        if key not in cfg or cfg[key] is None:
+            raise CatalogError(path, key, f"missing (required for model_type {mt!r})")
+        v = cfg[key]
+        if not isinstance(v, types) or isinstance(v, bool):
+            raise CatalogError(path, key, f"wrong type {type(v).__name__} (expected "
+                                            + ("an integer)" if types == (int,) else "a number)"))
+        if lo is not None and v < lo:
+            raise CatalogError(path, key, f"{v} is below {lo} (required for model_type {mt!r})")
+        return v
+
+    def opt(self, key, default):
+        v = self.cfg.get(key)
+        if v is None:
+            return default
+        if isinstance(default, bool):
+            ok, want = isinstance(v, bool), "true or false"
+        elif isinstance(default, int):
+            ok, want = isinstance(v, int) and not isinstance(v, bool), "an integer"
+        elif isinstance(default, list):
+            ok, want = isinstance(v, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in v), \
+                "a list of integers"
+        elif isinstance(default, str):
+            ok, want = isinstance(v, str), "a string"
+        else:
+            ok, want = True, ""
+        if not ok:
+            raise CatalogError(self.path, key, f"wrong type {type(v).__name__} (expected {want})")
+        return v
+
+
+def _hf_language_config(cfg: dict, path) -> tuple[dict, str]:
+    """The language model's config of a HF ``config.json`` and its model_type, checked: a multimodal checkpoint's
+    ``text_config`` (vision tower not counted); refused, unknown and linear-attention architectures are errors."""
     check_hf_config(cfg, str(path))
     mt = cfg.get("model_type")
     if mt is None:
         raise CatalogError(path, "model_type", "missing (accepted: " + ", ".join(HF_MODEL_TYPES) + ")")
     if "text_config" in cfg and mt in ("gemma3", "llama4"):
-        # multimodal checkpoints: the language model is text_config (vision tower not counted)
         tc = cfg["text_config"]
         if not isinstance(tc, dict):
             raise CatalogError(path, "text_config", f"wrong type {type(tc).__name__} (expected a JSON object)")
@@ -687,40 +283,15 @@ def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None
         raise CatalogError(path, "layer_types", "linear-attention layers are not modelled (their state is not a KV "
                                                 "cache), so the KV and attention figures would be wrong (accepted: "
                                                 "full and sliding attention layers)")
+    return cfg, mt
 
-    def req(key, types=(int,), lo=1):
-        if key not in cfg or cfg[key] is None:
-            raise CatalogError(path, key, f"missing (required for model_type {mt!r})")
-        v = cfg[key]
-        if not isinstance(v, types) or isinstance(v, bool):
-            raise CatalogError(path, key, f"wrong type {type(v).__name__} (expected "
-                                            + ("an integer)" if types == (int,) else "a number)"))
-        if lo is not None and v < lo:
-            raise CatalogError(path, key, f"{v} is below {lo} (required for model_type {mt!r})")
-        return v
 
-    def opt(key, default):
-        v = cfg.get(key)
-        if v is None:
-            return default
-        if isinstance(default, bool):
-            ok, want = isinstance(v, bool), "true or false"
-        elif isinstance(default, int):
-            ok, want = isinstance(v, int) and not isinstance(v, bool), "an integer"
-        elif isinstance(default, list):
-            ok, want = isinstance(v, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in v), \
-                "a list of integers"
-        elif isinstance(default, str):
-            ok, want = isinstance(v, str), "a string"
-        else:
-            ok, want = True, ""
-        if not ok:
-            raise CatalogError(path, key, f"wrong type {type(v).__name__} (expected {want})")
-        return v
-
-    d = req("hidden_size")
-    n_layers = req("num_hidden_layers")
-    H = req("num_attention_heads")
+def _hf_common_fields(f: _HfFields, name) -> dict:
+    """The fields every HF architecture gives: layers, widths, heads, vocabulary, context, dtypes."""
+    cfg, path, mt = f.cfg, f.path, f.mt
+    d = f.req("hidden_size")
+    n_layers = f.req("num_hidden_layers")
+    H = f.req("num_attention_heads")
     if H < 1:
         raise CatalogError(path, "num_attention_heads", f"{H} is not a positive integer")
     kw = dict(
@@ -728,123 +299,159 @@ def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None
         model_type=mt,
         n_layers=n_layers,
         d_model=d,
-        vocab_size=req("vocab_size"),
+        vocab_size=f.req("vocab_size"),
         n_heads=H,
-        n_kv_heads=int(opt("num_key_value_heads", H)),
-        head_dim=int(opt("head_dim", d // H)),
-        max_context=int(opt("max_position_embeddings", 0)),
-        tie_embeddings=bool(opt("tie_word_embeddings", mt.startswith("gemma"))),
+        n_kv_heads=int(f.opt("num_key_value_heads", H)),
+        head_dim=int(f.opt("head_dim", d // H)),
+        max_context=int(f.opt("max_position_embeddings", 0)),
+        tie_embeddings=bool(f.opt("tie_word_embeddings", mt.startswith("gemma"))),
         path=str(path),
         description=f"from {Path(str(path)).name} ({', '.join(_arch_names(cfg.get('architectures')) or [mt])})",
     )
     tdt = _TORCH_DTYPES.get(str(cfg.get("torch_dtype", "bfloat16")), "bf16")
     kw["native_dtype"] = tdt
     kw["kv_dtype"] = "bf16" if tdt == "fp32" else tdt
+    return kw
 
-    if mt in ("llama", "mistral", "qwen2", "qwen3", "mixtral"):
-        kw["attention_bias"] = bool(opt("attention_bias", mt == "qwen2"))
-        kw["qk_norm"] = mt == "qwen3"
-        if mt == "mixtral":
-            kw["n_experts"] = req("num_local_experts")
-            kw["experts_per_token"] = req("num_experts_per_tok")
-            kw["moe_d_ff"] = req("intermediate_size")
-        else:
-            kw["d_ff"] = req("intermediate_size")
-        sw = cfg.get("sliding_window")
-        use_sw = cfg.get("use_sliding_window", mt in ("mistral", "mixtral"))
-        if sw and use_sw:
-            kw["sliding_window"] = req("sliding_window")
-            kw["layer_types"] = ("sliding",) * n_layers
-    elif mt == "qwen3_moe":
-        kw["qk_norm"] = True
-        kw["attention_bias"] = bool(opt("attention_bias", False))
-        kw["n_experts"] = req("num_experts")
-        kw["experts_per_token"] = req("num_experts_per_tok")
-        kw["moe_d_ff"] = req("moe_intermediate_size")
-        step = int(opt("decoder_sparse_step", 1))
-        if step < 1:
-            raise CatalogError(path, "decoder_sparse_step", f"{step} is not a positive integer")
-        only = set(opt("mlp_only_layers", []))
-        ids = tuple(i for i in range(n_layers) if i not in only and (i + 1) % step == 0)
-        if len(ids) != n_layers:
-            kw["moe_layer_ids"] = ids
-            kw["d_ff"] = req("intermediate_size")
-    elif mt in ("deepseek_v3", "deepseek_v32", "kimi_k2"):
-        kw["attention"] = "mla"
-        kw["q_lora_rank"] = int(opt("q_lora_rank", 0))
-        for k in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
-            kw[k] = req(k)
-        kw["head_dim"] = kw["qk_nope_head_dim"] + kw["qk_rope_head_dim"]
-        kw["n_kv_heads"] = H
-        _deepseek_moe_fields(kw, req, opt)
-        kw["moe_layer_freq"] = int(opt("moe_layer_freq", 1))
-        kw["router_bias"] = opt("topk_method", "") == "noaux_tc"  # e_score_correction_bias
-        if mt == "deepseek_v32" or "index_topk" in cfg:
-            kw["index_topk"] = req("index_topk")
-            kw["index_n_heads"] = req("index_n_heads")
-            kw["index_head_dim"] = req("index_head_dim")
-    elif mt == "gpt_oss":
-        kw["attention_bias"] = bool(opt("attention_bias", True))
-        kw["attention_sinks"] = True
-        kw["n_experts"] = req("num_local_experts")
-        kw["experts_per_token"] = req("num_experts_per_tok") if cfg.get("num_experts_per_tok") is not None \
-            else req("experts_per_token")
-        kw["moe_d_ff"] = req("intermediate_size")
-        kw["expert_bias"] = True
-        kw["router_bias"] = True
-        kw["active_counts_embedding"] = False  # OpenAI's 5.1B / 3.6B exclude the embedding table
-        kw["sliding_window"] = req("sliding_window")
-        types = cfg.get("layer_types") or [("sliding" if i % 2 == 0 else "full") for i in range(n_layers)]
-        kw["layer_types"] = _hf_types(types, n_layers, path)
-    elif mt in ("llama4", "llama4_text"):
-        # Llama 4 (HF Llama4TextConfig): MoE every interleave_moe_layer_step-th layer (or moe_layers), one shared
-        # expert of the routed width, dense layers of intermediate_size_mlp; RoPE layers use chunked attention
-        # (attention_chunk_size tokens: held like a sliding window of that size), NoPE layers attend globally.
-        kw["attention_bias"] = bool(opt("attention_bias", False))
-        kw["n_experts"] = req("num_local_experts")
-        kw["experts_per_token"] = req("num_experts_per_tok")
-        kw["moe_d_ff"] = req("intermediate_size")
-        kw["n_shared_experts"] = 1
-        step = int(opt("interleave_moe_layer_step", 1))
-        if step < 1:
-            raise CatalogError(path, "interleave_moe_layer_step", f"{step} is not a positive integer")
-        ids = cfg.get("moe_layers")
-        ids = tuple(ids) if ids is not None else tuple(range(step - 1, n_layers, step))
-        if any(i >= n_layers for i in ids):
-            raise CatalogError(path, "moe_layers", f"a layer index is not below num_hidden_layers ({n_layers})")
-        if len(ids) != n_layers:
-            kw["moe_layer_ids"] = ids
-            kw["d_ff"] = req("intermediate_size_mlp")
-        chunk = cfg.get("attention_chunk_size")
-        if chunk:
-            rope = cfg.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(n_layers)]
-            if len(rope) != n_layers:
-                raise CatalogError(path, "no_rope_layers", f"expected a list of {n_layers} entries")
-            kw["sliding_window"] = req("attention_chunk_size")
-            kw["layer_types"] = tuple("sliding" if r else "full" for r in rope)
-    elif mt == "glm4_moe":
-        # GLM-4.5 (HF Glm4MoeConfig): GQA with biases and optional QK norm, DeepSeek-style MoE (first_k_dense_replace
-        # dense layers, shared experts, e_score_correction_bias), MTP layers not counted.
-        kw["attention_bias"] = bool(opt("attention_bias", False))
-        kw["qk_norm"] = bool(opt("use_qk_norm", False))
-        _deepseek_moe_fields(kw, req, opt)
-        kw["router_bias"] = True
-    elif mt in ("gemma2", "gemma3", "gemma3_text"):
-        kw["norms_per_layer"] = 4
-        kw["d_ff"] = req("intermediate_size")
-        kw["attention_bias"] = bool(opt("attention_bias", False))
-        kw["qk_norm"] = mt != "gemma2"
-        kw["sliding_window"] = int(req("sliding_window"))
-        if cfg.get("layer_types"):
-            kw["layer_types"] = _hf_types(cfg["layer_types"], n_layers, path)
-        elif mt == "gemma2":  # HF Gemma2: layer i is sliding when i is even
-            kw["layer_types"] = tuple("sliding" if i % 2 == 0 else "full" for i in range(n_layers))
-        else:  # gemma3: every sliding_window_pattern-th layer is global
-            pat = int(opt("sliding_window_pattern", 6))
-            if pat < 1:
-                raise CatalogError(path, "sliding_window_pattern", f"{pat} is not a positive integer")
-            kw["layer_types"] = tuple("full" if (i + 1) % pat == 0 else "sliding" for i in range(n_layers))
 
+def _hf_llama(kw: dict, f: _HfFields) -> None:
+    """Llama, Mistral, Qwen2/3 (dense GQA) and Mixtral (every layer MoE); Mistral's sliding window."""
+    mt, cfg = f.mt, f.cfg
+    kw["attention_bias"] = bool(f.opt("attention_bias", mt == "qwen2"))
+    kw["qk_norm"] = mt == "qwen3"
+    if mt == "mixtral":
+        kw["n_experts"] = f.req("num_local_experts")
+        kw["experts_per_token"] = f.req("num_experts_per_tok")
+        kw["moe_d_ff"] = f.req("intermediate_size")
+    else:
+        kw["d_ff"] = f.req("intermediate_size")
+    sw = cfg.get("sliding_window")
+    use_sw = cfg.get("use_sliding_window", mt in ("mistral", "mixtral"))
+    if sw and use_sw:
+        kw["sliding_window"] = f.req("sliding_window")
+        kw["layer_types"] = ("sliding",) * kw["n_layers"]
+
+
+def _hf_qwen3_moe(kw: dict, f: _HfFields) -> None:
+    """Qwen3 MoE: QK norm; MoE every decoder_sparse_step-th layer except mlp_only_layers (dense)."""
+    n_layers = kw["n_layers"]
+    kw["qk_norm"] = True
+    kw["attention_bias"] = bool(f.opt("attention_bias", False))
+    kw["n_experts"] = f.req("num_experts")
+    kw["experts_per_token"] = f.req("num_experts_per_tok")
+    kw["moe_d_ff"] = f.req("moe_intermediate_size")
+    step = int(f.opt("decoder_sparse_step", 1))
+    if step < 1:
+        raise CatalogError(f.path, "decoder_sparse_step", f"{step} is not a positive integer")
+    only = set(f.opt("mlp_only_layers", []))
+    ids = tuple(i for i in range(n_layers) if i not in only and (i + 1) % step == 0)
+    if len(ids) != n_layers:
+        kw["moe_layer_ids"] = ids
+        kw["d_ff"] = f.req("intermediate_size")
+
+
+def _hf_deepseek(kw: dict, f: _HfFields) -> None:
+    """DeepSeek-V3/V3.2 and Kimi K2: MLA (low-rank KV latent), DeepSeek MoE, V3.2's sparse-attention indexer."""
+    kw["attention"] = "mla"
+    kw["q_lora_rank"] = int(f.opt("q_lora_rank", 0))
+    for k in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+        kw[k] = f.req(k)
+    kw["head_dim"] = kw["qk_nope_head_dim"] + kw["qk_rope_head_dim"]
+    kw["n_kv_heads"] = kw["n_heads"]
+    _deepseek_moe_fields(kw, f.req, f.opt)
+    kw["moe_layer_freq"] = int(f.opt("moe_layer_freq", 1))
+    kw["router_bias"] = f.opt("topk_method", "") == "noaux_tc"  # e_score_correction_bias
+    if f.mt == "deepseek_v32" or "index_topk" in f.cfg:
+        kw["index_topk"] = f.req("index_topk")
+        kw["index_n_heads"] = f.req("index_n_heads")
+        kw["index_head_dim"] = f.req("index_head_dim")
+
+
+def _hf_gpt_oss(kw: dict, f: _HfFields) -> None:
+    """gpt-oss: biased attention with sinks, MoE in every layer, alternating sliding and full layers."""
+    n_layers, cfg = kw["n_layers"], f.cfg
+    kw["attention_bias"] = bool(f.opt("attention_bias", True))
+    kw["attention_sinks"] = True
+    kw["n_experts"] = f.req("num_local_experts")
+    kw["experts_per_token"] = f.req("num_experts_per_tok") if cfg.get("num_experts_per_tok") is not None \
+        else f.req("experts_per_token")
+    kw["moe_d_ff"] = f.req("intermediate_size")
+    kw["expert_bias"] = True
+    kw["router_bias"] = True
+    kw["active_counts_embedding"] = False  # OpenAI's 5.1B / 3.6B exclude the embedding table
+    kw["sliding_window"] = f.req("sliding_window")
+    types = cfg.get("layer_types") or [("sliding" if i % 2 == 0 else "full") for i in range(n_layers)]
+    kw["layer_types"] = _hf_types(types, n_layers, f.path)
+
+
+def _hf_llama4(kw: dict, f: _HfFields) -> None:
+    """Llama 4 (HF Llama4TextConfig): MoE every interleave_moe_layer_step-th layer (or moe_layers), one shared
+    expert of the routed width, dense layers of intermediate_size_mlp; RoPE layers use chunked attention
+    (attention_chunk_size tokens: held like a sliding window of that size), NoPE layers attend globally."""
+    n_layers, cfg, path = kw["n_layers"], f.cfg, f.path
+    kw["attention_bias"] = bool(f.opt("attention_bias", False))
+    kw["n_experts"] = f.req("num_local_experts")
+    kw["experts_per_token"] = f.req("num_experts_per_tok")
+    kw["moe_d_ff"] = f.req("intermediate_size")
+    kw["n_shared_experts"] = 1
+    step = int(f.opt("interleave_moe_layer_step", 1))
+    if step < 1:
+        raise CatalogError(path, "interleave_moe_layer_step", f"{step} is not a positive integer")
+    ids = cfg.get("moe_layers")
+    ids = tuple(ids) if ids is not None else tuple(range(step - 1, n_layers, step))
+    if any(i >= n_layers for i in ids):
+        raise CatalogError(path, "moe_layers", f"a layer index is not below num_hidden_layers ({n_layers})")
+    if len(ids) != n_layers:
+        kw["moe_layer_ids"] = ids
+        kw["d_ff"] = f.req("intermediate_size_mlp")
+    chunk = cfg.get("attention_chunk_size")
+    if chunk:
+        rope = cfg.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(n_layers)]
+        if len(rope) != n_layers:
+            raise CatalogError(path, "no_rope_layers", f"expected a list of {n_layers} entries")
+        kw["sliding_window"] = f.req("attention_chunk_size")
+        kw["layer_types"] = tuple("sliding" if r else "full" for r in rope)
+
+
+def _hf_glm4_moe(kw: dict, f: _HfFields) -> None:
+    """GLM-4.5 (HF Glm4MoeConfig): GQA with biases and optional QK norm, DeepSeek-style MoE (first_k_dense_replace
+    dense layers, shared experts, e_score_correction_bias), MTP layers not counted."""
+    kw["attention_bias"] = bool(f.opt("attention_bias", False))
+    kw["qk_norm"] = bool(f.opt("use_qk_norm", False))
+    _deepseek_moe_fields(kw, f.req, f.opt)
+    kw["router_bias"] = True
+
+
+def _hf_gemma(kw: dict, f: _HfFields) -> None:
+    """Gemma 2/3: four norms a layer, QK norm (3), sliding layers — Gemma 2's every other, Gemma 3's all but every
+    sliding_window_pattern-th — unless layer_types lists them."""
+    n_layers, cfg, mt = kw["n_layers"], f.cfg, f.mt
+    kw["norms_per_layer"] = 4
+    kw["d_ff"] = f.req("intermediate_size")
+    kw["attention_bias"] = bool(f.opt("attention_bias", False))
+    kw["qk_norm"] = mt != "gemma2"
+    kw["sliding_window"] = int(f.req("sliding_window"))
+    if cfg.get("layer_types"):
+        kw["layer_types"] = _hf_types(cfg["layer_types"], n_layers, f.path)
+    elif mt == "gemma2":  # HF Gemma2: layer i is sliding when i is even
+        kw["layer_types"] = tuple("sliding" if i % 2 == 0 else "full" for i in range(n_layers))
+    else:  # gemma3: every sliding_window_pattern-th layer is global
+        pat = int(f.opt("sliding_window_pattern", 6))
+        if pat < 1:
+            raise CatalogError(f.path, "sliding_window_pattern", f"{pat} is not a positive integer")
+        kw["layer_types"] = tuple("full" if (i + 1) % pat == 0 else "sliding" for i in range(n_layers))
+
+
+#: The reader of each HF model_type's own fields.
+_HF_FAMILY = {"llama": _hf_llama, "mistral": _hf_llama, "qwen2": _hf_llama, "qwen3": _hf_llama,
+              "mixtral": _hf_llama, "qwen3_moe": _hf_qwen3_moe, "deepseek_v3": _hf_deepseek,
+              "deepseek_v32": _hf_deepseek, "kimi_k2": _hf_deepseek, "gpt_oss": _hf_gpt_oss, "llama4": _hf_llama4,
+              "llama4_text": _hf_llama4, "glm4_moe": _hf_glm4_moe, "gemma2": _hf_gemma, "gemma3": _hf_gemma,
+              "gemma3_text": _hf_gemma}
+
+
+def _hf_quantization(kw: dict, cfg: dict, path) -> None:
+    """The checkpoint's quantization_config: fp8 (DeepSeek/Kimi) or mxfp4 (gpt-oss) weights; others refused."""
     q = cfg.get("quantization_config") or {}
     if not isinstance(q, dict):
         raise CatalogError(path, "quantization_config", f"wrong type {type(q).__name__} (expected a JSON object)")
@@ -861,6 +468,15 @@ def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None
     elif method:
         raise CatalogError(path, "quantization_config.quant_method",
                            f"unsupported {method!r} (accepted: fp8, mxfp4, or none)")
+
+
+def from_hf_config(cfg: dict, path: str = "config.json", name: str | None = None) -> ModelSpec:
+    """A ModelSpec from a HuggingFace ``config.json`` dict (see HF_MODEL_TYPES)."""
+    cfg, mt = _hf_language_config(cfg, path)
+    f = _HfFields(cfg, path, mt)
+    kw = _hf_common_fields(f, name)
+    _HF_FAMILY[mt](kw, f)
+    _hf_quantization(kw, cfg, path)
     return _validate(ModelSpec(**kw), str(path))
 
 

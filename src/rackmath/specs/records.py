@@ -361,22 +361,14 @@ def _where(path, i, rid) -> str:
     return f"record[{i}]" + (f" {rid!r}" if isinstance(rid, str) else "")
 
 
-def parse_record(t: dict, path="<records>", i: int = 0, check_names: bool = True) -> Record:
-    """Validate one raw ``[[record]]`` table field by field; one-line :class:`CatalogError` on the first problem."""
-    if not isinstance(t, dict):
-        raise CatalogError(str(path), f"record[{i}]", "expected a table ([[record]])")
-    rid = t.get("id")
-    where = _where(path, i, rid)
-
-    def fail(fname, problem):
-        raise CatalogError(str(path), f"{where}.{fname}", problem)
-
+def _check_fields(t: dict, kind, rid, fail) -> None:
+    """Each field of a raw record on its own: known, applies to the record's kind, required ones present, values
+    accepted by the field's check; the id's characters; the metric one of the kind's."""
     for k in t:
         if k not in FIELDS:
             close = difflib.get_close_matches(k, FIELDS, n=1, cutoff=0.5)
             fail(k, "unknown field" + (f"; did you mean {close[0]!r}?" if close else "")
                  + " (accepted: " + ", ".join(FIELDS) + ")")
-    kind = t.get("kind", "serve")
     if kind not in KINDS:
         fail("kind", f"{kind!r} (accepted: {', '.join(KINDS)})")
     for name, (check, kinds, required, doc) in FIELDS.items():
@@ -394,7 +386,11 @@ def parse_record(t: dict, path="<records>", i: int = 0, check_names: bool = True
         fail("id", f"{rid!r} (accepted: letters, digits and - _ . : +, up to 80 characters)")
     if t["metric"] not in METRICS[kind]:
         fail("metric", f"{t['metric']!r} is not a metric of kind = {kind!r} (accepted: {', '.join(METRICS[kind])})")
-    # cross-field rules
+
+
+def _check_cross_fields(t: dict, kind, fail) -> tuple[str, str]:
+    """The rules between a record's fields (GPU pools, prefill layout, stack version, MTP acceptance, max-load,
+    weight layout); returns the weight layout and the field that set it."""
     pg, dg = t.get("prefill_gpus"), t.get("decode_gpus")
     if (pg is None) != (dg is None):
         fail("prefill_gpus" if pg is None else "decode_gpus", "missing (prefill_gpus and decode_gpus go together)")
@@ -425,22 +421,42 @@ def parse_record(t: dict, path="<records>", i: int = 0, check_names: bool = True
         layout, layout_field = "gathered", "weight_gathered"
     if layout == "2d" and (t.get("attention_dp") or "attention_dp_size" in t):
         fail("weight_layout", "2d with attention DP (accepted: 2d without attention_dp, or 1d)")
-    chip = ""
-    if check_names and "exclude" not in t:
-        from ..specs.hardware import load_hardware
-        from ..specs.models import load_model
+    return layout, layout_field
 
-        try:
-            model = load_model(t["model"])
-        except RackmathError as exc:
-            fail("model", str(getattr(exc, "problem", exc)) + " (rackmath model list)")
-        if layout != "1d" and getattr(model, "n_experts", 0):
-            fail(layout_field, f"{t['model']} is a mixture of experts (accepted: 1d; its experts are sharded "
-                               "over EP, not gathered or split 2D)")
-        try:
-            chip = load_hardware(t["hardware"]).chip.name
-        except RackmathError as exc:
-            fail("hardware", str(getattr(exc, "problem", exc)) + " (rackmath hardware list)")
+
+def _check_catalog_names(t: dict, layout, layout_field, fail) -> str:
+    """The record's model and hardware are catalog names (a mixture of experts takes the 1D layout only); returns
+    the chip's name."""
+    from ..specs.hardware import load_hardware
+    from ..specs.models import load_model
+
+    try:
+        model = load_model(t["model"])
+    except RackmathError as exc:
+        fail("model", str(getattr(exc, "problem", exc)) + " (rackmath model list)")
+    if layout != "1d" and getattr(model, "n_experts", 0):
+        fail(layout_field, f"{t['model']} is a mixture of experts (accepted: 1d; its experts are sharded "
+                           "over EP, not gathered or split 2D)")
+    try:
+        return load_hardware(t["hardware"]).chip.name
+    except RackmathError as exc:
+        fail("hardware", str(getattr(exc, "problem", exc)) + " (rackmath hardware list)")
+
+
+def parse_record(t: dict, path="<records>", i: int = 0, check_names: bool = True) -> Record:
+    """Validate one raw ``[[record]]`` table field by field; one-line :class:`CatalogError` on the first problem."""
+    if not isinstance(t, dict):
+        raise CatalogError(str(path), f"record[{i}]", "expected a table ([[record]])")
+    rid = t.get("id")
+    where = _where(path, i, rid)
+
+    def fail(fname, problem):
+        raise CatalogError(str(path), f"{where}.{fname}", problem)
+
+    kind = t.get("kind", "serve")
+    _check_fields(t, kind, rid, fail)
+    layout, layout_field = _check_cross_fields(t, kind, fail)
+    chip = _check_catalog_names(t, layout, layout_field, fail) if check_names and "exclude" not in t else ""
     a = t.get("assumptions", ())
     inputs = {k: t[k] for k in INPUTS if k in t and k != "weight_gathered"}
     if layout != "1d":

@@ -317,11 +317,11 @@ def max_context(model, hardware, *, gpus=None, concurrency=1.0, weights_dtype=No
     """The one answer to "max context": the longest context at which ``concurrency`` sequences fit in memory
     (weights sharded over the deployment, KV, workspace: ``Deployment.max_context``, lecture c_mem 01:03:37),
     with the model's own limit beside it and a warning when memory allows more than the model can use.
-    ``deployment`` (an ``engine.layout.Deployment``) or ``gpus`` + layout degrees (tp, ep, pp, attention_dp, …;
+    ``deployment`` (an ``engine.deployment.Deployment``) or ``gpus`` + layout degrees (tp, ep, pp, attention_dp, …;
     default: one scale-up domain, TP over all of it). ``usable_fraction``: the share of HBM the stack may fill
     (``serve`` passes its own 0.9, so that its memory line and this answer agree). Used by ``racks memory``,
     ``context`` and ``serve``."""
-    from ...engine.layout import Deployment
+    from ...engine.deployment import Deployment
     from ...specs.models import load_model
 
     m = load_model(model)

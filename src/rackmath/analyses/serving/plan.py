@@ -273,7 +273,7 @@ def _price_deployment(d: dict, price, osl, users, ttft_slo, tpot_slo) -> None:
 
 def pareto_points(st, pts, isl, osl) -> dict:
     """Steady-state $/Mtok vs tok/s/user of every fitting (layout, concurrency), and its Pareto front."""
-    from ...engine.layout import pareto_front
+    from ...engine.search import pareto_front
 
     ok = pts["ok"] & np.isfinite(pts["tpot"])
     speed = (1.0 / pts["tpot"])[ok]

@@ -434,7 +434,7 @@ class Layout:
         return int(attention_ranks(self.tp, self.attention_dp, self.attention_dp_size))
 
     def label(self) -> str:
-        from ...engine.layout import attention_dp_label
+        from ...engine.deployment import attention_dp_label
 
         parts = [f"TP{self.tp}"] + ([f"EP{self.ep}"] if self.ep > 1 else []) + \
             ([attention_dp_label(self.attention_dp_size, self.tp)] if self.attention_dp else []) + \
@@ -471,7 +471,7 @@ class Plan:
 
     def hw(self):
         if "hw" not in self._cache:
-            from ...engine.layout import HwNumbers
+            from ...engine.numbers import HwNumbers
 
             self._cache["hw"] = HwNumbers.from_system(self.system, self.compute_dtype, None, self.kv_dtype)
         return self._cache["hw"]
@@ -513,7 +513,7 @@ def held_context(stack, isl, osl):
 
 def decode_numbers(model, context, mtp=0, weights_dtype=None, kv_dtype="bf16", kv_shards=None):
     """ModelNumbers of a decode (verification) step: k + 1 tokens per sequence at context L̄."""
-    from ...engine.layout import ModelNumbers
+    from ...engine.numbers import ModelNumbers
 
     mn = ModelNumbers.from_model(model, float(context), pass_len=int(mtp) + 1, weights_dtype=weights_dtype,
                                  kv_dtype=kv_dtype)
@@ -522,7 +522,7 @@ def decode_numbers(model, context, mtp=0, weights_dtype=None, kv_dtype="bf16", k
 
 def draft_numbers(model, context, weights_dtype=None, kv_dtype="bf16", kv_shards=None):
     """ModelNumbers of one draft/MTP layer: one transformer layer (MoE if the model's are) + the LM head, 1 token."""
-    from ...engine.layout import ModelNumbers
+    from ...engine.numbers import ModelNumbers
 
     mn = ModelNumbers.from_model(model, float(context), pass_len=1, weights_dtype=weights_dtype, kv_dtype=kv_dtype)
     L, nm = mn.n_layers, mn.n_moe_layers
@@ -548,7 +548,7 @@ def prefill_numbers(model, *, isl, chunk, weights_dtype=None, kv_dtype="bf16", c
 
     Attention at the mean context h·ISL + (ISL_new − 1)/2; the pass reads the cached prefix's KV once.
     """
-    from ...engine.layout import ModelNumbers
+    from ...engine.numbers import ModelNumbers
 
     prefix = float(cached_share) * float(isl)
     mn = ModelNumbers.from_model(model, prefix, pass_len=max(float(chunk), 1.0), weights_dtype=weights_dtype,
@@ -801,8 +801,10 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
     full time-sliced step, prefill included), and beside them the ``top`` best with 1 < R < TP: a layout
     that was a finalist before partial attention DP was enumerated stays one.
     """
-    from ...engine.layout import HwNumbers, attention_ranks, evaluate as layout_evaluate, layout_grid, \
-        with_attention_groups
+    from ...engine.deployment import with_attention_groups
+    from ...engine.layout import attention_ranks, evaluate as layout_evaluate
+    from ...engine.numbers import HwNumbers
+    from ...engine.search import layout_grid
 
     hw = hw or HwNumbers.from_system(system, "bf16")
     g = layout_grid(mn, int(gpus), int(system.scaleup_size), micro_batches=[1.0], max_pp=max_pp,
@@ -821,7 +823,7 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
             ok &= (g[k] == v) if k != "attention_dp" else (adp == bool(v))
     ep_given = (constraints or {}).get("ep")
     if not ok.any() and ep_given and mn.is_moe and mn.n_experts % int(ep_given):
-        from ...engine.layout import ep_way_out
+        from ...engine.deployment import ep_way_out
 
         raise InputError("ep", f"{mn.n_experts} experts do not divide over ep={ep_given} GPUs "
                          f"({mn.n_experts / ep_given:.3g} each)", ep_way_out(mn.n_experts, int(ep_given)))
@@ -1037,7 +1039,8 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
     (default: the pool's fastest layout); ``tp 1, ep N, attention DP`` is SGLang's DP-attention + EP over N ranks.
     """
     from ...engine.efficiency import resolve
-    from ...engine.layout import Deployment, check_attention_dp_size, check_weight_layout
+    from ...engine.deployment import Deployment, check_attention_dp_size
+    from ...engine.layout import check_weight_layout
     from ...specs.hardware import load_hardware
     from ...specs.models import load_model
     from ... import units
@@ -1117,7 +1120,7 @@ def plan(model, hardware, *, gpus=None, isl, osl, concurrency, tp=None, ep=None,
                              "aggregated, without attention DP")
     if tp is not None:
         if not attention_dp:  # TP must split the heads (issue 35); attention DP keeps them whole
-            from ...engine.layout import check_attention_tp
+            from ...engine.deployment import check_attention_tp
 
             check_attention_tp(p.numbers("decode"), int(tp), n_dec)
         lay = dict(tp=int(tp), ep=int(ep or 1), pp=int(pp or 1), attention_dp=bool(attention_dp),
@@ -1195,7 +1198,7 @@ def _best_serving_layout(p, cands, n_dec, eff):
     costlier mixed steps."""
     C = float(np.max(p.workload.concurrency))
     best, best_x = cands[0], np.inf
-    from ...engine.layout import Deployment
+    from ...engine.deployment import Deployment
 
     for lay in cands:
         try:
@@ -1699,7 +1702,7 @@ def _single_pass(model, hardware, *, chips, seqs, isl, tp, ep, pp, attention_dp,
                  kv_shards, ideal, efficiency, regime, cached_share=0.0, redundant_experts=0, framework=None, mtp=0,
                  weight_layout="1d", compute_dtype=None):
     from ...engine.efficiency import load_efficiency, resolve
-    from ...engine.layout import Deployment
+    from ...engine.deployment import Deployment
     from ...specs.hardware import load_hardware
     from ...specs.models import load_model
     from ... import units

@@ -933,7 +933,7 @@ def _pick_layout(st, gpus, given, max_batch, context):
     from . import step_table as stt
 
     if any(v is not None for v in given.values()):
-        from ...engine.layout import check_attention_dp_size
+        from ...engine.deployment import check_attention_dp_size
 
         tp = int(given["tp"]) if given["tp"] is not None else min(int(gpus), int(st.system.scaleup_size))
         size = given.get("attention_dp_size")

@@ -90,7 +90,7 @@ class Stack:
     def hw(self):
         """The system's plain numbers at this compute dtype (the step model applies the efficiency)."""
         if not hasattr(self, "_hw"):
-            from ...engine.layout import HwNumbers
+            from ...engine.numbers import HwNumbers
 
             self._hw = HwNumbers.from_system(self.system, self.compute_dtype, None, self.kv_dtype)
         return self._hw
@@ -229,7 +229,8 @@ def replica_layouts(st: Stack, gpus_per_replica=None, *, max_pp: int = 4) -> dic
     placed evenly, expert shards ≥ 128 columns; attention-DP only for MoE models, over every group count R dividing
     TP: ``attention_dp_size`` R, 0 where R = TP, every GPU its own sequences).
     """
-    from ...engine.layout import layout_grid, with_attention_groups
+    from ...engine.deployment import with_attention_groups
+    from ...engine.search import layout_grid
 
     S = int(st.system.scaleup_size)
     top = int(gpus_per_replica or max(8, 2 * S))

@@ -1,0 +1,211 @@
+"""Plain-number views of a model and a system: what a layout's equations read (plain SI floats).
+
+:class:`ModelNumbers` holds a model's numbers at one context length (weights by component, KV bytes, FLOPs per
+sequence, expert counts), read from a ``specs.models.ModelSpec`` with the roofline engine's building blocks;
+:class:`HwNumbers` a system's per-chip numbers. ``engine/layout.evaluate`` costs a layout from these two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..specs.models import load_model
+from ..units import dtype_bytes
+from .efficiency import load_efficiency
+from .roofline import attention_flops, expected_experts_hit, kv_step_bytes, step_flops
+
+
+@dataclass(frozen=True)
+class ModelNumbers:
+    """The numbers of a model that a layout needs, at one context length (plain SI floats)."""
+
+    name: str
+    n_layers: int
+    d_model: int
+    n_experts: int = 0
+    experts_per_token: int = 0
+    n_moe_layers: int = 0
+    kv_heads: int = 1  # KV shards under attention TP (1 for MLA latents / MQA: replicated)
+    n_heads: int = 0  # attention (query) heads: attention TP must divide them (0: unknown, not checked)
+    dense_weight_bytes: float = 0.0  # read every step: attention, dense FFN, shared experts, head
+    expert_weight_bytes: float = 0.0  # one routed expert, one layer
+    other_weight_bytes: float = 0.0  # stored, not streamed (input embedding table)
+    kv_bytes_per_seq: float = 0.0  # KV one sequence holds at `context`
+    kv_read_bytes_per_seq: float = 0.0  # KV one decode step reads for one sequence
+    flops_per_seq: float = 0.0  # FLOPs one step spends on one sequence (pass_len tokens)
+    expert_flops_per_seq: float = 0.0  # part of flops_per_seq in routed experts
+    context: float = 0.0
+    pass_len: int = 1
+    expert_width: int = 0  # d_ff of one routed expert (0: unknown)
+    hit_fraction: object = None  # callable tokens -> expected share of experts hit, or None (formula)
+    # per-operator view (engine/step.py); empty = one "dense" operator holding every dense weight
+    components: tuple = ()  # ((op name, weight bytes all layers, params all layers), …) of the dense weights
+    attn_flops_per_seq: float = 0.0  # attention FLOPs one sequence's pass spends (part of flops_per_seq)
+    expert_params: float = 0.0  # one routed expert of one layer (params)
+    head_tokens_per_seq: float = -1.0  # tokens per sequence through the LM head (-1: pass_len)
+    n_dense_ffn_layers: int = 0
+    mla: bool = False  # multi-head latent attention (more, smaller kernels per layer)
+    dsa: bool = False  # DeepSeek sparse attention: the lightning indexer's kernels in every layer
+    prefill: bool = False  # a prompt pass: MoE dispatch deduplicated by domain (DeepEP normal kernels)
+    parallel_block: bool = False  # attention and FFN read the same input and sum into it: one TP all-reduce a layer
+    d_ff: int = 0  # dense FFN width (0: unknown; :attr:`ffn_width` then takes 4 · d_model)
+
+    @property
+    def tp_heads(self) -> int:
+        """The heads attention TP must divide: the query heads, or 0 (not checked) for multi-query attention, whose
+        single KV head lets attention shard over the batch instead (Pope et al. 2022 §3.3: PaLM's 48 heads on 64
+        chips); MLA's latent is one KV shard too, but its heads are split by TP in every stack."""
+        return self.n_heads if (self.kv_heads > 1 or self.mla) else 0
+
+    @property
+    def ffn_width(self) -> int:
+        """F of a 2D weight-stationary split: the dense FFN width, 4 · d_model where the config does not give it."""
+        return self.d_ff or 4 * self.d_model
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.dense_weight_bytes + self.other_weight_bytes + self.n_moe_layers * self.n_experts * self.expert_weight_bytes
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0 and self.n_moe_layers > 0
+
+    def expert_hit_share(self, tokens):
+        """Expected share of one layer's experts hit by ``tokens`` tokens (engine's expected_experts_hit / E)."""
+        if not self.is_moe:
+            return np.zeros_like(np.asarray(tokens, dtype=float))
+        if self.hit_fraction is not None:
+            return self.hit_fraction(tokens)
+        return _expected_experts_hit(self.n_experts, self.experts_per_token, tokens) / self.n_experts
+
+    @classmethod
+    def from_model(cls, model, context, *, pass_len=1, weights_dtype=None, kv_dtype=None,
+                   prefill=False) -> "ModelNumbers":
+        """Read a ``specs.models.ModelSpec`` at one context (uses the roofline engine's building blocks).
+
+        ``prefill``: the pass is a prompt chunk, its attention in the prefill form (MLA un-absorbed,
+        ``ModelSpec.prefill_attention_flops_per_attended_token``)."""
+        ctx = float(context)
+        n_exp = int(getattr(model, "n_experts", 0) or 0)
+        n_moe = int(getattr(model, "n_moe_layers", 0) or 0)
+        k = int(getattr(model, "experts_per_token", 0) or 0)
+        eb = float(model.expert_weight_bytes(weights_dtype)) if n_exp and n_moe else 0.0
+        dense = float(model.dense_weight_bytes(weights_dtype))
+        total = float(model.weight_bytes(weights_dtype))
+        other = max(0.0, total - dense - n_moe * n_exp * eb)
+        attn = float(np.asarray(attention_flops(model, 1, ctx, pass_len, prefill=prefill)))
+        flops = float(np.asarray(step_flops(model, 1, ctx, pass_len, prefill=prefill)))
+        expert_params = float(model.expert_weight_bytes("bf16")) / dtype_bytes("bf16") if n_exp and n_moe else 0.0
+        expert_flops = 2.0 * k * n_moe * expert_params * pass_len
+        pb = model.param_breakdown
+
+        def wb(c):
+            return float(pb[c] * model._dtype_of(c, weights_dtype))
+
+        head_p = pb["lm_head"] + (pb["embedding"] if model.tie_embeddings else 0.0)
+        head_b = wb("lm_head") + (wb("embedding") if model.tie_embeddings else 0.0)
+        comps = (("qkv_o", wb("attention") + wb("norms"), pb["attention"]),
+                 ("dense_ffn", wb("dense_ffn"), pb["dense_ffn"]),
+                 ("router", wb("router"), pb["router"]),
+                 ("shared_experts", wb("shared_experts"), pb["shared_experts"]),
+                 ("lm_head", head_b, head_p))
+        comps = tuple(c for c in comps if c[1] > 0 or c[2] > 0)
+        return cls(
+            name=str(model.name),
+            n_layers=int(model.n_layers),
+            d_model=int(model.d_model),
+            n_experts=n_exp,
+            experts_per_token=k,
+            n_moe_layers=n_moe,
+            kv_heads=_kv_shards(model),
+            n_heads=int(getattr(model, "n_heads", 0) or 0),
+            dense_weight_bytes=dense,
+            expert_weight_bytes=eb,
+            other_weight_bytes=other,
+            kv_bytes_per_seq=float(model.kv_cache_bytes(ctx, kv_dtype)),
+            kv_read_bytes_per_seq=_kv_step_bytes_per_seq(model, ctx, pass_len, kv_dtype),
+            flops_per_seq=flops,
+            expert_flops_per_seq=min(expert_flops, flops),
+            context=ctx,
+            pass_len=int(pass_len),
+            expert_width=int(getattr(model, "moe_d_ff", 0) or 0),
+            components=comps,
+            attn_flops_per_seq=attn,
+            expert_params=expert_params,
+            n_dense_ffn_layers=int(model.n_dense_layers),
+            mla=str(getattr(model, "attention", "")) == "mla",
+            dsa=bool(getattr(model, "sparse_attention", False)),
+            prefill=bool(prefill),
+            parallel_block=bool(getattr(model, "parallel_block", False)),
+            d_ff=int(getattr(model, "d_ff", 0) or 0),
+        )
+
+
+def load_model_any(model):
+    """A ModelSpec (or ModelNumbers) as given, or a model name / config path loaded from the catalog."""
+    if isinstance(model, str):
+        return load_model(model)
+    return model
+
+
+def _kv_shards(model) -> int:
+    """How many ways attention TP can split one sequence's KV: KV heads (1 for MLA latents / MQA)."""
+    for attr in ("kv_lora_rank", "mla_kv_rank"):
+        if getattr(model, attr, 0):
+            return 1
+    if str(getattr(model, "attention_type", "")).lower() in ("mla", "dsa"):
+        return 1
+    return max(1, int(getattr(model, "n_kv_heads", 1) or 1))
+
+
+def _expected_experts_hit(n_experts, k, tokens):
+    """Distinct experts ``tokens`` tokens hit (``roofline.expected_experts_hit``), as a float array."""
+    return np.asarray(expected_experts_hit(n_experts, k, np.asarray(tokens, dtype=float)), dtype=float)
+
+
+def _kv_step_bytes_per_seq(model, context, pass_len, kv_dtype) -> float:
+    """KV bytes one sequence's step reads at ``context`` (``roofline.kv_step_bytes`` at batch 1)."""
+    return float(np.asarray(kv_step_bytes(model, 1, context, pass_len, kv_dtype)))
+
+
+@dataclass(frozen=True)
+class HwNumbers:
+    """The numbers of a system that a layout needs (per chip; bandwidths per direction)."""
+
+    name: str
+    scaleup_size: int
+    hbm_bytes: float
+    hbm_bw: float
+    peak_flops: float
+    scaleup_bw: float
+    scaleout_bw: float
+    usd_per_chip_hour: float
+    hop_latency_s: float = 2e-3
+    max_chips: int | None = None
+    attn_peak_flops: float = 0.0  # FLOP/s of attention (the KV dtype's); 0 = peak_flops
+    efficiency: object = None  # engine.efficiency.Efficiency the step is costed with (None = ideal)
+
+    @classmethod
+    def from_system(cls, system, dtype="bf16", efficiency=None, kv_dtype=None) -> "HwNumbers":
+        """From a ``specs.hardware.System`` at peak; the efficiency preset is applied by the step model."""
+        eff = load_efficiency(efficiency)
+        c = system.chip
+        return cls(
+            name=system.name,
+            scaleup_size=int(system.scaleup_size),
+            hbm_bytes=float(c.hbm_bytes),
+            hbm_bw=float(c.hbm_bw),
+            peak_flops=float(c.peak_flops(dtype)),
+            scaleup_bw=float(c.scaleup_bw),
+            scaleout_bw=float(c.scaleout_bw),
+            usd_per_chip_hour=float(c.usd_per_hour),
+            hop_latency_s=float(getattr(system, "hop_latency_s", 2e-3)),
+            max_chips=getattr(system, "max_chips", None),
+            attn_peak_flops=float(c.peak_flops(kv_dtype or "bf16")),
+            efficiency=eff,
+        )
+
+
+__all__ = ["ModelNumbers", "HwNumbers", "load_model_any"]
