@@ -382,7 +382,8 @@ def run(model, hardware, workload: Workload, traffic: Traffic, deployment: Deplo
 
     ``workload``: ISL/OSL (a number or a :func:`parse_lengths` distribution), ``concurrency`` (closed-loop users;
     None for a rate or a trace), speculation (``mtp``, ``acceptance``) and ``arrivals`` ('poisson' or 'gamma' at a
-    rate; 'steady' — the users' progress spread out — or 'waves' — all starting together — in a closed loop).
+    rate — name it: Workload's default 'steady' is a closed loop's; 'steady', the users' progress spread out, or
+    'waves', all starting together, in a closed loop).
     ``layout``: one replica (the decode pool's when disaggregated; :func:`layout_from_flags`), None for the
     highest throughput per GPU at the max batch. ``stack``: a ``--framework`` name or a ``Stack``; ``efficiency``:
     a preset name, 'auto', 'ideal' or an ``Efficiency``. ``progress(k)`` is called with requests done."""
