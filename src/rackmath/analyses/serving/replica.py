@@ -65,6 +65,18 @@ def on_clock(dt: float, cadence: float) -> float:
     return math.ceil(dt / cadence - 1e-9) * cadence
 
 
+def _clocked(decode_t, mixed_t, cadence: float) -> tuple:
+    """The decode and mixed step-time functions with steps leaving on the train's clock (:func:`on_clock`)."""
+    ceil = math.ceil
+
+    def decode(b, L):
+        return ceil(decode_t(b, L) / cadence - 1e-9) * cadence
+
+    def mixed(b, L, P):
+        return ceil(mixed_t(b, L, P) / cadence - 1e-9) * cadence
+    return decode, mixed
+
+
 class Replica:
     """One replica's queues and per-request state; :meth:`run` is the event loop."""
 
@@ -81,37 +93,66 @@ class Replica:
         self.pfq = deque()  # [rid, tokens left, tokens total]
         self.requeue = deque()  # preempted: (rid, tokens to recompute)
         self.held = 0.0  # reserve_whole: KV tokens reserved for the whole of every admitted, unfinished request
-        self.n_done = 0
         self.rejected = 0
         self.points = timeline_points
         self.tl = ([], [], [])  # time, queue, running
         span_guess = (a_t[-1] - a_t[0]) if len(a_t) > 1 else 1.0
         self.rec_dt = max(span_guess, 1e-3) / timeline_points
+        self.complete, self.join, self.fill_chunk = self._completer(), self._joiner(), self._chunker()
 
-    def complete(self, rid: int, when: float) -> None:
-        """Request ``rid`` finishes at ``when``; in a closed loop its user sends the next one ``think_s`` later."""
-        self.out.finish[rid] = when
-        self.n_done += 1
-        if self.sched.reserve_whole:
-            self.held -= self.isl[rid] + self.osl[rid]
-        if self.closed_next is not None:
-            nid = next(self.closed_next, None)
-            if nid is not None:
-                self.a_t.append(when + self.think_s)
-                self.a_id.append(nid)
-                self.out.arrival[nid] = when + self.think_s
+    # the per-request steps, as closures over the replica's lists (cheaper per call than methods)
 
-    def join(self, rid: int, need: float, n: int, s: int) -> float:
-        """``rid`` starts decoding at step ``n`` with ``need`` tokens of context and ``s`` steps left; returns its
-        context offset (context − A·n, what the running sum S0 gains)."""
-        g = self.gen[rid] + 1
-        self.gen[rid] = g
-        c = need - self.A * n
-        self.ctx0[rid] = c
-        self.fin_step[rid] = n + s
-        heapq.heappush(self.heap, (n + s, g, rid))
-        self.stack.append(rid)
-        return c
+    def _completer(self):
+        """``complete(rid, when)``: the request finishes; in a closed loop its user sends the next one ``think_s``
+        later."""
+        finish, isl, osl, whole, arrival = self.out.finish, self.isl, self.osl, self.sched.reserve_whole, \
+            self.out.arrival
+        closed_next, think_s, a_t, a_id = self.closed_next, self.think_s, self.a_t, self.a_id
+
+        def complete(rid: int, when: float) -> None:
+            finish[rid] = when
+            if whole:
+                self.held -= isl[rid] + osl[rid]
+            if closed_next is not None:
+                nid = next(closed_next, None)
+                if nid is not None:
+                    a_t.append(when + think_s)
+                    a_id.append(nid)
+                    arrival[nid] = when + think_s
+        return complete
+
+    def _joiner(self):
+        """``join(rid, need, n, s)``: the request starts decoding at step ``n`` with ``need`` tokens of context and
+        ``s`` steps left; returns its context offset (context − A·n, what the running sum S0 gains)."""
+        gen, ctx0, fin_step, heap, push, A, heappush = self.gen, self.ctx0, self.fin_step, self.heap, \
+            self.stack.append, self.A, heapq.heappush
+
+        def join(rid: int, need: float, n: int, s: int) -> float:
+            g = gen[rid] + 1
+            gen[rid] = g
+            c = need - A * n
+            ctx0[rid] = c
+            fin_step[rid] = n + s
+            heappush(heap, (n + s, g, rid))
+            push(rid)
+            return c
+        return join
+
+    def _chunker(self):
+        """``fill_chunk(room)``: prompt tokens of the waiting prefills taken into a step with ``room`` tokens free,
+        in arrival order."""
+        pfq = self.pfq
+
+        def fill_chunk(room: int) -> int:
+            used = 0
+            for e in pfq:
+                take = e[1] if e[1] < room - used else room - used
+                e[1] -= take
+                used += take
+                if used >= room:
+                    break
+            return used
+        return fill_chunk
 
     def preempt(self, n: int) -> float:
         """Preempt the most recently admitted decoding sequence (recomputed later, vLLM's recompute preemption);
@@ -128,21 +169,24 @@ class Replica:
         self.requeue.appendleft((rid, self.ctx0[rid] + self.A * n))
         return self.ctx0[rid]
 
-    def refuse(self, rid: int) -> None:
-        """A request that can never fit an empty replica's KV cache is refused."""
+    def refuse(self, rid: int, preempted: bool = False, nxt: int = 0) -> int:
+        """A request that can never fit an empty replica's KV cache is refused (taken off the preempted queue, or
+        past as the next arrival: returns the next arrival's index)."""
         self.rejected += 1
         self.out.finish[rid] = math.nan
+        if preempted:
+            self.requeue.popleft()
+            return nxt
+        return nxt + 1
 
-    def fill_chunk(self, room: int) -> int:
-        """Prompt tokens of the waiting prefills taken into a step with ``room`` tokens free, in arrival order."""
-        used = 0
-        for e in self.pfq:
-            take = e[1] if e[1] < room - used else room - used
-            e[1] -= take
-            used += take
-            if used >= room:
-                break
-        return used
+    def arrive_decoding(self, rid: int, t: float) -> bool:
+        """A request reaches a disaggregated decode pool with its KV: its first token is out; False when it needs
+        no decode step (it completes here)."""
+        self.out.first[rid] = t
+        if self.steps_left[rid] == 0:
+            self.complete(rid, t)
+            return False
+        return True
 
     def record(self, t: float, nxt: int, running: int) -> float:
         """A timeline point (queue, running) at ``t``; thinned 2× when full. Returns the next recording time."""
@@ -156,44 +200,51 @@ class Replica:
             self.rec_dt *= 2.0
         return next_rec
 
+    def loop_inputs(self) -> tuple:
+        """What the loop reads, as local variables: the scheduler's limits, the step times (rounded up to the train's
+        period when there is one), the requests, queues and per-request state."""
+        sch, table, out = self.sched, self.table, self.out
+        decode_t, mixed_t, cadence = table.decode, table.mixed, sch.cadence
+        if cadence:
+            decode_t, mixed_t = _clocked(decode_t, mixed_t, cadence)
+        return (self.A, int(sch.max_batch), int(sch.budget), float(sch.kv_tokens), cadence, sch.reserve_whole,
+                sch.prefill, decode_t, mixed_t, self.a_t, self.a_id, self.isl, self.osl, self.heap, self.pfq,
+                self.requeue, out.admit, out.first, self.gen, self.ctx0, self.fin_step, self.steps_left)
+
     def run(self, progress=None) -> dict:
         """Run until every request finished or was refused; fills ``out``, returns the replica's totals and timeline.
 
         One function for the loop on purpose (over ~80 lines): the per-event state (time, step, running sequences
         and their summed context, the prefill queue) stays in local variables, which keeps an event at a handful of
         Python operations; the rare or per-request work is in the methods above."""
-        sch, table = self.sched, self.table
-        A, B, T, K, cadence, whole = self.A, int(sch.max_batch), int(sch.budget), float(sch.kv_tokens), \
-            sch.cadence, sch.reserve_whole
-        pf_all = sch.prefill
-        decode_t, mixed_t, heappop = table.decode, table.mixed, heapq.heappop
-        a_t, a_id, isl, osl, heap, pfq, requeue = self.a_t, self.a_id, self.isl, self.osl, self.heap, self.pfq, \
-            self.requeue
-        admit, first, gen, ctx0, fin_step, steps_left = self.out.admit, self.out.first, self.gen, self.ctx0, \
-            self.fin_step, self.steps_left
-        complete, join = self.complete, self.join
+        (A, B, T, K, cadence, whole, pf_all, decode_t, mixed_t, a_t, a_id, isl, osl, heap, pfq, requeue, admit, first,
+         gen, ctx0, fin_step, steps_left) = self.loop_inputs()
+        complete, join, fill_chunk, heappop = self.complete, self.join, self.fill_chunk, heapq.heappop
         t = a_t[0] if a_t else 0.0
         if cadence:
             t = math.ceil(t / cadence) * cadence
         t0 = next_rec = t
         n = dec = npf = nxt = iters = 0  # decode steps taken; decoding and prefilling sequences; next arrival
         S0 = pf_res = busy = area = 0.0  # Σ context offsets; KV reserved by prefills; busy time; ∫ running dt
+        na, grows = len(a_t), self.closed_next is not None  # a closed loop's completions append arrivals
         while True:
             iters += 1
-            na = len(a_t)
+            if grows:
+                na = len(a_t)
             kv_blocked = False
             while dec + npf < B and (requeue or (nxt < na and a_t[nxt] <= t)):  # ---- admission at this boundary
-                src = 1 if requeue else 2
-                rid, need = requeue[0] if src == 1 else (a_id[nxt], isl[a_id[nxt]])
+                if requeue:
+                    rid, need = requeue[0]
+                    src = 1
+                else:
+                    rid = a_id[nxt]
+                    need = isl[rid]
+                    src = 2
                 if (self.held + isl[rid] + osl[rid] if whole else S0 + dec * A * n + pf_res + need) > K:
                     if dec or pfq:
                         kv_blocked = True
                         break
-                    self.refuse(rid)  # can never fit
-                    if src == 1:
-                        requeue.popleft()
-                    else:
-                        nxt += 1
+                    nxt = self.refuse(rid, src == 1, nxt)  # can never fit
                     continue
                 if whole:
                     self.held += isl[rid] + osl[rid]
@@ -207,19 +258,13 @@ class Replica:
                     pfq.append([rid, need, need])
                     npf += 1
                     pf_res += need
-                    continue
-                first[rid] = t  # disaggregated decode pool: the KV arrives with the request
-                if steps_left[rid] == 0:
-                    complete(rid, t)
-                    continue
-                S0 += join(rid, need, n, steps_left[rid])
-                dec += 1
+                elif self.arrive_decoding(rid, t):  # disaggregated decode pool: the KV arrives with the request
+                    S0 += join(rid, need, n, steps_left[rid])
+                    dec += 1
             if t >= next_rec:
                 next_rec = self.record(t, nxt, dec + npf)
             if npf:  # ---- one iteration carrying a prefill chunk (and every decoding sequence)
-                dt = mixed_t(dec, S0 / dec + A * n if dec else 0.0, self.fill_chunk(T - dec))
-                if cadence:
-                    dt = on_clock(dt, cadence)
+                dt = mixed_t(dec, S0 / dec + A * n if dec else 0.0, fill_chunk(T - dec))
                 area += (dec + npf) * dt
                 t += dt
                 busy += dt
@@ -250,8 +295,6 @@ class Replica:
                 dt1 = 0.0
                 if (not kv_blocked) and dec + npf < B and nxt < na:
                     dt1 = decode_t(dec, S0 / dec + A * n)
-                    if cadence:
-                        dt1 = on_clock(dt1, cadence)
                     k_arr = math.ceil((a_t[nxt] - t) / dt1)
                     if k_arr < 1:
                         k_arr = 1
@@ -259,8 +302,6 @@ class Replica:
                         k = k_arr
                 if k > 4 or dt1 == 0.0:  # the context grows A tokens a step: price the segment at its middle
                     dt1 = decode_t(dec, S0 / dec + A * (n + (k - 1) * 0.5))
-                    if cadence:
-                        dt1 = on_clock(dt1, cadence)
                 dt = k * dt1
                 area += dec * dt
                 t += dt
@@ -274,16 +315,16 @@ class Replica:
                         dec -= 1
                         complete(rid, t)
             elif requeue:  # pragma: no cover - a preempted request always fits an empty replica
-                self.refuse(requeue.popleft()[0])
+                self.refuse(requeue[0][0], True)
             elif nxt < na:
                 if a_t[nxt] > t:
                     t = on_clock(a_t[nxt], cadence) if cadence else a_t[nxt]
             else:
                 break
-            if progress is not None and (iters & 4095) == 0:
-                progress(self.n_done)
+            if progress is not None and (iters & 4095) == 0:  # done: arrived, neither running, waiting nor refused
+                progress(nxt - npf - dec - len(requeue) - self.rejected)
         if progress is not None:
-            progress(self.n_done)
+            progress(nxt - npf - dec - len(requeue) - self.rejected)
         return dict(busy_s=busy, span_s=t - t0, batch_area=area, rejected=self.rejected, decode_steps=n,
                     timeline=self.tl, t_start=t0, t_end=t)
 
