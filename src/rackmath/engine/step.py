@@ -319,7 +319,9 @@ def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
                          ("kernel_latency_s", "τ_k", "s"), ("collective_latency_s", "τ_c", "s"),
                          ("eta_comm", "η_comm", ""), ("mla_kernel_scale", "MLA kernel scale", "")):
         if k in src:
-            rows.append(dict(op=None, symbol=sym, working="", value=at(getattr(eff, k)), unit=unit, source=src[k]))
+            rows.append(dict(op=None, symbol=sym, working="", value=at(getattr(eff, k)), unit=unit, source=src[k],
+                             how="inferred from serving records" if " inferred from " in src[k] else
+                             "measured kernel curve"))
     return rows
 
 

@@ -182,7 +182,7 @@ def silicon(chip) -> dict | None:
         inf = inferred(chip.name)
         if inf is None:
             return None
-        why = f"inferred from {inf.get('records', '?')} serving records ({inf['file']}; {inf['source']})"
+        why = f"inferred from {inf.get('records', '?')} serving records of {chip.name} ({inf['file']})"
         return {k: {"value": float(inf[k]), "from": f"{k} = {float(inf[k]):.4g} {why}"} for k in INFERRED_FIELDS}
     out = {}
     floor = _curve(t, "kernel_floor")
