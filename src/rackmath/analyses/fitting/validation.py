@@ -54,6 +54,8 @@ def max_load_concurrency(model, hardware, *, gpus, isl, osl, weights_dtype=None,
     request ISL + OSL where the stack admits a request only with KV for all of it (TensorRT-LLM's default
     GUARANTEED_NO_EVICT capacity scheduler: ``Stack.reserves_whole_request``); ``max_batch`` defaults to
     TensorRT-LLM's 2,048.
+
+    Its keywords are a record's serving fields, forwarded one for one: a reason for more than twelve.
     """
     from ..serving.serve import MAX_BATCH_SIZE, serve
 

@@ -493,6 +493,9 @@ def fast_mode(model, hardware, *, speedup=None, price=None, context=8192, chips=
     operating step's shares (compute headroom above B* is free speed; below it only the
     weight fetch is amortized), returned with it as ``assumption``, and checked against the
     closed form :func:`fast_mode_closed`.
+
+    Its keywords are ``rackmath batching fast-mode``'s options one for one (the CLI and web forward them): a reason
+    for more than twelve.
     """
     op, g = _fast_setup(model, hardware, context, chips, operating_multiple, operating_batch, weights_dtype, kv_dtype,
                         efficiency, weight_read, usable)

@@ -102,7 +102,11 @@ def context_curves(context, *, batch=1e4, n_active=LECTURE_N_ACTIVE, n_total=Non
                    quadratic_onset=np.inf):
     """Relative cost per token vs context for four attention kinds sharing the same stored KV per token b:
     dense; sliding window (``global_fraction`` of the KV in global layers, the rest windowed at W);
-    DeepSeek top-k (reads k tokens + an index key of ``indexer_fraction``·b per token); √L."""
+    DeepSeek top-k (reads k tokens + an index key of ``indexer_fraction``·b per token); √L.
+
+    Keyword parameters, one per premise of the lecture's context chapter (each with the lecture's value as default):
+    a reason to keep them flat rather than grouped.
+    """
     L = np.asarray(context, dtype=float)
     reads = {
         "dense": kv_read_dense(L, bytes_per_token),
@@ -189,6 +193,9 @@ def context_wall(*, n_active=LECTURE_N_ACTIVE, n_total=None, bytes_per_token=166
     domain at batch B, and what HBM bandwidth and capacity a ``target_context`` needs at today's cost per token.
 
     ``peak_flops`` and ``mem_bw`` are per chip; ``hbm_bytes`` is the whole domain's HBM.
+
+    Keyword parameters, one per premise of the wall (model, chip, deployment, target), each defaulting to the
+    lecture's: a reason to keep them flat rather than grouped.
     """
     n_total = n_active if n_total is None else n_total
     for v, f in ((n_active, "active params"), (bytes_per_token, "bytes per token"), (batch, "batch"),
