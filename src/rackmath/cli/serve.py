@@ -21,6 +21,19 @@ def _count(text, field, integer=True):
     return int(v) if integer else v
 
 
+def _layout(gpus, tp, ep, pp, attention_dp, attention_dp_size, prefill_gpus, decode_gpus, redundant, uneven,
+            weight_layout):
+    """The ``Layout`` the flags give (strings parsed; a disaggregated deployment's decode pool with its ``prefill``
+    pool). One argument per layout flag of the command (the reason for eleven)."""
+    from ..analyses.serving.inputs import Layout, split_pools
+
+    n, pg = split_pools(_count(gpus, "gpus"), _count(prefill_gpus, "prefill_gpus"), _count(decode_gpus, "decode_gpus"))
+    return Layout(n, _count(tp, "tp"), _count(ep, "ep"), _count(pp, "pp"), True if attention_dp else None,
+                  _count(redundant, "redundant_experts") or 0, uneven,
+                  attention_dp_size=_count(attention_dp_size, "attention_dp_size"),
+                  weight_layout=weight_layout.strip().lower(), prefill=None if pg is None else Layout(pg))
+
+
 def _context_limits(r, model, hardware, weights_dtype, kv_dtype, redundant) -> dict:
     """The one max-context answer (analyses.lecture.context.max_context) for the decode layout serve used, and warnings
     when the request (ISL + OSL) or the memory limit passes the model's own context limit."""
@@ -117,9 +130,11 @@ def register(app: typer.Typer) -> None:
     ):
         """Steady-state serving: tokens/s per GPU, TPOT, TTFT, $/Mtok and energy for a request shape and
         concurrency."""
+        from dataclasses import replace
+
         from .. import units
-        from ..analyses.serving.serve import serve
-        from .common import (energy_dict, energy_line, human, mode_dict, power_capped, print_derivation,
+        from ..analyses.serving.serve import Workload, load_stack, serve
+        from .common import (energy_dict, energy_line, human, mode_dict, power_capped, priced, print_derivation,
                              print_json, table)
 
         if ideal:  # --ideal with --efficiency X is an error, as on every command (common.efficiency_for)
@@ -130,18 +145,16 @@ def register(app: typer.Typer) -> None:
             from .common import check_output
 
             check_output(ops_plot, force, "ops_plot", (".png", ".svg", ".pdf"))
-        acc = None if acceptance is None else float(units.parse_count(acceptance, "acceptance"))
-        r = serve(model, power_capped(hardware, power_cap), gpus=_count(gpus, "gpus"), isl=_count(isl, "isl", False),
-                  osl=_count(osl, "osl", False), concurrency=_count(concurrency, "concurrency", False),
-                  tp=_count(tp, "tp"), ep=_count(ep, "ep"), pp=_count(pp, "pp"),
-                  attention_dp=True if attention_dp else None,
-                  attention_dp_size=_count(attention_dp_size, "attention_dp_size"), weights_dtype=weights_dtype,
-                  kv_dtype=kv_dtype, mtp=_count(mtp, "mtp"), acceptance=acc, prefill_gpus=_count(prefill_gpus, "prefill_gpus"),
-                  decode_gpus=_count(decode_gpus, "decode_gpus"), cached_share=cached_share, ideal=ideal,
-                  efficiency=efficiency, redundant_experts=_count(redundant_experts, "redundant_experts") or 0,
-                  uneven_experts=uneven_experts, framework=framework, arrivals=arrivals, eager=eager,
-                  weight_layout=weight_layout.strip().lower(), compute_dtype=compute_dtype,
-                  usd_per_gpu_hour=None if price is None else units.parse_usd_per_hour(price, "usd_per_gpu_hour"))
+        r = serve(model, priced(power_capped(hardware, power_cap), price),
+                  Workload(_count(isl, "isl", False), _count(osl, "osl", False),
+                           _count(concurrency, "concurrency", False), _count(mtp, "mtp"),
+                           None if acceptance is None else float(units.parse_count(acceptance, "acceptance")),
+                           cached_share, arrivals),
+                  _layout(gpus, tp, ep, pp, attention_dp, attention_dp_size, prefill_gpus, decode_gpus,
+                          redundant_experts, uneven_experts, weight_layout),
+                  replace(load_stack(framework), cuda_graphs=not eager, weights_dtype=weights_dtype,
+                          kv_dtype=kv_dtype, compute_dtype=compute_dtype),
+                  "ideal" if ideal else efficiency)
         if ops or ops_plot:
             from .common import print_ops
 

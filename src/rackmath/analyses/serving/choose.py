@@ -22,7 +22,7 @@ from ...specs.hardware import load_hardware
 from ...specs.models import load_model
 from ... import units
 from .evaluate import evaluate, prefill_pool_rate
-from .inputs import Layout, Plan, Stack, Workload, load_stack, pool, speculating
+from .inputs import Layout, Plan, Stack, Workload, check_price, load_stack, pool, speculating
 from .schedule import USABLE_MEMORY_FRACTION
 
 
@@ -106,6 +106,7 @@ def make_plan(model, hardware, workload: Workload, layout: Layout | None = None,
     or an ``Efficiency``: the preset layouts are chosen with. The price is the hardware chip's ``usd_per_hour``.
     """
     m, system = load_model(model), load_hardware(hardware)
+    check_price(system.chip.usd_per_hour)
     layout = Layout() if layout is None else layout
     lay_p = layout.prefill
     st = load_stack(stack).checked()

@@ -31,6 +31,7 @@ import numpy as np
 from ...bounds import check_int
 from ...errors import InputError, check_positive
 from ...engine.layout import HwNumbers, attention_dp_label, attention_ranks
+from ...specs.hardware import priced
 from ...specs.stacks import resolve as resolve_stack
 from ...specs.records import ARRIVALS  # request arrival patterns: steady, poisson, waves, closed-loop
 from .schedule import held_context, mean_decode_context
@@ -385,9 +386,7 @@ def from_flat(hardware, workload=None, layout=None, stack=None, efficiency=None,
             raise InputError(name, f"given with {both[0]}=", f"a {name.capitalize()} or its keywords, not both")
     usd = flat.get("usd_per_gpu_hour")
     if usd is not None:
-        check_positive(usd, "usd_per_gpu_hour", "a price in $ per GPU-hour", allow_zero=True, maximum=1e4)
-        from ...specs.hardware import priced
-
+        check_price(usd)
         hardware = priced(hardware, usd)
     if flat.get("ideal"):  # --ideal: the bound; with --efficiency auto or a preset, one error naming both
         from ...engine.efficiency import resolve
@@ -417,31 +416,43 @@ def _flat_stack(stack, flat: dict) -> Stack:
     return replace(st, **over) if over else st
 
 
-def _flat_layout(flat: dict) -> Layout:
-    """The layout the flags give: ``gpus``, TP/EP/PP, attention DP …; with ``prefill_gpus`` and ``decode_gpus`` the
-    decode pool, its ``prefill`` pool from ``prefill_tp`` / ``prefill_ep`` / ``prefill_attention_dp``."""
-    g = flat.get
-    pg, dg, gpus = g("prefill_gpus"), g("decode_gpus"), g("gpus")
+def check_price(usd) -> None:
+    """A price in $ per GPU-hour: finite, from 0 to 10⁴."""
+    check_positive(usd, "usd_per_gpu_hour", "a price in $ per GPU-hour", allow_zero=True, maximum=1e4)
+
+
+def split_pools(gpus, prefill_gpus, decode_gpus) -> tuple:
+    """``--gpus`` / ``--prefill-gpus`` / ``--decode-gpus`` → (the decode pool's GPUs, or every GPU when aggregated;
+    the prefill pool's GPUs or None). Disaggregated: both pools given, whole, and summing to ``gpus`` if given."""
+    pg, dg = prefill_gpus, decode_gpus
     for name, v in (("prefill_gpus", pg), ("decode_gpus", dg)):
         if v is not None:
             check_positive(v, name, "a positive number of GPUs", maximum=1e6)
     if (pg is None) != (dg is None):
         raise InputError("prefill_gpus" if pg is None else "decode_gpus", "given alone",
                          "both --prefill-gpus and --decode-gpus (or neither)")
-    prefill = None
-    if pg is not None:
-        for name, v in (("prefill_gpus", pg), ("decode_gpus", dg)):
-            if int(v) != v or v < 1:
-                raise InputError(name, f"{v!r}", "a whole number of GPUs ≥ 1")
-        check_gpus(gpus)
-        if gpus is not None and pg + dg != gpus:
-            raise InputError("gpus", f"{gpus} ≠ prefill {pg} + decode {dg}",
-                             "--gpus = --prefill-gpus + --decode-gpus (conventions.md)")
-        prefill = Layout(int(pg), g("prefill_tp"), g("prefill_ep"), attention_dp=g("prefill_attention_dp"))
-        gpus = int(dg)
-    elif any(g(k) is not None for k in ("prefill_tp", "prefill_ep", "prefill_attention_dp")):
+    if pg is None:
+        return gpus, None
+    for name, v in (("prefill_gpus", pg), ("decode_gpus", dg)):
+        if int(v) != v or v < 1:
+            raise InputError(name, f"{v!r}", "a whole number of GPUs ≥ 1")
+    check_gpus(gpus)
+    if gpus is not None and pg + dg != gpus:
+        raise InputError("gpus", f"{gpus} ≠ prefill {pg} + decode {dg}",
+                         "--gpus = --prefill-gpus + --decode-gpus (conventions.md)")
+    return int(dg), int(pg)
+
+
+def _flat_layout(flat: dict) -> Layout:
+    """The layout the flags give: ``gpus``, TP/EP/PP, attention DP …; with ``prefill_gpus`` and ``decode_gpus`` the
+    decode pool, its ``prefill`` pool from ``prefill_tp`` / ``prefill_ep`` / ``prefill_attention_dp``."""
+    g = flat.get
+    gpus, pg = split_pools(g("gpus"), g("prefill_gpus"), g("decode_gpus"))
+    if pg is None and any(g(k) is not None for k in ("prefill_tp", "prefill_ep", "prefill_attention_dp")):
         raise InputError("prefill_tp", "a prefill layout without --prefill-gpus/--decode-gpus",
                          "prefill_tp/prefill_ep/prefill_attention_dp with a disaggregated deployment")
+    prefill = None if pg is None else Layout(pg, g("prefill_tp"), g("prefill_ep"),
+                                             attention_dp=g("prefill_attention_dp"))
     return Layout(gpus, g("tp"), g("ep"), g("pp"), g("attention_dp"), g("redundant_experts") or 0,
                   bool(g("uneven_experts", False)), attention_dp_size=g("attention_dp_size"),
                   weight_layout=g("weight_layout", "1d"), kv_shards=g("kv_shards"), prefill=prefill)
