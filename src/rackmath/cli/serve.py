@@ -65,6 +65,62 @@ def _nearest_rows(near) -> list[list[str]]:
     return [["nearest measured", line] for line in sentences(near)]
 
 
+def _print_ops(r, ops, ops_plot, force, json) -> bool:
+    """``--ops`` (table or JSON) and ``--ops-plot``: the decode step by operator. True when the command is done."""
+    from .common import check_output, human, print_json, print_ops, wrote
+
+    rows = r.ops()
+    if ops_plot:
+        from ..plotting.ops import plot_ops
+
+        plot_ops(rows, check_output(ops_plot, force, "ops_plot", (".png", ".svg", ".pdf")),
+                 f"{r.model} on {r.gpus} × {r.hardware}: decode step by operator")
+        wrote(ops_plot)
+    if not ops:
+        return False
+    if json:
+        print_json({"ops": rows, "decode_step_s": float(r.as_dict()["decode_step_ms"]) / 1e3,
+                    "efficiency": r.efficiency, "label": r.efficiency_label})
+    else:
+        print_ops(rows, f"{r.model} on {r.gpus} × {r.hardware}, layout {r.layout['label']}: decode step "
+                        f"of {human(float(r.as_dict()['decode_step_ms']) / 1e3, 's')} by operator\n"
+                        f"{r.efficiency_label}")
+    return True
+
+
+def _print_table(d: dict, mode: dict, e, power_cap, near) -> None:
+    """The serve table: throughput, latency, cost, layout, memory, context, stack, energy, nearest measurements."""
+    from .common import energy_dict, energy_line, human, table
+
+    rows = [["output tok/s per GPU", human(d["output_tok_s_per_gpu"])],
+            ["total tok/s per GPU", human(d["total_tok_s_per_gpu"])],
+            ["TPOT", human(d["tpot_ms"] / 1e3, "s")], ["TTFT", human(d["ttft_ms"] / 1e3, "s")],
+            ["step", human(d["step_ms"] / 1e3, "s")], ["tokens/s per user", human(d["tokens_per_s_per_user"])],
+            ["$/Mtok (output)", f'{human(d["usd_per_mtok_output"], "$")} at '
+                                f'{human(d["usd_per_gpu_hour"], "$")}/GPU-hour'],
+            ["bottleneck", d["bottleneck"]], ["layout", d["layout"]["label"] + (" (chosen)" if d["layout_chosen"] else "")],
+            ["memory per GPU", f'{human(d["mem_per_gpu_gb"] * 1e9, "B")} ({"fits" if d["fits"] else "does NOT fit"}'
+                               + ("" if d["fits"] else f': {human(d.get("mem_short_gb", 0.0) * 1e9, "B")} short')
+                               + '; '
+                               f'max ≈ {human(d["max_concurrency"])} sequences)'],
+            ["longest context at this concurrency",
+             "—" if mode["max_context"] is None else
+             f'{human(mode["max_context"])} tokens (model limit '
+             f'{human(mode["model_max_context"]) if mode["model_max_context"] else "not published"})'],
+            ["efficiency", d["efficiency"]], ["serving stack", d["stack_version"]],
+            ["energy", energy_line(e, per="token").removeprefix("energy: ").replace("/token", "/output token", 1)
+             + ("" if power_cap is None else f"; power cap {human(energy_dict(e, power_cap)['power_cap_w'], 'W')} per GPU (compute peaks "
+                                         "scaled)")]]
+    if d.get("prefill"):
+        p = d["prefill"]
+        rows.append(["prefill pool", f'{p["gpus"]} GPUs, {human(p["input_tok_s_per_gpu"])} input tok/s per GPU'])
+    rows += _nearest_rows(near)
+    table(f'{d["model"]} on {d["gpus"]} × {d["hardware"]} ({d["mode"]}), ISL {human(d["isl"])} / '
+          f'OSL {human(d["osl"])}, C = {human(d["concurrency"])}, stack {d["stack_version"]}\n{mode["label"]}',
+          ["quantity", "value"], rows,
+          caption="; ".join(d["notes"] + [f"WARNING: {w}" for w in mode["warnings"]]) or None)
+
+
 def register(app: typer.Typer) -> None:
 
     @app.command("serve")
@@ -134,8 +190,7 @@ def register(app: typer.Typer) -> None:
 
         from .. import units
         from ..analyses.serving.serve import Workload, load_stack, serve
-        from .common import (energy_dict, energy_line, human, mode_dict, power_capped, priced, print_derivation,
-                             print_json, table)
+        from .common import energy_dict, mode_dict, power_capped, priced, print_derivation, print_json
 
         if ideal:  # --ideal with --efficiency X is an error, as on every command (common.efficiency_for)
             from .common import efficiency_for
@@ -155,26 +210,8 @@ def register(app: typer.Typer) -> None:
                   replace(load_stack(framework), cuda_graphs=not eager, weights_dtype=weights_dtype,
                           kv_dtype=kv_dtype, compute_dtype=compute_dtype),
                   "ideal" if ideal else efficiency)
-        if ops or ops_plot:
-            from .common import print_ops
-
-            rows = r.ops()
-            if ops_plot:
-                from .common import check_output, wrote
-                from ..plotting.ops import plot_ops
-
-                plot_ops(rows, check_output(ops_plot, force, "ops_plot", (".png", ".svg", ".pdf")),
-                         f"{r.model} on {r.gpus} × {r.hardware}: decode step by operator")
-                wrote(ops_plot)
-            if ops:
-                if json:
-                    print_json({"ops": rows, "decode_step_s": float(r.as_dict()["decode_step_ms"]) / 1e3,
-                                "efficiency": r.efficiency, "label": r.efficiency_label})
-                else:
-                    print_ops(rows, f"{r.model} on {r.gpus} × {r.hardware}, layout {r.layout['label']}: decode step "
-                                    f"of {human(float(r.as_dict()['decode_step_ms']) / 1e3, 's')} by operator\n"
-                                    f"{r.efficiency_label}")
-                return
+        if (ops or ops_plot) and _print_ops(r, ops, ops_plot, force, json):
+            return
         from .common import dtype_rate_warning
 
         rate_note = dtype_rate_warning(hardware, weights_dtype, compute_dtype, echo=json or explain)
@@ -198,31 +235,4 @@ def register(app: typer.Typer) -> None:
                 print()
                 print_derivation(e.explain())
             return
-        d = r.as_dict()
-        rows = [["output tok/s per GPU", human(d["output_tok_s_per_gpu"])],
-                ["total tok/s per GPU", human(d["total_tok_s_per_gpu"])],
-                ["TPOT", human(d["tpot_ms"] / 1e3, "s")], ["TTFT", human(d["ttft_ms"] / 1e3, "s")],
-                ["step", human(d["step_ms"] / 1e3, "s")], ["tokens/s per user", human(d["tokens_per_s_per_user"])],
-                ["$/Mtok (output)", f'{human(d["usd_per_mtok_output"], "$")} at '
-                                    f'{human(d["usd_per_gpu_hour"], "$")}/GPU-hour'],
-                ["bottleneck", d["bottleneck"]], ["layout", d["layout"]["label"] + (" (chosen)" if d["layout_chosen"] else "")],
-                ["memory per GPU", f'{human(d["mem_per_gpu_gb"] * 1e9, "B")} ({"fits" if d["fits"] else "does NOT fit"}'
-                                   + ("" if d["fits"] else f': {human(d.get("mem_short_gb", 0.0) * 1e9, "B")} short')
-                                   + '; '
-                                   f'max ≈ {human(d["max_concurrency"])} sequences)'],
-                ["longest context at this concurrency",
-                 "—" if mode["max_context"] is None else
-                 f'{human(mode["max_context"])} tokens (model limit '
-                 f'{human(mode["model_max_context"]) if mode["model_max_context"] else "not published"})'],
-                ["efficiency", d["efficiency"]], ["serving stack", d["stack_version"]],
-                ["energy", energy_line(e, per="token").removeprefix("energy: ").replace("/token", "/output token", 1)
-                 + ("" if power_cap is None else f"; power cap {human(energy_dict(e, power_cap)['power_cap_w'], 'W')} per GPU (compute peaks "
-                                             "scaled)")]]
-        if d.get("prefill"):
-            p = d["prefill"]
-            rows.append(["prefill pool", f'{p["gpus"]} GPUs, {human(p["input_tok_s_per_gpu"])} input tok/s per GPU'])
-        rows += _nearest_rows(near)
-        table(f'{d["model"]} on {d["gpus"]} × {d["hardware"]} ({d["mode"]}), ISL {human(d["isl"])} / '
-              f'OSL {human(d["osl"])}, C = {human(d["concurrency"])}, stack {d["stack_version"]}\n{mode["label"]}',
-              ["quantity", "value"], rows,
-              caption="; ".join(d["notes"] + [f"WARNING: {w}" for w in mode["warnings"]]) or None)
+        _print_table(r.as_dict(), mode, e, power_cap, near)

@@ -19,7 +19,7 @@ from ...results import ResultMixin
 from .inputs import Plan
 from .schedule import (CLOSED_LOOP_PROMPTS_PER_CLIENT, MAX_NUM_TOKENS, closed_loop_ttft, disaggregated_output_rate,
                        disaggregated_ttft, disaggregated_wave_ttft, first_wave_share, kv_transfer_time,
-                       output_tokens_per_s, prefill_chunks, prefill_schedule, steady_state, tokens_per_s_per_user,
+                       output_tokens_per_s, prefill_chunks, steady_state, tokens_per_s_per_user,
                        total_tokens_per_s, tpot, wave_schedule, waves_persist)
 from .steps import eager_step, mixed_numbers, run_step, speculative_step, step_kernels
 

@@ -145,7 +145,7 @@ def _schedule_lines(x) -> None:
     d.add("t_mixed", "max(t_gpu,mixed, n_eager · τ_eager) + k · t_draft", "", _f(info["t_mixed"]), "s",
           "an eager step: no CUDA graph, the host dispatches every kernel" + eager_note,
           expr="max(t_gm, n_e * tau_e)" + (f" + {k} * t_draft" if k else ""), key="t_mixed")
-    n = d.add("n", "p / c", "", _f(info["n_mixed"]), "", "mixed steps per decode step", expr="p / c", key="n")
+    d.add("n", "p / c", "", _f(info["n_mixed"]), "", "mixed steps per decode step", expr="p / c", key="n")
     d.add("t̄", "t_decode + n·(t_mixed − t_decode) if n ≤ 1 else t_mixed", "", v["step_ms"] / 1e3, "s",
           "time-sliced prefill (Sarathi-Serve)",
           expr="t_decode + n * (t_mixed - t_decode) if n <= 1 else t_mixed", key="tbar")
