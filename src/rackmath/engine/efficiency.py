@@ -391,7 +391,7 @@ def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
 
 
 def for_stack(eff: Efficiency, stack) -> Efficiency:
-    """The efficiency a step of ``stack`` (an ``analyses.serving.inputs.Stack``) runs with: under a per-version preset
+    """The efficiency a step of ``stack`` (an ``analyses.serving.serve.Stack``) runs with: under a per-version preset
     (``--efficiency measured``) the stack version's fitted host times replace its engine's, and its time per kernel
     τ_stack adds to the silicon's floor: τ_k = τ_silicon + τ_stack (launch gaps between a graph's kernels, work the
     version does not fuse); otherwise ``eff``. The result is no longer per-version, so applying it twice (plan's

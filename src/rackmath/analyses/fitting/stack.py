@@ -50,7 +50,7 @@ def engine_of(label: str) -> str:
     """The engine whose host-time fields a stack version uses (``trtllm``, ``vllm``, ``sglang``, ``vllm_v0``,
     ``generic``)."""
     from ...engine.efficiency import STACK_HOST_OF
-    from ..serving.inputs import load_stack
+    from ..serving.serve import load_stack
 
     from ...errors import InputError
 

@@ -101,7 +101,7 @@ def _workload(isl, osl):
 def aggregated_points(st, lays, isl, osl, budget, n=CONCURRENCY_GRID, rho=RHO) -> dict:
     """Every (replica layout × concurrency) of an aggregated deployment, analytically (arrays [layout, n])."""
     from . import step_table as stt
-    from .schedule import held_context
+    from .serve import held_context
 
     n = np.asarray(n, dtype=float)[None, :]
     lay = {k: v[:, None] for k, v in lays.items()}
@@ -117,7 +117,7 @@ def aggregated_points(st, lays, isl, osl, budget, n=CONCURRENCY_GRID, rho=RHO) -
 
 def _decode_points(st, lays, isl, osl, n=CONCURRENCY_GRID, rho=RHO) -> dict:
     from . import step_table as stt
-    from .schedule import held_context
+    from .serve import held_context
 
     A = st.acceptance
     L = isl + osl / 2.0
@@ -146,7 +146,7 @@ def _prefill_points(st, lays, isl, budget) -> dict:
 def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budget, modes):
     """The cheapest aggregated and disaggregated deployments of one chip meeting the SLOs (or None each)."""
     from . import step_table as stt
-    from .schedule import disaggregated_ttft
+    from .serve import disaggregated_ttft
 
     price = st.usd_per_gpu_hour
     out = {}
