@@ -47,6 +47,8 @@ def test_typed_equals_flat_every_object():
                           Layout(gpus=8, tp=8, ep=8, attention_dp=True), stack, "auto")
     _same(flat, typed)
     assert typed.usd_per_gpu_hour == 3.5 and typed.kv_dtype == "fp8" and typed.mtp == 1
+    with pytest.raises(InputError, match="^attention_dp_size: 0 is not a positive integer"):  # as before the split
+        serving.serve("deepseek-v3", "hgx-h200", isl=1000, osl=1000, concurrency=16, attention_dp_size=0)
 
 
 def test_typed_equals_flat_disaggregated():
@@ -75,9 +77,11 @@ def test_public_api_takes_the_objects():
     (dict(isl=np.array([1, 2])), "isl"),
 ])
 def test_bad_workload_field_is_one_line_naming_it(kw, field):
-    with pytest.raises(InputError) as e:
-        Workload(**{**dict(isl=1000, osl=1000, concurrency=64), **kw})
-    assert e.value.field == field and str(e.value).startswith(field + ": ") and "\n" not in str(e.value)
+    w = Workload(**{**dict(isl=1000, osl=1000, concurrency=64), **kw})  # built as given: serve checks it
+    for call in (w.checked, lambda: serving.serve("llama-3.1-8b", "h100", w)):
+        with pytest.raises(InputError) as e:
+            call()
+        assert e.value.field == field and str(e.value).startswith(field + ": ") and "\n" not in str(e.value)
 
 
 @pytest.mark.parametrize("kw, field", [(dict(tp=0), "tp"), (dict(ep=2.5), "ep"), (dict(pp=-1), "pp"),
@@ -85,7 +89,7 @@ def test_bad_workload_field_is_one_line_naming_it(kw, field):
                                        (dict(gpus=8, prefill=Layout(tp=4)), "prefill_gpus")])
 def test_bad_layout_field_is_one_line_naming_it(kw, field):
     with pytest.raises(InputError) as e:
-        Layout(**kw)
+        serving.serve("llama-3.1-8b", "h100", Workload(100, 100, 1), Layout(**kw))
     assert e.value.field == field and "\n" not in str(e.value)
 
 

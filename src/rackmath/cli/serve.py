@@ -25,12 +25,13 @@ def _layout(gpus, tp, ep, pp, attention_dp, attention_dp_size, prefill_gpus, dec
             weight_layout):
     """The ``Layout`` the flags give (strings parsed; a disaggregated deployment's decode pool with its ``prefill``
     pool). One argument per layout flag of the command (the reason for eleven)."""
-    from ..analyses.serving.inputs import Layout, split_pools
+    from ..analyses.serving.inputs import Layout, attention_groups, split_pools
 
     n, pg = split_pools(_count(gpus, "gpus"), _count(prefill_gpus, "prefill_gpus"), _count(decode_gpus, "decode_gpus"))
+    size = attention_groups(_count(attention_dp_size, "attention_dp_size"), _count(tp, "tp"))
     return Layout(n, _count(tp, "tp"), _count(ep, "ep"), _count(pp, "pp"), True if attention_dp else None,
                   _count(redundant, "redundant_experts") or 0, uneven,
-                  attention_dp_size=_count(attention_dp_size, "attention_dp_size"),
+                  attention_dp_size=size,
                   weight_layout=weight_layout.strip().lower(), prefill=None if pg is None else Layout(pg))
 
 

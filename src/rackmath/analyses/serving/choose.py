@@ -104,10 +104,12 @@ def make_plan(model, hardware, workload: Workload, layout: Layout | None = None,
     ``layout`` None: the best layout of one scale-up domain; ``stack`` a :class:`Stack`, a name (``sglang@0.5.7``)
     or None (the generic stack); ``efficiency`` None/'auto' (the chip's calibrated preset), 'ideal', a preset name
     or an ``Efficiency``: the preset layouts are chosen with. The price is the hardware chip's ``usd_per_hour``.
+    Each input is checked here (``Workload.checked``, ``Layout.checked``, ``Stack.checked``, the price).
     """
     m, system = load_model(model), load_hardware(hardware)
     check_price(system.chip.usd_per_hour)
-    layout = Layout() if layout is None else layout
+    workload = workload.checked()
+    layout = (Layout() if layout is None else layout).checked()
     lay_p = layout.prefill
     st = load_stack(stack).checked()
     spec = speculating(st, workload.mtp)
@@ -153,7 +155,7 @@ def _dp_attention_ep(layout: Layout) -> str | None:
     --attention-dp``: the note saying so, or None where the layout is not spelled that way."""
     tp, ep = layout.tp, layout.ep
     if layout.attention_dp and tp is not None and ep is not None and int(tp) == 1 and int(ep) > 1 \
-            and layout.attention_dp_size is None:
+            and not layout.attention_dp_size:
         return (f"tp 1, ep {int(ep)}, attention DP (SGLang's spelling of DP-attention + EP) is read as attention "
                 f"data-parallel over the {int(ep)} EP ranks: TP{int(ep)} EP{int(ep)} attention-DP (conventions.md)")
     return None
@@ -162,7 +164,7 @@ def _dp_attention_ep(layout: Layout) -> str | None:
 def _checked_request(p: Plan, req: Layout) -> tuple:
     """The decode pool's flags checked against the model and the GPUs: (attention_dp, R, weight layout, experts)."""
     m, n_dec = p.model, p.layout.gpus
-    rx, adp, size, tp = int(req.redundant_experts or 0), req.attention_dp, req.attention_dp_size, req.tp
+    rx, adp, size, tp = int(req.redundant_experts or 0), req.attention_dp, req.attention_dp_size or None, req.tp
     if not m.n_experts and (rx or req.uneven_experts):  # before the layout choice, which would blame the ep it picks
         raise InputError("redundant_experts" if rx else "uneven_experts", f"{m.name} is dense (no experts to place)",
                          "expert placement flags only for a mixture-of-experts model")
@@ -196,7 +198,7 @@ def decode_pool(p: Plan, req: Layout, eff) -> Layout:
         lay = dict(tp=int(tp), ep=int(ep or 1), pp=int(pp or 1), attention_dp=bool(adp), attention_dp_size=adp_size)
         chosen = False
     else:
-        cons = dict(ep=ep, pp=pp, attention_dp=True if adp else None, attention_dp_size=req.attention_dp_size)
+        cons = dict(ep=ep, pp=pp, attention_dp=True if adp else None, attention_dp_size=req.attention_dp_size or None)
         if rx == 0 and not req.uneven_experts:
             cands = choose_layout(p.numbers("decode"), p.system, eff, n_dec, float(np.max(p.workload.concurrency)),
                                   hw=p.hw(), constraints=cons, sched_overlap=p.stack.overlap_scheduler,

@@ -30,7 +30,7 @@ import numpy as np
 
 from ...bounds import check_int
 from ...errors import InputError, check_positive
-from ...engine.layout import HwNumbers, attention_dp_label, attention_ranks
+from ...engine.layout import HwNumbers, attention_dp_label, attention_ranks, check_attention_dp_size
 from ...specs.hardware import priced
 from ...specs.stacks import resolve as resolve_stack
 from ...specs.records import ARRIVALS  # request arrival patterns: steady, poisson, waves, closed-loop
@@ -154,12 +154,6 @@ def speculating(stack: Stack, mtp) -> Stack:
 # --------------------------------------------------------------------------------------
 
 
-def _set(obj, **values) -> None:
-    """Normalised values on a frozen dataclass (in ``__post_init__``)."""
-    for k, v in values.items():
-        object.__setattr__(obj, k, v)
-
-
 @dataclass(frozen=True)
 class Workload:
     """Request shape and load: ISL/OSL tokens, C sequences in flight across the deployment (conventions.md; a number
@@ -168,7 +162,9 @@ class Workload:
 
     ``arrivals``: "steady" (spread out evenly), "poisson" (independent arrivals), "waves" (lock-step, a
     closed-loop client at fixed lengths) or "closed-loop" (a benchmark client: the first C together, then C in
-    flight). Checked when built: a bad field is one ``InputError`` naming it."""
+    flight). ``serve`` checks it (:meth:`checked`): a bad field is one ``InputError`` naming it. A simulation
+    (``simulate.run``) reads the same object more loosely (``concurrency`` None for an open loop, length
+    distributions), so the fields are not checked when it is built."""
 
     isl: float
     osl: float
@@ -178,7 +174,9 @@ class Workload:
     cached_share: float = 0.0
     arrivals: str = "steady"
 
-    def __post_init__(self):
+    def checked(self) -> "Workload":
+        """The workload with every field checked for ``serve`` and normalised (floats, C as an array, A = 1 without
+        speculation); a bad field is one ``InputError`` naming it."""
         isl, osl, c = self.isl, self.osl, self.concurrency
         if np.ndim(isl) or np.ndim(osl):
             raise InputError("isl", "ISL and OSL must be single numbers", "one request shape per call")
@@ -204,12 +202,17 @@ class Workload:
             raise InputError("arrivals", f"{str(self.arrivals)[:80]!r}", "steady (requests spread out evenly), poisson "
                              "(independent arrivals), waves (lock-step, a closed-loop client at fixed lengths) or "
                              "closed-loop (a benchmark client: the first C together, then C in flight)")
-        _set(self, isl=float(isl), osl=float(osl), concurrency=np.asarray(c, dtype=float), mtp=int(mtp), acceptance=a,
-             cached_share=float(self.cached_share), arrivals=str(self.arrivals))
+        return replace(self, isl=float(isl), osl=float(osl), concurrency=np.asarray(c, dtype=float), mtp=int(mtp),
+                       acceptance=a, cached_share=float(self.cached_share), arrivals=str(self.arrivals))
 
     @property
     def isl_new(self) -> float:
         return self.isl * (1.0 - self.cached_share)
+
+    @property
+    def a(self) -> float:
+        """Tokens emitted per verification step A (1 when not given)."""
+        return 1.0 if self.acceptance is None else float(self.acceptance)
 
 
 def _check_degree(value, name: str) -> None:
@@ -240,7 +243,8 @@ class Layout:
     the model's). ``prefill``: a disaggregated deployment's prefill pool (its own Layout, ``gpus`` required; with
     ``tp`` None its fastest layout); ``gpus`` is then the decode pool's. ``chosen`` is set on a plan's layout when any
     degree was chosen. A plan's layout has every degree filled in (``attention_dp_size`` 0: every GPU its own
-    sequences)."""
+    sequences). ``serve`` checks it (:meth:`checked`: degrees and GPUs whole, a bad one an ``InputError`` naming it).
+    ``attention_dp_size`` 0 is "not given" (attention DP over every GPU when ``tp`` is given, else chosen)."""
 
     gpus: int | None = None
     tp: int | None = None
@@ -250,20 +254,25 @@ class Layout:
     redundant_experts: int = 0
     uneven_experts: bool = False
     chosen: bool = False
-    attention_dp_size: int | None = None  # attention-DP groups of the TP group (0: TP, every GPU its own sequences)
+    attention_dp_size: int | None = 0  # attention-DP groups of the TP group (0: not given / TP, every GPU its own)
     weight_layout: str = "1d"  # how the TP GPUs hold the weights: 1d, 2d or gathered (engine.layout.WEIGHT_LAYOUTS)
     kv_shards: int | None = None
     prefill: Layout | None = None
 
-    def __post_init__(self):
+    def checked(self) -> "Layout":
+        """The layout with its degrees (whole, ≥ 1), expert replicas and GPUs checked for ``serve``; its prefill pool
+        too. A bad field is one ``InputError`` naming it."""
         for name in ("tp", "ep", "pp"):
             _check_degree(getattr(self, name), name)
         rx = self.redundant_experts
         check_int(rx.item() if isinstance(rx, np.generic) else rx, "redundant_experts", 0, 10**6,
                   "a whole number from 0 to 10⁶")
         check_gpus(self.gpus)
-        if self.prefill is not None and self.prefill.gpus is None:
-            raise InputError("prefill_gpus", "a prefill pool without its GPUs", "Layout(gpus=N, …) for the pool")
+        if self.prefill is not None:
+            if self.prefill.gpus is None:
+                raise InputError("prefill_gpus", "a prefill pool without its GPUs", "Layout(gpus=N, …) for the pool")
+            self.prefill.checked()
+        return self
 
     @property
     def dp(self) -> int:
@@ -443,6 +452,14 @@ def split_pools(gpus, prefill_gpus, decode_gpus) -> tuple:
     return int(dg), int(pg)
 
 
+def attention_groups(size, tp=None) -> int:
+    """``--attention-dp-size`` as the Layout field: None → 0 (not given); a given 0 is refused, as every group count
+    that is not a positive divisor of TP (``engine.layout.check_attention_dp_size``)."""
+    if size is not None and not size:
+        check_attention_dp_size(size, int(tp) if tp is not None else size)
+    return size or 0
+
+
 def _flat_layout(flat: dict) -> Layout:
     """The layout the flags give: ``gpus``, TP/EP/PP, attention DP …; with ``prefill_gpus`` and ``decode_gpus`` the
     decode pool, its ``prefill`` pool from ``prefill_tp`` / ``prefill_ep`` / ``prefill_attention_dp``."""
@@ -454,5 +471,6 @@ def _flat_layout(flat: dict) -> Layout:
     prefill = None if pg is None else Layout(pg, g("prefill_tp"), g("prefill_ep"),
                                              attention_dp=g("prefill_attention_dp"))
     return Layout(gpus, g("tp"), g("ep"), g("pp"), g("attention_dp"), g("redundant_experts") or 0,
-                  bool(g("uneven_experts", False)), attention_dp_size=g("attention_dp_size"),
+                  bool(g("uneven_experts", False)),
+                  attention_dp_size=attention_groups(g("attention_dp_size"), g("tp")),
                   weight_layout=g("weight_layout", "1d"), kv_shards=g("kv_shards"), prefill=prefill)

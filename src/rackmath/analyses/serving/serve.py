@@ -149,7 +149,7 @@ def single_pass(model, hardware, layout: Layout, stack: Stack, eff, *, regime, s
     else:
         mn = prefill_numbers(m, isl=tokens, chunk=float(tokens) * (1.0 - cached_share), weights_dtype=wdt,
                              kv_dtype=kvdt, cached_share=cached_share, kv_shards=lay.kv_shards)
-    p = Plan(m, system, Workload(float(tokens), 1.0, 1.0),
+    p = Plan(m, system, Workload(float(tokens), 1.0, 1.0, acceptance=1.0),
              pool(dep.chips, dict(tp=dep.tp, ep=dep.ep, pp=dep.pp, attention_dp=dep.attention_dp),
                   redundant_experts=dep.redundant_experts, weight_layout=str(lay.weight_layout)),
              stack, wdt, kvdt, cdt, dep.chips, 0.0)
