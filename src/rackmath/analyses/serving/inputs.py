@@ -2,8 +2,8 @@
 serving stack (:class:`Stack`) — and the :class:`Plan` that fixes them before an efficiency is applied.
 
 ``serve(model, hardware, workload, layout=None, stack=None, efficiency=None)`` takes these objects
-(``analyses/serving/serve.py``). Each object checks its own fields when it is built: a bad value is one
-``InputError`` naming the field (``Workload(isl=-1, …)`` → ``isl: …``). The flat keyword form
+(``analyses/serving/serve.py``), which checks each of them (``Workload.checked``, ``Layout.checked``,
+``Stack.checked``): a bad value is one ``InputError`` naming the field (``Workload(isl=-1, …)`` → ``isl: …``). The flat keyword form
 (``serve(model, hardware, isl=…, osl=…, concurrency=…, tp=…)``: notebooks, the CLI's flags, a validation record's
 inputs) is :func:`from_flat`, which only builds these objects.
 
