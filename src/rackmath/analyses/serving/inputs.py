@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ...bounds import check_int
+from ...engine.efficiency import resolve
 from ...errors import InputError, check_positive
 from ...engine.layout import HwNumbers, attention_dp_label, attention_ranks, check_attention_dp_size
 from ...specs.hardware import priced
@@ -389,7 +390,7 @@ def from_flat(hardware, workload=None, layout=None, stack=None, efficiency=None,
     if unknown:
         raise TypeError(f"serve() got an unexpected keyword argument {unknown[0]!r}")
     for obj, name, keys in ((workload, "workload", WORKLOAD_KEYS), (layout, "layout", LAYOUT_KEYS),
-                            (stack, "stack", STACK_KEYS[1:])):
+                            (stack, "stack", STACK_KEYS)):
         both = [k for k in keys if k in flat]
         if obj is not None and both:
             raise InputError(name, f"given with {both[0]}=", f"a {name.capitalize()} or its keywords, not both")
@@ -398,8 +399,6 @@ def from_flat(hardware, workload=None, layout=None, stack=None, efficiency=None,
         check_price(usd)
         hardware = priced(hardware, usd)
     if flat.get("ideal"):  # --ideal: the bound; with --efficiency auto or a preset, one error naming both
-        from ...engine.efficiency import resolve
-
         efficiency = resolve(None, efficiency, True)
     layout = layout if layout is not None else _flat_layout(flat)
     if workload is None:
