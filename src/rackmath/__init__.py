@@ -30,6 +30,10 @@ _LAZY = {
     "simulate": ("rackmath.analyses.serving.simulate", "simulate"),
     "compare": ("rackmath.analyses.serving.plan", "compare"),
     "measure": ("rackmath.measuring", "measure"),  # needs the optional extra rackmath[torch]
+    "Workload": ("rackmath.analyses.serving.inputs", "Workload"),  # serve's typed inputs
+    "Layout": ("rackmath.analyses.serving.inputs", "Layout"),
+    "Stack": ("rackmath.analyses.serving.inputs", "Stack"),
+    "load_stack": ("rackmath.analyses.serving.inputs", "load_stack"),
     "load_model": ("rackmath.specs.models", "load_model"),
     "load_hardware": ("rackmath.specs.hardware", "load_hardware"),
     "load_chip": ("rackmath.specs.hardware", "load_chip"),

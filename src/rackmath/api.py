@@ -129,24 +129,33 @@ def roofline(model, hardware, *, gpus=None, chips=None, batch=1, context=8192, p
     return r
 
 
-def serve(model, hardware, *, isl, osl, concurrency, gpus=None, chips=None, efficiency=None, ideal=False,
-          usd_per_gpu_hour=None, pue=1.2, usd_per_kwh=0.08, power_cap=None, **kw):
+def serve(model, hardware, workload=None, layout=None, stack=None, efficiency=None, *, chips=None, pue=1.2,
+          usd_per_kwh=0.08, power_cap=None, **flat):
     """Steady-state serving (``rackmath serve``): tokens/s per GPU, TPOT, TTFT, $/Mtok. Default: the chip's
-    calibrated preset. Other keywords as ``analyses.serving.serve.serve`` (tp, ep, pp, attention_dp, mtp, …).
-    The result's ``energy`` is an ``analyses.lecture.energy.EnergyResult`` per output token (every GPU of the deployment);
-    ``power_cap`` (W per GPU) scales the compute peaks (docs/energy.md)."""
+    calibrated preset. Typed: ``serve(model, hardware, rackmath.Workload(isl=1000, osl=1000, concurrency=64),
+    rackmath.Layout(gpus=8, tp=8), "sglang@0.5.7")`` (``analyses.serving.serve.serve``); flat: ``isl=``, ``osl=``,
+    ``concurrency=`` and the CLI's other flags as keywords (gpus, tp, ep, pp, attention_dp, mtp, framework,
+    usd_per_gpu_hour, ideal, …), strings such as "1K" or "1:256:log" accepted — they only build those objects.
+    The result's ``energy`` is an ``analyses.lecture.energy.EnergyResult`` per output token (every GPU of the
+    deployment); ``power_cap`` (W per GPU) scales the compute peaks (docs/energy.md)."""
     from .analyses.serving.serve import serve as _serve
     from .options import serve_energy
 
-    n = _gpus(gpus, chips)
-    eff = efficiency  # "auto", a preset, "ideal" or None: engine.efficiency.resolve decides (one rule)
+    if chips is not None or "gpus" in flat:
+        flat["gpus"] = _count(_gpus(flat.get("gpus"), chips), "gpus")
     for k in ("tp", "ep", "pp", "mtp", "prefill_gpus", "decode_gpus", "redundant_experts"):
-        if isinstance(kw.get(k), str):
-            kw[k] = _count(kw[k], k)
-    r = _serve(model, _capped(hardware, power_cap), gpus=_count(n, "gpus"),
-               isl=_scalar(isl, "isl"), osl=_scalar(osl, "osl"), concurrency=_values(concurrency, "concurrency"),
-               ideal=ideal, efficiency=eff, usd_per_gpu_hour=_scalar(usd_per_gpu_hour, "usd_per_gpu_hour",
-                                                                       "usd_per_hour"), **kw)
+        if isinstance(flat.get(k), str):
+            flat[k] = _count(flat[k], k)
+    for k in ("isl", "osl"):
+        if k in flat:
+            flat[k] = _scalar(flat[k], k)
+    if "concurrency" in flat:
+        flat["concurrency"] = _values(flat["concurrency"], "concurrency")
+    if "usd_per_gpu_hour" in flat:
+        flat["usd_per_gpu_hour"] = _scalar(flat["usd_per_gpu_hour"], "usd_per_gpu_hour", "usd_per_hour")
+    if workload is not None:  # sequences in flight are whole in the API, as the keyword is (bounds.WHOLE)
+        _whole(workload.concurrency, "concurrency")
+    r = _serve(model, _capped(hardware, power_cap), workload, layout, stack, efficiency, **flat)
     r.energy = serve_energy(r, hardware, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
     return r
 

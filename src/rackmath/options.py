@@ -158,15 +158,9 @@ def parse_int(text, field: str, maximum: float = 1e7, minimum: int = 1) -> int |
 def priced(hardware, usd_per_gpu_hour):
     """``hardware`` (a name or System) with its chip rented at ``--usd-per-gpu-hour`` (text or number); unchanged
     when None. Every analysis that prices chip time then uses the user's price."""
-    usd = parse_usd(usd_per_gpu_hour) if isinstance(usd_per_gpu_hour, str) else usd_per_gpu_hour
-    if usd is None:
-        return hardware
-    import dataclasses
+    from .specs.hardware import priced as at_price
 
-    from .specs.hardware import load_hardware
-
-    hw = load_hardware(hardware)
-    return dataclasses.replace(hw, chip=dataclasses.replace(hw.chip, usd_per_hour=float(usd)))
+    return at_price(hardware, parse_usd(usd_per_gpu_hour) if isinstance(usd_per_gpu_hour, str) else usd_per_gpu_hour)
 
 
 def parse_usd(text, field: str = "usd_per_gpu_hour") -> float | None:

@@ -21,6 +21,20 @@ def _count(text, field, integer=True):
     return int(v) if integer else v
 
 
+def _layout(gpus, tp, ep, pp, attention_dp, attention_dp_size, prefill_gpus, decode_gpus, redundant, uneven,
+            weight_layout):
+    """The ``Layout`` the flags give (strings parsed; a disaggregated deployment's decode pool with its ``prefill``
+    pool). One argument per layout flag of the command (the reason for eleven)."""
+    from ..analyses.serving.inputs import Layout, attention_groups, split_pools
+
+    n, pg = split_pools(_count(gpus, "gpus"), _count(prefill_gpus, "prefill_gpus"), _count(decode_gpus, "decode_gpus"))
+    size = attention_groups(_count(attention_dp_size, "attention_dp_size"), _count(tp, "tp"))
+    return Layout(n, _count(tp, "tp"), _count(ep, "ep"), _count(pp, "pp"), True if attention_dp else None,
+                  _count(redundant, "redundant_experts") or 0, uneven,
+                  attention_dp_size=size,
+                  weight_layout=weight_layout.strip().lower(), prefill=None if pg is None else Layout(pg))
+
+
 def _context_limits(r, model, hardware, weights_dtype, kv_dtype, redundant) -> dict:
     """The one max-context answer (analyses.lecture.context.max_context) for the decode layout serve used, and warnings
     when the request (ISL + OSL) or the memory limit passes the model's own context limit."""
@@ -50,6 +64,62 @@ def _nearest_rows(near) -> list[list[str]]:
     from ..analyses.fitting.evidence import sentences
 
     return [["nearest measured", line] for line in sentences(near)]
+
+
+def _print_ops(r, ops, ops_plot, force, json) -> bool:
+    """``--ops`` (table or JSON) and ``--ops-plot``: the decode step by operator. True when the command is done."""
+    from .common import check_output, human, print_json, print_ops, wrote
+
+    rows = r.ops()
+    if ops_plot:
+        from ..plotting.ops import plot_ops
+
+        plot_ops(rows, check_output(ops_plot, force, "ops_plot", (".png", ".svg", ".pdf")),
+                 f"{r.model} on {r.gpus} × {r.hardware}: decode step by operator")
+        wrote(ops_plot)
+    if not ops:
+        return False
+    if json:
+        print_json({"ops": rows, "decode_step_s": float(r.as_dict()["decode_step_ms"]) / 1e3,
+                    "efficiency": r.efficiency, "label": r.efficiency_label})
+    else:
+        print_ops(rows, f"{r.model} on {r.gpus} × {r.hardware}, layout {r.layout['label']}: decode step "
+                        f"of {human(float(r.as_dict()['decode_step_ms']) / 1e3, 's')} by operator\n"
+                        f"{r.efficiency_label}")
+    return True
+
+
+def _print_table(d: dict, mode: dict, e, power_cap, near) -> None:
+    """The serve table: throughput, latency, cost, layout, memory, context, stack, energy, nearest measurements."""
+    from .common import energy_dict, energy_line, human, table
+
+    rows = [["output tok/s per GPU", human(d["output_tok_s_per_gpu"])],
+            ["total tok/s per GPU", human(d["total_tok_s_per_gpu"])],
+            ["TPOT", human(d["tpot_ms"] / 1e3, "s")], ["TTFT", human(d["ttft_ms"] / 1e3, "s")],
+            ["step", human(d["step_ms"] / 1e3, "s")], ["tokens/s per user", human(d["tokens_per_s_per_user"])],
+            ["$/Mtok (output)", f'{human(d["usd_per_mtok_output"], "$")} at '
+                                f'{human(d["usd_per_gpu_hour"], "$")}/GPU-hour'],
+            ["bottleneck", d["bottleneck"]], ["layout", d["layout"]["label"] + (" (chosen)" if d["layout_chosen"] else "")],
+            ["memory per GPU", f'{human(d["mem_per_gpu_gb"] * 1e9, "B")} ({"fits" if d["fits"] else "does NOT fit"}'
+                               + ("" if d["fits"] else f': {human(d.get("mem_short_gb", 0.0) * 1e9, "B")} short')
+                               + '; '
+                               f'max ≈ {human(d["max_concurrency"])} sequences)'],
+            ["longest context at this concurrency",
+             "—" if mode["max_context"] is None else
+             f'{human(mode["max_context"])} tokens (model limit '
+             f'{human(mode["model_max_context"]) if mode["model_max_context"] else "not published"})'],
+            ["efficiency", d["efficiency"]], ["serving stack", d["stack_version"]],
+            ["energy", energy_line(e, per="token").removeprefix("energy: ").replace("/token", "/output token", 1)
+             + ("" if power_cap is None else f"; power cap {human(energy_dict(e, power_cap)['power_cap_w'], 'W')} per GPU (compute peaks "
+                                         "scaled)")]]
+    if d.get("prefill"):
+        p = d["prefill"]
+        rows.append(["prefill pool", f'{p["gpus"]} GPUs, {human(p["input_tok_s_per_gpu"])} input tok/s per GPU'])
+    rows += _nearest_rows(near)
+    table(f'{d["model"]} on {d["gpus"]} × {d["hardware"]} ({d["mode"]}), ISL {human(d["isl"])} / '
+          f'OSL {human(d["osl"])}, C = {human(d["concurrency"])}, stack {d["stack_version"]}\n{mode["label"]}',
+          ["quantity", "value"], rows,
+          caption="; ".join(d["notes"] + [f"WARNING: {w}" for w in mode["warnings"]]) or None)
 
 
 def register(app: typer.Typer) -> None:
@@ -117,10 +187,11 @@ def register(app: typer.Typer) -> None:
     ):
         """Steady-state serving: tokens/s per GPU, TPOT, TTFT, $/Mtok and energy for a request shape and
         concurrency."""
+        from dataclasses import replace
+
         from .. import units
-        from ..analyses.serving.serve import serve
-        from .common import (energy_dict, energy_line, human, mode_dict, power_capped, print_derivation,
-                             print_json, table)
+        from ..analyses.serving.serve import Workload, load_stack, serve
+        from .common import energy_dict, mode_dict, power_capped, priced, print_derivation, print_json
 
         if ideal:  # --ideal with --efficiency X is an error, as on every command (common.efficiency_for)
             from .common import efficiency_for
@@ -130,38 +201,18 @@ def register(app: typer.Typer) -> None:
             from .common import check_output
 
             check_output(ops_plot, force, "ops_plot", (".png", ".svg", ".pdf"))
-        acc = None if acceptance is None else float(units.parse_count(acceptance, "acceptance"))
-        r = serve(model, power_capped(hardware, power_cap), gpus=_count(gpus, "gpus"), isl=_count(isl, "isl", False),
-                  osl=_count(osl, "osl", False), concurrency=_count(concurrency, "concurrency", False),
-                  tp=_count(tp, "tp"), ep=_count(ep, "ep"), pp=_count(pp, "pp"),
-                  attention_dp=True if attention_dp else None,
-                  attention_dp_size=_count(attention_dp_size, "attention_dp_size"), weights_dtype=weights_dtype,
-                  kv_dtype=kv_dtype, mtp=_count(mtp, "mtp"), acceptance=acc, prefill_gpus=_count(prefill_gpus, "prefill_gpus"),
-                  decode_gpus=_count(decode_gpus, "decode_gpus"), cached_share=cached_share, ideal=ideal,
-                  efficiency=efficiency, redundant_experts=_count(redundant_experts, "redundant_experts") or 0,
-                  uneven_experts=uneven_experts, framework=framework, arrivals=arrivals, eager=eager,
-                  weight_layout=weight_layout.strip().lower(), compute_dtype=compute_dtype,
-                  usd_per_gpu_hour=None if price is None else units.parse_usd_per_hour(price, "usd_per_gpu_hour"))
-        if ops or ops_plot:
-            from .common import print_ops
-
-            rows = r.ops()
-            if ops_plot:
-                from .common import check_output, wrote
-                from ..plotting.ops import plot_ops
-
-                plot_ops(rows, check_output(ops_plot, force, "ops_plot", (".png", ".svg", ".pdf")),
-                         f"{r.model} on {r.gpus} × {r.hardware}: decode step by operator")
-                wrote(ops_plot)
-            if ops:
-                if json:
-                    print_json({"ops": rows, "decode_step_s": float(r.as_dict()["decode_step_ms"]) / 1e3,
-                                "efficiency": r.efficiency, "label": r.efficiency_label})
-                else:
-                    print_ops(rows, f"{r.model} on {r.gpus} × {r.hardware}, layout {r.layout['label']}: decode step "
-                                    f"of {human(float(r.as_dict()['decode_step_ms']) / 1e3, 's')} by operator\n"
-                                    f"{r.efficiency_label}")
-                return
+        r = serve(model, priced(power_capped(hardware, power_cap), price),
+                  Workload(_count(isl, "isl", False), _count(osl, "osl", False),
+                           _count(concurrency, "concurrency", False), _count(mtp, "mtp"),
+                           None if acceptance is None else float(units.parse_count(acceptance, "acceptance")),
+                           cached_share, arrivals),
+                  _layout(gpus, tp, ep, pp, attention_dp, attention_dp_size, prefill_gpus, decode_gpus,
+                          redundant_experts, uneven_experts, weight_layout),
+                  replace(load_stack(framework), cuda_graphs=not eager, weights_dtype=weights_dtype,
+                          kv_dtype=kv_dtype, compute_dtype=compute_dtype),
+                  "ideal" if ideal else efficiency)
+        if (ops or ops_plot) and _print_ops(r, ops, ops_plot, force, json):
+            return
         from .common import dtype_rate_warning
 
         rate_note = dtype_rate_warning(hardware, weights_dtype, compute_dtype, echo=json or explain)
@@ -185,31 +236,4 @@ def register(app: typer.Typer) -> None:
                 print()
                 print_derivation(e.explain())
             return
-        d = r.as_dict()
-        rows = [["output tok/s per GPU", human(d["output_tok_s_per_gpu"])],
-                ["total tok/s per GPU", human(d["total_tok_s_per_gpu"])],
-                ["TPOT", human(d["tpot_ms"] / 1e3, "s")], ["TTFT", human(d["ttft_ms"] / 1e3, "s")],
-                ["step", human(d["step_ms"] / 1e3, "s")], ["tokens/s per user", human(d["tokens_per_s_per_user"])],
-                ["$/Mtok (output)", f'{human(d["usd_per_mtok_output"], "$")} at '
-                                    f'{human(d["usd_per_gpu_hour"], "$")}/GPU-hour'],
-                ["bottleneck", d["bottleneck"]], ["layout", d["layout"]["label"] + (" (chosen)" if d["layout_chosen"] else "")],
-                ["memory per GPU", f'{human(d["mem_per_gpu_gb"] * 1e9, "B")} ({"fits" if d["fits"] else "does NOT fit"}'
-                                   + ("" if d["fits"] else f': {human(d.get("mem_short_gb", 0.0) * 1e9, "B")} short')
-                                   + '; '
-                                   f'max ≈ {human(d["max_concurrency"])} sequences)'],
-                ["longest context at this concurrency",
-                 "—" if mode["max_context"] is None else
-                 f'{human(mode["max_context"])} tokens (model limit '
-                 f'{human(mode["model_max_context"]) if mode["model_max_context"] else "not published"})'],
-                ["efficiency", d["efficiency"]], ["serving stack", d["stack_version"]],
-                ["energy", energy_line(e, per="token").removeprefix("energy: ").replace("/token", "/output token", 1)
-                 + ("" if power_cap is None else f"; power cap {human(energy_dict(e, power_cap)['power_cap_w'], 'W')} per GPU (compute peaks "
-                                             "scaled)")]]
-        if d.get("prefill"):
-            p = d["prefill"]
-            rows.append(["prefill pool", f'{p["gpus"]} GPUs, {human(p["input_tok_s_per_gpu"])} input tok/s per GPU'])
-        rows += _nearest_rows(near)
-        table(f'{d["model"]} on {d["gpus"]} × {d["hardware"]} ({d["mode"]}), ISL {human(d["isl"])} / '
-              f'OSL {human(d["osl"])}, C = {human(d["concurrency"])}, stack {d["stack_version"]}\n{mode["label"]}',
-              ["quantity", "value"], rows,
-              caption="; ".join(d["notes"] + [f"WARNING: {w}" for w in mode["warnings"]]) or None)
+        _print_table(r.as_dict(), mode, e, power_cap, near)

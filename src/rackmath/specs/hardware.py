@@ -516,6 +516,18 @@ def load_hardware(name) -> System:
     raise UnknownNameError(idx.field, name, [*idx.primary, *chips().primary], idx.hint)
 
 
+def priced(hardware, usd_per_hour) -> System:
+    """``hardware`` (a name or System) with its chip rented at ``usd_per_hour`` dollars per GPU-hour (a number);
+    unchanged when None. The price is the hardware's: every analysis that prices chip time reads the chip's
+    ``usd_per_hour`` (``options.priced`` parses ``--usd-per-gpu-hour`` and calls this)."""
+    if usd_per_hour is None:
+        return hardware
+    import dataclasses
+
+    hw = load_hardware(hardware)
+    return dataclasses.replace(hw, chip=dataclasses.replace(hw.chip, usd_per_hour=float(usd_per_hour)))
+
+
 def hardware_ratio(chip: Chip, dtype: str = "bf16") -> float:
     """The lecture's dimensionless hardware ratio (00:15, R5).
 

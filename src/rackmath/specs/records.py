@@ -42,7 +42,7 @@ UNITS = {"output_tok_s_per_gpu": "tok/s/GPU", "output_tok_s_per_decode_gpu": "to
          "total_tok_s_per_gpu": "tok/s/GPU", "tpot_s": "s", "ttft_s": "s",
          "tok_s_per_user": "tok/s", "step_s": "s", "e2e_s": "s", "prefill_s": "s", "prefill_tok_s_per_gpu": "tok/s/GPU"}
 STATUSES = ("measured", "approximate", "derived")
-#: How requests arrive (serve --arrivals, a record's arrivals; analyses.serving.serve imports it): spread out evenly, in
+#: How requests arrive (serve --arrivals, a record's arrivals; analyses.serving.inputs imports it): spread out evenly, in
 #: lock-step waves, as a Poisson stream (independent arrivals), or from a closed-loop benchmark client (the first C
 #: requests together, then C kept in flight: serving.closed_loop_ttft).
 ARRIVALS = ("steady", "waves", "poisson", "closed-loop")

@@ -1,7 +1,7 @@
 """Serving-stack versions as data: ``--framework STACK@VERSION`` and every record's ``stack_version`` (issue 34).
 
 The versions live in ``specs/data/launch/stacks.toml`` (``[[_stack_version]]`` tables): the stack, its version, the
-engine whose scheduling rules and fitted host times it uses (``analyses.serving.serve.STACKS``,
+engine whose scheduling rules and fitted host times it uses (``analyses.serving.inputs.STACKS``,
 ``engine.efficiency.stack_sched_s`` …), the container images that ran it, the share of HBM it lets weights + KV fill
 and the source of each. ``--framework sglang`` means the newest listed version (every listed version has shipped
 records: tests), ``--framework sglang@0.5.6`` that version, ``--framework vllm@0.13`` the newest 0.13.x; an unknown

@@ -106,13 +106,21 @@ def roofline(*, model, hardware, batch, context, gpus, chips, pass_len, weights_
 
 def serve(*, model, hardware, isl, osl, concurrency, gpus, tp, ep, pp, weights_dtype, kv_dtype, ideal, efficiency,
           usd_per_gpu_hour, explain):
-    import rackmath
+    """`rackmath serve`: the page's controls as serve's objects (Workload, Layout, Stack; the price on the hardware)."""
+    from dataclasses import replace
 
-    r = rackmath.serve(views.model(model), views.hardware(hardware),
-                       gpus=int(_count(gpus, "gpus")) if gpus else None, isl=_count(isl, "isl"),
-                       osl=_count(osl, "osl"), concurrency=parse_grid(concurrency, "concurrency"), tp=tp, ep=ep,
-                       pp=pp, weights_dtype=weights_dtype or None, kv_dtype=kv_dtype or None, ideal=ideal,
-                       efficiency=efficiency or None, usd_per_gpu_hour=_usd(usd_per_gpu_hour))
+    import rackmath
+    from ..engine.efficiency import resolve
+    from ..options import priced
+
+    eff = resolve(None, efficiency or None, True) if ideal else (efficiency or None)  # one rule: --ideal vs a preset
+    r = rackmath.serve(views.model(model), priced(views.hardware(hardware), _usd(usd_per_gpu_hour)),
+                       rackmath.Workload(_count(isl, "isl"), _count(osl, "osl"),
+                                         parse_grid(concurrency, "concurrency")),
+                       rackmath.Layout(int(_count(gpus, "gpus")) if gpus else None, tp, ep, pp),
+                       replace(rackmath.load_stack(None), weights_dtype=weights_dtype or None,
+                               kv_dtype=kv_dtype or None),
+                       eff)
     out = r.as_dict()
     if explain and r.explain() is not None:
         out["derivation"] = views.derivation(r.explain())

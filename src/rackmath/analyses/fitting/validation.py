@@ -16,7 +16,6 @@ figures: shown with the efficiency they state, never fitted, summarised apart. R
 
 from __future__ import annotations
 
-import inspect
 from functools import lru_cache
 from pathlib import Path
 
@@ -57,11 +56,13 @@ def max_load_concurrency(model, hardware, *, gpus, isl, osl, weights_dtype=None,
 
     Its keywords are a record's serving fields, forwarded one for one: a reason for more than twelve.
     """
-    from ..serving.serve import MAX_BATCH_SIZE, serve
+    from dataclasses import replace
 
-    r = serve(model, hardware, gpus=gpus, isl=isl, osl=osl, concurrency=1, tp=tp, ep=ep, pp=pp,
-              attention_dp=attention_dp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, ideal=True,
-              framework=framework)  # the stack decides the KV a sequence holds (serving.Plan._held_kv)
+    from ..serving.serve import MAX_BATCH_SIZE, Layout, Workload, load_stack, serve
+
+    stack = replace(load_stack(framework), weights_dtype=weights_dtype, kv_dtype=kv_dtype)
+    # the stack decides the KV a sequence holds (serving.Plan._held_kv)
+    r = serve(model, hardware, Workload(isl, osl, 1), Layout(gpus, tp, ep, pp, attention_dp), stack, "ideal")
     cap = float(np.asarray(r.max_concurrency).ravel()[0])
     per_replica = MAX_BATCH_SIZE if max_batch is None else int(max_batch)
     return max(1.0, min(cap, per_replica * r.layout["dp"] * r.layout.get("pp", 1)))
@@ -69,15 +70,6 @@ def max_load_concurrency(model, hardware, *, gpus, isl, osl, weights_dtype=None,
 
 def _key(inputs: dict) -> tuple:
     return tuple(sorted(inputs.items()))
-
-
-@lru_cache(maxsize=1)
-def _serve_params() -> frozenset:
-    """The keyword arguments ``serve()`` takes: a record's inputs among them are passed (others, such as
-    ``max_batch`` or a step record's ``batch``, are not serve's)."""
-    from ..serving.serve import serve
-
-    return frozenset(inspect.signature(serve).parameters)
 
 
 @register_cache
@@ -92,8 +84,8 @@ def _max_load_cached(key: tuple) -> float:
 
 
 def serve_kwargs(rec: Record) -> dict:
-    """The keyword arguments of ``serve()`` for a serving record (concurrency resolved): every record input that
-    ``serve()`` takes."""
+    """The flat keywords of ``serve()`` for a serving record (concurrency resolved): every record input that
+    ``serve()`` takes (model, hardware and ``serving.inputs.FLAT_KEYS``); :func:`serve_inputs` builds the objects."""
     inp = dict(rec.inputs)
     if inp.get("concurrency") == "max-load":
         inp["concurrency"] = _max_load_cached(_key(inp))
@@ -102,7 +94,20 @@ def serve_kwargs(rec: Record) -> dict:
 
         if rec.stack in known_labels():
             inp["framework"] = rec.stack
-    return {k: v for k, v in inp.items() if k in _serve_params()}
+    from ..serving.inputs import FLAT_KEYS
+
+    return {k: v for k, v in inp.items() if k in FLAT_KEYS or k in ("model", "hardware")}
+
+
+def serve_inputs(key: tuple, efficiency=None, ideal: bool = False) -> tuple:
+    """A record's :func:`serve_kwargs` (as a key) as ``serve``'s objects: (model, hardware, Workload, Layout, Stack,
+    efficiency), built by ``serving.inputs.from_flat`` (``ideal``: the ideal efficiency)."""
+    from ..serving.inputs import from_flat
+
+    inp = dict(key)
+    model = inp.pop("model")
+    hardware, workload, layout, stack, eff = from_flat(inp.pop("hardware"), efficiency=efficiency, ideal=ideal, **inp)
+    return model, hardware, workload, layout, stack, eff
 
 
 def _metric_of_serve(d: dict, rec: Record) -> float:
@@ -134,10 +139,10 @@ def _metric_of_serve(d: dict, rec: Record) -> float:
 @register_cache
 @lru_cache(maxsize=256)
 def _serve_dict(key: tuple, efficiency, ideal: bool) -> dict:
-    """``serve(**kwargs).as_dict()``, memoised (records reporting several metrics of one run share it)."""
+    """``serve(...).as_dict()`` of a record's inputs, memoised (records reporting several metrics of one run share it)."""
     from ..serving.serve import serve
 
-    return serve(**dict(key), efficiency=efficiency, ideal=ideal).as_dict()
+    return serve(*serve_inputs(key, efficiency, ideal)).as_dict()
 
 
 def record_efficiency(rec: Record, efficiency):
@@ -159,16 +164,9 @@ def _pass_args(rec: Record) -> tuple[dict, dict]:
     common["chips"] = inp["gpus"]
     extra = {k: inp[k] for k in ("ep", "attention_dp", "kv_shards", "redundant_experts", "weight_layout")
              if k in inp}
-    if "framework" in inp and "framework" in _pass_params():
+    if "framework" in inp:
         extra["framework"] = inp["framework"]
     return common, extra
-
-
-@lru_cache(maxsize=1)
-def _pass_params() -> frozenset:
-    from ..serving.serve import decode_step, prefill_time
-
-    return frozenset(inspect.signature(decode_step).parameters) & frozenset(inspect.signature(prefill_time).parameters)
 
 
 def _prefill_batch(rec: Record) -> float:
@@ -293,12 +291,12 @@ def _serve_eval(key: tuple, efficiency: str):
 @register_cache
 @lru_cache(maxsize=2048)
 def _serve_plan(key: tuple):
-    """``serving.plan(**record inputs)`` (memoised): workload, layout, stack and dtypes — everything an efficiency
-    does not change. A layout the record does not give is chosen on the ideal roofline, so that what is fitted
-    never moves the layouts it is fitted on."""
-    from ..serving.serve import plan
+    """``serving.make_plan`` of a record's inputs (memoised): workload, layout, stack and dtypes — everything an
+    efficiency does not change. A layout the record does not give is chosen on the ideal roofline, so that what is
+    fitted never moves the layouts it is fitted on."""
+    from ..serving.choose import make_plan
 
-    return plan(**dict(key), ideal=True)
+    return make_plan(*serve_inputs(key, ideal=True))
 
 
 def _serve_broadcast(rec: Record, eff, K: int) -> np.ndarray:
@@ -601,5 +599,5 @@ def explain(rec: Record, efficiency=None, ideal=False):
 
 __all__ = ["Record", "records", "shipped_records", "predict", "predict_many", "vectorizable", "source_group",
            "validate", "summarize", "summarize_by", "summarize_by2", "metric_report", "held_out_summary", "error",
-           "max_load_concurrency", "serve_kwargs", "select", "explain", "below_ideal_bound", "evaluation_key",
+           "max_load_concurrency", "serve_kwargs", "serve_inputs", "select", "explain", "below_ideal_bound", "evaluation_key",
            "predict_many_records"]

@@ -101,7 +101,7 @@ def _workload(isl, osl):
 def aggregated_points(st, lays, isl, osl, budget, n=CONCURRENCY_GRID, rho=RHO) -> dict:
     """Every (replica layout × concurrency) of an aggregated deployment, analytically (arrays [layout, n])."""
     from . import step_table as stt
-    from .serve import held_context
+    from .schedule import held_context
 
     n = np.asarray(n, dtype=float)[None, :]
     lay = {k: v[:, None] for k, v in lays.items()}
@@ -117,7 +117,7 @@ def aggregated_points(st, lays, isl, osl, budget, n=CONCURRENCY_GRID, rho=RHO) -
 
 def _decode_points(st, lays, isl, osl, n=CONCURRENCY_GRID, rho=RHO) -> dict:
     from . import step_table as stt
-    from .serve import held_context
+    from .schedule import held_context
 
     A = st.acceptance
     L = isl + osl / 2.0
@@ -203,7 +203,7 @@ def _best_disaggregated(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, 
     """The cheapest decode pool meeting the TPOT objective, then the cheapest prefill pool (layout × load) meeting
     the TTFT one (``serve.disaggregated_ttft``); None when either has no candidate."""
     from . import step_table as stt
-    from .serve import disaggregated_ttft
+    from .schedule import disaggregated_ttft
 
     price = st.usd_per_gpu_hour
     dp = _decode_points(st, lays, isl, osl)
@@ -464,16 +464,21 @@ def explain_aggregated(st, d: dict, isl, osl):
     """The derivation of an aggregated deployment as planned: ``serve --explain`` of one replica at the concurrency
     the plan priced (same model, chip, dtypes, stack, budget and preset), i.e. the same ``serve.steady_state`` —
     its TTFT and TPOT are the deployment's (tests/test_explain.py)."""
-    from .serve import evaluate
-    from .serve import plan as serving_plan
+    from dataclasses import replace
+
+    from ...specs.hardware import priced
+    from .choose import make_plan
+    from .evaluate import evaluate
+    from .inputs import Layout, Workload, load_stack
 
     lay = d["layout"]
-    p = serving_plan(st.model, st.system, gpus=d["gpus_per_replica"], isl=isl, osl=osl,
-                     concurrency=d["planned_concurrency_per_replica"], tp=lay["tp"], ep=lay["ep"], pp=lay["pp"],
-                     attention_dp=lay["attention_dp"], attention_dp_size=lay.get("attention_dp_size") or None,
-                     weights_dtype=st.weights_dtype, kv_dtype=st.kv_dtype, mtp=st.mtp, acceptance=st.acceptance,
-                     efficiency=st.eff_serving, usd_per_gpu_hour=st.usd_per_gpu_hour, framework=st.framework,
-                     max_num_tokens=d["budget"], compute_dtype=st.compute_dtype)
+    stack = load_stack(st.framework)
+    stack = replace(stack, max_num_tokens=stack.max_num_tokens if d["budget"] is None else int(d["budget"]),
+                    weights_dtype=st.weights_dtype, kv_dtype=st.kv_dtype, compute_dtype=st.compute_dtype)
+    p = make_plan(st.model, priced(st.system, st.usd_per_gpu_hour),
+                  Workload(isl, osl, d["planned_concurrency_per_replica"], mtp=st.mtp, acceptance=st.acceptance),
+                  Layout(d["gpus_per_replica"], lay["tp"], lay["ep"], lay["pp"], lay["attention_dp"],
+                         attention_dp_size=lay.get("attention_dp_size") or None), stack, st.eff_serving)
     return evaluate(p, st.eff_serving).explain()
 
 

@@ -49,7 +49,7 @@ from ...errors import InputError
 from . import step_table as stt
 from .replica import Out, Scheduler, run_replica
 from .sim_result import SimResult, mdl_waiting_time, percentiles, result  # noqa: F401 (SimResult, … importable here)
-from .serve import Layout, Stack, Workload, load_stack
+from .inputs import Layout, Stack, Workload, load_stack
 from .traffic import (draw_requests, example_trace_text, gamma_arrivals, parse_lengths, parse_trace,  # noqa: F401
                       poisson_arrivals, sample_lengths)
 

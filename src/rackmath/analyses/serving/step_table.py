@@ -1,8 +1,8 @@
 """The one adapter between the serving step model and the simulator / planner.
 
 Everything ``simulate``, ``plan`` and ``compare`` know about how long a step takes, how much
-KV a replica holds and whether a layout fits comes from this module, which calls the public
-serving API (:mod:`rackmath.analyses.serving.serve`) and nothing else of the model. The event loop,
+KV a replica holds and whether a layout fits comes from this module, which calls the serving
+model (``analyses/serving/``: ``inputs``, ``steps``, ``schedule``) and nothing else of the model. The event loop,
 the planner's search, the launch emitters and the CLI only see the plain numbers below, so a
 new step model changes this file and nothing else.
 
@@ -24,19 +24,19 @@ TensorRT-LLM run it): the weights are read once, FLOPs add, MoE experts hit and 
 all b·(k + 1) + P tokens, attention reads the decoding sequences' KV. A decode step emits A tokens
 per sequence under speculative decoding (``acceptance``).
 
-Mapping to the serving API (``analyses/serving/serve.py``), the one-step model of issue 9 (plan/evaluate):
+Mapping to the serving model (``analyses/serving/``), the one-step model of issue 9 (plan/evaluate):
 
 =====================  ===============================================================
 here                   serving API
 =====================  ===============================================================
 presets, stack         ``engine.efficiency.resolve(chip, efficiency, ideal)``,
-                       ``serving.load_stack(framework)`` (scheduler time and overlap)
-one step               ``serving._run`` on ``decode_numbers`` / ``mixed_numbers`` /
+                       ``inputs.load_stack(framework)`` (scheduler time and overlap)
+one step               ``steps.run_step`` on ``decode_numbers`` / ``mixed_numbers`` /
                        ``prefill_numbers`` / ``draft_numbers``, ``speculative_step``
                        (one engine call per context over the (b, P) grid and the layouts)
-steady state (plan)    ``serving.steady_state`` (serve's: schedule, TTFT with t_request)
+steady state (plan)    ``schedule.steady_state`` (serve's: schedule, TTFT with t_request)
 KV capacity            the engine's ``max_micro_batch`` at context L × PP × L (tokens)
-KV hand-off            ``serving.kv_transfer_time`` over the prefill replica's scale-out NICs
+KV hand-off            ``schedule.kv_transfer_time`` over the prefill replica's scale-out NICs
 =====================  ===============================================================
 
 """
@@ -131,7 +131,7 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
         raise InputError("usd_per_gpu_hour", f"{price:g}", "a price in $ per GPU-hour from 0 to 10⁴")
     cdt = system.chip.gemm_dtype(wdt or m.native_dtype, compute_dtype)
     from ...engine.efficiency import for_stack, resolve
-    from .serve import load_stack, speculating
+    from .inputs import load_stack, speculating
 
     sstack = speculating(load_stack(framework), mtp)
     eff = for_stack(resolve(system.chip.name, efficiency, ideal), sstack)  # as serve.evaluate: the version's times
@@ -146,19 +146,19 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
 
 
 def _decode_numbers(st: Stack, context: float):
-    from .serve import decode_numbers
+    from .steps import decode_numbers
 
     return decode_numbers(st.model, max(float(context), 1.0), st.mtp, st.weights_dtype, st.kv_dtype)
 
 
 def _draft_numbers(st: Stack, context: float):
-    from .serve import draft_numbers
+    from .steps import draft_numbers
 
     return draft_numbers(st.model, max(float(context), 1.0), st.weights_dtype, st.kv_dtype)
 
 
 def _prefill_numbers(st: Stack, tokens: float, prompt: float):
-    from .serve import prefill_numbers
+    from .steps import prefill_numbers
 
     return prefill_numbers(st.model, isl=max(float(prompt), 1.0), chunk=max(float(tokens), 1.0),
                            weights_dtype=st.weights_dtype, kv_dtype=st.kv_dtype)
@@ -173,13 +173,13 @@ def attention_ranks(lay: dict):
 
 def _eval(st: Stack, mn, eff, lay: dict, micro_batch, sched: bool = True, adp_imbalance=None):
     """One call of the step model on one replica of each layout, composed exactly as ``serve`` composes it
-    (``serving._run``: engine/layout.evaluate → engine/step, the stack's scheduler time and overlap).
+    (``steps.run_step``: engine/layout.evaluate → engine/step, the stack's scheduler time and overlap).
 
     Returns (layout result, step time, bound).
     """
     from types import SimpleNamespace
 
-    from .serve import _run
+    from .steps import run_step
 
     tp = np.asarray(lay["tp"], dtype=float)
     pp = np.asarray(lay["pp"], dtype=float)
@@ -187,20 +187,20 @@ def _eval(st: Stack, mn, eff, lay: dict, micro_batch, sched: bool = True, adp_im
                              attention_ranks=attention_ranks(lay),
                              gpus=tp * pp, redundant_experts=0, weight_layout="1d")
     plan = SimpleNamespace(stack=st.serving_stack, hw=st.hw)
-    res = _run(plan, mn, layout, eff, micro_batch, sched=sched, adp_imbalance=adp_imbalance)
+    res = run_step(plan, mn, layout, eff, micro_batch, sched=sched, adp_imbalance=adp_imbalance)
     return res, np.asarray(res.tpot_s, dtype=float), res.bound
 
 
 def _eager(st: Stack, eff, res, t):
     """A prefill or mixed step runs without a CUDA graph: ``serving.eager_step`` (max of GPU and dispatch time)."""
     from ...engine.efficiency import stack_eager_s
-    from .serve import eager_step, step_kernels
+    from .steps import eager_step, step_kernels
 
     return eager_step(t, step_kernels(res), stack_eager_s(eff, st.serving_stack.name))
 
 
 def _speculative_step(t_verify, t_draft, mtp):
-    from .serve import speculative_step
+    from .steps import speculative_step
 
     return speculative_step(t_verify, t_draft, mtp)
 
@@ -315,7 +315,7 @@ def kv_bytes_per_token(st: Stack, context: float = 8192.0) -> float:
 
 def kv_transfer_s(st: Stack, prompt_tokens, prefill_tp) -> np.ndarray:
     """Disaggregated KV hand-off of one prompt: KV bytes / (scale-out NIC bandwidth × prefill TP × η_comm)."""
-    from .serve import kv_transfer_time
+    from .schedule import kv_transfer_time
 
     kvb = np.asarray(prompt_tokens, dtype=float) * kv_bytes_per_token(st, float(np.max(prompt_tokens)))
     bw = float(st.system.chip.scaleout_bw) * np.asarray(prefill_tp, dtype=float) * float(st.eff_serving.eta_comm)
@@ -333,7 +333,7 @@ def _mixed_grid(st: Stack, lay: dict, b, P, L, prompt: float, role: str = "aggre
     A step that carries prefill is eager (``serving.eager_step``). ``chunk`` (default P / attention ranks) is
     one rank's prompt tokens, ``imbalance`` the busiest attention-DP rank's share (``serving.prefill_schedule``).
     """
-    from .serve import mixed_numbers, speculative_step
+    from .steps import mixed_numbers, speculative_step
 
     b, P, L = (np.asarray(x, dtype=float) for x in (b, P, L))
     lay_shape = np.shape(np.asarray(lay["tp"]))
@@ -375,7 +375,7 @@ def steady_state(st: Stack, lay: dict, n, isl: float, osl: float, budget) -> dic
     TTFT includes the stack's host time per request (``Stack.t_request``). Returns mean step, TPOT, TTFT, output
     tokens/s per replica and the prefill-bound mask.
     """
-    from .serve import steady_state as serving_steady_state
+    from .schedule import steady_state as serving_steady_state
 
     n = np.asarray(n, dtype=float)
     pp = np.asarray(lay["pp"], dtype=float)

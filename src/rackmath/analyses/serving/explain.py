@@ -1,0 +1,320 @@
+"""``serve --explain``: the blackboard derivation of a serve result, written from the values the engine computed.
+
+Every line carries the expression it evaluates (``explain.Derivation.add(…, expr=…)``), so its working adds up to
+its value (``tests/test_explain.py``); the steps are written out from their operators (``engine.step.step_working``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+import numpy as np
+
+from ...engine.efficiency import stack_eager_s
+from ...engine.step import MLA_EAGER_KERNEL_SCALE, measured_points, ops_table, step_working
+from ...explain import Derivation, fmt
+from .schedule import CLOSED_LOOP_PROMPTS_PER_CLIENT, mean_decode_context, prefill_wait
+from .steps import run_step, step_kernels
+
+
+def _f(x, i=0):
+    a = np.asarray(x, dtype=float).ravel()
+    return float(a[i] if a.size > i else a[0])
+
+
+def derive(r) -> Derivation:
+    """The blackboard derivation of a ``ServeResult``'s first configuration; every step carries the expression it
+    computes."""
+    p, eff, info = r._plan, r._eff, r._info
+    w, lay = p.workload, p.layout
+    v = {kk: _f(x) for kk, x in r.values.items() if kk not in ("fits", "bottleneck")}
+    gemm = "" if p.compute_dtype == p.system.chip.compute_dtype(r.weights_dtype) else f", GEMMs in {p.compute_dtype}"
+    d = Derivation(f"Serving {r.model} on {r.gpus} × {p.system.chip.name} ({r.mode}, layout {lay.label()}, "
+                   f"stack {p.stack.name}, weights {r.weights_dtype}{gemm}, KV {r.kv_dtype}; {eff.label()})")
+    d.add("L̄", "ISL + OSL/2", f"{w.isl:g} + {w.osl:g}/2", float(mean_decode_context(w.isl, w.osl)), "tokens",
+          "mean context of an in-flight sequence", expr=f"{w.isl!r} + {w.osl!r}/2")
+    d.add("C", "sequences in flight", "", v["concurrency"], "", key="C")
+    b = d.add("b", "min(max(C / (dp · PP), 1), max batch)", "", _f(info["b"]), "",
+              "sequences per micro-batch per replica",
+              expr=f"min(max(C / ({lay.dp} * {lay.pp}), 1), {p.stack.max_batch_size})", key="b")
+    mla = p.numbers("decode").mla
+    x = SimpleNamespace(d=d, r=r, p=p, eff=eff, info=info, w=w, lay=lay, v=v, b=b, k=w.mtp, A=w.acceptance,
+                        R=lay.attention_ranks, tau_e=_f(stack_eager_s(eff, p.stack.name)),
+                        eager_note=(f" (an MLA block dispatches {MLA_EAGER_KERNEL_SCALE:g} × its graph kernels: FP8 "
+                                    "input quantisations, a prompt's un-absorbed path; engine/step.py)" if mla else ""))
+    _decode_lines(x, mla)
+    if r.mode == "aggregated" and w.arrivals == "waves" and bool(np.asarray(info["waves"]).ravel()[0]):
+        return _derive_waves(d, r, v, b)
+    if r.mode == "aggregated":
+        _schedule_lines(x)
+        _aggregated_rates(x)
+        _aggregated_ttft(x)
+    else:
+        _disaggregated_rates(x)
+        _disaggregated_ttft(x)
+    _cost_line(d, r, v)
+    d.conclusion = f"→ {fmt(v['output_tok_s_per_gpu'], 'tok/s')} per GPU at {v['tokens_per_s_per_user']:.3g} " \
+                   f"tok/s per user; {str(np.asarray(r.values['bottleneck']).ravel()[0])}-bound" + \
+                   ("; " + "; ".join(r.notes) if r.notes else "")
+    return d
+
+
+def _cost_line(d: Derivation, r, v: dict) -> None:
+    d.add("$/Mtok", "N_GPU · $/GPU-h / 3600 / X_out · 10⁶", "", v["usd_per_mtok_output"], "$/Mtok", "output tokens",
+          expr=f"{r.gpus} * {r.usd_per_gpu_hour!r} / 3600 / X * 1e6")
+
+
+def _decode_lines(x, mla: bool) -> None:
+    """t_verify (t_gpu under --eager), the measured curve points, t_draft, t_decode."""
+    d, p, eff, info, k, res = x.d, x.p, x.eff, x.info, x.k, x.r._res
+    scale = _f(eff.mla_kernel_scale)
+    mla_note = f"; the MLA blocks' kernels × {scale:g} ({eff.name}'s mla_kernel_scale)" if mla and scale != 1.0 else ""
+    tau_e, eager_note = x.tau_e, x.eager_note
+    d.add("t_verify" if p.stack.cuda_graphs else "t_gpu",
+          "Σ_ops [n_kernels·τ_k + n_coll·τ_c + n_out·τ_out + max(F/(peak·η_c(M)), B/(BW·η_m), net/η_comm)] "
+          "· PP + t_sched", step_working(res.__dict__["times"]), _f(info["t_decode_gpu"]), "s",
+          f"decode step of b sequences × {k + 1} tokens, {res.overlap} (engine/step.py; --ops for each operator)"
+          + mla_note, key="t_verify" if p.stack.cuda_graphs else "t_gpu")
+    for pt in measured_points(res.__dict__["times"]):  # --efficiency measured: the curve point each operator used
+        d.add(pt["symbol"] + (f" [{pt['op']}]" if pt["op"] else ""),
+              "η_c · M / (M + M½)" if pt["op"] else pt.get("how", "measured kernel curve"), pt["working"],
+              pt["value"], pt["unit"], pt["source"])
+    if not p.stack.cuda_graphs:
+        d.add("n_kernels", "kernels the decode step dispatches", "", _f(step_kernels(res)), "", key="n_k")
+        d.add("τ_eager", f"host time per eagerly dispatched kernel ({p.stack.name})", "", tau_e, "s", key="tau_e")
+        d.add("t_verify", "max(GPU time, n_kernels · τ_eager)", "", _f(info["t_verify"]), "s",
+              "--eager: no CUDA graph, the host dispatches every kernel of the decode step" + eager_note,
+              expr="max(t_gpu, n_k * tau_e)", key="t_verify")
+    if k:
+        res_k = info["res_draft"]
+        d.add("t_draft" if p.stack.cuda_graphs else "t_draft,gpu", "one draft/MTP layer + LM head, 1 token per sequence"
+              + ("" if p.stack.overlap_scheduler else " + t_host (a pass of its own, host work not overlapped)"),
+              step_working(res_k.__dict__["times"]), _f(info["t_draft_gpu"]), "s",
+              key="t_draft" if p.stack.cuda_graphs else "t_draft_gpu")
+        if not p.stack.cuda_graphs:
+            d.add("n_kernels,draft", "kernels a draft pass dispatches", "", _f(step_kernels(res_k)), "", key="n_kd")
+            d.add("t_draft", "max(GPU time, n_kernels · τ_eager)", "", _f(info["t_draft"]), "s",
+                  expr="max(t_draft_gpu, n_kd * tau_e)", key="t_draft")
+    d.add("t_decode", "t_verify + k · t_draft", "", _f(info["t_decode"]), "s",
+          expr=f"t_verify + {k} * t_draft" if k else "t_verify", key="t_decode")
+
+
+def _schedule_lines(x) -> None:
+    """An aggregated stream's prefill schedule: p, left, c_r, f, n_any, c (Poisson: s, c, c_r), the mixed step, n, t̄."""
+    d, p, info, w, k, A, R, b, v = x.d, x.p, x.info, x.w, x.k, x.A, x.R, x.b, x.v
+    tau_e, eager_note = x.tau_e, x.eager_note
+    sch = info["schedule"]
+    d.add("p", "b · ISL_new · A / OSL", f"{b:g} · {w.isl_new:g} · {A:g} / {w.osl:g}", _f(info["prefill_per_step"]),
+          "tokens", "prompt tokens needed per decode step", expr=f"b * {w.isl_new!r} * {A!r} / {w.osl!r}", key="p")
+    poisson = w.arrivals == "poisson"
+    bud = float(p.stack.max_num_tokens or np.inf)
+    imb = _f(sch["imb_decode"])
+    d.add("left", "max(budget − imb · b·(k+1)/R, min(ISL_new, budget))"
+          + ("" if R > 1 else "  (R = 1: imb = 1)"), "", _f(sch["left"]), "tokens",
+          f"prompt tokens one rank may add beside its busiest decode tokens (budget {p.stack.max_num_tokens or '∞'}, "
+          f"R = {R} attention ranks)",
+          expr=(f"max({bud!r} - {imb!r} * b * {k + 1} / {R}, min({w.isl_new!r}, {bud!r}))" if R > 1 else
+                f"max({bud!r} - b * {k + 1}, min({w.isl_new!r}, {bud!r}))"), key="left")
+    cr, c = ("c_r0", "c0") if poisson else ("c_r", "c")
+    d.add("c_r", "min(left, max(ISL_new, p/R))", "", _f(sch.get("c_rank_steady", sch["c_rank"])), "tokens",
+          "whole waiting prompts, within the budget", expr=f"min(left, max({w.isl_new!r}, p / {R}))", key=cr)
+    d.add("f", "min(1, p/(R·c_r))", "", _f(sch["f"]), "", "share of steps in which one rank prefills",
+          expr=f"min(1, p / ({R} * {cr}))", key="f")
+    if R > 1:
+        d.add("n_any", "1 − (1 − f)^R", "", _f(sch["n_any"]), "", "share of steps in which any rank prefills "
+              "(the ranks step together)", expr=f"1 - (1 - f) ** {R}", key="n_any")
+    d.add("c", "R·f·c_r/n_any (f < 1) else R·c_r", "", _f(info["chunk_total"] if not poisson else
+                                                           sch.get("c_tot_steady", sch["c_tot"])), "tokens",
+          "prefill tokens per mixed step",
+          expr=(f"{R} * f * {cr} / n_any if f < 1 else {R} * {cr}" if R > 1 else cr),
+          key=c)
+    if poisson:
+        d.add("s", "share of steps that carry prefill under Poisson arrivals (poisson_mixed_share: the fixed point "
+              "of the mixed/decode Markov chain)", "", _f(sch["share"]), "", key="s")
+        inside = bool(np.asarray(sch["inside"]).ravel()[0])
+        d.add("c", "min(p/s, R·left)  (where 0 < p/c < 1; else unchanged)", "", _f(info["chunk_total"]), "tokens",
+              "prompts that arrive during a mixed step ride the next one together",
+              expr=f"min(p / s, {R} * left)" if inside else "c0", key="c")
+        d.add("c_r", "min(max(c_r, c/R), left)  (where 0 < p/c < 1)", "", _f(info["chunk"]), "tokens",
+              expr=f"min(max(c_r0, c / {R}), left)" if inside else "c_r0", key="c_r")
+    d.add("t_gpu,mixed", "the decode step carrying c prefill tokens (the chunk at its prompt's context)",
+          step_working(info["res_mixed"].__dict__["times"]), _f(info["res_mixed"].tpot_s), "s", key="t_gm")
+    d.add("n_eager", "kernels the mixed step dispatches", "", _f(info["eager_kernels_mixed"]), "", key="n_e")
+    d.add("τ_eager", f"host time per eagerly dispatched kernel ({p.stack.name})", "", tau_e, "s", key="tau_e")
+    d.add("t_mixed", "max(t_gpu,mixed, n_eager · τ_eager) + k · t_draft", "", _f(info["t_mixed"]), "s",
+          "an eager step: no CUDA graph, the host dispatches every kernel" + eager_note,
+          expr="max(t_gm, n_e * tau_e)" + (f" + {k} * t_draft" if k else ""), key="t_mixed")
+    d.add("n", "p / c", "", _f(info["n_mixed"]), "", "mixed steps per decode step", expr="p / c", key="n")
+    d.add("t̄", "t_decode + n·(t_mixed − t_decode) if n ≤ 1 else t_mixed", "", v["step_ms"] / 1e3, "s",
+          "time-sliced prefill (Sarathi-Serve)",
+          expr="t_decode + n * (t_mixed - t_decode) if n <= 1 else t_mixed", key="tbar")
+
+
+def _aggregated_rates(x) -> None:
+    """TPOT, tok/s/user, X_out, per GPU, of an aggregated stream."""
+    d, w, lay, A, v = x.d, x.w, x.lay, x.A, x.v
+    d.add("TPOT", "(t_decode + n·(b − 1)/b·(t_mixed − t_decode)) / A  (n ≤ 1; else t_mixed / A)", "",
+          v["tpot_ms"] / 1e3, "s", "other requests' prefills stall the stream; a request's own prefill is its TTFT",
+          expr=f"(t_decode + n * max(b - 1, 0) / max(b, 1) * (t_mixed - t_decode)) / {A!r} if n <= 1 "
+               f"else t_mixed / {A!r}", key="tpot")
+    d.add("tok/s/user", "1 / TPOT", "", v["tokens_per_s_per_user"], "tok/s", expr="1 / tpot")
+    d.add("X_out", "min(dp·PP·b·A/t̄, dp·PP·c·OSL/(ISL_new·t_mixed))", "", v["output_tok_s"], "tok/s",
+          expr=f"min({lay.dp * lay.pp} * b * {A!r} / tbar, {lay.dp * lay.pp} * c * {w.osl!r} / "
+               f"({max(w.isl_new, 1e-9)!r} * t_mixed))", key="X")
+    _per_gpu(x)
+
+
+def _per_gpu(x) -> None:
+    d, v, r, w = x.d, x.v, x.r, x.w
+    d.add("X_out/GPU", "X_out / N_GPU", f"{fmt(v['output_tok_s'], 'tok/s')} / {r.gpus}", v["output_tok_s_per_gpu"],
+          "tok/s", "every GPU counted, prefill pool included", expr=f"X / {r.gpus}")
+    d.add("X_total/GPU", "X_out · (1 + ISL/OSL) / N_GPU", "", v["total_tok_s_per_gpu"], "tok/s",
+          expr=f"X * (1 + {w.isl!r} / {w.osl!r}) / {r.gpus}")
+
+
+def _aggregated_ttft(x) -> None:
+    """ρ, t_prefill, W, t_request, TTFT of an aggregated stream (a closed-loop client's first wave after it)."""
+    d, p, info, w, R, v, r = x.d, x.p, x.info, x.w, x.R, x.v, x.r
+    t_req = _f(info["t_request"])
+    d.add("ρ", "p / (R · left)", "", _f(info["rho"]), "",
+          "prefill load over its capacity (the M/D/1 queue's utilisation, capped at 0.95)",
+          expr=f"p / ({R} * left)", key="rho")
+    d.add("t_prefill", "⌈ISL_new / c_r⌉ · t_mixed", "", _f(np.ceil(w.isl_new / info["chunk"]) * info["t_mixed"]), "s",
+          "the prompt's own chunks", expr=f"ceil({w.isl_new!r} / c_r) * t_mixed", key="t_pf")
+    d.add("W", "t̄/2 + ρ/(2(1 − ρ)) · t_prefill  (M/D/1 wait, ρ ≤ 0.95)", "",
+          _f(prefill_wait(info["t_decode"] * 0 + v["step_ms"] / 1e3, np.ceil(w.isl_new / info["chunk"])
+                          * info["t_mixed"], info["rho"])), "s",
+          "half a step, then the prompts ahead", expr="tbar / 2 + min(rho, 0.95) / (2 * (1 - min(rho, 0.95))) * t_pf",
+          key="W")
+    d.add("t_request", f"host time per request ({p.stack.name}'s)", "", t_req, "s", key="t_req")
+    bound = bool(np.asarray(r.values["bottleneck"] == "prefill").ravel()[0])
+    cl = w.arrivals == "closed-loop"
+    d.add("TTFT_steady" if cl else "TTFT",
+          "t_prefill + W + t_request" + ("; at least C·OSL/X_out − (OSL − 1)·TPOT (Little's law, the "
+                                         "prefill budget binds)" if bound else ""),
+          "", _f(info["ttft_steady"]) if cl else v["ttft_ms"] / 1e3, "s", "serving.steady_state",
+          expr=(f"max(t_pf + W + t_req, C * {w.osl!r} / X - ({w.osl!r} - 1) * tpot)" if bound
+                else "t_pf + W + t_req"), key="ttft_ss" if cl else "")
+    if cl:
+        _derive_closed_loop(d, r, v)
+
+
+def _disaggregated_rates(x) -> None:
+    """t̄, TPOT, X_prefill, X_out, per GPU, of a decode pool fed by a prefill pool."""
+    d, info, w, A, v = x.d, x.info, x.w, x.A, x.v
+    d.add("t̄", "t_decode (the decode pool runs decode only)", "", v["step_ms"] / 1e3, "s", expr="t_decode",
+          key="tbar")
+    d.add("TPOT", "t̄ / A", "", v["tpot_ms"] / 1e3, "s", expr=f"tbar / {A!r}", key="tpot")
+    d.add("tok/s/user", "1 / TPOT", "", v["tokens_per_s_per_user"], "tok/s", expr="1 / tpot")
+    pf = info["prefill"]
+    d.add("X_prefill", "the prefill pool's prompt tokens/s (prefill_pool_rate)", "", _f(pf["input_tok_s"]),
+          "tok/s", key="X_P")
+    d.add("X_out", "min(C·A/t_decode, X_prefill · OSL / (ISL · (1 − h)))", "", v["output_tok_s"], "tok/s",
+          expr=f"min(C * {A!r} / t_decode, X_P * {w.osl!r} / ({w.isl!r} * (1 - {w.cached_share!r})))", key="X")
+    _per_gpu(x)
+
+
+def _disaggregated_ttft(x) -> None:
+    """The prefill pass, KV hand-off, the pool's queue, t_request, TTFT of a disaggregated deployment."""
+    d, p, info, w, v, r = x.d, x.p, x.info, x.w, x.v, x.r
+    t_req = _f(info["t_request"])
+    pf = info["prefill"]
+    d.add("t_gpu,prefill", "one prompt's prefill pass on the prefill layout",
+          step_working(info["prefill_one"].__dict__["times"]), _f(info["prefill_one"].tpot_s), "s", key="t_p1")
+    d.add("n_kernels", "kernels the prefill pass dispatches", "", _f(step_kernels(info["prefill_one"])), "",
+          key="n_p")
+    d.add("τ_eager", f"host time per eagerly dispatched kernel ({p.stack.name})", "", _f(info["tau_eager"]), "s",
+          key="tau_e")
+    d.add("t_prefill", "chunks · max(t_gpu,prefill, n_kernels · τ_eager)", "", _f(pf["prefill_s"]), "s",
+          expr=f"{_f(info['n_chunks'])!r} * max(t_p1, n_p * tau_e)", key="t_pf")
+    d.add("t_KV", "the KV cache's hand-off to the decode pool (kv_transfer_time)", "", _f(pf["kv_transfer_s"]),
+          "s", key="t_kv")
+    d.add("ρ", "X_out · ISL_new / OSL / X_prefill", "", _f(info["rho"]), "", "the prefill pool's load",
+          expr=f"X * {w.isl_new!r} / {w.osl!r} / X_P", key="rho")
+    d.add("t_pass", "a full prefill pass of the pool (prefill_pool_rate)", "", _f(info["t_pass"]), "s",
+          key="t_pass")
+    d.add("t_request", f"host time per request ({p.stack.name}'s)", "", t_req, "s", key="t_req")
+    cl = w.arrivals == "closed-loop"
+    d.add("TTFT_steady" if cl else "TTFT", "t_prefill + t_KV + ρ/(2(1 − ρ)) · t_pass + t_request  (ρ ≤ 0.95)", "",
+          _f(info["ttft_steady"]) if cl else v["ttft_ms"] / 1e3, "s", "serving.disaggregated_ttft",
+          expr="t_pf + t_kv + min(rho, 0.95) / (2 * (1 - min(rho, 0.95))) * t_pass + t_req",
+          key="ttft_ss" if cl else "")
+    if cl:
+        _derive_closed_loop(d, r, v)
+
+
+def _derive_closed_loop(d: Derivation, r, v: dict) -> None:
+    """The TTFT of a closed-loop benchmark client (``schedule.closed_loop_ttft``): its first wave, then the steady loop."""
+    info, C = r._info, float(np.asarray(r.values["concurrency"]).ravel()[0])
+    how = ("the first C prompts queued at the prefill pool (disaggregated_wave_ttft)" if r.mode == "disaggregated"
+           else "the first C prompts queued against the prefill budget (wave_schedule)")
+    d.add("TTFT_wave", "the first wave's mean TTFT", "", _f(info["ttft_wave"]), "s", how, key="ttft_w")
+    d.add("w", "C / N  (N = 10 · C requests: the client's --num-prompts)", "", _f(info["wave_share"]), "",
+          "first_wave_share", expr=f"min({C!r} / {CLOSED_LOOP_PROMPTS_PER_CLIENT * C!r}, 1.0)", key="w_wave")
+    d.add("TTFT", "w · TTFT_wave + (1 − w) · TTFT_steady", "", v["ttft_ms"] / 1e3, "s",
+          "serving.closed_loop_ttft", expr="w_wave * ttft_w + (1 - w_wave) * ttft_ss")
+
+
+def _derive_waves(d: Derivation, r, v: dict, b: float) -> Derivation:
+    """The rest of the derivation under lock-step waves (``schedule.wave_schedule``)."""
+    p, wv = r._plan, r._info["wave"]
+    w, lay, A = p.workload, p.layout, p.workload.acceptance
+    R = lay.attention_ranks
+    bud = float(p.stack.max_num_tokens or np.inf)
+    d.add("waves", "the waves persist: a prefill-first stack, or a wave's prompts fit one prefill pass", "", 1.0, "",
+          f"{p.stack.name}: prefill first = {p.stack.prefill_first} (waves_persist)")
+    d.add("c_r", "min(max(b/R, 1) · ISL_new, budget)", "", _f(wv["chunk"]), "tokens",
+          f"prompt tokens one rank carries per prefill pass (R = {R}, budget {p.stack.max_num_tokens or '∞'})",
+          expr=f"min(max(b / {R}, 1) * {w.isl_new!r}, {bud!r})", key="c_r")
+    d.add("t_gpu,pass", "the step carrying R·c_r prompt tokens", step_working(wv["res_pass"].__dict__["times"]),
+          _f(wv["res_pass"].tpot_s), "s", key="t_gp")
+    d.add("n_kernels", "kernels the prefill pass dispatches", "", _f(wv["kernels_pass"]), "", key="n_kp")
+    d.add("τ_eager", f"host time per eagerly dispatched kernel ({p.stack.name})", "", _f(wv["tau_eager"]), "s",
+          key="tau_e")
+    d.add("t_pass", "max(t_gpu,pass, n_kernels · τ_eager)", "", _f(wv["t_pass"]),
+          "s", "an eager step: no CUDA graph, the host dispatches every kernel", expr="max(t_gp, n_kp * tau_e)",
+          key="t_pass")
+    d.add("n", "ISL_new / c_r", "", max(w.isl_new, 1.0) / _f(wv["chunk"]), "", "prefill passes per prompt",
+          expr=f"{max(w.isl_new, 1.0)!r} / c_r", key="n")
+    d.add("t_wave", "b_r·n · t_pass", "", _f(wv["t_wave"]), "s",
+          "every prompt of the wave prefilled (b_r = max(b/R, 1) per rank; the last pass partial)",
+          expr=f"max(max(b / {R}, 1) * n, 1) * t_pass", key="t_wave")
+    d.add("TTFT_wave", "min(max(⌈n⌉, n·(b_r + 1)/2 + 1/2) · t_pass, t_wave)", "",
+          (v["ttft_ms"] / 1e3) - _f(r._info["t_request"]), "s", "mean over the wave: prompt i is done after ⌈i·n⌉ passes",
+          expr=f"min(max(ceil(n), n * (max(b / {R}, 1) + 1) / 2 + 0.5) * t_pass, t_wave)", key="ttft_w")
+    d.add("t̄", "t_decode (a wave decodes with no prefill beside it)", "", v["step_ms"] / 1e3, "s", expr="t_decode",
+          key="tbar")
+    d.add("TPOT", "(t_wave − TTFT_wave + (OSL − 1)/A · t_decode) / (OSL − 1)", "", v["tpot_ms"] / 1e3, "s",
+          "a prompt's decode waits for the rest of its wave's prefill",
+          expr=f"(t_wave - ttft_w + ({w.osl!r} - 1) / {A!r} * t_decode) / max({w.osl!r} - 1, 1)", key="tpot")
+    d.add("tok/s/user", "1 / TPOT", "", v["tokens_per_s_per_user"], "tok/s", expr="1 / tpot")
+    t_req = _f(r._info["t_request"])
+    d.add("X_out", "dp·PP·b·OSL / (t_request + t_wave + (OSL − 1)/A · t_decode)", "", v["output_tok_s"], "tok/s",
+          f"one wave's output over one wave's period (= E2E: Little's law); t_request = {fmt(t_req, 's')}", key="X",
+          expr=f"{lay.dp * lay.pp} * b * {w.osl!r} / ({t_req!r} + t_wave + ({w.osl!r} - 1) / {A!r} * t_decode)")
+    d.add("X_out/GPU", "X_out / N_GPU", f"{fmt(v['output_tok_s'], 'tok/s')} / {r.gpus}", v["output_tok_s_per_gpu"],
+          "tok/s", "every GPU counted", expr=f"X / {r.gpus}")
+    d.add("X_total/GPU", "X_out · (1 + ISL/OSL) / N_GPU", "", v["total_tok_s_per_gpu"], "tok/s",
+          expr=f"X * (1 + {w.isl!r} / {w.osl!r}) / {r.gpus}")
+    d.add("TTFT", "TTFT_wave + t_request", "", v["ttft_ms"] / 1e3, "s",
+          f"t_request = {fmt(t_req, 's')} host time per request ({p.stack.name}'s)",
+          expr=f"ttft_w + {t_req!r}")
+    _cost_line(d, r, v)
+    d.conclusion = f"→ {fmt(v['output_tok_s_per_gpu'], 'tok/s')} per GPU at {v['tokens_per_s_per_user']:.3g} " \
+                   f"tok/s per user in lock-step waves" + ("; " + "; ".join(r.notes) if r.notes else "")
+    return d
+
+
+def ops(result, which="decode", index=0) -> list[dict]:
+    """Per-operator breakdown of a serve result's decode step (``--ops``): rows sum to the step (tested)."""
+    res = result._res
+    rows = ops_table(res.times, scale=res.scale, index=index)
+    k = result.mtp
+    if k:
+        p = result._plan
+        dres = run_step(p, p.numbers("draft"), replace(p.layout, pp=1), result._eff, result._info["b"], sched=False)
+        rows.insert(-1, {"op": "draft", "layer_type": "draft (MTP)", "flops": float("nan"), "bytes": float("nan"),
+                         "intensity": float("nan"), "time_s": k * _f(dres.tpot_s, index), "binding": str(
+                             np.asarray(dres.bound).ravel()[0])})
+    return rows
