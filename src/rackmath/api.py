@@ -109,6 +109,7 @@ def roofline(model, hardware, *, gpus=None, chips=None, batch=1, context=8192, p
     """Roofline step time, throughput and cost (``rackmath roofline``). Inputs broadcast as numpy arrays; a
     string range such as ``batch="1:4096:log"`` becomes one. Default: the ideal roofline (a lower bound on time).
     ``weight_read``: "hit" (the experts the batch routes to) or "all" (every weight every step, the lecture).
+    Its keywords are ``rackmath roofline``'s options one for one (a reason for more than twelve).
     Returns an ``engine.roofline.RooflineResult``; its ``energy`` attribute is an ``analyses.lecture.energy.EnergyResult``
     (J/token, tokens/kWh, electricity $/Mtok and share at ``pue`` and ``usd_per_kwh``). ``power_cap`` (W per GPU)
     scales the compute peaks by the clock the cap allows (docs/energy.md)."""
@@ -166,7 +167,8 @@ def train(model, hardware="hgx-h100", *, gpus=None, chips=None, tokens, seq_len=
     the fastest layout that fits is searched; the result's ``parallelism`` says which. Other keywords as
     ``analyses.training.model.train`` (mfu_given, flops_per_chip, global_batch_tokens, eta_compute, …). The result's
     ``energy`` is a dict (energy_mwh, electricity_usd, j_per_token, tokens_per_kwh, elec_share: every GPU at TDP
-    + host, × ``pue``); ``power_cap`` (W per GPU) scales the compute peaks (docs/energy.md)."""
+    + host, × ``pue``); ``power_cap`` (W per GPU) scales the compute peaks (docs/energy.md). Its keywords are
+    ``rackmath train``'s options one for one (a reason for more than twelve)."""
     from .analyses.training.model import Parallelism, search_training_layout
     from .analyses.training.model import train as _train
     from .specs.hardware import load_hardware

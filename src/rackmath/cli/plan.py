@@ -176,7 +176,7 @@ def plan_cmd(
     """Cheapest deployment per chip meeting TTFT/TPOT SLOs: GPUs, P:D, layouts, $/hour, $/Mtok, energy, margins.
     --explain derives each chip's aggregated deployment as serve --explain does (the same steady state).
     \f
-    One parameter per option (typer reads the command's options from its signature)."""
+    One parameter per option (typer reads the command's options from its signature). Longer than 80 lines: its signature is the option list."""
     from .. import units
     from ..analyses.serving.launch import check_framework, render
     from ..analyses.serving.plan import plan

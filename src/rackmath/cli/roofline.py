@@ -129,7 +129,8 @@ def _at(x, i):
 
 def _figure(draw, output, force, model, hardware, chips, *, sweep, fixed, json=False, efficiency=None, ideal=False,
             price=None, **kw):
-    """Check the output, parse one swept range and one fixed value, draw, say where it went (--json: the data)."""
+    """Check the output, parse one swept range and one fixed value, draw, say where it went (--json: the data).
+    One parameter per option the two plot commands forward."""
     from .common import check_output, efficiency_for, parse_range, print_json, priced, wrote
 
     check_output(output, force, "output", (".png", ".svg", ".pdf"))

@@ -122,118 +122,131 @@ def _print_table(d: dict, mode: dict, e, power_cap, near) -> None:
           caption="; ".join(d["notes"] + [f"WARNING: {w}" for w in mode["warnings"]]) or None)
 
 
-def register(app: typer.Typer) -> None:
+def serve_cmd(
+    model: str = MODEL_ARG,
+    hardware: str = hardware_opt(..., "System name (hgx-h100, gb200-nvl72, …)."),
+    gpus: str = gpus_opt(None, "Every GPU of the deployment (prefill + decode pools)."),
+    isl: str = typer.Option(..., "--isl", help="Input (prompt) tokens per request."),
+    osl: str = typer.Option(..., "--osl", help="Output tokens per request."),
+    concurrency: str = typer.Option(..., "--concurrency", "-c", help="Sequences in flight across the deployment."),
+    tp: str = typer.Option(None, "--tp", help="Attention tensor-parallel degree (GPUs per replica stage)."),
+    ep: str = typer.Option(None, "--ep", help="Expert-parallel degree within the TP GPUs (default 1)."),
+    pp: str = typer.Option(None, "--pp", help="Pipeline stages."),
+    attention_dp: bool = typer.Option(False, "--attention-dp", help="Attention data-parallel over the TP GPUs."),
+    attention_dp_size: str = typer.Option(None, "--attention-dp-size",
+                                          help="Attention data-parallel over R groups of TP/R GPUs (SGLang "
+                                               "--dp R --enable-dp-attention; implies --attention-dp; "
+                                               "default: every GPU its own sequences)."),
+    weights_dtype: str = typer.Option(None, "--weights-dtype", help="bf16, fp8, fp4, nvfp4, mxfp4 … (default: as published)."),
+    kv_dtype: str = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default bf16)."),
+    compute_dtype: str = CDT_OPT,
+    mtp: str = typer.Option("0", "--mtp", help="Speculative / MTP draft tokens per step (k)."),
+    acceptance: str = typer.Option(None, "--acceptance", help="Mean tokens emitted per verification step (1 … k+1)."),
+    prefill_gpus: str = typer.Option(None, "--prefill-gpus", help="Disaggregated: GPUs of the prefill pool."),
+    decode_gpus: str = typer.Option(None, "--decode-gpus", help="Disaggregated: GPUs of the decode pool."),
+    cached_share: float = typer.Option(0.0, "--cached-share", help="Share of each prompt found in the prefix cache."),
+    redundant_experts: str = typer.Option("0", "--redundant-experts",
+                                          help="Extra expert replicas spread over the EP GPUs (DeepSeek: 32)."),
+    uneven_experts: bool = typer.Option(False, "--uneven-experts",
+                                        help="Allow experts that do not divide over EP; model the most-loaded GPU."),
+    framework: str = typer.Option(None, "--framework", help="Serving stack and version: trtllm, vllm, sglang, "
+                                                            "vllm-v0, atom, dynamo-sglang, dynamo-trtllm, each "
+                                                            "optionally @VERSION (sglang@0.5.6, vllm@0.13; none: "
+                                                            "the newest version with records) — prefill budget, "
+                                                            "batch cap, scheduler overlap, host times; default: a "
+                                                            "generic stack, named in the output."),
+    arrivals: str = typer.Option("steady", "--arrivals", help="steady: requests arrive spread out evenly, one "
+                                 "prompt per mixed step; poisson: independent arrivals (a production stream, "
+                                 "simulate --rate), prompts that arrive during a mixed step share the next; "
+                                 "waves: lock-step, C prompts at once (a closed-loop benchmark client at fixed "
+                                 "lengths, a fixed-length burst, C = 1); closed-loop: a benchmark client "
+                                 "(--max-concurrency C, 10 × C prompts): the first C start together, then C stay "
+                                 "in flight; mean TTFT = 1/10 · the first wave's + 9/10 · steady."),
+    eager: bool = typer.Option(False, "--eager", help="The stack runs without CUDA graphs (vLLM --enforce-eager, "
+                               "SGLang --disable-cuda-graph): decode steps take max(GPU time, kernels · host "
+                               "dispatch time)."),
+    weight_layout: str = typer.Option("1d", "--weight-layout", help="How the --tp GPUs hold a dense model's "
+                                      "weights: 1d (weight-stationary, default), 2d (weight-stationary over "
+                                      "d_model and d_ff), gathered (all-gathered per layer); Pope et al. 2022."),
+    ideal: bool = IDEAL_OPT,
+    efficiency: str = EFF_OPT,
+    price: str = USD_OPT,
+    ops: bool = typer.Option(False, "--ops", help="Per-operator breakdown of the decode step (FLOPs, bytes, "
+                                                  "intensity, time, binding term)."),
+    ops_plot: str = typer.Option(None, "--ops-plot", help="Write the per-operator breakdown as a stacked bar "
+                                                          "(.png/.svg/.pdf)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing --ops-plot file."),
+    pue: str = PUE_OPT,
+    usd_per_kwh: str = USD_PER_KWH_OPT,
+    power_cap: str = POWER_CAP_OPT,
+    json: bool = JSON_OPT,
+    explain: bool = EXPLAIN_OPT,
+):
+    """Steady-state serving: tokens/s per GPU, TPOT, TTFT, $/Mtok and energy for a request shape and
+    concurrency.\f
 
-    @app.command("serve")
-    def serve_cmd(
-        model: str = MODEL_ARG,
-        hardware: str = hardware_opt(..., "System name (hgx-h100, gb200-nvl72, …)."),
-        gpus: str = gpus_opt(None, "Every GPU of the deployment (prefill + decode pools)."),
-        isl: str = typer.Option(..., "--isl", help="Input (prompt) tokens per request."),
-        osl: str = typer.Option(..., "--osl", help="Output tokens per request."),
-        concurrency: str = typer.Option(..., "--concurrency", "-c", help="Sequences in flight across the deployment."),
-        tp: str = typer.Option(None, "--tp", help="Attention tensor-parallel degree (GPUs per replica stage)."),
-        ep: str = typer.Option(None, "--ep", help="Expert-parallel degree within the TP GPUs (default 1)."),
-        pp: str = typer.Option(None, "--pp", help="Pipeline stages."),
-        attention_dp: bool = typer.Option(False, "--attention-dp", help="Attention data-parallel over the TP GPUs."),
-        attention_dp_size: str = typer.Option(None, "--attention-dp-size",
-                                              help="Attention data-parallel over R groups of TP/R GPUs (SGLang "
-                                                   "--dp R --enable-dp-attention; implies --attention-dp; "
-                                                   "default: every GPU its own sequences)."),
-        weights_dtype: str = typer.Option(None, "--weights-dtype", help="bf16, fp8, fp4, nvfp4, mxfp4 … (default: as published)."),
-        kv_dtype: str = typer.Option(None, "--kv-dtype", help="KV-cache dtype (default bf16)."),
-        compute_dtype: str = CDT_OPT,
-        mtp: str = typer.Option("0", "--mtp", help="Speculative / MTP draft tokens per step (k)."),
-        acceptance: str = typer.Option(None, "--acceptance", help="Mean tokens emitted per verification step (1 … k+1)."),
-        prefill_gpus: str = typer.Option(None, "--prefill-gpus", help="Disaggregated: GPUs of the prefill pool."),
-        decode_gpus: str = typer.Option(None, "--decode-gpus", help="Disaggregated: GPUs of the decode pool."),
-        cached_share: float = typer.Option(0.0, "--cached-share", help="Share of each prompt found in the prefix cache."),
-        redundant_experts: str = typer.Option("0", "--redundant-experts",
-                                              help="Extra expert replicas spread over the EP GPUs (DeepSeek: 32)."),
-        uneven_experts: bool = typer.Option(False, "--uneven-experts",
-                                            help="Allow experts that do not divide over EP; model the most-loaded GPU."),
-        framework: str = typer.Option(None, "--framework", help="Serving stack and version: trtllm, vllm, sglang, "
-                                                                "vllm-v0, atom, dynamo-sglang, dynamo-trtllm, each "
-                                                                "optionally @VERSION (sglang@0.5.6, vllm@0.13; none: "
-                                                                "the newest version with records) — prefill budget, "
-                                                                "batch cap, scheduler overlap, host times; default: a "
-                                                                "generic stack, named in the output."),
-        arrivals: str = typer.Option("steady", "--arrivals", help="steady: requests arrive spread out evenly, one "
-                                     "prompt per mixed step; poisson: independent arrivals (a production stream, "
-                                     "simulate --rate), prompts that arrive during a mixed step share the next; "
-                                     "waves: lock-step, C prompts at once (a closed-loop benchmark client at fixed "
-                                     "lengths, a fixed-length burst, C = 1); closed-loop: a benchmark client "
-                                     "(--max-concurrency C, 10 × C prompts): the first C start together, then C stay "
-                                     "in flight; mean TTFT = 1/10 · the first wave's + 9/10 · steady."),
-        eager: bool = typer.Option(False, "--eager", help="The stack runs without CUDA graphs (vLLM --enforce-eager, "
-                                   "SGLang --disable-cuda-graph): decode steps take max(GPU time, kernels · host "
-                                   "dispatch time)."),
-        weight_layout: str = typer.Option("1d", "--weight-layout", help="How the --tp GPUs hold a dense model's "
-                                          "weights: 1d (weight-stationary, default), 2d (weight-stationary over "
-                                          "d_model and d_ff), gathered (all-gathered per layer); Pope et al. 2022."),
-        ideal: bool = IDEAL_OPT,
-        efficiency: str = EFF_OPT,
-        price: str = USD_OPT,
-        ops: bool = typer.Option(False, "--ops", help="Per-operator breakdown of the decode step (FLOPs, bytes, "
-                                                      "intensity, time, binding term)."),
-        ops_plot: str = typer.Option(None, "--ops-plot", help="Write the per-operator breakdown as a stacked bar "
-                                                              "(.png/.svg/.pdf)."),
-        force: bool = typer.Option(False, "--force", help="Overwrite an existing --ops-plot file."),
-        pue: str = PUE_OPT,
-        usd_per_kwh: str = USD_PER_KWH_OPT,
-        power_cap: str = POWER_CAP_OPT,
-        json: bool = JSON_OPT,
-        explain: bool = EXPLAIN_OPT,
-    ):
-        """Steady-state serving: tokens/s per GPU, TPOT, TTFT, $/Mtok and energy for a request shape and
-        concurrency."""
-        from dataclasses import replace
+    One parameter per option (typer reads the command's options from its signature), hence more than twelve and
+    longer than 80 lines (the signature is the option list); the body builds serve's typed inputs and prints
+    (:func:`_emit`)."""
+    from dataclasses import replace
 
-        from .. import units
-        from ..analyses.serving.serve import Workload, load_stack, serve
-        from .common import energy_dict, mode_dict, power_capped, priced, print_derivation, print_json
+    from .. import units
+    from ..analyses.serving.serve import Workload, load_stack, serve
+    from .common import power_capped, priced
 
-        if ideal:  # --ideal with --efficiency X is an error, as on every command (common.efficiency_for)
-            from .common import efficiency_for
+    if ideal:  # --ideal with --efficiency X is an error, as on every command (common.efficiency_for)
+        from .common import efficiency_for
 
-            efficiency_for(None, efficiency, True)
-        if ops_plot:  # before any work ('-' and existing files refused)
-            from .common import check_output
+        efficiency_for(None, efficiency, True)
+    if ops_plot:  # before any work ('-' and existing files refused)
+        from .common import check_output
 
-            check_output(ops_plot, force, "ops_plot", (".png", ".svg", ".pdf"))
-        r = serve(model, priced(power_capped(hardware, power_cap), price),
-                  Workload(_count(isl, "isl", False), _count(osl, "osl", False),
-                           _count(concurrency, "concurrency", False), _count(mtp, "mtp"),
-                           None if acceptance is None else float(units.parse_count(acceptance, "acceptance")),
-                           cached_share, arrivals),
-                  _layout(gpus, tp, ep, pp, attention_dp, attention_dp_size, prefill_gpus, decode_gpus,
-                          redundant_experts, uneven_experts, weight_layout),
-                  replace(load_stack(framework), cuda_graphs=not eager, weights_dtype=weights_dtype,
-                          kv_dtype=kv_dtype, compute_dtype=compute_dtype),
-                  "ideal" if ideal else efficiency)
-        if (ops or ops_plot) and _print_ops(r, ops, ops_plot, force, json):
-            return
-        from .common import dtype_rate_warning
+        check_output(ops_plot, force, "ops_plot", (".png", ".svg", ".pdf"))
+    r = serve(model, priced(power_capped(hardware, power_cap), price),
+              Workload(_count(isl, "isl", False), _count(osl, "osl", False),
+                       _count(concurrency, "concurrency", False), _count(mtp, "mtp"),
+                       None if acceptance is None else float(units.parse_count(acceptance, "acceptance")),
+                       cached_share, arrivals),
+              _layout(gpus, tp, ep, pp, attention_dp, attention_dp_size, prefill_gpus, decode_gpus,
+                      redundant_experts, uneven_experts, weight_layout),
+              replace(load_stack(framework), cuda_graphs=not eager, weights_dtype=weights_dtype,
+                      kv_dtype=kv_dtype, compute_dtype=compute_dtype),
+              "ideal" if ideal else efficiency)
+    if (ops or ops_plot) and _print_ops(r, ops, ops_plot, force, json):
+        return
+    _emit(r, model, hardware, weights_dtype, kv_dtype, compute_dtype, redundant_experts, pue, usd_per_kwh, power_cap,
+          json, explain)
 
-        rate_note = dtype_rate_warning(hardware, weights_dtype, compute_dtype, echo=json or explain)
-        mode = mode_dict(r.efficiency) | _context_limits(r, model, hardware, weights_dtype, kv_dtype,
-                                                          _count(redundant_experts, "redundant_experts") or 0)
-        e = serve_energy(r, hardware, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
-        if rate_note:
-            mode["warnings"] = mode["warnings"] + [rate_note]
-        near = r.nearest_measured()
-        if json:
-            d = mode | r.as_dict() | {"energy": energy_dict(e, power_cap, hardware), "nearest_measured": near}
-            if explain:
-                d["derivation"] = r.explain().as_dict()
-                if e is not None:
-                    d["energy_derivation"] = e.explain().as_dict()
-            print_json(d)
-            return
+
+def _emit(r, model, hardware, weights_dtype, kv_dtype, compute_dtype, redundant_experts, pue, usd_per_kwh, power_cap,
+          json, explain) -> None:
+    """Print a serve result: --json, --explain, or the table (with energy, the context limits and the nearest
+    measured record)."""
+    from .common import dtype_rate_warning, energy_dict, mode_dict, print_derivation, print_json
+
+    rate_note = dtype_rate_warning(hardware, weights_dtype, compute_dtype, echo=json or explain)
+    mode = mode_dict(r.efficiency) | _context_limits(r, model, hardware, weights_dtype, kv_dtype,
+                                                      _count(redundant_experts, "redundant_experts") or 0)
+    e = serve_energy(r, hardware, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
+    if rate_note:
+        mode["warnings"] = mode["warnings"] + [rate_note]
+    near = r.nearest_measured()
+    if json:
+        d = mode | r.as_dict() | {"energy": energy_dict(e, power_cap, hardware), "nearest_measured": near}
         if explain:
-            print_derivation(r.explain())
+            d["derivation"] = r.explain().as_dict()
             if e is not None:
-                print()
-                print_derivation(e.explain())
-            return
-        _print_table(r.as_dict(), mode, e, power_cap, near)
+                d["energy_derivation"] = e.explain().as_dict()
+        print_json(d)
+        return
+    if explain:
+        print_derivation(r.explain())
+        if e is not None:
+            print()
+            print_derivation(e.explain())
+        return
+    _print_table(r.as_dict(), mode, e, power_cap, near)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve_cmd)

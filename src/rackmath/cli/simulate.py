@@ -185,7 +185,7 @@ def simulate_cmd(
 ):
     """Replay traffic through one deployment: TTFT/TPOT/E2E percentiles, goodput, queue, utilization.
     \f
-    One parameter per CLI option (typer's form): they become the simulator's typed inputs here."""
+    One parameter per CLI option (typer's form): they become the simulator's typed inputs here. Longer than 80 lines: its signature is the option list."""
     from .. import units
     from ..analyses.serving.serve import Workload
     from ..analyses.serving.simulate import Deployment, Traffic, layout_from_flags, run

@@ -106,8 +106,7 @@ def train_cmd(
     bound; --mfu/--tflops/--gpu-hours override it. Without --tp/--pp/--cp/--dp/--zero/--recompute the fastest layout
     that fits in memory is searched (and said so).
     \f
-    One parameter per option of `rackmath train` (typer reads them from the signature).
-    """
+    One parameter per option of `rackmath train` (typer reads them from the signature). Longer than 80 lines: its signature is the option list."""
     from ..specs.hardware import load_hardware
     from ..specs.models import load_model
     from .common import power_capped, priced

@@ -318,7 +318,10 @@ def _library_routes(app: FastAPI, compute) -> None:
         usd_per_gpu_hour: str | None = Query(None, max_length=20, description="e.g. 2.5 or '$2.5/h'"),
         explain: bool = Query(False, description="include the derivation of the first point"),
     ):
-        # one parameter per query parameter (> 12): FastAPI reads the endpoint's inputs from its signature
+        """Step time, binding term and cost over the query's batch × context (``rackmath.roofline``).\f
+
+        One parameter per query parameter (more than twelve): FastAPI reads the endpoint's inputs from its
+        signature; the text after the form feed stays out of the OpenAPI description."""
         return await compute("roofline", model=model, hardware=hardware, batch=batch, context=context, gpus=gpus,
                              chips=chips, pass_len=pass_len, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                              efficiency=efficiency, ideal=ideal, usd_per_gpu_hour=usd_per_gpu_hour, explain=explain)
@@ -335,7 +338,10 @@ def _library_routes(app: FastAPI, compute) -> None:
         ideal: bool = Query(False), efficiency: str | None = Query(None, max_length=60),
         usd_per_gpu_hour: str | None = Query(None, max_length=20), explain: bool = Query(False),
     ):
-        # one parameter per query parameter (> 12): FastAPI reads the endpoint's inputs from its signature
+        """Steady-state serving over the query's concurrencies (``rackmath.serve``).\f
+
+        One parameter per query parameter (more than twelve): FastAPI reads the endpoint's inputs from its
+        signature; the text after the form feed stays out of the OpenAPI description."""
         return await compute("serve", model=model, hardware=hardware, isl=isl, osl=osl, concurrency=concurrency,
                              gpus=gpus, tp=tp, ep=ep, pp=pp, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                              ideal=ideal, efficiency=efficiency, usd_per_gpu_hour=usd_per_gpu_hour, explain=explain)

@@ -106,7 +106,8 @@ def roofline(*, model, hardware, batch, context, gpus, chips, pass_len, weights_
 
 def serve(*, model, hardware, isl, osl, concurrency, gpus, tp, ep, pp, weights_dtype, kv_dtype, ideal, efficiency,
           usd_per_gpu_hour, explain):
-    """`rackmath serve`: the page's controls as serve's objects (Workload, Layout, Stack; the price on the hardware)."""
+    """`rackmath serve`: the page's controls as serve's objects (Workload, Layout, Stack; the price on the hardware);
+    one keyword per query parameter of the route."""
     from dataclasses import replace
 
     import rackmath

@@ -105,7 +105,7 @@ def context_curves(context, *, batch=1e4, n_active=LECTURE_N_ACTIVE, n_total=Non
     DeepSeek top-k (reads k tokens + an index key of ``indexer_fraction``·b per token); √L.
 
     Keyword parameters, one per premise of the lecture's context chapter (each with the lecture's value as default):
-    a reason to keep them flat rather than grouped.
+    a reason for more than twelve: they stay flat rather than grouped.
     """
     L = np.asarray(context, dtype=float)
     reads = {
@@ -195,7 +195,7 @@ def context_wall(*, n_active=LECTURE_N_ACTIVE, n_total=None, bytes_per_token=166
     ``peak_flops`` and ``mem_bw`` are per chip; ``hbm_bytes`` is the whole domain's HBM.
 
     Keyword parameters, one per premise of the wall (model, chip, deployment, target), each defaulting to the
-    lecture's: a reason to keep them flat rather than grouped.
+    lecture's: a reason for more than twelve: they stay flat rather than grouped.
     """
     n_total = n_active if n_total is None else n_total
     for v, f in ((n_active, "active params"), (bytes_per_token, "bytes per token"), (batch, "batch"),
