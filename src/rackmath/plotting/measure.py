@@ -38,7 +38,7 @@ def plot_measure(result: dict, path):
         ax.plot(grid, ct["step_s"] * 1e3, "--", color=c, lw=1.2, alpha=0.8, label=f"calibrated (micro-benchmarks), {L:,}")
         if k.get("measured"):
             ax.axvline(k["measured"], color=c, lw=1.0, alpha=0.7)
-            ax.annotate(f"knee {k['measured']:.0f}", (k["measured"], ax.get_ylim()[0] if False else 0), xycoords=(
+            ax.annotate(f"knee {k['measured']:.0f}", (k["measured"], 0), xycoords=(
                 "data", "axes fraction"), xytext=(3, 4 + 14 * i), textcoords="offset points", color=c, fontsize=8)
         if k.get("predicted"):
             ax.axvline(k["predicted"], color=c, lw=1.0, ls=":", alpha=0.9)

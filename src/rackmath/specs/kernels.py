@@ -219,10 +219,4 @@ def silicon(chip) -> dict | None:
     return out
 
 
-def silicon_values(chip) -> dict:
-    """``{field: value}`` of :func:`silicon` ({} for a chip without curves)."""
-    s = silicon(chip) or {}
-    return {k: v["value"] for k, v in s.items() if k != "by_dtype"}
-
-
-__all__ = ["kernel_table", "inferred", "INFERRED_FIELDS", "provenance", "summary_line", "silicon", "silicon_values", "DIR"]
+__all__ = ["kernel_table", "inferred", "INFERRED_FIELDS", "provenance", "summary_line", "silicon", "DIR"]

@@ -221,8 +221,6 @@ HARDWARE_FAMILIES = {
     "mi300x": "amd", "mi325x": "amd", "mi355x": "amd",
     "a100-sxm-40gb": "ampere", "a100-sxm-80gb": "ampere",
 }
-#: Vendor-level label printed next to the family.
-VENDOR = {"hopper": "nvidia", "blackwell": "nvidia", "rubin": "nvidia", "amd": "amd", "tpu": "google"}
 
 _MODEL_FAMILIES = (("deepseek", "deepseek"), ("qwen", "qwen"), ("llama", "llama"), ("gpt-oss", "gpt-oss"),
                    ("kimi", "kimi"), ("palm", "palm"), ("mixtral", "mixtral"), ("gemma", "gemma"))

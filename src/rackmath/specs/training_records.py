@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 

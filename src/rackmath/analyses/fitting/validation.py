@@ -25,8 +25,6 @@ from ...errors import RackmathError
 from ...specs.catalog import register_cache
 from ...specs.records import Record, load_records, shipped_records
 
-PUBLISHED = "reference/published.md"
-
 
 def records(dirs=(), only: bool = False) -> list[Record]:
     """The records to validate: shipped (unless ``only``) plus those in ``dirs`` (same id replaces)."""

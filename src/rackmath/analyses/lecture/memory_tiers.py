@@ -291,7 +291,7 @@ def deduce_cache(sheet, tiers, *, bytes_per_token=1667.0) -> CacheDeduction:
             continue
         ttl = TTLS[key]
         rate = float(write_premium_rate(w, base, ttl))
-        per_h = d.add(f"hold_{key}", f"(write_{key} − base) / TTL",
+        d.add(f"hold_{key}", f"(write_{key} − base) / TTL",
                       f"({w * 1e6:.4g} − {base * 1e6:.4g}) $/Mtok / {fmt(ttl, 's')}", rate * HOUR * 1e6, "$/Mtok-h")
         gbh = d.add(f"$/GB-h_{key}", "hold price · 1e9 / b", f"at b = {fmt(bytes_per_token, 'B')}/token",
                     float(implied_usd_per_gb_hour(rate, bytes_per_token)), "$/GB-h")

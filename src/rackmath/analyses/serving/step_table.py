@@ -427,7 +427,6 @@ class StepTable:
         # KV capacity in tokens: the engine's largest batch at a context near the mean sequence, times that context
         kv_at = float(prompt if kv_context is None else kv_context)
         res_kv, _, _ = _eval(st, _decode_numbers(st, kv_at), st.eff_decode, lay, 1.0)
-        self._kv_ctx = kv_at
         self.kv_tokens = float(np.asarray(res_kv.max_micro_batch).ravel()[0]) * pp * kv_at
         # one vectorized engine call over (batch, prefill tokens, context): a step of b decoding sequences and a
         # prefill chunk of P tokens is ONE forward pass (weights read once, FLOPs and tokens added)
