@@ -183,8 +183,10 @@ def write(hosts, by_v):
              "# measured curves are predicted at their fitted preset's silicon, with τ_k and the MLA kernel scale",
              "# inferred from their records where specs/data/kernels/inferred/ has them. Keys starting with \"_\"",
              "# are not catalog kinds.", ""]
+    from rackmath.specs.stacks import known_labels
+
     for v in sorted(hosts):
-        if "@" not in v:
+        if v not in known_labels():  # a published record's unlisted version: serve never names it
             continue
         h = hosts[v]
         lines += ["[[_stack_host]]", f'stack_version = "{v}"', f"sched_s = {h[0]:.4g}", f"seq_s = {h[1]:.4g}",

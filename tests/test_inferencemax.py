@@ -141,7 +141,13 @@ def test_versions_order_and_resolve():
     assert S.resolve("sglang@0.5.6")[1].label == "sglang@0.5.6"  # exact beats the 0.5.6.postN it prefixes
     assert S.resolve("vllm@0.13")[1].label == "vllm@0.13.0"
     assert S.resolve("trtllm@1.2")[1].label == "trtllm@1.2.0rc2"
-    assert S.resolve("sglang")[1].label == "sglang@0.5.7"  # the newest listed
+    assert S.resolve("sglang")[1].label == "sglang@0.5.7-rocm700-mi35x"  # the newest listed
+    # a ROCm build is a build of its own (its image tag is its version); a stack named without a version takes the
+    # newest build for the chip's platform
+    assert S.resolve("sglang", "cuda")[1].label == "sglang@0.5.6"
+    assert S.resolve("sglang", "rocm")[1].label == "sglang@0.5.7-rocm700-mi35x"
+    assert S.resolve("sglang@0.5.7")[1].label == "sglang@0.5.7-rocm700-mi35x"  # the only 0.5.7 listed
+    assert S.resolve("sglang@0.5.5")[1].label == "sglang@0.5.5.post3-rocm700-mi35x"
     assert S.resolve("dynamo-trt")[1].label == "dynamo-trtllm@0.5.1-rc0.pre3"
     assert S.resolve("vllm-v0") == ("vllm-v0", None)  # an unversioned stack
     from rackmath.errors import InputError
@@ -172,7 +178,7 @@ def test_every_listed_version_has_shipped_records():
                                                   ("vllm@0.13", "vllm@0.13.0", "vllm"),
                                                   ("trtllm@1.2", "trtllm@1.2.0rc2", "trtllm"),
                                                   ("atom", "atom@0.1.1", "vllm"),
-                                                  ("sglang", "sglang@0.5.7", "sglang")])
+                                                  ("sglang", "sglang@0.5.6", "sglang")])  # on B200: the newest CUDA build
 def test_serve_names_the_stack_version_in_its_header_and_json(given, label, engine):
     args = ("serve", "gpt-oss-120b", "-H", "hgx-b200", "--gpus", "1", "--tp", "1", "--isl", "1000", "--osl", "1000",
             "-c", "8", "--framework", given)

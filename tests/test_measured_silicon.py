@@ -79,16 +79,18 @@ def test_stack_version_host_times_applied_only_under_measured():
     import tomllib
 
     from rackmath.analyses.serving.serve import load_stack
+    from rackmath.specs import stacks as S
     from rackmath.specs.stacks import HOSTS
 
     rows = {t["stack_version"]: t for t in tomllib.loads(HOSTS.read_text())["_stack_host"]}
     st = load_stack("sglang@0.5.7")
+    assert st.label == "sglang@0.5.7-rocm700-mi35x" and set(rows) <= set(S.known_labels())  # listed versions only
     e = for_stack(resolve("h200", "measured"), st)
-    assert e.eager_sglang_s == pytest.approx(rows["sglang@0.5.7"]["eager_s"])
-    assert e.sched_sglang_s == pytest.approx(rows["sglang@0.5.7"]["sched_s"])
-    assert e.request_sglang_s == pytest.approx(rows["sglang@0.5.7"]["request_s"])
+    assert e.eager_sglang_s == pytest.approx(rows[st.label]["eager_s"])
+    assert e.sched_sglang_s == pytest.approx(rows[st.label]["sched_s"])
+    assert e.request_sglang_s == pytest.approx(rows[st.label]["request_s"])
     # τ_k = τ_silicon (the floor measured on H200) + the version's own time per kernel
-    assert e.kernel_latency_s == pytest.approx(2.4427e-06 + rows["sglang@0.5.7"].get("kernel_s", 0.0))
+    assert e.kernel_latency_s == pytest.approx(2.4427e-06 + rows[st.label].get("kernel_s", 0.0))
     preset = resolve("h200", "auto")
     assert for_stack(preset, st) is preset
 

@@ -62,6 +62,10 @@ def mode_label(eff) -> str:
     if eff.name == "ideal":
         return "ideal roofline — a lower bound on time"
     err = validated_error(eff)
+    if str(eff.name).startswith("measured-"):  # issue 34: silicon from kernel curves (or inferred), a version's times
+        return (f"calibrated prediction, {eff.name}: silicon from measured kernel curves (or inferred from serving "
+                f"records where none exist), the stack version's fitted host times (out-of-sample errors by stack "
+                f"version and chip: docs/stacks.md)")
     if getattr(eff, "cross_family", False):
         return (f"calibrated prediction, cross-family preset {eff.name} — no preset fitted on this chip's family "
                 + (f"(validated error ±{err:.0%} across families)" if err is not None else "(not validated)"))

@@ -46,6 +46,11 @@ class StackVersion:
         """``stack@version`` (what ``serve`` prints and ``--json`` carries)."""
         return f"{self.stack}@{self.version}"
 
+    @property
+    def platform(self) -> str:
+        """``rocm`` for a build whose images are ROCm builds (AMD GPUs), else ``cuda``."""
+        return "rocm" if any("rocm" in i.lower() for i in self.images) else "cuda"
+
     def as_dict(self) -> dict:
         return {"stack": self.stack, "version": self.version, "label": self.label, "engine": self.engine,
                 "date": self.date, "images": list(self.images), "mem_fraction": self.mem_fraction,
@@ -127,10 +132,15 @@ def _matches(given: str, version: str) -> bool:
                                                                            v[len(g) - 1]) is not None)
 
 
-def resolve(framework: str):
+#: The build platform of a chip's vendor (a stack named without a version takes its newest build for it).
+PLATFORM_OF_VENDOR = {"amd": "rocm", "nvidia": "cuda"}
+
+
+def resolve(framework: str, platform: str | None = None):
     """``STACK[@VERSION]`` → (canonical stack name, :class:`StackVersion` or None for an unversioned stack).
 
-    No version: the newest listed one. A version: the exact one, else the newest whose version starts with it
+    No version: the newest listed one — the newest build for ``platform`` (``rocm``, ``cuda``) where one is listed
+    for it (``--framework sglang`` on a B200 is the newest CUDA build, on an MI355X the newest ROCm build). A version: the exact one, else the newest whose version starts with it
     (``vllm@0.13`` → 0.13.0, ``trtllm@1.2`` → 1.2.0rc2). An unknown version of a versioned stack, or a version of a
     stack that has none, raises :class:`InputError` naming ``framework`` and listing the known versions.
     """
@@ -139,7 +149,8 @@ def resolve(framework: str):
     stack = stack_name(name)
     vs = versions_of(stack)
     if not ver:
-        return stack, (vs[-1] if vs else None)
+        mine = [v for v in vs if platform is None or v.platform == platform]
+        return stack, ((mine or vs)[-1] if vs else None)
     ver = ver.strip().lower().lstrip("v")
     exact = [v for v in vs if v.version.lower() == ver]
     hits = exact or [v for v in vs if _matches(ver, v.version.lower())]

@@ -24,7 +24,7 @@ from ...specs.hardware import load_hardware
 from ...specs.models import load_model
 from ... import units
 from .evaluate import evaluate, prefill_pool_rate
-from .inputs import Layout, Plan, Stack, Workload, check_price, load_stack, pool, speculating
+from .inputs import Layout, Plan, Stack, Workload, check_price, load_stack, on_chip, pool, speculating
 from .schedule import USABLE_MEMORY_FRACTION
 
 
@@ -113,7 +113,7 @@ def make_plan(model, hardware, workload: Workload, layout: Layout | None = None,
     workload = workload.checked()
     layout = (Layout() if layout is None else layout).checked()
     lay_p = layout.prefill
-    st = load_stack(stack).checked()
+    st = on_chip(load_stack(stack), system.chip).checked()
     spec = speculating(st, workload.mtp)
     wdt, kvdt, cdt = plan_dtypes(m, system.chip, st)
     eff = resolve(system.chip.name, efficiency)

@@ -68,6 +68,7 @@ class Stack:
     version: str = ""  # the listed version assumed ("" = an unversioned stack)
     label: str = ""  # stack@version as the user names it (sglang@0.5.6, dynamo-trtllm@0.5.1-rc0.pre3); "" = name
     mem_fraction: float = 0.9  # share of HBM the stack lets weights + KV fill (USABLE_MEMORY_FRACTION unless listed)
+    implied: str = ""  # the stack named without a version (``sglang``): its build is the chip's (:func:`on_chip`)
     # --- the dtypes the stack is launched with (None: as published / bf16 KV / the chip's GEMM rule) ---
     weights_dtype: str | None = None  # --weights-dtype: bf16, fp8, fp4, nvfp4, mxfp4, …
     kv_dtype: str | None = None  # --kv-dtype
@@ -134,13 +135,28 @@ def load_stack(framework=None) -> Stack:
     base = text.partition("@")[0].strip().lower()
     stack, sv = resolve_stack(text)  # an unknown version: one line listing the known ones
     if sv is not None:
-        return replace(STACKS[sv.engine], version=sv.version, label=sv.label, mem_fraction=sv.mem_fraction)
+        return replace(STACKS[sv.engine], version=sv.version, label=sv.label, mem_fraction=sv.mem_fraction,
+                       implied="" if "@" in text else stack)
     key = _STACK_ALIASES.get(base, base)
     if key not in STACKS:
         raise InputError("framework", f"unknown serving stack {framework!r}",
                          "trtllm, vllm, sglang, vllm-v0, atom, dynamo-sglang, dynamo-trtllm (or tensorrt-llm, trt, "
                          "dynamo), each optionally @VERSION (sglang@0.5.6), or none/other for the generic stack")
     return STACKS[key]
+
+
+def on_chip(stack: Stack, chip) -> Stack:
+    """A stack named without a version as it runs on ``chip``: the newest listed build for the chip's platform
+    (ROCm on AMD, CUDA on NVIDIA: ``specs.stacks.resolve``); a version the user named, or an unversioned stack,
+    unchanged."""
+    if not getattr(stack, "implied", ""):
+        return stack
+    from ...specs.stacks import PLATFORM_OF_VENDOR
+
+    _, sv = resolve_stack(stack.implied, PLATFORM_OF_VENDOR.get(str(getattr(chip, "vendor", "")).lower()))
+    if sv is None or sv.label == stack.label:
+        return stack
+    return replace(stack, version=sv.version, label=sv.label, mem_fraction=sv.mem_fraction)
 
 
 def speculating(stack: Stack, mtp) -> Stack:

@@ -131,9 +131,9 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
         raise InputError("usd_per_gpu_hour", f"{price:g}", "a price in $ per GPU-hour from 0 to 10⁴")
     cdt = system.chip.gemm_dtype(wdt or m.native_dtype, compute_dtype)
     from ...engine.efficiency import for_stack, resolve
-    from .inputs import load_stack, speculating
+    from .inputs import load_stack, on_chip, speculating
 
-    sstack = speculating(load_stack(framework), mtp)
+    sstack = speculating(on_chip(load_stack(framework), system.chip), mtp)
     eff = for_stack(resolve(system.chip.name, efficiency, ideal), sstack)  # as serve.evaluate: the version's times
     return Stack(model=m, system=system, weights_dtype=wdt, kv_dtype=kvdt, compute_dtype=cdt, mtp=mtp, acceptance=a,
                  eff_decode=eff, eff_prefill=eff, eff_serving=eff, usd_per_gpu_hour=price, framework=framework,
