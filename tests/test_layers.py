@@ -3,7 +3,10 @@
 (a) nothing outside ``rackmath/cli/`` imports ``rackmath.cli`` (``__main__`` is the CLI's entry point);
 (b) ``import rackmath`` — and the Python API's roofline and serve — load no interface library (typer, rich,
     matplotlib, fastapi);
-(c) no import cycle among rackmath's modules, counting imports inside functions.
+(c) no import cycle among rackmath's modules, counting imports inside functions;
+(d) below the interfaces, rackmath's own modules are imported at module level: an import inside a function is only
+    for a heavy optional dependency, in one place each (the figures of ``plotting``: matplotlib; ``measure_torch``:
+    torch) or the package's lazy attributes (``rackmath/__init__.py``).
 """
 
 from __future__ import annotations
@@ -119,3 +122,43 @@ def test_no_import_cycles():
 
 def test_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+#: The function-level imports of rackmath modules allowed below the interfaces: (importing module, imported module).
+LAZY_ALLOWED = {"rackmath.plotting", "rackmath.measure_torch"}
+
+
+def _function_level_imports(mods: dict | None = None) -> list[str]:
+    out = []
+    for mod, path in (mods or _modules()).items():
+        parts = mod.split(".")
+        if len(parts) > 1 and parts[1] in ("cli", "web", "plotting", "__main__", "measure_torch") or mod == "rackmath":
+            continue  # the interfaces, the optional torch module and the package's lazy attributes
+        tree = ast.parse(path.read_text())
+        top = {id(n) for n in tree.body}
+        pkg = parts if path.name == "__init__.py" else parts[:-1]
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or id(node) in top:
+                continue
+            name = ".".join(pkg[: len(pkg) - (node.level - 1)] + ([node.module] if node.module else [])) \
+                if node.level else (node.module or "")
+            if name.split(".")[0] != "rackmath":
+                continue
+            targets = {f"{name}.{a.name}" for a in node.names} | {name}
+            if not any(t == allowed or t.startswith(allowed + ".") for t in targets for allowed in LAZY_ALLOWED):
+                out.append(f"{mod}:{node.lineno} imports {name} inside a function")
+    return out
+
+
+def test_own_modules_are_imported_at_module_level():
+    assert _function_level_imports() == []
+
+
+def test_the_function_level_scan_sees_a_lazy_import(tmp_path):
+    """The scan is not vacuous: a module of ``analyses`` that imported the engine inside a function is listed, one
+    that imports ``plotting`` there (a figure: matplotlib) is not."""
+    bad = tmp_path / "probe.py"
+    bad.write_text("def f():\n    from ..engine import roofline\n    return roofline\n\n\n"
+                   "def g():\n    from ..plotting import racks\n    return racks\n")
+    assert _function_level_imports({"rackmath.analyses.probe": bad}) == [
+        "rackmath.analyses.probe:2 imports rackmath.engine inside a function"]

@@ -20,6 +20,20 @@ concise repr.
 """
 
 from __future__ import annotations
+from . import units
+from .analyses.lecture import pricing as pr
+from .analyses.lecture.context import max_context as _max_context
+from .analyses.serving.serve import serve as _serve
+from .analyses.training.model import Parallelism, search_training_layout, train as _train
+from .bounds import _check_whole, WHOLE
+from .engine.efficiency import efficiency_for
+from .engine.roofline import roofline as _roofline
+from .engine.search import search_layouts
+from .errors import InputError
+from .options import energy_of, parse_range, power_capped, priced, serve_energy, training_energy
+from .specs.hardware import hardware_ratio, load_chip, load_hardware
+from .specs.models import load_model
+from .specs.prices import load_price_sheet
 
 __all__ = ["roofline", "serve", "train", "layout", "price", "max_context"]
 
@@ -35,8 +49,6 @@ def _values(v, field: str, kind: str = "count"):
     if v is None:
         return None
     if isinstance(v, str):
-        from .options import parse_range
-
         a = parse_range(v, field, kind)
         _whole(a, field)
         return float(a[0]) if a.size == 1 and ":" not in v and "," not in v else a
@@ -50,15 +62,11 @@ def _values(v, field: str, kind: str = "count"):
 
 
 def _whole(v, field: str) -> None:
-    from .bounds import WHOLE, _check_whole
-
     if field in WHOLE:
         _check_whole(v, field)
 
 
 def _scalar(v, field: str, kind: str = "count"):
-    from . import units
-
     if v is None or not isinstance(v, str):
         return v
     x = units.parse_quantity(v, kind, field)
@@ -68,8 +76,6 @@ def _scalar(v, field: str, kind: str = "count"):
 
 def _count(v, field: str):
     """A whole number (a number or a string such as '8', '1K'): refused, not truncated, when fractional."""
-    from .bounds import _check_whole
-
     if v is None:
         return None
     x = _scalar(v, field)
@@ -78,28 +84,20 @@ def _count(v, field: str):
 
 
 def _gpus(gpus, chips):
-    from .errors import InputError
-
     if gpus is not None and chips is not None and gpus != chips:
         raise InputError("gpus", "both gpus and chips given", "one of them (chips is an alias)")
     return gpus if gpus is not None else chips
 
 
 def _eff(hardware, efficiency, ideal, default):
-    from .engine.efficiency import efficiency_for
-
     return efficiency_for(hardware, efficiency, ideal, default=default)
 
 
 def _priced(hardware, usd_per_gpu_hour):
-    from .options import priced
-
     return priced(hardware, _scalar(usd_per_gpu_hour, "usd_per_gpu_hour", "usd_per_hour"))
 
 
 def _capped(hardware, power_cap):
-    from .options import power_capped
-
     return power_capped(hardware, power_cap)
 
 
@@ -113,9 +111,6 @@ def roofline(model, hardware, *, gpus=None, chips=None, batch=1, context=8192, p
     Returns an ``engine.roofline.RooflineResult``; its ``energy`` attribute is an ``analyses.lecture.energy.EnergyResult``
     (J/token, tokens/kWh, electricity $/Mtok and share at ``pue`` and ``usd_per_kwh``). ``power_cap`` (W per GPU)
     scales the compute peaks by the clock the cap allows (docs/energy.md)."""
-    from .options import energy_of
-    from .engine.roofline import roofline as _roofline
-
     r = _roofline(model, _capped(_priced(hardware, usd_per_gpu_hour), power_cap),
                   chips=_values(_gpus(gpus, chips), "gpus"),
                   batch=_values(batch, "batch"), context=_values(context, "context"),
@@ -139,9 +134,6 @@ def serve(model, hardware, workload=None, layout=None, stack=None, efficiency=No
     usd_per_gpu_hour, ideal, …), strings such as "1K" or "1:256:log" accepted — they only build those objects.
     The result's ``energy`` is an ``analyses.lecture.energy.EnergyResult`` per output token (every GPU of the
     deployment); ``power_cap`` (W per GPU) scales the compute peaks (docs/energy.md)."""
-    from .analyses.serving.serve import serve as _serve
-    from .options import serve_energy
-
     if chips is not None or "gpus" in flat:
         flat["gpus"] = _count(_gpus(flat.get("gpus"), chips), "gpus")
     for k in ("tp", "ep", "pp", "mtp", "prefill_gpus", "decode_gpus", "redundant_experts"):
@@ -169,11 +161,6 @@ def train(model, hardware="hgx-h100", *, gpus=None, chips=None, tokens, seq_len=
     ``energy`` is a dict (energy_mwh, electricity_usd, j_per_token, tokens_per_kwh, elec_share: every GPU at TDP
     + host, × ``pue``); ``power_cap`` (W per GPU) scales the compute peaks (docs/energy.md). Its keywords are
     ``rackmath train``'s options one for one (a reason for more than twelve)."""
-    from .analyses.training.model import Parallelism, search_training_layout
-    from .analyses.training.model import train as _train
-    from .specs.hardware import load_hardware
-    from .specs.models import load_model
-
     m, hw = load_model(model), load_hardware(_capped(_priced(hardware, usd_per_gpu_hour), power_cap))
     n = _gpus(gpus, chips)
     n = _count(n, "gpus")
@@ -189,7 +176,6 @@ def train(model, hardware="hgx-h100", *, gpus=None, chips=None, tokens, seq_len=
         r = _train(m, hw, chips=n, par=par, **tk)
     else:
         r, _, _ = search_training_layout(m, hw, chips=n, fixed={k: v for k, v in given.items() if v is not None}, **tk)
-    from .options import training_energy
 
     en = training_energy(r, hw, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)
     r.energy = {k: v for k, v in en.items() if k != "result"} if en["result"] is not None else None
@@ -200,9 +186,6 @@ def layout(model, hardware, *, gpus=None, chips=None, context=8192, batch=None, 
            usd_per_gpu_hour=None, **kw):
     """Every valid layout on ``gpus`` chips and the Pareto frontier of $/Mtok vs tokens/s per user
     (``rackmath layout``). Default: the ideal roofline. Returns an ``engine.search.SearchResult``."""
-    from .engine.search import search_layouts
-    from .errors import InputError
-
     n = _gpus(gpus, chips)
     if n is None:
         raise InputError("gpus", "missing", "the GPU budget, e.g. gpus=72")
@@ -216,15 +199,9 @@ def price(sheet, *, n_active="100B", n_total=None, hardware=None, weights_dtype=
           kv_dtype="fp8") -> dict:
     """Read a price sheet backwards (``rackmath price``): the long-context step → KV bytes per token (R35–R37)
     and the output/input ratio → decode (R38). Returns a dict (the same as ``rackmath price SHEET --json``)."""
-    from . import units
-    from .analyses.lecture import pricing as pr
-    from .specs.prices import load_price_sheet
-
     s = load_price_sheet(sheet)
     bpp = units.dtype_bytes(weights_dtype, "weights_dtype")
     if hardware:
-        from .specs.hardware import hardware_ratio, load_chip
-
         ratio = float(hardware_ratio(load_chip(hardware), weights_dtype))
     else:
         ratio = pr.LECTURE_RATIO
@@ -249,8 +226,6 @@ def max_context(model, hardware, *, gpus=None, chips=None, concurrency=1, weight
                 **layout_degrees):
     """The longest context ``concurrency`` sequences can hold in memory, next to the model's own limit (with a
     warning past it): the one answer ``racks memory``, ``context`` and ``serve`` use."""
-    from .analyses.lecture.context import max_context as _max_context
-
     n = _gpus(gpus, chips)
     return _max_context(model, hardware, gpus=_count(n, "gpus"),
                         concurrency=_scalar(concurrency, "concurrency"), weights_dtype=weights_dtype,

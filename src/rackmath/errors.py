@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Iterable
+from .limits import MIN_MAGNITUDE, QUANTITY_MAX
 
 
 class RackmathError(ValueError):
@@ -52,8 +53,6 @@ def check_positive(value, field: str, accepted: str = "a positive finite number"
                    maximum: float | None = None):
     """Validate scalars or arrays: finite, > 0 (or >= 0), and not absurd (<= maximum). Returns value."""
     import numpy as np
-
-    from .limits import MIN_MAGNITUDE, QUANTITY_MAX
 
     if value is None:  # np.asarray(None, float) is nan: say what is wrong
         raise InputError(field, "missing", accepted)

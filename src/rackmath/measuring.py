@@ -18,6 +18,10 @@ import time
 import numpy as np
 
 from .errors import InputError
+from . import units
+from .analyses.fitting import measure as am
+from .engine.roofline import roofline
+from .specs.models import load_model
 
 # Sizes per (device type, quick): weight budget of the decode model, batches, contexts, steps, GEMM sizes, and the
 # longest run allowed (a lower bound on the run's time above it is refused before it starts: _check_duration).
@@ -106,9 +110,6 @@ def _check_duration(mt, dev, dts, dtype, spec, plan, points, quick) -> None:
     the square-GEMM benchmarks (four calls per size) bound the run's time from below. fp16 on most CPUs runs
     ~100× below bf16 and would take an hour.
     """
-    from . import units
-    from .analyses.fitting import measure as am
-
     probe_n = 256 if dev.type == "cpu" else 4096  # on an H200 a 256³ matmul ran at 1.1 TFLOP/s, 4096³ at ~700
     rate = {d: max(r["flops_per_s"] for r in mt.bench_matmul(dev, d, (probe_n,), min_time=0.005))
             for d in dict.fromkeys([*dts, "fp32"])}
@@ -153,9 +154,6 @@ def _measure(model="llama-3.1-8b", *, device: str = "auto", dtypes=None, quick: 
     torch's CPU threads (default: torch's own choice).
     Returns a JSON-ready dict: device, peaks, GEMM curve and fit, bandwidth, sweep rows, knees, preset.
     """
-    from .analyses.fitting import measure as am
-    from .specs.models import load_model
-
     check_name(name)
     for c in (contexts or ()):
         if not 1 <= float(c) <= 1_048_576 or float(c) != int(c):
@@ -229,8 +227,6 @@ def _open_device(mt, device: str, threads: int | None):
 def _plan(mt, dev, info: dict, quick, dtypes, batches, contexts, weight_budget) -> tuple[dict, list]:
     """The run's sizes (:data:`PLANS` with the options applied; weights at most a tenth of the device's memory, the
     KV cache three tenths) and the dtypes to benchmark (the first runs the sweep)."""
-    from . import units
-
     plan = dict(PLANS[(dev.type, bool(quick))])
     dts = [units.normalize_dtype(d, "dtype") for d in (dtypes or ["bf16", "fp32"])]
     for d in dts:
@@ -252,8 +248,6 @@ def _plan(mt, dev, info: dict, quick, dtypes, batches, contexts, weight_budget) 
 def _microbenchmarks(mt, dev, dts: list, spec, plan: dict, quick, stage) -> dict:
     """Square-GEMM peaks per dtype, memory bandwidth, the GEMM efficiency curve over tokens on the model's matrices
     (and its fit), attention's KV bandwidth, the dispatch time and (not with --quick) the peer-copy bandwidth."""
-    from .analyses.fitting import measure as am
-
     dtype = dts[0]
     adv = stage("matmul peaks", len(dts) * len(plan["square"]))
     matmul, peaks = {}, {}
@@ -284,8 +278,6 @@ def _microbenchmarks(mt, dev, dts: list, spec, plan: dict, quick, stage) -> dict
 def _as_system(name, dev, info: dict, quick, plan: dict, bench: dict):
     """The machine as a one-chip system (``analyses.fitting.measure.measured_system``) with a source for every
     number; returns (system, how it was measured, the date)."""
-    from .analyses.fitting import measure as am
-
     peaks, bw, coll = bench["peaks"], bench["bw"], bench["coll"]
     cname = name or ("measured-" + ("cpu" if dev.type == "cpu" else
                                     "".join(c if c.isalnum() else "-" for c in info["name"].lower()).strip("-")))
@@ -314,9 +306,6 @@ def _decode_sweep(mt, dev, dtype, spec, system, plan: dict, points: list, bench:
     micro-benchmarks give (``analyses.fitting.measure.calibrated_times``). Returns the rows, the preset, the
     operators counted and the elementwise bandwidth."""
     import torch
-
-    from .analyses.fitting import measure as am
-    from .engine.roofline import roofline
 
     net = mt.build_model(spec, dtype, dev)
     counted = mt.count_ops(net, dev, dtype, plan["contexts"][0])
@@ -355,8 +344,6 @@ def _decode_sweep(mt, dev, dtype, spec, system, plan: dict, points: list, bench:
 def _knees(rows: list, contexts, spec, system, dtype) -> list:
     """Per context with at least 4 batches: the measured knee (``analyses.fitting.measure.measured_knee``), the
     roofline's and the calibrated curve's (the same estimator as the measurement, same batches)."""
-    from .analyses.fitting import measure as am
-
     knees = []
     for c in contexts:
         sel = [r for r in rows if r["context"] == c]
@@ -378,8 +365,6 @@ def save(result: dict, directory, *, force: bool = False) -> list:
     Never overwrites an existing file unless ``force``. Returns the paths written.
     """
     from pathlib import Path
-
-    from .analyses.fitting import measure as am
 
     d = Path(directory)
     if d.exists() and not d.is_dir():

@@ -20,6 +20,12 @@ import math
 import re
 
 from .errors import InputError
+from . import units
+from .analyses.lecture.energy import capped_clock_fraction, capped_system, energy, run_energy
+from .bounds import check_points
+from .engine.efficiency import load_efficiency
+from .specs.catalog import entries
+from .specs.hardware import load_hardware, priced as at_price
 
 
 def validated_error(eff) -> float | None:
@@ -33,8 +39,6 @@ def validated_error(eff) -> float | None:
     if v is not None:
         return float(v)
     try:
-        from .specs.catalog import entries
-
         for e in entries("efficiency"):
             if e.data.get("name") == eff.name and e.data.get("validated_error") is not None:
                 return float(e.data["validated_error"])
@@ -56,8 +60,6 @@ def fitted_on(eff) -> int | None:
 def mode_label(eff) -> str:
     """'ideal roofline — a lower bound on time' or 'calibrated prediction, preset X (validated error ±Y%)'."""
     if eff is None or isinstance(eff, str):
-        from .engine.efficiency import load_efficiency
-
         eff = load_efficiency(None if eff in (None, "ideal") else eff)
     if eff.name == "ideal":
         return "ideal roofline — a lower bound on time"
@@ -79,8 +81,6 @@ def mode_label(eff) -> str:
 def mode_dict(eff) -> dict:
     """The same, for JSON: {'prediction': 'ideal'|'calibrated', 'efficiency': name, 'label': …, 'validated_error'}."""
     if eff is None or isinstance(eff, str):
-        from .engine.efficiency import load_efficiency
-
         eff = load_efficiency(None if eff in (None, "ideal") else eff)
     return {"prediction": "ideal" if eff.name == "ideal" else "calibrated", "efficiency": eff.name,
             "label": mode_label(eff), "validated_error": validated_error(eff)}
@@ -100,9 +100,6 @@ def parse_range(text: str, field: str, kind: str = "count", integer: bool | None
     Integer quantities (batch, context, chips, … or ``integer=True``) stay integers: a range's points are
     rounded and de-duplicated (in order)."""
     import numpy as np
-
-    from . import units
-    from .bounds import check_points
 
     if integer is None:
         integer = field in INTEGER_FIELDS
@@ -149,8 +146,6 @@ def parse_range(text: str, field: str, kind: str = "count", integer: bool | None
 
 def parse_int(text, field: str, maximum: float = 1e7, minimum: int = 1) -> int | None:
     """A whole number ≥ ``minimum`` ('8', '1K', '8Ki'); None passes through."""
-    from . import units
-
     if text is None:
         return None
     v = units.parse_count(text, field)
@@ -162,15 +157,11 @@ def parse_int(text, field: str, maximum: float = 1e7, minimum: int = 1) -> int |
 def priced(hardware, usd_per_gpu_hour):
     """``hardware`` (a name or System) with its chip rented at ``--usd-per-gpu-hour`` (text or number); unchanged
     when None. Every analysis that prices chip time then uses the user's price."""
-    from .specs.hardware import priced as at_price
-
     return at_price(hardware, parse_usd(usd_per_gpu_hour) if isinstance(usd_per_gpu_hour, str) else usd_per_gpu_hour)
 
 
 def parse_usd(text, field: str = "usd_per_gpu_hour") -> float | None:
     """``--usd-per-gpu-hour``: '2.5', '$2.5/h'; None passes through."""
-    from . import units
-
     return None if text is None else units.parse_usd_per_hour(text, field)
 
 
@@ -215,8 +206,6 @@ def power_capped(hardware, power_cap):
     cap = parse_power(power_cap)
     if cap is None:
         return hardware
-    from .analyses.lecture.energy import capped_system
-    from .specs.hardware import load_hardware
 
     return capped_system(load_hardware(hardware), cap)
 
@@ -225,9 +214,6 @@ def energy_of(hardware, *, chips, step_s, tokens_per_step, usd_per_mtok=None, pu
               power_cap=None, load: str = "serving"):
     """J/token, tokens/kWh, electricity $/Mtok and its share of ``usd_per_mtok`` for ``chips`` chips of
     ``hardware`` emitting ``tokens_per_step`` tokens every ``step_s`` (analyses.lecture.energy.energy; inputs broadcast)."""
-    from .analyses.lecture.energy import energy
-    from .specs.hardware import load_hardware
-
     hw = load_hardware(hardware)
     if hw.chip.tdp_w is None and power_cap is None:  # a user catalog without power figures: no energy, no error
         pue, usd_per_kwh = parse_pue(pue), parse_usd_per_kwh(usd_per_kwh)  # still checked
@@ -245,9 +231,6 @@ def energy_dict(e, power_cap=None, hardware=None) -> dict | None:
     cap = parse_power(power_cap)
     d["power_cap_w"] = cap
     if cap is not None and hardware is not None:
-        from .analyses.lecture.energy import capped_clock_fraction
-        from .specs.hardware import load_hardware
-
         d["clock_fraction"] = float(capped_clock_fraction(cap, load_hardware(hardware).chip.tdp_w))
     return d
 
@@ -263,8 +246,6 @@ def serve_energy(r, hardware, *, pue="1.2", usd_per_kwh="0.08", power_cap=None):
 def training_energy(r, hw, *, pue="1.2", usd_per_kwh="0.08", power_cap=None) -> dict:
     """The run's energy (analyses.lecture.energy.run_energy: every GPU at TDP + host, × PUE, for the run's time), with the
     CLI's strings parsed; 'result' holds the EnergyResult (for --explain)."""
-    from .analyses.lecture.energy import run_energy
-
     if hw.chip.tdp_w is None and power_cap is None:  # a user catalog without power figures
         parse_pue(pue), parse_usd_per_kwh(usd_per_kwh)
         return {"result": None}

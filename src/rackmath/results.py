@@ -17,6 +17,7 @@ import html
 import math
 
 import numpy as np
+from .units import human
 
 __all__ = ["ResultMixin", "broadcast_fields", "INTEGER_COLUMNS", "plain_json"]
 
@@ -61,8 +62,6 @@ def plain_json(x, text=None):
 
 
 def _short(v, unit: str = "") -> str:
-    from .units import human
-
     return human(v, unit)
 
 

@@ -21,6 +21,7 @@ import math
 import re
 
 from .errors import InputError
+from .bounds import check_quantity
 
 __all__ = [
     "DTYPE_BYTES",
@@ -178,8 +179,6 @@ def _split(text: str, field: str, accepted: str) -> tuple[float, float, str]:
 
 def _finite_positive(value: float, field: str, accepted: str, allow_zero: bool = False, kind: str = "count") -> float:
     """Finite, ≥ 0 (> 0 unless allow_zero), not denormal, and within rackmath.bounds.QUANTITY_MAX[kind]."""
-    from .bounds import check_quantity
-
     return check_quantity(value, kind, field, accepted, allow_zero)
 
 

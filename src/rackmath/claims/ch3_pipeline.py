@@ -12,6 +12,8 @@ from ..explain import Derivation, fmt
 from ..specs.hardware import load_hardware
 from ..specs.models import load_model
 from . import ABOUT, Claim, agree, not_discriminated, qualitative, within_factor
+from .ch1_batching import lecture_op, real_op
+from ..analyses.lecture.batching import drain_time
 
 RACK = "gb200-nvl72"
 MODEL = "deepseek-v3"
@@ -39,8 +41,6 @@ def r23_pipeline_condition() -> Claim:
 
 
 def r24_pipeline_memory() -> list[Claim]:
-    from ..analyses.lecture.batching import drain_time
-
     m = load_model(MODEL)
     W = float(m.weight_bytes())
     kv = float(m.kv_cache_bytes(CTX))
@@ -145,8 +145,6 @@ def r27_inference_practice() -> Claim:
 
 
 def r28_hop_latency() -> list[Claim]:
-    from .ch1_batching import lecture_op, real_op
-
     hw = load_hardware(RACK)
     hop = hw.hop_latency_s
     out = []

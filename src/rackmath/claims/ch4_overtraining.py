@@ -5,13 +5,11 @@ the routed-model scaling law reading that the lecture uses to motivate sparsity.
 from __future__ import annotations
 
 from . import ABOUT, Claim, agree, qualitative, within_factor
+from ..analyses.lecture import lifetime, scaling
+from ..explain import Derivation, fmt
 
 
 def claims() -> list[Claim]:
-    from ..analyses.lecture import lifetime
-    from ..analyses.lecture import scaling
-    from ..explain import Derivation, fmt
-
     r = lifetime.overtrain()  # lecture defaults: 500M tok/s, 2 months, 10 models, 100B active, equal split
     inputs = {"traffic_tok_s": r.rate, "lifetime_s": r.lifetime_s, "models": r.n_models, "active": r.active,
               "k_rl": r.k_rl, "eta_rl": r.eta_rl, "eta_dec": r.eta_dec}

@@ -8,6 +8,8 @@ from ..analyses.lecture import pricing as pr
 from ..explain import Derivation, fmt
 from ..specs.prices import load_price_sheet
 from . import ABOUT, ORDER, Claim, agree, lookup, qualitative, within_factor
+from ..specs.hardware import load_chip
+from ..specs.models import load_model
 
 CHIP = "h100"  # typical tier figures (published.md §3b) are given for a DGX H100 server
 
@@ -46,7 +48,6 @@ def r35_step() -> list[Claim]:
 
 def r36_bytes() -> Claim:
     ded = pr.deduce_from_step(200e3, 1.5)
-    from ..specs.hardware import load_chip
 
     c = load_chip(CHIP)
     fp8 = float(pr.kv_bytes_per_token_from_hardware(100e9, 200e3, c.peak_flops("fp8"), c.hbm_bw))
@@ -67,8 +68,6 @@ def r37_arch() -> Claim:
           b, "B")
     inputs = {"n_kv_layers": 1, "n_kv_heads": 8, "d_head": 128, "bytes/elem": 1}
     try:
-        from ..specs.models import load_model
-
         rows = pr.compare_models(1667.0, [load_model(n) for n in ("llama-3.1-70b", "deepseek-v3", "deepseek-v3.2")],
                                  context=200e3, kv_dtype="bf16")
         for r in rows:
@@ -99,8 +98,6 @@ def r38_ratio() -> Claim:
 
 
 def _tiers():
-    from ..specs.hardware import load_chip
-
     return mt.tiers_for(load_chip(CHIP))
 
 
@@ -193,9 +190,6 @@ def r42_wall() -> list[Claim]:
 def _r42_llama(wall) -> tuple[Claim, float]:
     """R42 for a real dense GQA model (Llama 3.1 405B on the H100), and its L_q (for R42-q)."""
     try:
-        from ..specs.hardware import load_chip
-        from ..specs.models import load_model
-
         m, c = load_model("llama-3.1-405b"), load_chip(CHIP)
         a = float(m.attention_flops_per_token(1e6)) / 1e6
         b = float(m.kv_read_bytes(1e6, "bf16")) / 1e6
@@ -227,9 +221,6 @@ def _r42_frontier() -> list[Claim]:
     """R42 for the lecture's own frontier-100b (2 KB/token of KV)."""
     out = []
     try:
-        from ..specs.hardware import load_chip
-        from ..specs.models import load_model
-
         fm, c = load_model("frontier-100b"), load_chip(CHIP)
         fa = float(fm.attention_flops_per_token(1e6)) / 1e6
         fb = float(fm.kv_read_bytes(1e6, "bf16")) / 1e6
@@ -256,7 +247,6 @@ def _r42_frontier() -> list[Claim]:
 def _r42_quadratic(lq: float, wall) -> list[Claim]:
     """R42-q: the context where attention FLOPs equal the matmul FLOPs, frontier-100b and Llama 3.1 405B."""
     out = []
-    from ..specs.models import load_model
 
     fm = load_model("frontier-100b")
     fa = float(fm.attention_flops_per_token(1e6)) / 1e6

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from . import Claim
+from ..analyses.lecture import revnet
 
 
 def claims() -> list[Claim]:
-    from ..analyses.lecture import revnet
-
     # Llama 3 70B shape (L 80, h 8192, 64 heads; published.md C6), one 8K-token sequence, bf16, FlashAttention
     inp = dict(n_layers=80, seq_len=8192, batch=1, d_model=8192, n_heads=64, bytes_per_elem=2.0, flash=True)
     r = revnet.compare(**inp, name="Llama-3-70B shape, 1 × 8K sequence")

@@ -5,11 +5,14 @@ functions, so the words and the formulas cannot drift apart.
 """
 
 from __future__ import annotations
+from ..analyses.lecture.batching import sheet_weights_share
+from ..analyses.lecture.lifetime import derated_inference_tokens, overtrain
+from ..analyses.lecture.pipeline import schedule_bubbles
+from ..analyses.lecture.racks import rack_limits
+from ..specs.hardware import load_chip
 
 
 def _amortize() -> str:
-    from ..analyses.lecture.batching import sheet_weights_share
-
     w = float(sheet_weights_share(6.0, 2.5))
     return (
         "Why batching amortizes only the weight fetch (00:05–00:12). A step's time has three terms (R3): the "
@@ -28,8 +31,6 @@ def _amortize() -> str:
 
 
 def _twenty_ms() -> str:
-    from ..specs.hardware import load_chip
-
     rows = ", ".join(f"{label} {load_chip(c).drain_time_s * 1e3:.0f} ms" for c, label in (
         ("h100", "H100"), ("h200", "H200"), ("b200", "B200"), ("gb200", "GB200"), ("rubin", "Rubin")))
     return (
@@ -47,8 +48,6 @@ def _twenty_ms() -> str:
 
 
 def _equal_costs() -> str:
-    from ..analyses.lecture.lifetime import overtrain
-
     r = overtrain()
     o = r.optimum
     return (
@@ -85,8 +84,6 @@ def _hassle() -> str:
 
 
 def _bubbles() -> str:
-    from ..analyses.lecture.pipeline import schedule_bubbles
-
     P, M = 4, 8
     b = schedule_bubbles(P, M, chunks=2)
     rows = "\n".join(f"    {k:<28} {v:6.1%}" for k, v in b.items())
@@ -141,8 +138,6 @@ def _not_wise() -> str:
 
 
 def _racks() -> str:
-    from ..analyses.lecture.racks import rack_limits
-
     a, b = rack_limits("gb200-nvl72"), rack_limits("rubin-ultra-nvl576")
     return (
         "Why racks are the size they are (00:35–00:40). Reiner names the limits: power delivery and cooling, weight "
@@ -167,8 +162,6 @@ def _racks() -> str:
 
 
 def _derate() -> str:
-    from ..analyses.lecture.lifetime import derated_inference_tokens, overtrain
-
     r = overtrain()
     rows = []
     for p in (0.0, 0.25, 0.5):

@@ -50,6 +50,9 @@ from functools import lru_cache
 from ..errors import CatalogError, InputError
 from ..specs.catalog import Index, build_index, register_cache
 from ..specs.schema import register_dataclass
+from ..specs.hardware import load_hardware
+from ..specs.kernels import silicon
+from ..specs.stacks import host_times
 
 COMPOSITIONS = ("serial", "overlap")
 
@@ -328,7 +331,6 @@ def load_efficiency(eff=None) -> Efficiency:
         return eff
     if isinstance(eff, str):
         if eff.startswith("measured-") and eff not in presets().names():  # --efficiency measured on one chip
-            from ..specs.hardware import load_hardware
 
             hw = load_hardware(eff[len("measured-"):])
             return measured_efficiency(getattr(hw, "chip", hw))
@@ -375,8 +377,6 @@ def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
     """
     from dataclasses import replace
 
-    from ..specs.kernels import silicon
-
     base = default_efficiency(chip.name, regime)
     sil = silicon(chip)
     if sil is None:
@@ -407,8 +407,6 @@ def for_stack(eff: Efficiency, stack) -> Efficiency:
     if not getattr(eff, "per_version", False):
         return eff
     from dataclasses import replace
-
-    from ..specs.stacks import host_times
 
     h = host_times(getattr(stack, "label", None) or getattr(stack, "name", ""))
     engine = STACK_HOST_OF.get(stack.name, stack.name)
@@ -451,8 +449,6 @@ def resolve(chip_name, efficiency=None, ideal: bool = False, regime: str = "serv
     if choice == "measured":
         chip = chip_name() if callable(chip_name) else chip_name
         if isinstance(chip, str):
-            from ..specs.hardware import load_hardware
-
             chip = load_hardware(chip)
         return measured_efficiency(getattr(chip, "chip", chip), regime)
     if choice == "auto":
@@ -465,8 +461,6 @@ def efficiency_for(hardware, efficiency=None, ideal: bool = False, default: str 
     """:func:`resolve` for a hardware name or System/Chip (looked up only for 'auto'); ``default`` 'ideal' or
     'auto' is what neither flag means (the CLI's ``EFF_OPT`` / ``IDEAL_OPT`` pair)."""
     def chip_name():
-        from ..specs.hardware import load_hardware
-
         hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
         return getattr(hw, "chip", hw)
 

@@ -22,7 +22,11 @@ from ..errors import InputError, check_positive
 from ..explain import Derivation, fmt
 from .efficiency import Efficiency, load_efficiency
 from ..results import ResultMixin, broadcast_fields
-from .step import compose
+from .step import (_small_m_penalty, attention_kernels, compose, ELEMENTWISE_KERNELS_PER_LAYER, gemm_efficiency, Op,
+                   op_kernels, ops_table)
+from .. import units
+from ..specs.hardware import load_hardware
+from ..specs.models import load_model
 
 BOUND_NAMES = np.array(["compute", "weights", "kv"])
 
@@ -148,8 +152,6 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None,
     are the lecture's F = T · 2N_active' + F_attn and W_read + KV_read. ``mla_scale`` multiplies an MLA
     block's kernels (the preset's ``mla_kernel_scale``).
     """
-    from .step import ELEMENTWISE_KERNELS_PER_LAYER, Op, attention_kernels, op_kernels
-
     T = np.asarray(tokens, dtype=float)
     n = np.asarray(chips, dtype=float)
     pb = model.param_breakdown
@@ -348,15 +350,11 @@ class RooflineResult(ResultMixin):
 
     def ops(self, i: int = 0) -> list[dict]:
         """Per-operator breakdown of configuration ``i`` (``--ops``): FLOPs, bytes, intensity, time, binding term."""
-        from .step import ops_table
-
         return ops_table(self.extras["times"], index=i)
 
     def _compute_groups(self, i: int = 0) -> dict:
         """Configuration ``i``'s operators grouped by (peak, η_c(M)): {(peak, η): (FLOPs of all chips, names)} — the
         terms of t_compute as the step model costs them (engine/step.op_terms)."""
-        from .step import _small_m_penalty, gemm_efficiency
-
         eff, times = self.efficiency, self.extras["times"]
         n = float(np.broadcast_to(self.chips, self.step_s.shape).ravel()[i])
         out: dict = {}
@@ -454,9 +452,6 @@ _MAX = {"batch": 1e9, "context": 1e10, "pass_len": 1e9, "chips": 1e7}
 
 
 def _resolve(model, hardware):
-    from ..specs.hardware import load_hardware
-    from ..specs.models import load_model
-
     return load_model(model), load_hardware(hardware)
 
 
@@ -471,8 +466,6 @@ def roofline(model, hardware, *, chips=None, batch, context, pass_len=1, weights
     ``weight_read`` "hit" (default) reads the experts the batch routes to; "all" reads
     every weight every step, as the lecture does (see :func:`weights_read_bytes`).
     """
-    from .. import units
-
     model, hw = _resolve(model, hardware)
     chip = hw.chip
     eff = load_efficiency(efficiency)

@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from ..errors import InputError
+from ..explain import fmt
 
 #: Kernels per layer that carry no weight GEMM (norms, RoPE, activation, residual adds, KV write).
 ELEMENTWISE_KERNELS_PER_LAYER = 4
@@ -231,8 +233,6 @@ def compose(ops, hbm_bw, eff, *, scale=1.0, fixed=None, composition=None, sched_
     fixed_s = sum(fixed.values()) if fixed else 0.0
     comp = composition or eff.composition
     if comp not in ("serial", "overlap"):
-        from ..errors import InputError
-
         raise InputError("composition", f"unknown {comp!r}", "serial or overlap")
     sum_c = sum_w = sum_kv = sum_n = sum_l = serial = 0.0
     for op in ops:
@@ -265,8 +265,6 @@ def step_working(times: OpTimes, index: int = 0) -> str:
     """The step of configuration ``index`` written out from its operators, so that it adds up to ``times.step``
     (``--explain``): serial — (t_op + …) · PP + fixed + t_sched; overlapped — max(ΣF/…, ΣB/…, Σnet) + Σlatency;
     an overlap scheduler — max(t_gpu, t_sched)."""
-    from ..explain import fmt
-
     def at(x):
         a = np.asarray(x, dtype=float)
         return float(np.broadcast_to(a, np.broadcast_shapes(a.shape, np.shape(times.step))).ravel()[index])

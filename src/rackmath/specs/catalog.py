@@ -28,6 +28,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import CatalogError, RackmathError, UnknownNameError
+from .schema import check_entry, has_schema
+from .. import bounds
 
 DATA_DIR = Path(__file__).parent / "data"
 KINDS = ("chip", "system", "model", "price_sheet", "efficiency", "memory_tier", "record")
@@ -154,8 +156,6 @@ def catalog_dirs() -> list[Path]:
 
 
 def _read_toml(path: Path) -> dict:
-    from .. import bounds
-
     try:
         with open(path, "rb") as fh:
             raw = fh.read(bounds.MAX_FILE_BYTES + 1)
@@ -246,8 +246,6 @@ def _aliases_of(t) -> tuple:
 def _scan(kind: str) -> tuple[list, list[Problem]]:
     """Every table of ``kind`` in order (shipped first) as an Entry or, for a bad user table, a Problem;
     plus the problems of user files (unreadable, unknown kinds). A bad shipped table raises."""
-    from .schema import check_entry, has_schema
-
     checked = has_schema(kind)  # [[record]] tables are validated by specs/records.py
     files, file_problems = _sources(kind)
     out: list = []

@@ -21,6 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import CatalogError
+from .catalog import _read_toml
 
 DIR = Path(__file__).parent / "data" / "kernels"
 #: Silicon inferred from serving records for chips without measured curves (:func:`inferred`).
@@ -38,8 +39,6 @@ WITHOUT = {"amd": "none measured: vendor figures and the serving records only (a
 @lru_cache(maxsize=64)
 def kernel_table(chip: str) -> dict | None:
     """``{"meta": {...}, "curves": [...]}`` of a catalog chip, or None when no curves are shipped for it."""
-    from .catalog import _read_toml
-
     p = DIR / f"{chip}.toml"
     if not p.exists():
         return None
@@ -60,8 +59,6 @@ def kernel_table(chip: str) -> dict | None:
 def inferred(chip: str) -> dict | None:
     """A chip's silicon inferred from serving records (``specs/data/kernels/inferred/<chip>.toml``: ``[_inferred]``
     with ``kernel_latency_s``, ``mla_kernel_scale``, ``records``, ``groups``, ``source``), or None."""
-    from .catalog import _read_toml
-
     p = INFERRED_DIR / f"{chip}.toml"
     if not p.exists():
         return None

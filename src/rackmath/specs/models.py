@@ -14,10 +14,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from .. import units
-from ..errors import CatalogError, InputError
+from ..errors import CatalogError, InputError, UnknownNameError
 from .catalog import Entry, Index, build_index, register_cache
 from .model_spec import _COMPONENTS, ModelSpec
 from .schema import check_hf_config, register_dataclass
+from ..bounds import MAX_FILE_BYTES, MAX_NESTING, MODEL_INT_MAX
 
 __all__ = ["ModelSpec", "load_model", "models", "from_hf_config", "model_from_entry"]
 
@@ -126,8 +127,6 @@ def model_from_entry(entry: Entry) -> ModelSpec:
 def _validate(m: ModelSpec, path: str) -> ModelSpec:
     def bad(fld, problem):
         raise CatalogError(path, f"model.{fld}", problem)
-
-    from ..bounds import MODEL_INT_MAX
 
     for k, hi in MODEL_INT_MAX.items():  # every count bounded (a Python-API ModelSpec too)
         v = getattr(m, k)
@@ -503,8 +502,6 @@ def read_hf_config(path) -> ModelSpec:
     if p.is_dir():
         p = p / "config.json"
     try:
-        from ..bounds import MAX_FILE_BYTES
-
         with open(p, "rb") as fh:
             text = fh.read(MAX_FILE_BYTES + 1).decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -514,7 +511,6 @@ def read_hf_config(path) -> ModelSpec:
                                            "or a catalog name)") from None
     except OSError as exc:
         raise CatalogError(str(p), "file", f"cannot read: {exc.strerror}") from None
-    from ..bounds import MAX_FILE_BYTES, MAX_NESTING
 
     if len(text) > MAX_FILE_BYTES:
         raise CatalogError(str(p), "file", f"larger than {MAX_FILE_BYTES:,} bytes (accepted: a config.json)")
@@ -553,8 +549,6 @@ def shipped_configs() -> dict[str, Path]:
 
 def shipped_config(name: str) -> Path:
     """'hf:openai/gpt-oss-120b' (or 'hf:gpt-oss-120b', case-insensitive) -> the shipped config.json path."""
-    from ..errors import UnknownNameError
-
     key = str(name).strip()[3:].strip().lower()
     known = shipped_configs()
     for repo, path in known.items():

@@ -30,6 +30,11 @@ from pathlib import Path
 
 from ..bounds import MIN_MAGNITUDE
 from ..errors import CatalogError, RackmathError
+from .catalog import _dir_files, _read_toml, catalog_dirs, KINDS as CATALOG_KINDS
+from .. import units
+from ..engine.efficiency import Efficiency
+from ..specs.hardware import load_hardware
+from ..specs.models import load_model
 
 KINDS = ("serve", "step", "prefill")
 METRICS = {
@@ -109,8 +114,6 @@ def _concurrency(v, name):
 
 
 def _dtype(v, name):
-    from .. import units
-
     if not isinstance(v, str):
         return "a dtype name such as bf16, fp8, int8, int4, mxfp4, nvfp4"
     try:
@@ -124,8 +127,6 @@ def _efficiency(v, name):
     if isinstance(v, str) and v.strip():
         return None
     if isinstance(v, dict):
-        from ..engine.efficiency import Efficiency
-
         known = [f for f in Efficiency.__dataclass_fields__ if f not in ("name", "description", "source", "aliases")]
         for k, x in v.items():
             if k not in known or isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
@@ -425,9 +426,6 @@ def _check_cross_fields(t: dict, kind, fail) -> tuple[str, str]:
 def _check_catalog_names(t: dict, layout, layout_field, fail) -> str:
     """The record's model and hardware are catalog names (a mixture of experts takes the 1D layout only); returns
     the chip's name."""
-    from ..specs.hardware import load_hardware
-    from ..specs.models import load_model
-
     try:
         model = load_model(t["model"])
     except RackmathError as exc:
@@ -482,8 +480,6 @@ def parse_records(doc: dict, path="<records>", check_names: bool = True) -> list
     Tables of other catalog kinds (``[[efficiency]]``, ``[[model]]`` …) are skipped: they belong
     to ``--catalog``; any other table name is an error.
     """
-    from .catalog import KINDS as CATALOG_KINDS
-
     unknown = [k for k in doc if k not in CATALOG_KINDS and not k.startswith("_") and k != "meta"]
     if unknown:
         close = difflib.get_close_matches(unknown[0], ["record"], n=1, cutoff=0.5)
@@ -508,8 +504,6 @@ def parse_records(doc: dict, path="<records>", check_names: bool = True) -> list
 
 
 def read_records_file(path, check_names: bool = True) -> list[Record]:
-    from .catalog import _read_toml
-
     p = Path(path)
     try:
         size = p.stat().st_size
@@ -574,7 +568,6 @@ def load_records(dirs=(), only: bool = False) -> list[Record]:
     """
     base = [] if only else list(shipped_records())
     user = []
-    from .catalog import _dir_files, catalog_dirs
 
     read = set()  # a file reached both through --catalog and --records is read once (rackmath measure --save DIR)
     for d in catalog_dirs()[1:]:  # --catalog / RACKMATH_CATALOG directories

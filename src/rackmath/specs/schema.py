@@ -24,7 +24,7 @@ import functools
 import math
 from dataclasses import dataclass, fields
 
-from .. import bounds
+from .. import bounds, units
 from ..errors import CatalogError, InputError
 
 
@@ -258,7 +258,6 @@ def _check(f: F, v, path: str, where: str) -> None:
     elif t == "quantity":
         if not (_number_ok(v) or isinstance(v, str)) or (isinstance(v, str) and len(v) > 200):
             _bad(path, where, f"expected a quantity such as '3.35 TB/s' or a number, got {_show(v)}")
-        from .. import units
 
         try:
             q = units.parse_quantity(v, f.kind, where)

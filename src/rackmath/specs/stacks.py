@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import CatalogError, InputError
+from .catalog import _read_toml
 
 DATA = Path(__file__).parent / "data" / "launch" / "stacks.toml"
 
@@ -74,8 +75,6 @@ def version_key(version: str) -> tuple:
 @lru_cache(maxsize=1)
 def stack_versions() -> tuple:
     """Every listed stack version, in file order (read once)."""
-    from .catalog import _read_toml
-
     doc = _read_toml(DATA)
     out, seen = [], set()
     for i, t in enumerate(doc.get("_stack_version", [])):
@@ -166,8 +165,6 @@ HOSTS = Path(__file__).parent / "data" / "launch" / "stack_hosts.toml"
 
 @lru_cache(maxsize=1)
 def _host_table() -> dict:
-    from .catalog import _read_toml
-
     if not HOSTS.exists():
         return {}
     out = {}

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import CatalogError
+from ..errors import CatalogError, UnknownNameError
+from .records import hardware_family as family, model_family as serving_family
 
 DATA = Path(__file__).parent / "data" / "training"
 
@@ -76,8 +77,6 @@ FIELDS = {
 def hardware_family(chip: str) -> str:
     """ampere / hopper / blackwell from a catalog chip name: ``records.hardware_family``, the one chip → family table
     (other chips are their own family)."""
-    from .records import hardware_family as family
-
     return family(chip)
 
 
@@ -88,8 +87,6 @@ _TRAIN_MODEL_FAMILIES = (("mpt", "mpt"), ("megatron-gpt", "gpt"), ("gpt-oss", "g
 
 def model_family(model: str) -> str:
     """mpt, gpt (GPT-3 and the Megatron GPTs), nemotron, then ``records.model_family`` (llama, deepseek, qwen, …)."""
-    from .records import model_family as serving_family
-
     m = str(model).lower()
     return next((fam for p, fam in _TRAIN_MODEL_FAMILIES if m.startswith(p)), None) or serving_family(m)
 
@@ -301,8 +298,6 @@ def preset_for(chip: str, framework: str = "megatron") -> TrainPreset | None:
 
 
 def load_preset(name: str) -> TrainPreset:
-    from ..errors import UnknownNameError
-
     for p in presets():
         if p.name == name.lower():
             return p

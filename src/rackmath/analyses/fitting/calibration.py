@@ -33,6 +33,10 @@ import numpy as np
 from ...errors import InputError
 from .cache import PredictionCache, drive, together
 from .validation import records
+from ...engine import efficiency as E
+from ...specs.hardware import chips as catalog_chips
+from ...specs.records import HARDWARE_FAMILIES, toml_value
+from ...units import counted
 
 # --------------------------------------------------------------------------------------
 # The parameter vector
@@ -140,8 +144,6 @@ def default_spec() -> ParamSpec:
     attribute, default ``"hardware_family"``), ``FIT_ROUNDS``, ``FIT_SWEEPS``. Otherwise
     :data:`DEFAULT_SPEC` (today's four per-family numbers).
     """
-    from ...engine import efficiency as E
-
     declared = getattr(E, "FIT_PARAMS", None)
     if not declared:
         return DEFAULT_SPEC
@@ -161,8 +163,6 @@ def default_spec() -> ParamSpec:
 
 def describe_counts(n: dict) -> str:
     """The line every report opens with: fitted parameters, how they are shared, records, sources (``counts``)."""
-    from ...units import counted
-
     some = n.get("params_some_families") or {}
     extra = "".join(f" + {p} for {', '.join(fams)} only" for p, fams in some.items())
     return (f'{counted(n["fitted_params"], "fitted parameter")} ({n["params_per_family"]} per '
@@ -191,7 +191,6 @@ def _logerr(p, m, outside_2x_slope=0.0):
     p = np.asarray(p, dtype=float)
     ok = np.isfinite(p) & (p > 0)
     e = np.where(ok, np.abs(np.log(np.where(ok, p, 1.0) / m)), 50.0)  # a failed prediction is very wrong
-    from ...engine import efficiency as E
 
     cap = getattr(E, "FIT_ROBUST_CAP", None)
     if cap:
@@ -391,9 +390,6 @@ def _predict_steps(fit_: Fit, recs):
 
 def presets_from_fit(f: Fit, prefix: str = "", regime: str = "serving") -> list[dict]:
     """One preset per family (chips: every catalog chip of that family) plus the cross-family one."""
-    from ...specs.hardware import chips as catalog_chips
-    from ...specs.records import HARDWARE_FAMILIES
-
     known = set(catalog_chips().names())
 
     recs_by_fam = {}
@@ -426,8 +422,6 @@ def presets_from_fit(f: Fit, prefix: str = "", regime: str = "serving") -> list[
 
 def as_toml(presets: list[dict], header: str = "") -> str:
     """Presets as ``[[efficiency]]`` TOML tables (loadable with --catalog DIR)."""
-    from ...specs.records import toml_value
-
     skip = {"fitted_on", "objective_mean_abs_log"}
     lines = [f"# {ln}" for ln in header.splitlines()] + ([""] if header else [])
     for p in presets:

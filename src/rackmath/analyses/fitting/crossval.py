@@ -17,6 +17,7 @@ from ...errors import InputError
 from .cache import PredictionCache, drive, together
 from .calibration import ParamSpec, _check_fit_args, _fit_steps, _predict_steps, default_spec, fitted_records
 from .validation import error, metric_report, summarize, summarize_by
+from ..serving.serve import load_stack
 
 CV_SCHEMES = ("source", "hardware", "model", "loo", "stack", "group")
 DEFAULT_CV = ("source", "hardware", "model")
@@ -83,8 +84,6 @@ def _count_by(recs, attr) -> dict:
 def stack_params(spec, recs) -> dict:
     """The fitted parameters each stack version of ``recs`` has of its own: the host times of the engine it runs
     (``<field>_<engine>_s``; every version of an engine shares them until they are fitted per version)."""
-    from ..serving.serve import load_stack
-
     out = {}
     for st in sorted({getattr(r, "stack", None) or "unstated" for r in recs}):
         eng = "generic"

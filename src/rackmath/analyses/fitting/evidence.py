@@ -20,6 +20,9 @@ import json
 import math
 from functools import lru_cache
 from pathlib import Path
+from ...specs.models import load_model
+from ...specs.records import hardware_family, model_family
+from ...units import human
 
 DATA = Path(__file__).parent / "data" / "heldout.json"
 
@@ -61,9 +64,6 @@ def nearest(model: str, chip: str, *, gpus, isl, osl, concurrency, framework=Non
     distance (:func:`distance`). An empty list says no shipped record measures this model family on this hardware
     family: the prediction there is a transfer, with the preset's band alone.
     """
-    from ...specs.models import load_model
-    from ...specs.records import hardware_family, model_family
-
     m = load_model(model)
     fm, fh = model_family(m.name), hardware_family(chip)
     rows = [r for r in table() if r["model_family"] == fm and r["hardware_family"] == fh]
@@ -85,8 +85,6 @@ METRIC_LABEL = {"output_tok_s_per_gpu": ("output tok/s per GPU", ""), "total_tok
 def sentences(near: dict | None) -> list[str]:
     """One line per record of :func:`nearest` (what ``serve`` prints as "nearest measured"); a line saying there is
     none when no record measures the model family on the hardware family; nothing for a sweep (None)."""
-    from ...units import human
-
     if near is None:
         return []
     if not near["records"]:

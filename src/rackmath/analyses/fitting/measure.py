@@ -21,6 +21,12 @@ from dataclasses import replace
 import numpy as np
 
 from ...errors import InputError
+from ... import units
+from ...engine.roofline import (attention_flops, compute_time, expected_experts_hit, kv_step_bytes, matmul_flops,
+                                memory_time, roofline, step_time, weights_read_bytes)
+from ...engine.step import gemm_efficiency as engine_gemm_efficiency
+from ...specs.hardware import Chip, System
+from ...specs.schema import schema
 
 # --------------------------------------------------------------------------------------------- GEMM efficiency
 
@@ -36,8 +42,6 @@ def gemm_efficiency(tokens, eta_max, m_half):
     the lecture's hardware ratio (00:15, R5). Perfect overlap would instead give the roofline's sharp
     corner min(1, M / ratio); a measured M_half between the two says how well the kernel overlaps.
     """
-    from ...engine.step import gemm_efficiency as engine_gemm_efficiency  # the serving model's own curve
-
     return engine_gemm_efficiency(eta_max, tokens, m_half)
 
 
@@ -160,8 +164,6 @@ def scale_model(spec, weight_budget_bytes: float, dtype: str, *, min_layers: int
     QK-norm are dropped (documented in docs/measure.md): the returned spec describes exactly the
     network that ``measure_torch`` runs, so the roofline of the spec is the roofline of what is timed.
     """
-    from ... import units
-
     dtype = units.normalize_dtype(dtype, "dtype")
     budget = float(weight_budget_bytes)
     if not budget > 0:
@@ -239,8 +241,6 @@ def measured_system(name: str, flops: dict, bandwidth: float, memory_bytes: floa
     HBM capacity = the device's memory. A single device has no scale-up link: ``scaleup_bw`` defaults to
     the memory bandwidth (moving data within one device) and says so in its source.
     """
-    from ...specs.hardware import Chip, System
-
     fl = {k: float(v) for k, v in flops.items()}
     if "bf16" not in fl:  # the catalog needs a bf16 peak: take the best measured dtype's, labelled
         fl["bf16"] = max(fl.values())
@@ -262,8 +262,6 @@ def predicted_knee(model, system, context, dtype: str, efficiency=None, b_max: f
     and interpolated; ``inf`` when memory binds at every batch (long contexts: KV grows as fast as
     compute).
     """
-    from ...engine.roofline import roofline
-
     B = np.geomspace(1.0, b_max, 2001)
     r = roofline(model, system, chips=1, batch=B, context=float(context), weights_dtype=dtype, kv_dtype=dtype,
                  efficiency=efficiency)
@@ -279,8 +277,6 @@ def ops_per_step(model, batch, ops_1: float, ops_b: float, b: int) -> np.ndarray
 
         ops(B) = ops(1) + (ops(b) − ops(1)) · (E_hit(B) − E_hit(1)) / (E_hit(b) − E_hit(1))
     """
-    from ...engine.roofline import expected_experts_hit
-
     B = np.asarray(batch, dtype=float)
     if not model.n_experts or b <= 1:
         return np.full_like(B, float(ops_1))
@@ -301,8 +297,6 @@ def estimated_seconds(model, peak_flops: float, bandwidth: float, tokens, points
     Real runs add dispatch and elementwise time, so the true figure is larger; a dtype the device has no fast
     matmul for (fp16 on most CPUs: ~100× below bf16) shows up here before it runs for an hour.
     """
-    from ...engine.roofline import step_time
-
     W = float(model.weight_bytes(dtype))
     n_params = float(model.total_params)
     n_active = float(model.active_params)
@@ -326,9 +320,6 @@ def calibrated_times(model, system, batch, context, dtype: str, eta_max: float, 
     M (tokens per GEMM) is the batch for dense matrices and the tokens routed to one expert,
     B·k / E_hit(B), for routed experts; attention runs at η_max. All arrays broadcast.
     """
-    from ...engine.roofline import (attention_flops, compute_time, expected_experts_hit, kv_step_bytes,
-                                   matmul_flops, memory_time, weights_read_bytes)
-
     chip = system.chip
     B = np.asarray(batch, dtype=float)
     L = np.asarray(context, dtype=float)
@@ -487,8 +478,6 @@ def model_table(spec) -> dict:
 
 def catalog_toml(system, model, preset: dict, header: str) -> str:
     """The chip, its one-device system, the scaled model and the preset as one catalog file."""
-    from ... import units
-
     chip = system.chip
     lines = ["# " + ln for ln in header.splitlines()] + [""]
     lines += _table("[[chip]]", {
@@ -507,8 +496,6 @@ def catalog_toml(system, model, preset: dict, header: str) -> str:
     })
     lines += [""] + _table("[[model]]", model_table(model))
     try:  # fields this installation's preset schema does not know (yet) go into a comment, not the table
-        from ...specs.schema import schema
-
         known = set(schema("efficiency"))
     except ImportError:  # pragma: no cover
         known = set(preset)

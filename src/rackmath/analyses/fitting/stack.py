@@ -33,6 +33,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+from .calibration import _logerr
+from .validation import predict_many
+from ..serving.serve import load_stack
+from ...engine.efficiency import (default_efficiency, measured_efficiency, NUMERIC, stack_eager_s, STACK_HOST_OF,
+                                  stack_request_s, stack_sched_s, stack_seq_s)
+from ...errors import InputError
+from ...specs.hardware import load_hardware
+from ...specs.kernels import kernel_table
 
 #: (field, lower, upper, initial grid half-width) of each fitted host time (physical ranges as ``FIT_PARAMS``).
 STACK_PARAMS = (("sched", 0.0, 5e-3, 2e-3), ("seq", 0.0, 1e-4, 4e-5), ("eager", 0.0, 1e-4, 4e-5),
@@ -62,11 +70,6 @@ def version_of(rec) -> str:
 def engine_of(label: str) -> str:
     """The engine whose host-time fields a stack version uses (``trtllm``, ``vllm``, ``sglang``, ``vllm_v0``,
     ``generic``)."""
-    from ...engine.efficiency import STACK_HOST_OF
-    from ..serving.serve import load_stack
-
-    from ...errors import InputError
-
     try:
         name = load_stack(None if label == "generic" else label).name
     except InputError:  # a version the stack list does not name (a published record's): its framework's engine
@@ -77,25 +80,18 @@ def engine_of(label: str) -> str:
 def silicon_efficiency(rec, measured: bool = True):
     """The efficiency whose silicon a record is predicted with: its chip's measured one (``measured``) or the
     chip's calibrated preset."""
-    from ...engine.efficiency import default_efficiency, measured_efficiency
-    from ...specs.hardware import load_hardware
-
     if not measured:
         return default_efficiency(rec.chip)
     return replace(measured_efficiency(load_hardware(rec.chip).chip), per_version=False)
 
 
 def _names():
-    from ...engine.efficiency import NUMERIC
-
     return tuple(NUMERIC)
 
 
 def host_vector(eff, engine: str) -> np.ndarray:
     """(sched, seq, eager, request, τ_stack = 0) of an engine in a preset (the generic stack: the three engines'
     mean)."""
-    from ...engine.efficiency import stack_eager_s, stack_request_s, stack_sched_s, stack_seq_s
-
     st = {"vllm_v0": "vllm-v0"}.get(engine, engine)
     return np.array([stack_sched_s(eff, st), stack_seq_s(eff, st), stack_eager_s(eff, st),
                      stack_request_s(eff, st) - eff.request_overhead_s, 0.0])
@@ -137,8 +133,6 @@ class Predictor:
     def silicon_candidates(self, rec, S: np.ndarray, hosts) -> np.ndarray:
         """Predictions of ``rec`` under K candidate silicon rows S (columns: :data:`SILICON_PARAMS`), the host
         times ``hosts`` fixed."""
-        from .validation import predict_many
-
         names = _names()
         X = _matrix(self.eff(rec), np.tile(np.asarray(hosts, dtype=float), (len(S), 1)))
         for j, (n, *_r) in enumerate(SILICON_PARAMS):
@@ -146,16 +140,12 @@ class Predictor:
         return predict_many(rec, X, names, name="staged")
 
     def __call__(self, rec, H) -> np.ndarray:
-        from .validation import predict_many
-
         return predict_many(rec, _matrix(self.eff(rec), np.atleast_2d(H)), _names(), name="staged")
 
 
 def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.ndarray:
     """The stack times (sched, seq, eager, request, τ_stack) minimising mean robust |log error| over ``recs``, by coordinate
     descent from ``start`` on grids of :data:`POINTS` that halve each of :data:`ROUNDS` rounds."""
-    from .calibration import _logerr
-
     x = np.array(start, dtype=float)
     if not recs:
         return x
@@ -176,8 +166,6 @@ def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.nda
 
 def inferable_chips(recs) -> list[str]:
     """Chips without measured curves whose records span at least :data:`MIN_GROUPS` InferenceMAX groups."""
-    from ...specs.kernels import kernel_table
-
     groups = {}
     for r in recs:
         if r.group:
@@ -189,9 +177,6 @@ def fit_silicon(recs, predictor: Predictor, starts: dict, chip: str, exclude=lam
     """Stage 1 for a chip without curves: τ_k and the MLA kernel scale (:data:`SILICON_PARAMS`) minimising mean
     robust |log error| over the chip's records not excluded, every stack at its engine's start times; the start is
     the chip's preset. Coordinate descent as :func:`fit_hosts`. {} when no record is left."""
-    from ...engine.efficiency import default_efficiency
-    from .calibration import _logerr
-
     train = [r for r in recs if r.chip == chip and not exclude(r)]
     if not train:
         return {}

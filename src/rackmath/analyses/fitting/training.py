@@ -21,6 +21,9 @@ import numpy as np
 
 from ..training import model as tr
 from ..training import step as st
+from ...specs.hardware import load_chip
+from ...specs.models import load_model
+from ...specs.training_records import shipped
 
 SCHEMES = ("source", "hardware", "model", "software")
 #: |log error| past this cap grows slowly (a soft-L1 loss, as the serving fit's FIT_ROBUST_CAP): a record the model
@@ -67,7 +70,6 @@ def measured_tokens(rec, model) -> float | None:
     if rec.step_time_s and rec.global_batch and rec.seq and rec.gpus:
         return rec.global_batch * rec.seq / (rec.gpus * rec.step_time_s)
     if rec.mfu_pct and rec.seq and rec.chip:  # MFU of the BF16 dense peak (the sources' peak for these rows)
-        from ...specs.hardware import load_chip
 
         peak = load_chip(rec.chip).peak_flops("bf16")
         return rec.mfu_pct / 100.0 * peak / source_flops_per_token(rec.flop_formula, model, rec.seq)
@@ -112,10 +114,6 @@ class RecordArrays:
 def record_arrays(recs=None) -> RecordArrays:
     """Every modelled record (``exclude`` empty) with a measured throughput → arrays (holdouts included: callers
     drop them from fits)."""
-    from ...specs.hardware import load_chip
-    from ...specs.models import load_model
-    from ...specs.training_records import shipped
-
     recs = shipped() if recs is None else recs
     cols: dict[str, list] = {}
     kept, meas = [], []
@@ -342,8 +340,6 @@ def presets_toml(th: dict, fa: RecordArrays, cv: dict | None = None) -> str:
 
 def coverage(recs=None) -> dict:
     """How many published rows are modelled: all rows, pretraining rows, and why the others are not."""
-    from ...specs.training_records import shipped
-
     recs = shipped() if recs is None else recs
     pre = [r for r in recs if r.task == "pretrain"]
     reasons: dict[str, int] = {}
@@ -363,7 +359,6 @@ def validate_training(schemes=SCHEMES, rounds: int = 7) -> dict:
     pred_in = predict(fa, th)
     cv = cross_validate(ra, schemes, rounds)
     hold = ra.subset(np.array([bool(r.holdout) for r in ra.records]))
-    from ...specs.models import load_model
 
     held = []
     for r, p, y in zip(hold.records, predict(hold, th) if len(hold.measured) else [], hold.measured):

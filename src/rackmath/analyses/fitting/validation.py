@@ -21,9 +21,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import RackmathError
+from ...errors import InputError, RackmathError
 from ...specs.catalog import register_cache
-from ...specs.records import Record, load_records, shipped_records
+from ...specs.records import load_records, Record, SHIPPED_DIR, shipped_records, UNITS
+from .evidence import table
+from ..serving.choose import make_plan
+from ..serving.inputs import FLAT_KEYS, from_flat
+from ..serving.serve import (decode_step, evaluate, Layout, load_stack, MAX_BATCH_SIZE, MAX_NUM_TOKENS, prefill_time,
+                             serve, Workload)
+from ... import units
+from ...engine.efficiency import Efficiency, FIT_PARAMS
+from ...explain import Derivation
+from ...specs.stacks import known_labels
 
 
 def records(dirs=(), only: bool = False) -> list[Record]:
@@ -56,8 +65,6 @@ def max_load_concurrency(model, hardware, *, gpus, isl, osl, weights_dtype=None,
     """
     from dataclasses import replace
 
-    from ..serving.serve import MAX_BATCH_SIZE, Layout, Workload, load_stack, serve
-
     stack = replace(load_stack(framework), weights_dtype=weights_dtype, kv_dtype=kv_dtype)
     # the stack decides the KV a sequence holds (serving.Plan._held_kv)
     r = serve(model, hardware, Workload(isl, osl, 1), Layout(gpus, tp, ep, pp, attention_dp), stack, "ideal")
@@ -88,11 +95,9 @@ def serve_kwargs(rec: Record) -> dict:
     if inp.get("concurrency") == "max-load":
         inp["concurrency"] = _max_load_cached(_key(inp))
     if rec.stack_version and inp.get("framework"):  # a listed version: serve assumes it (specs/stacks.py)
-        from ...specs.stacks import known_labels
 
         if rec.stack in known_labels():
             inp["framework"] = rec.stack
-    from ..serving.inputs import FLAT_KEYS
 
     return {k: v for k, v in inp.items() if k in FLAT_KEYS or k in ("model", "hardware")}
 
@@ -100,8 +105,6 @@ def serve_kwargs(rec: Record) -> dict:
 def serve_inputs(key: tuple, efficiency=None, ideal: bool = False) -> tuple:
     """A record's :func:`serve_kwargs` (as a key) as ``serve``'s objects: (model, hardware, Workload, Layout, Stack,
     efficiency), built by ``serving.inputs.from_flat`` (``ideal``: the ideal efficiency)."""
-    from ..serving.inputs import from_flat
-
     inp = dict(key)
     model = inp.pop("model")
     hardware, workload, layout, stack, eff = from_flat(inp.pop("hardware"), efficiency=efficiency, ideal=ideal, **inp)
@@ -138,15 +141,11 @@ def _metric_of_serve(d: dict, rec: Record) -> float:
 @lru_cache(maxsize=256)
 def _serve_dict(key: tuple, efficiency, ideal: bool) -> dict:
     """``serve(...).as_dict()`` of a record's inputs, memoised (records reporting several metrics of one run share it)."""
-    from ..serving.serve import serve
-
     return serve(*serve_inputs(key, efficiency, ideal)).as_dict()
 
 
 def record_efficiency(rec: Record, efficiency):
     """Which efficiency a record is predicted with: a derived record keeps the one it states."""
-    from ...engine.efficiency import Efficiency
-
     e = rec.efficiency
     if e is None:
         return efficiency
@@ -169,8 +168,6 @@ def _pass_args(rec: Record) -> tuple[dict, dict]:
 
 def _prefill_batch(rec: Record) -> float:
     """A prefill throughput record without a batch: each GPU's pass carries ~MAX_NUM_TOKENS computed tokens."""
-    from ..serving.serve import MAX_NUM_TOKENS
-
     inp = rec.inputs
     if inp.get("batch") is not None:
         return float(inp["batch"])
@@ -201,16 +198,12 @@ def predict(rec: Record, efficiency=None, ideal=False) -> tuple[float, dict]:
 
 def _predict(rec: Record, efficiency, ideal):
     """:func:`predict`, and the result its value is read from (a ``ServeResult``, or the pass's ``LayoutArrays``)."""
-    from ..serving.serve import decode_step, prefill_time
-
     eff = record_efficiency(rec, efficiency)
     if eff == "ideal":
         eff, ideal = None, True
     elif rec.efficiency is not None:
         ideal = False
     if rec.kind == "serve":
-        from ..serving.serve import evaluate
-
         e = "ideal" if ideal else (eff if eff is not None else "auto")
         key = _key(serve_kwargs(rec))
         # the records of one run (its throughput, TPOT, TTFT) share one evaluation
@@ -255,16 +248,12 @@ _vectorizable = vectorizable  # the name older callers used
 
 
 def _efficiency_from(X: np.ndarray, names, name: str):
-    from ...engine.efficiency import Efficiency
-
     if X.ndim == 1:
         return Efficiency(name, **{n: float(v) for n, v in zip(names, X)})
     return Efficiency(name, **{n: X[:, j].copy() for j, n in enumerate(names)})
 
 
 def _vector_prediction(rec: Record, eff, K: int) -> np.ndarray:
-    from ..serving.serve import decode_step, prefill_time
-
     common, extra = _pass_args(rec)
     if rec.kind == "step":
         batch = float(rec.inputs["batch"])
@@ -281,8 +270,6 @@ def _vector_prediction(rec: Record, eff, K: int) -> np.ndarray:
 @lru_cache(maxsize=1024)
 def _serve_eval(key: tuple, efficiency: str):
     """``serving.evaluate(plan, efficiency)`` of a record's configuration under a named efficiency (memoised)."""
-    from ..serving.serve import evaluate
-
     return evaluate(_serve_plan(key), efficiency)
 
 
@@ -292,8 +279,6 @@ def _serve_plan(key: tuple):
     """``serving.make_plan`` of a record's inputs (memoised): workload, layout, stack and dtypes — everything an
     efficiency does not change. A layout the record does not give is chosen on the ideal roofline, so that what is
     fitted never moves the layouts it is fitted on."""
-    from ..serving.choose import make_plan
-
     return make_plan(*serve_inputs(key, ideal=True))
 
 
@@ -304,8 +289,6 @@ def _serve_broadcast(rec: Record, eff, K: int) -> np.ndarray:
 
 def _serve_metrics(recs, eff, K: int) -> np.ndarray:
     """(len(recs), K): the metrics of serving records of one run (one :func:`evaluation_key`) from one evaluation."""
-    from ..serving.serve import evaluate
-
     r = evaluate(_serve_plan(_key(serve_kwargs(recs[0]))), eff)
     d = {k: np.asarray(r.values[k], dtype=float) for k in ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_ms",
                                                             "ttft_ms", "step_ms", "tokens_per_s_per_user")}
@@ -345,13 +328,10 @@ def predict_many(rec: Record, params, names=None, name: str = "fit") -> np.ndarr
     """
     if names is None or isinstance(names, str):  # predict_many(rec, X, "preset-name") (older signature)
         name = names if isinstance(names, str) else name
-        from ...engine.efficiency import FIT_PARAMS  # calibration.default_spec's names (no import of calibration)
 
         names = tuple(d["name"] for d in FIT_PARAMS)
     X = np.atleast_2d(np.asarray(params, dtype=float))
     if X.ndim != 2 or X.shape[1] != len(names):
-        from ...errors import InputError
-
         raise InputError("params", f"shape {X.shape}", f"(K, {len(names)}): " + ", ".join(names))
     if rec.efficiency is None:
         try:
@@ -419,7 +399,6 @@ def held_out_summary(fit_rows: list[dict], efficiency=None, ideal=False) -> dict
     value) is not in it."""
     if ideal or efficiency not in (None, "auto"):
         return {"n": 0}
-    from .evidence import table
 
     oos = {t["id"]: t for t in table()}
     return summarize([dict(r, error=float(error(oos[r["id"]]["predicted_out_of_sample"], r["measured"])))
@@ -431,8 +410,6 @@ _RECORD_FIELD = {"chips": "gpus"}
 
 
 def _shipped(rec: Record) -> bool:
-    from ...specs.records import SHIPPED_DIR
-
     return Path(rec.path).resolve().parent == SHIPPED_DIR.resolve()
 
 
@@ -513,9 +490,6 @@ def below_ideal_bound(rec: Record, margin: float = 0.01) -> dict | None:
     ``margin``: the share the measurement must pass the bound by (rounding in a published figure)."""
     from dataclasses import replace
 
-    from ... import units
-    from ...specs.records import UNITS
-
     if not rec.fitted:  # excluded, or a derived figure (its own premises, not a measurement)
         return None
     bare = replace(rec, efficiency=None)  # a derived record's stated efficiency is not the bound
@@ -560,8 +534,6 @@ def select(recs, patterns) -> list:
     import difflib
     from fnmatch import fnmatchcase
 
-    from ...errors import InputError
-
     recs = list(recs)
     ids = [r.id for r in recs]
     for pat in patterns:
@@ -576,10 +548,6 @@ def select(recs, patterns) -> list:
 def explain(rec: Record, efficiency=None, ideal=False):
     """The derivation behind :func:`predict`: the ``serve`` derivation (or the single pass's layout derivation) whose
     numbers the record's metric reads, then the metric, the measured value and their ratio (checked: ``check()``)."""
-    from ...errors import InputError
-    from ...explain import Derivation
-    from ...specs.records import UNITS
-
     if rec.exclude is not None:
         raise InputError("id", f"{rec.id} is excluded ({rec.exclude})", "a record that is predicted")
     pred, info, res = _predict(rec, efficiency, ideal)

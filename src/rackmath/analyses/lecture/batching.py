@@ -13,6 +13,9 @@ import numpy as np
 from ...engine.roofline import roofline
 from ...explain import Derivation, fmt
 from ...specs.hardware import hardware_ratio  # noqa: F401  (re-exported: the lecture's ratio, R5)
+from ...errors import InputError
+from ...specs.hardware import load_hardware
+from ...specs.models import load_model
 
 # --------------------------------------------------------------------------- pure equations
 
@@ -109,9 +112,6 @@ def balance_batch_for(model, hardware, *, context=0.0, chips=None, weights_dtype
 
 
 def _model_hw(model, hardware):
-    from ...specs.hardware import load_hardware
-    from ...specs.models import load_model
-
     return load_model(model), load_hardware(hardware)
 
 
@@ -191,8 +191,6 @@ def operating_point(model, hardware, *, context=8192, batch=None, chips=None, mu
     ("double or triple it"), still capped by memory. ``batch`` given: the lecture's way
     round — that batch, with the context that fills HBM (:func:`fill_context`).
     """
-    from ...explain import fmt
-
     m, hw = _model_hw(model, hardware)
     kw = dict(chips=chips, weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency,
               weight_read=weight_read)
@@ -206,8 +204,6 @@ def operating_point(model, hardware, *, context=8192, batch=None, chips=None, mu
         L = fill_context(m, hw, batch=batch, chips=chips, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
                          usable=usable)
         if not np.isfinite(L):
-            from ...errors import InputError
-
             raise InputError("operating_batch", f"{m.name}'s weights alone do not fit in {fmt(cap, 'B')} of usable "
                              "HBM, so no context fills it", "more usable HBM, more chips or a smaller dtype")
         d.add("L_fill", "W + B·KV(L) = C", f"B = {batch:g}", L, "tokens", "the context that fills HBM")
@@ -225,8 +221,6 @@ def operating_point(model, hardware, *, context=8192, batch=None, chips=None, mu
                        float(balance_batch_for(m, hw, context=L, **kw)), "sequences", "")
         want = b_star * multiple if (multiple and np.isfinite(b_star)) else b_star
         if b_mem < 1:
-            from ...errors import InputError
-
             raise InputError("context", f"{m.name}'s weights plus one sequence at {L:g} tokens do not fit in "
                              f"{fmt(cap, 'B')}", "a shorter context, more chips or a smaller dtype")
         b_op, why = (want, "compute floor") if want <= b_mem else (b_mem, "memory capacity")
@@ -261,8 +255,6 @@ def unbatched_penalty(model, hardware, *, context=8192, chips=None, weights_dtyp
     Searches B on a log grid from 1 to the memory limit B_mem (weights + KV ≤ usable
     HBM; ``max_batch`` can only lower it). Returns (penalty, best batch, cost at B=1, best cost).
     """
-    from ...errors import InputError
-
     b_mem = float(memory_batch_limit(model, hardware, context=context, chips=chips, weights_dtype=weights_dtype,
                                      kv_dtype=kv_dtype, usable=usable))
     if b_mem < 1:
@@ -416,7 +408,6 @@ def fast_mode_from_speedup(model, hardware, speedup, *, context=8192, chips=None
                         efficiency, weight_read, usable)
     fm = _by_speed(model, op, g, speedup)
     if fm is None:  # an unreachable result is a one-line error, never NaN (issue 11)
-        from ...errors import InputError
 
         best = g[2][0]
         raise InputError("speedup", f"{speedup:g}× is out of reach by batching alone on {_name(model)}"
@@ -532,8 +523,6 @@ def fast_mode_sensitivity(model, hardware, *, speedup=None, price=None, context=
     B* (the cost floor, no compute headroom), at 2.5 × B* (the default) and with HBM full (B_mem, the ~20 ms
     step); and the default point at a short (1,024) and a long (131,072) context. Points that do not fit
     (weights plus one sequence over HBM) are left out."""
-    from ...errors import InputError
-
     kw = {k: v for k, v in kw.items() if k not in ("operating_multiple", "operating_batch", "label")}
     out = []
     for m, L, lab in ((1.0, context, "at B* (the cost floor)"),

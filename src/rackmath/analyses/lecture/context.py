@@ -26,6 +26,9 @@ from ...errors import check_positive
 from ...explain import Derivation, fmt
 from ...units import format_si
 from .pricing import LECTURE_N_ACTIVE, LECTURE_RATIO, balance_batch
+from ...engine.deployment import Deployment
+from ...engine.roofline import roofline
+from ...specs.models import load_model
 
 DSA_TOP_K = 2048.0  # DeepSeek-V3.2 sparse attention selects 2,048 tokens (arXiv 2512.02556)
 DSA_INDEXER_FRACTION = 0.2  # indexer key (128 fp8 + scale ≈ 132 B/layer) over the MLA entry (≈ 656 B/layer) [D]
@@ -249,8 +252,6 @@ def cost_vs_context_for(model, hardware, context, *, batch, chips=None, weights_
                         efficiency=None):
     """$ per Mtok vs context for a catalog model on a system: the roofline with ``context`` as the array (R42).
     The model's own attention (windows, sparse top-k, shared KV) is in its ``kv_read_bytes``."""
-    from ...engine.roofline import roofline
-
     return roofline(model, hardware, chips=chips, batch=batch, context=context, weights_dtype=weights_dtype,
                     kv_dtype=kv_dtype, efficiency=efficiency)
 
@@ -328,9 +329,6 @@ def max_context(model, hardware, *, gpus=None, concurrency=1.0, weights_dtype=No
     default: one scale-up domain, TP over all of it). ``usable_fraction``: the share of HBM the stack may fill
     (``serve`` passes its own 0.9, so that its memory line and this answer agree). Used by ``racks memory``,
     ``context`` and ``serve``."""
-    from ...engine.deployment import Deployment
-    from ...specs.models import load_model
-
     m = load_model(model)
     dep = deployment or Deployment.build(hardware, gpus, model=m, **layout)
     tokens = float(dep.max_context(m, concurrency=float(concurrency), weights_dtype=weights_dtype,
@@ -379,8 +377,6 @@ def does_not_fit(model, system, gpus, weight_bytes, usable_fraction=1.0) -> tupl
 
 def spec_or_none(name):
     """The catalog model of this name, or None (a hint's optional detail)."""
-    from ...specs.models import load_model
-
     try:
         return load_model(name)
     except Exception:  # noqa: BLE001

@@ -25,8 +25,9 @@ import numpy as np
 
 from ...errors import InputError, check_positive
 from ...explain import Derivation, fmt
-from ...units import format_si
+from ...units import dtype_bytes, format_si
 from .batching import balance_batch  # B* = ratio · N_total/N_active (lecture 00:15, R6)
+from .batching import fast_mode, FAST_OPERATING_MULTIPLE, prefill_decode_costs
 
 
 def _n(x) -> str:
@@ -139,8 +140,6 @@ def architectures_for(target_bytes_per_token, *, context=LECTURE_BOUNDARY, toler
     ``sparse_kv_width`` elements (DeepSeek MLA: 512 + 64 = 576) over ``sparse_layers``
     layers, reading only ``top_k`` of ``context`` tokens (DSA's 2,048).
     """
-    from ...units import dtype_bytes
-
     check_positive(target_bytes_per_token, "bytes per token", "a positive number of bytes")
     L, H, D, T = np.meshgrid(np.array(layers, float), np.array(kv_heads, float), np.array(d_heads, float),
                              np.array([dtype_bytes(t) for t in kv_dtypes]), indexing="ij")
@@ -245,8 +244,6 @@ class StepDeduction:
 def deduce_from_step(boundary=LECTURE_BOUNDARY, step=1.5, *, n_active=LECTURE_N_ACTIVE, ratio=LECTURE_RATIO,
                      bytes_per_param=1.0, kv_dtype="fp8", covered=None, source="") -> StepDeduction:
     """Price step → crossover → KV bytes per token → architectures (R35–R37), with the arithmetic."""
-    from ...units import dtype_bytes
-
     check_positive(n_active, "active params", "a parameter count such as 100B")
     check_positive(ratio, "ratio", "the hardware ratio, ~300 (FLOP/s/2 over params/s)", maximum=1e5)
     check_positive(bytes_per_param, "bytes per param", "1 (8-bit weights, the lecture) or 2 (16-bit)", maximum=8)
@@ -351,8 +348,6 @@ def pass_len_costs_for(model, hardware, pass_len, *, batch=1, context=8192, chip
                        kv_dtype=None, efficiency=None):
     """Cost per token vs pass length on a real model and system (R38): the foundation's
     ``analyses.lecture.batching.prefill_decode_costs`` (the roofline with ``pass_len``), not re-derived."""
-    from .batching import prefill_decode_costs
-
     return prefill_decode_costs(model, hardware, pass_len, batch=batch, context=context, chips=chips,
                                 weights_dtype=weights_dtype, kv_dtype=kv_dtype, efficiency=efficiency)
 
@@ -368,8 +363,6 @@ def fast_mode_for(sheet, model, hardware, *, context=8192, chips=None, operating
     ``assumption``: the operating point that decides it). ``operating_multiple`` None: the
     shared default (2.5 × B*, "double or triple it").
     """
-    from .batching import FAST_OPERATING_MULTIPLE, fast_mode
-
     fm = getattr(sheet, "fast_mode", None)
     if fm is None:
         raise InputError("sheet", f"{sheet.name} has no fast mode", "a sheet with [price_sheet.fast_mode]")

@@ -26,6 +26,7 @@ from ... import units
 from .evaluate import evaluate, prefill_pool_rate
 from .inputs import Layout, Plan, Stack, Workload, check_price, load_stack, on_chip, pool, speculating
 from .schedule import USABLE_MEMORY_FRACTION
+from ..lecture.context import does_not_fit, spec_or_none
 
 
 def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=None, max_pp=8, sched_overlap=False,
@@ -77,7 +78,6 @@ def choose_layout(mn, system, eff, gpus, concurrency, *, hw=None, constraints=No
     if not fits.any():
         if float(mn.weight_bytes) > gpus * float(system.chip.hbm_bytes):  # the weights alone exceed the whole HBM
             # not one sequence: say what the weights need and what would hold them (issue 35)
-            from ..lecture.context import does_not_fit, spec_or_none  # the lecture's context chapter says why
 
             raise InputError("gpus", *does_not_fit(spec_or_none(mn.name), system, gpus, mn.weight_bytes,
                                                    usable_fraction))

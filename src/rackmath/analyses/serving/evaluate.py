@@ -22,6 +22,9 @@ from .schedule import (CLOSED_LOOP_PROMPTS_PER_CLIENT, MAX_NUM_TOKENS, closed_lo
                        output_tokens_per_s, prefill_chunks, steady_state, tokens_per_s_per_user,
                        total_tokens_per_s, tpot, wave_schedule, waves_persist)
 from .steps import eager_step, mixed_numbers, run_step, speculative_step, step_kernels
+from .explain import derive, ops
+from ..fitting.evidence import nearest
+from ...specs.hardware import load_hardware
 
 
 # --------------------------------------------------------------------------------------
@@ -96,23 +99,16 @@ class ServeResult(ResultMixin):
 
     def explain(self) -> Derivation:
         if self._derivation is None:
-            from .explain import derive
-
             self._derivation = derive(self)
         return self._derivation
 
     def ops(self, index=0) -> list[dict]:
         """Per-operator breakdown of the decode step (``--ops``)."""
-        from .explain import ops
-
         return ops(self, index=index)
 
     def nearest_measured(self, k: int = 2) -> dict | None:
         """The ``k`` shipped measurements nearest to this configuration, each with rackmath's prediction of it out
         of sample (``analyses/fitting/evidence.py``); None for a sweep over concurrency."""
-        from ...specs.hardware import load_hardware
-        from ..fitting.evidence import nearest  # the fitting package reads serve: loaded when asked
-
         c = np.asarray(self.values["concurrency"])
         if c.ndim:
             return None

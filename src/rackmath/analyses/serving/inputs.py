@@ -35,7 +35,7 @@ from ...engine.deployment import attention_dp_label, check_attention_dp_size
 from ...engine.layout import attention_ranks
 from ...engine.numbers import HwNumbers
 from ...specs.hardware import priced
-from ...specs.stacks import resolve as resolve_stack
+from ...specs.stacks import PLATFORM_OF_VENDOR, resolve as resolve_stack
 from ...specs.records import ARRIVALS  # request arrival patterns: steady, poisson, waves, closed-loop
 from .schedule import held_context, mean_decode_context
 from .steps import decode_numbers, draft_numbers, prefill_numbers
@@ -151,7 +151,6 @@ def on_chip(stack: Stack, chip) -> Stack:
     unchanged."""
     if not getattr(stack, "implied", ""):
         return stack
-    from ...specs.stacks import PLATFORM_OF_VENDOR
 
     _, sv = resolve_stack(stack.implied, PLATFORM_OF_VENDOR.get(str(getattr(chip, "vendor", "")).lower()))
     if sv is None or sv.label == stack.label:

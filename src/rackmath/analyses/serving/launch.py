@@ -13,6 +13,7 @@ import json
 from functools import lru_cache
 
 from ...errors import InputError, UnknownNameError
+from ...engine.layout import attention_ranks
 
 FRAMEWORKS = ("vllm", "sglang", "trtllm")
 
@@ -104,8 +105,6 @@ def emit(framework: str, deployment: dict) -> dict:
 
 def _ranks(lay) -> int:
     """Attention-DP groups R of an emitted layout (``engine.layout.attention_ranks``)."""
-    from ...engine.layout import attention_ranks
-
     return int(attention_ranks(lay["tp"], lay["attention_dp"], lay.get("attention_dp_size", 0)))
 
 

@@ -40,6 +40,18 @@ from ...results import ResultMixin
 from ...engine.roofline import usd_per_mtok
 from ...errors import InputError
 from .step_table import layout_label  # noqa: F401 (re-exported: plan.layout_label)
+from . import step_table as stt
+from .choose import make_plan
+from .evaluate import evaluate
+from .inputs import Layout, load_stack, Workload
+from .schedule import disaggregated_ttft, held_context
+from .simulate import framework_defaults, simulate
+from ..lecture import energy as en
+from ... import units
+from ...bounds import check_float
+from ...engine.search import pareto_front
+from ...specs.catalog import latest
+from ...specs.hardware import load_hardware, priced
 
 #: Default chips of ``plan`` and ``compare`` (the issue's set).
 DEFAULT_CHIPS = ("h100", "h200", "b200", "mi355x")
@@ -57,8 +69,6 @@ PREFILL_RHO = np.array([0.3, 0.5, 0.7, 0.85])
 
 def parse_prices(text) -> dict:
     """'h100=2.1,b200=4' → {'h100': 2.1, 'b200': 4.0}; a bare number applies to every chip ({'*': x})."""
-    from ... import units
-
     if text is None:
         return {}
     if isinstance(text, dict):
@@ -100,9 +110,6 @@ def _workload(isl, osl):
 
 def aggregated_points(st, lays, isl, osl, budget, n=CONCURRENCY_GRID, rho=RHO) -> dict:
     """Every (replica layout × concurrency) of an aggregated deployment, analytically (arrays [layout, n])."""
-    from . import step_table as stt
-    from .schedule import held_context
-
     n = np.asarray(n, dtype=float)[None, :]
     lay = {k: v[:, None] for k, v in lays.items()}
     ss = stt.steady_state(st, lay, n, isl, osl, budget)
@@ -116,9 +123,6 @@ def aggregated_points(st, lays, isl, osl, budget, n=CONCURRENCY_GRID, rho=RHO) -
 
 
 def _decode_points(st, lays, isl, osl, n=CONCURRENCY_GRID, rho=RHO) -> dict:
-    from . import step_table as stt
-    from .schedule import held_context
-
     A = st.acceptance
     L = isl + osl / 2.0
     n = np.asarray(n, dtype=float)[None, :]
@@ -132,8 +136,6 @@ def _decode_points(st, lays, isl, osl, n=CONCURRENCY_GRID, rho=RHO) -> dict:
 
 
 def _prefill_points(st, lays, isl, budget) -> dict:
-    from . import step_table as stt
-
     budget = budget * stt.attention_ranks(lays)  # one scheduler, with its own budget, per attention-DP group
     t_pass = stt.prefill_grid(st, lays, budget, isl)
     t_one = stt.prefill_grid(st, lays, isl, isl)
@@ -167,8 +169,6 @@ def _best_for_chip(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budge
 def _best_aggregated(lays, pts, *, rate, users, ttft_slo, tpot_slo, budget, price):
     """The cheapest (layout, concurrency) of ``pts`` meeting the SLOs, replicas R = ceil(λ·E/n) (rate) or ceil(U/n)
     (users); None when none does."""
-    from . import step_table as stt
-
     n = pts["n"]
     if rate is not None:
         R = np.ceil(rate * pts["e2e"] / n)
@@ -202,9 +202,6 @@ def _best_aggregated(lays, pts, *, rate, users, ttft_slo, tpot_slo, budget, pric
 def _best_disaggregated(st, lays, *, isl, osl, rate, users, ttft_slo, tpot_slo, budget):
     """The cheapest decode pool meeting the TPOT objective, then the cheapest prefill pool (layout × load) meeting
     the TTFT one (``serve.disaggregated_ttft``); None when either has no candidate."""
-    from . import step_table as stt
-    from .schedule import disaggregated_ttft
-
     price = st.usd_per_gpu_hour
     dp = _decode_points(st, lays, isl, osl)
     pf = _prefill_points(st, lays, isl, budget)
@@ -273,8 +270,6 @@ def _price_deployment(d: dict, price, osl, users, ttft_slo, tpot_slo) -> None:
 
 def pareto_points(st, pts, isl, osl) -> dict:
     """Steady-state $/Mtok vs tok/s/user of every fitting (layout, concurrency), and its Pareto front."""
-    from ...engine.search import pareto_front
-
     ok = pts["ok"] & np.isfinite(pts["tpot"])
     speed = (1.0 / pts["tpot"])[ok]
     usd = usd_per_mtok(pts["gpus"], st.usd_per_gpu_hour, pts["out_tok_s"])[ok]
@@ -319,12 +314,9 @@ def _slos(ttft, tpot, tok_s_user):
     if tpot is not None and tok_s_user is not None:
         raise InputError("tpot", "both --tpot and --tok-s-user given", "one of them (tok/s/user = 1 / TPOT)")
     if tok_s_user is not None:
-        from ...bounds import check_float
-
         check_float(tok_s_user, "tok_s_user", 0.0, 1e5, allow_zero=False,
                     accepted="tokens per second per user, above 0 and up to 10⁵")
         tpot = 1.0 / float(tok_s_user)
-    from ...bounds import check_float
 
     for name, v in (("ttft", ttft), ("tpot", tpot)):  # bounds.check_float: the CLI's bounds (1e-320 refused)
         if v is not None:
@@ -346,9 +338,6 @@ def _chips(hardware):
 
 def all_chips() -> list:
     """Every chip of the catalog that is not marked announced-only (for ``--all``)."""
-    from ...specs.hardware import load_hardware  # noqa: F401
-    from ...specs.catalog import latest
-
     out = []
     for e in latest("chip"):
         if e.data.get("status", "") in ("announced",) or e.data.get("announced"):
@@ -373,8 +362,6 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
     GPUs, tokens/kWh, electricity $/Mtok and share) at ``pue`` and ``usd_per_kwh``; ``power_cap_w`` caps every
     GPU's board power, scaling its compute peaks (the capped chip is what the step model sees).
     """
-    from .simulate import framework_defaults
-
     if (rate is None) == (users is None):
         raise InputError("rate", "give exactly one of --rate and --users", "--rate R (requests/s) or --users U")
     if rate is not None and not (0 < float(rate) <= 1e7):
@@ -422,10 +409,6 @@ def _plan_chip(model, hw, stack_kw: dict, q: dict, *, prices, energy_kw, max_gpu
     (:func:`_best_for_chip` with the query ``q``), their energy (``energy_kw``: power_cap_w, pue, usd_per_kwh), the
     winner replayed in the simulator (``n_confirm`` requests; 0: not), its Pareto front and (``explain``) the
     aggregated derivation. Returns (stack, ranking row, front, derivation or None)."""
-    from ..lecture import energy as en
-    from . import step_table as stt
-    from ...specs.hardware import load_hardware
-
     power_cap_w, pue, usd_per_kwh = energy_kw["power_cap_w"], energy_kw["pue"], energy_kw["usd_per_kwh"]
     system = en.capped_system(load_hardware(hw), power_cap_w)
     price = _price_for(prices, system.chip.name, system.name)
@@ -466,11 +449,6 @@ def explain_aggregated(st, d: dict, isl, osl):
     its TTFT and TPOT are the deployment's (tests/test_explain.py)."""
     from dataclasses import replace
 
-    from ...specs.hardware import priced
-    from .choose import make_plan
-    from .evaluate import evaluate
-    from .inputs import Layout, Workload, load_stack
-
     lay = d["layout"]
     stack = load_stack(st.framework)
     stack = replace(stack, max_num_tokens=stack.max_num_tokens if d["budget"] is None else int(d["budget"]),
@@ -485,8 +463,6 @@ def explain_aggregated(st, d: dict, isl, osl):
 def _confirm(st, d, q: dict, n_req, seed, stack_kw: dict) -> dict:
     """Replay a planned deployment in the simulator (a copy of ≤ 4 replicas at the same per-replica load): ``q`` the
     plan's query (isl, osl, users, the SLOs), ``stack_kw`` its stack options (dtypes, MTP, efficiency, framework)."""
-    from .simulate import simulate
-
     users = q["users"]
     f = min(1.0, 4.0 / d["replicas"])
     kw = dict(isl=q["isl"], osl=q["osl"], max_batch=d["max_batch"], budget=d["budget"], ttft_slo=q["ttft_slo"],
@@ -528,10 +504,6 @@ def compare(model, hardware=None, *, tok_s_user=None, isl=1000, osl=1000, usd_pe
     as ``serve``); the cheapest $/Mtok among those at ≥ ``tok_s_user`` (default: each chip's
     fastest point counts, i.e. the whole Pareto front is returned for the plot).
     """
-    from . import step_table as stt
-    from .simulate import framework_defaults
-    from ...specs.hardware import load_hardware
-
     isl, osl = _workload(isl, osl)
     if tok_s_user is not None and not (0 < float(tok_s_user) <= 1e5):
         raise InputError("tok_s_user", f"{tok_s_user!r}", "tokens per second per user, above 0")

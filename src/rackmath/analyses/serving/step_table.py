@@ -50,6 +50,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import InputError
+from .inputs import load_stack, on_chip, speculating
+from .schedule import kv_transfer_time, steady_state as serving_steady_state
+from .steps import (decode_numbers, draft_numbers, eager_step, mixed_numbers, prefill_numbers, run_step,
+                    speculative_step, step_kernels)
+from ... import units
+from ...engine.deployment import with_attention_groups
+from ...engine.efficiency import for_stack, resolve, stack_eager_s, stack_request_s
+from ...engine.layout import attention_ranks as ranks
+from ...engine.numbers import HwNumbers
+from ...engine.search import layout_grid
+from ...specs.hardware import load_hardware
+from ...specs.models import load_model
 
 
 @dataclass
@@ -90,16 +102,12 @@ class Stack:
     def hw(self):
         """The system's plain numbers at this compute dtype (the step model applies the efficiency)."""
         if not hasattr(self, "_hw"):
-            from ...engine.numbers import HwNumbers
-
             self._hw = HwNumbers.from_system(self.system, self.compute_dtype, None, self.kv_dtype)
         return self._hw
 
     @property
     def t_request(self) -> float:
         """The stack's host time per request before its first token (``engine.efficiency.stack_request_s``), s."""
-        from ...engine.efficiency import stack_request_s
-
         return stack_request_s(self.eff_serving, self.serving_stack.name)
 
     @property
@@ -111,10 +119,6 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
           ideal=False, usd_per_gpu_hour=None, framework=None, compute_dtype=None) -> Stack:
     """Resolve names once: model and system from the catalog, dtypes (the weight GEMMs' by ``Chip.gemm_dtype``,
     ``compute_dtype`` overriding their activations'), the efficiency preset, the serving stack."""
-    from ... import units
-    from ...specs.hardware import load_hardware
-    from ...specs.models import load_model
-
     m = load_model(model) if isinstance(model, str) else model
     system = load_hardware(hardware) if isinstance(hardware, str) else hardware
     wdt = units.normalize_dtype(weights_dtype, "weights_dtype") if weights_dtype else None
@@ -130,8 +134,6 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
     if not math.isfinite(price) or price < 0 or price > 1e4:
         raise InputError("usd_per_gpu_hour", f"{price:g}", "a price in $ per GPU-hour from 0 to 10⁴")
     cdt = system.chip.gemm_dtype(wdt or m.native_dtype, compute_dtype)
-    from ...engine.efficiency import for_stack, resolve
-    from .inputs import load_stack, on_chip, speculating
 
     sstack = speculating(on_chip(load_stack(framework), system.chip), mtp)
     eff = for_stack(resolve(system.chip.name, efficiency, ideal), sstack)  # as serve.evaluate: the version's times
@@ -146,28 +148,20 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
 
 
 def _decode_numbers(st: Stack, context: float):
-    from .steps import decode_numbers
-
     return decode_numbers(st.model, max(float(context), 1.0), st.mtp, st.weights_dtype, st.kv_dtype)
 
 
 def _draft_numbers(st: Stack, context: float):
-    from .steps import draft_numbers
-
     return draft_numbers(st.model, max(float(context), 1.0), st.weights_dtype, st.kv_dtype)
 
 
 def _prefill_numbers(st: Stack, tokens: float, prompt: float):
-    from .steps import prefill_numbers
-
     return prefill_numbers(st.model, isl=max(float(prompt), 1.0), chunk=max(float(tokens), 1.0),
                            weights_dtype=st.weights_dtype, kv_dtype=st.kv_dtype)
 
 
 def attention_ranks(lay: dict):
     """Attention-DP groups R of a layout dict of arrays (``engine.layout.attention_ranks``)."""
-    from ...engine.layout import attention_ranks as ranks
-
     return ranks(lay["tp"], lay["attention_dp"], lay.get("attention_dp_size", 0))
 
 
@@ -178,8 +172,6 @@ def _eval(st: Stack, mn, eff, lay: dict, micro_batch, sched: bool = True, adp_im
     Returns (layout result, step time, bound).
     """
     from types import SimpleNamespace
-
-    from .steps import run_step
 
     tp = np.asarray(lay["tp"], dtype=float)
     pp = np.asarray(lay["pp"], dtype=float)
@@ -193,15 +185,10 @@ def _eval(st: Stack, mn, eff, lay: dict, micro_batch, sched: bool = True, adp_im
 
 def _eager(st: Stack, eff, res, t):
     """A prefill or mixed step runs without a CUDA graph: ``serving.eager_step`` (max of GPU and dispatch time)."""
-    from ...engine.efficiency import stack_eager_s
-    from .steps import eager_step, step_kernels
-
     return eager_step(t, step_kernels(res), stack_eager_s(eff, st.serving_stack.name))
 
 
 def _speculative_step(t_verify, t_draft, mtp):
-    from .steps import speculative_step
-
     return speculative_step(t_verify, t_draft, mtp)
 
 
@@ -229,9 +216,6 @@ def replica_layouts(st: Stack, gpus_per_replica=None, *, max_pp: int = 4) -> dic
     placed evenly, expert shards ≥ 128 columns; attention-DP only for MoE models, over every group count R dividing
     TP: ``attention_dp_size`` R, 0 where R = TP, every GPU its own sequences).
     """
-    from ...engine.deployment import with_attention_groups
-    from ...engine.search import layout_grid
-
     S = int(st.system.scaleup_size)
     top = int(gpus_per_replica or max(8, 2 * S))
     sizes = sorted({1 << i for i in range(0, 12) if (1 << i) <= top} | {m * S for m in range(1, top // S + 1)})
@@ -315,8 +299,6 @@ def kv_bytes_per_token(st: Stack, context: float = 8192.0) -> float:
 
 def kv_transfer_s(st: Stack, prompt_tokens, prefill_tp) -> np.ndarray:
     """Disaggregated KV hand-off of one prompt: KV bytes / (scale-out NIC bandwidth × prefill TP × η_comm)."""
-    from .schedule import kv_transfer_time
-
     kvb = np.asarray(prompt_tokens, dtype=float) * kv_bytes_per_token(st, float(np.max(prompt_tokens)))
     bw = float(st.system.chip.scaleout_bw) * np.asarray(prefill_tp, dtype=float) * float(st.eff_serving.eta_comm)
     return kv_transfer_time(kvb, bw)
@@ -333,8 +315,6 @@ def _mixed_grid(st: Stack, lay: dict, b, P, L, prompt: float, role: str = "aggre
     A step that carries prefill is eager (``serving.eager_step``). ``chunk`` (default P / attention ranks) is
     one rank's prompt tokens, ``imbalance`` the busiest attention-DP rank's share (``serving.prefill_schedule``).
     """
-    from .steps import mixed_numbers, speculative_step
-
     b, P, L = (np.asarray(x, dtype=float) for x in (b, P, L))
     lay_shape = np.shape(np.asarray(lay["tp"]))
     shape = np.broadcast_shapes(lay_shape, b.shape, P.shape, L.shape)
@@ -375,8 +355,6 @@ def steady_state(st: Stack, lay: dict, n, isl: float, osl: float, budget) -> dic
     TTFT includes the stack's host time per request (``Stack.t_request``). Returns mean step, TPOT, TTFT, output
     tokens/s per replica and the prefill-bound mask.
     """
-    from .schedule import steady_state as serving_steady_state
-
     n = np.asarray(n, dtype=float)
     pp = np.asarray(lay["pp"], dtype=float)
     b = n / pp
