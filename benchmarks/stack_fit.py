@@ -139,6 +139,8 @@ def main(argv=None):
     imx_versions = sorted({S.version_of(r) for r in imx})
     lovo = S.leave_one_version_out(recs, meas, starts, imx_versions, infer_silicon=True)
     table("2. leave one stack version out (InferenceMAX versions), measured silicon", imx, lovo)
+    lofo = S.leave_one_family_out(recs, meas, starts, infer_silicon=True)
+    table("2. leave one hardware family out (hopper, blackwell, amd), measured silicon", imx, lofo)
     hosts_ctrl = S.fit_all(recs, base, starts)
     pc = dict(zip((r.id for r in recs), S.predict(recs, base, hosts_ctrl)))
     table("control: presets' silicon + host times per stack version — InferenceMAX, in sample", imx, pc)

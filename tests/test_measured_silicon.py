@@ -226,3 +226,24 @@ def test_leave_one_group_out_refits_inferred_silicon_without_the_group():
     after = S.leave_one_group_out(moved, pred, starts, infer_silicon=True)
     assert all(before[r.id] == after[r.id] for r in recs if r.group == a)
     assert any(abs(before[r.id] / after[r.id] - 1) > 1e-6 for r in recs if r.group == b)
+
+
+def test_leave_one_family_out_never_sees_the_family():
+    """A hardware family's held-out predictions do not move when its own measured values do (its version is
+    refitted on the other family's records only); the other family's do."""
+    from dataclasses import replace
+
+    from rackmath.analyses.fitting import stack as S
+    from rackmath.analyses.fitting.validation import records
+
+    a, b = "gptoss-fp4 × h200 × vllm", "gptoss-fp4 × b200 × vllm"
+    recs = [r for g in (a, b) for r in [r for r in records() if r.group == g and r.stack == "vllm@0.13.0"
+                                        and r.metric == "tpot_s"][:5]]
+    assert {r.hardware_family for r in recs} == {"hopper", "blackwell"}
+    starts = {"vllm": S.host_vector(default_efficiency("h200"), "vllm")}
+    pred = S.Predictor(measured=True)
+    before = S.leave_one_family_out(recs, pred, starts)
+    moved = [replace(r, value=r.value * 3.0) if r.hardware_family == "hopper" else r for r in recs]
+    after = S.leave_one_family_out(moved, pred, starts)
+    assert all(before[r.id] == after[r.id] for r in recs if r.hardware_family == "hopper")
+    assert any(abs(before[r.id] / after[r.id] - 1) > 1e-6 for r in recs if r.hardware_family == "blackwell")

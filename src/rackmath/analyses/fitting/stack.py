@@ -271,6 +271,29 @@ def leave_one_group_out(recs, predictor: Predictor, starts: dict, groups=None, h
     return out
 
 
+def leave_one_family_out(recs, predictor: Predictor, starts: dict, infer_silicon: bool = False) -> dict:
+    """{record id: prediction} of every InferenceMAX record with its chip's hardware family (``Record.
+    hardware_family``: hopper, blackwell, amd) left out of the fit: each version refitted on its records of the other
+    families (a version seen only there takes its engine's pooled fit on them), and, with ``infer_silicon``, a chip's
+    inferred silicon refitted without the family (a family's own chips: none left, so their presets')."""
+    out = {}
+    fams = sorted({r.hardware_family for r in recs if r.group})
+    for fam in fams:
+        held = [r for r in recs if r.group and r.hardware_family == fam]
+        out_f = lambda r, fam=fam: r.hardware_family == fam  # noqa: E731
+        pr = Predictor(predictor.measured, {}) if infer_silicon else predictor
+        if infer_silicon:
+            from ...engine.efficiency import default_efficiency
+
+            for chip in {r.chip for r in held} & set(inferable_chips(recs)):
+                vals = fit_silicon(recs, pr, starts, chip, out_f)  # {}: the family was its only records
+                pre = default_efficiency(chip)  # then its preset's, never the shipped values fitted on them
+                pr = pr.with_silicon(chip, vals or {n: float(getattr(pre, n)) for n, *_r in SILICON_PARAMS})
+        hosts = {v: fit_version(recs, pr, starts, v, out_f) for v in {version_of(r) for r in held}}
+        out.update(zip((r.id for r in held), predict(held, pr, hosts)))
+    return out
+
+
 def leave_one_version_out(recs, predictor: Predictor, starts: dict, versions=None, infer_silicon: bool = False) -> dict:
     """{record id: prediction} of every record of each listed version with that version left out (its engine's
     fit on the other versions' records; ``infer_silicon``: the inferred silicon of its chips refitted without it)."""
@@ -314,5 +337,5 @@ def report(recs, predicted: dict) -> dict:
     return res
 
 
-__all__ = ["STACK_PARAMS", "SILICON_PARAMS", "fit_silicon", "inferable_chips", "with_inferred_silicon", "Predictor", "fit_hosts", "fit_all", "leave_one_group_out", "leave_one_version_out",
+__all__ = ["STACK_PARAMS", "SILICON_PARAMS", "fit_silicon", "inferable_chips", "with_inferred_silicon", "Predictor", "fit_hosts", "fit_all", "leave_one_group_out", "leave_one_version_out", "leave_one_family_out",
            "report", "version_of", "engine_of", "host_vector"]
