@@ -283,8 +283,6 @@ def leave_one_family_out(recs, predictor: Predictor, starts: dict, infer_silicon
         out_f = lambda r, fam=fam: r.hardware_family == fam  # noqa: E731
         pr = Predictor(predictor.measured, {}) if infer_silicon else predictor
         if infer_silicon:
-            from ...engine.efficiency import default_efficiency
-
             for chip in {r.chip for r in held} & set(inferable_chips(recs)):
                 vals = fit_silicon(recs, pr, starts, chip, out_f)  # {}: the family was its only records
                 pre = default_efficiency(chip)  # then its preset's, never the shipped values fitted on them
