@@ -132,36 +132,46 @@ class Predictor:
 
     def silicon_candidates(self, rec, S: np.ndarray, hosts) -> np.ndarray:
         """Predictions of ``rec`` under K candidate silicon rows S (columns: :data:`SILICON_PARAMS`), the host
-        times ``hosts`` fixed."""
+        times ``hosts`` fixed (τ_k = the candidate's τ_silicon + the hosts' τ_stack, as :func:`_matrix`)."""
         names = _names()
-        X = _matrix(self.eff(rec), np.tile(np.asarray(hosts, dtype=float), (len(S), 1)))
+        hosts = np.asarray(hosts, dtype=float)
+        X = _matrix(self.eff(rec), np.tile(hosts, (len(S), 1)))
         for j, (n, *_r) in enumerate(SILICON_PARAMS):
-            X[:, names.index(n)] = S[:, j] + (X[:, names.index(n)] - getattr(self.eff(rec), n) if j == 0 else 0.0)
+            X[:, names.index(n)] = S[:, j] + (hosts[4] if n == "kernel_latency_s" else 0.0)
         return predict_many(rec, X, names, name="staged")
 
     def __call__(self, rec, H) -> np.ndarray:
         return predict_many(rec, _matrix(self.eff(rec), np.atleast_2d(H)), _names(), name="staged")
 
 
-def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.ndarray:
-    """The stack times (sched, seq, eager, request, τ_stack) minimising mean robust |log error| over ``recs``, by coordinate
-    descent from ``start`` on grids of :data:`POINTS` that halve each of :data:`ROUNDS` rounds."""
-    x = np.array(start, dtype=float)
-    if not recs:
-        return x
+def _descend(x, params, predictions, meas, prior: float = 0.0) -> np.ndarray:
+    """Coordinate descent of the robust mean |log error| of ``predictions(C)`` ((records, K) under K candidate rows
+    C) against ``meas``, from ``x``, on grids of :data:`POINTS` per coordinate that halve each of :data:`ROUNDS`
+    rounds; ``params``: (name, lower, upper, initial half-width) per coordinate; ``prior``: the weight of the pull
+    towards the start, per squared initial half-width."""
+    x = np.array(x, dtype=float)
     x0 = x.copy()
-    meas = np.array([r.value for r in recs])
-    widths = np.array([w for *_r, w in STACK_PARAMS])
+    widths = np.array([w for *_r, w in params])
     for _ in range(ROUNDS):
-        for j, (_k, lo, hi, _w) in enumerate(STACK_PARAMS):
+        for j, (_n, lo, hi, w0) in enumerate(params):
             grid = np.unique(np.clip(x[j] + np.linspace(-widths[j], widths[j], POINTS), lo, hi))
-            H = np.tile(x, (len(grid), 1))
-            H[:, j] = grid
-            P = np.stack([predictor(r, H) for r in recs])  # (records, K)
-            loss = _logerr(P, meas[:, None]).mean(axis=0) + prior * (((grid - x0[j]) / STACK_PARAMS[j][3]) ** 2)
+            C = np.tile(x, (len(grid), 1))
+            C[:, j] = grid
+            loss = _logerr(predictions(C), meas[:, None]).mean(axis=0)
+            if prior:
+                loss = loss + prior * (((grid - x0[j]) / w0) ** 2)
             x[j] = grid[int(np.argmin(loss))]
         widths = widths / 2.0
     return x
+
+
+def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.ndarray:
+    """The stack times (sched, seq, eager, request, τ_stack) minimising mean robust |log error| over ``recs``, by
+    coordinate descent from ``start`` (:func:`_descend`)."""
+    if not recs:
+        return np.array(start, dtype=float)
+    meas = np.array([r.value for r in recs])
+    return _descend(start, STACK_PARAMS, lambda H: np.stack([predictor(r, H) for r in recs]), meas, prior)
 
 
 def inferable_chips(recs) -> list[str]:
@@ -173,37 +183,39 @@ def inferable_chips(recs) -> list[str]:
     return sorted(c for c, g in groups.items() if len(g) >= MIN_GROUPS and kernel_table(c) is None)
 
 
+def preset_silicon(chip: str) -> dict:
+    """The chip's preset values of :data:`SILICON_PARAMS` (the start of :func:`fit_silicon`, and what a fold keeps when
+    none of the chip's records is left)."""
+    pre = default_efficiency(chip)
+    return {n: float(getattr(pre, n)) for n, *_r in SILICON_PARAMS}
+
+
 def fit_silicon(recs, predictor: Predictor, starts: dict, chip: str, exclude=lambda r: False) -> dict:
     """Stage 1 for a chip without curves: τ_k and the MLA kernel scale (:data:`SILICON_PARAMS`) minimising mean
     robust |log error| over the chip's records not excluded, every stack at its engine's start times; the start is
-    the chip's preset. Coordinate descent as :func:`fit_hosts`. {} when no record is left."""
+    the chip's preset (:func:`preset_silicon`). Coordinate descent as :func:`fit_hosts`. {} when no record is left."""
     train = [r for r in recs if r.chip == chip and not exclude(r)]
     if not train:
         return {}
     base = Predictor(predictor.measured)  # the preset's silicon as the start, whatever the predictor holds
-    pre = default_efficiency(chip)
-    x = np.array([float(getattr(pre, n)) for n, *_r in SILICON_PARAMS])
-    widths = np.array([w for *_r, w in SILICON_PARAMS])
     meas = np.array([r.value for r in train])
-    for _ in range(ROUNDS):
-        for j, (_n, lo, hi, _w) in enumerate(SILICON_PARAMS):
-            grid = np.unique(np.clip(x[j] + np.linspace(-widths[j], widths[j], POINTS), lo, hi))
-            C = np.tile(x, (len(grid), 1))
-            C[:, j] = grid
-            P = np.stack([base.silicon_candidates(r, C, starts[engine_of(version_of(r))]) for r in train])
-            x[j] = grid[int(np.argmin(_logerr(P, meas[:, None]).mean(axis=0)))]
-        widths = widths / 2.0
+    x = _descend(list(preset_silicon(chip).values()), SILICON_PARAMS,
+                 lambda C: np.stack([base.silicon_candidates(r, C, starts[engine_of(version_of(r))]) for r in train]),
+                 meas)
     return {n: float(v) for (n, *_r), v in zip(SILICON_PARAMS, x)}
 
 
-def with_inferred_silicon(recs, predictor: Predictor, starts: dict, exclude=lambda r: False) -> Predictor:
-    """``predictor`` with the silicon of every :func:`inferable_chips` chip fitted on its records not excluded."""
-    out = predictor
-    for chip in inferable_chips(recs):
-        vals = fit_silicon(recs, predictor, starts, chip, exclude)
-        if vals:
-            out = out.with_silicon(chip, vals)
-    return out
+def without(recs, predictor: Predictor, starts: dict, held, exclude) -> Predictor:
+    """``predictor`` for a fold that leaves out the records ``exclude`` marks (``held``: those of them predicted):
+    the inferred silicon of each held chip refitted without them (:func:`fit_silicon`), its preset's if none of its
+    records is left — never the shipped values, which were fitted on them."""
+    chips = {r.chip for r in held} & set(inferable_chips(recs))
+    if not chips:
+        return predictor
+    pr = Predictor(predictor.measured, {k: v for k, v in predictor.silicon.items() if k not in chips})
+    for chip in sorted(chips):
+        pr = pr.with_silicon(chip, fit_silicon(recs, pr, starts, chip, exclude) or preset_silicon(chip))
+    return pr
 
 
 def predict(recs, predictor: Predictor, hosts: dict) -> np.ndarray:
@@ -260,12 +272,7 @@ def leave_one_group_out(recs, predictor: Predictor, starts: dict, groups=None, h
     for g in groups or sorted(by_group):
         held = by_group[g]
         out_g = lambda r, g=g: r.group == g  # noqa: E731
-        pr = predictor
-        chip = held[0].chip
-        if infer_silicon and chip in inferable_chips(recs):
-            pr = Predictor(predictor.measured, {k: v for k, v in predictor.silicon.items() if k != chip})
-            vals = fit_silicon(recs, pr, starts, chip, out_g)
-            pr = pr.with_silicon(chip, vals) if vals else pr
+        pr = without(recs, predictor, starts, held, out_g) if infer_silicon else predictor
         hosts = {v: fit_version(recs, pr, starts, v, out_g, hierarchical) for v in {version_of(r) for r in held}}
         out.update(zip((r.id for r in held), predict(held, pr, hosts)))
     return out
@@ -281,12 +288,7 @@ def leave_one_family_out(recs, predictor: Predictor, starts: dict, infer_silicon
     for fam in fams:
         held = [r for r in recs if r.group and r.hardware_family == fam]
         out_f = lambda r, fam=fam: r.hardware_family == fam  # noqa: E731
-        pr = Predictor(predictor.measured, {}) if infer_silicon else predictor
-        if infer_silicon:
-            for chip in {r.chip for r in held} & set(inferable_chips(recs)):
-                vals = fit_silicon(recs, pr, starts, chip, out_f)  # {}: the family was its only records
-                pre = default_efficiency(chip)  # then its preset's, never the shipped values fitted on them
-                pr = pr.with_silicon(chip, vals or {n: float(getattr(pre, n)) for n, *_r in SILICON_PARAMS})
+        pr = without(recs, predictor, starts, held, out_f) if infer_silicon else predictor
         hosts = {v: fit_version(recs, pr, starts, v, out_f) for v in {version_of(r) for r in held}}
         out.update(zip((r.id for r in held), predict(held, pr, hosts)))
     return out
@@ -300,12 +302,7 @@ def leave_one_version_out(recs, predictor: Predictor, starts: dict, versions=Non
     for v in versions or sorted(by_v):
         e = engine_of(v)
         out_v = lambda r, v=v: version_of(r) == v  # noqa: E731
-        pr = predictor
-        if infer_silicon:
-            pr = Predictor(predictor.measured, {})
-            for chip in {r.chip for r in by_v[v]} & set(inferable_chips(recs)):
-                vals = fit_silicon(recs, pr, starts, chip, out_v)
-                pr = pr.with_silicon(chip, vals) if vals else pr
+        pr = without(recs, predictor, starts, by_v[v], out_v) if infer_silicon else predictor
         h = engine_fit(recs, pr, starts, e, out_v)
         out.update(zip((r.id for r in by_v[v]), predict(by_v[v], pr, {v: h})))
     return out
@@ -335,5 +332,5 @@ def report(recs, predicted: dict) -> dict:
     return res
 
 
-__all__ = ["STACK_PARAMS", "SILICON_PARAMS", "fit_silicon", "inferable_chips", "with_inferred_silicon", "Predictor", "fit_hosts", "fit_all", "leave_one_group_out", "leave_one_version_out", "leave_one_family_out",
+__all__ = ["STACK_PARAMS", "SILICON_PARAMS", "fit_silicon", "preset_silicon", "inferable_chips", "without", "Predictor", "fit_hosts", "fit_all", "leave_one_group_out", "leave_one_version_out", "leave_one_family_out",
            "report", "version_of", "engine_of", "host_vector"]
