@@ -64,10 +64,13 @@ def mode_label(eff) -> str:
     if eff.name == "ideal":
         return "ideal roofline — a lower bound on time"
     err = validated_error(eff)
-    if str(eff.name).startswith("measured-"):  # issue 34: silicon from kernel curves (or inferred), a version's times
-        return (f"calibrated prediction, {eff.name}: silicon from measured kernel curves (or inferred from serving "
-                f"records where none exist), the stack version's fitted host times (out-of-sample errors by stack "
-                f"version and chip: docs/stacks.md)")
+    if str(eff.name).startswith("measured-"):  # issue 34: the silicon as measured_efficiency took it, a version's times
+        src = dict(getattr(eff, "silicon_from", ()) or ())
+        what = ("silicon from measured kernel curves" if "eta_compute" in src else
+                "τ_k and the MLA kernel scale inferred from serving records, the rest of the silicon its preset's"
+                if src else "the silicon of its fitted preset (no kernel curves for this chip)")
+        return (f"calibrated prediction, {eff.name}: {what}, the stack version's fitted host times (out-of-sample "
+                f"errors by stack version and chip: docs/stacks.md)")
     if getattr(eff, "cross_family", False):
         return (f"calibrated prediction, cross-family preset {eff.name} — no preset fitted on this chip's family "
                 + (f"(validated error ±{err:.0%} across families)" if err is not None else "(not validated)"))

@@ -378,24 +378,21 @@ def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
     from dataclasses import replace
 
     base = default_efficiency(chip.name, regime)
-    sil = silicon(chip)
-    if sil is None:
-        why = (f"--efficiency measured: no measured kernel curves for {chip.name}: the silicon of its fitted preset "
-               f"{base.name} (fitted together with the stacks on the records), the stack version's own times")
-        return replace(base, name=f"measured-{chip.name}", chips=(chip.name,), per_version=True,
-                       description=f"{base.description}; {why}", note=why)
+    sil = silicon(chip) or {}
     vals = {k: sil[k]["value"] for k in SILICON_FIELDS if k in sil}
-    if "eta_compute" not in sil:  # inferred from records, not measured (specs.kernels.inferred)
+    mine = dict(name=f"measured-{chip.name}", chips=(chip.name,), per_version=True,
+                silicon_from=tuple((k, sil[k]["from"]) for k in SILICON_FIELDS if k in sil))
+    if "eta_compute" in sil:  # measured kernel curves
+        return replace(base, **vals, **mine, error_band=None, cross_family=False, family=base.family,
+                       description=f"silicon from measured kernel curves of {chip.name}; stack host times per version",
+                       source="; ".join(sil[k]["from"] for k in SILICON_FIELDS if k in sil))
+    if sil:  # inferred from records, not measured (specs.kernels.inferred)
         why = (f"--efficiency measured: no measured kernel curves for {chip.name}: τ_k and the MLA kernel scale "
                f"inferred from its serving records, the other silicon numbers its fitted preset {base.name}'s")
-        return replace(base, name=f"measured-{chip.name}", **vals, chips=(chip.name,), per_version=True,
-                       silicon_from=tuple((k, sil[k]["from"]) for k in SILICON_FIELDS if k in sil),
-                       description=f"{base.description}; {why}", note=why)
-    return replace(base, name=f"measured-{chip.name}", **vals, chips=(chip.name,), error_band=None, cross_family=False,
-                   family=base.family, per_version=True,
-                   silicon_from=tuple((k, sil[k]["from"]) for k in SILICON_FIELDS if k in sil),
-                   description=f"silicon from measured kernel curves of {chip.name}; stack host times per version",
-                   source="; ".join(sil[k]["from"] for k in SILICON_FIELDS if k in sil))
+    else:
+        why = (f"--efficiency measured: no measured kernel curves for {chip.name}: the silicon of its fitted preset "
+               f"{base.name} (fitted together with the stacks on the records), the stack version's own times")
+    return replace(base, **vals, **mine, description=f"{base.description}; {why}", note=why)
 
 
 def for_stack(eff: Efficiency, stack) -> Efficiency:
