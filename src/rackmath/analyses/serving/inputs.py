@@ -135,8 +135,7 @@ def load_stack(framework=None) -> Stack:
     base = text.partition("@")[0].strip().lower()
     stack, sv = resolve_stack(text)  # an unknown version: one line listing the known ones
     if sv is not None:
-        return replace(STACKS[sv.engine], version=sv.version, label=sv.label, mem_fraction=sv.mem_fraction,
-                       implied="" if "@" in text else stack)
+        return replace(_at_version(STACKS[sv.engine], sv), implied="" if "@" in text else stack)
     key = _STACK_ALIASES.get(base, base)
     if key not in STACKS:
         raise InputError("framework", f"unknown serving stack {framework!r}",
@@ -151,10 +150,13 @@ def on_chip(stack: Stack, chip) -> Stack:
     unchanged."""
     if not getattr(stack, "implied", ""):
         return stack
-
     _, sv = resolve_stack(stack.implied, PLATFORM_OF_VENDOR.get(str(getattr(chip, "vendor", "")).lower()))
-    if sv is None or sv.label == stack.label:
-        return stack
+    return stack if sv is None or sv.label == stack.label else _at_version(stack, sv)
+
+
+def _at_version(stack: Stack, sv) -> Stack:
+    """``stack`` as the listed version ``sv`` (``specs.stacks.StackVersion``) names it: its version, label and memory
+    fraction."""
     return replace(stack, version=sv.version, label=sv.label, mem_fraction=sv.mem_fraction)
 
 
