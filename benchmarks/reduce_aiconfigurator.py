@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # rackmath's light spec helpers (no rackmath install needed in this venv)
 
-from rackmath.specs.records import toml_value  # noqa: E402
+from rackmath.analyses.fitting.measure import curves_toml  # noqa: E402
 from rackmath.specs.stacks import version_key  # noqa: E402
 
 TARGET = ROOT / "src" / "rackmath" / "specs" / "data" / "kernels"
@@ -177,24 +177,16 @@ def comm_curves(sysdir, pkg_root):
 
 
 def render(chip, system, device, version, curves) -> str:
-    lines = [f"# Measured kernel curves of {chip} ({device}), reduced by benchmarks/reduce_aiconfigurator.py from",
-             f"# {PACKAGE} {version} (NVIDIA, Apache License 2.0: specs/data/kernels/NOTICE-aiconfigurator.md).",
-             "# Changes: the package's per-operator tables reduced to these curves (a few shapes each, the minimum",
-             "# latency per point, SI units). Do not edit by hand. Keys starting with \"_\" are not catalog kinds.",
-             "# The silicon of --efficiency measured: specs/kernels.silicon derives the step model's tau, eta_c, "
-             "M_half, eta_m, collective latency and eta_comm from these curves.", "",
-             "[_meta]", f"chip = {toml_value(chip)}", f"package = {toml_value(PACKAGE)}",
-             f"package_version = {toml_value(version)}", 'license = "Apache-2.0"',
-             f"system = {toml_value(system)}", f"device = {toml_value(device)}",
-             "source = " + toml_value(f"{PACKAGE} {version} (PyPI), systems/data/{system}/: per-operator latencies "
-                                      f"measured by NVIDIA on {device}"),
-             ""]
-    for c in curves:
-        lines.append("[[_curve]]")
-        lines += [f"{k} = {toml_value(c[k] if not isinstance(c[k], (int,)) or isinstance(c[k], bool) else int(c[k]))}"
-                  for k in c]
-        lines.append("")
-    return "\n".join(lines)
+    comments = [f"Measured kernel curves of {chip} ({device}), reduced by benchmarks/reduce_aiconfigurator.py from",
+                f"{PACKAGE} {version} (NVIDIA, Apache License 2.0: specs/data/kernels/NOTICE-aiconfigurator.md).",
+                "Changes: the package's per-operator tables reduced to these curves (a few shapes each, the minimum",
+                "latency per point, SI units). Do not edit by hand. Keys starting with \"_\" are not catalog kinds.",
+                "The silicon of --efficiency measured: specs/kernels.silicon derives the step model's tau, eta_c, "
+                "M_half, eta_m, collective latency and eta_comm from these curves."]
+    meta = {"chip": chip, "package": PACKAGE, "package_version": version, "license": "Apache-2.0", "system": system,
+            "device": device, "source": f"{PACKAGE} {version} (PyPI), systems/data/{system}/: per-operator latencies "
+                                        f"measured by NVIDIA on {device}"}
+    return curves_toml(meta, curves, comments)
 
 
 def main(argv=None) -> int:

@@ -13,14 +13,17 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 import time
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, RackmathError
 from . import units
 from .analyses.fitting import measure as am
 from .engine.roofline import roofline
+from .specs import kernels
+from .specs.hardware import load_chip
 from .specs.models import load_model
 
 # Sizes per (device type, quick): weight budget of the decode model, batches, contexts, steps, GEMM sizes, and the
@@ -388,3 +391,96 @@ def save(result: dict, directory, *, force: bool = False) -> list:
                            id_prefix=system.chip.name, date=result.get("date"))
     rec.write_text(am.records_toml(recs, head))
     return [cat, rec]
+
+
+# --------------------------------------------------------------------------------------------- measure --curves
+
+
+def _curves_module():
+    _torch()  # the same one-line error when torch is missing
+    from . import measure_curves
+
+    return measure_curves
+
+
+def chip_of_device(device_name: str, dev_type: str = "cuda") -> str:
+    """The catalog chip a device's curves belong to: the chip whose shipped kernel curves were measured on a device
+    of the same name (e.g. "NVIDIA H100 80GB HBM3" → h100), else ``measured-<device name>``."""
+    for path in sorted(kernels.DIR.glob("*.toml")):
+        t = kernels.kernel_table(path.stem)
+        if t is not None and t["shipped"] and t["meta"].get("device") == device_name:
+            return path.stem
+    return "measured-" + ("cpu" if dev_type == "cpu" else
+                          "".join(c if c.isalnum() else "-" for c in device_name.lower()).strip("-"))
+
+
+def _silicon_numbers(chip_name: str, table: dict | None) -> dict | None:
+    """τ, η_m, and η_c and M½ per GEMM dtype of a catalog chip from ``table`` (None: the chip's own curves), or None
+    (no catalog chip of that name, or the curves lack what the silicon needs)."""
+    try:
+        chip = load_chip(chip_name)
+        sil = kernels.silicon(chip, table)
+    except RackmathError:
+        return None
+    if not sil:
+        return None
+    out = {k: sil[k]["value"] for k in ("kernel_latency_s", "eta_memory") if k in sil}
+    for dt, v in sil.get("by_dtype", {}).items():  # η_c and M½ per GEMM dtype: compared dtype by dtype
+        out[f"eta_compute_{dt}"], out[f"gemm_half_tokens_{dt}"] = v["eta_compute"], v["gemm_half_tokens"]
+    return out
+
+
+def curves_path(directory, chip: str, force: bool = False):
+    """``DIR/kernels/<chip>.toml``, checked: DIR a directory (or to be created), the file not there unless
+    ``force``."""
+    from pathlib import Path
+
+    d = Path(directory)
+    if d.exists() and not d.is_dir():
+        raise InputError("save", f"{d} exists and is not a directory", "a directory (created when missing)")
+    p = d / "kernels" / f"{chip}.toml"
+    if p.exists() and not force:
+        raise InputError("save", f"{p} exists and would be overwritten", "another --save DIR, or --force")
+    return p
+
+
+def measure_curves(*, device: str = "auto", quick: bool = False, name: str | None = None, progress=None,
+                   save=None, force: bool = False) -> dict:
+    """``rackmath measure --curves``: this GPU's kernel curves (``measure_curves``) in the format of
+    ``specs/data/kernels/<chip>.toml``, each measured curve beside the chip's current curve of the same shape
+    (:func:`analyses.fitting.measure.compare_curves`: the ratio measured / current per point), and the silicon numbers
+    (τ, η_m, and η_c and M½ per GEMM dtype: ``specs.kernels.silicon``) derived from each."""
+    check_name(name)
+    t_start = time.perf_counter()
+    mc = _curves_module()
+    dev, info = _open_device(_torch(), device, None)
+    chip = name or chip_of_device(info["name"], dev.type)
+    if save is not None:  # before the run: the file it would write must not exist
+        curves_path(save, chip, force)
+    when = time.strftime("%Y-%m-%d", time.gmtime())
+    how = f"rackmath measure --curves{' --quick' if quick else ''} on {info['name']} ({dev.type}, torch {info['torch']}), {when}"
+    curves = mc.measure_curves(dev, quick=quick, progress=progress)
+    meta = {"chip": chip, "package": "rackmath", "package_version": sys.modules["rackmath"].__version__, "license": "own measurement",
+            "system": f"measure --curves ({dev.type})",
+            "device": info["name"], "source": how, "date": when}
+    mine = {"meta": meta, "curves": curves, "shipped": False, "file": "this run"}
+    current = kernels.kernel_table(chip)
+    return {"chip": chip, "device": info, "how": how, "date": when, "quick": bool(quick), "curves": curves,
+            "meta": meta, "reference": None if current is None else current["file"],
+            "comparison": am.compare_curves(curves, current["curves"]) if current else [],
+            "silicon": {"measured": _silicon_numbers(chip, mine),
+                        "reference": _silicon_numbers(chip, None) if current is not None else None},
+            "seconds": time.perf_counter() - t_start}
+
+
+def save_curves(result: dict, directory, *, force: bool = False) -> list:
+    """Write ``DIR/kernels/<chip>.toml`` (never over an existing file unless ``force``): with ``--catalog DIR`` the
+    chip's ``--efficiency measured`` silicon then comes from these curves (``specs.kernels.kernel_table``)."""
+    p = curves_path(directory, result["chip"], force)
+    d = p.parent.parent
+    comments = [f"Kernel curves of {result['chip']} measured by {result['how']}.",
+                "Format: specs/data/kernels/ (docs/measure.md). Keys starting with \"_\" are not catalog kinds.",
+                f"Use with: rackmath --catalog {d} hardware show {result['chip']}   (and --efficiency measured)"]
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(am.curves_toml(result["meta"], result["curves"], comments))
+    return [p]

@@ -56,6 +56,10 @@ def measure_cmd(
                                                              "default is DIR/<chip>.png."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars (they show only on a terminal)."),
+    curves: bool = typer.Option(False, "--curves", help="Measure kernel curves instead (GEMM vs M, the kernel floor, "
+                                                        "decode attention and MLA vs context) in the format of the "
+                                                        "shipped ones, and compare them with the chip's current "
+                                                        "curves; --save DIR writes DIR/kernels/<chip>.toml."),
     json: bool = JSON_OPT,
 ):
     """Measure matmul FLOP/s, memory bandwidth and a real decode sweep; compare with this machine's roofline.
@@ -66,6 +70,10 @@ def measure_cmd(
     from ..measuring import measure
     from ..specs.models import load_model
 
+    if curves:
+        return _curves_cmd(device, quick, name, save, force, no_progress, json,
+                           unused={"batch": batch, "context": context, "weight_budget": weight_budget,
+                                   "threads": threads, "output": output})
     dts, b, c, wb, th = _parse_sizes(dtype, batch, context, weight_budget, threads)
     _check_outputs(output, save, name, force)
     if device not in ("cpu", "cuda", "auto"):  # checked before the progress bar starts: one clean line
@@ -214,3 +222,64 @@ def _render(res: dict) -> None:
            "—" if k["predicted_calibrated"] is None else f"{k['predicted_calibrated']:.0f}"] for k in res["knees"]]
     table("knee (batch where compute catches up with the fixed memory time)",
           ["context", "measured", "ideal roofline", "calibrated"], kn)
+
+
+def _curves_cmd(device: str, quick: bool, name, save, force: bool, no_progress: bool, json: bool, unused: dict):
+    """``measure --curves``: measure, compare with the chip's current curves, write DIR/kernels/<chip>.toml."""
+    from ..errors import InputError
+    from ..measuring import check_name, curves_path, measure_curves, save_curves
+
+    given = [k for k, v in unused.items() if v is not None]
+    if given:
+        opt = "--" + given[0].replace("_", "-")
+        raise InputError(given[0], f"{opt} does not apply to --curves", "--device, --quick, --name, --save, --force, "
+                                                                     "--json with --curves")
+    if device not in ("cpu", "cuda", "auto"):
+        raise InputError("device", f"unknown {device!r}", "cpu, cuda or auto")
+    check_name(name)
+    if save is not None:
+        curves_path(save, name or "_", force)
+    show = (lambda label: typer.echo(f"measuring {label}", err=True)) if not no_progress and not json else None
+    res = measure_curves(device=device, quick=quick, name=name, progress=show, save=save, force=force)
+    if save is not None:
+        for p in save_curves(res, save, force=force):
+            typer.echo(f"wrote {p}", err=True)
+    if json:
+        from .common import print_json
+
+        print_json(res)
+        return
+    _render_curves(res)
+
+
+def _render_curves(res: dict) -> None:
+    """Each measured curve's ratio to the chip's current curve, and the silicon numbers from each."""
+    from ..explain import fmt
+    from .common import Col, table
+
+    rows = []
+    for c in res["comparison"] or [{"name": c["name"], "reference": None} for c in res["curves"]]:
+        if c.get("median_ratio") is None:
+            rows.append([c["name"], "—", "—", "no curve of this shape to compare"])
+        else:
+            rows.append([c["name"], f"{c['points']}", f"{c['median_ratio']:.2f}×",
+                         f"{c['min_ratio']:.2f}–{c['max_ratio']:.2f}×  vs “{c['reference']}”"])
+    ref = res["reference"] or "none (the chip has no curves: these are its first)"
+    table(f"{res['chip']}: kernel curves measured on {res['device']['name']} (torch {res['device']['torch']}) beside "
+          f"its current curves ({ref}); ratio = measured / current time",
+          [Col("curve", 0, text=True), Col("points", 0), Col("median ratio", 0), Col("range", 0, text=True)], rows,
+          caption=f"{res['seconds']:.1f} s in all")
+    sm, sr = res["silicon"]["measured"], res["silicon"]["reference"]
+    if sm:
+        names = {"kernel_latency_s": "τ (kernel floor)", "eta_memory": "η_m (M = 1, BF16)"}
+        names.update({k: ("η_c " if k.startswith("eta") else "M½ (rows) ") + k.rsplit("_", 1)[-1]
+                      for k in sorted(set(sm) | set(sr or {})) if k.startswith(("eta_compute_", "gemm_half_"))})
+
+        def cell(d, k):
+            if not d or k not in d:
+                return "—"
+            return fmt(d[k], "s") if k == "kernel_latency_s" else f"{d[k]:.3g}"
+
+        srows = [[label, cell(sm, k), cell(sr, k)] for k, label in names.items()]
+        table("silicon numbers of --efficiency measured, from each set of curves (specs/kernels.silicon)",
+              [Col("number", 0, text=True), Col("measured here", 0), Col("current", 0)], srows)

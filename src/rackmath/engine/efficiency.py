@@ -392,7 +392,7 @@ def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
     else:
         why = (f"--efficiency measured: no measured kernel curves for {chip.name}: the silicon of its fitted preset "
                f"{base.name} (fitted together with the stacks on the records), the stack version's own times")
-    return replace(base, **vals, **mine, description=f"{base.description}; {why}", note=why)
+    return replace(base, **vals, **mine, error_band=None, description=f"{base.description}; {why}", note=why)
 
 
 def for_stack(eff: Efficiency, stack) -> Efficiency:

@@ -8,6 +8,10 @@ reads only these TOML files (never aiconfigurator). ``hardware show`` names thei
 the step model's silicon parameters from them (``--efficiency measured``: ``engine.efficiency.measured_efficiency``),
 each number with the curve, table and package version it comes from.
 
+A user's own curves (``rackmath measure --curves --save DIR``, or any file in the same format whose ``[_meta]``
+names the chip) in a ``--catalog`` / ``RACKMATH_CATALOG`` directory take the place of the shipped ones for that chip:
+:func:`kernel_table` says which file it read.
+
 A chip no one has measured (AMD, TPU) may instead have **silicon inferred from records**
 (``specs/data/kernels/inferred/<chip>.toml``, written by ``benchmarks/stack_fit.py --write``): the two numbers the
 serving records identify for it — the floor time per kernel τ_k and the MLA kernel scale — fitted on that chip's
@@ -21,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import CatalogError
-from .catalog import _read_toml
+from .catalog import _dir_scan, _read_toml, catalog_dirs, register_cache
 
 DIR = Path(__file__).parent / "data" / "kernels"
 #: Silicon inferred from serving records for chips without measured curves (:func:`inferred`).
@@ -36,23 +40,70 @@ WITHOUT = {"amd": "none measured: vendor figures and the serving records only (a
            "": "none measured: vendor figures only"}
 
 
+def _user_curves(chip: str):
+    """(path, document) of the last kernel-curve file in the user's catalog directories whose ``[_meta]`` names
+    ``chip`` (the directory given last wins, as for every catalog entry), or None."""
+    found = None
+    for d in catalog_dirs()[1:]:
+        for path, doc in _dir_scan(d)[0]:
+            meta = doc.get("_meta")
+            if isinstance(meta, dict) and meta.get("chip") == chip and "_curve" in doc:
+                found = (path, doc)
+    return found
+
+
+#: What makes two kernel curves the same measurement (a user's curve replaces the shipped one of the same key;
+#: ``rackmath measure --curves`` compares them): the operator and these fields of its shape.
+CURVE_KEYS = {"gemm": ("dtype", "n", "k"), "kernel_floor": (), "attention_decode": ("batch", "heads", "kv_heads",
+                                                                                    "head_dim", "kv_dtype"),
+              "mla_decode": ("batch", "tp", "kv_dtype"), "moe": ("model", "dtype", "ep"),
+              "all_reduce": ("gpus",), "all_gather": ("gpus",), "reduce_scatter": ("gpus",), "alltoall": ("gpus",)}
+
+
+def curve_key(c: dict) -> tuple:
+    """The operator and its shape fields (:data:`CURVE_KEYS`)."""
+    return (c.get("op"), *(c.get(k) for k in CURVE_KEYS.get(c.get("op"), ())))
+
+
+@register_cache
 @lru_cache(maxsize=64)
 def kernel_table(chip: str) -> dict | None:
-    """``{"meta": {...}, "curves": [...]}`` of a catalog chip, or None when no curves are shipped for it."""
+    """``{"meta", "curves", "shipped", "file"}`` of a chip, or None when it has no curves.
+
+    The shipped curves, with a user's own (:func:`_user_curves`) **added**: a user curve replaces the shipped curve
+    of the same operator and shape (:func:`curve_key`) and adds one the shipped set lacks, so a partial measurement
+    (say GEMMs and the kernel floor, without collectives) keeps the shipped curves it did not redo. Every curve
+    carries the package, version and system it came from."""
+    user = _user_curves(chip)
     p = DIR / f"{chip}.toml"
-    if not p.exists():
-        return None
-    doc = _read_toml(p)
+    shipped = _checked(p, _read_toml(p)) if p.exists() else None
+    if user is None:
+        return None if shipped is None else dict(shipped, shipped=True, file=f"specs/data/kernels/{chip}.toml")
+    mine = _checked(*user)
+    keys = {curve_key(c) for c in mine["curves"]}
+    kept = [c for c in (shipped["curves"] if shipped else []) if curve_key(c) not in keys]
+    return {"meta": mine["meta"], "curves": mine["curves"] + kept, "shipped": False,
+            "file": str(user[0]) + (f" over specs/data/kernels/{chip}.toml ({len(kept)} of its curves kept)"
+                                    if shipped else "")}
+
+
+def _checked(p, doc: dict) -> dict:
+    """A kernel-curve document checked (``[_meta]``, each ``[[_curve]]``'s fields and times); each curve stamped with
+    the package, version and system of its file."""
     meta, curves = doc.get("_meta"), doc.get("_curve", [])
     if not isinstance(meta, dict) or not isinstance(curves, list):
         raise CatalogError(str(p), "_meta", "expected [_meta] and [[_curve]] tables")
     for i, c in enumerate(curves):
         for k in ("op", "name", "x", "x_values", "time_s", "framework", "framework_version", "table"):
-            if k not in c:
+            if not isinstance(c, dict) or k not in c:
                 raise CatalogError(str(p), f"_curve[{i}].{k}", "missing")
-        if len(c["x_values"]) != len(c["time_s"]) or any(not t > 0 for t in c["time_s"]):
-            raise CatalogError(str(p), f"_curve[{i}].time_s", "one positive time per x value")
-    return {"meta": meta, "curves": curves}
+        xs, ts = c["x_values"], c["time_s"]
+        if not isinstance(xs, list) or not isinstance(ts, list) or not xs or len(xs) != len(ts) \
+                or any(isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < 1e3 for t in ts) \
+                or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in xs):
+            raise CatalogError(str(p), f"_curve[{i}].time_s", "one positive time in seconds per x value")
+    stamp = {k: meta.get(k) for k in ("package", "package_version", "system")}
+    return {"meta": meta, "curves": [dict(stamp, **c) for c in curves]}
 
 
 @lru_cache(maxsize=64)
@@ -90,7 +141,9 @@ def provenance(chip: str, vendor: str = "") -> dict:
             "license": m.get("license"), "system": m.get("system"), "device": m.get("device"),
             "source": m.get("source"), "curves": len(cs), "ops": ops,
             "measured_with": sorted({f'{c["framework"]}@{c["framework_version"]}' for c in cs}),
-            "tables": sorted({c["table"] for c in cs}), "file": f"specs/data/kernels/{chip}.toml"}
+            "tables": sorted({c["table"] for c in cs}), "file": t["file"], "shipped": t["shipped"],
+            "packages": {f'{c["package"]} {c["package_version"]}': sum(1 for d in cs if d["package"] == c["package"])
+                         for c in cs}}
 
 
 def summary_line(chip: str, vendor: str = "") -> str:
@@ -104,6 +157,10 @@ def summary_line(chip: str, vendor: str = "") -> str:
                 f'{inf["kernel_latency_s"] * 1e6:.2f} µs, MLA kernel scale {inf["mla_kernel_scale"]:.2f} '
                 f'({inf["file"]}: the silicon of --efficiency measured, not a measurement)')
     ops = ", ".join(f"{k} {v}" for k, v in p["ops"].items())
+    if len(p["packages"]) > 1:  # a user's curves over the shipped ones
+        src = " + ".join(f"{n} {k}" for k, n in p["packages"].items())
+        return (f'{p["curves"]} curves ({ops}): {src}, measured with {", ".join(p["measured_with"])}; {p["file"]} '
+                f'(the silicon of --efficiency measured)')
     return (f'{p["curves"]} curves ({ops}) from {p["package"]} {p["package_version"]} ({p["license"]}), measured on '
             f'{p["device"]} with {", ".join(p["measured_with"])}; {p["file"]} (the silicon of --efficiency '
             f'measured)')
@@ -130,14 +187,15 @@ def _curve(t: dict, op: str, **match):
 
 
 def _where(t: dict, c: dict, point: str) -> str:
-    m = t["meta"]
-    return (f'{point} from {m["package"]} {m["package_version"]} {m["system"]} "{c["name"]}" '
+    return (f'{point} from {c.get("package")} {c.get("package_version")} {c.get("system")} "{c["name"]}" '
             f'({c["framework"]}@{c["framework_version"]}: {c["table"]})')
 
 
 def gemm_peak_efficiency(curve: dict, peak: float) -> float:
     """η_c = max_M (2·M·N·K / t(M)) / peak: the share of the dtype's dense peak a large GEMM reaches (measured)."""
-    return max(curve["flops_per_s"]) / peak
+    rate = curve.get("flops_per_s") or [2.0 * m * curve["n"] * curve["k"] / t
+                                        for m, t in zip(curve["x_values"], curve["time_s"])]
+    return max(rate) / peak
 
 
 def gemm_half_rows(curve: dict, peak: float, eta_c: float, tau: float, rows=COMPUTE_ROWS) -> float:
@@ -150,8 +208,9 @@ def gemm_half_rows(curve: dict, peak: float, eta_c: float, tau: float, rows=COMP
 
 
 def gemm_memory_efficiency(curve: dict, hbm_bw: float, tau: float, nbytes_per_param: float) -> float:
-    """η_m = B / (BW·(t(M=1) − τ)): a one-row GEMM reads its weights B = N·K·bytes once (memory-bound)."""
-    t1 = curve["time_s"][curve["x_values"].index(1.0)]
+    """η_m = B / (BW·(t(M=1) − τ)): a one-row GEMM reads its weights B = N·K·bytes once (memory-bound; the
+    smallest M measured where a curve has no M = 1)."""
+    t1 = curve["time_s"][curve["x_values"].index(min(curve["x_values"]))]
     return min(1.0, curve["n"] * curve["k"] * nbytes_per_param / (hbm_bw * max(t1 - tau, 1e-9)))
 
 
@@ -164,7 +223,7 @@ def collective_terms(curve: dict, scaleup_bw: float) -> tuple[float, float]:
     return curve["time_s"][0], min(1.0, 2.0 * (n - 1) / n * b / scaleup_bw / t)
 
 
-def silicon(chip) -> dict | None:
+def silicon(chip, table: dict | None = None) -> dict | None:
     """The step model's silicon parameters of a chip from its measured curves (None: no curves shipped).
 
     A chip without curves but with silicon inferred from records (:func:`inferred`) gets those fields only.
@@ -172,9 +231,10 @@ def silicon(chip) -> dict | None:
     GEMM measured, the floor of a small kernel), ``eta_compute`` and ``gemm_half_tokens`` (the 8192×8192 GEMM
     curve, :func:`gemm_peak_efficiency`, :func:`gemm_half_rows`), ``eta_memory`` (its one-row point,
     :func:`gemm_memory_efficiency`), ``collective_latency_s`` and ``eta_comm`` (the 8-GPU NCCL all-reduce,
-    :func:`collective_terms`); ``"by_dtype"`` holds η_c and M½ of every dtype measured.
+    :func:`collective_terms`); ``"by_dtype"`` holds η_c and M½ of every dtype measured. ``table``: curves to read
+    instead of the chip's (``rackmath measure --curves`` compares its own with the shipped ones).
     """
-    t = kernel_table(chip.name)
+    t = table if table is not None else kernel_table(chip.name)
     if t is None:
         inf = inferred(chip.name)
         if inf is None:
@@ -183,6 +243,9 @@ def silicon(chip) -> dict | None:
         return {k: {"value": float(inf[k]), "from": f"{k} = {float(inf[k]):.4g} {why}"} for k in INFERRED_FIELDS}
     out = {}
     floor = _curve(t, "kernel_floor")
+    if floor is None or not any(_curve(t, "gemm", dtype=d, n=GEMM_SHAPE[0], k=GEMM_SHAPE[1]) for d in GEMM_DTYPES):
+        raise CatalogError(t["file"], "_curve", f"the silicon needs a kernel_floor curve and a gemm curve at N = K = "
+                                                f"{GEMM_SHAPE[0]} ({', '.join(GEMM_DTYPES)})")
     tau = floor["time_s"][0]
     out["kernel_latency_s"] = {"value": tau, "from": _where(t, floor, f"τ = {tau * 1e6:.2f} µs")}
     by_dtype = {}
@@ -193,7 +256,9 @@ def silicon(chip) -> dict | None:
             continue
         eta = gemm_peak_efficiency(c, peak)
         by_dtype[dt] = {"eta_compute": eta, "gemm_half_tokens": gemm_half_rows(c, peak, eta, tau), "curve": c}
-    dt = next(d for d in GEMM_DTYPES if d in by_dtype)
+    dt = next((d for d in GEMM_DTYPES if d in by_dtype), None)
+    if dt is None:
+        raise CatalogError(t["file"], "_curve", f"no gemm curve in a dtype {chip.name} has a peak for")
     g = by_dtype[dt]
     out["eta_compute"] = {"value": g["eta_compute"], "from": _where(t, g["curve"], f"η_c = {g['eta_compute']:.3f} "
                                                                                      f"(max FLOP/s / {dt} peak)")}

@@ -26,6 +26,8 @@ from ...engine.roofline import (attention_flops, compute_time, expected_experts_
                                 memory_time, roofline, step_time, weights_read_bytes)
 from ...engine.step import gemm_efficiency as engine_gemm_efficiency
 from ...specs.hardware import Chip, System
+from ...specs.kernels import curve_key
+from ...specs.records import toml_value
 from ...specs.schema import schema
 
 # --------------------------------------------------------------------------------------------- GEMM efficiency
@@ -541,3 +543,35 @@ def records_toml(records: list[dict], header: str) -> str:
     for rec in records:
         lines += _table("[[record]]", rec) + [""]
     return "\n".join(lines)
+
+
+def curves_toml(meta: dict, curves: list, comments: list) -> str:
+    """A kernel-curve file: ``# comments``, ``[_meta]`` and one ``[[_curve]]`` per curve (the format
+    ``specs.kernels.kernel_table`` reads; written by ``benchmarks/reduce_aiconfigurator.py`` and ``rackmath measure --curves``)."""
+    def val(v):
+        return toml_value(int(v) if isinstance(v, int) and not isinstance(v, bool) else v)
+
+    lines = [f"# {c}" for c in comments] + ["", "[_meta]"] + [f"{k} = {val(v)}" for k, v in meta.items()] + [""]
+    for c in curves:
+        lines += ["[[_curve]]"] + [f"{k} = {val(v)}" for k, v in c.items()] + [""]
+    return "\n".join(lines)
+
+
+def compare_curves(measured: list, reference: list) -> list[dict]:
+    """Each measured curve beside the reference curve of the same operator and shape (``specs.kernels.curve_key``): the
+    ratio r = t_measured / t_reference at every x value both have, its median, min and max (r < 1: faster here).
+    A measured curve with no reference of that shape gets ``reference = None`` and no ratios."""
+    out = []
+    for c in measured:
+        ref = next((r for r in reference if curve_key(r) == curve_key(c)), None)
+        row = {"op": c["op"], "name": c["name"], "reference": None if ref is None else ref["name"], "points": 0,
+               "median_ratio": None, "min_ratio": None, "max_ratio": None, "x": [], "ratio": []}
+        if ref is not None:
+            t_ref = dict(zip(ref["x_values"], ref["time_s"]))
+            pairs = [(x, t / t_ref[x]) for x, t in zip(c["x_values"], c["time_s"]) if x in t_ref]
+            if pairs:
+                r = np.array([p[1] for p in pairs])
+                row.update(points=len(pairs), median_ratio=float(np.median(r)), min_ratio=float(r.min()),
+                           max_ratio=float(r.max()), x=[p[0] for p in pairs], ratio=[float(v) for v in r])
+        out.append(row)
+    return out
