@@ -71,6 +71,12 @@ def test_measured_efficiency_only_where_curves_exist():
     assert set(dict(m.silicon_from)) == {"kernel_latency_s", "mla_kernel_scale"}
     assert "inferred" in m.note and "inferred from" in dict(m.silicon_from)["mla_kernel_scale"]
     assert inf["groups"] >= 2 and inf["records"] >= 100
+    # the per-version measured path was never validated as a preset: no error band is carried over from the AMD
+    # preset (0.123), whatever the chip's silicon (curves, inferred, neither)
+    from rackmath.options import validated_error
+
+    assert validated_error(default_efficiency("mi355x")) is not None
+    assert [validated_error(resolve(c, "measured")) for c in ("h200", "mi355x", "mi300x")] == [None, None, None]
     # the default is unchanged: the fitted preset
     assert resolve("h200", "auto").name == "hopper-serving" and not resolve("h200", "auto").per_version
 
