@@ -253,3 +253,36 @@ def test_leave_one_family_out_never_sees_the_family():
     after = S.leave_one_family_out(moved, pred, starts)
     assert all(before[r.id] == after[r.id] for r in recs if r.hardware_family == "hopper")
     assert any(abs(before[r.id] / after[r.id] - 1) > 1e-6 for r in recs if r.hardware_family == "blackwell")
+
+
+def test_moe_streaming_efficiency_hand_derived_from_the_b200_curve():
+    """η_m,moe from aiconfigurator-core's B200 MXFP4×MXFP8 MoE table (gpt-oss-120b, EP 1, balanced routing): at
+    T = 32 tokens × top-4 all 128 experts are hit; each holds 3 · 2880 · 2880 weights at 4.25 bits (MXFP4: one 8-bit
+    scale per 32) = 13,219,200 B; t(32) = 272.99 µs, τ = 1.7077 µs, BW = 8 TB/s:
+    η = 128 · 13,219,200 / (8e12 · (272.99 − 1.7077) µs) = 0.7797 — the fastest of B200's four MoE curves."""
+    from rackmath.specs.kernels import moe_memory_efficiency
+
+    t = kernel_table("b200")
+    c = next(c for c in t["curves"] if c["op"] == "moe" and c["dtype"] == "w4a8_mxfp4_mxfp8")
+    assert c["time_s"][c["x_values"].index(32.0)] == pytest.approx(272.99e-6)
+    hand = 128 * 3 * 2880 * 2880 * (0.5 + 1 / 32) / (8e12 * (272.99e-6 - 1.7077e-6))
+    assert hand == pytest.approx(0.7797, abs=1e-4)
+    assert moe_memory_efficiency(c, 8e12, 1.7077e-6) == pytest.approx(hand, rel=1e-9)
+    sil = silicon(load_hardware("b200").chip)
+    assert sil["eta_memory_moe"]["value"] == pytest.approx(hand, rel=1e-9) and "w4a8_mxfp4_mxfp8" in \
+        sil["eta_memory_moe"]["from"]
+
+
+def test_routed_experts_stream_at_the_moe_rate_only_under_measured():
+    """Under --efficiency measured the experts' weight reads take B / (BW · η_m,moe), every other read B / (BW · η_m);
+    a fitted preset (η_m,moe = 0) reads everything at η_m."""
+    from rackmath.engine.step import Op, memory_efficiency
+
+    m = resolve("b200", "measured")
+    experts, qkv = Op(name="experts", flops=0.0, bytes=1e9, peak=1e15), Op(name="qkv_o", flops=0.0, bytes=1e9, peak=1e15)
+    assert memory_efficiency(experts, m) == m.eta_memory_moe == pytest.approx(0.7797, abs=1e-4)
+    assert memory_efficiency(qkv, m) == m.eta_memory == pytest.approx(0.6531, abs=1e-4)
+    preset = default_efficiency("b200")
+    assert preset.eta_memory_moe == 0 and memory_efficiency(experts, preset) == preset.eta_memory
+    # a chip without MoE curves (A100) keeps η_m for its experts
+    assert resolve("a100-sxm-80gb", "measured").eta_memory_moe == 0

@@ -60,6 +60,7 @@ COMPOSITIONS = ("serial", "overlap")
 NUMERIC = {
     "eta_compute": (0.0, 1.0, 1.0),
     "eta_memory": (0.0, 1.0, 1.0),
+    "eta_memory_moe": (0.0, 1.0, 0.0),
     "eta_comm": (0.0, 1.0, 1.0),
     "step_overhead_s": (0.0, 10.0, 0.0),
     "gemm_half_tokens": (0.0, 1e5, 0.0),
@@ -158,6 +159,9 @@ class Efficiency:
     name: str = "ideal"
     eta_compute: float = 1.0
     eta_memory: float = 1.0
+    #: η_m of the routed experts' weight reads (a grouped GEMM streaming the experts it hits), from a chip's measured
+    #: MoE curves (specs/kernels.moe_memory_efficiency); 0: η_m (every preset fitted on records)
+    eta_memory_moe: float = 0.0
     eta_comm: float = 1.0
     step_overhead_s: float = 0.0
     gemm_half_tokens: float = 0.0
@@ -277,9 +281,10 @@ def _num(d, k, path, name):
         v = float(v)
     except (TypeError, ValueError):
         raise CatalogError(path, f"efficiency.{k}", f"{name!r}: {v!r} is not a number") from None
-    ok = (lo < v <= hi) if k.startswith("eta_") else (lo <= v < hi)
+    share = k.startswith("eta_") and k != "eta_memory_moe"  # a share of a peak: > 0 (η_m,moe: 0 means η_m)
+    ok = (lo < v <= hi) if share else (lo <= v <= hi) if k == "eta_memory_moe" else (lo <= v < hi)
     if not ok:  # also rejects NaN
-        rng = f"({lo:g}, {hi:g}]" if k.startswith("eta_") else f"[{lo:g}, {hi:g})"
+        rng = f"({lo:g}, {hi:g}]" if share else f"[{lo:g}, {hi:g}]" if k == "eta_memory_moe" else f"[{lo:g}, {hi:g})"
         raise CatalogError(path, f"efficiency.{k}", f"{v} outside {rng}")
     return v
 
@@ -357,8 +362,8 @@ def default_efficiency(chip_name: str, regime: str = "serving") -> Efficiency:
 
 
 #: The Efficiency fields :func:`measured_efficiency` takes from a chip's measured kernel curves (specs/kernels.silicon).
-SILICON_FIELDS = ("kernel_latency_s", "eta_compute", "gemm_half_tokens", "eta_memory", "collective_latency_s",
-                  "eta_comm", "mla_kernel_scale")
+SILICON_FIELDS = ("kernel_latency_s", "eta_compute", "gemm_half_tokens", "eta_memory", "eta_memory_moe",
+                  "collective_latency_s", "eta_comm", "mla_kernel_scale")
 #: The host-time fields of one stack version (``stack_hosts.toml``), each an ``<field>_<engine>_s`` of a preset.
 VERSION_FIELDS = ("sched", "seq", "eager", "request")
 
@@ -366,7 +371,7 @@ VERSION_FIELDS = ("sched", "seq", "eager", "request")
 def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
     """``--efficiency measured``: the chip's silicon from its measured kernel curves, the stack from its version.
 
-    τ, η_c, M½, η_m, α_coll and η_comm come from :func:`rackmath.specs.kernels.silicon` (each with the curve, table and
+    τ, η_c, M½, η_m, η_m,moe, α_coll and η_comm come from :func:`rackmath.specs.kernels.silicon` (each with the curve, table and
     package version it was read from: ``silicon_from``); the other numbers (MLA kernel scale, scale-out latency) and
     the host times of a stack without fitted version times are the chip's calibrated preset's; each stack version's
     times (``sched``, ``seq``, ``eager``, ``request``, ``kernel``) are those fitted with this silicon fixed

@@ -150,13 +150,22 @@ def _small_m_penalty(eff) -> bool:
     return bool(np.any(np.asarray(half) != 0))
 
 
+def memory_efficiency(op: Op, eff):
+    """η_m of an operator's bytes: the routed experts' weight reads stream at the chip's measured MoE rate η_m,moe
+    where the preset has one (``--efficiency measured`` on a chip with MoE curves), every other read at η_m."""
+    moe = getattr(eff, "eta_memory_moe", 0.0)
+    if op.name == "experts" and np.all(np.asarray(moe) > 0):
+        return moe
+    return eff.eta_memory
+
+
 def op_terms(op: Op, hbm_bw, eff):
     """One operator's terms (s): compute F / (peak · η_c(M)), memory B / (BW · η_m), network net / η_comm, and
     latency kernels · τ_k + collectives · τ_c + scale-out collectives · τ_so + fixed."""
     eta = eff.eta_compute if op.m is None or not _small_m_penalty(eff) else \
         gemm_efficiency(eff.eta_compute, op.m, eff.gemm_half_tokens)
     c = np.asarray(op.flops, dtype=float) / (op.peak * eta)
-    m = np.asarray(op.bytes, dtype=float) / (hbm_bw * eff.eta_memory)
+    m = np.asarray(op.bytes, dtype=float) / (hbm_bw * memory_efficiency(op, eff))
     n = np.asarray(op.net_s, dtype=float) / eff.eta_comm
     lat = (np.asarray(op.kernels, dtype=float) * eff.kernel_latency_s
            + np.asarray(op.collectives, dtype=float) * eff.collective_latency_s
@@ -314,6 +323,7 @@ def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
                              value=float(gemm_efficiency(eta_c, m, half)), unit="",
                              source=f"η_c·M/(M+M½), the {curve('eta_compute')} curve"))
     for k, sym, unit in (("eta_compute", "η_c", ""), ("gemm_half_tokens", "M½", ""), ("eta_memory", "η_m", ""),
+                         ("eta_memory_moe", "η_m,moe (experts)", ""),
                          ("kernel_latency_s", "τ_k", "s"), ("collective_latency_s", "τ_c", "s"),
                          ("eta_comm", "η_comm", ""), ("mla_kernel_scale", "MLA kernel scale", "")):
         if k in src:

@@ -214,6 +214,24 @@ def gemm_memory_efficiency(curve: dict, hbm_bw: float, tau: float, nbytes_per_pa
     return min(1.0, curve["n"] * curve["k"] * nbytes_per_param / (hbm_bw * max(t1 - tau, 1e-9)))
 
 
+#: Bytes per expert weight of the MoE tables' formats, block scales included: FP8 with one FP32 scale per 128 × 128
+#: block (DeepSeek-V3's checkpoint, arXiv 2412.19437 §3.3), NVFP4 with one FP8 scale per 16 values (NVIDIA's NVFP4),
+#: MXFP4 with one 8-bit scale per 32 values (OCP Microscaling Formats v1.0).
+MOE_WEIGHT_BYTES = {"fp8_block": 1.0 + 4 / (128 * 128), "nvfp4": 0.5 + 1 / 16, "w4a16_mxfp4": 0.5 + 1 / 32,
+                    "w4a8_mxfp4_mxfp8": 0.5 + 1 / 32}
+
+
+def moe_memory_efficiency(curve: dict, hbm_bw: float, tau: float) -> float:
+    """η_m,moe = max_T H(T) · B_e / (BW · (t(T) − τ)): the share of HBM bandwidth a grouped MoE GEMM reaches while
+    streaming the experts it hits. B_e = 3 · hidden · inter · bytes per weight (gate, up, down); the tables route
+    balanced, so T tokens hit H(T) = min(E, T · k) / EP distinct experts on a rank (aiconfigurator-core's
+    ``moe_perf`` "balanced" rows). Capped at 1."""
+    b_e = 3.0 * curve["hidden"] * curve["inter"] * MOE_WEIGHT_BYTES[curve["dtype"]]
+    best = max(min(curve["experts"], t * curve["topk"]) / curve["ep"] * b_e / (hbm_bw * max(s - tau, 1e-9))
+               for t, s in zip(curve["x_values"], curve["time_s"]))
+    return min(1.0, best)
+
+
 def collective_terms(curve: dict, scaleup_bw: float) -> tuple[float, float]:
     """(α, η_comm) of an all-reduce curve over n GPUs: α = t at the smallest message (the fixed cost of one
     collective); η_comm = 2(n−1)/n·B/scaleup_bw / t at the largest message (ring bound over the measured time;
@@ -230,7 +248,8 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     ``{field: {"value": v, "from": "… curve, table, package version"}}`` for ``kernel_latency_s`` (τ: the shortest
     GEMM measured, the floor of a small kernel), ``eta_compute`` and ``gemm_half_tokens`` (the 8192×8192 GEMM
     curve, :func:`gemm_peak_efficiency`, :func:`gemm_half_rows`), ``eta_memory`` (its one-row point,
-    :func:`gemm_memory_efficiency`), ``collective_latency_s`` and ``eta_comm`` (the 8-GPU NCCL all-reduce,
+    :func:`gemm_memory_efficiency`), ``eta_memory_moe`` (the fastest MoE curve, :func:`moe_memory_efficiency`),
+    ``collective_latency_s`` and ``eta_comm`` (the 8-GPU NCCL all-reduce,
     :func:`collective_terms`); ``"by_dtype"`` holds η_c and M½ of every dtype measured. ``table``: curves to read
     instead of the chip's (``rackmath measure --curves`` compares its own with the shipped ones).
     """
@@ -268,6 +287,13 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     cb = _curve(t, "gemm", dtype="bf16", n=GEMM_SHAPE[0], k=GEMM_SHAPE[1]) or g["curve"]
     eta_m = gemm_memory_efficiency(cb, chip.hbm_bw, tau, 2.0 if cb["dtype"] == "bf16" else 1.0)
     out["eta_memory"] = {"value": eta_m, "from": _where(t, cb, f"η_m = {eta_m:.3f} (M = 1 point)")}
+    moe = [(moe_memory_efficiency(c, chip.hbm_bw, tau), c) for c in t["curves"]
+           if c["op"] == "moe" and c.get("dtype") in MOE_WEIGHT_BYTES and all(k in c for k in ("hidden", "inter",
+                                                                                              "experts", "topk", "ep"))]
+    if moe and chip.hbm_bw:  # the fastest MoE kernel measured on the chip: what its silicon allows
+        eta_moe, c = max(moe, key=lambda x: x[0])
+        out["eta_memory_moe"] = {"value": eta_moe, "from": _where(t, c, f"η_m,moe = {eta_moe:.3f} (the fastest of "
+                                                                       f"{len(moe)} MoE curves)")}
     ar = [c for c in t["curves"] if c["op"] == "all_reduce"]
     if ar and chip.scaleup_bw:
         c = min(ar, key=lambda c: abs(c["gpus"] - COLLECTIVE_GPUS))
