@@ -19,7 +19,9 @@ framework + version that measured it:
 * ``mla_decode``: MLA decode attention (DeepSeek, 128 heads / TP) time versus context at batch 1 and 64, TP 8;
 * ``moe``: grouped-GEMM MoE time versus tokens for DeepSeek-V3's experts (7168 × 2048, 256 experts, top-8) at EP 8
   and gpt-oss-120b's (2880 × 2880, 128 experts, top-4) at EP 1, balanced routing;
-* ``all_reduce``, ``all_gather``, ``reduce_scatter``, ``alltoall``: NCCL time versus bytes per group size.
+* ``all_reduce``, ``all_gather``, ``reduce_scatter``, ``alltoall``: NCCL time versus bytes per group size;
+* ``custom_all_reduce``: the stacks' own one-shot all-reduce in a CUDA graph (TensorRT-LLM's where measured) versus
+  bytes per group size.
 
 Latencies in the tables are milliseconds; the curves are SI (seconds, bytes, FLOP/s).
 """
@@ -176,6 +178,28 @@ def comm_curves(sysdir, pkg_root):
     return out
 
 
+def custom_allreduce_curves(sysdir, pkg_root):
+    """The stacks' own one-shot all-reduce (TensorRT-LLM's, else SGLang's or vLLM's custom all-reduce) inside a CUDA
+    graph, per group size: what a decode step's small all-reduces cost on NVLink (NCCL's are ~5× slower there)."""
+    import pandas as pd
+
+    hit = newest_table(sysdir, "comm", "custom_allreduce_perf.parquet")
+    if not hit:
+        return []
+    df = pd.read_parquet(hit[2])
+    how = next(c for c in ("backend", "implementation", "kernel_source") if c in df)
+    df = df[~df[how].astype(str).str.contains("eager")]  # graph-captured rows only (what a decode step replays)
+    out = []
+    for g in sorted(df.num_gpus.unique()):
+        d = df[(df.num_gpus == g) & (df.allreduce_dtype == "bfloat16")]
+        s = d.groupby("message_size").latency.min()
+        if len(s) >= 3:
+            out.append(curve("custom_all_reduce", f"custom all-reduce ({hit[0]}, CUDA graph) over {g} GPUs (BF16 "
+                                                  "elements)", pkg_root, hit, "bytes", [m * 2 for m in s.index],
+                             [x * 1e-3 for x in s.values], gpus=int(g)))
+    return out
+
+
 def render(chip, system, device, version, curves) -> str:
     comments = [f"Measured kernel curves of {chip} ({device}), reduced by benchmarks/reduce_aiconfigurator.py from",
                 f"{PACKAGE} {version} (NVIDIA, Apache License 2.0: specs/data/kernels/NOTICE-aiconfigurator.md).",
@@ -211,7 +235,7 @@ def main(argv=None) -> int:
             print(f"{system}: no measured tables", file=sys.stderr)
             continue
         curves = gemm_curves(sysdir, pkg_root) + attention_curves(sysdir, pkg_root) + moe_curves(sysdir, pkg_root) \
-            + comm_curves(sysdir, pkg_root)
+            + comm_curves(sysdir, pkg_root) + custom_allreduce_curves(sysdir, pkg_root)
         if not curves:
             continue
         import pandas as pd

@@ -286,3 +286,22 @@ def test_routed_experts_stream_at_the_moe_rate_only_under_measured():
     assert preset.eta_memory_moe == 0 and memory_efficiency(experts, preset) == preset.eta_memory
     # a chip without MoE curves (A100) keeps η_m for its experts
     assert resolve("a100-sxm-80gb", "measured").eta_memory_moe == 0
+
+
+def test_tp_allreduce_costs_the_stacks_custom_allreduce_under_measured():
+    """α_AR: TensorRT-LLM's one-shot all-reduce in a CUDA graph over 8 B200s, 256 B (128 BF16 elements): 5.04 µs in
+    aiconfigurator-core's ``custom_allreduce_perf`` table, against NCCL's 25.1 µs at 512 B. Under --efficiency measured
+    a TP all-reduce pays α_AR, an EP all-to-all still τ_c; a fitted preset (α_AR = 0) pays τ_c for both."""
+    from rackmath.engine.step import Op, collective_latency
+
+    sil = silicon(load_hardware("b200").chip)
+    assert sil["allreduce_latency_s"]["value"] == pytest.approx(5.04e-6) and "custom_allreduce_perf" in \
+        sil["allreduce_latency_s"]["from"]
+    m = resolve("b200", "measured")
+    ar, a2a = Op(name="allreduce", collectives=2.0), Op(name="alltoall", collectives=2.0)
+    assert collective_latency(ar, m) == pytest.approx(5.04e-6)
+    assert collective_latency(a2a, m) == m.collective_latency_s == pytest.approx(25.09e-6, rel=1e-3)
+    preset = default_efficiency("b200")
+    assert preset.allreduce_latency_s == 0 and collective_latency(ar, preset) == preset.collective_latency_s
+    # GB200's trays hold 4 GPUs: its curve of 4 (the group nearest 8 that was measured), 4.64 µs
+    assert resolve("gb200", "measured").allreduce_latency_s == pytest.approx(4.6397e-6)

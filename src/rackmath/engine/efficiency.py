@@ -66,6 +66,7 @@ NUMERIC = {
     "gemm_half_tokens": (0.0, 1e5, 0.0),
     "kernel_latency_s": (0.0, 1e-2, 0.0),
     "collective_latency_s": (0.0, 1e-1, 0.0),
+    "allreduce_latency_s": (0.0, 1e-1, 0.0),
     "scaleout_latency_s": (0.0, 1e-1, 0.0),
     "request_overhead_s": (0.0, 10.0, 0.0),
     "sched_trtllm_s": (0.0, 1.0, 0.0),
@@ -168,6 +169,9 @@ class Efficiency:
     kernel_latency_s: float = 0.0
     mla_kernel_scale: float = 1.0  # MLA blocks' kernels relative to the CUDA stacks' count (AMD's ROCm path: more)
     collective_latency_s: float = 0.0
+    #: fixed time of one TP all-reduce inside the scale-up domain: the stacks' one-shot custom all-reduce in a CUDA
+    #: graph, from a chip's measured curves (specs/kernels.silicon); 0: τ_c (every preset fitted on records)
+    allreduce_latency_s: float = 0.0
     scaleout_latency_s: float = 0.0  # extra fixed time of a collective that leaves the scale-up domain (a preset
     # may set it; not in FIT_PARAMS: fitted, it made leave-one-source-out worse, 23.3 % vs 22.8 %, docs/history.md)
     request_overhead_s: float = 0.0  # per-request host time every stack pays (stack_request_s adds the stack's own)
@@ -363,7 +367,7 @@ def default_efficiency(chip_name: str, regime: str = "serving") -> Efficiency:
 
 #: The Efficiency fields :func:`measured_efficiency` takes from a chip's measured kernel curves (specs/kernels.silicon).
 SILICON_FIELDS = ("kernel_latency_s", "eta_compute", "gemm_half_tokens", "eta_memory", "eta_memory_moe",
-                  "collective_latency_s", "eta_comm", "mla_kernel_scale")
+                  "collective_latency_s", "allreduce_latency_s", "eta_comm", "mla_kernel_scale")
 #: The host-time fields of one stack version (``stack_hosts.toml``), each an ``<field>_<engine>_s`` of a preset.
 VERSION_FIELDS = ("sched", "seq", "eager", "request")
 
@@ -371,7 +375,7 @@ VERSION_FIELDS = ("sched", "seq", "eager", "request")
 def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
     """``--efficiency measured``: the chip's silicon from its measured kernel curves, the stack from its version.
 
-    τ, η_c, M½, η_m, η_m,moe, α_coll and η_comm come from :func:`rackmath.specs.kernels.silicon` (each with the curve, table and
+    τ, η_c, M½, η_m, η_m,moe, α_coll, α_AR and η_comm come from :func:`rackmath.specs.kernels.silicon` (each with the curve, table and
     package version it was read from: ``silicon_from``); the other numbers (MLA kernel scale, scale-out latency) and
     the host times of a stack without fitted version times are the chip's calibrated preset's; each stack version's
     times (``sched``, ``seq``, ``eager``, ``request``, ``kernel``) are those fitted with this silicon fixed

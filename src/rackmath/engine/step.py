@@ -159,6 +159,15 @@ def memory_efficiency(op: Op, eff):
     return eff.eta_memory
 
 
+def collective_latency(op: Op, eff):
+    """Fixed time of one of an operator's collectives: a TP all-reduce costs the stacks' custom all-reduce α_AR where
+    the preset has one (``--efficiency measured`` on a chip with those curves), every other collective τ_c."""
+    ar = getattr(eff, "allreduce_latency_s", 0.0)
+    if op.name == "allreduce" and np.all(np.asarray(ar) > 0):
+        return ar
+    return eff.collective_latency_s
+
+
 def op_terms(op: Op, hbm_bw, eff):
     """One operator's terms (s): compute F / (peak · η_c(M)), memory B / (BW · η_m), network net / η_comm, and
     latency kernels · τ_k + collectives · τ_c + scale-out collectives · τ_so + fixed."""
@@ -168,7 +177,7 @@ def op_terms(op: Op, hbm_bw, eff):
     m = np.asarray(op.bytes, dtype=float) / (hbm_bw * memory_efficiency(op, eff))
     n = np.asarray(op.net_s, dtype=float) / eff.eta_comm
     lat = (np.asarray(op.kernels, dtype=float) * eff.kernel_latency_s
-           + np.asarray(op.collectives, dtype=float) * eff.collective_latency_s
+           + np.asarray(op.collectives, dtype=float) * collective_latency(op, eff)
            + np.asarray(op.scaleout_collectives, dtype=float) * eff.scaleout_latency_s + op.latency_s)
     return c, m, n, lat
 
@@ -325,6 +334,7 @@ def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
     for k, sym, unit in (("eta_compute", "η_c", ""), ("gemm_half_tokens", "M½", ""), ("eta_memory", "η_m", ""),
                          ("eta_memory_moe", "η_m,moe (experts)", ""),
                          ("kernel_latency_s", "τ_k", "s"), ("collective_latency_s", "τ_c", "s"),
+                         ("allreduce_latency_s", "α_AR (TP all-reduce)", "s"),
                          ("eta_comm", "η_comm", ""), ("mla_kernel_scale", "MLA kernel scale", "")):
         if k in src:
             rows.append(dict(op=None, symbol=sym, working="", value=at(getattr(eff, k)), unit=unit, source=src[k],

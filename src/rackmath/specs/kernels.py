@@ -249,7 +249,8 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     GEMM measured, the floor of a small kernel), ``eta_compute`` and ``gemm_half_tokens`` (the 8192×8192 GEMM
     curve, :func:`gemm_peak_efficiency`, :func:`gemm_half_rows`), ``eta_memory`` (its one-row point,
     :func:`gemm_memory_efficiency`), ``eta_memory_moe`` (the fastest MoE curve, :func:`moe_memory_efficiency`),
-    ``collective_latency_s`` and ``eta_comm`` (the 8-GPU NCCL all-reduce,
+    ``allreduce_latency_s`` (the stacks' custom all-reduce in a CUDA graph, smallest message, 8 GPUs or the nearest
+    group measured), ``collective_latency_s`` and ``eta_comm`` (the 8-GPU NCCL all-reduce,
     :func:`collective_terms`); ``"by_dtype"`` holds η_c and M½ of every dtype measured. ``table``: curves to read
     instead of the chip's (``rackmath measure --curves`` compares its own with the shipped ones).
     """
@@ -302,6 +303,11 @@ def silicon(chip, table: dict | None = None) -> dict | None:
                                                                             f"({c['x_values'][0]:.0f} B)")}
         out["eta_comm"] = {"value": eta_comm, "from": _where(t, c, f"η_comm = {eta_comm:.3f} "
                                                                    f"({c['x_values'][-1] / 1e6:.0f} MB)")}
+    car = [c for c in t["curves"] if c["op"] == "custom_all_reduce"]
+    if car:  # the small all-reduces of a step: the stacks' own one-shot kernel in a CUDA graph, not NCCL
+        c = min(car, key=lambda c: abs(c["gpus"] - COLLECTIVE_GPUS))
+        out["allreduce_latency_s"] = {"value": c["time_s"][0], "from": _where(
+            t, c, f"α_AR = {c['time_s'][0] * 1e6:.2f} µs ({c['x_values'][0]:.0f} B, {c['gpus']} GPUs)")}
     out["by_dtype"] = {k: {"eta_compute": v["eta_compute"], "gemm_half_tokens": v["gemm_half_tokens"]}
                        for k, v in by_dtype.items()}
     return out
