@@ -73,7 +73,8 @@ def measure_cmd(
     if curves:
         return _curves_cmd(device, quick, name, save, force, no_progress, json,
                            unused={"batch": batch, "context": context, "weight_budget": weight_budget,
-                                   "threads": threads, "output": output})
+                                   "threads": threads, "output": output,
+                                   "dtype": None if dtype == "bf16,fp32" else dtype})
     dts, b, c, wb, th = _parse_sizes(dtype, batch, context, weight_budget, threads)
     _check_outputs(output, save, name, force)
     if device not in ("cpu", "cuda", "auto"):  # checked before the progress bar starts: one clean line
