@@ -364,7 +364,7 @@ def test_hardware_show_names_the_measured_curves_provenance():
     code, out, err = run_cli("hardware", "show", "mi355x", "--json")  # not measured; two numbers inferred
     k = json.loads(out)["measured_kernels"]
     assert k["measured"] is False and set(k["inferred"]) >= {"kernel_latency_s", "mla_kernel_scale", "source"}
-    code, out, err = run_cli("hardware", "show", "gb200-nvl72", env={"COLUMNS": "250"})
+    code, out, err = run_cli("hardware", "show", "gb200-nvl72", env={"COLUMNS": "400"})
     assert code == 0 and "aiconfigurator-core 0.12.0 (Apache-2.0)" in out
 
 

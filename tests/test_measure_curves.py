@@ -64,7 +64,9 @@ def test_user_curves_are_added_over_the_shipped_ones(tmp_path, monkeypatch):
         assert sil["kernel_latency_s"]["value"] == 5e-6 and "rackmath test" in sil["kernel_latency_s"]["from"]
         assert "aiconfigurator-core" in sil["eta_compute"]["from"]  # the shipped FP8-block GEMM still stands
         line = kernels.summary_line("h100", "nvidia")
-        assert "2 rackmath test + 25 aiconfigurator-core 0.12.0" in line and str(tmp_path) in line
+        kept = len(shipped["curves"]) - 1  # all but the shipped floor
+        assert f"2 rackmath test + {kept} aiconfigurator-core 0.12.0" in line and str(tmp_path) in line
+        assert f"({kept} of its curves kept)" in line
     finally:
         monkeypatch.delenv("RACKMATH_CATALOG")
         for clear in catalog._cache_clearers:
