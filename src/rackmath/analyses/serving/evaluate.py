@@ -176,13 +176,16 @@ def evaluate(p: Plan, efficiency=None) -> ServeResult:
 
 
 def _decode(p: Plan, eff, notes: list) -> dict:
-    """The decode step of b = C / (dp · PP) sequences per micro-batch (capped by the stack's batch):
+    """The decode step of b = C / (dp · PP) sequences per micro-batch (capped by the stack's max batch per scheduler
+    × the R attention-DP ranks, each of which schedules its own, as ``simulate``):
     t_decode = t_verify + k · t_draft (:func:`~.steps.speculative_step`), eager where the stack runs no CUDA graphs."""
     lay, st, k = p.layout, p.stack, p.workload.mtp
     b = np.maximum(p.workload.concurrency / (lay.dp * lay.pp), 1.0)
-    if np.any(b > st.max_batch_size):
-        notes.append(f"more than {st.max_batch_size} sequences per replica ({st.name} max batch): the rest wait")
-        b = np.minimum(b, st.max_batch_size)
+    cap = st.max_batch_size * lay.attention_ranks  # one scheduler per attention-DP rank, each with its max batch
+    if np.any(b > cap):
+        notes.append(f"more than {cap} sequences per replica ({st.name} max batch {st.max_batch_size} per "
+                     f"scheduler × {lay.attention_ranks}): the rest wait")
+        b = np.minimum(b, cap)
     res_d = run_step(p, p.numbers("decode"), lay, eff, b)
     t_verify, t_draft, res_k = res_d.tpot_s, 0.0, None
     if k:

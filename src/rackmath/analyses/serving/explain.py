@@ -35,9 +35,10 @@ def derive(r) -> Derivation:
     d.add("L̄", "ISL + OSL/2", f"{w.isl:g} + {w.osl:g}/2", float(mean_decode_context(w.isl, w.osl)), "tokens",
           "mean context of an in-flight sequence", expr=f"{w.isl!r} + {w.osl!r}/2")
     d.add("C", "sequences in flight", "", v["concurrency"], "", key="C")
-    b = d.add("b", "min(max(C / (dp · PP), 1), max batch)", "", _f(info["b"]), "",
-              "sequences per micro-batch per replica",
-              expr=f"min(max(C / ({lay.dp} * {lay.pp}), 1), {p.stack.max_batch_size})", key="b")
+    b = d.add("b", "min(max(C / (dp · PP), 1), max batch · R)", "", _f(info["b"]), "",
+              "sequences per micro-batch per replica (R attention-DP ranks, one scheduler each)",
+              expr=f"min(max(C / ({lay.dp} * {lay.pp}), 1), {p.stack.max_batch_size * lay.attention_ranks})",
+              key="b")
     mla = p.numbers("decode").mla
     x = SimpleNamespace(d=d, r=r, p=p, eff=eff, info=info, w=w, lay=lay, v=v, b=b, k=w.mtp, A=w.acceptance,
                         R=lay.attention_ranks, tau_e=_f(stack_eager_s(eff, p.stack.name)),
@@ -191,7 +192,7 @@ def _aggregated_ttft(x) -> None:
     d.add("TTFT_open", "t_prefill + W + t_request", "", _f(info["ttft_open"]), "s", "before any saturation queue",
           expr="t_pf + W + t_req", key="ttft_o")
     why = ("the prefill budget binds" if bool(np.asarray(r.values["bottleneck"] == "prefill").ravel()[0])
-           else f"the running batch is capped at {p.stack.max_batch_size} per replica")
+           else f"the running batch is capped at {p.stack.max_batch_size} per scheduler")
     _queue_line(x, why)
 
 
@@ -254,7 +255,7 @@ def _disaggregated_ttft(x) -> None:
           expr="t_pf + t_kv + min(rho, 0.95) / (2 * (1 - min(rho, 0.95))) * t_pass + t_req", key="ttft_o")
     why = ("the prefill pool feeds fewer requests than the decode pool serves"
            if bool(np.asarray(r.values["bottleneck"] == "prefill").ravel()[0])
-           else f"the decode pool's running batch is capped at {p.stack.max_batch_size} per replica")
+           else f"the decode pool's running batch is capped at {p.stack.max_batch_size} per scheduler")
     _queue_line(x, why)
 
 
