@@ -98,3 +98,14 @@ def test_explain_shows_the_queue(closed):
     assert working_value(q.substituted) == pytest.approx(q.value, rel=0.015)
     total = lines["TTFT_steady" if closed else "TTFT"]
     assert total.value == pytest.approx(lines["TTFT_open"].value + q.value, rel=1e-9)
+
+
+def test_explain_shows_the_aggregated_queue():
+    """An aggregated stream capped at vLLM's 1,024 sequences with 4,096 in flight: the Q line is Little's law's wait."""
+    r = rackmath.serve("llama-3.1-70b", "h100", isl=1000, osl=1000, concurrency=4096, gpus=8, tp=8, framework="vllm")
+    d = r.explain()
+    assert d.check() == []
+    lines = {s.symbol: s for s in d.steps}
+    assert lines["Q"].value == pytest.approx(float(r._info["queue"]), rel=1e-9) and lines["Q"].value > 100.0
+    assert "capped at 1024 per scheduler" in lines["Q"].note
+    assert lines["TTFT"].value == pytest.approx(r.values["ttft_ms"] / 1e3, rel=1e-9)
