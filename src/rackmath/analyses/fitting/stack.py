@@ -7,7 +7,8 @@ dispatch time per kernel τ_eager, the per-request time t_request and the stack'
 the silicon's floor (τ_k = τ_silicon + τ_stack: launch gaps in its graphs, work it does not fuse; what the fitted
 presets' single τ mixed with the silicon) — on that version's records, minimising the
 robust mean |log error| (``calibration._logerr``) by coordinate descent on shrinking grids, every candidate of a
-grid evaluated in one broadcast engine call per record (``validation.predict_many``). Five parameters and one
+grid evaluated in one broadcast engine call per record (``validation.predict_many``): the four step times on the
+throughput and TPOT records, then t_request on the TTFT records (:func:`fit_hosts` says why). Five parameters and one
 version's records make a fit cheap (seconds), so leaving one InferenceMAX group out (model × chip × framework) and
 leaving one stack version out refit only what they touch:
 
@@ -144,16 +145,19 @@ class Predictor:
         return predict_many(rec, _matrix(self.eff(rec), np.atleast_2d(H)), _names(), name="staged")
 
 
-def _descend(x, params, predictions, meas, prior: float = 0.0) -> np.ndarray:
+def _descend(x, params, predictions, meas, prior: float = 0.0, free=None) -> np.ndarray:
     """Coordinate descent of the robust mean |log error| of ``predictions(C)`` ((records, K) under K candidate rows
     C) against ``meas``, from ``x``, on grids of :data:`POINTS` per coordinate that halve each of :data:`ROUNDS`
     rounds; ``params``: (name, lower, upper, initial half-width) per coordinate; ``prior``: the weight of the pull
-    towards the start, per squared initial half-width."""
+    towards the start, per squared initial half-width; ``free``: the indices of the coordinates that move (default
+    all)."""
     x = np.array(x, dtype=float)
     x0 = x.copy()
     widths = np.array([w for *_r, w in params])
     for _ in range(ROUNDS):
         for j, (_n, lo, hi, w0) in enumerate(params):
+            if free is not None and j not in free:
+                continue
             grid = np.unique(np.clip(x[j] + np.linspace(-widths[j], widths[j], POINTS), lo, hi))
             C = np.tile(x, (len(grid), 1))
             C[:, j] = grid
@@ -165,13 +169,40 @@ def _descend(x, params, predictions, meas, prior: float = 0.0) -> np.ndarray:
     return x
 
 
+#: Index of the per-request time t_request in :data:`STACK_PARAMS`: the one stack time TTFT alone identifies.
+REQUEST = 3
+
+
 def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.ndarray:
-    """The stack times (sched, seq, eager, request, τ_stack) minimising mean robust |log error| over ``recs``, by
-    coordinate descent from ``start`` (:func:`_descend`)."""
+    """The stack times (sched, seq, eager, request, τ_stack) minimising mean robust |log error|, by coordinate descent
+    from ``start`` (:func:`_descend`), in two steps: the step times (sched, seq, eager, τ_stack) on the records of
+    throughput and TPOT, then t_request on the TTFT records with them fixed.
+
+    Why two steps: a run's mean TTFT carries what no step time describes — a saturated closed loop's queue, which is
+    its throughput error amplified by Little's law (``serving.schedule.saturated_ttft``: a 10% error in X is tens
+    of % in C·OSL/X − (OSL − 1)·TPOT), and the tails of cold starts (runs whose mean TTFT is many times their
+    median) — and fitted jointly it bent the eager dispatch time that also prices every mixed step, so TPOT and
+    throughput paid for TTFT. The step times are what TPOT and throughput measure; TTFT then fits the time per
+    request on top, over its whole range (the first grid spans it; no pull towards the start: TTFT identifies it).
+    A version with no TTFT record (or only TTFT records) fits all five on what it has."""
     if not recs:
         return np.array(start, dtype=float)
-    meas = np.array([r.value for r in recs])
-    return _descend(start, STACK_PARAMS, lambda H: np.stack([predictor(r, H) for r in recs]), meas, prior)
+    first = [r for r in recs if r.metric == "ttft_s"]
+    steps = [r for r in recs if r.metric != "ttft_s"]
+
+    def descend(x, rs, free, params=STACK_PARAMS, prior=prior):
+        meas = np.array([r.value for r in rs])
+        return _descend(x, params, lambda H: np.stack([predictor(r, H) for r in rs]), meas, prior, free)
+
+    if not first or not steps:
+        return descend(start, recs, None)
+    x = descend(start, steps, [j for j in range(len(STACK_PARAMS)) if j != REQUEST])
+    # t_request alone, which the TTFT records identify: its whole range searched (the first grid spans it), no prior
+    name, lo, hi, _w = STACK_PARAMS[REQUEST]
+    params = list(STACK_PARAMS)
+    params[REQUEST] = (name, lo, hi, (hi - lo) / 2.0)
+    x[REQUEST] = (lo + hi) / 2.0
+    return descend(x, first, [REQUEST], params, 0.0)
 
 
 def inferable_chips(recs) -> list[str]:

@@ -19,7 +19,7 @@ from ...results import ResultMixin
 from .inputs import Plan
 from .schedule import (CLOSED_LOOP_PROMPTS_PER_CLIENT, MAX_NUM_TOKENS, closed_loop_ttft, disaggregated_output_rate,
                        disaggregated_ttft, disaggregated_wave_ttft, first_wave_share, kv_transfer_time,
-                       output_tokens_per_s, prefill_chunks, steady_state, tokens_per_s_per_user,
+                       output_tokens_per_s, prefill_chunks, saturated_ttft, steady_state, tokens_per_s_per_user,
                        total_tokens_per_s, tpot, wave_schedule, waves_persist)
 from .steps import eager_step, mixed_numbers, run_step, speculative_step, step_kernels
 from .explain import derive, ops
@@ -176,13 +176,16 @@ def evaluate(p: Plan, efficiency=None) -> ServeResult:
 
 
 def _decode(p: Plan, eff, notes: list) -> dict:
-    """The decode step of b = C / (dp · PP) sequences per micro-batch (capped by the stack's batch):
+    """The decode step of b = C / (dp · PP) sequences per micro-batch (capped by the stack's max batch per scheduler
+    × the R attention-DP ranks, each of which schedules its own, as ``simulate``):
     t_decode = t_verify + k · t_draft (:func:`~.steps.speculative_step`), eager where the stack runs no CUDA graphs."""
     lay, st, k = p.layout, p.stack, p.workload.mtp
     b = np.maximum(p.workload.concurrency / (lay.dp * lay.pp), 1.0)
-    if np.any(b > st.max_batch_size):
-        notes.append(f"more than {st.max_batch_size} sequences per replica ({st.name} max batch): the rest wait")
-        b = np.minimum(b, st.max_batch_size)
+    cap = st.max_batch_size * lay.attention_ranks  # one scheduler per attention-DP rank, each with its max batch
+    if np.any(b > cap):
+        notes.append(f"more than {cap} sequences per replica ({st.name} max batch {st.max_batch_size} per "
+                     f"scheduler × {lay.attention_ranks}): the rest wait")
+        b = np.minimum(b, cap)
     res_d = run_step(p, p.numbers("decode"), lay, eff, b)
     t_verify, t_draft, res_k = res_d.tpot_s, 0.0, None
     if k:
@@ -204,10 +207,12 @@ def _decode(p: Plan, eff, notes: list) -> dict:
 def _disaggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
     """A decode pool fed by a prefill pool: X_out = min(decode capacity, what the prefill pool feeds)
     (:func:`~.schedule.disaggregated_output_rate`); TTFT = prefill + KV hand-off + queue + t_request
-    (:func:`~.schedule.disaggregated_ttft`; a closed-loop client's first wave queues at the prefill pool)."""
+    (:func:`~.schedule.disaggregated_ttft`), at least Little's law's where the pool is saturated
+    (:func:`~.schedule.saturated_ttft`); a closed-loop client's first wave queues at the prefill pool."""
     w, st, lp, t_dec, t_req = p.workload, p.stack, p.prefill_layout, dec["t_dec"], info["t_request"]
     C, A = w.concurrency, w.acceptance
-    cap_out = output_tokens_per_s(C, t_dec, A)
+    running = dec["b"] * p.layout.dp * p.layout.pp  # sequences the decode pool runs (its max batch caps b)
+    cap_out = output_tokens_per_s(running, t_dec, A)
     pf_tok_s, t_pass = prefill_pool_rate(p, lp, eff)
     tau_e = stack_eager_s(eff, st.name)
     x_out = disaggregated_output_rate(cap_out, pf_tok_s, w.isl, w.osl, w.cached_share)
@@ -217,7 +222,10 @@ def _disaggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
     kv_bytes = float(np.asarray(p.model.kv_cache_bytes(w.isl, p.kv_dtype)))
     t_xfer = kv_transfer_time(kv_bytes, p.system.chip.scaleout_bw * lp.tp * eff.eta_comm)
     rho = x_out * w.isl_new / w.osl / pf_tok_s
-    ttft = disaggregated_ttft(t_pf, t_xfer, t_pass, rho, t_req)
+    ttft_open = disaggregated_ttft(t_pf, t_xfer, t_pass, rho, t_req)
+    saturated = (x_out < cap_out) | (running < C * (1.0 - 1e-9))  # the prefill pool binds, or the batch is capped
+    ttft, queue = saturated_ttft(ttft_open, saturated, C, x_out, w.osl, tpot(t_dec, A))
+    info.update(ttft_open=ttft_open, queue=queue, saturated=saturated)
     if w.arrivals == "closed-loop":  # the first wave queues at the prefill pool (closed_loop_ttft)
         share = first_wave_share(CLOSED_LOOP_PROMPTS_PER_CLIENT * C, C)
         ttft_wave = disaggregated_wave_ttft(t_pf, t_xfer, w.isl_new, pf_tok_s, C, t_req)
@@ -253,6 +261,7 @@ def _aggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
                       budget=st.max_num_tokens, t_request=info["t_request"], arrivals=w.arrivals,
                       queued=w.concurrency / (lay.dp * lay.pp))
     sch, t_mix, (n_eager, res_m) = ss["schedule"], ss["t_mixed"], ss["mixed_extra"]
+    info.update(ttft_open=ss["ttft_open_s"], queue=ss["queue_s"], saturated=ss["saturated"])
     info.update(chunk=sch["c_rank"], chunk_total=sch["c_tot"], prefill_per_step=sch["p"], t_mixed=t_mix,
                 n_mixed=ss["n_mixed"], rho=sch["rho"], budget_left=sch["left"], eager_kernels_mixed=n_eager,
                 schedule=sch, res_mixed=res_m, tau_eager=tau_e)

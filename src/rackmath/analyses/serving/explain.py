@@ -35,9 +35,10 @@ def derive(r) -> Derivation:
     d.add("L̄", "ISL + OSL/2", f"{w.isl:g} + {w.osl:g}/2", float(mean_decode_context(w.isl, w.osl)), "tokens",
           "mean context of an in-flight sequence", expr=f"{w.isl!r} + {w.osl!r}/2")
     d.add("C", "sequences in flight", "", v["concurrency"], "", key="C")
-    b = d.add("b", "min(max(C / (dp · PP), 1), max batch)", "", _f(info["b"]), "",
-              "sequences per micro-batch per replica",
-              expr=f"min(max(C / ({lay.dp} * {lay.pp}), 1), {p.stack.max_batch_size})", key="b")
+    b = d.add("b", "min(max(C / (dp · PP), 1), max batch · R)", "", _f(info["b"]), "",
+              "sequences per micro-batch per replica (R attention-DP ranks, one scheduler each)",
+              expr=f"min(max(C / ({lay.dp} * {lay.pp}), 1), {p.stack.max_batch_size * lay.attention_ranks})",
+              key="b")
     mla = p.numbers("decode").mla
     x = SimpleNamespace(d=d, r=r, p=p, eff=eff, info=info, w=w, lay=lay, v=v, b=b, k=w.mtp, A=w.acceptance,
                         R=lay.attention_ranks, tau_e=_f(stack_eager_s(eff, p.stack.name)),
@@ -188,14 +189,28 @@ def _aggregated_ttft(x) -> None:
           "half a step, then the prompts ahead", expr="tbar / 2 + min(rho, 0.95) / (2 * (1 - min(rho, 0.95))) * t_pf",
           key="W")
     d.add("t_request", f"host time per request ({p.stack.name}'s)", "", t_req, "s", key="t_req")
-    bound = bool(np.asarray(r.values["bottleneck"] == "prefill").ravel()[0])
+    d.add("TTFT_open", "t_prefill + W + t_request", "", _f(info["ttft_open"]), "s", "before any saturation queue",
+          expr="t_pf + W + t_req", key="ttft_o")
+    why = ("the prefill budget binds" if bool(np.asarray(r.values["bottleneck"] == "prefill").ravel()[0])
+           else f"the running batch is capped at {p.stack.max_batch_size} per scheduler")
+    _queue_line(x, why)
+
+
+def _queue_line(x, why: str) -> None:
+    """Q, the saturation queue (``schedule.saturated_ttft``), and the steady TTFT = TTFT_open + Q (then a closed-loop
+    client's first wave)."""
+    d, info, w, v, r = x.d, x.info, x.w, x.v, x.r
+    sat = bool(np.asarray(info["saturated"]).ravel()[0])
+    if sat:
+        d.add("Q", "max(C·OSL/X_out − (OSL − 1)·TPOT − TTFT_open, 0)", "", _f(info["queue"]), "s",
+              f"saturated ({why}): throughput stays flat as C grows and the extra requests wait — Little's law "
+              "(saturated_ttft)", expr=f"max(C * {w.osl!r} / X - ({w.osl!r} - 1) * tpot - ttft_o, 0)", key="Q")
+    else:
+        d.add("Q", "0 (not saturated: every request in flight is served)", "", _f(info["queue"]), "s",
+              "saturated_ttft", expr="0", key="Q")
     cl = w.arrivals == "closed-loop"
-    d.add("TTFT_steady" if cl else "TTFT",
-          "t_prefill + W + t_request" + ("; at least C·OSL/X_out − (OSL − 1)·TPOT (Little's law, the "
-                                         "prefill budget binds)" if bound else ""),
-          "", _f(info["ttft_steady"]) if cl else v["ttft_ms"] / 1e3, "s", "serving.steady_state",
-          expr=(f"max(t_pf + W + t_req, C * {w.osl!r} / X - ({w.osl!r} - 1) * tpot)" if bound
-                else "t_pf + W + t_req"), key="ttft_ss" if cl else "")
+    d.add("TTFT_steady" if cl else "TTFT", "TTFT_open + Q", "", _f(info["ttft_steady"]) if cl else v["ttft_ms"] / 1e3,
+          "s", "serving.saturated_ttft", expr="ttft_o + Q", key="ttft_ss" if cl else "")
     if cl:
         _derive_closed_loop(d, r, v)
 
@@ -235,13 +250,13 @@ def _disaggregated_ttft(x) -> None:
     d.add("t_pass", "a full prefill pass of the pool (prefill_pool_rate)", "", _f(info["t_pass"]), "s",
           key="t_pass")
     d.add("t_request", f"host time per request ({p.stack.name}'s)", "", t_req, "s", key="t_req")
-    cl = w.arrivals == "closed-loop"
-    d.add("TTFT_steady" if cl else "TTFT", "t_prefill + t_KV + ρ/(2(1 − ρ)) · t_pass + t_request  (ρ ≤ 0.95)", "",
-          _f(info["ttft_steady"]) if cl else v["ttft_ms"] / 1e3, "s", "serving.disaggregated_ttft",
-          expr="t_pf + t_kv + min(rho, 0.95) / (2 * (1 - min(rho, 0.95))) * t_pass + t_req",
-          key="ttft_ss" if cl else "")
-    if cl:
-        _derive_closed_loop(d, r, v)
+    d.add("TTFT_open", "t_prefill + t_KV + ρ/(2(1 − ρ)) · t_pass + t_request  (ρ ≤ 0.95)", "",
+          _f(info["ttft_open"]), "s", "serving.disaggregated_ttft, before any saturation queue",
+          expr="t_pf + t_kv + min(rho, 0.95) / (2 * (1 - min(rho, 0.95))) * t_pass + t_req", key="ttft_o")
+    why = ("the prefill pool feeds fewer requests than the decode pool serves"
+           if bool(np.asarray(r.values["bottleneck"] == "prefill").ravel()[0])
+           else f"the decode pool's running batch is capped at {p.stack.max_batch_size} per scheduler")
+    _queue_line(x, why)
 
 
 def _derive_closed_loop(d: Derivation, r, v: dict) -> None:

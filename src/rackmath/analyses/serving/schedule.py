@@ -108,6 +108,37 @@ def little_concurrency(out_tok_s, osl, ttft_s, tpot_s):
     return np.asarray(out_tok_s, dtype=float) / osl * (np.asarray(ttft_s, dtype=float) + (osl - 1.0) * tpot_s)
 
 
+def little_ttft(concurrency, out_tok_s, osl, tpot_s):
+    """Little's law solved for TTFT: TTFT = C · OSL / X_out − (OSL − 1) · TPOT.
+
+    C requests in the system, served at X_out / OSL requests/s, each stay E2E = C · OSL / X_out (Little 1961);
+    (OSL − 1) · TPOT of that is decoding, the rest is the time to its first token (:func:`little_concurrency`
+    solved for TTFT).
+    """
+    osl = np.asarray(osl, dtype=float)
+    return (np.asarray(concurrency, dtype=float) * osl / np.asarray(out_tok_s, dtype=float)
+            - (osl - 1.0) * np.asarray(tpot_s, dtype=float))
+
+
+def saturated_ttft(ttft_open, saturated, concurrency, out_tok_s, osl, tpot_s):
+    """TTFT of C requests kept in the system when the deployment is saturated: (TTFT, queue term Q).
+
+        TTFT = max(TTFT_open, C · OSL / X − (OSL − 1) · TPOT)   where saturated, else TTFT_open;  Q = TTFT − TTFT_open
+
+    A closed loop (a benchmark client with C users; serve's C sequences in flight) serves X = min(prefill capacity,
+    decode capacity, admission cap) requests/s; once one of them binds — a prefill budget or a disaggregated
+    prefill pool slower than the decode side, or a running batch capped below C (the stack's max batch) — the
+    throughput stays flat as C grows and the extra requests wait for a slot: by Little's law
+    (:func:`little_ttft`) their wait grows linearly with C (InferenceMAX's saturated runs: throughput flat, TTFT
+    ∝ C). TTFT_open is the unsaturated model's (prefill, its M/D/1 wait, the stack's per-request time).
+    ``serve`` (aggregated: :func:`steady_state`; disaggregated: ``evaluate._disaggregated``), ``plan`` and
+    ``compare`` (through :func:`steady_state`) and ``--explain`` (line Q) read it here.
+    """
+    ttft_open = np.asarray(ttft_open, dtype=float)
+    ttft = np.where(saturated, np.maximum(ttft_open, little_ttft(concurrency, out_tok_s, osl, tpot_s)), ttft_open)
+    return ttft, ttft - ttft_open
+
+
 def held_context(stack, isl, osl):
     """Tokens of KV a sequence holds in memory: the mean context L̄ = ISL + OSL/2 (paged KV grows with the output),
     or the whole request ISL + OSL where the stack admits a request only with KV blocks for all of it
@@ -325,9 +356,9 @@ def steady_state(seqs, ranks, isl_new, osl, t_decode, mixed_step, *, acceptance=
     2. t_mixed = ``mixed_step(schedule)`` (the caller's step model; returns (t_mixed, extra) — ``extra`` is
        passed back as ``mixed_extra``);
     3. :func:`time_sliced_schedule` → t̄, TPOT, X (per stream), prefill-bound mask;
-    4. TTFT = ⌈ISL_new / c_r⌉ · t_mixed + :func:`prefill_wait` (t̄, t_prefill, ρ) + t_request, and where the
-       prefill budget binds at least Little's law's queue: TTFT ≥ Q · OSL / X − (OSL − 1) · TPOT, Q = ``queued``
-       (the stream's requests in the system, default b).
+    4. TTFT_open = ⌈ISL_new / c_r⌉ · t_mixed + :func:`prefill_wait` (t̄, t_prefill, ρ) + t_request; where the
+       stream is saturated — the prefill budget binds, or its running batch b is capped below the q = ``queued``
+       requests in the system (default b) — at least Little's law's: :func:`saturated_ttft` (q, X, TPOT).
 
     ``t_request`` is the stack's host time per request (``engine.efficiency.stack_request_s``).
     """
@@ -340,12 +371,13 @@ def steady_state(seqs, ranks, isl_new, osl, t_decode, mixed_step, *, acceptance=
     t_bar, t_tpot, x_rep, bound = time_sliced_schedule(t_decode, t_mix, sch["p"], sch["c_tot"], b, acceptance,
                                                         isl_new, osl)
     t_pf = np.ceil(isl_new / sch["c_rank"]) * t_mix
-    ttft = t_pf + prefill_wait(t_bar, t_pf, sch["rho"]) + t_request
+    ttft_open = t_pf + prefill_wait(t_bar, t_pf, sch["rho"]) + t_request
     q = b if queued is None else np.asarray(queued, dtype=float)
-    little = q * osl / x_rep - (osl - 1.0) * t_tpot
-    ttft = np.where(bound, np.maximum(ttft, little), ttft)
+    saturated = bound | (q > b)  # the prefill budget binds, or the running batch is capped below the requests
+    ttft, queue = saturated_ttft(ttft_open, saturated, q, x_rep, osl, t_tpot)
     return dict(schedule=sch, t_mixed=t_mix, mixed_extra=extra, step_s=t_bar, tpot_s=t_tpot, out_tok_s=x_rep,
-                prefill_bound=bound, ttft_s=ttft, n_mixed=mixed_steps_per_decode(sch["p"], sch["c_tot"]))
+                prefill_bound=bound, ttft_s=ttft, ttft_open_s=ttft_open, queue_s=queue, saturated=saturated,
+                n_mixed=mixed_steps_per_decode(sch["p"], sch["c_tot"]))
 
 
 def disaggregated_ttft(t_prefill, t_transfer, t_pass, utilisation, t_request=0.0):

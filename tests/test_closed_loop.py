@@ -1,0 +1,111 @@
+"""TTFT of a saturated closed loop: Little's law (schedule.little_ttft / saturated_ttft), in serve, plan and --explain.
+
+C requests kept in the system and served at X requests/s each stay C / X (Little 1961); once the deployment saturates
+(a prefill budget or pool slower than the decode side, or a running batch capped below C) the throughput is flat in
+C and the extra requests wait: TTFT = C · OSL / X_out − (OSL − 1) · TPOT.
+"""
+
+import numpy as np
+import pytest
+
+import rackmath
+from rackmath.analyses.serving import schedule
+from rackmath.explain import working_value
+
+
+def test_little_ttft_by_hand():
+    # 64 clients, 1,600 output tok/s, OSL 1,000, TPOT 20 ms: E2E = 64 · 1000 / 1600 = 40 s, of which 999 · 0.02 =
+    # 19.98 s decoding → TTFT 20.02 s
+    assert schedule.little_ttft(64, 1600.0, 1000, 0.02) == pytest.approx(20.02, rel=1e-12)
+    # inverse of little_concurrency
+    assert schedule.little_concurrency(1600.0, 1000, 20.02, 0.02) == pytest.approx(64.0, rel=1e-12)
+
+
+def test_saturated_ttft_only_where_saturated():
+    ttft, q = schedule.saturated_ttft(np.array([0.5, 0.5, 30.0]), np.array([False, True, True]), 64, 1600.0, 1000,
+                                      0.02)
+    # unsaturated: the open TTFT; saturated: Little's 20.02 s; saturated but the open TTFT already longer: it stays
+    assert ttft.tolist() == pytest.approx([0.5, 20.02, 30.0], rel=1e-12)
+    assert q.tolist() == pytest.approx([0.0, 19.52, 0.0], rel=1e-12)
+
+
+def test_steady_state_admission_cap_by_hand():
+    # 8 requests queued on a stream whose running batch is capped at 2; every step 10 ms (prefill steps too), no
+    # token budget, OSL 100: X = 2 / 0.01 = 200 tok/s, TPOT 10 ms; Little: 8 · 100 / 200 − 99 · 0.01 = 3.01 s
+    # (the open TTFT would be one 10 ms prefill step + half a step = 15 ms)
+    ss = schedule.steady_state(2.0, 1, 500.0, 100.0, 0.01, lambda sch: (0.01, None), queued=8.0)
+    assert float(ss["out_tok_s"]) == pytest.approx(200.0)
+    assert float(ss["tpot_s"]) == pytest.approx(0.01)
+    assert float(ss["ttft_open_s"]) == pytest.approx(0.015)
+    assert float(ss["ttft_s"]) == pytest.approx(3.01)
+    assert bool(ss["saturated"])
+    # not capped (queued = b): the open TTFT, no queue
+    ss1 = schedule.steady_state(2.0, 1, 500.0, 100.0, 0.01, lambda sch: (0.01, None))
+    assert float(ss1["ttft_s"]) == pytest.approx(0.015) and float(ss1["queue_s"]) == 0.0
+
+
+def _little_c(r):
+    """C from serve's own X_out, TTFT and TPOT by Little's law."""
+    v = r.values
+    return np.asarray(v["output_tok_s"]) / r.osl * (np.asarray(v["ttft_ms"]) / 1e3
+                                                   + (r.osl - 1.0) * np.asarray(v["tpot_ms"]) / 1e3)
+
+
+def test_disaggregated_prefill_bound_obeys_little():
+    """A disaggregated deployment whose prefill pool binds: throughput flat in C, TTFT from Little's law with serve's
+    own X and TPOT (it was the prefill pool's M/D/1 wait at ρ capped at 0.95: seconds where Little's law says
+    minutes)."""
+    C = np.array([256.0, 1024.0, 4096.0])
+    r = rackmath.serve("llama-3.1-70b", "h100", isl=8000, osl=200, concurrency=C, prefill_gpus=8, decode_gpus=8,
+                       prefill_tp=8, tp=8, framework="sglang")
+    assert list(r.values["bottleneck"]) == ["prefill"] * 3
+    x = np.asarray(r.values["output_tok_s"])
+    assert np.ptp(x) / x[0] < 1e-9  # flat: the prefill pool's rate
+    assert _little_c(r) == pytest.approx(C, rel=1e-9)
+    assert np.all(np.asarray(r._info["queue"]) > 0)
+
+
+def test_aggregated_batch_cap_obeys_little():
+    """vLLM runs at most 1,024 sequences: at C = 4,096 the rest wait — TTFT by Little's law, X as at 1,024."""
+    r = rackmath.serve("llama-3.1-70b", "h100", isl=1000, osl=1000, concurrency=np.array([1024.0, 4096.0]), gpus=8,
+                       tp=8, framework="vllm")
+    x = np.asarray(r.values["output_tok_s"])
+    assert x[1] == pytest.approx(x[0], rel=1e-9)
+    assert list(np.asarray(r._info["saturated"])) == [False, True]
+    assert _little_c(r)[1] == pytest.approx(4096.0, rel=1e-9)
+
+
+def test_poisson_unsaturated_keeps_its_queue():
+    """Poisson arrivals below saturation keep their own M/D/1 queue: no Little's law term."""
+    r = rackmath.serve("llama-3.1-70b", "h100", isl=1000, osl=1000, concurrency=64, gpus=8, tp=8, framework="vllm",
+                       arrivals="poisson")
+    assert float(r._info["queue"]) == 0.0
+    assert r.values["ttft_ms"] / 1e3 == pytest.approx(float(r._info["ttft_open"]), rel=1e-12)
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_explain_shows_the_queue(closed):
+    kw = dict(isl=8000, osl=200, concurrency=1024, prefill_gpus=8, decode_gpus=8, prefill_tp=8, tp=8,
+              framework="sglang")
+    if closed:
+        kw["arrivals"] = "closed-loop"
+    r = rackmath.serve("llama-3.1-70b", "h100", **kw)
+    d = r.explain()
+    assert d.check() == []
+    lines = {s.symbol: s for s in d.steps}
+    q = lines["Q"]
+    assert q.value == pytest.approx(float(r._info["queue"]), rel=1e-9) and q.value > 60.0
+    assert working_value(q.substituted) == pytest.approx(q.value, rel=0.015)
+    total = lines["TTFT_steady" if closed else "TTFT"]
+    assert total.value == pytest.approx(lines["TTFT_open"].value + q.value, rel=1e-9)
+
+
+def test_explain_shows_the_aggregated_queue():
+    """An aggregated stream capped at vLLM's 1,024 sequences with 4,096 in flight: the Q line is Little's law's wait."""
+    r = rackmath.serve("llama-3.1-70b", "h100", isl=1000, osl=1000, concurrency=4096, gpus=8, tp=8, framework="vllm")
+    d = r.explain()
+    assert d.check() == []
+    lines = {s.symbol: s for s in d.steps}
+    assert lines["Q"].value == pytest.approx(float(r._info["queue"]), rel=1e-9) and lines["Q"].value > 100.0
+    assert "capped at 1024 per scheduler" in lines["Q"].note
+    assert lines["TTFT"].value == pytest.approx(r.values["ttft_ms"] / 1e3, rel=1e-9)
