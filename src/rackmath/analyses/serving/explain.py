@@ -70,13 +70,15 @@ def _decode_lines(x, mla: bool) -> None:
     """t_verify (t_gpu under --eager), the measured curve points, t_draft, t_decode."""
     d, p, eff, info, k, res = x.d, x.p, x.eff, x.info, x.k, x.r._res
     scale = _f(eff.mla_kernel_scale)
-    mla_note = f"; the MLA blocks' kernels × {scale:g} ({eff.name}'s mla_kernel_scale)" if mla and scale != 1.0 else ""
+    note = f"; the MLA blocks' kernels × {scale:g} ({eff.name}'s mla_kernel_scale)" if mla and scale != 1.0 else ""
     tau_e, eager_note = x.tau_e, x.eager_note
+    if _f(getattr(eff, "eta_memory_moe", 0.0)) > 0 or _f(getattr(eff, "allreduce_latency_s", 0.0)) > 0:
+        note += "; the routed experts' bytes at η_m,moe and a TP all-reduce's n_coll at α_AR (measured curves)"
     d.add("t_verify" if p.stack.cuda_graphs else "t_gpu",
           "Σ_ops [n_kernels·τ_k + n_coll·τ_c + n_out·τ_out + max(F/(peak·η_c(M)), B/(BW·η_m), net/η_comm)] "
           "· PP + t_sched", step_working(res.__dict__["times"]), _f(info["t_decode_gpu"]), "s",
           f"decode step of b sequences × {k + 1} tokens, {res.overlap} (engine/step.py; --ops for each operator)"
-          + mla_note, key="t_verify" if p.stack.cuda_graphs else "t_gpu")
+          + note, key="t_verify" if p.stack.cuda_graphs else "t_gpu")
     for pt in measured_points(res.__dict__["times"]):  # --efficiency measured: the curve point each operator used
         d.add(pt["symbol"] + (f" [{pt['op']}]" if pt["op"] else ""),
               "η_c · M / (M + M½)" if pt["op"] else pt.get("how", "measured kernel curve"), pt["working"],
