@@ -430,14 +430,16 @@ def _silicon_numbers(chip_name: str, table: dict | None) -> dict | None:
     return out
 
 
-def curves_path(directory, chip: str, force: bool = False):
+def curves_path(directory, chip: str | None, force: bool = False):
     """``DIR/kernels/<chip>.toml``, checked: DIR a directory (or to be created), the file not there unless
-    ``force``."""
+    ``force`` (``chip`` None: only DIR is checked, before the chip is known)."""
     from pathlib import Path
 
     d = Path(directory)
     if d.exists() and not d.is_dir():
         raise InputError("save", f"{d} exists and is not a directory", "a directory (created when missing)")
+    if chip is None:
+        return None
     p = d / "kernels" / f"{chip}.toml"
     if p.exists() and not force:
         raise InputError("save", f"{p} exists and would be overwritten", "another --save DIR, or --force")

@@ -239,7 +239,7 @@ def _curves_cmd(device: str, quick: bool, name, save, force: bool, no_progress: 
         raise InputError("device", f"unknown {device!r}", "cpu, cuda or auto")
     check_name(name)
     if save is not None:
-        curves_path(save, name or "_", force)
+        curves_path(save, name, force)
     show = (lambda label: typer.echo(f"measuring {label}", err=True)) if not no_progress and not json else None
     res = measure_curves(device=device, quick=quick, name=name, progress=show, save=save, force=force)
     if save is not None:

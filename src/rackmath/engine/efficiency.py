@@ -160,18 +160,12 @@ class Efficiency:
     name: str = "ideal"
     eta_compute: float = 1.0
     eta_memory: float = 1.0
-    #: η_m of the routed experts' weight reads (a grouped GEMM streaming the experts it hits), from a chip's measured
-    #: MoE curves (specs/kernels.moe_memory_efficiency); 0: η_m (every preset fitted on records)
-    eta_memory_moe: float = 0.0
     eta_comm: float = 1.0
     step_overhead_s: float = 0.0
     gemm_half_tokens: float = 0.0
     kernel_latency_s: float = 0.0
     mla_kernel_scale: float = 1.0  # MLA blocks' kernels relative to the CUDA stacks' count (AMD's ROCm path: more)
     collective_latency_s: float = 0.0
-    #: fixed time of one TP all-reduce inside the scale-up domain: the stacks' one-shot custom all-reduce in a CUDA
-    #: graph, from a chip's measured curves (specs/kernels.silicon); 0: τ_c (every preset fitted on records)
-    allreduce_latency_s: float = 0.0
     scaleout_latency_s: float = 0.0  # extra fixed time of a collective that leaves the scale-up domain (a preset
     # may set it; not in FIT_PARAMS: fitted, it made leave-one-source-out worse, 23.3 % vs 22.8 %, docs/history.md)
     request_overhead_s: float = 0.0  # per-request host time every stack pays (stack_request_s adds the stack's own)
@@ -190,6 +184,12 @@ class Efficiency:
     sched_vllm_v0_s: float = 0.0  # vLLM's V0 engine (--framework vllm-v0): its own host times
     seq_vllm_v0_s: float = 0.0
     eager_vllm_v0_s: float = 0.0
+    #: η_m of the routed experts' weight reads (a grouped GEMM streaming the experts it hits), from a chip's measured
+    #: MoE curves (specs/kernels.moe_memory_efficiency); 0: η_m (every preset fitted on records)
+    eta_memory_moe: float = 0.0
+    #: fixed time of one TP all-reduce inside the scale-up domain: the stacks' one-shot custom all-reduce in a CUDA
+    #: graph, from a chip's measured curves (specs/kernels.silicon); 0: τ_c (every preset fitted on records)
+    allreduce_latency_s: float = 0.0
     composition: str = "serial"
     description: str = "the lecture's ideal roofline: peak FLOP/s and bandwidth, no fixed costs"
     source: str = "lecture 00:00 (roofline)"
