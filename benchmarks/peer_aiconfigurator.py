@@ -4,6 +4,8 @@
     /tmp/aic-venv/bin/pip install aiconfigurator==0.12.0            # the SDK + CLI layer; pulls aiconfigurator-core
     /tmp/aic-venv/bin/python benchmarks/peer_aiconfigurator.py      # both error tables (~8 min the first time)
     /tmp/aic-venv/bin/python benchmarks/peer_aiconfigurator.py --limit 20 --json
+    python benchmarks/stack_fit.py --logo-only --dump /tmp/logo.json  # (rackmath's venv) then, for the column of
+    /tmp/aic-venv/bin/python benchmarks/peer_aiconfigurator.py --logo /tmp/logo.json   # predictions out of sample
 
 aiconfigurator (PyPI ``aiconfigurator``, Apache-2.0; ``aiconfigurator-core`` holds its measured per-operator tables)
 is asked through its own public path for InferenceX/InferenceMAX records: ``sdk.config_adapter.adapt_config``
@@ -18,6 +20,8 @@ Disaggregated rows: output tok/s per **decode** GPU on both sides (aiconfigurato
 
 rackmath runs in a subprocess (``rackmath validate --json --id 'IMX-*'``, the default presets and ``--efficiency
 measured``) with this checkout's ``src`` first on PYTHONPATH, so nothing of rackmath is imported into this venv.
+``--efficiency measured`` predicts with the stack host times fitted on every InferenceMAX row, these rows too (in
+sample); ``--logo`` adds the same path with each row's group (model × chip × framework) left out of the fit.
 The command is ``--rackmath`` or ``$RACKMATH``, else ``rackmath`` on PATH, else ``.venv/bin/rackmath`` here.
 
 Errors as ``rackmath validate``: predicted / measured − 1; "within 2×" is 0.5 ≤ ratio ≤ 2. aiconfigurator's
@@ -189,12 +193,12 @@ def stats(pairs: list[tuple[float, float]]) -> dict:
             "median_error": statistics.median(errs), "within_2x": sum(0.5 <= 1 + e <= 2.0 for e in errs)}
 
 
-def compare(rows: list[dict], preds: dict) -> dict:
+def compare(rows: list[dict], preds: dict, predictors=PREDICTORS) -> dict:
     """Summary, by chip and by framework, over the rows every predictor models."""
-    both = [r for r in rows if all(set(preds[k].get(r["id"], {})) >= {m for m, _ in METRICS} for k, _ in PREDICTORS)]
+    both = [r for r in rows if all(set(preds[k].get(r["id"], {})) >= {m for m, _ in METRICS} for k, _ in predictors)]
 
     def table(subset):
-        return {m: {k: stats([(preds[k][r["id"]][m], measured(r)[m]) for r in subset]) for k, _ in PREDICTORS}
+        return {m: {k: stats([(preds[k][r["id"]][m], measured(r)[m]) for r in subset]) for k, _ in predictors}
                 for m, _ in METRICS}
 
     out = {"rows": len(both), "summary": table(both), "by_chip": {}, "by_framework": {},
@@ -213,24 +217,25 @@ def pct(x: float) -> str:
 
 def render(res: dict) -> str:
     c = res["comparison"]
+    predictors = [tuple(p) for p in res["predictors"]]
     lines = [f"aiconfigurator {res['aiconfigurator_version']} (stacks it used: {', '.join(res['aic_stacks'])}) "
              f"and rackmath on {res['rows']} InferenceMAX rows; both model {c['rows']}",
-             "", "| metric | " + " | ".join(n for _, n in PREDICTORS) + " |", "|---|---|---|---|"]
+             "", "| metric | " + " | ".join(n for _, n in predictors) + " |", "|---" * (len(predictors) + 1) + "|"]
     for m, name in METRICS:
         cells = []
-        for k, _ in PREDICTORS:
+        for k, _ in predictors:
             s = c["summary"][m][k]
             cells.append(f"{pct(s['median_abs_error'])} ({s['median_error']:+.0%}), {s['within_2x']}/{s['n']} in 2×"
                          if s["n"] else "–")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append("median |error| (aiconfigurator / rackmath / rackmath measured):")
+    lines.append(f"median |error| ({' / '.join(n for _, n in predictors)}):")
     lines.append("")
     lines.append("| group | rows | output tok/s/GPU | TPOT | TTFT |")
     lines.append("|---|---|---|---|---|")
     for key, label in (("by_chip", "chip"), ("by_framework", "framework")):
         for g, t in c[key].items():
-            cells = [" / ".join(f"{100 * t[m][k]['median_abs_error']:.0f}" for k, _ in PREDICTORS) for m, _ in METRICS]
+            cells = [" / ".join(f"{100 * t[m][k]['median_abs_error']:.0f}" for k, _ in predictors) for m, _ in METRICS]
             lines.append(f"| {label} {g} | {t['rows']} | " + " | ".join(cells) + " |")
     every = c["rackmath_every_row"]
     lines.append("")
@@ -253,6 +258,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rackmath", metavar="CMD", help="the rackmath command (default $RACKMATH, PATH, .venv)")
     ap.add_argument("--cache", metavar="PATH", help="the estimates cache (default /tmp/rackmath-peer-aic.json)")
     ap.add_argument("--no-cache", action="store_true", help="recompute every aiconfigurator estimate")
+    ap.add_argument("--logo", metavar="PATH", help="add rackmath --efficiency measured with each row's InferenceMAX "
+                                                  "group left out of the stack fit (the file benchmarks/stack_fit.py "
+                                                  "--logo-only --dump PATH writes): the out-of-sample column")
     args = ap.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         ap.error(f"--limit: {args.limit} is not a positive number of rows")
@@ -275,6 +283,14 @@ def main(argv=None) -> int:
     aic, version = run_aiconfigurator(rows, cache, progress)
     preds = {"aic": {i: r["pred"] for i, r in aic.items() if "pred" in r},
              "rm": run_rackmath(cmd, []), "rm_measured": run_rackmath(cmd, ["--efficiency", "measured"])}
+    predictors = PREDICTORS
+    if args.logo:
+        dump = json.loads(Path(args.logo).read_text())
+        preds["rm_logo"] = {}
+        for rid, v in dump.items():
+            row_id, metric = rid.rsplit("-", 1)
+            preds["rm_logo"].setdefault(row_id, {})[metric] = float(v["one_group_out"])
+        predictors = PREDICTORS + (("rm_logo", "rackmath measured, one group out"),)
     complete = {k: sum(set(preds[k].get(r["id"], {})) >= {"out", "tpot", "ttft"} for r in rows) for k in preds}
     refusals: dict = {}
     for r in aic.values():
@@ -285,9 +301,10 @@ def main(argv=None) -> int:
            "aic_stacks": sorted({r["stack"] for r in aic.values() if "stack" in r}),
            "length_ratio": LENGTH_RATIO, "mtp": {"nextn": MTP_NEXTN, "nextn_accepted": MTP_ACCEPTED},
            "rm_refused": len(rows) - complete["rm"], "rm_measured_refused": len(rows) - complete["rm_measured"],
-           "aic_refusals": refusals, "comparison": compare(rows, preds),
+           "aic_refusals": refusals, "comparison": compare(rows, preds, predictors),
+           "predictors": [list(p) for p in predictors],
            "per_row": [{"id": r["id"], "chip": chip_of(r), "framework": r["framework"], "measured": measured(r),
-                        **{k: preds[k].get(r["id"]) for k, _ in PREDICTORS},
+                        **{k: preds[k].get(r["id"]) for k, _ in predictors},
                         "aic_refused": aic[r["id"]].get("detail")} for r in rows]}
     print(json.dumps(res, indent=1) if args.json else render(res))
     return 0

@@ -17,6 +17,7 @@ and the parameter and record counts per stack version (rackmath.analyses.fitting
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -75,6 +76,8 @@ def main(argv=None):
                     help="each version's times with its engine's pooled fit as start and prior: in sample and one "
                          "group out")
     ap.add_argument("--logo-only", action="store_true", help="in-sample and leave-one-group-out tables only")
+    ap.add_argument("--dump", metavar="PATH", help="also write each InferenceMAX record's in-sample and one-group-out "
+                                                   "prediction as JSON (benchmarks/peer_aiconfigurator.py --logo)")
     a = ap.parse_args(argv)
     t0 = time.time()
     allrecs = records()
@@ -133,6 +136,10 @@ def main(argv=None):
     logo = S.leave_one_group_out(recs, meas, starts, infer_silicon=True)
     table("2. leave one InferenceMAX group out (model × chip × framework), measured silicon", imx, logo)
     by_group(imx, logo)
+    if a.dump:
+        Path(a.dump).write_text(json.dumps({r.id: {"in_sample": float(p2[r.id]), "one_group_out": float(logo[r.id])}
+                                            for r in imx}))
+        print(f"wrote {a.dump}")
     print(f"[{time.time() - t0:.0f} s]")
     if a.logo_only:
         return
