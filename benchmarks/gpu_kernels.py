@@ -30,9 +30,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout's rackmath, installed or not
+
+from rackmath.measure_curves import graph_replay_time  # noqa: E402
 
 
 def _timer(dev):
@@ -62,28 +68,7 @@ def _timer(dev):
                 torch.cuda.synchronize()
                 best = min(best, e0.elapsed_time(e1) / 1e3 / reps)
             return best
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                fn()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(reps):
-                fn()
-        g.replay()
-        torch.cuda.synchronize()
-        best = math.inf
-        for _ in range(iters):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            g.replay()
-            e1.record()
-            torch.cuda.synchronize()
-            best = min(best, e0.elapsed_time(e1) / 1e3 / reps)
-        del g
-        return best
+        return graph_replay_time(fn, reps, iters)
 
     return run
 

@@ -39,10 +39,37 @@ MLA_BATCH_CONTEXT = ((1, 17), (64, 17))
 QUICK = {"gemm_m": 13, "attn": 12, "mla": 13}  # --quick: M up to 4096, contexts up to 4095
 
 
+def graph_replay_time(fn, reps: int, iters: int = 5) -> float:
+    """Seconds of one ``fn()`` on a GPU: three warm-up calls on a side stream, then ``reps`` calls captured in one CUDA
+    graph, the best of ``iters`` replays timed with CUDA events, divided by ``reps`` (how a serving stack replays a
+    decode step; also ``benchmarks/gpu_kernels.py``)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(reps):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    best = math.inf
+    for _ in range(iters):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        g.replay()
+        e1.record()
+        torch.cuda.synchronize()
+        best = min(best, e0.elapsed_time(e1) / 1e3 / reps)
+    del g
+    return best
+
+
 def timer(dev, *, target_s: float = 2e-3, iters: int = 5):
-    """``time(fn)`` → seconds of one ``fn()``: on a GPU, ``reps`` calls captured in one CUDA graph (``reps`` sized so
-    the graph runs ~``target_s``), the best of ``iters`` replays timed with CUDA events, divided by ``reps``; on a
-    CPU, the best of ``iters`` wall-clock loops."""
+    """``time(fn)`` → seconds of one ``fn()``: on a GPU, :func:`graph_replay_time` with ``reps`` sized from one timed
+    call so the graph runs ~``target_s``; on a CPU, the best of ``iters`` wall-clock calls."""
 
     def time_cpu(fn) -> float:
         fn()
@@ -54,34 +81,14 @@ def timer(dev, *, target_s: float = 2e-3, iters: int = 5):
         return best
 
     def time_cuda(fn) -> float:
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(2):
-                fn()
-        torch.cuda.current_stream().wait_stream(s)
+        fn()
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         e0.record()
         fn()
         e1.record()
         torch.cuda.synchronize()
         once = max(e0.elapsed_time(e1) / 1e3, 1e-6)
-        reps = int(min(200, max(1, target_s / once)))
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(reps):
-                fn()
-        g.replay()
-        torch.cuda.synchronize()
-        best = math.inf
-        for _ in range(iters):
-            e0.record()
-            g.replay()
-            e1.record()
-            torch.cuda.synchronize()
-            best = min(best, e0.elapsed_time(e1) / 1e3 / reps)
-        del g
-        return best
+        return graph_replay_time(fn, int(min(200, max(1, target_s / once))), iters)
 
     return time_cuda if dev.type == "cuda" else time_cpu
 
@@ -208,4 +215,4 @@ def measure_curves(dev, *, quick: bool = False, progress=None) -> list[dict]:
     return out
 
 
-__all__ = ["measure_curves", "timer", "gemm_curve", "floor_curve", "attention_curve", "mla_curve"]
+__all__ = ["measure_curves", "timer", "graph_replay_time", "gemm_curve", "floor_curve", "attention_curve", "mla_curve"]
