@@ -9,8 +9,8 @@ the step model's silicon parameters from them (``--efficiency measured``: ``engi
 each number with the curve, table and package version it comes from.
 
 A user's own curves (``rackmath measure --curves --save DIR``, or any file in the same format whose ``[_meta]``
-names the chip) in a ``--catalog`` / ``RACKMATH_CATALOG`` directory take the place of the shipped ones for that chip:
-:func:`kernel_table` says which file it read.
+names the chip) in a ``--catalog`` / ``RACKMATH_CATALOG`` directory are added over the shipped ones for that chip,
+each replacing the shipped curve of the same operator and shape: :func:`kernel_table` says which files it read.
 
 A chip no one has measured (AMD, TPU) may instead have **silicon inferred from records**
 (``specs/data/kernels/inferred/<chip>.toml``, written by ``benchmarks/stack_fit.py --write``): the two numbers the
@@ -57,7 +57,8 @@ def _user_curves(chip: str):
 CURVE_KEYS = {"gemm": ("dtype", "n", "k"), "kernel_floor": (), "attention_decode": ("batch", "heads", "kv_heads",
                                                                                     "head_dim", "kv_dtype"),
               "mla_decode": ("batch", "tp", "kv_dtype"), "moe": ("model", "dtype", "ep"),
-              "all_reduce": ("gpus",), "all_gather": ("gpus",), "reduce_scatter": ("gpus",), "alltoall": ("gpus",)}
+              "all_reduce": ("gpus",), "all_gather": ("gpus",), "reduce_scatter": ("gpus",), "alltoall": ("gpus",),
+              "custom_all_reduce": ("gpus",)}
 
 
 def curve_key(c: dict) -> tuple:
