@@ -133,7 +133,6 @@ def gemm_curve(dev, time_fn, dtype: str, n: int, k: int, ms) -> dict | None:
             del x
         xs.append(float(m))
         ts.append(t)
-    del ws
     if not xs:
         return None
     return {"op": "gemm", "name": f"gemm {dtype} N={n} K={k}", "x": "m", "x_values": xs, "time_s": ts,

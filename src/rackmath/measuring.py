@@ -460,11 +460,12 @@ def measure_curves(*, device: str = "auto", quick: bool = False, name: str | Non
     if save is not None:  # before the run: the file it would write must not exist
         curves_path(save, chip, force)
     when = time.strftime("%Y-%m-%d", time.gmtime())
-    how = f"rackmath measure --curves{' --quick' if quick else ''} on {info['name']} ({dev.type}, torch {info['torch']}), {when}"
+    how = (f"rackmath measure --curves{' --quick' if quick else ''} on {info['name']} ({dev.type}, torch "
+           f"{info['torch']}), {when}")
     curves = mc.measure_curves(dev, quick=quick, progress=progress)
-    meta = {"chip": chip, "package": "rackmath", "package_version": sys.modules["rackmath"].__version__, "license": "own measurement",
-            "system": f"measure --curves ({dev.type})",
-            "device": info["name"], "source": how, "date": when}
+    meta = {"chip": chip, "package": "rackmath", "package_version": sys.modules["rackmath"].__version__,
+            "license": "own measurement", "system": f"measure --curves ({dev.type})", "device": info["name"],
+            "source": how, "date": when}
     mine = {"meta": meta, "curves": curves, "shipped": False, "file": "this run"}
     current = kernels.kernel_table(chip)
     return {"chip": chip, "device": info, "how": how, "date": when, "quick": bool(quick), "curves": curves,
