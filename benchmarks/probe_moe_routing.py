@@ -33,22 +33,19 @@ from rackmath.analyses.serving.serve import serve  # noqa: E402
 from rackmath.engine.efficiency import resolve  # noqa: E402
 from rackmath.engine.roofline import expected_experts_hit  # noqa: E402
 from rackmath.specs.hardware import load_chip  # noqa: E402
-from rackmath.specs.kernels import kernel_table  # noqa: E402
+from rackmath.specs.kernels import kernel_table, moe_memory_efficiency  # noqa: E402
 from rackmath.specs.records import shipped_records  # noqa: E402
 
-#: Bytes per expert weight of each MoE table's dtype (block scales included: MXFP4 one byte per 32, NVFP4 per 16).
-BYTES = {"fp8_block": 1.0, "nvfp4": 0.5 + 1 / 16, "w4a16_mxfp4": 0.5 + 1 / 32, "w4a8_mxfp4_mxfp8": 0.5 + 1 / 32}
-
-
 def moe_eta(chip: str) -> list:
+    """(curve name, η_m,moe, best T) of each of a chip's MoE curves (``specs.kernels.moe_memory_efficiency``)."""
     t, c0 = kernel_table(chip), load_chip(chip)
     tau = next(c for c in t["curves"] if c["op"] == "kernel_floor")["time_s"][0]
     out = []
     for c in (c for c in t["curves"] if c["op"] == "moe"):
-        per = 3 * c["hidden"] * c["inter"] * BYTES[c["dtype"]]
-        hits = np.minimum(c["experts"], np.asarray(c["x_values"]) * c["topk"]) / c["ep"]  # balanced: T·k distinct
-        eta = hits * per / (c0.hbm_bw * (np.asarray(c["time_s"]) - tau))
-        out.append((c["name"], float(eta.max()), c["x_values"][int(eta.argmax())]))
+        per_t = [moe_memory_efficiency(dict(c, x_values=[x], time_s=[y]), c0.hbm_bw, tau)
+                 for x, y in zip(c["x_values"], c["time_s"])]
+        best = max(range(len(per_t)), key=per_t.__getitem__)
+        out.append((c["name"], per_t[best], c["x_values"][best]))
     return out
 
 

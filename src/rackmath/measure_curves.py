@@ -24,12 +24,11 @@ steps), timed with CUDA events, divided by the kernels in the graph. On a CPU th
 from __future__ import annotations
 
 import math
-import time
 
 import torch
 import torch.nn.functional as F
 
-from .measure_torch import _rand, mla_core
+from .measure_torch import _rand, mla_core, timeit
 
 #: The grids of the shipped curves (``benchmarks/reduce_aiconfigurator.py``), so the two compare point by point.
 GEMM_SHAPES = ((8192, 8192), (2048, 7168))
@@ -71,14 +70,8 @@ def timer(dev, *, target_s: float = 2e-3, iters: int = 5):
     """``time(fn)`` → seconds of one ``fn()``: on a GPU, :func:`graph_replay_time` with ``reps`` sized from one timed
     call so the graph runs ~``target_s``; on a CPU, the best of ``iters`` wall-clock calls."""
 
-    def time_cpu(fn) -> float:
-        fn()
-        best = math.inf
-        for _ in range(iters):
-            t0 = time.perf_counter()
-            fn()
-            best = min(best, time.perf_counter() - t0)
-        return best
+    def time_cpu(fn) -> float:  # one warm-up call, then the best of ``iters`` single calls
+        return timeit(fn, dev, min_time=0.0, reps=iters, warmup=1)
 
     def time_cuda(fn) -> float:
         fn()

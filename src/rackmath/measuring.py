@@ -396,19 +396,12 @@ def save(result: dict, directory, *, force: bool = False) -> list:
 # --------------------------------------------------------------------------------------------- measure --curves
 
 
-def _curves_module():
-    _torch()  # the same one-line error when torch is missing
-    from . import measure_curves
-
-    return measure_curves
-
-
 def chip_of_device(device_name: str, dev_type: str = "cuda") -> str:
-    """The catalog chip a device's curves belong to: the chip whose shipped kernel curves were measured on a device
-    of the same name (e.g. "NVIDIA H100 80GB HBM3" → h100), else ``measured-<device name>``."""
+    """The catalog chip a device's curves belong to: the chip whose kernel curves were measured on a device of the
+    same name (e.g. "NVIDIA H100 80GB HBM3" → h100), else ``measured-<device name>``."""
     for path in sorted(kernels.DIR.glob("*.toml")):
         t = kernels.kernel_table(path.stem)
-        if t is not None and t["shipped"] and t["meta"].get("device") == device_name:
+        if t is not None and t["meta"].get("device") == device_name:
             return path.stem
     return "measured-" + ("cpu" if dev_type == "cpu" else
                           "".join(c if c.isalnum() else "-" for c in device_name.lower()).strip("-"))
@@ -454,8 +447,9 @@ def measure_curves(*, device: str = "auto", quick: bool = False, name: str | Non
     (τ, η_m, and η_c and M½ per GEMM dtype: ``specs.kernels.silicon``) derived from each."""
     check_name(name)
     t_start = time.perf_counter()
-    mc = _curves_module()
-    dev, info = _open_device(_torch(), device, None)
+    dev, info = _open_device(_torch(), device, None)  # _torch: the one-line error when torch is missing
+    from . import measure_curves as mc
+
     chip = name or chip_of_device(info["name"], dev.type)
     if save is not None:  # before the run: the file it would write must not exist
         curves_path(save, chip, force)

@@ -66,7 +66,6 @@ def measure_cmd(
     \f
     One parameter per option of `rackmath measure` (typer reads them from the signature).
     """
-    from ..errors import InputError
     from ..measuring import measure
     from ..specs.models import load_model
 
@@ -77,8 +76,7 @@ def measure_cmd(
                                    "dtype": None if dtype == "bf16,fp32" else dtype})
     dts, b, c, wb, th = _parse_sizes(dtype, batch, context, weight_budget, threads)
     _check_outputs(output, save, name, force)
-    if device not in ("cpu", "cuda", "auto"):  # checked before the progress bar starts: one clean line
-        raise InputError("device", f"unknown {device!r}", "cpu, cuda or auto")
+    _check_device(device)  # before the progress bar starts: one clean line
     load_model(model)  # an unknown model is one line too, before any output
     prog, stage = _progress(not no_progress)
     if prog is not None:
@@ -99,6 +97,14 @@ def measure_cmd(
         print_json({k: v for k, v in res.items() if not k.startswith("_")})
         return
     _render(res)
+
+
+def _check_device(device: str) -> None:
+    """--device: cpu, cuda or auto (checked before any torch import or output)."""
+    from ..errors import InputError
+
+    if device not in ("cpu", "cuda", "auto"):
+        raise InputError("device", f"unknown {device!r}", "cpu, cuda or auto")
 
 
 def _parse_sizes(dtype: str, batch, context, weight_budget, threads):
@@ -235,8 +241,7 @@ def _curves_cmd(device: str, quick: bool, name, save, force: bool, no_progress: 
         opt = "--" + given[0].replace("_", "-")
         raise InputError(given[0], f"{opt} does not apply to --curves", "--device, --quick, --name, --save, --force, "
                                                                      "--json with --curves")
-    if device not in ("cpu", "cuda", "auto"):
-        raise InputError("device", f"unknown {device!r}", "cpu, cuda or auto")
+    _check_device(device)
     check_name(name)
     if save is not None:
         curves_path(save, name, force)

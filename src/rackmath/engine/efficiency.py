@@ -285,10 +285,11 @@ def _num(d, k, path, name):
         v = float(v)
     except (TypeError, ValueError):
         raise CatalogError(path, f"efficiency.{k}", f"{name!r}: {v!r} is not a number") from None
-    share = k.startswith("eta_") and k != "eta_memory_moe"  # a share of a peak: > 0 (η_m,moe: 0 means η_m)
-    ok = (lo < v <= hi) if share else (lo <= v <= hi) if k == "eta_memory_moe" else (lo <= v < hi)
+    eta = k.startswith("eta_")  # a share of a peak: up to 1 included
+    open_lo = eta and k != "eta_memory_moe"  # and above 0 (η_m,moe: 0 means "η_m")
+    ok = (lo < v if open_lo else lo <= v) and (v <= hi if eta else v < hi)
     if not ok:  # also rejects NaN
-        rng = f"({lo:g}, {hi:g}]" if share else f"[{lo:g}, {hi:g}]" if k == "eta_memory_moe" else f"[{lo:g}, {hi:g})"
+        rng = ("(" if open_lo else "[") + f"{lo:g}, {hi:g}" + ("]" if eta else ")")
         raise CatalogError(path, f"efficiency.{k}", f"{v} outside {rng}")
     return v
 

@@ -21,6 +21,7 @@ inferred, never as measured (:func:`inferred`).
 
 from __future__ import annotations
 
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
@@ -143,8 +144,7 @@ def provenance(chip: str, vendor: str = "") -> dict:
             "source": m.get("source"), "curves": len(cs), "ops": ops,
             "measured_with": sorted({f'{c["framework"]}@{c["framework_version"]}' for c in cs}),
             "tables": sorted({c["table"] for c in cs}), "file": t["file"], "shipped": t["shipped"],
-            "packages": {f'{c["package"]} {c["package_version"]}': sum(1 for d in cs if d["package"] == c["package"])
-                         for c in cs}}
+            "packages": dict(Counter(f'{c["package"]} {c["package_version"]}' for c in cs))}
 
 
 def summary_line(chip: str, vendor: str = "") -> str:
