@@ -31,7 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-ROWS = ROOT.parent.parent / "shared" / "reference" / "inferencemax" / "rows.jsonl"
+#: ``../shared`` beside the checkout (or one level up, where the checkout sits in a folder of its own)
+ROWS = next((d / "shared" / "reference" / "inferencemax" / "rows.jsonl" for d in (ROOT.parent, ROOT.parent.parent)
+             if (d / "shared").is_dir()), ROOT.parent / "shared" / "reference" / "inferencemax" / "rows.jsonl")
 TARGET = ROOT / "src" / "rackmath" / "specs" / "data" / "records" / "inferencemax.toml"
 
 #: InferenceMAX ``hw`` → (catalog system, chip, what the name means).
@@ -57,7 +59,9 @@ A_LENGTHS = ("lengths: the benchmark client (benchmark_serving.py, random datase
 A_ARRIVALS = ("arrivals closed-loop: conc clients (--max-concurrency conc, 10 × conc prompts, unlimited rate, "
               "--ignore-eos): the first conc start together and wait for one another's prefills (the first wave, 1 in "
               "10 of the requests), the later ones start as others finish, spread out (the lengths differ per "
-              "request); mean TTFT = 1/10 · the wave's + 9/10 · the steady state's (serving.closed_loop_ttft)")
+              "request); mean TTFT = 1/10 · the wave's (with the stack's warm-up) + 9/10 · the steady state's "
+              "(serving.closed_loop_ttft); the median request is a later one: its TTFT is the steady state's "
+              "(serving.median_ttft)")
 A_DISAGG = ("disaggregated: the row's output_tput_per_gpu is output tokens/s per DECODE GPU (checked against Little's "
             "law, conc · 0.9 · osl / mean_e2el = output · decode GPUs: reference/inferencemax/README.md), hence metric "
             "output_tok_s_per_decode_gpu")
@@ -73,7 +77,8 @@ A_FP8 = "weights: the FP8 checkpoint (block-scaled FP8 with BF16 norms and embed
 
 METRICS = (("out", "output_tok_s_per_gpu", "output_tput_per_gpu", "output tok/s per GPU"),
            ("tpot", "tpot_s", "mean_tpot", "mean TPOT"),
-           ("ttft", "ttft_s", "mean_ttft", "mean TTFT"))
+           ("ttft", "ttft_s", "mean_ttft", "mean TTFT"),
+           ("ttft-median", "ttft_median_s", "median_ttft", "median TTFT"))
 
 
 def truthy(v) -> bool:

@@ -17,7 +17,9 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_IN = ROOT.parent.parent / "shared" / "reference" / "training" / "records.jsonl"
+#: ``../shared`` beside the checkout (or one level up, where the checkout sits in a folder of its own)
+DEFAULT_IN = next((d / "shared" / "reference" / "training" / "records.jsonl" for d in (ROOT.parent, ROOT.parent.parent)
+             if (d / "shared").is_dir()), ROOT.parent / "shared" / "reference" / "training" / "records.jsonl")
 if not DEFAULT_IN.exists():
     DEFAULT_IN = Path("/work/shared/reference/training/records.jsonl")
 DEFAULT_OUT = ROOT / "src" / "rackmath" / "specs" / "data" / "training" / "records.toml"

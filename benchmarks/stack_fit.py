@@ -1,10 +1,10 @@
-"""Issue 34's staged fit, measured: silicon from measured kernel curves, then five stack times per stack version.
+"""Issue 34's staged fit, measured: silicon from measured kernel curves, then six stack times per stack version.
 
     python benchmarks/stack_fit.py                # every table (a few minutes on one core)
     python benchmarks/stack_fit.py --write        # also write specs/data/launch/stack_hosts.toml (--efficiency measured)
     python benchmarks/stack_fit.py --quick        # in-sample tables only
 
-Prints, per metric (output tok/s/GPU, TPOT, TTFT): the InferenceMAX records (``fit = false``) and the published
+Prints, per metric (output tok/s/GPU, TPOT, mean TTFT, median TTFT): the InferenceMAX records (``fit = false``) and the published
 records (``fit = true``) under
   0. today's presets (silicon and host times fitted jointly: the baseline),
   1. silicon from the curves (for a chip without curves whose records span two or more groups — MI355X — τ_k and the
@@ -38,7 +38,7 @@ def table(title, recs, pred):
     parts = {"all": recs, "curves": [r for r in recs if kernel_table(r.chip) is not None],
              "no curves": [r for r in recs if kernel_table(r.chip) is None]}
     reps = {k: S.report(v, pred) for k, v in parts.items() if v}
-    for c in ("output tok/s/GPU", "TPOT", "TTFT"):
+    for c in ("output tok/s/GPU", "TPOT", "TTFT", "TTFT median"):
         for k, rep in reps.items():
             if c in rep:
                 r = rep[c]
@@ -51,11 +51,11 @@ def table(title, recs, pred):
 def by_group(recs, pred):
     """Median |error| (signed) of each InferenceMAX group and metric."""
     groups = sorted({r.group for r in recs})
-    print(f"  {'group':36s} {'tok/s/GPU':>16s} {'TPOT':>16s} {'TTFT':>16s}")
+    print(f"  {'group':36s} {'tok/s/GPU':>16s} {'TPOT':>16s} {'TTFT':>16s} {'TTFT median':>16s}")
     for g in groups:
         rep = S.report([r for r in recs if r.group == g], pred)
         cells = [f"{rep[c]['median_abs'] * 100:5.0f}% ({rep[c]['median_signed'] * 100:+4.0f}%)" if c in rep else ""
-                 for c in ("output tok/s/GPU", "TPOT", "TTFT")]
+                 for c in ("output tok/s/GPU", "TPOT", "TTFT", "TTFT median")]
         print(f"  {g:36s} " + " ".join(f"{c:>16s}" for c in cells))
 
 
@@ -120,14 +120,14 @@ def main(argv=None):
     table("2. measured silicon + host times per stack version — InferenceMAX, in sample", imx, p2)
     all_records_table("2. measured silicon + host times per stack version — published records, in sample", pub, p2)
     print(f"[{time.time() - t0:.0f} s]")
-    print("\nper stack version: records, fitted parameters, t_sched, τ_seq, τ_eager, t_request, τ_stack")
+    print("\nper stack version: records, fitted parameters, t_sched, τ_seq, τ_eager, t_request, τ_stack, t_warm")
     by_v = {}
     for r in recs:
         by_v.setdefault(S.version_of(r), []).append(r)
     for v in sorted(by_v):
         h = hosts[v]
         print(f"  {v:32s} {len(by_v[v]):4d} rec  {len(h)} par  {h[0] * 1e3:6.3f} ms {h[1] * 1e6:6.2f} µs "
-              f"{h[2] * 1e6:6.2f} µs {h[3] * 1e3:7.2f} ms {h[4] * 1e6:6.2f} µs")
+              f"{h[2] * 1e6:6.2f} µs {h[3] * 1e3:7.2f} ms {h[4] * 1e6:6.2f} µs {h[5]:6.2f} s")
     if a.write:
         write(hosts, by_v)
         write_silicon(sil, recs)
@@ -186,9 +186,10 @@ def write(hosts, by_v):
     lines = ["# Host times per stack version, fitted with the silicon fixed from measured kernel curves (issue 34):",
              "# written by `python benchmarks/stack_fit.py --write` (rackmath.analyses.fitting.stack). Read by",
              "# --efficiency measured (engine.efficiency.for_stack); the fitted presets do not read them.",
-             "# Each version: its five stack times fitted on its own records (robust mean |log error|): scheduler",
-             "# time per step, host time per sequence per step, eager dispatch per kernel, per-request time, and",
-             "# kernel_s, the stack's time per kernel on top of the silicon's floor τ. Records on chips without",
+             "# Each version: its six stack times fitted on its own records (robust mean |log error|): scheduler",
+             "# time per step, host time per sequence per step, eager dispatch per kernel, per-request time,",
+             "# kernel_s, the stack's time per kernel on top of the silicon's floor τ, and warm_s, its warm-up paid",
+             "# once by a closed-loop client's first wave (mean TTFT over median TTFT). Records on chips without",
              "# measured curves are predicted at their fitted preset's silicon, with τ_k and the MLA kernel scale",
              "# inferred from their records where specs/data/kernels/inferred/ has them. Keys starting with \"_\"",
              "# are not catalog kinds.", ""]
@@ -200,7 +201,7 @@ def write(hosts, by_v):
         h = hosts[v]
         lines += ["[[_stack_host]]", f'stack_version = "{v}"', f"sched_s = {h[0]:.4g}", f"seq_s = {h[1]:.4g}",
                   f"eager_s = {h[2]:.4g}", f"request_s = {h[3]:.4g}", f"kernel_s = {h[4]:.4g}",
-                  f"records = {len(by_v[v])}",
+                  f"warm_s = {h[5]:.4g}", f"records = {len(by_v[v])}",
                   f'source = "fitted by benchmarks/stack_fit.py on the {len(by_v[v])} records of {v} '
                   f'(specs/data/records/inferencemax.toml), silicon from specs/data/kernels"', ""]
     path.write_text("\n".join(lines))

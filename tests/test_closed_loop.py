@@ -109,3 +109,45 @@ def test_explain_shows_the_aggregated_queue():
     assert lines["Q"].value == pytest.approx(float(r._info["queue"]), rel=1e-9) and lines["Q"].value > 100.0
     assert "capped at 1024 per scheduler" in lines["Q"].note
     assert lines["TTFT"].value == pytest.approx(r.values["ttft_ms"] / 1e3, rel=1e-9)
+
+
+# ----------------------------------------------------------------------------- the first wave's warm-up; the median
+
+
+def test_closed_loop_ttft_with_warm_up_by_hand():
+    """C = 4 clients, N = 40 requests: w = 1/10. A first wave of mean 0.262 s, a steady TTFT of 0.05 s and a warm-up
+    of 4.5 s (kernels compiled the first time a batch of four runs): mean TTFT = 0.1 · (0.262 + 4.5) + 0.9 · 0.05 =
+    0.5212 s; the median request is a later one: 0.05 s (mean / median ≈ 10, as the MI355X SGLang rows' ≈ 6)."""
+    w = float(schedule.first_wave_share(schedule.CLOSED_LOOP_PROMPTS_PER_CLIENT * 4, 4))
+    mean = float(schedule.closed_loop_ttft(0.262, 0.05, w, 4.5))
+    assert mean == pytest.approx(0.1 * 4.762 + 0.045, rel=1e-12)
+    assert float(schedule.median_ttft(mean, 0.05, w)) == 0.05
+    # every request in the first wave (fewer requests than clients): the median is the mean
+    assert float(schedule.median_ttft(mean, 0.05, 1.0)) == mean
+
+
+def test_serve_warm_up_moves_the_mean_by_a_tenth_and_not_the_median():
+    """A stack version's warm-up t_warm is paid by the first wave only: the closed loop's mean TTFT moves by
+    w · t_warm = 0.1 · 5 s = 0.5 s, its median, TPOT and throughput not at all; other arrivals never pay it."""
+    from dataclasses import replace
+
+    from rackmath.engine.efficiency import measured_efficiency
+    from rackmath.specs.hardware import load_hardware
+
+    eff = replace(measured_efficiency(load_hardware("hgx-h200").chip), per_version=False)
+    kw = dict(gpus=8, tp=8, isl=1024, osl=1024, concurrency=32, framework="sglang", arrivals="closed-loop")
+    cold = rackmath.serve("deepseek-v3", "hgx-h200", efficiency=replace(eff, warm_sglang_s=5.0), **kw)
+    warm = rackmath.serve("deepseek-v3", "hgx-h200", efficiency=replace(eff, warm_sglang_s=0.0), **kw)
+    assert (cold.ttft_ms - warm.ttft_ms) / 1e3 == pytest.approx(0.5, rel=1e-9)
+    d_cold, d_warm = cold.as_dict(), warm.as_dict()
+    assert d_cold["ttft_median_ms"] == d_warm["ttft_median_ms"] < warm.ttft_ms
+    assert (cold.tpot_ms, cold.output_tok_s) == (warm.tpot_ms, warm.output_tok_s)
+    d = cold.explain()
+    assert d.check() == []  # the TTFT line re-evaluates with t_warm in it
+    lines = {x.symbol: x for x in d.steps}
+    assert lines["t_warm"].value == pytest.approx(5.0)
+    assert lines["TTFT"].value == pytest.approx(cold.ttft_ms / 1e3, rel=1e-9)
+    assert lines["TTFT_median"].value == pytest.approx(d_cold["ttft_median_ms"] / 1e3, rel=1e-9)
+    st = rackmath.serve("deepseek-v3", "hgx-h200", efficiency=replace(eff, warm_sglang_s=5.0),
+                        **(kw | dict(arrivals="steady")))
+    assert st.as_dict()["ttft_median_ms"] == st.ttft_ms  # no first wave: median and mean are the steady TTFT

@@ -31,9 +31,9 @@ def imx():
 # --------------------------------------------------------------------------------------
 
 
-def test_every_row_is_three_records_with_its_stack_version_and_the_stated_assumptions(imx):
-    assert len(imx) == 3 * 345 and len({r.id for r in imx}) == 1035
-    assert {r.metric_class for r in imx} == {"output tok/s/GPU", "TPOT", "TTFT"}
+def test_every_row_is_four_records_with_its_stack_version_and_the_stated_assumptions(imx):
+    assert len(imx) == 4 * 345 and len({r.id for r in imx}) == 1380
+    assert {r.metric_class for r in imx} == {"output tok/s/GPU", "TPOT", "TTFT", "TTFT median"}
     listed = set(S.known_labels())
     for r in imx:
         assert r.stack in listed, r.id  # framework@stack_version, a listed version (its container image)
@@ -80,13 +80,14 @@ ROW_S000 = dict(id="IMX-S000", hw="b200", framework="sglang", image="lmsysorg/sg
                 model="nvidia/DeepSeek-R1-0528-FP4-V2", infmax_model_prefix="dsr1", precision="fp4",
                 spec_decoding="none", disagg=False, isl=1024, osl=8192, conc=4, tp=4, ep=4, dp_attention="false",
                 output_tput_per_gpu=115.42567968948822, mean_ttft=0.19594112809281797,
+                median_ttft=0.14996397960931063,
                 mean_tpot=0.008511688570450279, mean_e2el=62.0010570729617, run="run_20621824084")
 ROW_S017 = dict(id="IMX-S017", hw="gb200", framework="dynamo-sglang", image="lmsysorg/sglang:v0.5.5.post2",
                 model="deepseek-ai/DeepSeek-R1", infmax_model_prefix="dsr1", precision="fp4", spec_decoding="none",
                 disagg=True, isl=1024, osl=1024, conc=4, prefill_tp=1, prefill_ep=1, prefill_dp_attention="true",
                 prefill_num_workers=1, decode_tp=1, decode_ep=1, decode_dp_attention="true", decode_num_workers=2,
                 num_prefill_gpu=4, num_decode_gpu=8, output_tput_per_gpu=62.56084213988763,
-                mean_ttft=0.22575995295774193, mean_tpot=0.007488533579132299, mean_e2el=7.222042228467762,
+                mean_ttft=0.22575995295774193, median_ttft=0.21467791497707367, mean_tpot=0.007488533579132299, mean_e2el=7.222042228467762,
                 run="run_20413316138")
 
 
@@ -114,7 +115,7 @@ def test_the_converter_writes_what_is_shipped_for_two_rows(imx):
     """The converter's records of the two hand-typed rows equal the shipped ones (inputs, values, stack, group)."""
     conv = _converter()
     out = {r["id"]: r for r in conv.convert([ROW_S000, ROW_S017])}
-    assert len(out) == 6
+    assert len(out) == 8
     shipped = {r.id: r for r in imx}
     for rid, rec in out.items():
         s = shipped[rid]
@@ -161,7 +162,7 @@ def test_a_records_stack_version_is_the_one_its_source_states():
     own words, or its container image); 2025 builds are versions of their own (sglang@0.4.2, vllm-v0@0.7.3 …)."""
     recs = R.shipped_records()
     versioned = [r for r in recs if r.stack_version]
-    assert len(versioned) >= 1035 + 100
+    assert len(versioned) >= 1380 + 100
     for r in versioned:
         assert r.stack_version in r.title + r.source, r.id
     stacks = {r.stack for r in recs}
@@ -261,8 +262,8 @@ def test_validate_reports_inferencemax_apart_by_metric_and_stack():
     v = validation.validate(recs=[r for r in R.shipped_records()
                                   if r.id.startswith(("IMX-S000-", "IMX-S017-", "T1-"))])
     nf = v["not_fitted"]
-    assert nf["summary"]["n"] == 6 and v["counts"]["not_fitted"] == 6
-    assert set(nf["summary_by_metric"]) == {"output tok/s/GPU", "TPOT", "TTFT"}
+    assert nf["summary"]["n"] == 8 and v["counts"]["not_fitted"] == 8
+    assert set(nf["summary_by_metric"]) == {"output tok/s/GPU", "TPOT", "TTFT", "TTFT median"}
     assert set(nf["by_metric_and_stack"]["TPOT"]) == {"sglang@0.5.6", "dynamo-sglang@0.5.5.post2"}
     assert all(not r.startswith("IMX") for r in {x["id"] for x in v["records"] if x["fitted"]})
 

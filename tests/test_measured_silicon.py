@@ -123,10 +123,10 @@ def test_stack_fit_recovers_known_host_times():
     from rackmath.analyses.fitting import stack as S
     from rackmath.analyses.fitting.validation import records
 
-    recs = [r for r in records() if r.group == "gptoss-fp4 × h200 × vllm"][:9]
-    assert len(recs) == 9
+    recs = [r for r in records() if r.group == "gptoss-fp4 × h200 × vllm"][:12]
+    assert len(recs) == 12 and {r.metric for r in recs} >= {"ttft_s", "ttft_median_s"}
     pred = S.Predictor(measured=True)
-    truth = np.array([1.0e-3, 5e-6, 3e-5, 0.05, 2e-6])
+    truth = np.array([1.0e-3, 5e-6, 3e-5, 0.05, 2e-6, 3.0])  # … t_request 50 ms, τ_stack 2 µs, t_warm 3 s
     fake = [replace(r, value=float(pred(r, truth)[0])) for r in recs]
     start = S.host_vector(default_efficiency("h200"), "vllm")
     fitted = S.fit_hosts(fake, pred, start)
@@ -134,6 +134,35 @@ def test_stack_fit_recovers_known_host_times():
     err0 = [abs(math.log(pred(r, start)[0] / r.value)) for r in fake]
     assert np.mean(err0) > 0.1  # the start is far off
     assert np.median(err) < 0.02 and np.mean(err) < 0.1 * np.mean(err0)
+    # the medians identify t_request, the means over them t_warm (a first wave of one request in ten)
+    assert fitted[S.REQUEST] == pytest.approx(0.05, rel=0.1) and fitted[S.WARM] == pytest.approx(3.0, rel=0.1)
+
+
+def test_unseen_version_takes_the_median_builds_request_time_and_no_warm_up():
+    """A version none of whose records is seen: its step times are its engine's pooled fit; t_request is the median
+    of the engine's other versions' own fits (one vote each, never the held version's), t_warm 0."""
+    from dataclasses import replace
+
+    from rackmath.analyses.fitting import stack as S
+    from rackmath.analyses.fitting.validation import records
+
+    pred = S.Predictor(measured=True)
+    starts = {"vllm": S.host_vector(default_efficiency("h200"), "vllm")}
+    base = [r for r in records() if r.group == "gptoss-fp4 × h200 × vllm" and r.stack == "vllm@0.13.0"][:8]
+    truths = {"vllm@0.11.2": 0.02, "vllm@0.13.0": 0.08, "vllm@0.10.2": 0.2}  # three builds' t_request
+    recs = []
+    for v, t_req in truths.items():
+        h = np.array([1.0e-3, 5e-6, 3e-5, t_req, 2e-6, 0.0])
+        fw, _, ver = v.partition("@")
+        recs += [replace(r, id=f"{r.id}-{v}", framework=fw, stack_version=ver, value=float(pred(r, h)[0]))
+                 for r in base]
+    held = "vllm@0.13.0"
+    cache = {}
+    got = S.unseen_ttft_times(recs, pred, starts, "vllm", lambda r: r.stack == held, cache)
+    assert {r.stack for r in recs} == set(truths)
+    assert got[S.WARM] == 0.0
+    assert got[S.REQUEST] == pytest.approx(np.median([0.02, 0.2]), rel=0.15)  # 0.11 s: the other two builds
+    assert held not in cache and set(cache) == {"vllm@0.11.2", "vllm@0.10.2"}
 
 
 def test_leave_one_group_out_never_sees_the_group():
@@ -305,3 +334,16 @@ def test_tp_allreduce_costs_the_stacks_custom_allreduce_under_measured():
     assert preset.allreduce_latency_s == 0 and collective_latency(ar, preset) == preset.collective_latency_s
     # GB200's trays hold 4 GPUs: its curve of 4 (the group nearest 8 that was measured), 4.64 µs
     assert resolve("gb200", "measured").allreduce_latency_s == pytest.approx(4.6397e-6)
+
+
+def test_an_unseen_build_pools_the_engines_builds_for_its_platform():
+    """A ROCm build's nearest builds are the engine's other ROCm builds: the pooled records are those of the same
+    platform where there are any, every build's where there are none."""
+    from rackmath.analyses.fitting import stack as S
+    from rackmath.analyses.fitting.validation import records
+
+    recs = [r for r in records() if r.group in ("dsr1-fp8 × mi355x × sglang", "dsr1-fp8 × b200 × sglang")]
+    assert {S.platform_of(r) for r in recs} == {"rocm", "cuda"}
+    assert {r.chip for r in S._same_platform(recs, "rocm")} == {"mi355x"}
+    assert {r.chip for r in S._same_platform(recs, "cuda")} == {"b200"}
+    assert S._same_platform(recs, "tpu") == recs and S._same_platform(recs, None) == recs

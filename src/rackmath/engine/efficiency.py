@@ -84,6 +84,9 @@ NUMERIC = {
     "request_trtllm_s": (0.0, 10.0, 0.0),
     "request_vllm_s": (0.0, 10.0, 0.0),
     "request_sglang_s": (0.0, 10.0, 0.0),
+    "warm_trtllm_s": (0.0, 60.0, 0.0),
+    "warm_vllm_s": (0.0, 60.0, 0.0),
+    "warm_sglang_s": (0.0, 60.0, 0.0),
     "mla_kernel_scale": (0.0, 50.0, 1.0),
 }
 
@@ -139,6 +142,13 @@ def stack_request_s(eff, stack: str):
                                                stacks=GENERIC_STACKS)
 
 
+def stack_warm_s(eff, stack: str):
+    """Warm-up of a stack paid once by a closed-loop client's first wave, t_warm(stack) (``warm_<stack>_s``;
+    :func:`rackmath.analyses.serving.schedule.closed_loop_ttft`): kernels compiled and graphs captured the first time
+    a batch of that size runs. vLLM's V0 engine pays vLLM's, the generic stack the mean of the three."""
+    return _per_stack(eff, "warm", stack, host_of={"vllm-v0": "vllm", "vllm_v0": "vllm"}, stacks=GENERIC_STACKS)
+
+
 def host_step_s(eff, stack: str, seqs_per_scheduler):
     """Host time of one step: t_host = t_sched(stack) + n_seq · τ_seq(stack).
 
@@ -190,6 +200,11 @@ class Efficiency:
     #: fixed time of one TP all-reduce inside the scale-up domain: the stacks' one-shot custom all-reduce in a CUDA
     #: graph, from a chip's measured curves (specs/kernels.silicon); 0: τ_c (every preset fitted on records)
     allreduce_latency_s: float = 0.0
+    #: warm-up of each stack, paid once by a closed-loop client's first wave (schedule.closed_loop_ttft): a stack
+    #: version's (specs/data/launch/stack_hosts.toml, --efficiency measured); 0 in every fitted preset
+    warm_trtllm_s: float = 0.0
+    warm_vllm_s: float = 0.0
+    warm_sglang_s: float = 0.0
     composition: str = "serial"
     description: str = "the lecture's ideal roofline: peak FLOP/s and bandwidth, no fixed costs"
     source: str = "lecture 00:00 (roofline)"
@@ -370,7 +385,7 @@ def default_efficiency(chip_name: str, regime: str = "serving") -> Efficiency:
 SILICON_FIELDS = ("kernel_latency_s", "eta_compute", "gemm_half_tokens", "eta_memory", "eta_memory_moe",
                   "collective_latency_s", "allreduce_latency_s", "eta_comm", "mla_kernel_scale")
 #: The host-time fields of one stack version (``stack_hosts.toml``), each an ``<field>_<engine>_s`` of a preset.
-VERSION_FIELDS = ("sched", "seq", "eager", "request")
+VERSION_FIELDS = ("sched", "seq", "eager", "request", "warm")
 
 
 def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
@@ -419,7 +434,7 @@ def for_stack(eff: Efficiency, stack) -> Efficiency:
     engine = STACK_HOST_OF.get(stack.name, stack.name)
     if not h or engine not in STACK_NAMES:
         return eff
-    out = {f"{k}_{engine}_s": h[k] for k in VERSION_FIELDS if k in h and (k != "request" or engine in GENERIC_STACKS)}
+    out = {f"{k}_{engine}_s": h[k] for k in VERSION_FIELDS if k in h and (k not in ("request", "warm") or engine in GENERIC_STACKS)}
     if "kernel" in h:  # the stack's own time per kernel on top of the silicon's floor τ
         out["kernel_latency_s"] = eff.kernel_latency_s + h["kernel"]
     return replace(eff, per_version=False, **out)
@@ -475,5 +490,5 @@ def efficiency_for(hardware, efficiency=None, ideal: bool = False, default: str 
 
 
 __all__ = ["Efficiency", "IDEAL", "FIT_PARAMS", "NUMERIC", "COMPOSITIONS", "presets", "load_efficiency",
-           "default_efficiency", "resolve", "measured_efficiency", "for_stack", "SILICON_FIELDS", "efficiency_for", "stack_sched_s", "stack_seq_s", "stack_eager_s", "stack_request_s",
+           "default_efficiency", "resolve", "measured_efficiency", "for_stack", "SILICON_FIELDS", "efficiency_for", "stack_sched_s", "stack_seq_s", "stack_eager_s", "stack_request_s", "stack_warm_s",
            "host_step_s"]

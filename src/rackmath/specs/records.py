@@ -39,12 +39,12 @@ from ..specs.models import load_model
 KINDS = ("serve", "step", "prefill")
 METRICS = {
     "serve": ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_s", "ttft_s", "tok_s_per_user", "step_s", "e2e_s",
-              "output_tok_s_per_decode_gpu"),
+              "output_tok_s_per_decode_gpu", "ttft_median_s"),
     "step": ("step_s", "output_tok_s_per_gpu"),
     "prefill": ("prefill_s", "prefill_tok_s_per_gpu"),
 }
 UNITS = {"output_tok_s_per_gpu": "tok/s/GPU", "output_tok_s_per_decode_gpu": "tok/s/GPU",
-         "total_tok_s_per_gpu": "tok/s/GPU", "tpot_s": "s", "ttft_s": "s",
+         "total_tok_s_per_gpu": "tok/s/GPU", "tpot_s": "s", "ttft_s": "s", "ttft_median_s": "s",
          "tok_s_per_user": "tok/s", "step_s": "s", "e2e_s": "s", "prefill_s": "s", "prefill_tok_s_per_gpu": "tok/s/GPU"}
 STATUSES = ("measured", "approximate", "derived")
 #: How requests arrive (serve --arrivals, a record's arrivals; analyses.serving.inputs imports it): spread out evenly, in
@@ -59,9 +59,10 @@ WEIGHT_LAYOUTS = ("1d", "2d", "gathered")
 FRAMEWORKS = ("trtllm", "vllm", "vllm-v0", "sglang", "atom", "dynamo", "dynamo-sglang", "dynamo-trtllm", "jax", "torch",
               "other")
 #: What each metric measures, for reports by metric: throughput (output tokens/s per GPU, over every GPU or per
-#: decode GPU of a disaggregated deployment), TPOT, TTFT, or the others.
+#: decode GPU of a disaggregated deployment), TPOT, TTFT (the mean; ``ttft_median_s`` the median request's), or the
+#: others.
 METRIC_CLASS = {"output_tok_s_per_gpu": "output tok/s/GPU", "output_tok_s_per_decode_gpu": "output tok/s/GPU",
-                "tpot_s": "TPOT", "ttft_s": "TTFT"}
+                "tpot_s": "TPOT", "ttft_s": "TTFT", "ttft_median_s": "TTFT median"}
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,79}$")
 

@@ -173,7 +173,8 @@ def _host_table() -> dict:
         if not isinstance(label, str):
             raise CatalogError(str(HOSTS), f"_stack_host[{i}].stack_version", "missing")
         vals = {}
-        for k, hi in (("sched", 0.05), ("seq", 1e-3), ("eager", 1e-3), ("request", 10.0), ("kernel", 1e-4)):
+        for k, hi in (("sched", 0.05), ("seq", 1e-3), ("eager", 1e-3), ("request", 10.0), ("kernel", 1e-4),
+                      ("warm", 60.0)):
             v = t.get(f"{k}_s")
             if v is None:
                 continue
@@ -187,8 +188,9 @@ def _host_table() -> dict:
 def host_times(label: str) -> dict:
     """A stack version's host times fitted with the silicon fixed from measured kernel curves
     (``specs/data/launch/stack_hosts.toml``, written by ``benchmarks/stack_fit.py``): ``{"sched": s, "seq": s,
-    "eager": s, "request": s, "kernel": s}`` ({} for a version without); ``kernel`` is the stack's time per kernel
-    on top of the silicon's floor τ (launch gaps, unfused work: ``engine.efficiency.for_stack``)."""
+    "eager": s, "request": s, "kernel": s, "warm": s}`` ({} for a version without); ``kernel`` is the stack's time per
+    kernel on top of the silicon's floor τ (launch gaps, unfused work: ``engine.efficiency.for_stack``), ``warm`` its
+    warm-up paid by a closed-loop client's first wave (``serving.schedule.closed_loop_ttft``)."""
     return dict(_host_table().get(str(label), {}))
 
 

@@ -2,14 +2,14 @@
 
 Stage 1 fixes every record's silicon (τ, η_c, M½, η_m, α_coll, η_comm) from its chip's measured curves
 (``engine.efficiency.measured_efficiency``; a chip without curves keeps its fitted preset). Stage 2 fits, per stack
-version, only its five stack times — the per-step scheduler time t_sched, the per-sequence time τ_seq, the eager
-dispatch time per kernel τ_eager, the per-request time t_request and the stack's time per kernel τ_stack on top of
-the silicon's floor (τ_k = τ_silicon + τ_stack: launch gaps in its graphs, work it does not fuse; what the fitted
-presets' single τ mixed with the silicon) — on that version's records, minimising the
-robust mean |log error| (``calibration._logerr``) by coordinate descent on shrinking grids, every candidate of a
+version, only its six stack times — the per-step scheduler time t_sched, the per-sequence time τ_seq, the eager
+dispatch time per kernel τ_eager, the per-request time t_request, the first wave's warm-up t_warm and the stack's
+time per kernel τ_stack on top of the silicon's floor (τ_k = τ_silicon + τ_stack: launch gaps in its graphs, work
+it does not fuse; what the fitted presets' single τ mixed with the silicon) — on that version's records, minimising
+the robust mean |log error| (``calibration._logerr``) by coordinate descent on shrinking grids, every candidate of a
 grid evaluated in one broadcast engine call per record (``validation.predict_many``): the four step times on the
-throughput and TPOT records, then t_request on the TTFT records (:func:`fit_hosts` says why). Five parameters and one
-version's records make a fit cheap (seconds), so leaving one InferenceMAX group out (model × chip × framework) and
+throughput and TPOT records, then t_request on the median-TTFT records and t_warm on the mean-TTFT ones
+(:func:`fit_hosts` says why). Six parameters and one version's records make a fit cheap (seconds), so leaving one InferenceMAX group out (model × chip × framework) and
 leaving one stack version out refit only what they touch:
 
 * a group out: each version in the group is refitted on its other records; a version with no other record takes
@@ -38,14 +38,18 @@ from .calibration import _logerr
 from .validation import predict_many
 from ..serving.serve import load_stack
 from ...engine.efficiency import (default_efficiency, measured_efficiency, NUMERIC, stack_eager_s, STACK_HOST_OF,
-                                  stack_request_s, stack_sched_s, stack_seq_s)
+                                  stack_request_s, stack_sched_s, stack_seq_s, stack_warm_s)
 from ...errors import InputError
 from ...specs.hardware import load_hardware
 from ...specs.kernels import kernel_table
+from ...specs.records import METRIC_CLASS
 
 #: (field, lower, upper, initial grid half-width) of each fitted host time (physical ranges as ``FIT_PARAMS``).
 STACK_PARAMS = (("sched", 0.0, 5e-3, 2e-3), ("seq", 0.0, 1e-4, 4e-5), ("eager", 0.0, 1e-4, 4e-5),
-                ("request", 0.0, 0.3, 0.12), ("kernel", 0.0, 2e-5, 8e-6))
+                ("request", 0.0, 0.3, 0.12), ("kernel", 0.0, 2e-5, 8e-6), ("warm", 0.0, 30.0, 8.0))
+#: Indices in :data:`STACK_PARAMS` of the times that are ``<name>_<engine>_s`` fields of a preset (τ_stack adds to
+#: the silicon's τ_k instead).
+_ENGINE_FIELDS = (0, 1, 2, 3, 5)
 #: Engines whose host-time fields a candidate sets (every record reads only its own engine's, or their mean).
 _ENGINES = ("trtllm", "vllm", "sglang", "vllm_v0")
 #: (Efficiency field, lower, upper, initial grid half-width) of the silicon inferred for a chip without curves.
@@ -91,11 +95,11 @@ def _names():
 
 
 def host_vector(eff, engine: str) -> np.ndarray:
-    """(sched, seq, eager, request, τ_stack = 0) of an engine in a preset (the generic stack: the three engines'
-    mean)."""
+    """(sched, seq, eager, request, τ_stack = 0, warm) of an engine in a preset (the generic stack: the three
+    engines' mean)."""
     st = {"vllm_v0": "vllm-v0"}.get(engine, engine)
     return np.array([stack_sched_s(eff, st), stack_seq_s(eff, st), stack_eager_s(eff, st),
-                     stack_request_s(eff, st) - eff.request_overhead_s, 0.0])
+                     stack_request_s(eff, st) - eff.request_overhead_s, 0.0, stack_warm_s(eff, st)])
 
 
 def _matrix(eff, H: np.ndarray) -> np.ndarray:
@@ -104,7 +108,8 @@ def _matrix(eff, H: np.ndarray) -> np.ndarray:
     base = np.array([float(getattr(eff, n)) for n in names])
     X = np.tile(base, (len(H), 1))
     X[:, names.index("kernel_latency_s")] += H[:, 4]  # τ_k = τ_silicon + τ_stack
-    for j, (k, *_r) in enumerate(STACK_PARAMS[:4]):
+    for j in _ENGINE_FIELDS:
+        k = STACK_PARAMS[j][0]
         for e in _ENGINES:
             n = f"{k}_{e}_s"
             if n in names:
@@ -145,7 +150,7 @@ class Predictor:
         return predict_many(rec, _matrix(self.eff(rec), np.atleast_2d(H)), _names(), name="staged")
 
 
-def _descend(x, params, predictions, meas, prior: float = 0.0, free=None) -> np.ndarray:
+def _descend(x, params, predictions, meas, prior: float = 0.0, free=None, rounds: int = ROUNDS) -> np.ndarray:
     """Coordinate descent of the robust mean |log error| of ``predictions(C)`` ((records, K) under K candidate rows
     C) against ``meas``, from ``x``, on grids of :data:`POINTS` per coordinate that halve each of :data:`ROUNDS`
     rounds; ``params``: (name, lower, upper, initial half-width) per coordinate; ``prior``: the weight of the pull
@@ -154,7 +159,7 @@ def _descend(x, params, predictions, meas, prior: float = 0.0, free=None) -> np.
     x = np.array(x, dtype=float)
     x0 = x.copy()
     widths = np.array([w for *_r, w in params])
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         for j, (_n, lo, hi, w0) in enumerate(params):
             if free is not None and j not in free:
                 continue
@@ -169,40 +174,53 @@ def _descend(x, params, predictions, meas, prior: float = 0.0, free=None) -> np.
     return x
 
 
-#: Index of the per-request time t_request in :data:`STACK_PARAMS`: the one stack time TTFT alone identifies.
-REQUEST = 3
+#: Indices in :data:`STACK_PARAMS` of the per-request time t_request and the warm-up t_warm: the stack times TTFT
+#: alone identifies.
+REQUEST, WARM = 3, 5
+#: Extra coordinate-descent rounds of t_warm (its range spans 30 s; a mean TTFT carries a tenth of it).
+WARM_ROUNDS = ROUNDS + 2
 
 
 def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.ndarray:
-    """The stack times (sched, seq, eager, request, τ_stack) minimising mean robust |log error|, by coordinate descent
-    from ``start`` (:func:`_descend`), in two steps: the step times (sched, seq, eager, τ_stack) on the records of
-    throughput and TPOT, then t_request on the TTFT records with them fixed.
+    """The stack times (sched, seq, eager, request, τ_stack, warm) minimising mean robust |log error|, by coordinate
+    descent from ``start`` (:func:`_descend`), in three steps: the step times (sched, seq, eager, τ_stack) on the
+    records of throughput and TPOT; then t_request on the median-TTFT records with them fixed (on the mean-TTFT
+    records where a version has no median); then t_warm on the mean-TTFT records with the rest fixed.
 
-    Why two steps: a run's mean TTFT carries what no step time describes — a saturated closed loop's queue, which is
+    Why in steps: a run's mean TTFT carries what no step time describes — a saturated closed loop's queue, which is
     its throughput error amplified by Little's law (``serving.schedule.saturated_ttft``: a 10% error in X is tens
-    of % in C·OSL/X − (OSL − 1)·TPOT), and the tails of cold starts (runs whose mean TTFT is many times their
-    median) — and fitted jointly it bent the eager dispatch time that also prices every mixed step, so TPOT and
-    throughput paid for TTFT. The step times are what TPOT and throughput measure; TTFT then fits the time per
-    request on top, over its whole range (the first grid spans it; no pull towards the start: TTFT identifies it).
-    A version with no TTFT record (or only TTFT records) fits all five on what it has."""
+    of % in C·OSL/X − (OSL − 1)·TPOT), and the first wave's warm-up (runs whose mean TTFT is many times their
+    median: ``serving.schedule.closed_loop_ttft``) — and fitted jointly it bent the eager dispatch time that also
+    prices every mixed step, so TPOT and throughput paid for TTFT. The step times are what TPOT and throughput
+    measure; the median request's TTFT is the steady loop's (``serving.schedule.median_ttft``), which t_request
+    adds to every request; the mean over the median is then the first wave's, which t_warm adds to one request in
+    ten. A mean alone cannot tell the two apart (every InferenceMAX run has the same first-wave share), so t_warm
+    is fitted only where medians fixed t_request, and stays at the start (0) elsewhere. Each TTFT time is searched
+    over its whole range (the first grid spans it; no pull towards the start: TTFT identifies it). A version with
+    no TTFT record (or only TTFT records) fits all six on what it has."""
     if not recs:
         return np.array(start, dtype=float)
-    first = [r for r in recs if r.metric == "ttft_s"]
-    steps = [r for r in recs if r.metric != "ttft_s"]
+    means = [r for r in recs if r.metric == "ttft_s"]
+    medians = [r for r in recs if r.metric == "ttft_median_s"]
+    steps = [r for r in recs if r.metric not in ("ttft_s", "ttft_median_s")]
 
-    def descend(x, rs, free, params=STACK_PARAMS, prior=prior):
+    def descend(x, rs, free, params=STACK_PARAMS, prior=prior, rounds=ROUNDS):
         meas = np.array([r.value for r in rs])
-        return _descend(x, params, lambda H: np.stack([predictor(r, H) for r in rs]), meas, prior, free)
+        return _descend(x, params, lambda H: np.stack([predictor(r, H) for r in rs]), meas, prior, free, rounds)
 
-    if not first or not steps:
+    if not (means or medians) or not steps:
         return descend(start, recs, None)
-    x = descend(start, steps, [j for j in range(len(STACK_PARAMS)) if j != REQUEST])
-    # t_request alone, which the TTFT records identify: its whole range searched (the first grid spans it), no prior
-    name, lo, hi, _w = STACK_PARAMS[REQUEST]
+    x = descend(start, steps, [j for j in range(len(STACK_PARAMS)) if j not in (REQUEST, WARM)])
     params = list(STACK_PARAMS)
-    params[REQUEST] = (name, lo, hi, (hi - lo) / 2.0)
-    x[REQUEST] = (lo + hi) / 2.0
-    return descend(x, first, [REQUEST], params, 0.0)
+    for j in (REQUEST, WARM):  # their whole range searched (the first grid spans it), no prior
+        name, lo, hi, _w = STACK_PARAMS[j]
+        params[j] = (name, lo, hi, (hi - lo) / 2.0)
+    x[REQUEST] = (params[REQUEST][1] + params[REQUEST][2]) / 2.0
+    x = descend(x, medians or means, [REQUEST], params, 0.0)
+    if medians and means:
+        x[WARM] = (params[WARM][1] + params[WARM][2]) / 2.0
+        x = descend(x, means, [WARM], params, 0.0, WARM_ROUNDS)
+    return x
 
 
 def inferable_chips(recs) -> list[str]:
@@ -266,10 +284,26 @@ def fit_all(recs, predictor: Predictor, starts: dict) -> dict:
     return {v: fit_hosts(rs, predictor, starts[engine_of(v)]) for v, rs in _by(recs, version_of).items()}
 
 
-def engine_fit(recs, predictor: Predictor, starts: dict, engine: str, exclude) -> np.ndarray:
+def platform_of(rec) -> str:
+    """The build platform a record ran: ``rocm`` on AMD GPUs, ``cuda`` on NVIDIA's, else its chip's family."""
+    fam = rec.hardware_family
+    return "rocm" if fam == "amd" else ("cuda" if fam in ("hopper", "blackwell", "ampere", "ada") else fam)
+
+
+def _same_platform(rs, platform):
+    """The records of ``rs`` built for ``platform`` where there are any (else all of them): a ROCm build's nearest
+    builds are the engine's other ROCm builds (eager dispatch 10–13 µs per kernel against the CUDA builds' 66–100 µs,
+    stack_hosts.toml), not the CUDA ones."""
+    mine = [r for r in rs if platform_of(r) == platform] if platform else []
+    return mine or list(rs)
+
+
+def engine_fit(recs, predictor: Predictor, starts: dict, engine: str, exclude, platform: str | None = None
+               ) -> np.ndarray:
     """One host vector for an engine, fitted on the records of its versions not excluded (``exclude(rec)``; at most
-    :data:`MAX_ENGINE_RECORDS`, evenly spaced)."""
-    train = [r for r in recs if engine_of(version_of(r)) == engine and not exclude(r)]
+    :data:`MAX_ENGINE_RECORDS`, evenly spaced); ``platform``: on its builds for that platform where there are
+    any (:func:`_same_platform`)."""
+    train = _same_platform([r for r in recs if engine_of(version_of(r)) == engine and not exclude(r)], platform)
     step = max(1, -(-len(train) // MAX_ENGINE_RECORDS))
     return fit_hosts(train[::step], predictor, starts[engine])
 
@@ -278,15 +312,48 @@ def engine_fit(recs, predictor: Predictor, starts: dict, engine: str, exclude) -
 HIERARCHICAL_PRIOR = 0.02
 
 
+def unseen_ttft_times(recs, predictor: Predictor, starts: dict, engine: str, exclude, cache: dict,
+                      platform: str | None = None) -> dict:
+    """{index: value} of the TTFT times of a version none of whose records is seen: t_request, the median of the
+    engine's other versions' own fits (each on its TTFT records, one vote per version); t_warm, 0.
+
+    Why not the engine's pooled fit: the TTFT times are per build, and pooled over builds they take the shape of the
+    largest — the disaggregated versions' queues (300 ms per request) set SGLang's pooled t_request, which priced an
+    aggregated MI355X build at three times its measured median (0.35 vs 0.11 s). A median over builds is what a
+    build of that engine typically adds. A warm-up is a build's own (kernels it compiles just in time or at
+    start-up): an unseen build is predicted without one, and says so (docs/stacks.md). Only versions with no record
+    excluded vote (their fits never saw what is held out), those of ``platform`` where there are any; ``cache``
+    keeps their fits across folds."""
+    held = {version_of(r) for r in recs if exclude(r)}
+    by_v = _by(_same_platform([r for r in recs if engine_of(version_of(r)) == engine and version_of(r) not in held],
+                              platform), version_of)
+    votes = []
+    for v, rs in by_v.items():
+        if not any(r.metric in ("ttft_s", "ttft_median_s") for r in rs):
+            continue  # its t_request is its start: no vote
+        if v not in cache:
+            cache[v] = fit_hosts(rs, predictor, starts[engine])
+        votes.append(cache[v][REQUEST])
+    return {WARM: 0.0} | ({REQUEST: float(np.median(votes))} if votes else {})
+
+
 def fit_version(recs, predictor: Predictor, starts: dict, version: str, exclude=lambda r: False,
-                hierarchical: bool = False) -> np.ndarray:
-    """One version's times on its records not excluded; with none, its engine's pooled fit. ``hierarchical``: the
-    engine's pooled fit (same exclusion) is the start and the prior (weight :data:`HIERARCHICAL_PRIOR`) of the
-    version's own."""
+                hierarchical: bool = False, cache: dict | None = None) -> np.ndarray:
+    """One version's times on its records not excluded; with none, its engine's pooled fit for the step times and
+    :func:`unseen_ttft_times` for t_request and t_warm, both over the engine's builds for the platform its records
+    ran (:func:`_same_platform`). ``hierarchical``: the engine's pooled fit (same exclusion)
+    is the start and the prior (weight :data:`HIERARCHICAL_PRIOR`) of the version's own. ``cache``: the other
+    versions' fits (shared by the folds of one cross-validation)."""
     train = [r for r in recs if version_of(r) == version and not exclude(r)]
     e = engine_of(version)
-    if not train:
-        return engine_fit(recs, predictor, starts, e, exclude)
+    if not train:  # pooled over the engine's builds for the platform the version's records ran
+        mine = [r for r in recs if version_of(r) == version]
+        platform = platform_of(mine[0]) if mine else None
+        h = engine_fit(recs, predictor, starts, e, exclude, platform)
+        c = {} if cache is None else cache
+        for j, v in unseen_ttft_times(recs, predictor, starts, e, exclude, c, platform).items():
+            h[j] = v
+        return h
     if hierarchical:
         pooled = engine_fit(recs, predictor, starts, e, exclude)
         return fit_hosts(train, predictor, pooled, prior=HIERARCHICAL_PRIOR)
@@ -298,13 +365,14 @@ def leave_one_group_out(recs, predictor: Predictor, starts: dict, groups=None, h
     """{record id: prediction} of every InferenceMAX record with its group (``Record.group``) left out of the fit
     (``infer_silicon``: the held chip's inferred silicon refitted without the group first, :func:`fit_silicon`; a
     chip with no other group keeps its preset's)."""
-    out = {}
+    out, cache = {}, {}
     by_group = _by([r for r in recs if r.group], lambda r: r.group)
     for g in groups or sorted(by_group):
         held = by_group[g]
         out_g = lambda r, g=g: r.group == g  # noqa: E731
         pr = without(recs, predictor, starts, held, out_g) if infer_silicon else predictor
-        hosts = {v: fit_version(recs, pr, starts, v, out_g, hierarchical) for v in {version_of(r) for r in held}}
+        c = cache if pr is predictor else {}  # other versions' fits, valid under the shared silicon only
+        hosts = {v: fit_version(recs, pr, starts, v, out_g, hierarchical, c) for v in {version_of(r) for r in held}}
         out.update(zip((r.id for r in held), predict(held, pr, hosts)))
     return out
 
@@ -320,7 +388,8 @@ def leave_one_family_out(recs, predictor: Predictor, starts: dict, infer_silicon
         held = [r for r in recs if r.group and r.hardware_family == fam]
         out_f = lambda r, fam=fam: r.hardware_family == fam  # noqa: E731
         pr = without(recs, predictor, starts, held, out_f) if infer_silicon else predictor
-        hosts = {v: fit_version(recs, pr, starts, v, out_f) for v in {version_of(r) for r in held}}
+        cache = {}
+        hosts = {v: fit_version(recs, pr, starts, v, out_f, cache=cache) for v in {version_of(r) for r in held}}
         out.update(zip((r.id for r in held), predict(held, pr, hosts)))
     return out
 
@@ -328,20 +397,14 @@ def leave_one_family_out(recs, predictor: Predictor, starts: dict, infer_silicon
 def leave_one_version_out(recs, predictor: Predictor, starts: dict, versions=None, infer_silicon: bool = False) -> dict:
     """{record id: prediction} of every record of each listed version with that version left out (its engine's
     fit on the other versions' records; ``infer_silicon``: the inferred silicon of its chips refitted without it)."""
-    out = {}
+    out, cache = {}, {}
     by_v = _by(recs, version_of)
     for v in versions or sorted(by_v):
-        e = engine_of(v)
         out_v = lambda r, v=v: version_of(r) == v  # noqa: E731
         pr = without(recs, predictor, starts, by_v[v], out_v) if infer_silicon else predictor
-        h = engine_fit(recs, pr, starts, e, out_v)
+        h = fit_version(recs, pr, starts, v, out_v, cache=cache if pr is predictor else {})
         out.update(zip((r.id for r in by_v[v]), predict(by_v[v], pr, {v: h})))
     return out
-
-
-#: Metric classes of the report: output tokens/s per GPU (per decode GPU on a disaggregated row), TPOT, TTFT.
-METRIC_CLASS = {"output_tok_s_per_gpu": "output tok/s/GPU", "output_tok_s_per_decode_gpu": "output tok/s/GPU",
-                "tpot_s": "TPOT", "ttft_s": "TTFT"}
 
 
 def report(recs, predicted: dict) -> dict:

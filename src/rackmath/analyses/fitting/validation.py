@@ -114,7 +114,7 @@ def serve_inputs(key: tuple, efficiency=None, ideal: bool = False) -> tuple:
 def _metric_of_serve(d: dict, rec: Record) -> float:
     m = rec.metric
     v = {k: np.asarray(d[k], dtype=float) for k in ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_ms",
-                                                    "ttft_ms", "step_ms", "tokens_per_s_per_user")}
+                                                    "ttft_ms", "ttft_median_ms", "step_ms", "tokens_per_s_per_user")}
     if m == "output_tok_s_per_gpu":
         out = v["output_tok_s_per_gpu"]
     elif m == "output_tok_s_per_decode_gpu":  # a disaggregated deployment's output over its decode GPUs only
@@ -126,6 +126,8 @@ def _metric_of_serve(d: dict, rec: Record) -> float:
         out = v["tpot_ms"] / 1e3
     elif m == "ttft_s":
         out = v["ttft_ms"] / 1e3
+    elif m == "ttft_median_s":  # the median request's TTFT (serving.median_ttft)
+        out = v["ttft_median_ms"] / 1e3
     elif m == "step_s":
         out = v["step_ms"] / 1e3
     elif m == "tok_s_per_user":
@@ -234,7 +236,7 @@ def _predict(rec: Record, efficiency, ideal):
 
 #: Serving metrics whose fixed-layout prediction :func:`predict_many` evaluates in one vectorized engine call.
 _VECTOR_SERVE_METRICS = ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_s", "step_s", "tok_s_per_user",
-                         "ttft_s", "e2e_s", "output_tok_s_per_decode_gpu")
+                         "ttft_s", "e2e_s", "output_tok_s_per_decode_gpu", "ttft_median_s")
 
 
 def vectorizable(rec: Record) -> bool:
@@ -291,7 +293,8 @@ def _serve_metrics(recs, eff, K: int) -> np.ndarray:
     """(len(recs), K): the metrics of serving records of one run (one :func:`evaluation_key`) from one evaluation."""
     r = evaluate(_serve_plan(_key(serve_kwargs(recs[0]))), eff)
     d = {k: np.asarray(r.values[k], dtype=float) for k in ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_ms",
-                                                            "ttft_ms", "step_ms", "tokens_per_s_per_user")}
+                                                            "ttft_ms", "ttft_median_ms", "step_ms",
+                                                            "tokens_per_s_per_user")}
     return np.array([np.broadcast_to(np.asarray(_metric_of_serve(d, rec), dtype=float), (K,)) for rec in recs])
 
 

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ...engine.efficiency import for_stack, load_efficiency, resolve, stack_eager_s, stack_request_s
+from ...engine.efficiency import for_stack, load_efficiency, resolve, stack_eager_s, stack_request_s, stack_warm_s
 from ...engine.roofline import usd_per_mtok  # the one $/Mtok formula
 from ...explain import Derivation
 from ...results import ResultMixin
 from .inputs import Plan
 from .schedule import (CLOSED_LOOP_PROMPTS_PER_CLIENT, MAX_NUM_TOKENS, closed_loop_ttft, disaggregated_output_rate,
-                       disaggregated_ttft, disaggregated_wave_ttft, first_wave_share, kv_transfer_time,
+                       disaggregated_ttft, disaggregated_wave_ttft, first_wave_share, kv_transfer_time, median_ttft,
                        output_tokens_per_s, prefill_chunks, saturated_ttft, steady_state, tokens_per_s_per_user,
                        total_tokens_per_s, tpot, wave_schedule, waves_persist)
 from .steps import eager_step, mixed_numbers, run_step, speculative_step, step_kernels
@@ -88,7 +88,7 @@ class ServeResult(ResultMixin):
                    weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype, mtp=self.mtp,
                    acceptance=self.acceptance, cached_share=self.cached_share, arrivals=self.arrivals,
                    compute_dtype=self.compute_dtype, usd_per_gpu_hour=self.usd_per_gpu_hour, notes=list(self.notes))
-        for k in ("mem_short_gb", "t_compute_ms", "t_weights_ms", "t_kv_ms", "t_comm_ms", "t_latency_ms", "overhead_ms",
+        for k in ("ttft_median_ms", "mem_short_gb", "t_compute_ms", "t_weights_ms", "t_kv_ms", "t_comm_ms", "t_latency_ms", "overhead_ms",
                   "prefill_tokens_per_step", "decode_step_ms", "mixed_step_ms"):
             if k in self.values:
                 a = np.asarray(self.values[k])
@@ -167,6 +167,7 @@ def evaluate(p: Plan, efficiency=None) -> ServeResult:
     dec = _decode(p, eff, notes)
     info = dict(t_decode=dec["t_dec"], t_verify=dec["t_verify"], t_draft=dec["t_draft"], b=dec["b"],
                 t_decode_gpu=dec["res_d"].tpot_s, t_request=stack_request_s(eff, p.stack.name),
+                t_warm=stack_warm_s(eff, p.stack.name),
                 res_draft=dec["res_k"], t_draft_gpu=None if dec["res_k"] is None else dec["res_k"].tpot_s)
     if p.disaggregated:
         out = _disaggregated(p, eff, dec, info, notes)
@@ -230,7 +231,10 @@ def _disaggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
         share = first_wave_share(CLOSED_LOOP_PROMPTS_PER_CLIENT * C, C)
         ttft_wave = disaggregated_wave_ttft(t_pf, t_xfer, w.isl_new, pf_tok_s, C, t_req)
         info.update(ttft_steady=ttft, ttft_wave=ttft_wave, wave_share=share)
-        ttft = closed_loop_ttft(ttft_wave, ttft, share)
+        ttft_mean = closed_loop_ttft(ttft_wave, ttft, share, info["t_warm"])
+        ttft, ttft_median = ttft_mean, median_ttft(ttft_mean, ttft, share)
+    else:
+        ttft_median = ttft
     info.update(rho=rho, t_pass=t_pass, prefill_one=res_1, n_chunks=n_chunks, tau_eager=tau_e,
                 prefill=dict(gpus=lp.gpus, layout=dict(tp=lp.tp, ep=lp.ep, pp=lp.pp, attention_dp=lp.attention_dp,
                                                        dp=lp.dp, label=lp.label()),
@@ -239,7 +243,8 @@ def _disaggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
     prefill_bound = x_out < cap_out
     if np.any(prefill_bound):
         notes.append("the prefill pool limits throughput: the decode pool idles part of the time")
-    return dict(t_bar=t_dec, t_tpot=tpot(t_dec, A), x_out=x_out, prefill_bound=prefill_bound, ttft=ttft, t_mix=t_dec)
+    return dict(t_bar=t_dec, t_tpot=tpot(t_dec, A), x_out=x_out, prefill_bound=prefill_bound, ttft=ttft,
+                ttft_median=ttft_median, t_mix=t_dec)
 
 
 def _aggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
@@ -266,12 +271,13 @@ def _aggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
                 n_mixed=ss["n_mixed"], rho=sch["rho"], budget_left=sch["left"], eager_kernels_mixed=n_eager,
                 schedule=sch, res_mixed=res_m, tau_eager=tau_e)
     out = dict(t_bar=ss["step_s"], t_tpot=ss["tpot_s"], x_out=ss["out_tok_s"] * lay.dp * lay.pp,
-               prefill_bound=ss["prefill_bound"], ttft=ss["ttft_s"], t_mix=t_mix)
+               prefill_bound=ss["prefill_bound"], ttft=ss["ttft_s"], ttft_median=ss["ttft_s"], t_mix=t_mix)
     if w.arrivals == "closed-loop":  # the first C start together (one wave), the rest see the steady loop
         wv = _waves(p, eff, mn_d, b, ranks, t_dec, info["t_request"])
         share = first_wave_share(CLOSED_LOOP_PROMPTS_PER_CLIENT * w.concurrency, w.concurrency)
         info.update(wave=wv, ttft_steady=out["ttft"], ttft_wave=wv["ttft"], wave_share=share)
-        out["ttft"] = closed_loop_ttft(wv["ttft"], out["ttft"], share)
+        out["ttft"] = closed_loop_ttft(wv["ttft"], out["ttft"], share, info["t_warm"])
+        out["ttft_median"] = median_ttft(out["ttft"], out["ttft_median"], share)
         notes.append("closed-loop client: the first C requests start together and wait for one another's prefills "
                      f"(1 in {CLOSED_LOOP_PROMPTS_PER_CLIENT} of its requests); TPOT and throughput are the "
                      "steady state's")
@@ -291,7 +297,8 @@ def _lock_step(p: Plan, eff, mn_d, dec: dict, info: dict, out: dict, notes: list
     info.update(waves=keep)
     if np.any(keep):  # the wave's prefill pass is evaluated only where a wave persists
         wv = _waves(p, eff, mn_d, b, ranks, t_dec, info["t_request"])
-        out.update(ttft=np.where(keep, wv["ttft"], out["ttft"]), t_tpot=np.where(keep, wv["tpot"], out["t_tpot"]),
+        out.update(ttft=np.where(keep, wv["ttft"], out["ttft"]),
+                   ttft_median=np.where(keep, wv["ttft"], out["ttft_median"]), t_tpot=np.where(keep, wv["tpot"], out["t_tpot"]),
                    x_out=np.where(keep, wv["x_rep"] * lay.dp * lay.pp, out["x_out"]),
                    t_bar=np.where(keep, t_dec, out["t_bar"]),
                    prefill_bound=np.where(keep, False, out["prefill_bound"]))
@@ -329,7 +336,8 @@ def _values(p: Plan, eff, dec: dict, out: dict, info: dict) -> dict:
     x_tot = total_tokens_per_s(x_out, w.isl, w.osl)
     values = dict(
         output_tok_s=x_out, total_tok_s=x_tot, output_tok_s_per_gpu=x_out / gp, total_tok_s_per_gpu=x_tot / gp,
-        tpot_ms=t_tpot * ms, ttft_ms=np.asarray(out["ttft"]) * ms, step_ms=np.asarray(out["t_bar"]) * ms,
+        tpot_ms=t_tpot * ms, ttft_ms=np.asarray(out["ttft"]) * ms, ttft_median_ms=np.asarray(out["ttft_median"]) * ms,
+        step_ms=np.asarray(out["t_bar"]) * ms,
         bottleneck=np.where(out["prefill_bound"], "prefill", np.asarray(res_d.bound).astype(object)),
         tokens_per_s_per_user=tokens_per_s_per_user(t_tpot),
         usd_per_mtok_output=usd_per_mtok(gp, p.usd_per_gpu_hour, x_out),

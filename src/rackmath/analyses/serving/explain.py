@@ -234,7 +234,7 @@ def _disaggregated_rates(x) -> None:
 
 def _disaggregated_ttft(x) -> None:
     """The prefill pass, KV hand-off, the pool's queue, t_request, TTFT of a disaggregated deployment."""
-    d, p, info, w, v, r = x.d, x.p, x.info, x.w, x.v, x.r
+    d, p, info, w, r = x.d, x.p, x.info, x.w, x.r
     t_req = _f(info["t_request"])
     pf = info["prefill"]
     d.add("t_gpu,prefill", "one prompt's prefill pass on the prefill layout",
@@ -269,8 +269,13 @@ def _derive_closed_loop(d: Derivation, r, v: dict) -> None:
     d.add("TTFT_wave", "the first wave's mean TTFT", "", _f(info["ttft_wave"]), "s", how, key="ttft_w")
     d.add("w", "C / N  (N = 10 · C requests: the client's --num-prompts)", "", _f(info["wave_share"]), "",
           "first_wave_share", expr=f"min({C!r} / {CLOSED_LOOP_PROMPTS_PER_CLIENT * C!r}, 1.0)", key="w_wave")
-    d.add("TTFT", "w · TTFT_wave + (1 − w) · TTFT_steady", "", v["ttft_ms"] / 1e3, "s",
-          "serving.closed_loop_ttft", expr="w_wave * ttft_w + (1 - w_wave) * ttft_ss")
+    d.add("t_warm", f"warm-up paid once by the first wave ({r._plan.stack.name}'s)", "", _f(info["t_warm"]), "s",
+          "kernels compiled and graphs captured the first time a batch of that size runs", key="t_warm")
+    d.add("TTFT", "w · (TTFT_wave + t_warm) + (1 − w) · TTFT_steady", "", v["ttft_ms"] / 1e3, "s",
+          "serving.closed_loop_ttft (mean over the client's requests)",
+          expr="w_wave * (ttft_w + t_warm) + (1 - w_wave) * ttft_ss")
+    d.add("TTFT_median", "TTFT_steady  (w < 1/2: the median request is a later one)", "",
+          v["ttft_median_ms"] / 1e3, "s", "serving.median_ttft", expr="ttft_ss")
 
 
 def _derive_waves(d: Derivation, r, v: dict, b: float) -> Derivation:

@@ -405,16 +405,29 @@ def first_wave_share(n_requests, concurrency):
     return np.minimum(c / np.maximum(np.asarray(n_requests, dtype=float), 1e-300), 1.0)
 
 
-def closed_loop_ttft(ttft_wave, ttft_steady, share):
-    """Mean TTFT over a closed-loop benchmark's N requests: TTFT = w · TTFT_wave + (1 − w) · TTFT_steady.
+def closed_loop_ttft(ttft_wave, ttft_steady, share, t_warm=0.0):
+    """Mean TTFT over a closed-loop benchmark's N requests: TTFT = w · (TTFT_wave + t_warm) + (1 − w) · TTFT_steady.
 
     w = :func:`first_wave_share` (C / N); TTFT_wave is the first wave's mean (its C prompts queued against the
     prefill budget: :func:`wave_schedule`, or :func:`disaggregated_wave_ttft` on a prefill pool), TTFT_steady the
     steady state's (:func:`steady_state`, :func:`disaggregated_ttft`); both include the stack's per-request time.
-    TPOT and throughput stay the steady state's: the first wave is one request period in ten.
+    t_warm is the stack version's warm-up, paid once by the first wave: the work a server does the first time it
+    runs a batch of that size — kernels compiled just in time (ROCm's AITER modules, DeepGEMM, Triton autotuning),
+    graphs captured lazily — which the client does not warm (it sends one test prompt first). The rows show it as
+    a mean TTFT far above the median, by the same amount at every C (MI355X SGLang: ~0.45 s at C = 4 … 64, mean /
+    median ≈ 6; docs/stacks.md). TPOT and throughput stay the steady state's: the first wave is one request
+    period in ten.
     """
     w = np.asarray(share, dtype=float)
-    return w * np.asarray(ttft_wave, dtype=float) + (1.0 - w) * np.asarray(ttft_steady, dtype=float)
+    return (w * (np.asarray(ttft_wave, dtype=float) + np.asarray(t_warm, dtype=float))
+            + (1.0 - w) * np.asarray(ttft_steady, dtype=float))
+
+
+def median_ttft(ttft_mean, ttft_steady, share):
+    """TTFT of the median request: the steady state's where the first wave is under half the requests (w < 1/2: a
+    closed-loop client's median request is one of the later ones), the mean's otherwise. The spread within the
+    steady state (an M/D/1 wait's median is below its mean) is not modelled."""
+    return np.where(np.asarray(share, dtype=float) < 0.5, ttft_steady, ttft_mean)
 
 
 def disaggregated_wave_ttft(t_prefill, t_transfer, isl_new, prefill_tok_s, concurrency, t_request=0.0):

@@ -41,7 +41,7 @@ from .explain import ops
 from .inputs import (FLAT_KEYS, STACKS, Layout, Plan, Stack, Workload, from_flat, load_stack, pool,
                      speculating)
 from .schedule import (CLOSED_LOOP_PROMPTS_PER_CLIENT, MAX_BATCH_SIZE, MAX_NUM_TOKENS, USABLE_MEMORY_FRACTION,
-                       batch_arrivals, closed_loop_ttft, disaggregated_output_rate, disaggregated_ttft,
+                       batch_arrivals, closed_loop_ttft, median_ttft, disaggregated_output_rate, disaggregated_ttft,
                        disaggregated_wave_ttft, first_wave_share, held_context, kv_transfer_time, little_concurrency,
                        mean_decode_context, mixed_step_imbalance, mixed_step_share, mixed_steps_per_decode,
                        output_tokens_per_s, poisson_mixed_share, prefill_attended_context, prefill_chunks,
@@ -164,7 +164,7 @@ __all__ = ["serve", "plan", "evaluate", "make_plan", "from_flat", "FLAT_KEYS", "
            "time_sliced_schedule", "mixed_steps_per_decode", "prefill_wait", "prefill_schedule", "steady_state",
            "disaggregated_ttft", "mixed_step_share", "mixed_step_imbalance", "wave_schedule", "waves_persist",
            "speculative_step", "eager_step", "step_kernels", "run_step", "poisson_mixed_share", "batch_arrivals",
-           "first_wave_share", "closed_loop_ttft", "disaggregated_wave_ttft", "CLOSED_LOOP_PROMPTS_PER_CLIENT",
+           "first_wave_share", "closed_loop_ttft", "median_ttft", "disaggregated_wave_ttft", "CLOSED_LOOP_PROMPTS_PER_CLIENT",
            "mean_decode_context", "held_context", "steps_per_request", "prefill_tokens_per_seq_step",
            "prefill_attended_context", "tpot", "output_tokens_per_s", "total_tokens_per_s", "tokens_per_s_per_user",
            "usd_per_mtok", "prefill_chunks", "kv_transfer_time", "disaggregated_output_rate", "little_concurrency",
