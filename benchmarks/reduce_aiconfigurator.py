@@ -202,8 +202,8 @@ def routing_curves(sysdir, pkg_root, tau):
             d = df[(df.hidden_size == h) & (df.inter_size == i) & (df.num_experts == e) & (df.topk == k)
                    & (df.moe_ep_size == 1) & (df.moe_tp_size == 1)]
             for dt in (x for x in dtypes if x in set(d.moe_dtype)):
-                bal = d[(d.moe_dtype == dt) & (d.distribution == "balanced")].groupby("num_tokens").latency.min()
-                pw = d[(d.moe_dtype == dt) & (d.distribution == ROUTING_DISTRIBUTION)].groupby("num_tokens").latency.min()
+                bal, pw = (d[(d.moe_dtype == dt) & (d.distribution == dist)].groupby("num_tokens").latency.min()
+                           for dist in ("balanced", ROUTING_DISTRIBUTION))
                 ts = [t for t in bal.index if t in pw.index and t <= ROUTING_MAX_TOKENS]
                 if len(ts) >= 3 and 1 in ts and abs(pw[1] / bal[1] - 1) <= ROUTING_SAME_KERNEL \
                         and all(pw[t] <= (1 + ROUTING_SAME_KERNEL) * bal[t] for t in ts if t <= e / k) \

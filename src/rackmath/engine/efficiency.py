@@ -192,7 +192,7 @@ class Efficiency:
     allreduce_latency_s: float = 0.0
     #: a skewed router's share of uniform routing's distinct experts per model expert shape, from a chip's measured
     #: MoE tables (specs/kernels.routing_curves: ((hidden, inter, experts, top-k), tokens, s(T), source), …);
-    #: (): uniform routing (every preset)
+    #: (): uniform routing (every preset, and measured unless specs.kernels.MEASURED_ROUTING)
     moe_routing: tuple = ()
     composition: str = "serial"
     description: str = "the lecture's ideal roofline: peak FLOP/s and bandwidth, no fixed costs"

@@ -170,8 +170,8 @@ def _expected_experts_hit(n_experts, k, tokens):
 
 
 def distinct_experts_hit(n_experts, k, tokens, share=1.0):
-    """H(T) = min(E, s · E · (1 − (1 − k/E)^T)): the distinct experts T tokens hit when the router hits a share s of
-    uniform routing's count (s = 1: uniform and independent, ``roofline.expected_experts_hit``, lecture; s(T)
+    """H(T) = min(E, s · E · (1 − (1 − k/E)^T)): the distinct experts T tokens hit when the router hits a share s
+    of uniform routing's count (s = 1: uniform and independent, ``roofline.expected_experts_hit``, lecture; s(T)
     measured under a skewed token distribution: ``specs.kernels.routing_share``, aiconfigurator-core's MoE tables)."""
     return np.minimum(np.asarray(n_experts, dtype=float),
                       np.asarray(share, dtype=float) * _expected_experts_hit(n_experts, k, tokens))

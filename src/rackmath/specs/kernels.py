@@ -21,6 +21,7 @@ inferred, never as measured (:func:`inferred`).
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
@@ -236,6 +237,11 @@ def moe_memory_efficiency(curve: dict, hbm_bw: float, tau: float) -> float:
     return min(1.0, best)
 
 
+#: Whether ``--efficiency measured`` prices the routed experts at the measured routing share s(T) (:func:`silicon`'s
+#: ``moe_routing``). Tried 2026-11-27 and off: one InferenceMAX group out it was no better (tok/s 17.3% → 18.1%,
+#: TPOT 19.1% both, TTFT 50.0% → 48.3%; docs/stacks.md). The curves ship; ``RACKMATH_MOE_ROUTING=measured`` in the
+#: environment turns it on (``benchmarks/probe_moe_routing.py --routing``, the stack fit and the peer comparison).
+MEASURED_ROUTING = os.environ.get("RACKMATH_MOE_ROUTING", "") == "measured"
 #: The token distribution of the MoE tables' rows that :func:`routing_share` reduces: aiconfigurator-core prices MoE
 #: layers with ``power_law`` rows of α = 1.2 (``sdk/models/moe.py``: ``_power_law_alpha = 1.2``); its 1.01 rows give
 #: the same shares within a few hundredths (docs/stacks.md).
@@ -264,7 +270,15 @@ def routing_curves(t: dict) -> tuple:
     return tuple(((c["hidden"], c["inter"], c["experts"], c["topk"]), tuple(c["x_values"]), tuple(c["share"]),
                   _where(t, c, f"s(T) = {min(c['share']):.2f}–{max(c['share']):.2f} of uniform routing's distinct "
                                f"experts, T = {c['x_values'][0]:g}–{c['x_values'][-1]:g}"))
-                 for c in t["curves"] if c["op"] == "moe_routing" and "share" in c)
+                 for c in t["curves"] if c["op"] == "moe_routing" and _shares_ok(c))
+
+
+def _shares_ok(c: dict) -> bool:
+    """A routing curve has its expert shape and one share in (0, 2] per token count, the counts increasing."""
+    s, x = c.get("share"), c["x_values"]
+    shape = all(isinstance(c.get(k), int) for k in ("hidden", "inter", "experts", "topk"))
+    return shape and isinstance(s, list) and len(s) == len(x) and all(a < b for a, b in zip(x, x[1:])) \
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 2 for v in s)
 
 
 def collective_terms(curve: dict, scaleup_bw: float) -> tuple[float, float]:
@@ -284,7 +298,8 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     GEMM measured, the floor of a small kernel), ``eta_compute`` and ``gemm_half_tokens`` (the 8192×8192 GEMM
     curve, :func:`gemm_peak_efficiency`, :func:`gemm_half_rows`), ``eta_memory`` (its one-row point,
     :func:`gemm_memory_efficiency`), ``eta_memory_moe`` (the fastest MoE curve, :func:`moe_memory_efficiency`),
-    ``moe_routing`` (the routing share s(T) of each model expert shape measured, :func:`routing_curves`),
+    ``moe_routing`` (the routing share s(T) of each model expert shape measured, :func:`routing_curves`; only
+    where :data:`MEASURED_ROUTING`),
     ``allreduce_latency_s`` (the stacks' custom all-reduce in a CUDA graph, smallest message, 8 GPUs or the nearest
     group measured), ``collective_latency_s`` and ``eta_comm`` (the 8-GPU NCCL all-reduce,
     :func:`collective_terms`); ``"by_dtype"`` holds η_c and M½ of every dtype measured. ``table``: curves to read
@@ -339,7 +354,7 @@ def silicon(chip, table: dict | None = None) -> dict | None:
                                                                             f"({c['x_values'][0]:.0f} B)")}
         out["eta_comm"] = {"value": eta_comm, "from": _where(t, c, f"η_comm = {eta_comm:.3f} "
                                                                    f"({c['x_values'][-1] / 1e6:.0f} MB)")}
-    routing = routing_curves(t)
+    routing = routing_curves(t) if MEASURED_ROUTING else ()
     if routing:  # a skewed router's distinct experts per model shape (specs.kernels.routing_share)
         out["moe_routing"] = {"value": routing, "from": "; ".join(r[3] for r in routing)}
     car = [c for c in t["curves"] if c["op"] == "custom_all_reduce"]
