@@ -31,8 +31,8 @@ framework + version that measured it:
   distributions were timed by the same kernel: within 15% at T = 1 (both route the token to k distinct experts),
   and no power-law row more than 15% slower than the balanced one up to T = E/k (the balanced rows stream the most
   experts there), and whose balanced rows stream the experts they hit (≥ 1.3× the time per doubling of T from 4
-  tokens to E/k). SGLang 0.5.14's and vLLM 0.24's DeepSeek rows on B200 are 1.2–1.5× slower under the power law at
-  2–32 tokens, and vLLM 0.24's balanced DeepSeek rows on L40S take 1.1× as long at 16 tokens as at 8: neither is
+  tokens to E/k). SGLang 0.5.14's and vLLM 0.24's DeepSeek rows on B200 are 1.1–1.4× slower under the power law at
+  2–16 tokens, and vLLM 0.24's balanced DeepSeek rows on L40S take 1.1× as long at 16 tokens as at 8: neither is
   used. Each curve keeps both measured times and τ;
 * ``all_reduce``, ``all_gather``, ``reduce_scatter``, ``alltoall``: NCCL time versus bytes per group size;
 * ``custom_all_reduce``: the stacks' own one-shot all-reduce in a CUDA graph (TensorRT-LLM's where measured) versus
