@@ -3,6 +3,7 @@ streaming rate, or because fewer distinct experts are hit than uniform routing s
 
     python benchmarks/probe_moe_routing.py                       # the MoE curves' η and the vLLM gpt-oss rows as is
     python benchmarks/probe_moe_routing.py --hit-share 0.66 --eta-moe b200=0.76,h200=0.57
+    python benchmarks/probe_moe_routing.py --routing             # the measured routing shares s(T)
 
 Part 1 reads every shipped MoE curve (``specs/data/kernels/<chip>.toml``, aiconfigurator-core's balanced-routing
 tables) and prints the share of HBM bandwidth the grouped GEMM reaches when it streams the experts it hits:
@@ -14,7 +15,9 @@ stack host times, not refitted) with two changes one can switch on: routing over
 (``--hit-share s``: the T tokens pick uniformly among s · E experts, so the expected distinct experts hit is
 s·E · (1 − (1 − k/(s·E))^T), nearly unchanged at small T and s · E at large T), and the chip's η_m replaced by
 the MoE curve's (``--eta-moe``: for the whole step, a rough stand-in for an η of the expert weights alone).
-Median |TPOT error| per chip, and the signed error by concurrency at TP 1.
+Median |TPOT error| per chip, and the signed error by concurrency at TP 1. ``--routing``: the chips' measured routing
+shares instead (``specs.kernels.routing_share``: aiconfigurator-core's power_law_1.2 rows against its balanced ones,
+``moe_routing`` curves; off by default in rackmath, docs/stacks.md).
 """
 
 from __future__ import annotations
@@ -52,11 +55,17 @@ def moe_eta(chip: str) -> list:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hit-share", type=float, default=1.0)
+    ap.add_argument("--routing", action="store_true", help="the chips' measured routing shares s(T) (moe_routing "
+                                                           "curves; off by default in rackmath)")
     ap.add_argument("--eta-moe", default="", help="chip=eta,… (e.g. b200=0.76,h200=0.57)")
     a = ap.parse_args(argv)
     for chip in ("h100", "h200", "b200", "gb200"):
         for name, eta, at in moe_eta(chip):
             print(f"{chip:6s} {name:58s} η_m,moe = {eta:.2f} (best at T = {at:g})")
+    if a.routing:
+        import rackmath.specs.kernels as K
+
+        K.MEASURED_ROUTING = True
     s = a.hit_share
     if s != 1.0:
         N._expected_experts_hit = lambda E, k, T: np.asarray(expected_experts_hit(

@@ -19,6 +19,21 @@ framework + version that measured it:
 * ``mla_decode``: MLA decode attention (DeepSeek, 128 heads / TP) time versus context at batch 1 and 64, TP 8;
 * ``moe``: grouped-GEMM MoE time versus tokens for DeepSeek-V3's experts (7168 × 2048, 256 experts, top-8) at EP 8
   and gpt-oss-120b's (2880 × 2880, 128 experts, top-4) at EP 1, balanced routing;
+* ``moe_routing``: the share of uniform routing's distinct experts that a skewed router hits, s(T), versus tokens,
+  per model shape (gpt-oss-120b's and DeepSeek-V3's experts at EP 1), from the same MoE tables' rows measured under
+  the ``power_law_1.2`` token distribution (aiconfigurator-core's default for MoE layers) beside the ``balanced`` ones:
+
+      s(T) = min(1, (t_power(T) − τ) / (t_balanced(T) − τ)) · min(E, T·k) / (E · (1 − (1 − k/E)^T))
+
+  (``specs.kernels.routing_share``; τ = the chip's ``kernel_floor`` curve). A memory-bound grouped GEMM's time above
+  the floor is proportional to the distinct experts it streams; the balanced rows hit min(E, T·k) of them, uniform
+  routing E·(1 − (1 − k/E)^T). Points T ≤ 512 (a decode step's tokens). A table is used only where its two
+  distributions were timed by the same kernel: within 15% at T = 1 (both route the token to k distinct experts),
+  and no power-law row more than 15% slower than the balanced one up to T = E/k (the balanced rows stream the most
+  experts there), and whose balanced rows stream the experts they hit (≥ 1.3× the time per doubling of T from 4
+  tokens to E/k). SGLang 0.5.14's and vLLM 0.24's DeepSeek rows on B200 are 1.1–1.4× slower under the power law at
+  2–16 tokens, and vLLM 0.24's balanced DeepSeek rows on L40S take 1.1× as long at 16 tokens as at 8: neither is
+  used. Each curve keeps both measured times and τ;
 * ``all_reduce``, ``all_gather``, ``reduce_scatter``, ``alltoall``: NCCL time versus bytes per group size;
 * ``custom_all_reduce``: the stacks' own one-shot all-reduce in a CUDA graph (TensorRT-LLM's where measured) versus
   bytes per group size.
@@ -36,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # rackmath's light spec helpers (no rackmath install needed in this venv)
 
 from rackmath.analyses.fitting.measure import curves_toml  # noqa: E402
+from rackmath.specs.kernels import ROUTING_DISTRIBUTION, routing_share  # noqa: E402
 from rackmath.specs.stacks import version_key  # noqa: E402
 
 TARGET = ROOT / "src" / "rackmath" / "specs" / "data" / "kernels"
@@ -159,6 +175,57 @@ def moe_curves(sysdir, pkg_root):
     return out
 
 
+#: Model expert shapes whose routing is reduced: (model, hidden, inter, experts, top-k, weight dtypes in order of
+#: preference). EP 1 only: with the experts split over ranks a skewed router also unbalances the ranks, and the
+#: measured rank's time no longer counts distinct experts.
+ROUTING_SHAPES = (("gpt-oss-120b", 2880, 2880, 128, 4, ("w4a16_mxfp4", "w4a8_mxfp4_mxfp8")),
+                  ("deepseek-v3", 7168, 2048, 256, 8, ("fp8_block", "nvfp4", "fp8", "bfloat16")))
+#: Largest tokens per step kept in a routing curve (a decode step's; the share is held beyond it).
+ROUTING_MAX_TOKENS = 512
+#: Largest |t_power / t_balanced − 1| at T = 1, and t_power / t_balanced − 1 at any T ≤ E/k, for a table's two
+#: distributions to be compared, and the least growth of a balanced row's time when T doubles (from 4 tokens to
+#: E/k: it streams twice the experts) for it to count the experts it streams (module docstring).
+ROUTING_SAME_KERNEL = 0.15
+ROUTING_DOUBLING = 1.3
+
+
+def routing_curves(sysdir, pkg_root, tau):
+    """One ``moe_routing`` curve per model shape: s(T) from the first table (preferred framework, newest first) and
+    dtype whose balanced and power-law rows were timed by the same kernel (module docstring)."""
+    import pandas as pd
+
+    out = []
+    frames = [(hit, pd.read_parquet(hit[2])) for hit in tables(sysdir, "moe", "moe_perf.parquet")]
+    for model, h, i, e, k, dtypes in ROUTING_SHAPES:
+        found = None
+        for hit, df in frames:
+            d = df[(df.hidden_size == h) & (df.inter_size == i) & (df.num_experts == e) & (df.topk == k)
+                   & (df.moe_ep_size == 1) & (df.moe_tp_size == 1)]
+            for dt in (x for x in dtypes if x in set(d.moe_dtype)):
+                bal, pw = (d[(d.moe_dtype == dt) & (d.distribution == dist)].groupby("num_tokens").latency.min()
+                           for dist in ("balanced", ROUTING_DISTRIBUTION))
+                ts = [t for t in bal.index if t in pw.index and t <= ROUTING_MAX_TOKENS]
+                if len(ts) >= 3 and 1 in ts and abs(pw[1] / bal[1] - 1) <= ROUTING_SAME_KERNEL \
+                        and all(pw[t] <= (1 + ROUTING_SAME_KERNEL) * bal[t] for t in ts if t <= e / k) \
+                        and all(bal[2 * t] >= ROUTING_DOUBLING * bal[t] for t in ts if 4 <= t and 2 * t in ts
+                                and 2 * t <= e / k):
+                    found = (hit, dt, ts, bal, pw)
+                    break
+            if found:
+                break
+        if not found:
+            continue
+        hit, dt, ts, bal, pw = found
+        tb, tp = [bal[t] * 1e-3 for t in ts], [pw[t] * 1e-3 for t in ts]
+        share = [float(routing_share(a, b, tau, e, k, t)) for a, b, t in zip(tp, tb, ts)]
+        out.append(curve("moe_routing", f"MoE routing {model} experts ({h} × {i}, {e} experts, top-{k}), "
+                                        f"{ROUTING_DISTRIBUTION} vs balanced, {DTYPE.get(dt, dt)}, EP 1", pkg_root,
+                         hit, "tokens", ts, tp, balanced_time_s=_floats(tb), floor_s=float(f"{tau:.5g}"),
+                         share=_floats(share, 4), distribution=ROUTING_DISTRIBUTION, dtype=DTYPE.get(dt, dt),
+                         model=model, hidden=h, inter=i, experts=e, topk=k, ep=1))
+    return out
+
+
 def comm_curves(sysdir, pkg_root):
     import pandas as pd
 
@@ -234,7 +301,9 @@ def main(argv=None) -> int:
         if not sysdir.is_dir() or not any(sysdir.rglob("*.parquet")):
             print(f"{system}: no measured tables", file=sys.stderr)
             continue
-        curves = gemm_curves(sysdir, pkg_root) + attention_curves(sysdir, pkg_root) + moe_curves(sysdir, pkg_root) \
+        curves = gemm_curves(sysdir, pkg_root) + attention_curves(sysdir, pkg_root) + moe_curves(sysdir, pkg_root)
+        floor = next((c for c in curves if c["op"] == "kernel_floor"), None)
+        curves += (routing_curves(sysdir, pkg_root, floor["time_s"][0]) if floor else []) \
             + comm_curves(sysdir, pkg_root) + custom_allreduce_curves(sysdir, pkg_root)
         if not curves:
             continue

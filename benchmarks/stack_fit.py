@@ -78,7 +78,14 @@ def main(argv=None):
     ap.add_argument("--logo-only", action="store_true", help="in-sample and leave-one-group-out tables only")
     ap.add_argument("--dump", metavar="PATH", help="also write each InferenceMAX record's in-sample and one-group-out "
                                                    "prediction as JSON (benchmarks/peer_aiconfigurator.py --logo)")
+    ap.add_argument("--routing", action="store_true",
+                    help="the routed experts at the measured routing share s(T) (specs.kernels.MEASURED_ROUTING: "
+                         "tried, off by default; docs/stacks.md)")
     a = ap.parse_args(argv)
+    if a.routing:
+        import rackmath.specs.kernels as K
+
+        K.MEASURED_ROUTING = True
     t0 = time.time()
     allrecs = records()
     imx = [r for r in allrecs if not r.fit and r.exclude is None and r.status != "derived"]

@@ -205,6 +205,10 @@ class Efficiency:
     warm_trtllm_s: float = 0.0
     warm_vllm_s: float = 0.0
     warm_sglang_s: float = 0.0
+    #: a skewed router's share of uniform routing's distinct experts per model expert shape, from a chip's measured
+    #: MoE tables (specs/kernels.routing_curves: ((hidden, inter, experts, top-k), tokens, s(T), source), …);
+    #: (): uniform routing (every preset, and measured unless specs.kernels.MEASURED_ROUTING)
+    moe_routing: tuple = ()
     composition: str = "serial"
     description: str = "the lecture's ideal roofline: peak FLOP/s and bandwidth, no fixed costs"
     source: str = "lecture 00:00 (roofline)"
@@ -383,7 +387,7 @@ def default_efficiency(chip_name: str, regime: str = "serving") -> Efficiency:
 
 #: The Efficiency fields :func:`measured_efficiency` takes from a chip's measured kernel curves (specs/kernels.silicon).
 SILICON_FIELDS = ("kernel_latency_s", "eta_compute", "gemm_half_tokens", "eta_memory", "eta_memory_moe",
-                  "collective_latency_s", "allreduce_latency_s", "eta_comm", "mla_kernel_scale")
+                  "collective_latency_s", "allreduce_latency_s", "eta_comm", "mla_kernel_scale", "moe_routing")
 #: The host-time fields of one stack version (``stack_hosts.toml``), each an ``<field>_<engine>_s`` of a preset.
 VERSION_FIELDS = ("sched", "seq", "eager", "request", "warm")
 
@@ -391,8 +395,9 @@ VERSION_FIELDS = ("sched", "seq", "eager", "request", "warm")
 def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
     """``--efficiency measured``: the chip's silicon from its measured kernel curves, the stack from its version.
 
-    τ, η_c, M½, η_m, η_m,moe, α_coll, α_AR and η_comm come from :func:`rackmath.specs.kernels.silicon` (each with the curve, table and
-    package version it was read from: ``silicon_from``); the other numbers (MLA kernel scale, scale-out latency) and
+    τ, η_c, M½, η_m, η_m,moe, α_coll, α_AR, η_comm and the routing shares s(T) come from
+    :func:`rackmath.specs.kernels.silicon` (each with the curve, table and package version it was read from:
+    ``silicon_from``); the other numbers (MLA kernel scale, scale-out latency) and
     the host times of a stack without fitted version times are the chip's calibrated preset's; each stack version's
     times (``sched``, ``seq``, ``eager``, ``request``, ``kernel``) are those fitted with this silicon fixed
     (``specs/data/launch/stack_hosts.toml``, applied by :func:`for_stack`). A chip without curves but with silicon

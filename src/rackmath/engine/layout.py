@@ -366,7 +366,7 @@ def _compute_ops(mn: ModelNumbers, hw: HwNumbers, sh: _Shape, eff, t_attn, adp_i
         k = mn.experts_per_token
         busiest = ep_rank_load(sh.tokens * k, sh.ep, mn.n_experts, sh.redundant)
         t_routed = sh.tokens * k * (sh.e_chip / sh.slots) * busiest  # token-expert pairs on the busiest chip, per layer
-        hit = mn.expert_hit_share(sh.tokens)
+        hit = mn.expert_hit_share(sh.tokens, getattr(eff, "moe_routing", ()))  # s(T) · uniform where measured
         active = np.maximum(sh.e_chip * hit, 1e-9)  # experts with work on that chip
         p_exp = mn.expert_params or mn.expert_flops_per_seq / np.maximum(2.0 * k * mn.n_moe_layers * pl, 1e-300)
         ops.append(Op("experts", flops=2.0 * t_routed * p_exp * sh.L_moe / sh.moe_tp,

@@ -72,13 +72,17 @@ class ModelNumbers:
     def is_moe(self) -> bool:
         return self.n_experts > 0 and self.n_moe_layers > 0
 
-    def expert_hit_share(self, tokens):
-        """Expected share of one layer's experts hit by ``tokens`` tokens (engine's expected_experts_hit / E)."""
+    def expert_hit_share(self, tokens, routing=()):
+        """Expected share of one layer's experts hit by ``tokens`` tokens: H(T) / E (:func:`distinct_experts_hit`),
+        uniform routing unless ``routing`` (``Efficiency.moe_routing``: ``--efficiency measured``) has a measured
+        share s(T) for this model's expert shape (:func:`routing_curve`)."""
         if not self.is_moe:
             return np.zeros_like(np.asarray(tokens, dtype=float))
         if self.hit_fraction is not None:
             return self.hit_fraction(tokens)
-        return _expected_experts_hit(self.n_experts, self.experts_per_token, tokens) / self.n_experts
+        c = routing_curve(self, routing)
+        share = 1.0 if c is None else routing_share_at(c, tokens)
+        return distinct_experts_hit(self.n_experts, self.experts_per_token, tokens, share) / self.n_experts
 
     @classmethod
     def from_model(cls, model, context, *, pass_len=1, weights_dtype=None, kv_dtype=None,
@@ -165,6 +169,27 @@ def _expected_experts_hit(n_experts, k, tokens):
     return np.asarray(expected_experts_hit(n_experts, k, np.asarray(tokens, dtype=float)), dtype=float)
 
 
+def distinct_experts_hit(n_experts, k, tokens, share=1.0):
+    """H(T) = min(E, s · E · (1 − (1 − k/E)^T)): the distinct experts T tokens hit when the router hits a share s
+    of uniform routing's count (s = 1: uniform and independent, ``roofline.expected_experts_hit``, lecture; s(T)
+    measured under a skewed token distribution: ``specs.kernels.routing_share``, aiconfigurator-core's MoE tables)."""
+    return np.minimum(np.asarray(n_experts, dtype=float),
+                      np.asarray(share, dtype=float) * _expected_experts_hit(n_experts, k, tokens))
+
+
+def routing_curve(mn: ModelNumbers, routing):
+    """The routing curve of ``routing`` (``Efficiency.moe_routing``: ((hidden, inter, experts, top-k), tokens, s,
+    source), …) whose expert shape is the model's — d_model, expert width, experts, experts per token — or None
+    (uniform routing: a model no table measured)."""
+    key = (mn.d_model, mn.expert_width, mn.n_experts, mn.experts_per_token)
+    return next((r for r in routing or () if tuple(r[0]) == key), None)
+
+
+def routing_share_at(curve, tokens):
+    """s(T) of a routing curve at T tokens: linear between its measured points, held beyond the first and last."""
+    return np.interp(np.asarray(tokens, dtype=float), curve[1], curve[2])
+
+
 def _kv_step_bytes_per_seq(model, context, pass_len, kv_dtype) -> float:
     """KV bytes one sequence's step reads at ``context`` (``roofline.kv_step_bytes`` at batch 1)."""
     return float(np.asarray(kv_step_bytes(model, 1, context, pass_len, kv_dtype)))
@@ -208,4 +233,4 @@ class HwNumbers:
         )
 
 
-__all__ = ["ModelNumbers", "HwNumbers", "load_model_any"]
+__all__ = ["ModelNumbers", "HwNumbers", "load_model_any", "distinct_experts_hit", "routing_curve", "routing_share_at"]

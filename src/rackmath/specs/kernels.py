@@ -25,6 +25,8 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import CatalogError
 from .catalog import _dir_scan, _read_toml, catalog_dirs, register_cache
 
@@ -58,6 +60,7 @@ def _user_curves(chip: str):
 CURVE_KEYS = {"gemm": ("dtype", "n", "k"), "kernel_floor": (), "attention_decode": ("batch", "heads", "kv_heads",
                                                                                     "head_dim", "kv_dtype"),
               "mla_decode": ("batch", "tp", "kv_dtype"), "moe": ("model", "dtype", "ep"),
+              "moe_routing": ("hidden", "inter", "experts", "topk"),
               "all_reduce": ("gpus",), "all_gather": ("gpus",), "reduce_scatter": ("gpus",), "alltoall": ("gpus",),
               "custom_all_reduce": ("gpus",)}
 
@@ -233,6 +236,50 @@ def moe_memory_efficiency(curve: dict, hbm_bw: float, tau: float) -> float:
     return min(1.0, best)
 
 
+#: Whether ``--efficiency measured`` prices the routed experts at the measured routing share s(T) (:func:`silicon`'s
+#: ``moe_routing``). Tried 2026-11-27 and off: one InferenceMAX group out it was no better (tok/s 17.3% → 18.1%,
+#: TPOT 19.1% both, TTFT 50.0% → 48.3%; docs/stacks.md). The curves ship; ``benchmarks/stack_fit.py --routing`` and
+#: ``benchmarks/probe_moe_routing.py --routing`` set it for their run.
+MEASURED_ROUTING = False
+#: The token distribution of the MoE tables' rows that :func:`routing_share` reduces: aiconfigurator-core prices MoE
+#: layers with ``power_law`` rows of α = 1.2 (``sdk/models/moe.py``: ``_power_law_alpha = 1.2``); its 1.01 rows give
+#: the same shares within a few hundredths (docs/stacks.md).
+ROUTING_DISTRIBUTION = "power_law_1.2"
+
+
+def routing_share(t_skewed, t_balanced, tau, experts, topk, tokens):
+    """s(T) = min(1, (t_skew − τ) / (t_bal − τ)) · min(E, T·k) / (E · (1 − (1 − k/E)^T)): the share of uniform
+    routing's distinct experts that T tokens hit under a skewed router, from one grouped-GEMM MoE kernel timed at T
+    tokens under both token distributions (aiconfigurator-core's ``moe_perf`` "power_law_1.2" and "balanced" rows;
+    ``benchmarks/reduce_aiconfigurator.py``). A memory-bound kernel's time above the floor τ is proportional to the
+    distinct experts it streams; the balanced rows hit min(E, T·k) (each token's k experts distinct from the
+    others' until all E are hit), more than any skewed router, so the ratio is capped at 1; uniform routing hits
+    E · (1 − (1 − k/E)^T) (``engine.roofline.expected_experts_hit``). Where the skewed kernel is no longer
+    memory-bound (its busiest experts' tokens cost compute) the capped ratio overstates the share: s → 1."""
+    from ..engine.roofline import expected_experts_hit
+
+    r = np.minimum(1.0, (np.asarray(t_skewed, float) - tau) / np.maximum(np.asarray(t_balanced, float) - tau, 1e-30))
+    t = np.asarray(tokens, float)
+    return r * np.minimum(experts, t * topk) / expected_experts_hit(experts, topk, t)
+
+
+def routing_curves(t: dict) -> tuple:
+    """A chip's measured routing shares, one per model expert shape: ((hidden, inter, experts, top-k), tokens,
+    s(T), where it was read) for each ``moe_routing`` curve (the engine's ``Efficiency.moe_routing``)."""
+    return tuple(((c["hidden"], c["inter"], c["experts"], c["topk"]), tuple(c["x_values"]), tuple(c["share"]),
+                  _where(t, c, f"s(T) = {min(c['share']):.2f}–{max(c['share']):.2f} of uniform routing's distinct "
+                               f"experts, T = {c['x_values'][0]:g}–{c['x_values'][-1]:g}"))
+                 for c in t["curves"] if c["op"] == "moe_routing" and _shares_ok(c))
+
+
+def _shares_ok(c: dict) -> bool:
+    """A routing curve has its expert shape and one share in (0, 2] per token count, the counts increasing."""
+    s, x = c.get("share"), c["x_values"]
+    shape = all(isinstance(c.get(k), int) for k in ("hidden", "inter", "experts", "topk"))
+    return shape and isinstance(s, list) and len(s) == len(x) and all(a < b for a, b in zip(x, x[1:])) \
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 2 for v in s)
+
+
 def collective_terms(curve: dict, scaleup_bw: float) -> tuple[float, float]:
     """(α, η_comm) of an all-reduce curve over n GPUs: α = t at the smallest message (the fixed cost of one
     collective); η_comm = 2(n−1)/n·B/scaleup_bw / t at the largest message (ring bound over the measured time;
@@ -250,6 +297,8 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     GEMM measured, the floor of a small kernel), ``eta_compute`` and ``gemm_half_tokens`` (the 8192×8192 GEMM
     curve, :func:`gemm_peak_efficiency`, :func:`gemm_half_rows`), ``eta_memory`` (its one-row point,
     :func:`gemm_memory_efficiency`), ``eta_memory_moe`` (the fastest MoE curve, :func:`moe_memory_efficiency`),
+    ``moe_routing`` (the routing share s(T) of each model expert shape measured, :func:`routing_curves`; only
+    where :data:`MEASURED_ROUTING`),
     ``allreduce_latency_s`` (the stacks' custom all-reduce in a CUDA graph, smallest message, 8 GPUs or the nearest
     group measured), ``collective_latency_s`` and ``eta_comm`` (the 8-GPU NCCL all-reduce,
     :func:`collective_terms`); ``"by_dtype"`` holds η_c and M½ of every dtype measured. ``table``: curves to read
@@ -304,6 +353,9 @@ def silicon(chip, table: dict | None = None) -> dict | None:
                                                                             f"({c['x_values'][0]:.0f} B)")}
         out["eta_comm"] = {"value": eta_comm, "from": _where(t, c, f"η_comm = {eta_comm:.3f} "
                                                                    f"({c['x_values'][-1] / 1e6:.0f} MB)")}
+    routing = routing_curves(t) if MEASURED_ROUTING else ()
+    if routing:  # a skewed router's distinct experts per model shape (specs.kernels.routing_share)
+        out["moe_routing"] = {"value": routing, "from": "; ".join(r[3] for r in routing)}
     car = [c for c in t["curves"] if c["op"] == "custom_all_reduce"]
     if car:  # the small all-reduces of a step: the stacks' own one-shot kernel in a CUDA graph, not NCCL
         c = min(car, key=lambda c: abs(c["gpus"] - COLLECTIVE_GPUS))

@@ -144,10 +144,16 @@ class Predictor:
         X = _matrix(self.eff(rec), np.tile(hosts, (len(S), 1)))
         for j, (n, *_r) in enumerate(SILICON_PARAMS):
             X[:, names.index(n)] = S[:, j] + (hosts[4] if n == "kernel_latency_s" else 0.0)
-        return predict_many(rec, X, names, name="staged")
+        return predict_many(rec, X, names, name="staged", extra=self._extra(rec))
 
     def __call__(self, rec, H) -> np.ndarray:
-        return predict_many(rec, _matrix(self.eff(rec), np.atleast_2d(H)), _names(), name="staged")
+        return predict_many(rec, _matrix(self.eff(rec), np.atleast_2d(H)), _names(), name="staged",
+                            extra=self._extra(rec))
+
+    def _extra(self, rec) -> dict:
+        """The record's silicon that is not a number: the chip's measured routing shares, where it has them."""
+        routing = getattr(self.eff(rec), "moe_routing", ())
+        return {"moe_routing": routing} if routing else {}
 
 
 def _descend(x, params, predictions, meas, prior: float = 0.0, free=None, rounds: int = ROUNDS) -> np.ndarray:

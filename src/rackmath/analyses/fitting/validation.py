@@ -249,10 +249,12 @@ def vectorizable(rec: Record) -> bool:
 _vectorizable = vectorizable  # the name older callers used
 
 
-def _efficiency_from(X: np.ndarray, names, name: str):
+def _efficiency_from(X: np.ndarray, names, name: str, extra=None):
+    """An Efficiency of the numeric fields ``names`` (a row, or K-long columns) and the non-numeric ``extra``
+    (e.g. ``moe_routing``, a chip's measured routing shares)."""
     if X.ndim == 1:
-        return Efficiency(name, **{n: float(v) for n, v in zip(names, X)})
-    return Efficiency(name, **{n: X[:, j].copy() for j, n in enumerate(names)})
+        return Efficiency(name, **{n: float(v) for n, v in zip(names, X)}, **(extra or {}))
+    return Efficiency(name, **{n: X[:, j].copy() for j, n in enumerate(names)}, **(extra or {}))
 
 
 def _vector_prediction(rec: Record, eff, K: int) -> np.ndarray:
@@ -319,7 +321,7 @@ def predict_many_records(recs, params, names, name: str = "fit") -> np.ndarray:
         return np.full((len(recs), len(X)), np.nan)  # the model refuses the run's inputs: failed predictions
 
 
-def predict_many(rec: Record, params, names=None, name: str = "fit") -> np.ndarray:
+def predict_many(rec: Record, params, names=None, name: str = "fit", extra=None) -> np.ndarray:
     """rackmath's prediction of one record under K candidate efficiencies at once (SI, the record's metric).
 
     ``params`` is a (K, P) array; column j is the efficiency field ``names[j]`` (default
@@ -327,7 +329,8 @@ def predict_many(rec: Record, params, names=None, name: str = "fit") -> np.ndarr
     fields become numpy arrays of length K and the engine broadcasts them: one engine call per
     record instead of K. Equal to :func:`predict` row by row (tests); records that cannot be
     vectorized (:func:`vectorizable`), or an engine that does not broadcast these fields, are
-    predicted one row at a time through the public API.
+    predicted one row at a time through the public API. ``extra``: non-numeric Efficiency fields every row shares
+    (``moe_routing``).
     """
     if names is None or isinstance(names, str):  # predict_many(rec, X, "preset-name") (older signature)
         name = names if isinstance(names, str) else name
@@ -338,13 +341,13 @@ def predict_many(rec: Record, params, names=None, name: str = "fit") -> np.ndarr
         raise InputError("params", f"shape {X.shape}", f"(K, {len(names)}): " + ", ".join(names))
     if rec.efficiency is None:
         try:
-            eff = _efficiency_from(X, names, name)
+            eff = _efficiency_from(X, names, name, extra)
             if rec.kind == "serve":
                 return _serve_broadcast(rec, eff, len(X))
             return _vector_prediction(rec, eff, len(X))
         except RackmathError:
             return np.full(len(X), np.nan)  # the model refuses the record's inputs: a failed prediction
-    return np.array([predict(rec, efficiency=_efficiency_from(x, names, name))[0] for x in X])
+    return np.array([predict(rec, efficiency=_efficiency_from(x, names, name, extra))[0] for x in X])
 
 
 # --------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ...engine.efficiency import stack_eager_s
+from ...engine.numbers import distinct_experts_hit, routing_curve, routing_share_at
 from ...engine.step import MLA_EAGER_KERNEL_SCALE, measured_points, ops_table, step_working
 from ...explain import Derivation, fmt
 from .schedule import CLOSED_LOOP_PROMPTS_PER_CLIENT, mean_decode_context, prefill_wait
@@ -74,6 +75,8 @@ def _decode_lines(x, mla: bool) -> None:
     tau_e, eager_note = x.tau_e, x.eager_note
     if _f(getattr(eff, "eta_memory_moe", 0.0)) > 0 or _f(getattr(eff, "allreduce_latency_s", 0.0)) > 0:
         note += "; the routed experts' bytes at η_m,moe and a TP all-reduce's n_coll at α_AR (measured curves)"
+    if routing_curve(p.numbers("decode"), getattr(eff, "moe_routing", ())) is not None:
+        note += "; the distinct experts at s_route(T) of uniform routing's (measured power-law MoE rows)"
     d.add("t_verify" if p.stack.cuda_graphs else "t_gpu",
           "Σ_ops [n_kernels·τ_k + n_coll·τ_c + n_out·τ_out + max(F/(peak·η_c(M)), B/(BW·η_m), net/η_comm)] "
           "· PP + t_sched", step_working(res.__dict__["times"]), _f(info["t_decode_gpu"]), "s",
@@ -83,6 +86,7 @@ def _decode_lines(x, mla: bool) -> None:
         d.add(pt["symbol"] + (f" [{pt['op']}]" if pt["op"] else ""),
               "η_c · M / (M + M½)" if pt["op"] else pt.get("how", "measured kernel curve"), pt["working"],
               pt["value"], pt["unit"], pt["source"])
+    _routing_lines(x)
     if not p.stack.cuda_graphs:
         d.add("n_kernels", "kernels the decode step dispatches", "", _f(step_kernels(res)), "", key="n_k")
         d.add("τ_eager", f"host time per eagerly dispatched kernel ({p.stack.name})", "", tau_e, "s", key="tau_e")
@@ -101,6 +105,28 @@ def _decode_lines(x, mla: bool) -> None:
                   expr="max(t_draft_gpu, n_kd * tau_e)", key="t_draft")
     d.add("t_decode", "t_verify + k · t_draft", "", _f(info["t_decode"]), "s",
           expr=f"t_verify + {k} * t_draft" if k else "t_verify", key="t_decode")
+
+
+def _routing_lines(x) -> None:
+    """--efficiency measured, a model whose expert shape has a measured routing curve: the decode step's tokens T, the
+    share s(T) of uniform routing's distinct experts (the curve point) and the distinct experts H its experts read."""
+    d, p, eff = x.d, x.p, x.eff
+    mn = p.numbers("decode")
+    c = routing_curve(mn, getattr(eff, "moe_routing", ())) if mn.is_moe else None
+    if c is None:
+        if mn.is_moe and getattr(eff, "moe_routing", ()):  # the chip has routing curves, none of this model's
+            d.add("s_route [experts]", "uniform routing", "", 1.0, "", f"no measured routing curve for {mn.name}'s "
+                  f"experts ({mn.d_model} × {mn.expert_width}, {mn.n_experts} experts, top-{mn.experts_per_token})")
+        return
+    E, k = mn.n_experts, mn.experts_per_token
+    t = d.add("T_moe", "b · (k + 1)", "", _f(x.b) * mn.pass_len, "tokens", "tokens through each MoE layer per step",
+              expr=f"b * {mn.pass_len}", key="T_moe")
+    d.add("s_route(T) [experts]", "share of uniform routing's distinct experts (measured, held beyond its points)",
+          f"T = {t:.4g}", float(routing_share_at(c, t)), "", c[3], key="s_route")
+    d.add("H [experts]", "min(E, s_route · E · (1 − (1 − k/E)^T))", "",
+          float(distinct_experts_hit(E, k, t, routing_share_at(c, t))), "experts",
+          "distinct experts each MoE layer streams (engine/numbers.distinct_experts_hit)",
+          expr=f"min({E}, s_route * {E} * (1 - (1 - {k} / {E}) ** T_moe))", key="H_route")
 
 
 def _schedule_lines(x) -> None:
