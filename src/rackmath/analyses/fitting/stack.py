@@ -320,27 +320,32 @@ HIERARCHICAL_PRIOR = 0.02
 
 def unseen_ttft_times(recs, predictor: Predictor, starts: dict, engine: str, exclude, cache: dict,
                       platform: str | None = None) -> dict:
-    """{index: value} of the TTFT times of a version none of whose records is seen: t_request, the median of the
-    engine's other versions' own fits (each on its TTFT records, one vote per version); t_warm, 0.
+    """{index: value} of the TTFT times of a version none of whose records is seen: t_request and t_warm, each the
+    median of the engine's other builds' own fits (one vote per build; t_warm from the builds whose median and mean
+    TTFT both identify it, else 0), the builds of ``platform`` where there are any.
 
     Why not the engine's pooled fit: the TTFT times are per build, and pooled over builds they take the shape of the
     largest — the disaggregated versions' queues (300 ms per request) set SGLang's pooled t_request, which priced an
     aggregated MI355X build at three times its measured median (0.35 vs 0.11 s). A median over builds is what a
-    build of that engine typically adds. A warm-up is a build's own (kernels it compiles just in time or at
-    start-up): an unseen build is predicted without one, and says so (docs/stacks.md). Only versions with no record
-    excluded vote (their fits never saw what is held out), those of ``platform`` where there are any; ``cache``
-    keeps their fits across folds."""
+    build of that engine typically adds. Why per platform: the warm-up is the kernels a build compiles the first
+    time it runs a batch of a new size, and that is the platform's way of building kernels — SGLang's ROCm 7 builds
+    take 0.9–4.6 s (AITER's just-in-time modules), its CUDA builds 1.5 s, vLLM's and TensorRT-LLM's 0–0.1 s
+    (stack_hosts.toml). Only versions with no record excluded vote (their fits never saw what is held out);
+    ``cache`` keeps their fits across folds."""
     held = {version_of(r) for r in recs if exclude(r)}
     by_v = _by(_same_platform([r for r in recs if engine_of(version_of(r)) == engine and version_of(r) not in held],
                               platform), version_of)
-    votes = []
+    request, warm = [], []
     for v, rs in by_v.items():
-        if not any(r.metric in ("ttft_s", "ttft_median_s") for r in rs):
+        metrics = {r.metric for r in rs}
+        if not metrics & {"ttft_s", "ttft_median_s"}:
             continue  # its t_request is its start: no vote
         if v not in cache:
             cache[v] = fit_hosts(rs, predictor, starts[engine])
-        votes.append(cache[v][REQUEST])
-    return {WARM: 0.0} | ({REQUEST: float(np.median(votes))} if votes else {})
+        request.append(cache[v][REQUEST])
+        if {"ttft_s", "ttft_median_s"} <= metrics:
+            warm.append(cache[v][WARM])
+    return {WARM: float(np.median(warm)) if warm else 0.0} | ({REQUEST: float(np.median(request))} if request else {})
 
 
 def fit_version(recs, predictor: Predictor, starts: dict, version: str, exclude=lambda r: False,
