@@ -16,7 +16,7 @@ stack host times, not refitted) with two changes one can switch on: routing over
 s·E · (1 − (1 − k/(s·E))^T), nearly unchanged at small T and s · E at large T), and the chip's η_m replaced by
 the MoE curve's (``--eta-moe``: for the whole step, a rough stand-in for an η of the expert weights alone).
 Median |TPOT error| per chip, and the signed error by concurrency at TP 1. ``--routing``: the chips' measured routing
-shares instead (``specs.kernels.routing_share``: aiconfigurator-core's power_law_1.2 rows against its balanced ones,
+shares instead (``engine.numbers.routing_share``: aiconfigurator-core's power_law_1.2 rows against its balanced ones,
 ``moe_routing`` curves; off by default in rackmath, docs/stacks.md).
 """
 

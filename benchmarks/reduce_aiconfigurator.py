@@ -25,7 +25,7 @@ framework + version that measured it:
 
       s(T) = min(1, (t_power(T) − τ) / (t_balanced(T) − τ)) · min(E, T·k) / (E · (1 − (1 − k/E)^T))
 
-  (``specs.kernels.routing_share``; τ = the chip's ``kernel_floor`` curve). A memory-bound grouped GEMM's time above
+  (``engine.numbers.routing_share``; τ = the chip's ``kernel_floor`` curve). A memory-bound grouped GEMM's time above
   the floor is proportional to the distinct experts it streams; the balanced rows hit min(E, T·k) of them, uniform
   routing E·(1 − (1 − k/E)^T). Points T ≤ 512 (a decode step's tokens). A table is used only where its two
   distributions were timed by the same kernel: within 15% at T = 1 (both route the token to k distinct experts),
@@ -51,7 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # rackmath's light spec helpers (no rackmath install needed in this venv)
 
 from rackmath.analyses.fitting.measure import curves_toml  # noqa: E402
-from rackmath.specs.kernels import ROUTING_DISTRIBUTION, routing_share  # noqa: E402
+from rackmath.engine.numbers import routing_share  # noqa: E402
+from rackmath.specs.kernels import ROUTING_DISTRIBUTION  # noqa: E402
 from rackmath.specs.stacks import version_key  # noqa: E402
 
 TARGET = ROOT / "src" / "rackmath" / "specs" / "data" / "kernels"

@@ -11,7 +11,8 @@ from rackmath.engine.layout import evaluate
 from rackmath.engine.numbers import HwNumbers, ModelNumbers, distinct_experts_hit, routing_curve, routing_share_at
 from rackmath.specs.hardware import load_hardware
 import rackmath.specs.kernels as K
-from rackmath.specs.kernels import kernel_table, routing_share
+from rackmath.engine.numbers import routing_share
+from rackmath.specs.kernels import kernel_table
 from rackmath.specs.models import load_model
 
 #: Uniform routing's distinct experts of gpt-oss-120b's layer (E = 128, k = 4) at T = 32 tokens, by hand:

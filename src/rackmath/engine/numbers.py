@@ -172,9 +172,23 @@ def _expected_experts_hit(n_experts, k, tokens):
 def distinct_experts_hit(n_experts, k, tokens, share=1.0):
     """H(T) = min(E, s · E · (1 − (1 − k/E)^T)): the distinct experts T tokens hit when the router hits a share s
     of uniform routing's count (s = 1: uniform and independent, ``roofline.expected_experts_hit``, lecture; s(T)
-    measured under a skewed token distribution: ``specs.kernels.routing_share``, aiconfigurator-core's MoE tables)."""
+    measured under a skewed token distribution: ``engine.numbers.routing_share``, aiconfigurator-core's MoE tables)."""
     return np.minimum(np.asarray(n_experts, dtype=float),
                       np.asarray(share, dtype=float) * _expected_experts_hit(n_experts, k, tokens))
+
+
+def routing_share(t_skewed, t_balanced, tau, experts, topk, tokens):
+    """s(T) = min(1, (t_skew − τ) / (t_bal − τ)) · min(E, T·k) / (E · (1 − (1 − k/E)^T)): the share of uniform
+    routing's distinct experts that T tokens hit under a skewed router, from one grouped-GEMM MoE kernel timed at T
+    tokens under both token distributions (aiconfigurator-core's ``moe_perf`` "power_law_1.2" and "balanced" rows;
+    ``benchmarks/reduce_aiconfigurator.py``). A memory-bound kernel's time above the floor τ is proportional to the
+    distinct experts it streams; the balanced rows hit min(E, T·k) (each token's k experts distinct from the
+    others' until all E are hit), more than any skewed router, so the ratio is capped at 1; uniform routing hits
+    E · (1 − (1 − k/E)^T) (``engine.roofline.expected_experts_hit``). Where the skewed kernel is no longer
+    memory-bound (its busiest experts' tokens cost compute) the capped ratio overstates the share: s → 1."""
+    r = np.minimum(1.0, (np.asarray(t_skewed, float) - tau) / np.maximum(np.asarray(t_balanced, float) - tau, 1e-30))
+    t = np.asarray(tokens, float)
+    return r * np.minimum(experts, t * topk) / _expected_experts_hit(experts, topk, t)
 
 
 def routing_curve(mn: ModelNumbers, routing):
@@ -233,4 +247,4 @@ class HwNumbers:
         )
 
 
-__all__ = ["ModelNumbers", "HwNumbers", "load_model_any", "distinct_experts_hit", "routing_curve", "routing_share_at"]
+__all__ = ["ModelNumbers", "HwNumbers", "load_model_any", "distinct_experts_hit", "routing_share", "routing_curve", "routing_share_at"]

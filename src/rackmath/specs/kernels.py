@@ -25,8 +25,6 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
-
 from ..errors import CatalogError
 from .catalog import _dir_scan, _read_toml, catalog_dirs, register_cache
 
@@ -241,26 +239,10 @@ def moe_memory_efficiency(curve: dict, hbm_bw: float, tau: float) -> float:
 #: TPOT 19.1% both, TTFT 50.0% → 48.3%; docs/stacks.md). The curves ship; ``benchmarks/stack_fit.py --routing`` and
 #: ``benchmarks/probe_moe_routing.py --routing`` set it for their run.
 MEASURED_ROUTING = False
-#: The token distribution of the MoE tables' rows that :func:`routing_share` reduces: aiconfigurator-core prices MoE
-#: layers with ``power_law`` rows of α = 1.2 (``sdk/models/moe.py``: ``_power_law_alpha = 1.2``); its 1.01 rows give
-#: the same shares within a few hundredths (docs/stacks.md).
+#: The token distribution of the MoE tables' rows that ``engine.numbers.routing_share`` reduces: aiconfigurator-core
+#: prices MoE layers with ``power_law`` rows of α = 1.2 (``sdk/models/moe.py``: ``_power_law_alpha = 1.2``); its 1.01
+#: rows give the same shares within a few hundredths (docs/stacks.md).
 ROUTING_DISTRIBUTION = "power_law_1.2"
-
-
-def routing_share(t_skewed, t_balanced, tau, experts, topk, tokens):
-    """s(T) = min(1, (t_skew − τ) / (t_bal − τ)) · min(E, T·k) / (E · (1 − (1 − k/E)^T)): the share of uniform
-    routing's distinct experts that T tokens hit under a skewed router, from one grouped-GEMM MoE kernel timed at T
-    tokens under both token distributions (aiconfigurator-core's ``moe_perf`` "power_law_1.2" and "balanced" rows;
-    ``benchmarks/reduce_aiconfigurator.py``). A memory-bound kernel's time above the floor τ is proportional to the
-    distinct experts it streams; the balanced rows hit min(E, T·k) (each token's k experts distinct from the
-    others' until all E are hit), more than any skewed router, so the ratio is capped at 1; uniform routing hits
-    E · (1 − (1 − k/E)^T) (``engine.roofline.expected_experts_hit``). Where the skewed kernel is no longer
-    memory-bound (its busiest experts' tokens cost compute) the capped ratio overstates the share: s → 1."""
-    from ..engine.roofline import expected_experts_hit
-
-    r = np.minimum(1.0, (np.asarray(t_skewed, float) - tau) / np.maximum(np.asarray(t_balanced, float) - tau, 1e-30))
-    t = np.asarray(tokens, float)
-    return r * np.minimum(experts, t * topk) / expected_experts_hit(experts, topk, t)
 
 
 def routing_curves(t: dict) -> tuple:
@@ -354,7 +336,7 @@ def silicon(chip, table: dict | None = None) -> dict | None:
         out["eta_comm"] = {"value": eta_comm, "from": _where(t, c, f"η_comm = {eta_comm:.3f} "
                                                                    f"({c['x_values'][-1] / 1e6:.0f} MB)")}
     routing = routing_curves(t) if MEASURED_ROUTING else ()
-    if routing:  # a skewed router's distinct experts per model shape (specs.kernels.routing_share)
+    if routing:  # a skewed router's distinct experts per model shape (engine.numbers.routing_share)
         out["moe_routing"] = {"value": routing, "from": "; ".join(r[3] for r in routing)}
     car = [c for c in t["curves"] if c["op"] == "custom_all_reduce"]
     if car:  # the small all-reduces of a step: the stacks' own one-shot kernel in a CUDA graph, not NCCL
