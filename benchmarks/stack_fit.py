@@ -4,8 +4,8 @@
     python benchmarks/stack_fit.py --write        # also write specs/data/launch/stack_hosts.toml (--efficiency measured)
     python benchmarks/stack_fit.py --quick        # in-sample tables only
 
-Prints, per metric (output tok/s/GPU, TPOT, mean TTFT, median TTFT): the InferenceMAX records (``fit = false``) and the published
-records (``fit = true``) under
+Prints, per metric (output tok/s/GPU, TPOT, mean TTFT, median TTFT): the InferenceMAX records (``fit = false``) and
+the published records (``fit = true``) under
   0. today's presets (silicon and host times fitted jointly: the baseline),
   1. silicon from the curves (for a chip without curves whose records span two or more groups — MI355X — τ_k and the
      MLA kernel scale inferred from its records: ``stack.fit_silicon``), the presets' host times (no refit),

@@ -87,7 +87,8 @@ ROW_S017 = dict(id="IMX-S017", hw="gb200", framework="dynamo-sglang", image="lms
                 disagg=True, isl=1024, osl=1024, conc=4, prefill_tp=1, prefill_ep=1, prefill_dp_attention="true",
                 prefill_num_workers=1, decode_tp=1, decode_ep=1, decode_dp_attention="true", decode_num_workers=2,
                 num_prefill_gpu=4, num_decode_gpu=8, output_tput_per_gpu=62.56084213988763,
-                mean_ttft=0.22575995295774193, median_ttft=0.21467791497707367, mean_tpot=0.007488533579132299, mean_e2el=7.222042228467762,
+                mean_ttft=0.22575995295774193, median_ttft=0.21467791497707367,
+                mean_tpot=0.007488533579132299, mean_e2el=7.222042228467762,
                 run="run_20413316138")
 
 

@@ -177,3 +177,35 @@ def test_an_unseen_build_pools_the_engines_builds_for_its_platform():
     assert {r.chip for r in S._same_platform(recs, "rocm")} == {"mi355x"}
     assert {r.chip for r in S._same_platform(recs, "cuda")} == {"b200"}
     assert S._same_platform(recs, "tpu") == recs and S._same_platform(recs, None) == recs
+
+
+def test_an_unseen_build_takes_the_median_of_its_listed_builds_step_times():
+    """An unseen build's step times are the median, time by time, of the own fits of its engine's listed builds of
+    the same platform and deployment mode (records generated at known times: each build's fit recovers its own);
+    none of them with records: {} (the caller falls back to the pooled fit)."""
+    from dataclasses import replace
+
+    from rackmath.analyses.fitting import stack as S
+    from rackmath.analyses.fitting.validation import records
+
+    pred = S.Predictor(measured=True)
+    starts = {"vllm": S.host_vector(default_efficiency("h200"), "vllm")}
+    base = [r for r in records() if r.group == "gptoss-fp4 × h200 × vllm" and r.stack == "vllm@0.13.0"
+            and r.metric in ("tpot_s", "output_tok_s_per_gpu")][:8]
+    assert not any(S.disaggregated(r) for r in base)
+    truth = {"vllm@0.11.2": np.array([1.0e-3, 5e-6, 3e-5, 0.03, 1e-6, 0.0]),
+             "vllm@0.13.0": np.array([3.0e-3, 2e-5, 6e-5, 0.03, 6e-6, 0.0])}
+    recs = []
+    for v, h in truth.items():
+        fw, _, ver = v.partition("@")
+        recs += [replace(r, id=f"{r.id}-{v}", framework=fw, stack_version=ver, value=float(pred(r, h)[0]))
+                 for r in base]
+    cache = {}
+    got = S.unseen_step_times(recs, pred, starts, "vllm", lambda r: r.stack == "vllm@0.13.0", cache, "cuda", False)
+    assert set(got) == {0, 1, 2, 4} and set(cache) == {"vllm@0.11.2"}  # one listed build votes: its own fit
+    own = cache["vllm@0.11.2"]
+    assert [got[j] for j in (0, 1, 2, 4)] == [own[j] for j in (0, 1, 2, 4)]
+    err = [abs(np.log(pred(r, own)[0] / r.value)) for r in recs if r.stack == "vllm@0.11.2"]
+    assert np.median(err) < 0.02  # …and that fit describes the build it was fitted on
+    assert S.unseen_step_times(recs, pred, starts, "vllm", lambda r: r.stack == "vllm@0.13.0", {}, "rocm", False) == {}
+    assert S.unseen_step_times(recs, pred, starts, "vllm", lambda r: r.stack == "vllm@0.13.0", {}, "cuda", True) == {}

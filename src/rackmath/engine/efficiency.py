@@ -439,7 +439,8 @@ def for_stack(eff: Efficiency, stack) -> Efficiency:
     engine = STACK_HOST_OF.get(stack.name, stack.name)
     if not h or engine not in STACK_NAMES:
         return eff
-    out = {f"{k}_{engine}_s": h[k] for k in VERSION_FIELDS if k in h and (k not in ("request", "warm") or engine in GENERIC_STACKS)}
+    out = {f"{k}_{engine}_s": h[k] for k in VERSION_FIELDS
+           if k in h and (k not in ("request", "warm") or engine in GENERIC_STACKS)}
     if "kernel" in h:  # the stack's own time per kernel on top of the silicon's floor τ
         out["kernel_latency_s"] = eff.kernel_latency_s + h["kernel"]
     return replace(eff, per_version=False, **out)

@@ -9,13 +9,18 @@ it does not fuse; what the fitted presets' single τ mixed with the silicon) —
 the robust mean |log error| (``calibration._logerr``) by coordinate descent on shrinking grids, every candidate of a
 grid evaluated in one broadcast engine call per record (``validation.predict_many``): the four step times on the
 throughput and TPOT records, then t_request on the median-TTFT records and t_warm on the mean-TTFT ones
-(:func:`fit_hosts` says why). Six parameters and one version's records make a fit cheap (seconds), so leaving one InferenceMAX group out (model × chip × framework) and
-leaving one stack version out refit only what they touch:
+(:func:`fit_hosts` says why). Six parameters and one version's records make a fit cheap (seconds), so leaving one
+InferenceMAX group out (model × chip × framework) and leaving one stack version out refit only what they touch:
 
-* a group out: each version in the group is refitted on its other records; a version with no other record takes
-  its engine's fit on every other version's records (the group left out);
-* a version out: its records are predicted with its engine's fit on every other version's records (the year-old
-  published builds included) — transfer to a release never seen.
+* a group out: each version in the group is refitted on its other records; a version with no other record is an
+  unseen build (below);
+* a version out: its records are predicted as an unseen build — transfer to a release never seen.
+
+An unseen build (:func:`fit_version`) takes, time by time, the median of the own fits of its engine's listed builds
+(today's releases) for the same platform (ROCm or CUDA) and deployment mode (aggregated or disaggregated) for its
+step times (:func:`unseen_step_times`; its engine's pooled fit over the builds of its platform where no such build
+has records), and the median over its engine's builds of its platform for t_request and t_warm
+(:func:`unseen_ttft_times`).
 
 Stage 1 for a chip no one has measured (AMD) with records in two or more groups: its floor time per kernel τ_k and
 its MLA kernel scale — the two silicon numbers serving records identify; the rest stays its preset's — are fitted
@@ -43,6 +48,7 @@ from ...errors import InputError
 from ...specs.hardware import load_hardware
 from ...specs.kernels import kernel_table
 from ...specs.records import METRIC_CLASS
+from ...specs.stacks import known_labels
 
 #: (field, lower, upper, initial grid half-width) of each fitted host time (physical ranges as ``FIT_PARAMS``).
 STACK_PARAMS = (("sched", 0.0, 5e-3, 2e-3), ("seq", 0.0, 1e-4, 4e-5), ("eager", 0.0, 1e-4, 4e-5),
@@ -348,11 +354,53 @@ def unseen_ttft_times(recs, predictor: Predictor, starts: dict, engine: str, exc
     return {WARM: float(np.median(warm)) if warm else 0.0} | ({REQUEST: float(np.median(request))} if request else {})
 
 
+#: How an unseen build's step times are taken: its engine's pooled fit ("pooled"), or the median of the engine's
+#: listed builds' own fits for its platform ("listed-median", :func:`unseen_step_times`).
+UNSEEN_STEP_TIMES = "listed-median"
+
+
+def disaggregated(rec) -> bool:
+    """Whether a record measures a disaggregated deployment (prefill and decode pools)."""
+    return "decode_gpus" in rec.inputs
+
+
+def unseen_step_times(recs, predictor: Predictor, starts: dict, engine: str, exclude, cache: dict,
+                      platform: str | None = None, disagg: bool | None = None) -> dict:
+    """{index: value} of the step times (t_sched, τ_seq, τ_eager, τ_stack) of a build none of whose records is seen:
+    the median, time by time, of the own fits of the engine's **listed** builds (``specs/data/launch/stacks.toml``:
+    today's releases, not the 2024–25 builds the published records ran — "a year-old build is its own version, so it
+    no longer drags the physics", issue 34) for its ``platform`` and deployment mode (``disagg``); {} when none has
+    records.
+
+    Why a median of builds and not their pooled fit: a pool follows its largest build. SGLang's ROCm pool was the
+    disaggregated mori dev build's 164 records, whose eager dispatch (100 µs per kernel) priced the aggregated ROCm
+    builds' prefill (10–13 µs) — and their median TTFT — at four times the measured. Why the same mode: a
+    disaggregated build's times carry its pools' wide-EP steps (docs/stacks.md: its fit sits at the 5 ms scheduler
+    bound), which priced an aggregated TensorRT-LLM build's TPOT 63% too long. Only versions with no record excluded
+    vote; ``cache`` keeps their fits across folds."""
+    listed = set(known_labels())
+    held = {version_of(r) for r in recs if exclude(r)}
+    mine = [r for r in recs if engine_of(version_of(r)) == engine and version_of(r) not in held
+            and version_of(r) in listed and (platform is None or platform_of(r) == platform)
+            and (disagg is None or disaggregated(r) == disagg)]
+    votes = []
+    for v, rs in _by(mine, version_of).items():
+        if not any(r.metric not in ("ttft_s", "ttft_median_s") for r in rs):
+            continue
+        if v not in cache:
+            cache[v] = fit_hosts(rs, predictor, starts[engine])
+        votes.append(cache[v])
+    if not votes:
+        return {}
+    med = np.median(np.array(votes), axis=0)
+    return {j: float(med[j]) for j in range(len(STACK_PARAMS)) if j not in (REQUEST, WARM)}
+
+
 def fit_version(recs, predictor: Predictor, starts: dict, version: str, exclude=lambda r: False,
                 hierarchical: bool = False, cache: dict | None = None) -> np.ndarray:
-    """One version's times on its records not excluded; with none, its engine's pooled fit for the step times and
-    :func:`unseen_ttft_times` for t_request and t_warm, both over the engine's builds for the platform its records
-    ran (:func:`_same_platform`). ``hierarchical``: the engine's pooled fit (same exclusion)
+    """One version's times on its records not excluded; with none, an unseen build's: :func:`unseen_step_times` for
+    the step times (its engine's pooled fit over the builds of its platform, :func:`_same_platform`, where no listed
+    build of its platform and mode has records) and :func:`unseen_ttft_times` for t_request and t_warm. ``hierarchical``: the engine's pooled fit (same exclusion)
     is the start and the prior (weight :data:`HIERARCHICAL_PRIOR`) of the version's own. ``cache``: the other
     versions' fits (shared by the folds of one cross-validation)."""
     train = [r for r in recs if version_of(r) == version and not exclude(r)]
@@ -360,9 +408,12 @@ def fit_version(recs, predictor: Predictor, starts: dict, version: str, exclude=
     if not train:  # pooled over the engine's builds for the platform the version's records ran
         mine = [r for r in recs if version_of(r) == version]
         platform = platform_of(mine[0]) if mine else None
-        h = engine_fit(recs, predictor, starts, e, exclude, platform)
         c = {} if cache is None else cache
-        for j, v in unseen_ttft_times(recs, predictor, starts, e, exclude, c, platform).items():
+        disagg = disaggregated(mine[0]) if mine else None
+        steps = unseen_step_times(recs, predictor, starts, e, exclude, c, platform, disagg) \
+            if UNSEEN_STEP_TIMES == "listed-median" else {}
+        h = np.array(starts[e], dtype=float) if steps else engine_fit(recs, predictor, starts, e, exclude, platform)
+        for j, v in (steps | unseen_ttft_times(recs, predictor, starts, e, exclude, c, platform)).items():
             h[j] = v
         return h
     if hierarchical:

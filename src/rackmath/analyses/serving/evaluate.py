@@ -88,8 +88,8 @@ class ServeResult(ResultMixin):
                    weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype, mtp=self.mtp,
                    acceptance=self.acceptance, cached_share=self.cached_share, arrivals=self.arrivals,
                    compute_dtype=self.compute_dtype, usd_per_gpu_hour=self.usd_per_gpu_hour, notes=list(self.notes))
-        for k in ("ttft_median_ms", "mem_short_gb", "t_compute_ms", "t_weights_ms", "t_kv_ms", "t_comm_ms", "t_latency_ms", "overhead_ms",
-                  "prefill_tokens_per_step", "decode_step_ms", "mixed_step_ms"):
+        for k in ("ttft_median_ms", "mem_short_gb", "t_compute_ms", "t_weights_ms", "t_kv_ms", "t_comm_ms",
+                  "t_latency_ms", "overhead_ms", "prefill_tokens_per_step", "decode_step_ms", "mixed_step_ms"):
             if k in self.values:
                 a = np.asarray(self.values[k])
                 out[k] = a.item() if a.ndim == 0 else a.tolist()
@@ -298,7 +298,8 @@ def _lock_step(p: Plan, eff, mn_d, dec: dict, info: dict, out: dict, notes: list
     if np.any(keep):  # the wave's prefill pass is evaluated only where a wave persists
         wv = _waves(p, eff, mn_d, b, ranks, t_dec, info["t_request"])
         out.update(ttft=np.where(keep, wv["ttft"], out["ttft"]),
-                   ttft_median=np.where(keep, wv["ttft"], out["ttft_median"]), t_tpot=np.where(keep, wv["tpot"], out["t_tpot"]),
+                   ttft_median=np.where(keep, wv["ttft"], out["ttft_median"]),
+                   t_tpot=np.where(keep, wv["tpot"], out["t_tpot"]),
                    x_out=np.where(keep, wv["x_rep"] * lay.dp * lay.pp, out["x_out"]),
                    t_bar=np.where(keep, t_dec, out["t_bar"]),
                    prefill_bound=np.where(keep, False, out["prefill_bound"]))
