@@ -299,7 +299,7 @@ def fit_all(recs, predictor: Predictor, starts: dict) -> dict:
 def platform_of(rec) -> str:
     """The build platform a record ran: ``rocm`` on AMD GPUs, ``cuda`` on NVIDIA's, else its chip's family."""
     fam = rec.hardware_family
-    return "rocm" if fam == "amd" else ("cuda" if fam in ("hopper", "blackwell", "ampere", "ada") else fam)
+    return "rocm" if fam == "amd" else ("cuda" if fam in ("ampere", "hopper", "blackwell", "rubin") else fam)
 
 
 def _same_platform(rs, platform):
@@ -354,11 +354,6 @@ def unseen_ttft_times(recs, predictor: Predictor, starts: dict, engine: str, exc
     return {WARM: float(np.median(warm)) if warm else 0.0} | ({REQUEST: float(np.median(request))} if request else {})
 
 
-#: How an unseen build's step times are taken: its engine's pooled fit ("pooled"), or the median of the engine's
-#: listed builds' own fits for its platform ("listed-median", :func:`unseen_step_times`).
-UNSEEN_STEP_TIMES = "listed-median"
-
-
 def disaggregated(rec) -> bool:
     """Whether a record measures a disaggregated deployment (prefill and decode pools)."""
     return "decode_gpus" in rec.inputs
@@ -400,18 +395,18 @@ def fit_version(recs, predictor: Predictor, starts: dict, version: str, exclude=
                 hierarchical: bool = False, cache: dict | None = None) -> np.ndarray:
     """One version's times on its records not excluded; with none, an unseen build's: :func:`unseen_step_times` for
     the step times (its engine's pooled fit over the builds of its platform, :func:`_same_platform`, where no listed
-    build of its platform and mode has records) and :func:`unseen_ttft_times` for t_request and t_warm. ``hierarchical``: the engine's pooled fit (same exclusion)
-    is the start and the prior (weight :data:`HIERARCHICAL_PRIOR`) of the version's own. ``cache``: the other
-    versions' fits (shared by the folds of one cross-validation)."""
+    build of its platform and mode has records) and :func:`unseen_ttft_times` for t_request and t_warm.
+    ``hierarchical``: the engine's pooled fit (same exclusion) is the start and the prior (weight
+    :data:`HIERARCHICAL_PRIOR`) of the version's own. ``cache``: the other versions' fits (shared by the folds of one
+    cross-validation)."""
     train = [r for r in recs if version_of(r) == version and not exclude(r)]
     e = engine_of(version)
-    if not train:  # pooled over the engine's builds for the platform the version's records ran
+    if not train:  # an unseen build: its engine's builds for the platform (and mode) its records ran
         mine = [r for r in recs if version_of(r) == version]
         platform = platform_of(mine[0]) if mine else None
-        c = {} if cache is None else cache
         disagg = disaggregated(mine[0]) if mine else None
-        steps = unseen_step_times(recs, predictor, starts, e, exclude, c, platform, disagg) \
-            if UNSEEN_STEP_TIMES == "listed-median" else {}
+        c = {} if cache is None else cache
+        steps = unseen_step_times(recs, predictor, starts, e, exclude, c, platform, disagg)
         h = np.array(starts[e], dtype=float) if steps else engine_fit(recs, predictor, starts, e, exclude, platform)
         for j, v in (steps | unseen_ttft_times(recs, predictor, starts, e, exclude, c, platform)).items():
             h[j] = v
