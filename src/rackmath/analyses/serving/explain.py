@@ -32,7 +32,7 @@ def derive(r) -> Derivation:
     v = {kk: _f(x) for kk, x in r.values.items() if kk not in ("fits", "bottleneck")}
     gemm = "" if p.compute_dtype == p.system.chip.compute_dtype(r.weights_dtype) else f", GEMMs in {p.compute_dtype}"
     d = Derivation(f"Serving {r.model} on {r.gpus} × {p.system.chip.name} ({r.mode}, layout {lay.label()}, "
-                   f"stack {p.stack.name}, weights {r.weights_dtype}{gemm}, KV {r.kv_dtype}; {eff.label()})")
+                   f"stack {p.stack.version_label}, weights {r.weights_dtype}{gemm}, KV {r.kv_dtype}; {eff.label()})")
     d.add("L̄", "ISL + OSL/2", f"{w.isl:g} + {w.osl:g}/2", float(mean_decode_context(w.isl, w.osl)), "tokens",
           "mean context of an in-flight sequence", expr=f"{w.isl!r} + {w.osl!r}/2")
     d.add("C", "sequences in flight", "", v["concurrency"], "", key="C")
