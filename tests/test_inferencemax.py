@@ -408,3 +408,18 @@ def test_cv_cli_on_user_records_with_stack_versions_and_groups(tmp_path):
     v = json.loads(out)
     assert v["counts"]["not_fitted"] == 2 and v["not_fitted"]["summary"]["n"] == 2
     assert set(v["not_fitted"]["by_metric_and_stack"]["TPOT"]) == {"sglang@0.5.6", "vllm@0.13.0"}
+
+
+def test_validate_says_whether_the_inferencemax_rows_are_in_sample():
+    """The presets were not fitted on the fit = false rows (out of sample); --efficiency measured's stack times per
+    version were (in sample): the by-metric tables say which."""
+    ids = "IMX-S000-out,IMX-S000-tpot,IMX-S000-ttft,IMX-S000-ttft-median"
+    code, out, err = run_cli("validate", "--id", ids)
+    assert code == 0, err
+    out = " ".join(out.split())  # titles wrap at the terminal's width
+    assert "out of sample: presets not fitted on them" in out and "in sample: --efficiency measured" not in out
+    code, out, err = run_cli("validate", "--id", ids, "--efficiency", "measured")
+    assert code == 0, err
+    out = " ".join(out.split())
+    assert "in sample: --efficiency measured" in out and "presets not fitted" not in out
+    assert "TTFT median" in out

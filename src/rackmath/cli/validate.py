@@ -313,8 +313,10 @@ def _print_validation(v: dict, flags: list, ideal: bool, eff) -> None:
         table(f"rackmath validate, {title}", GROUP_COLS, _group_rows(v[key]))
     _print_by_metric(v["by_metric"], "fitted records, in sample", table)
     if v["not_fitted"]["summary"].get("n"):
-        _print_by_metric(v["not_fitted"], "fit = false records (InferenceMAX), out of sample: presets not "
-                                          "fitted on them", table)
+        measured = isinstance(eff, str) and eff.strip().lower() == "measured"
+        _print_by_metric(v["not_fitted"], "fit = false records (InferenceMAX), " + (
+            "in sample: --efficiency measured's stack times per version were fitted on them" if measured
+            else "out of sample: presets not fitted on them"), table)
     if v["excluded"]:
         table("excluded records (kept as data, not predicted)", ["id", "reason"],
               [[e["id"], e["reason"]] for e in v["excluded"]])
