@@ -151,3 +151,20 @@ def test_serve_warm_up_moves_the_mean_by_a_tenth_and_not_the_median():
     st = rackmath.serve("deepseek-v3", "hgx-h200", efficiency=replace(eff, warm_sglang_s=5.0),
                         **(kw | dict(arrivals="steady")))
     assert st.as_dict()["ttft_median_ms"] == st.ttft_ms  # no first wave: median and mean are the steady TTFT
+
+
+def test_cli_shows_the_median_request_beside_the_mean_ttft():
+    """serve's table: a closed-loop client's TTFT row gives the mean and the median request's; steady arrivals one
+    number (they are equal)."""
+    from conftest import run_cli
+
+    base = ("serve", "llama-3.1-8b", "-H", "hgx-h100", "--gpus", "1", "--isl", "1024", "--osl", "1024", "-c", "64",
+            "--framework", "sglang")
+    code, out, err = run_cli(*base, "--arrivals", "closed-loop")
+    assert code == 0, err
+    row = next(line for line in out.splitlines() if line.startswith("TTFT"))
+    assert " mean, " in row and "median request" in row
+    code, out, err = run_cli(*base)
+    assert code == 0, err
+    row = next(line for line in out.splitlines() if line.startswith("TTFT"))
+    assert "mean" not in row and "median" not in row
