@@ -231,10 +231,7 @@ def _disaggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
         share = first_wave_share(CLOSED_LOOP_PROMPTS_PER_CLIENT * C, C)
         ttft_wave = disaggregated_wave_ttft(t_pf, t_xfer, w.isl_new, pf_tok_s, C, t_req)
         info.update(ttft_steady=ttft, ttft_wave=ttft_wave, wave_share=share)
-        ttft_mean = closed_loop_ttft(ttft_wave, ttft, share, info["t_warm"])
-        ttft, ttft_median = ttft_mean, median_ttft(ttft_mean, ttft, share)
-    else:
-        ttft_median = ttft
+        ttft = closed_loop_ttft(ttft_wave, ttft, share, info["t_warm"])
     info.update(rho=rho, t_pass=t_pass, prefill_one=res_1, n_chunks=n_chunks, tau_eager=tau_e,
                 prefill=dict(gpus=lp.gpus, layout=dict(tp=lp.tp, ep=lp.ep, pp=lp.pp, attention_dp=lp.attention_dp,
                                                        dp=lp.dp, label=lp.label()),
@@ -243,8 +240,7 @@ def _disaggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
     prefill_bound = x_out < cap_out
     if np.any(prefill_bound):
         notes.append("the prefill pool limits throughput: the decode pool idles part of the time")
-    return dict(t_bar=t_dec, t_tpot=tpot(t_dec, A), x_out=x_out, prefill_bound=prefill_bound, ttft=ttft,
-                ttft_median=ttft_median, t_mix=t_dec)
+    return dict(t_bar=t_dec, t_tpot=tpot(t_dec, A), x_out=x_out, prefill_bound=prefill_bound, ttft=ttft, t_mix=t_dec)
 
 
 def _aggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
@@ -271,13 +267,12 @@ def _aggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
                 n_mixed=ss["n_mixed"], rho=sch["rho"], budget_left=sch["left"], eager_kernels_mixed=n_eager,
                 schedule=sch, res_mixed=res_m, tau_eager=tau_e)
     out = dict(t_bar=ss["step_s"], t_tpot=ss["tpot_s"], x_out=ss["out_tok_s"] * lay.dp * lay.pp,
-               prefill_bound=ss["prefill_bound"], ttft=ss["ttft_s"], ttft_median=ss["ttft_s"], t_mix=t_mix)
+               prefill_bound=ss["prefill_bound"], ttft=ss["ttft_s"], t_mix=t_mix)
     if w.arrivals == "closed-loop":  # the first C start together (one wave), the rest see the steady loop
         wv = _waves(p, eff, mn_d, b, ranks, t_dec, info["t_request"])
         share = first_wave_share(CLOSED_LOOP_PROMPTS_PER_CLIENT * w.concurrency, w.concurrency)
         info.update(wave=wv, ttft_steady=out["ttft"], ttft_wave=wv["ttft"], wave_share=share)
         out["ttft"] = closed_loop_ttft(wv["ttft"], out["ttft"], share, info["t_warm"])
-        out["ttft_median"] = median_ttft(out["ttft"], out["ttft_median"], share)
         notes.append("closed-loop client: the first C requests start together and wait for one another's prefills "
                      f"(1 in {CLOSED_LOOP_PROMPTS_PER_CLIENT} of its requests); TPOT and throughput are the "
                      "steady state's")
@@ -297,9 +292,7 @@ def _lock_step(p: Plan, eff, mn_d, dec: dict, info: dict, out: dict, notes: list
     info.update(waves=keep)
     if np.any(keep):  # the wave's prefill pass is evaluated only where a wave persists
         wv = _waves(p, eff, mn_d, b, ranks, t_dec, info["t_request"])
-        out.update(ttft=np.where(keep, wv["ttft"], out["ttft"]),
-                   ttft_median=np.where(keep, wv["ttft"], out["ttft_median"]),
-                   t_tpot=np.where(keep, wv["tpot"], out["t_tpot"]),
+        out.update(ttft=np.where(keep, wv["ttft"], out["ttft"]), t_tpot=np.where(keep, wv["tpot"], out["t_tpot"]),
                    x_out=np.where(keep, wv["x_rep"] * lay.dp * lay.pp, out["x_out"]),
                    t_bar=np.where(keep, t_dec, out["t_bar"]),
                    prefill_bound=np.where(keep, False, out["prefill_bound"]))
@@ -335,9 +328,12 @@ def _values(p: Plan, eff, dec: dict, out: dict, info: dict) -> dict:
     lay, w, res_d, ms, gp = p.layout, p.workload, dec["res_d"], 1e3, p.gpus
     ppd, x_out, t_tpot = lay.pp, out["x_out"], out["t_tpot"]
     x_tot = total_tokens_per_s(x_out, w.isl, w.osl)
+    ttft = np.asarray(out["ttft"])
+    # the median request: a closed-loop client's later requests (its first wave is one in ten); else every request
+    ttft_median = median_ttft(ttft, info["ttft_steady"], info["wave_share"]) if "wave_share" in info else ttft
     values = dict(
         output_tok_s=x_out, total_tok_s=x_tot, output_tok_s_per_gpu=x_out / gp, total_tok_s_per_gpu=x_tot / gp,
-        tpot_ms=t_tpot * ms, ttft_ms=np.asarray(out["ttft"]) * ms, ttft_median_ms=np.asarray(out["ttft_median"]) * ms,
+        tpot_ms=t_tpot * ms, ttft_ms=ttft * ms, ttft_median_ms=np.asarray(ttft_median) * ms,
         step_ms=np.asarray(out["t_bar"]) * ms,
         bottleneck=np.where(out["prefill_bound"], "prefill", np.asarray(res_d.bound).astype(object)),
         tokens_per_s_per_user=tokens_per_s_per_user(t_tpot),
