@@ -32,8 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 #: ``../shared`` beside the checkout (or one level up, where the checkout sits in a folder of its own)
-ROWS = next((d / "shared" / "reference" / "inferencemax" / "rows.jsonl" for d in (ROOT.parent, ROOT.parent.parent)
-             if (d / "shared").is_dir()), ROOT.parent / "shared" / "reference" / "inferencemax" / "rows.jsonl")
+SHARED = next((d / "shared" for d in (ROOT.parent, ROOT.parent.parent) if (d / "shared").is_dir()),
+              ROOT.parent / "shared")
+ROWS = SHARED / "reference" / "inferencemax" / "rows.jsonl"
 TARGET = ROOT / "src" / "rackmath" / "specs" / "data" / "records" / "inferencemax.toml"
 
 #: InferenceMAX ``hw`` → (catalog system, chip, what the name means).

@@ -18,8 +18,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: ``../shared`` beside the checkout (or one level up, where the checkout sits in a folder of its own)
-DEFAULT_IN = next((d / "shared" / "reference" / "training" / "records.jsonl" for d in (ROOT.parent, ROOT.parent.parent)
-             if (d / "shared").is_dir()), ROOT.parent / "shared" / "reference" / "training" / "records.jsonl")
+SHARED = next((d / "shared" for d in (ROOT.parent, ROOT.parent.parent) if (d / "shared").is_dir()),
+              ROOT.parent / "shared")
+DEFAULT_IN = SHARED / "reference" / "training" / "records.jsonl"
 if not DEFAULT_IN.exists():
     DEFAULT_IN = Path("/work/shared/reference/training/records.jsonl")
 DEFAULT_OUT = ROOT / "src" / "rackmath" / "specs" / "data" / "training" / "records.toml"

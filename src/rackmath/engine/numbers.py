@@ -247,4 +247,5 @@ class HwNumbers:
         )
 
 
-__all__ = ["ModelNumbers", "HwNumbers", "load_model_any", "distinct_experts_hit", "routing_share", "routing_curve", "routing_share_at"]
+__all__ = ["ModelNumbers", "HwNumbers", "load_model_any", "distinct_experts_hit", "routing_share", "routing_curve",
+           "routing_share_at"]
