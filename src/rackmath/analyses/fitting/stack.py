@@ -324,11 +324,25 @@ def engine_fit(recs, predictor: Predictor, starts: dict, engine: str, exclude, p
 HIERARCHICAL_PRIOR = 0.02
 
 
+def _own_fits(rs, predictor: Predictor, start, cache: dict, keep=lambda metrics: True) -> dict:
+    """{version: its own fit} (:func:`fit_hosts` on its records among ``rs``) of each version whose records' metrics
+    ``keep`` accepts; ``cache`` keeps each fit under its version and the records it was fitted on (a version whose
+    records span platforms is fitted on each platform's apart)."""
+    out = {}
+    for v, vr in _by(rs, version_of).items():
+        if keep({r.metric for r in vr}):
+            key = (v, tuple(r.id for r in vr))
+            if key not in cache:
+                cache[key] = fit_hosts(vr, predictor, start)
+            out[v] = cache[key]
+    return out
+
+
 def unseen_ttft_times(recs, predictor: Predictor, starts: dict, engine: str, exclude, cache: dict,
                       platform: str | None = None) -> dict:
     """{index: value} of the TTFT times of a version none of whose records is seen: t_request and t_warm, each the
-    median of the engine's other builds' own fits (one vote per build; t_warm from the builds whose median and mean
-    TTFT both identify it, else 0), the builds of ``platform`` where there are any.
+    median of the engine's other builds' own fits (one vote per build with TTFT records; t_warm from the builds whose
+    median and mean TTFT both identify it, else 0), the builds of ``platform`` where there are any.
 
     Why not the engine's pooled fit: the TTFT times are per build, and pooled over builds they take the shape of the
     largest — the disaggregated versions' queues (300 ms per request) set SGLang's pooled t_request, which priced an
@@ -339,18 +353,11 @@ def unseen_ttft_times(recs, predictor: Predictor, starts: dict, engine: str, exc
     (stack_hosts.toml). Only versions with no record excluded vote (their fits never saw what is held out);
     ``cache`` keeps their fits across folds."""
     held = {version_of(r) for r in recs if exclude(r)}
-    by_v = _by(_same_platform([r for r in recs if engine_of(version_of(r)) == engine and version_of(r) not in held],
-                              platform), version_of)
-    request, warm = [], []
-    for v, rs in by_v.items():
-        metrics = {r.metric for r in rs}
-        if not metrics & {"ttft_s", "ttft_median_s"}:
-            continue  # its t_request is its start: no vote
-        if v not in cache:
-            cache[v] = fit_hosts(rs, predictor, starts[engine])
-        request.append(cache[v][REQUEST])
-        if {"ttft_s", "ttft_median_s"} <= metrics:
-            warm.append(cache[v][WARM])
+    mine = _same_platform([r for r in recs if engine_of(version_of(r)) == engine and version_of(r) not in held],
+                          platform)
+    ttft = {"ttft_s", "ttft_median_s"}
+    request = [h[REQUEST] for h in _own_fits(mine, predictor, starts[engine], cache, lambda m: m & ttft).values()]
+    warm = [h[WARM] for h in _own_fits(mine, predictor, starts[engine], cache, lambda m: ttft <= m).values()]
     return {WARM: float(np.median(warm)) if warm else 0.0} | ({REQUEST: float(np.median(request))} if request else {})
 
 
@@ -378,13 +385,8 @@ def unseen_step_times(recs, predictor: Predictor, starts: dict, engine: str, exc
     mine = [r for r in recs if engine_of(version_of(r)) == engine and version_of(r) not in held
             and version_of(r) in listed and (platform is None or platform_of(r) == platform)
             and (disagg is None or disaggregated(r) == disagg)]
-    votes = []
-    for v, rs in _by(mine, version_of).items():
-        if not any(r.metric not in ("ttft_s", "ttft_median_s") for r in rs):
-            continue
-        if v not in cache:
-            cache[v] = fit_hosts(rs, predictor, starts[engine])
-        votes.append(cache[v])
+    votes = list(_own_fits(mine, predictor, starts[engine], cache,
+                           lambda m: bool(m - {"ttft_s", "ttft_median_s"})).values())
     if not votes:
         return {}
     med = np.median(np.array(votes), axis=0)
