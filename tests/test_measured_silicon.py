@@ -126,7 +126,7 @@ def test_stack_fit_recovers_known_host_times():
     recs = [r for r in records() if r.group == "gptoss-fp4 × h200 × vllm"][:12]
     assert len(recs) == 12 and {r.metric for r in recs} >= {"ttft_s", "ttft_median_s"}
     pred = S.Predictor(measured=True)
-    truth = np.array([1.0e-3, 5e-6, 3e-5, 0.05, 2e-6, 3.0])  # … t_request 50 ms, τ_stack 2 µs, t_warm 3 s
+    truth = np.array([1.0e-3, 5e-6, 3e-5, 0.05, 2e-6, 3.0, 1.0])  # … t_request 50 ms, τ_stack 2 µs, t_warm 3 s, η_pf 1
     fake = [replace(r, value=float(pred(r, truth)[0])) for r in recs]
     start = S.host_vector(default_efficiency("h200"), "vllm")
     fitted = S.fit_hosts(fake, pred, start)
@@ -136,6 +136,27 @@ def test_stack_fit_recovers_known_host_times():
     assert np.median(err) < 0.02 and np.mean(err) < 0.1 * np.mean(err0)
     # the medians identify t_request, the means over them t_warm (a first wave of one request in ten)
     assert fitted[S.REQUEST] == pytest.approx(0.05, rel=0.1) and fitted[S.WARM] == pytest.approx(3.0, rel=0.1)
+    assert fitted[S.PREFILL] == 1.0  # η_pf is not freed by default (stack.FIT_PREFILL)
+
+
+def test_stack_fit_recovers_a_prefill_pools_speed(monkeypatch):
+    """With ``--prefill`` (stack.FIT_PREFILL), a disaggregated build's records made at η_pf = 0.4 give it back: the
+    prefill pool's saturated throughput and TTFT identify the stack's prefill speed."""
+    from dataclasses import replace
+
+    from rackmath.analyses.fitting import stack as S
+    from rackmath.analyses.fitting.validation import records
+
+    monkeypatch.setattr(S, "FIT_PREFILL", True)
+    recs = [r for r in records() if r.group == "dsr1-fp8 × mi355x × sglang-disagg" and r.inputs["isl"] > 4096
+            and r.inputs["concurrency"] >= 256 and r.metric in ("output_tok_s_per_decode_gpu", "tpot_s")][:8]
+    assert len(recs) == 8 and all(S.disaggregated(r) for r in recs)
+    pred = S.Predictor(measured=True)
+    truth = np.array([1.0e-3, 5e-6, 3e-5, 0.05, 2e-6, 0.0, 0.4])
+    fake = [replace(r, value=float(pred(r, truth)[0])) for r in recs]
+    fitted = S.fit_hosts(fake, pred, S.host_vector(default_efficiency("mi355x"), "sglang"))
+    assert fitted[S.PREFILL] == pytest.approx(0.4, rel=0.15)
+    assert S.fitted_count() == len(S.STACK_PARAMS) == 7
 
 
 def test_unseen_version_takes_the_median_builds_request_and_warm_up_times():
@@ -153,7 +174,7 @@ def test_unseen_version_takes_the_median_builds_request_and_warm_up_times():
     truths = {"vllm@0.11.2": (0.02, 1.0), "vllm@0.13.0": (0.08, 9.0), "vllm@0.10.2": (0.2, 3.0)}  # t_request, t_warm
     recs = []
     for v, (t_req, t_warm) in truths.items():
-        h = np.array([1.0e-3, 5e-6, 3e-5, t_req, 2e-6, t_warm])
+        h = np.array([1.0e-3, 5e-6, 3e-5, t_req, 2e-6, t_warm, 1.0])
         fw, _, ver = v.partition("@")
         recs += [replace(r, id=f"{r.id}-{v}", framework=fw, stack_version=ver, value=float(pred(r, h)[0]))
                  for r in base]
@@ -193,8 +214,8 @@ def test_an_unseen_build_takes_the_median_of_its_listed_builds_step_times():
     base = [r for r in records() if r.group == "gptoss-fp4 × h200 × vllm" and r.stack == "vllm@0.13.0"
             and r.metric in ("tpot_s", "output_tok_s_per_gpu")][:8]
     assert not any(S.disaggregated(r) for r in base)
-    truth = {"vllm@0.11.2": np.array([1.0e-3, 5e-6, 3e-5, 0.03, 1e-6, 0.0]),
-             "vllm@0.13.0": np.array([3.0e-3, 2e-5, 6e-5, 0.03, 6e-6, 0.0])}
+    truth = {"vllm@0.11.2": np.array([1.0e-3, 5e-6, 3e-5, 0.03, 1e-6, 0.0, 1.0]),
+             "vllm@0.13.0": np.array([3.0e-3, 2e-5, 6e-5, 0.03, 6e-6, 0.0, 1.0])}
     recs = []
     for v, h in truth.items():
         fw, _, ver = v.partition("@")
@@ -202,7 +223,7 @@ def test_an_unseen_build_takes_the_median_of_its_listed_builds_step_times():
                  for r in base]
     cache = {}
     got = S.unseen_step_times(recs, pred, starts, "vllm", lambda r: r.stack == "vllm@0.13.0", cache, "cuda", False)
-    assert set(got) == {0, 1, 2, 4} and [v for v, _ids in cache] == ["vllm@0.11.2"]  # one listed build votes
+    assert set(got) == {0, 1, 2, 4, S.PREFILL} and [v for v, _ids in cache] == ["vllm@0.11.2"]  # one build votes
     own = next(iter(cache.values()))  # its own fit
     assert [got[j] for j in (0, 1, 2, 4)] == [own[j] for j in (0, 1, 2, 4)]
     err = [abs(np.log(pred(r, own)[0] / r.value)) for r in recs if r.stack == "vllm@0.11.2"]

@@ -88,6 +88,7 @@ NUMERIC = {
     "warm_vllm_s": (0.0, 60.0, 0.0),
     "warm_sglang_s": (0.0, 60.0, 0.0),
     "mla_kernel_scale": (0.0, 50.0, 1.0),
+    "eta_prefill": (0.0, 2.0, 1.0),
 }
 
 #: The fit's loss is |log(predicted/measured)| up to this cap (≈ ±50%), nearly flat beyond it
@@ -209,6 +210,10 @@ class Efficiency:
     #: MoE tables (specs/kernels.routing_curves: ((hidden, inter, experts, top-k), tokens, s(T), source), …);
     #: (): uniform routing (every preset, and measured unless specs.kernels.MEASURED_ROUTING)
     moe_routing: tuple = ()
+    #: the stack's prefill speed relative to the silicon's kernel curves, η_pf (serving.steps.prefill_speed_step:
+    #: a step's prompt tokens take (t − t_decode) / η_pf): a stack version's (stack_hosts.toml, --efficiency
+    #: measured); 1 in every preset
+    eta_prefill: float = 1.0
     composition: str = "serial"
     description: str = "the lecture's ideal roofline: peak FLOP/s and bandwidth, no fixed costs"
     source: str = "lecture 00:00 (roofline)"
@@ -443,6 +448,8 @@ def for_stack(eff: Efficiency, stack) -> Efficiency:
            if k in h and (k not in ("request", "warm") or engine in GENERIC_STACKS)}
     if "kernel" in h:  # the stack's own time per kernel on top of the silicon's floor τ
         out["kernel_latency_s"] = eff.kernel_latency_s + h["kernel"]
+    if "prefill" in h:  # the version's prefill speed relative to the curves (serving.steps.prefill_speed_step)
+        out["eta_prefill"] = h["prefill"]
     return replace(eff, per_version=False, **out)
 
 

@@ -52,7 +52,20 @@ from ...specs.stacks import known_labels
 
 #: (field, lower, upper, initial grid half-width) of each fitted host time (physical ranges as ``FIT_PARAMS``).
 STACK_PARAMS = (("sched", 0.0, 5e-3, 2e-3), ("seq", 0.0, 1e-4, 4e-5), ("eager", 0.0, 1e-4, 4e-5),
-                ("request", 0.0, 0.3, 0.12), ("kernel", 0.0, 2e-5, 8e-6), ("warm", 0.0, 30.0, 8.0))
+                ("request", 0.0, 0.3, 0.12), ("kernel", 0.0, 2e-5, 8e-6), ("warm", 0.0, 30.0, 8.0),
+                ("prefill", 0.05, 2.0, 0.5))
+#: Index in :data:`STACK_PARAMS` of the version's prefill speed η_pf (a share of the curves' speed, not a time:
+#: ``Efficiency.eta_prefill``, ``serving.steps.prefill_speed_step``).
+PREFILL = 6
+#: Whether the fit frees each version's prefill speed η_pf (``benchmarks/stack_fit.py --prefill``). Off: fitted per
+#: version it did not transfer between the groups of one build (docs/stacks.md, "The prefill pool's speed"), so
+#: every version keeps the curves' speed (η_pf = 1) and the shipped fit is unchanged.
+FIT_PREFILL = False
+
+
+def fitted_count() -> int:
+    """Stack times the fit frees per version (η_pf only under :data:`FIT_PREFILL`)."""
+    return len(STACK_PARAMS) - (0 if FIT_PREFILL else 1)
 #: Indices in :data:`STACK_PARAMS` of the times that are ``<name>_<engine>_s`` fields of a preset (τ_stack adds to
 #: the silicon's τ_k instead).
 _ENGINE_FIELDS = (0, 1, 2, 3, 5)
@@ -101,11 +114,12 @@ def _names():
 
 
 def host_vector(eff, engine: str) -> np.ndarray:
-    """(sched, seq, eager, request, τ_stack = 0, warm) of an engine in a preset (the generic stack: the three
+    """(sched, seq, eager, request, τ_stack = 0, warm, η_pf) of an engine in a preset (the generic stack: the three
     engines' mean)."""
     st = {"vllm_v0": "vllm-v0"}.get(engine, engine)
     return np.array([stack_sched_s(eff, st), stack_seq_s(eff, st), stack_eager_s(eff, st),
-                     stack_request_s(eff, st) - eff.request_overhead_s, 0.0, stack_warm_s(eff, st)])
+                     stack_request_s(eff, st) - eff.request_overhead_s, 0.0, stack_warm_s(eff, st),
+                     float(eff.eta_prefill)])
 
 
 def _matrix(eff, H: np.ndarray) -> np.ndarray:
@@ -114,6 +128,7 @@ def _matrix(eff, H: np.ndarray) -> np.ndarray:
     base = np.array([float(getattr(eff, n)) for n in names])
     X = np.tile(base, (len(H), 1))
     X[:, names.index("kernel_latency_s")] += H[:, 4]  # τ_k = τ_silicon + τ_stack
+    X[:, names.index("eta_prefill")] = H[:, PREFILL]  # the version's prefill speed
     for j in _ENGINE_FIELDS:
         k = STACK_PARAMS[j][0]
         for e in _ENGINES:
@@ -194,9 +209,9 @@ WARM_ROUNDS = ROUNDS + 2
 
 
 def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.ndarray:
-    """The stack times (sched, seq, eager, request, τ_stack, warm) minimising mean robust |log error|, by coordinate
-    descent from ``start`` (:func:`_descend`), in three steps: the step times (sched, seq, eager, τ_stack) on the
-    records of throughput and TPOT; then t_request on the median-TTFT records with them fixed (on the mean-TTFT
+    """The stack times (sched, seq, eager, request, τ_stack, warm; η_pf under :data:`FIT_PREFILL`) minimising mean
+    robust |log error|, by coordinate descent from ``start`` (:func:`_descend`), in three steps: the step times
+    (sched, seq, eager, τ_stack, η_pf) on the records of throughput and TPOT; then t_request on the median-TTFT records with them fixed (on the mean-TTFT
     records where a version has no median); then t_warm on the mean-TTFT records with the rest fixed.
 
     Why in steps: a run's mean TTFT carries what no step time describes — a saturated closed loop's queue, which is
@@ -209,7 +224,14 @@ def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.nda
     ten. A mean alone cannot tell the two apart (every InferenceMAX run has the same first-wave share), so t_warm
     is fitted only where medians fixed t_request, and stays at the start (0) elsewhere. Each TTFT time is searched
     over its whole range (the first grid spans it; no pull towards the start: TTFT identifies it). A version with
-    no TTFT record (or only TTFT records) fits all six on what it has."""
+    no TTFT record (or only TTFT records) fits all of them on what it has.
+
+    Why η_pf stays at the start (1, the curves' speed) unless :data:`FIT_PREFILL`: a disaggregated prefill pool's
+    saturated throughput is its prompt tokens/s measured on their own, and SGLang's GB200 pools run at a third to a
+    sixth of what the curves give — but fitted per version it did not transfer from one group of a build to the
+    other (the FP8 group's 4-GPU pool, 23 GB short of HBM by rackmath's own count, set a speed the FP4 group's pools
+    do not have: one group out its TTFT went from 81% to 291%), and fitted for the aggregated builds too it traded
+    with the eager and scheduler times (docs/stacks.md, "The prefill pool's speed")."""
     if not recs:
         return np.array(start, dtype=float)
     means = [r for r in recs if r.metric == "ttft_s"]
@@ -220,9 +242,10 @@ def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.nda
         meas = np.array([r.value for r in rs])
         return _descend(x, params, lambda H: np.stack([predictor(r, H) for r in rs]), meas, prior, free, rounds)
 
+    free = [j for j in range(len(STACK_PARAMS)) if j != PREFILL or FIT_PREFILL]
     if not (means or medians) or not steps:
-        return descend(start, recs, None)
-    x = descend(start, steps, [j for j in range(len(STACK_PARAMS)) if j not in (REQUEST, WARM)])
+        return descend(start, recs, free)
+    x = descend(start, steps, [j for j in free if j not in (REQUEST, WARM)])
     params = list(STACK_PARAMS)
     for j in (REQUEST, WARM):  # their whole range searched (the first grid spans it), no prior
         name, lo, hi, _w = STACK_PARAMS[j]

@@ -21,7 +21,7 @@ from .schedule import (CLOSED_LOOP_PROMPTS_PER_CLIENT, MAX_NUM_TOKENS, closed_lo
                        disaggregated_ttft, disaggregated_wave_ttft, first_wave_share, kv_transfer_time, median_ttft,
                        output_tokens_per_s, prefill_chunks, saturated_ttft, steady_state, tokens_per_s_per_user,
                        total_tokens_per_s, tpot, wave_schedule, waves_persist)
-from .steps import eager_step, mixed_numbers, run_step, speculative_step, step_kernels
+from .steps import eager_step, mixed_numbers, prefill_speed_step, run_step, speculative_step, step_kernels
 from .explain import derive, ops
 from ..fitting.evidence import nearest
 from ...specs.hardware import load_hardware
@@ -150,7 +150,8 @@ def prefill_pool_rate(p, lp, eff):
     chunk = p.chunk()
     seqs = max(1.0, np.floor((p.stack.max_num_tokens or MAX_NUM_TOKENS) / chunk)) * lp.attention_ranks
     res_p = run_step(p, p.numbers("prefill"), lp, eff, seqs)
-    t_pass = eager_step(res_p.tpot_s, step_kernels(res_p), stack_eager_s(eff, p.stack.name))
+    t_gpu = prefill_speed_step(res_p.tpot_s, 0.0, eff.eta_prefill)  # the version's prefill speed (η_pf)
+    t_pass = eager_step(t_gpu, step_kernels(res_p), stack_eager_s(eff, p.stack.name))
     return lp.dp * seqs * chunk / t_pass, t_pass
 
 
@@ -219,7 +220,7 @@ def _disaggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
     x_out = disaggregated_output_rate(cap_out, pf_tok_s, w.isl, w.osl, w.cached_share)
     n_chunks = float(prefill_chunks(w.isl_new, p.chunk()))
     res_1 = run_step(p, p.numbers("prefill"), lp, eff, 1.0)
-    t_pf = eager_step(res_1.tpot_s, step_kernels(res_1), tau_e) * n_chunks
+    t_pf = eager_step(prefill_speed_step(res_1.tpot_s, 0.0, eff.eta_prefill), step_kernels(res_1), tau_e) * n_chunks
     kv_bytes = float(np.asarray(p.model.kv_cache_bytes(w.isl, p.kv_dtype)))
     t_xfer = kv_transfer_time(kv_bytes, p.system.chip.scaleout_bw * lp.tp * eff.eta_comm)
     rho = x_out * w.isl_new / w.osl / pf_tok_s
@@ -256,7 +257,8 @@ def _aggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
                              cached_share=w.cached_share, kv_dtype=p.kv_dtype)
         res_m = run_step(p, mn_m, lay, eff, b, adp_imbalance=sch["imbalance"] if lay.attention_dp else None)
         n_eager = step_kernels(res_m)
-        return speculative_step(eager_step(res_m.tpot_s, n_eager, tau_e), t_draft, k), (n_eager, res_m)
+        t_gpu = prefill_speed_step(res_m.tpot_s, dec["res_d"].tpot_s, eff.eta_prefill)  # the prompt tokens at η_pf
+        return speculative_step(eager_step(t_gpu, n_eager, tau_e), t_draft, k), (n_eager, res_m)
 
     ss = steady_state(b, ranks, w.isl_new, w.osl, t_dec, mixed_step, acceptance=w.acceptance, mtp=k,
                       budget=st.max_num_tokens, t_request=info["t_request"], arrivals=w.arrivals,
@@ -269,7 +271,7 @@ def _aggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
     out = dict(t_bar=ss["step_s"], t_tpot=ss["tpot_s"], x_out=ss["out_tok_s"] * lay.dp * lay.pp,
                prefill_bound=ss["prefill_bound"], ttft=ss["ttft_s"], t_mix=t_mix)
     if w.arrivals == "closed-loop":  # the first C start together (one wave), the rest see the steady loop
-        wv = _waves(p, eff, mn_d, b, ranks, t_dec, info["t_request"])
+        wv = _waves(p, eff, mn_d, b, ranks, t_dec, info["t_request"], dec["res_d"].tpot_s)
         share = first_wave_share(CLOSED_LOOP_PROMPTS_PER_CLIENT * w.concurrency, w.concurrency)
         info.update(wave=wv, ttft_steady=out["ttft"], ttft_wave=wv["ttft"], wave_share=share)
         out["ttft"] = closed_loop_ttft(wv["ttft"], out["ttft"], share, info["t_warm"])
@@ -291,7 +293,7 @@ def _lock_step(p: Plan, eff, mn_d, dec: dict, info: dict, out: dict, notes: list
     keep = waves_persist(st.prefill_first, b, ranks, p.workload.isl_new, st.max_num_tokens)
     info.update(waves=keep)
     if np.any(keep):  # the wave's prefill pass is evaluated only where a wave persists
-        wv = _waves(p, eff, mn_d, b, ranks, t_dec, info["t_request"])
+        wv = _waves(p, eff, mn_d, b, ranks, t_dec, info["t_request"], dec["res_d"].tpot_s)
         out.update(ttft=np.where(keep, wv["ttft"], out["ttft"]), t_tpot=np.where(keep, wv["tpot"], out["t_tpot"]),
                    x_out=np.where(keep, wv["x_rep"] * lay.dp * lay.pp, out["x_out"]),
                    t_bar=np.where(keep, t_dec, out["t_bar"]),
@@ -307,8 +309,9 @@ def _lock_step(p: Plan, eff, mn_d, dec: dict, info: dict, out: dict, notes: list
                      "several passes: the waves spread out (steady schedule)")
 
 
-def _waves(p, eff, mn_d, b, ranks, t_dec, t_request) -> dict:
-    """The wave schedule of an aggregated plan: a prefill pass of c_r prompt tokens per rank (an eager step)."""
+def _waves(p, eff, mn_d, b, ranks, t_dec, t_request, t_dec_gpu) -> dict:
+    """The wave schedule of an aggregated plan: a prefill pass of c_r prompt tokens per rank (an eager step), its
+    prompt tokens at the version's prefill speed (t_dec_gpu: the decode step's own time)."""
     w, st = p.workload, p.stack
     isl_new = w.isl_new
     c_rank = np.minimum(np.maximum(b / ranks, 1.0) * isl_new, float(st.max_num_tokens or np.inf))
@@ -316,7 +319,7 @@ def _waves(p, eff, mn_d, b, ranks, t_dec, t_request) -> dict:
                          chunk=np.minimum(isl_new, c_rank), cached_share=w.cached_share, kv_dtype=p.kv_dtype)
     res_w = run_step(p, mn_w, p.layout, eff, b)
     tau_e = stack_eager_s(eff, st.name)
-    t_pass = eager_step(res_w.tpot_s, step_kernels(res_w), tau_e)
+    t_pass = eager_step(prefill_speed_step(res_w.tpot_s, t_dec_gpu, eff.eta_prefill), step_kernels(res_w), tau_e)
     ttft, tpot_s, x_rep, t_wave = wave_schedule(b, ranks, isl_new, w.osl, c_rank, t_pass, t_dec, w.acceptance,
                                                 t_request)
     return dict(ttft=ttft, tpot=tpot_s, x_rep=x_rep, t_wave=t_wave, t_pass=t_pass, chunk=c_rank, res_pass=res_w,

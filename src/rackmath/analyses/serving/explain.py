@@ -16,7 +16,7 @@ from ...engine.numbers import distinct_experts_hit, routing_curve, routing_share
 from ...engine.step import MLA_EAGER_KERNEL_SCALE, measured_points, ops_table, step_working
 from ...explain import Derivation, fmt
 from .schedule import CLOSED_LOOP_PROMPTS_PER_CLIENT, mean_decode_context, prefill_wait
-from .steps import run_step, step_kernels
+from .steps import prefill_speed_step, run_step, step_kernels
 
 
 def _f(x, i=0):
@@ -169,11 +169,13 @@ def _schedule_lines(x) -> None:
               expr=f"min(max(c_r0, c / {R}), left)" if inside else "c_r0", key="c_r")
     d.add("t_gpu,mixed", "the decode step carrying c prefill tokens (the chunk at its prompt's context)",
           step_working(info["res_mixed"].__dict__["times"]), _f(info["res_mixed"].tpot_s), "s", key="t_gm")
+    gm = _prefill_speed_lines(x, "t_gpu,mixed", "t_gm", _f(info["res_mixed"].tpot_s),
+                              ("t_verify" if p.stack.cuda_graphs else "t_gpu", _f(info["t_decode_gpu"])))
     d.add("n_eager", "kernels the mixed step dispatches", "", _f(info["eager_kernels_mixed"]), "", key="n_e")
     d.add("τ_eager", f"host time per eagerly dispatched kernel ({p.stack.name})", "", tau_e, "s", key="tau_e")
     d.add("t_mixed", "max(t_gpu,mixed, n_eager · τ_eager) + k · t_draft", "", _f(info["t_mixed"]), "s",
           "an eager step: no CUDA graph, the host dispatches every kernel" + eager_note,
-          expr="max(t_gm, n_e * tau_e)" + (f" + {k} * t_draft" if k else ""), key="t_mixed")
+          expr=f"max({gm}, n_e * tau_e)" + (f" + {k} * t_draft" if k else ""), key="t_mixed")
     d.add("n", "p / c", "", _f(info["n_mixed"]), "", "mixed steps per decode step", expr="p / c", key="n")
     d.add("t̄", "t_decode + n·(t_mixed − t_decode) if n ≤ 1 else t_mixed", "", v["step_ms"] / 1e3, "s",
           "time-sliced prefill (Sarathi-Serve)",
@@ -265,12 +267,13 @@ def _disaggregated_ttft(x) -> None:
     pf = info["prefill"]
     d.add("t_gpu,prefill", "one prompt's prefill pass on the prefill layout",
           step_working(info["prefill_one"].__dict__["times"]), _f(info["prefill_one"].tpot_s), "s", key="t_p1")
+    p1 = _prefill_speed_lines(x, "t_gpu,prefill", "t_p1", _f(info["prefill_one"].tpot_s))
     d.add("n_kernels", "kernels the prefill pass dispatches", "", _f(step_kernels(info["prefill_one"])), "",
           key="n_p")
     d.add("τ_eager", f"host time per eagerly dispatched kernel ({p.stack.name})", "", _f(info["tau_eager"]), "s",
           key="tau_e")
     d.add("t_prefill", "chunks · max(t_gpu,prefill, n_kernels · τ_eager)", "", _f(pf["prefill_s"]), "s",
-          expr=f"{_f(info['n_chunks'])!r} * max(t_p1, n_p * tau_e)", key="t_pf")
+          expr=f"{_f(info['n_chunks'])!r} * max({p1}, n_p * tau_e)", key="t_pf")
     d.add("t_KV", "the KV cache's hand-off to the decode pool (kv_transfer_time)", "", _f(pf["kv_transfer_s"]),
           "s", key="t_kv")
     d.add("ρ", "X_out · ISL_new / OSL / X_prefill", "", _f(info["rho"]), "", "the prefill pool's load",
@@ -304,6 +307,26 @@ def _derive_closed_loop(d: Derivation, r, v: dict) -> None:
           v["ttft_median_ms"] / 1e3, "s", "serving.median_ttft", expr="ttft_ss")
 
 
+def _prefill_speed_lines(x, symbol: str, key: str, t_gpu: float, decode: tuple | None = None) -> str:
+    """Where the stack version's prefill speed η_pf is not 1 (``--efficiency measured``, a version with a fitted one):
+    its line and the step's GPU time at it, t_d + (t_gpu − t_d)/η_pf (``serving.steps.prefill_speed_step``; t_d the
+    decode step's line ``decode`` = (key, value), none for a prefill pass alone). Returns the key of the GPU time the
+    step's eager max reads."""
+    eta = _f(x.eff.eta_prefill)
+    if eta == 1.0:
+        return key
+    d = x.d
+    if not any(st.key == "eta_pf" for st in d.steps):
+        d.add("η_pf", "the stack version's prefill speed relative to the kernel curves", "", eta, "",
+              f"{x.p.stack.version_label}'s, fitted on its records (stack_hosts.toml prefill_eta; "
+              "serving.steps.prefill_speed_step)", key="eta_pf")
+    t_d, dk = (decode[1], decode[0]) if decode else (0.0, None)
+    d.add(f"{symbol} at η_pf", "t_d + (t_gpu − t_d) / η_pf" if decode else "t_gpu / η_pf", "",
+          _f(prefill_speed_step(t_gpu, t_d, eta)), "s", "the prompt tokens at the stack's prefill speed",
+          expr=f"{dk} + max({key} - {dk}, 0) / eta_pf" if decode else f"{key} / eta_pf", key=f"{key}_pf")
+    return f"{key}_pf"
+
+
 def _derive_waves(d: Derivation, r, v: dict, b: float) -> Derivation:
     """The rest of the derivation under lock-step waves (``schedule.wave_schedule``)."""
     p, wv = r._plan, r._info["wave"]
@@ -317,11 +340,13 @@ def _derive_waves(d: Derivation, r, v: dict, b: float) -> Derivation:
           expr=f"min(max(b / {R}, 1) * {w.isl_new!r}, {bud!r})", key="c_r")
     d.add("t_gpu,pass", "the step carrying R·c_r prompt tokens", step_working(wv["res_pass"].__dict__["times"]),
           _f(wv["res_pass"].tpot_s), "s", key="t_gp")
+    gp = _prefill_speed_lines(SimpleNamespace(d=d, p=p, eff=r._eff), "t_gpu,pass", "t_gp", _f(wv["res_pass"].tpot_s),
+                              ("t_verify" if p.stack.cuda_graphs else "t_gpu", _f(r._info["t_decode_gpu"])))
     d.add("n_kernels", "kernels the prefill pass dispatches", "", _f(wv["kernels_pass"]), "", key="n_kp")
     d.add("τ_eager", f"host time per eagerly dispatched kernel ({p.stack.name})", "", _f(wv["tau_eager"]), "s",
           key="tau_e")
     d.add("t_pass", "max(t_gpu,pass, n_kernels · τ_eager)", "", _f(wv["t_pass"]),
-          "s", "an eager step: no CUDA graph, the host dispatches every kernel", expr="max(t_gp, n_kp * tau_e)",
+          "s", "an eager step: no CUDA graph, the host dispatches every kernel", expr=f"max({gp}, n_kp * tau_e)",
           key="t_pass")
     d.add("n", "ISL_new / c_r", "", max(w.isl_new, 1.0) / _f(wv["chunk"]), "", "prefill passes per prompt",
           expr=f"{max(w.isl_new, 1.0)!r} / c_r", key="n")

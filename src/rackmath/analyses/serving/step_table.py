@@ -52,8 +52,8 @@ import numpy as np
 from ...errors import InputError
 from .inputs import load_stack, on_chip, speculating
 from .schedule import kv_transfer_time, steady_state as serving_steady_state
-from .steps import (decode_numbers, draft_numbers, eager_step, mixed_numbers, prefill_numbers, run_step,
-                    speculative_step, step_kernels)
+from .steps import (decode_numbers, draft_numbers, eager_step, mixed_numbers, prefill_numbers, prefill_speed_step,
+                    run_step, speculative_step, step_kernels)
 from ... import units
 from ...engine.deployment import with_attention_groups
 from ...engine.efficiency import for_stack, resolve, stack_eager_s, stack_request_s
@@ -288,7 +288,7 @@ def prefill_grid(st: Stack, lay: dict, tokens, prompt: float) -> np.ndarray:
         sub = {k: np.broadcast_to(np.asarray(x), shape)[sel] for k, x in lay.items()}
         piece = min(float(v), max(float(prompt), 1.0))
         res, step, _ = _eval(st, _prefill_numbers(st, piece, prompt), st.eff_prefill, sub, max(1.0, float(v) / piece))
-        out[sel] = _eager(st, st.eff_prefill, res, step)
+        out[sel] = _eager(st, st.eff_prefill, res, prefill_speed_step(step, 0.0, st.eff_prefill.eta_prefill))
     return out if out.ndim else float(out)
 
 
@@ -338,6 +338,9 @@ def _mixed_grid(st: Stack, lay: dict, b, P, L, prompt: float, role: str = "aggre
             pp = np.asarray(sub["pp"], dtype=float)
             res, t, _ = _eval(st, mn, eff, sub, np.maximum(bs / pp, 1.0),
                               adp_imbalance=None if IM is None else IM[sel])
+            if np.any(np.asarray(eff.eta_prefill) != 1.0) and np.any(Ps > 0):  # the prompt tokens at η_pf
+                t_d = _eval(st, mn_d, eff, sub, np.maximum(bs / pp, 1.0))[1]
+                t = np.where(Ps > 0, prefill_speed_step(t, t_d, eff.eta_prefill), t)
             t = np.where(Ps > 0, _eager(st, eff, res, t), t)
             out[sel] = speculative_step(t, _draft_time(st, sub, np.maximum(bs / pp, 1.0), float(c)), st.mtp)
     for v in np.unique(PP[(bb == 0) & (PP > 0)]):

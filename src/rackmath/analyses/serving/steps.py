@@ -116,6 +116,22 @@ def eager_step(t_gpu, n_kernels, tau_eager):
                       np.asarray(n_kernels, dtype=float) * np.asarray(tau_eager, dtype=float))
 
 
+def prefill_speed_step(t_gpu, t_decode_gpu, eta_prefill):
+    """GPU time of a step that carries prefill, at the stack version's prefill speed: t = t_d + (t_gpu − t_d) / η_pf.
+
+    t_gpu is the step's time from the silicon's kernel curves, t_d the same step without its prompt tokens (0 for a
+    prefill pass alone), η_pf the stack version's prefill speed relative to those curves (``Efficiency.eta_prefill``:
+    1 in every preset; a version's fitted one under ``--efficiency measured``, ``stack_hosts.toml``). The curves are
+    one stack's kernels (aiconfigurator-core's TensorRT-LLM tables); another build's prefill kernels — its MoE
+    grouped GEMMs and dispatch at thousands of tokens, its prefill attention — can run far slower, which a
+    disaggregated prefill pool shows directly: InferenceMAX's saturated runs (throughput flat as C grows) give the
+    pool's prompt tokens/s (docs/stacks.md, "The prefill pool's speed"). Only the prompt tokens' share of the step is
+    scaled: the decode part is what the step times (sched, seq, eager, τ_stack) describe.
+    """
+    t, t_d, eta = (np.asarray(x, dtype=float) for x in (t_gpu, t_decode_gpu, eta_prefill))
+    return np.where(eta == 1.0, t, t_d + np.maximum(t - t_d, 0.0) / eta)  # η_pf = 1: the curves' time, exactly
+
+
 def step_kernels(res) -> object:
     """Kernels and collectives one step of an evaluated layout dispatches from the host when it runs eagerly (every
     PP stage's): each operator's ``eager_kernels`` where it has them (MLA blocks: ``step.MLA_EAGER_KERNEL_SCALE`` ×
