@@ -210,6 +210,10 @@ class Efficiency:
     #: MoE tables (specs/kernels.routing_curves: ((hidden, inter, experts, top-k), tokens, s(T), source), …);
     #: (): uniform routing (every preset, and measured unless specs.kernels.MEASURED_ROUTING)
     moe_routing: tuple = ()
+    #: the routed experts' compute law per compute dtype and expert shape, from a chip's measured MoE tables
+    #: (specs/kernels.moe_compute_law: ((dtype, hidden, inter, η_c,moe, M½,moe, source), …)); (): the dense GEMM law
+    #: η_c(M) (every preset)
+    moe_compute: tuple = ()
     #: the stack's prefill speed relative to the silicon's kernel curves, η_pf (serving.steps.prefill_speed_step:
     #: a step's prompt tokens take (t − t_decode) / η_pf): a stack version's (stack_hosts.toml, --efficiency
     #: measured); 1 in every preset
@@ -392,7 +396,8 @@ def default_efficiency(chip_name: str, regime: str = "serving") -> Efficiency:
 
 #: The Efficiency fields :func:`measured_efficiency` takes from a chip's measured kernel curves (specs/kernels.silicon).
 SILICON_FIELDS = ("kernel_latency_s", "eta_compute", "gemm_half_tokens", "eta_memory", "eta_memory_moe",
-                  "collective_latency_s", "allreduce_latency_s", "eta_comm", "mla_kernel_scale", "moe_routing")
+                  "collective_latency_s", "allreduce_latency_s", "eta_comm", "mla_kernel_scale", "moe_routing",
+                  "moe_compute")
 #: The host-time fields of one stack version (``stack_hosts.toml``), each an ``<field>_<engine>_s`` of a preset.
 VERSION_FIELDS = ("sched", "seq", "eager", "request", "warm")
 

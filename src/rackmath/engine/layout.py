@@ -46,7 +46,7 @@ from .comms import (WS2D_COLLECTIVES, allgather_time, alltoall_dedup_scaleout_by
                     alltoall_split_time, hierarchical_allreduce_scaleout_bytes, hierarchical_allreduce_time,
                     moe_alltoall_bytes, moe_fanout, p2p_time, scaleout_share, ws2d_exchange_time, ws2d_split)
 from .efficiency import load_efficiency
-from .numbers import HwNumbers, ModelNumbers
+from .numbers import HwNumbers, ModelNumbers, moe_compute_law_of
 from .roofline import usd_per_mtok
 from .step import ELEMENTWISE_KERNELS_PER_LAYER, MLA_EAGER_KERNEL_SCALE, Op, attention_kernels, compose, op_kernels
 
@@ -369,10 +369,12 @@ def _compute_ops(mn: ModelNumbers, hw: HwNumbers, sh: _Shape, eff, t_attn, adp_i
         hit = mn.expert_hit_share(sh.tokens, getattr(eff, "moe_routing", ()))  # s(T) · uniform where measured
         active = np.maximum(sh.e_chip * hit, 1e-9)  # experts with work on that chip
         p_exp = mn.expert_params or mn.expert_flops_per_seq / np.maximum(2.0 * k * mn.n_moe_layers * pl, 1e-300)
+        law = moe_compute_law_of(mn, getattr(eff, "moe_compute", ()), hw.compute_dtype) if mn.prefill else None
         ops.append(Op("experts", flops=2.0 * t_routed * p_exp * sh.L_moe / sh.moe_tp,
                       bytes=sh.L_moe * sh.e_chip * hit * mn.expert_weight_bytes / sh.moe_tp, peak=hw.peak_flops,
                       m=np.maximum(t_routed / active, 1e-9),
-                      kernels=op_kernels("experts", mn.expert_weight_bytes, p_exp) * sh.L_moe))
+                      kernels=op_kernels("experts", mn.expert_weight_bytes, p_exp) * sh.L_moe,
+                      law=None if law is None else (law[3], law[4], law[5])))
     ops.append(Op("elementwise", kernels=ELEMENTWISE_KERNELS_PER_LAYER * sh.L_stage))
     return ops
 

@@ -199,6 +199,18 @@ def routing_curve(mn: ModelNumbers, routing):
     return next((r for r in routing or () if tuple(r[0]) == key), None)
 
 
+def moe_compute_law_of(mn: ModelNumbers, laws, dtype: str):
+    """The measured compute law (``Efficiency.moe_compute``: (dtype, hidden, inter, η_c,moe, M½,moe, source), …) of
+    the routed experts in compute dtype ``dtype``: the one measured at the model's expert shape (d_model, expert
+    width), else the fastest measured in that dtype (what the silicon's grouped GEMM reaches), else None (the dense
+    GEMM law: no MoE table in that dtype)."""
+    mine = [x for x in laws or () if x[0] == dtype]
+    if not mine:
+        return None
+    same = [x for x in mine if (x[1], x[2]) == (mn.d_model, mn.expert_width)]
+    return (same or [max(mine, key=lambda x: x[3])])[0]
+
+
 def routing_share_at(curve, tokens):
     """s(T) of a routing curve at T tokens: linear between its measured points, held beyond the first and last."""
     return np.interp(np.asarray(tokens, dtype=float), curve[1], curve[2])
@@ -224,6 +236,7 @@ class HwNumbers:
     hop_latency_s: float = 2e-3
     max_chips: int | None = None
     attn_peak_flops: float = 0.0  # FLOP/s of attention (the KV dtype's); 0 = peak_flops
+    compute_dtype: str = ""  # the dtype of peak_flops (its GEMMs'); "" for a hand-built one
     efficiency: object = None  # engine.efficiency.Efficiency the step is costed with (None = ideal)
 
     @classmethod
@@ -243,9 +256,11 @@ class HwNumbers:
             hop_latency_s=float(getattr(system, "hop_latency_s", 2e-3)),
             max_chips=getattr(system, "max_chips", None),
             attn_peak_flops=float(c.peak_flops(kv_dtype or "bf16")),
+            compute_dtype=str(dtype),
             efficiency=eff,
         )
 
 
 __all__ = ["ModelNumbers", "HwNumbers", "load_model_any", "distinct_experts_hit", "routing_share", "routing_curve",
+           "moe_compute_law_of",
            "routing_share_at"]

@@ -129,6 +129,9 @@ class Op:
     latency_s: object = 0.0
     kv: bool = False  # bytes are KV-cache reads (reported as t_kv rather than t_weights)
     eager_kernels: object = None  # kernels the host dispatches when the step is not graph-captured (None: ``kernels``)
+    #: a measured compute law of its own (η_c, M½, source): the routed experts' grouped GEMM from the chip's MoE
+    #: tables (``Efficiency.moe_compute``); None: the dense GEMM law η_c(M) of the preset
+    law: tuple | None = None
 
 
 def gemm_efficiency(eta_c, m, half):
@@ -171,8 +174,12 @@ def collective_latency(op: Op, eff):
 def op_terms(op: Op, hbm_bw, eff):
     """One operator's terms (s): compute F / (peak · η_c(M)), memory B / (BW · η_m), network net / η_comm, and
     latency kernels · τ_k + collectives · τ_c + scale-out collectives · τ_so + fixed."""
-    eta = eff.eta_compute if op.m is None or not _small_m_penalty(eff) else \
-        gemm_efficiency(eff.eta_compute, op.m, eff.gemm_half_tokens)
+    if op.law is not None:  # the routed experts at the measured grouped GEMM's law
+        eta = gemm_efficiency(op.law[0], op.m, op.law[1])
+    elif op.m is None or not _small_m_penalty(eff):
+        eta = eff.eta_compute
+    else:
+        eta = gemm_efficiency(eff.eta_compute, op.m, eff.gemm_half_tokens)
     c = np.asarray(op.flops, dtype=float) / (op.peak * eta)
     m = np.asarray(op.bytes, dtype=float) / (hbm_bw * memory_efficiency(op, eff))
     n = np.asarray(op.net_s, dtype=float) / eff.eta_comm
@@ -325,7 +332,13 @@ def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
     eta_c, half = at(eff.eta_compute), at(eff.gemm_half_tokens)
     rows = []
     for op in times.ops:
-        if op.m is not None and at(op.flops) > 0 and "eta_compute" in src:
+        if op.law is not None and at(op.flops) > 0:  # the routed experts: their measured MoE curve's law
+            m, (e, h, where) = at(op.m), op.law
+            rows.append(dict(op=op.name, symbol=f"η_c,moe(M={m:.4g})", working=f"{e:.4f} · {m:.4g} / ({m:.4g} + "
+                                                                                f"{h:.2f})",
+                             value=float(gemm_efficiency(e, m, h)), unit="",
+                             source=f"η_c,moe·M/(M+M½) per expert, {where}"))
+        elif op.m is not None and at(op.flops) > 0 and "eta_compute" in src:
             m = at(op.m)
             rows.append(dict(op=op.name, symbol=f"η_c(M={m:.4g})", working=f"{eta_c:.4f} · {m:.4g} / ({m:.4g} + "
                                                                               f"{half:.2f})",

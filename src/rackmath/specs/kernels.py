@@ -234,6 +234,33 @@ def moe_memory_efficiency(curve: dict, hbm_bw: float, tau: float) -> float:
     return min(1.0, best)
 
 
+#: The compute dtype a MoE table's weight format runs its grouped GEMMs in — FP8 blocks and MXFP4 weights with MXFP8
+#: activations on FP8 tensor cores, NVFP4 on FP4 ones, MXFP4 weights with BF16 activations on BF16 ones
+#: (aiconfigurator-core's ``moe_perf`` quant modes): the peak its FLOP/s are a share of.
+MOE_COMPUTE_DTYPE = {"fp8_block": "fp8", "nvfp4": "fp4", "w4a16_mxfp4": "bf16", "w4a8_mxfp4_mxfp8": "fp8"}
+#: Tokens per expert over which a MoE curve's M½ is read: its compute-bound part (as :data:`COMPUTE_ROWS` of a GEMM).
+MOE_COMPUTE_ROWS = (64, 512)
+
+
+def moe_compute_law(curve: dict, peak: float, rows=MOE_COMPUTE_ROWS) -> tuple[float, float]:
+    """(η_c,moe, M½,moe) of a grouped MoE GEMM from its measured curve, the law the engine prices the routed experts'
+    FLOPs with: η(M) = η_c,moe · M / (M + M½,moe) at M = T·k/E tokens per expert.
+
+    A rank computes F(T) = T·k·6·hidden·inter / EP FLOPs (gate, up and down GEMMs of the T·k token-expert pairs,
+    balanced routing: aiconfigurator-core's ``moe_perf`` "balanced" rows), so F = M · E·6·hidden·inter / EP;
+    η_c,moe = max_T F / (t · peak), and t(M) = F / (peak · η(M)) = a · (M + M½) with a = (F/M) / (peak · η_c,moe)
+    gives M½ by least squares of the relative error a·(M + M½)/t − 1 over M in ``rows``, ≥ 0. Measured, these kernels reach a third to two thirds of what the dense GEMM law gives
+    at the same rows (NVFP4 on B200 / GB200 0.16 of the FP4 peak at 512 tokens per expert, against 0.6 · M/(M + M½)
+    for a dense GEMM: docs/stacks.md, "The routed experts' compute, measured")."""
+    per_m = curve["experts"] * 6.0 * curve["hidden"] * curve["inter"] / curve["ep"]
+    pts = [(t * curve["topk"] / curve["experts"], s) for t, s in zip(curve["x_values"], curve["time_s"])]
+    eta = max(m * per_m / (s * peak) for m, s in pts)
+    a = per_m / (peak * eta)  # t = a · (M + M½): M½ by least squares of the relative error over ``rows``
+    fit = [(a * m / s - 1.0, a / s) for m, s in pts if rows[0] <= m <= rows[1]]
+    half = -sum(r * g for r, g in fit) / sum(g * g for _r, g in fit) if fit else 0.0
+    return eta, max(0.0, half)
+
+
 #: Whether ``--efficiency measured`` prices the routed experts at the measured routing share s(T) (:func:`silicon`'s
 #: ``moe_routing``). Tried 2026-11-27 and off: one InferenceMAX group out it was no better (tok/s 17.3% → 18.1%,
 #: TPOT 19.1% both, TTFT 50.0% → 48.3%; docs/stacks.md). The curves ship; ``benchmarks/stack_fit.py --routing`` and
@@ -271,6 +298,29 @@ def collective_terms(curve: dict, scaleup_bw: float) -> tuple[float, float]:
     return curve["time_s"][0], min(1.0, 2.0 * (n - 1) / n * b / scaleup_bw / t)
 
 
+def _moe_silicon(t: dict, chip, tau: float) -> dict:
+    """The MoE tables' silicon numbers: ``eta_memory_moe`` (the fastest MoE curve's streaming rate,
+    :func:`moe_memory_efficiency`) and ``moe_compute`` (each curve's compute law, :func:`moe_compute_law`)."""
+    out = {}
+    curves = [c for c in t["curves"] if c["op"] == "moe" and all(k in c for k in ("hidden", "inter", "experts",
+                                                                                   "topk", "ep"))]
+    moe = [(moe_memory_efficiency(c, chip.hbm_bw, tau), c) for c in curves if c.get("dtype") in MOE_WEIGHT_BYTES]
+    if moe and chip.hbm_bw:  # the fastest MoE kernel measured on the chip: what its silicon allows
+        eta_moe, c = max(moe, key=lambda x: x[0])
+        out["eta_memory_moe"] = {"value": eta_moe, "from": _where(t, c, f"η_m,moe = {eta_moe:.3f} (the fastest of "
+                                                                       f"{len(moe)} MoE curves)")}
+    laws = []
+    for c in curves:  # the routed experts' compute, per compute dtype and expert shape measured
+        dt = MOE_COMPUTE_DTYPE.get(c.get("dtype"))
+        if dt and chip.flops.get(dt):
+            eta, half = moe_compute_law(c, chip.flops[dt])
+            laws.append((dt, int(c["hidden"]), int(c["inter"]), eta, half,
+                         _where(t, c, f"η_c,moe = {eta:.3f} of the {dt} peak, M½ = {half:.0f} tokens per expert")))
+    if laws:
+        out["moe_compute"] = {"value": tuple(laws), "from": "; ".join(x[5] for x in laws)}
+    return out
+
+
 def silicon(chip, table: dict | None = None) -> dict | None:
     """The step model's silicon parameters of a chip from its measured curves (None: no curves shipped).
 
@@ -279,6 +329,8 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     GEMM measured, the floor of a small kernel), ``eta_compute`` and ``gemm_half_tokens`` (the 8192×8192 GEMM
     curve, :func:`gemm_peak_efficiency`, :func:`gemm_half_rows`), ``eta_memory`` (its one-row point,
     :func:`gemm_memory_efficiency`), ``eta_memory_moe`` (the fastest MoE curve, :func:`moe_memory_efficiency`),
+    ``moe_compute`` (each MoE curve's compute law, :func:`moe_compute_law`: (compute dtype, hidden, inter, η_c,moe,
+    M½,moe, source), …),
     ``moe_routing`` (the routing share s(T) of each model expert shape measured, :func:`routing_curves`; only
     where :data:`MEASURED_ROUTING`),
     ``allreduce_latency_s`` (the stacks' custom all-reduce in a CUDA graph, smallest message, 8 GPUs or the nearest
@@ -320,13 +372,7 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     cb = _curve(t, "gemm", dtype="bf16", n=GEMM_SHAPE[0], k=GEMM_SHAPE[1]) or g["curve"]
     eta_m = gemm_memory_efficiency(cb, chip.hbm_bw, tau, 2.0 if cb["dtype"] == "bf16" else 1.0)
     out["eta_memory"] = {"value": eta_m, "from": _where(t, cb, f"η_m = {eta_m:.3f} (M = 1 point)")}
-    moe = [(moe_memory_efficiency(c, chip.hbm_bw, tau), c) for c in t["curves"]
-           if c["op"] == "moe" and c.get("dtype") in MOE_WEIGHT_BYTES and all(k in c for k in ("hidden", "inter",
-                                                                                              "experts", "topk", "ep"))]
-    if moe and chip.hbm_bw:  # the fastest MoE kernel measured on the chip: what its silicon allows
-        eta_moe, c = max(moe, key=lambda x: x[0])
-        out["eta_memory_moe"] = {"value": eta_moe, "from": _where(t, c, f"η_m,moe = {eta_moe:.3f} (the fastest of "
-                                                                       f"{len(moe)} MoE curves)")}
+    out.update(_moe_silicon(t, chip, tau))
     ar = [c for c in t["curves"] if c["op"] == "all_reduce"]
     if ar and chip.scaleup_bw:
         c = min(ar, key=lambda c: abs(c["gpus"] - COLLECTIVE_GPUS))

@@ -172,9 +172,10 @@ class Predictor:
                             extra=self._extra(rec))
 
     def _extra(self, rec) -> dict:
-        """The record's silicon that is not a number: the chip's measured routing shares, where it has them."""
-        routing = getattr(self.eff(rec), "moe_routing", ())
-        return {"moe_routing": routing} if routing else {}
+        """The record's silicon that is not a number: the chip's measured routing shares and MoE compute laws, where
+        it has them."""
+        e = self.eff(rec)
+        return {k: getattr(e, k) for k in ("moe_routing", "moe_compute") if getattr(e, k, ())}
 
 
 def _descend(x, params, predictions, meas, prior: float = 0.0, free=None, rounds: int = ROUNDS) -> np.ndarray:

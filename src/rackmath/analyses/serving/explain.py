@@ -267,6 +267,10 @@ def _disaggregated_ttft(x) -> None:
     pf = info["prefill"]
     d.add("t_gpu,prefill", "one prompt's prefill pass on the prefill layout",
           step_working(info["prefill_one"].__dict__["times"]), _f(info["prefill_one"].tpot_s), "s", key="t_p1")
+    for pt in measured_points(info["prefill_one"].__dict__["times"]):  # the prompt pass's experts: the MoE law
+        if pt["op"] == "experts" and pt["symbol"].startswith("η_c,moe"):
+            d.add(pt["symbol"] + " [experts, prefill]", "η_c,moe · M / (M + M½)", pt["working"], pt["value"], "",
+                  pt["source"])
     p1 = _prefill_speed_lines(x, "t_gpu,prefill", "t_p1", _f(info["prefill_one"].tpot_s))
     d.add("n_kernels", "kernels the prefill pass dispatches", "", _f(step_kernels(info["prefill_one"])), "",
           key="n_p")
