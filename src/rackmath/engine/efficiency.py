@@ -211,8 +211,8 @@ class Efficiency:
     #: (): uniform routing (every preset, and measured unless specs.kernels.MEASURED_ROUTING)
     moe_routing: tuple = ()
     #: the routed experts' compute law per compute dtype and expert shape, from a chip's measured MoE tables
-    #: (specs/kernels.moe_compute_law: ((dtype, hidden, inter, η_c,moe, M½,moe, source), …)); (): the dense GEMM law
-    #: η_c(M) (every preset)
+    #: (specs/kernels.moe_compute_law: ((dtype, hidden, inter, η_c,moe, M½,moe, source), …)), applied to a prompt
+    #: pass's experts (engine/layout.py); (): the dense GEMM law η_c(M) (every preset)
     moe_compute: tuple = ()
     #: the stack's prefill speed relative to the silicon's kernel curves, η_pf (serving.steps.prefill_speed_step:
     #: a step's prompt tokens take (t − t_decode) / η_pf): a stack version's (stack_hosts.toml, --efficiency

@@ -369,6 +369,8 @@ def _compute_ops(mn: ModelNumbers, hw: HwNumbers, sh: _Shape, eff, t_attn, adp_i
         hit = mn.expert_hit_share(sh.tokens, getattr(eff, "moe_routing", ()))  # s(T) · uniform where measured
         active = np.maximum(sh.e_chip * hit, 1e-9)  # experts with work on that chip
         p_exp = mn.expert_params or mn.expert_flops_per_seq / np.maximum(2.0 * k * mn.n_moe_layers * pl, 1e-300)
+        # a prompt pass's experts at their measured grouped GEMM's law (decode steps run the stacks' low-latency MoE
+        # kernels at a few tokens per expert: the dense law, which their fitted step times were made with)
         law = moe_compute_law_of(mn, getattr(eff, "moe_compute", ()), hw.compute_dtype) if mn.prefill else None
         ops.append(Op("experts", flops=2.0 * t_routed * p_exp * sh.L_moe / sh.moe_tp,
                       bytes=sh.L_moe * sh.e_chip * hit * mn.expert_weight_bytes / sh.moe_tp, peak=hw.peak_flops,
