@@ -245,6 +245,19 @@ def test_fp4_weights_on_a_chip_without_fp4_tensor_cores_say_so():
     assert code == 0 and err.count("tensor cores") == 1 and f"warning: {warn}" in err  # b200 has FP4: no line
     code, out, err = run_cli("roofline", "llama-3.1-8b", "-H", "b200", "--weights-dtype", "fp4", "--json")
     assert code == 0 and json.loads(out)["warnings"] == [] and "tensor cores" not in err
+    # NVFP4 on Blackwell multiplies on its FP4 tensor cores: no line (it once said "no NVFP4 tensor cores")
+    code, out, err = run_cli("roofline", "llama-3.1-8b", "-H", "b200", "--weights-dtype", "nvfp4", "--json")
+    assert code == 0 and json.loads(out)["warnings"] == [] and "tensor cores" not in err
+
+
+def test_a_warning_then_a_bad_option_prints_the_error_line_only():
+    """A command that fails prints its one error line: a warning found before the bad option is dropped with the
+    output (fuzz seed 83: the fp4-rate warning, then --pue 2T)."""
+    code, out, err = run_cli("roofline", "llama-3.1-8b", "-H", "h100", "--weights-dtype", "nvfp4", "--pue", "2T")
+    assert code == 2 and err.strip().splitlines() == [
+        "error: pue: cannot read '2T' (accepted: a number from 1.0 to 3.0, e.g. 1.2)"]
+    code, out, err = run_cli("roofline", "llama-3.1-8b", "-H", "h100", "--weights-dtype", "nvfp4", "--json")
+    assert code == 0 and err.count("warning: h100 has no NVFP4 tensor cores") == 1  # after success, once
 
 
 # ----------------------------------------------------------------------------------------------------------- item 5

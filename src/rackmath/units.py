@@ -29,6 +29,7 @@ __all__ = [
     "ACTIVATION_DTYPE",
     "ACTIVATION_DTYPE_FP4_CHIP",
     "gemm_dtype",
+    "element_bits",
     "parse_bytes",
     "parse_bandwidth",
     "parse_flops",
@@ -110,9 +111,12 @@ ACTIVATION_DTYPE: dict[str, str] = {
 ACTIVATION_DTYPE_FP4_CHIP: dict[str, str] = {"mxfp4": "fp8"}
 
 
-def _element_bits(name: str) -> int:
+def element_bits(name: str) -> int:
     """Bits of one element, scales left out (MXFP4's 4.25 bits → 4)."""
-    return int(DTYPE_BYTES[name] * 8)
+    return int(DTYPE_BYTES[normalize_dtype(name)] * 8)
+
+
+_element_bits = element_bits
 
 
 def gemm_dtype(weights_dtype: str, compute_dtype: str | None = None, fp4_chip: bool = False) -> str:

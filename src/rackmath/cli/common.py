@@ -78,6 +78,19 @@ def dtype_check(field: str):
     return check
 
 
+#: Warning lines of the command ``main`` is running, printed after it succeeds (a command that fails prints its one
+#: error line only); None outside ``main``, where :func:`warn` writes at once.
+PENDING: list | None = None
+
+
+def warn(line: str) -> None:
+    """A ``warning: …`` line on stderr: held by ``main`` until the command succeeds (:data:`PENDING`)."""
+    if PENDING is not None:
+        PENDING.append(line)
+    else:
+        sys.stderr.write(f"warning: {line}\n")
+
+
 def dtype_rate_warning(hardware, weights_dtype, compute_dtype=None, echo: bool = True) -> str | None:
     """The sentence when the chip runs the weight GEMMs at a wider dtype's rate than ``weights_dtype`` asks
     ('h100 has no FP4 tensor cores: …', ``Chip.gemm_fallback_note``; None: no fallback), also written as a
@@ -86,7 +99,7 @@ def dtype_rate_warning(hardware, weights_dtype, compute_dtype=None, echo: bool =
 
     note = load_hardware(hardware).chip.gemm_fallback_note(weights_dtype, compute_dtype)
     if note and echo:
-        sys.stderr.write(f"warning: {note}\n")
+        warn(note)
     return note
 
 

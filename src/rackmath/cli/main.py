@@ -146,9 +146,12 @@ def main(argv: list[str] | None = None) -> None:
 
     from ..specs import catalog
 
+    from . import common
+
     argv = normalize_argv(list(sys.argv[1:] if argv is None else argv))
-    pending: list[str] = []  # catalog warnings, printed only if the command succeeds (errors stay one line)
+    pending: list[str] = []  # catalog and command warnings, printed only if it succeeds (errors stay one line)
     old_handler = catalog.set_warning_handler(pending.append)
+    common.PENDING = pending
     try:
         with quiet():
             rc = command().main(args=argv, prog_name="rackmath", standalone_mode=False)
@@ -198,5 +201,6 @@ def main(argv: list[str] | None = None) -> None:
         _bug(exc)
     finally:
         catalog.set_warning_handler(old_handler)
+        common.PENDING = None
     if isinstance(rc, int) and rc:
         sys.exit(rc)

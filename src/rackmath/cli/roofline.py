@@ -66,14 +66,12 @@ def _warnings(r, weights_dtype, echo: bool) -> list[str]:
     """What the user should know before reading the numbers (the table's caption; on stderr when ``echo``): a
     context past the model's own limit (analyses.lecture.context.context_warning, naming it) and weight GEMMs run at a
     wider dtype's rate than asked (common.dtype_rate_warning)."""
-    import sys
-
     from ..analyses.lecture.context import context_warning
-    from .common import dtype_rate_warning
+    from .common import dtype_rate_warning, warn
 
     ctx = context_warning(r.model, r.context)
     if ctx and echo:
-        sys.stderr.write(f"warning: {ctx}\n")
+        warn(ctx)
     return [w for w in (ctx, dtype_rate_warning(r.hardware, weights_dtype, echo=echo)) if w]
 
 

@@ -105,7 +105,7 @@ class Chip:
             return None
         want = units.gemm_dtype(weights_dtype, compute_dtype, fp4_chip="fp4" in self.flops)
         got = self.gemm_dtype(weights_dtype, compute_dtype)
-        if got == want:
+        if units.element_bits(got) <= units.element_bits(want):  # its own rate (NVFP4 on FP4 tensor cores)
             return None
         return (f"{self.name} has no {want.upper()} tensor cores: {units.normalize_dtype(weights_dtype)} weights take "
                 f"{units.dtype_bytes(weights_dtype) * 8:g} bits each in memory but multiply at the {got} rate")
