@@ -118,3 +118,34 @@ def test_plan_step_table_prices_prefill_at_the_same_speed():
     mix_f = T._mixed_grid(fast, lay, 64, 2048.0, 2048.0, 2048)
     mix_s = T._mixed_grid(slow, lay, 64, 2048.0, 2048.0, 2048)
     assert mix_s == pytest.approx(dec_f + 2 * (mix_f - dec_f), rel=1e-9)
+
+
+# ------------------------------------------------------------------- a prompt pass whose all-to-all syncs the host
+
+def test_synced_prompt_pass_by_hand():
+    from rackmath.analyses.serving.steps import prompt_pass_step, synced_eager_step, synced_prompt_pass
+
+    # attention DP with EP: the experts' all-to-all sizes its buffers from counts the host reads back
+    assert synced_prompt_pass(True, 4) and not synced_prompt_pass(False, 4) and not synced_prompt_pass(True, 1)
+    # 0.3 s of GPU work, 1,000 kernels at 100 µs each: serial 0.4 s where synced, else the longer of the two
+    assert synced_eager_step(0.3, 1000, 1e-4) == pytest.approx(0.4)
+    got = prompt_pass_step(0.3, 1000, 1e-4, np.array([True, False]))
+    assert got == pytest.approx([0.4, 0.3])
+
+
+def test_attention_dp_prefill_pool_pays_its_dispatch_on_top_of_the_gpu():
+    """A disaggregated prefill pool with attention DP and EP: t_pass = t_gpu + n·τ_eager (the host syncs at every MoE
+    layer); the same pool without attention DP keeps max(t_gpu, n·τ_eager). --explain's working adds up either way."""
+    from rackmath.analyses.serving.steps import step_kernels
+    from rackmath.engine.efficiency import stack_eager_s
+
+    eff = replace(measured_efficiency(load_hardware("gb200").chip), per_version=False, eager_sglang_s=5e-5)
+    for adp in (True, False):
+        r = rackmath.serve("deepseek-r1", "gb200-nvl72", efficiency=eff, **(DISAGG | dict(prefill_attention_dp=adp)))
+        info = r._info
+        res_1 = info["prefill_one"]
+        t_gpu = float(np.asarray(res_1.tpot_s))
+        host = float(np.asarray(step_kernels(res_1))) * stack_eager_s(eff, "sglang")
+        want = (t_gpu + host) if adp else max(t_gpu, host)
+        assert float(np.asarray(info["prefill"]["prefill_s"])) == pytest.approx(want * info["n_chunks"], rel=1e-9)
+        assert r.explain().check() == []

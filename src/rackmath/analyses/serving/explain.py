@@ -16,7 +16,7 @@ from ...engine.numbers import distinct_experts_hit, routing_curve, routing_share
 from ...engine.step import MLA_EAGER_KERNEL_SCALE, measured_points, ops_table, step_working
 from ...explain import Derivation, fmt
 from .schedule import CLOSED_LOOP_PROMPTS_PER_CLIENT, mean_decode_context, prefill_wait
-from .steps import prefill_speed_step, run_step, step_kernels
+from .steps import prefill_speed_step, run_step, step_kernels, synced_prompt_pass
 
 
 def _f(x, i=0):
@@ -276,8 +276,14 @@ def _disaggregated_ttft(x) -> None:
           key="n_p")
     d.add("τ_eager", f"host time per eagerly dispatched kernel ({p.stack.name})", "", _f(info["tau_eager"]), "s",
           key="tau_e")
-    d.add("t_prefill", "chunks · max(t_gpu,prefill, n_kernels · τ_eager)", "", _f(pf["prefill_s"]), "s",
-          expr=f"{_f(info['n_chunks'])!r} * max({p1}, n_p * tau_e)", key="t_pf")
+    lp = p.prefill_layout
+    if bool(np.asarray(synced_prompt_pass(lp.attention_dp, lp.ep)).ravel()[0]):  # the all-to-all syncs the host
+        d.add("t_prefill", "chunks · (t_gpu,prefill + n_kernels · τ_eager)", "", _f(pf["prefill_s"]), "s",
+              "the experts' all-to-all over attention-DP ranks syncs host and GPU at every MoE layer "
+              "(synced_prompt_pass)", expr=f"{_f(info['n_chunks'])!r} * ({p1} + n_p * tau_e)", key="t_pf")
+    else:
+        d.add("t_prefill", "chunks · max(t_gpu,prefill, n_kernels · τ_eager)", "", _f(pf["prefill_s"]), "s",
+              expr=f"{_f(info['n_chunks'])!r} * max({p1}, n_p * tau_e)", key="t_pf")
     d.add("t_KV", "the KV cache's hand-off to the decode pool (kv_transfer_time)", "", _f(pf["kv_transfer_s"]),
           "s", key="t_kv")
     d.add("ρ", "X_out · ISL_new / OSL / X_prefill", "", _f(info["rho"]), "", "the prefill pool's load",

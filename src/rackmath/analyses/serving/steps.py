@@ -116,6 +116,31 @@ def eager_step(t_gpu, n_kernels, tau_eager):
                       np.asarray(n_kernels, dtype=float) * np.asarray(tau_eager, dtype=float))
 
 
+def synced_prompt_pass(attention_dp, ep) -> object:
+    """Whether a prompt pass syncs its host with the GPU at every MoE layer: its experts are reached by an all-to-all
+    over attention-DP ranks (attention DP and EP > 1). The dispatch of a prompt pass — DeepEP's normal kernels in
+    SGLang, the stacks' attention-DP all-to-all — sizes its buffers from each rank's receive counts, which the host
+    reads back from the GPU (DeepEP README: the normal kernels need a CPU–GPU sync and cannot be graph-captured), so
+    the host cannot dispatch ahead across layers: :func:`synced_eager_step`. A tensor-parallel pass (all-reduce, no
+    per-rank counts) overlaps as :func:`eager_step`. What shows it: InferenceMAX's saturated prefill pools —
+    tensor-parallel ones run at the overlapped model's rate (0.98–1.03×), attention-DP ones at 0.45–0.66 of it and
+    at 0.7–1.04 of the serial one (docs/stacks.md, "A prompt pass's host sync")."""
+    return np.asarray(attention_dp, dtype=bool) & (np.asarray(ep, dtype=float) > 1)
+
+
+def synced_eager_step(t_gpu, n_kernels, tau_eager):
+    """A prompt pass that syncs its host with the GPU at every MoE layer (:func:`synced_prompt_pass`):
+    t = t_gpu + n_kernels · τ_eager — the host's dispatch no longer hides behind the GPU's work (:func:`eager_step`
+    takes the max of the two)."""
+    return np.asarray(t_gpu, dtype=float) + np.asarray(n_kernels, dtype=float) * np.asarray(tau_eager, dtype=float)
+
+
+def prompt_pass_step(t_gpu, n_kernels, tau_eager, synced):
+    """An eager prompt pass: :func:`synced_eager_step` where ``synced`` (:func:`synced_prompt_pass`), else
+    :func:`eager_step`."""
+    return np.where(synced, synced_eager_step(t_gpu, n_kernels, tau_eager), eager_step(t_gpu, n_kernels, tau_eager))
+
+
 def prefill_speed_step(t_gpu, t_decode_gpu, eta_prefill):
     """GPU time of a step that carries prefill, at the stack version's prefill speed: t = t_d + (t_gpu − t_d) / η_pf.
 
