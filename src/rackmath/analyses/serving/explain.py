@@ -328,8 +328,8 @@ def _prefill_speed_lines(x, symbol: str, key: str, t_gpu: float, decode: tuple |
     d = x.d
     if not any(st.key == "eta_pf" for st in d.steps):
         d.add("η_pf", "the stack version's prefill speed relative to the kernel curves", "", eta, "",
-              f"{x.p.stack.version_label}'s, fitted on its records (stack_hosts.toml prefill_eta; "
-              "serving.steps.prefill_speed_step)", key="eta_pf")
+              f"{x.p.stack.version_label}'s prefill_eta (stack_hosts.toml) or the preset's eta_prefill "
+              "(serving.steps.prefill_speed_step)", key="eta_pf")
     t_d, dk = (decode[1], decode[0]) if decode else (0.0, None)
     d.add(f"{symbol} at η_pf", "t_d + (t_gpu − t_d) / η_pf" if decode else "t_gpu / η_pf", "",
           _f(prefill_speed_step(t_gpu, t_d, eta)), "s", "the prompt tokens at the stack's prefill speed",
