@@ -116,9 +116,6 @@ def element_bits(name: str) -> int:
     return int(DTYPE_BYTES[normalize_dtype(name)] * 8)
 
 
-_element_bits = element_bits
-
-
 def gemm_dtype(weights_dtype: str, compute_dtype: str | None = None, fp4_chip: bool = False) -> str:
     """The dtype a weight GEMM multiplies in: the wider of its two operands, t_compute = F / peak(max(w, a)).
 
@@ -133,10 +130,10 @@ def gemm_dtype(weights_dtype: str, compute_dtype: str | None = None, fp4_chip: b
         a = (fp4_chip and ACTIVATION_DTYPE_FP4_CHIP.get(w)) or ACTIVATION_DTYPE.get(w, w)
     else:
         a = normalize_dtype(compute_dtype, "compute_dtype")
-        if _element_bits(a) < _element_bits(w):
+        if element_bits(a) < element_bits(w):
             raise InputError("compute_dtype", f"{a} is narrower than the {w} weights",
-                             f"a dtype at least {_element_bits(w)} bits wide (the weights' width or wider)")
-    return w if _element_bits(w) >= _element_bits(a) else a
+                             f"a dtype at least {element_bits(w)} bits wide (the weights' width or wider)")
+    return w if element_bits(w) >= element_bits(a) else a
 
 
 _PREFIX = {

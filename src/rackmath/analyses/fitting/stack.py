@@ -66,6 +66,8 @@ FIT_PREFILL = False
 def fitted_count() -> int:
     """Stack times the fit frees per version (η_pf only under :data:`FIT_PREFILL`)."""
     return len(STACK_PARAMS) - (0 if FIT_PREFILL else 1)
+
+
 #: Indices in :data:`STACK_PARAMS` of the times that are ``<name>_<engine>_s`` fields of a preset (τ_stack adds to
 #: the silicon's τ_k instead).
 _ENGINE_FIELDS = (0, 1, 2, 3, 5)
@@ -212,8 +214,9 @@ WARM_ROUNDS = ROUNDS + 2
 def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.ndarray:
     """The stack times (sched, seq, eager, request, τ_stack, warm; η_pf under :data:`FIT_PREFILL`) minimising mean
     robust |log error|, by coordinate descent from ``start`` (:func:`_descend`), in three steps: the step times
-    (sched, seq, eager, τ_stack, η_pf) on the records of throughput and TPOT; then t_request on the median-TTFT records with them fixed (on the mean-TTFT
-    records where a version has no median); then t_warm on the mean-TTFT records with the rest fixed.
+    (sched, seq, eager, τ_stack, η_pf) on the records of throughput and TPOT; then t_request on the median-TTFT
+    records with them fixed (on the mean-TTFT records where a version has no median); then t_warm on the mean-TTFT
+    records with the rest fixed.
 
     Why in steps: a run's mean TTFT carries what no step time describes — a saturated closed loop's queue, which is
     its throughput error amplified by Little's law (``serving.schedule.saturated_ttft``: a 10% error in X is tens
@@ -394,7 +397,8 @@ def disaggregated(rec) -> bool:
 
 def unseen_step_times(recs, predictor: Predictor, starts: dict, engine: str, exclude, cache: dict,
                       platform: str | None = None, disagg: bool | None = None) -> dict:
-    """{index: value} of the step times (t_sched, τ_seq, τ_eager, τ_stack) of a build none of whose records is seen:
+    """{index: value} of the step times (t_sched, τ_seq, τ_eager, τ_stack, η_pf) of a build none of whose records is
+    seen:
     the median, time by time, of the own fits of the engine's **listed** builds (``specs/data/launch/stacks.toml``:
     today's releases, not the 2024–25 builds the published records ran — "a year-old build is its own version, so it
     no longer drags the physics", issue 34) for its ``platform`` and deployment mode (``disagg``); {} when none has

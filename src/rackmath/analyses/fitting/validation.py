@@ -111,10 +111,14 @@ def serve_inputs(key: tuple, efficiency=None, ideal: bool = False) -> tuple:
     return model, hardware, workload, layout, stack, eff
 
 
+#: The serve values a serving record's metric is read from (:func:`_metric_of_serve`).
+_SERVE_VALUES = ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_ms", "ttft_ms", "ttft_median_ms", "step_ms",
+                 "tokens_per_s_per_user")
+
+
 def _metric_of_serve(d: dict, rec: Record) -> float:
     m = rec.metric
-    v = {k: np.asarray(d[k], dtype=float) for k in ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_ms",
-                                                    "ttft_ms", "ttft_median_ms", "step_ms", "tokens_per_s_per_user")}
+    v = {k: np.asarray(d[k], dtype=float) for k in _SERVE_VALUES}
     if m == "output_tok_s_per_gpu":
         out = v["output_tok_s_per_gpu"]
     elif m == "output_tok_s_per_decode_gpu":  # a disaggregated deployment's output over its decode GPUs only
@@ -294,9 +298,7 @@ def _serve_broadcast(rec: Record, eff, K: int) -> np.ndarray:
 def _serve_metrics(recs, eff, K: int) -> np.ndarray:
     """(len(recs), K): the metrics of serving records of one run (one :func:`evaluation_key`) from one evaluation."""
     r = evaluate(_serve_plan(_key(serve_kwargs(recs[0]))), eff)
-    d = {k: np.asarray(r.values[k], dtype=float) for k in ("output_tok_s_per_gpu", "total_tok_s_per_gpu", "tpot_ms",
-                                                            "ttft_ms", "ttft_median_ms", "step_ms",
-                                                            "tokens_per_s_per_user")}
+    d = {k: np.asarray(r.values[k], dtype=float) for k in _SERVE_VALUES}
     return np.array([np.broadcast_to(np.asarray(_metric_of_serve(d, rec), dtype=float), (K,)) for rec in recs])
 
 

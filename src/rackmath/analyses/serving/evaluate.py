@@ -21,8 +21,8 @@ from .schedule import (CLOSED_LOOP_PROMPTS_PER_CLIENT, MAX_NUM_TOKENS, closed_lo
                        disaggregated_ttft, disaggregated_wave_ttft, first_wave_share, kv_transfer_time, median_ttft,
                        output_tokens_per_s, prefill_chunks, saturated_ttft, steady_state, tokens_per_s_per_user,
                        total_tokens_per_s, tpot, wave_schedule, waves_persist)
-from .steps import (eager_step, mixed_numbers, prefill_speed_step, prompt_pass_step, run_step, speculative_step,
-                    step_kernels, synced_prompt_pass)
+from .steps import (eager_step, mixed_numbers, prefill_speed_step, prompt_pass_time, run_step, speculative_step,
+                    step_kernels)
 from .explain import derive, ops
 from ..fitting.evidence import nearest
 from ...specs.hardware import load_hardware
@@ -152,9 +152,7 @@ def prefill_pool_rate(p, lp, eff):
     chunk = p.chunk()
     seqs = max(1.0, np.floor((p.stack.max_num_tokens or MAX_NUM_TOKENS) / chunk)) * lp.attention_ranks
     res_p = run_step(p, p.numbers("prefill"), lp, eff, seqs)
-    t_gpu = prefill_speed_step(res_p.tpot_s, 0.0, eff.eta_prefill)  # the version's prefill speed (η_pf)
-    t_pass = prompt_pass_step(t_gpu, step_kernels(res_p), stack_eager_s(eff, p.stack.name),
-                              synced_prompt_pass(lp.attention_dp, lp.ep))
+    t_pass = prompt_pass_time(res_p, eff, p.stack.name, lp.attention_dp, lp.ep)
     return lp.dp * seqs * chunk / t_pass, t_pass
 
 
@@ -223,8 +221,7 @@ def _disaggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
     x_out = disaggregated_output_rate(cap_out, pf_tok_s, w.isl, w.osl, w.cached_share)
     n_chunks = float(prefill_chunks(w.isl_new, p.chunk()))
     res_1 = run_step(p, p.numbers("prefill"), lp, eff, 1.0)
-    t_pf = prompt_pass_step(prefill_speed_step(res_1.tpot_s, 0.0, eff.eta_prefill), step_kernels(res_1), tau_e,
-                            synced_prompt_pass(lp.attention_dp, lp.ep)) * n_chunks
+    t_pf = prompt_pass_time(res_1, eff, st.name, lp.attention_dp, lp.ep) * n_chunks
     kv_bytes = float(np.asarray(p.model.kv_cache_bytes(w.isl, p.kv_dtype)))
     t_xfer = kv_transfer_time(kv_bytes, p.system.chip.scaleout_bw * lp.tp * eff.eta_comm)
     rho = x_out * w.isl_new / w.osl / pf_tok_s

@@ -49,7 +49,8 @@ from .schedule import (CLOSED_LOOP_PROMPTS_PER_CLIENT, MAX_BATCH_SIZE, MAX_NUM_T
                        time_sliced_schedule, tokens_per_s_per_user, total_tokens_per_s, tpot, wave_schedule,
                        waves_persist)
 from .steps import (decode_numbers, draft_numbers, eager_step, mixed_numbers, prefill_numbers, prefill_speed_step,
-                    prompt_pass_step, run_step, speculative_step, step_kernels, synced_eager_step, synced_prompt_pass)
+                    prompt_pass_step, prompt_pass_time, run_step, speculative_step, step_kernels, synced_eager_step,
+                    synced_prompt_pass)
 
 
 def serve(model, hardware, workload: Workload | None = None, layout: Layout | None = None, stack=None,
@@ -164,7 +165,7 @@ __all__ = ["serve", "plan", "evaluate", "make_plan", "from_flat", "FLAT_KEYS", "
            "time_sliced_schedule", "mixed_steps_per_decode", "prefill_wait", "prefill_schedule", "steady_state",
            "disaggregated_ttft", "mixed_step_share", "mixed_step_imbalance", "wave_schedule", "waves_persist",
            "speculative_step", "eager_step", "prefill_speed_step", "synced_prompt_pass", "synced_eager_step",
-           "prompt_pass_step", "step_kernels", "run_step", "poisson_mixed_share", "batch_arrivals",
+           "prompt_pass_step", "prompt_pass_time", "step_kernels", "run_step", "poisson_mixed_share", "batch_arrivals",
            "first_wave_share", "closed_loop_ttft", "median_ttft", "disaggregated_wave_ttft",
            "CLOSED_LOOP_PROMPTS_PER_CLIENT",
            "mean_decode_context", "held_context", "steps_per_request", "prefill_tokens_per_seq_step",

@@ -53,7 +53,7 @@ from ...errors import InputError
 from .inputs import load_stack, on_chip, speculating
 from .schedule import kv_transfer_time, steady_state as serving_steady_state
 from .steps import (decode_numbers, draft_numbers, eager_step, mixed_numbers, prefill_numbers, prefill_speed_step,
-                    prompt_pass_step, run_step, speculative_step, step_kernels, synced_prompt_pass)
+                    prompt_pass_time, run_step, speculative_step, step_kernels)
 from ... import units
 from ...engine.deployment import with_attention_groups
 from ...engine.efficiency import for_stack, resolve, stack_eager_s, stack_request_s
@@ -288,9 +288,7 @@ def prefill_grid(st: Stack, lay: dict, tokens, prompt: float) -> np.ndarray:
         sub = {k: np.broadcast_to(np.asarray(x), shape)[sel] for k, x in lay.items()}
         piece = min(float(v), max(float(prompt), 1.0))
         res, step, _ = _eval(st, _prefill_numbers(st, piece, prompt), st.eff_prefill, sub, max(1.0, float(v) / piece))
-        t = prefill_speed_step(step, 0.0, st.eff_prefill.eta_prefill)
-        out[sel] = prompt_pass_step(t, step_kernels(res), stack_eager_s(st.eff_prefill, st.serving_stack.name),
-                                    synced_prompt_pass(sub["attention_dp"], sub["ep"]))
+        out[sel] = prompt_pass_time(res, st.eff_prefill, st.serving_stack.name, sub["attention_dp"], sub["ep"])
     return out if out.ndim else float(out)
 
 

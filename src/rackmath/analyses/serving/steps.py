@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...engine.efficiency import host_step_s
+from ...engine.efficiency import host_step_s, stack_eager_s
 from ...engine.layout import evaluate as layout_evaluate
 from ...engine.numbers import ModelNumbers
 
@@ -165,6 +165,15 @@ def step_kernels(res) -> object:
     n = sum(np.asarray(op.kernels if op.eager_kernels is None else op.eager_kernels, dtype=float)
             + np.asarray(op.collectives, dtype=float) for op in times.ops)
     return n * np.asarray(res.__dict__["scale"], dtype=float)
+
+
+def prompt_pass_time(res, eff, stack: str, attention_dp, ep):
+    """Time of a prompt pass evaluated as ``res`` (a prefill pass alone: a disaggregated pool's, or plan's prefill
+    grid): its GPU time at the stack version's prefill speed (:func:`prefill_speed_step`) composed with its eager
+    dispatch, serial where the experts' all-to-all syncs host and GPU (:func:`prompt_pass_step`,
+    :func:`synced_prompt_pass`)."""
+    return prompt_pass_step(prefill_speed_step(res.tpot_s, 0.0, eff.eta_prefill), step_kernels(res),
+                            stack_eager_s(eff, stack), synced_prompt_pass(attention_dp, ep))
 
 
 
