@@ -1,4 +1,5 @@
-"""TTFT of a saturated closed loop: Little's law (schedule.little_ttft / saturated_ttft), in serve, plan and --explain.
+"""TTFT of a closed loop: the wait for the prefill server (schedule.closed_loop_wait) and Little's law
+(schedule.little_ttft / saturated_ttft, closed_loop_rate), in serve, plan and --explain.
 
 C requests kept in the system and served at X requests/s each stay C / X (Little 1961); once the deployment saturates
 (a prefill budget or pool slower than the decode side, or a running batch capped below C) the throughput is flat in
@@ -29,15 +30,31 @@ def test_saturated_ttft_only_where_saturated():
     assert q.tolist() == pytest.approx([0.0, 19.52, 0.0], rel=1e-12)
 
 
+def test_closed_loop_wait_by_hand():
+    """Schweitzer's closed loop: C = 100 requests, a server share S = 10 ms, the rest of the cycle Z = 2 s.
+    C·S − Z = −1 s: R = ½(−1 + √(1 + 4 · 0.01 · 2)) = ½(−1 + √1.08) = 0.019615 s, W = R − S = 9.615 ms (light load:
+    about S · C·S/Z = 5 ms, doubled by the queue's own growth). Past the knee, C = 1,000: C·S − Z = 8 s,
+    R = ½(8 + √(64 + 0.08)) = 8.002498 s, W = 7.992498 s → C·S − Z, Little's law with the server saturated."""
+    w = schedule.closed_loop_wait(np.array([100.0, 1000.0]), 0.01, 2.0)
+    assert w[0] == pytest.approx(0.5 * (-1.0 + np.sqrt(1.08)) - 0.01, rel=1e-12)
+    assert w[0] == pytest.approx(0.009615, rel=1e-3)
+    assert w[1] == pytest.approx(0.5 * (8.0 + np.sqrt(64.08)) - 0.01, rel=1e-12)
+    assert w[1] == pytest.approx(8.0, rel=1e-3)
+    assert float(schedule.closed_loop_wait(1.0, 0.01, 2.0)) < 1e-4  # one request never waits for itself (≈ S²/Z)
+    # the loop's throughput is Little's: C · OSL over the cycle
+    assert float(schedule.closed_loop_rate(64, 1000, 40.0)) == pytest.approx(1600.0, rel=1e-12)
+
+
 def test_steady_state_admission_cap_by_hand():
     # 8 requests queued on a stream whose running batch is capped at 2; every step 10 ms (prefill steps too), no
-    # token budget, OSL 100: X = 2 / 0.01 = 200 tok/s, TPOT 10 ms; Little: 8 · 100 / 200 − 99 · 0.01 = 3.01 s
-    # (the open TTFT would be one 10 ms prefill step + half a step = 15 ms)
+    # token budget (so no wait for it), OSL 100: TTFT_open = half a step + one 10 ms prefill step = 15 ms; a running
+    # request's cycle 0.015 + 99 · 0.01 = 1.005 s, X = 2 · 100 / 1.005 = 199.005 tok/s (Little over the cycle);
+    # the 8 queued: 8 · 100 / X − 99 · 0.01 = 8 · 1.005 / 2 − 0.99 = 3.03 s
     ss = schedule.steady_state(2.0, 1, 500.0, 100.0, 0.01, lambda sch: (0.01, None), queued=8.0)
-    assert float(ss["out_tok_s"]) == pytest.approx(200.0)
+    assert float(ss["out_tok_s"]) == pytest.approx(200.0 / 1.005, rel=1e-12)
     assert float(ss["tpot_s"]) == pytest.approx(0.01)
     assert float(ss["ttft_open_s"]) == pytest.approx(0.015)
-    assert float(ss["ttft_s"]) == pytest.approx(3.01)
+    assert float(ss["ttft_s"]) == pytest.approx(3.03)
     assert bool(ss["saturated"])
     # not capped (queued = b): the open TTFT, no queue
     ss1 = schedule.steady_state(2.0, 1, 500.0, 100.0, 0.01, lambda sch: (0.01, None))
@@ -52,17 +69,22 @@ def _little_c(r):
 
 
 def test_disaggregated_prefill_bound_obeys_little():
-    """A disaggregated deployment whose prefill pool binds: throughput flat in C, TTFT from Little's law with serve's
-    own X and TPOT (it was the prefill pool's M/D/1 wait at ρ capped at 0.95: seconds where Little's law says
-    minutes)."""
-    C = np.array([256.0, 1024.0, 4096.0])
+    """A disaggregated deployment whose prefill pool binds: throughput flat in C at the pool's feed, and Little's law
+    exact with serve's own X, TTFT and TPOT. The prompts wait for the pool as a closed loop (closed_loop_wait):
+    past the knee the wait is C·S − Z (it was the pool's open-loop M/D/1 wait at ρ capped at 0.95: seconds where
+    Little's law says minutes)."""
+    C = np.array([256.0, 1024.0])
     r = rackmath.serve("llama-3.1-70b", "h100", isl=8000, osl=200, concurrency=C, prefill_gpus=8, decode_gpus=8,
                        prefill_tp=8, tp=8, framework="sglang")
-    assert list(r.values["bottleneck"]) == ["prefill"] * 3
+    assert list(r.values["bottleneck"]) == ["prefill"] * 2
     x = np.asarray(r.values["output_tok_s"])
-    assert np.ptp(x) / x[0] < 1e-9  # flat: the prefill pool's rate
-    assert _little_c(r) == pytest.approx(C, rel=1e-9)
-    assert np.all(np.asarray(r._info["queue"]) > 0)
+    feed = float(r._info["prefill"]["input_tok_s"]) * 200 / 8000
+    assert np.all(x <= feed) and x == pytest.approx([feed, feed], rel=2e-3)  # flat: the prefill pool's rate
+    assert _little_c(r) == pytest.approx(C, rel=1e-9)  # Little's law, exactly
+    S, Z, W = (np.asarray(r._info[k]) for k in ("service", "cycle_rest", "wait"))
+    assert S == pytest.approx(8000 / float(r._info["prefill"]["input_tok_s"]), rel=1e-12)
+    # past the knee R = W + S is C·S − Z plus S·Z/(C·S − Z): the loop's rate C·OSL/(Z + R) just under the pool's
+    assert W + S == pytest.approx(C * S - Z + S * Z / (C * S - Z), rel=1e-3) and np.all(W > 60.0)
 
 
 def test_aggregated_batch_cap_obeys_little():
@@ -71,12 +93,13 @@ def test_aggregated_batch_cap_obeys_little():
                        tp=8, framework="vllm")
     x = np.asarray(r.values["output_tok_s"])
     assert x[1] == pytest.approx(x[0], rel=1e-9)
-    assert list(np.asarray(r._info["saturated"])) == [False, True]
+    assert bool(np.asarray(r._info["saturated"])[1])  # capped (at C = 1,024 the prefill budget binds, no queue)
+    assert list(np.asarray(r._info["queue"]) > 0) == [False, True]
     assert _little_c(r)[1] == pytest.approx(4096.0, rel=1e-9)
 
 
 def test_poisson_unsaturated_keeps_its_queue():
-    """Poisson arrivals below saturation keep their own M/D/1 queue: no Little's law term."""
+    """Poisson arrivals below saturation keep their own queue (the closed loop's wait): no Little's law term."""
     r = rackmath.serve("llama-3.1-70b", "h100", isl=1000, osl=1000, concurrency=64, gpus=8, tp=8, framework="vllm",
                        arrivals="poisson")
     assert float(r._info["queue"]) == 0.0
@@ -93,11 +116,13 @@ def test_explain_shows_the_queue(closed):
     d = r.explain()
     assert d.check() == []
     lines = {s.symbol: s for s in d.steps}
-    q = lines["Q"]
-    assert q.value == pytest.approx(float(r._info["queue"]), rel=1e-9) and q.value > 60.0
-    assert working_value(q.substituted) == pytest.approx(q.value, rel=0.015)
+    wait = lines["W"]
+    assert wait.value == pytest.approx(float(r._info["wait"]), rel=1e-9) and wait.value > 60.0
+    assert working_value(wait.substituted) == pytest.approx(wait.value, rel=0.015)
+    op = lines["TTFT_open"]
+    assert op.value == pytest.approx(sum(lines[k].value for k in ("t_prefill", "t_KV", "t_request", "W")), rel=1e-9)
     total = lines["TTFT_steady" if closed else "TTFT"]
-    assert total.value == pytest.approx(lines["TTFT_open"].value + q.value, rel=1e-9)
+    assert total.value == pytest.approx(op.value + lines["Q"].value, rel=1e-9)
 
 
 def test_explain_shows_the_aggregated_queue():

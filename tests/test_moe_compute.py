@@ -68,7 +68,8 @@ def test_law_lookup_prefers_the_models_shape_then_the_fastest():
 def test_serve_prices_a_prompt_pass_experts_at_the_measured_law():
     """DeepSeek-R1 NVFP4 on GB200, disaggregated, under --efficiency measured: the prefill pass's experts' compute term
     is F / (peak · η_c,moe(M)) with the FP4 DeepSeek curve's law, and --explain names the curve point; the decode
-    step's experts keep the dense GEMM law (the stacks' decode MoE is another kernel path; docs/stacks.md)."""
+    step's experts keep the dense GEMM law (a tensor-parallel decode step: the stacks' fused decode MoE is another
+    kernel path; docs/stacks.md)."""
     kw = dict(gpus=8, prefill_gpus=4, decode_gpus=4, prefill_tp=4, prefill_ep=4, tp=4, ep=4, weights_dtype="nvfp4",
               isl=8192, osl=1024, concurrency=64, framework="dynamo-trtllm")
     r = rackmath.serve("deepseek-r1", "gb200-nvl72", efficiency="measured", **kw)
@@ -100,3 +101,28 @@ def test_explain_names_the_moe_curve_point_of_a_prefill_pass():
     text = r.explain().render()
     assert "η_c,moe(M=" in text and "[experts, prefill]" in text
     assert r.explain().check() == []
+
+
+def test_wide_ep_decode_pool_runs_its_experts_at_the_measured_law():
+    """A decode pool under attention DP with experts spread over EP > 1 ranks dispatches every rank's tokens to the
+    experts (DeepEP / TensorRT-LLM wide-EP), so its experts run the grouped GEMM's measured law: DeepSeek-R1 NVFP4 on
+    a GB200 DEP8 pool at C = 2,048 (2,048 · 8 / 256 = 64 tokens per expert, times the busiest rank's load) has its
+    experts' compute term F / (peak · η_c,moe(M)) — over twice the dense law's at that M. The same pool with
+    tensor-parallel attention keeps the dense law (the stacks' fused decode MoE)."""
+    kw = dict(gpus=12, prefill_gpus=4, decode_gpus=8, prefill_tp=4, prefill_ep=4, prefill_attention_dp=True, tp=8,
+              ep=8, weights_dtype="nvfp4", isl=1024, osl=1024, concurrency=2048, framework="dynamo-trtllm")
+    law = next(x for x in silicon(load_hardware("gb200").chip)["moe_compute"]["value"]
+               if x[0] == "fp4" and x[1] == 7168)
+    wide = rackmath.serve("deepseek-r1", "gb200-nvl72", efficiency="measured", attention_dp=True, **kw)
+    times = wide._res.__dict__["times"]
+    op = next(o for o in times.ops if o.name == "experts")
+    m = float(np.asarray(op.m).ravel()[0])
+    assert m > 64  # 64 per expert on average, more on the busiest rank
+    eta = law[3] * m / (m + law[4])
+    want = float(np.asarray(op.flops).ravel()[0]) / (op.peak * eta)
+    assert float(np.asarray(times.compute["experts"]).ravel()[0]) == pytest.approx(want, rel=1e-9)
+    eff = times.eff
+    dense = float(np.asarray(eff.eta_compute)) * m / (m + float(np.asarray(eff.gemm_half_tokens)))
+    assert dense / eta > 2.0
+    tp = rackmath.serve("deepseek-r1", "gb200-nvl72", efficiency="measured", **kw)
+    assert next(o for o in tp._res.__dict__["times"].ops if o.name == "experts").law is None

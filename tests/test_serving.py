@@ -48,7 +48,9 @@ def test_huge_concurrency_reaches_the_compute_roofline():
     limit = H100_BF16 / (2 * (LLAMA8B_MATMUL_PARAMS - 128256 * 4096 / 2))
     tot = np.asarray(r.total_tok_s_per_gpu)
     assert tot[-1] == pytest.approx(limit, rel=0.05)
-    assert np.all(np.diff(tot) >= 0) and tot[-1] <= limit * 1.001
+    # flat past saturation: a closed loop's throughput is C · OSL over the cycle (closed_loop_rate), whose TPOT is
+    # priced with all C decoding though some are in their prefill, so it may sag by a hair (≤ 0.2%) as C grows
+    assert np.all(np.diff(tot) >= -2e-3 * tot[:-1]) and tot[-1] <= limit * 1.001
     assert r.bottleneck[-1] == "compute"
 
 
@@ -256,12 +258,15 @@ def test_properties(isl, osl, c):
     r = rackmath.serve("llama-3.1-8b", "hgx-h100", gpus=1, tp=1, isl=isl, osl=osl, concurrency=cs)
     out, tpot = np.asarray(r.output_tok_s), np.asarray(r.tpot_ms)
     assert np.all(out > 0) and np.all(tpot > 0)
-    assert out[1] >= out[0] * (1 - 1e-9)  # more sequences in flight never lowers throughput
+    # more sequences in flight never lower throughput — beyond 0.2%: the closed loop's rate C · OSL / cycle
+    # (closed_loop_rate) prices TPOT with all C decoding though some are in their prefill, so where prefill fills the
+    # cycle it is flat in C to within a hair
+    assert out[1] >= out[0] * (1 - 2e-3)
     assert tpot[1] >= tpot[0] * (1 - 1e-9)  # … and never shortens the step
     assert np.allclose(np.asarray(r.total_tok_s) / out, 1 + isl / osl)
     assert np.allclose(np.asarray(r.tokens_per_s_per_user) * tpot, 1000.0)
     assert np.all(np.asarray(r.ttft_ms) >= tpot)
-    # throughput is C · A / t̄ (t̄ = the mean step, prefill stalls included) unless the prefill budget binds
+    # throughput is at most C · A / t̄ (t̄ = the mean step, prefill stalls included; less by the closed loop's cycle)
     assert np.all(out <= cs / (np.asarray(r.step_ms) / 1e3) * (1 + 1e-9))
 
 

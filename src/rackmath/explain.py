@@ -44,7 +44,7 @@ _NUMBER = re.compile(r"(?P<usd>\$)?(?P<num>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(
 
 def working_value(text: str):
     """The value of a derivation's substituted working, as printed (numbers with their units, ·, ×, ÷, −, ^,
-    max/min/ceil): '64 · 1' → 64.0, '10.3 TFLOP / (8 · 989 TFLOP/s · 0.65)' → 0.00200. None when the text is not
+    max/min/ceil/sqrt): '64 · 1' → 64.0, '10.3 TFLOP / (8 · 989 TFLOP/s · 0.65)' → 0.00200. None when the text is not
     arithmetic (words, '…'). Square-bracketed labels ('[bf16]', '[qkv_o]') are read as comments."""
     t = re.sub(r"\[[^\]]*\]", "", str(text))
     if "…" in t or not t.strip():
@@ -70,7 +70,7 @@ def working_value(text: str):
     expr = _NUMBER.sub(number, t)
     expr = (expr.replace("·", "*").replace("×", "*").replace("÷", "/").replace("−", "-").replace("^", "**")
             .replace("∞", "inf"))
-    if re.search(r"(?<![\d.])[A-Za-z_]", re.sub(r"\b(max|min|ceil|inf)\b", "", expr)):  # words: not arithmetic
+    if re.search(r"(?<![\d.])[A-Za-z_]", re.sub(r"\b(max|min|ceil|sqrt|inf)\b", "", expr)):  # words: not arithmetic
         return None
     import warnings
 
@@ -78,7 +78,7 @@ def working_value(text: str):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return float(eval(expr, {"__builtins__": {}}, {"max": max, "min": min, "ceil": math.ceil,  # noqa: S307
-                                                           "inf": math.inf}))
+                                                           "sqrt": math.sqrt, "inf": math.inf}))
     except Exception:  # noqa: BLE001 - not arithmetic after all
         return None
 

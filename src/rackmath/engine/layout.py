@@ -369,16 +369,34 @@ def _compute_ops(mn: ModelNumbers, hw: HwNumbers, sh: _Shape, eff, t_attn, adp_i
         hit = mn.expert_hit_share(sh.tokens, getattr(eff, "moe_routing", ()))  # s(T) · uniform where measured
         active = np.maximum(sh.e_chip * hit, 1e-9)  # experts with work on that chip
         p_exp = mn.expert_params or mn.expert_flops_per_seq / np.maximum(2.0 * k * mn.n_moe_layers * pl, 1e-300)
-        # a prompt pass's experts at their measured grouped GEMM's law (decode steps run the stacks' low-latency MoE
-        # kernels at a few tokens per expert: the dense law, which their fitted step times were made with)
-        law = moe_compute_law_of(mn, getattr(eff, "moe_compute", ()), hw.compute_dtype) if mn.prefill else None
+        law = _experts_law(mn, sh, eff, hw)
         ops.append(Op("experts", flops=2.0 * t_routed * p_exp * sh.L_moe / sh.moe_tp,
                       bytes=sh.L_moe * sh.e_chip * hit * mn.expert_weight_bytes / sh.moe_tp, peak=hw.peak_flops,
                       m=np.maximum(t_routed / active, 1e-9),
                       kernels=op_kernels("experts", mn.expert_weight_bytes, p_exp) * sh.L_moe,
-                      law=None if law is None else (law[3], law[4], law[5])))
+                      law=law))
     ops.append(Op("elementwise", kernels=ELEMENTWISE_KERNELS_PER_LAYER * sh.L_stage))
     return ops
+
+
+def _experts_law(mn: ModelNumbers, sh: _Shape, eff, hw: HwNumbers):
+    """The compute law (η_c, M½, source, applies) the routed experts run at (``Op.law``), or None (the preset's dense
+    GEMM law η_c(M) everywhere).
+
+    The measured grouped-GEMM law of the chip's MoE tables (``moe_compute_law_of``) where the experts meet many
+    tokens each: a prompt pass, and a decode step under attention DP with experts spread over EP > 1 ranks (every
+    rank's tokens are dispatched to the experts: DeepEP / TensorRT-LLM wide-EP; a GB200 DEP8 pool at C = 2,252
+    puts ~140 tokens on each expert, where TensorRT-LLM's grouped GEMM reaches 0.32 ms per layer (aiconfigurator's
+    wideep_moe table) against the dense law's 0.13 ms). Elsewhere a decode step's few tokens per expert run the
+    stacks' fused low-latency MoE kernels, at the dense law their fitted step times were made with
+    (docs/stacks.md, "The routed experts' compute, measured")."""
+    law = moe_compute_law_of(mn, getattr(eff, "moe_compute", ()), hw.compute_dtype)
+    if law is None or mn.prefill:
+        return None if law is None else (law[3], law[4], law[5], True)
+    wide = np.asarray(sh.adp & (sh.ep > 1))
+    if not np.any(wide):
+        return None
+    return (np.where(wide, law[3], eff.eta_compute), np.where(wide, law[4], eff.gemm_half_tokens), law[5], wide)
 
 
 def _collective_ops(mn: ModelNumbers, hw: HwNumbers, sh: _Shape, t_attn, act_bytes):

@@ -129,8 +129,9 @@ class Op:
     latency_s: object = 0.0
     kv: bool = False  # bytes are KV-cache reads (reported as t_kv rather than t_weights)
     eager_kernels: object = None  # kernels the host dispatches when the step is not graph-captured (None: ``kernels``)
-    #: a measured compute law of its own (η_c, M½, source): the routed experts' grouped GEMM from the chip's MoE
-    #: tables (``Efficiency.moe_compute``); None: the dense GEMM law η_c(M) of the preset
+    #: a measured compute law of its own (η_c, M½, source, applies): the routed experts' grouped GEMM from the chip's
+    #: MoE tables (``Efficiency.moe_compute``), η_c and M½ arrays holding the dense law's values where ``applies``
+    #: (bool, broadcast) is False; None: the dense GEMM law η_c(M) of the preset everywhere
     law: tuple | None = None
 
 
@@ -332,8 +333,8 @@ def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
     eta_c, half = at(eff.eta_compute), at(eff.gemm_half_tokens)
     rows = []
     for op in times.ops:
-        if op.law is not None and at(op.flops) > 0:  # the routed experts: their measured MoE curve's law
-            m, (e, h, where) = at(op.m), op.law
+        if op.law is not None and at(op.law[3]) and at(op.flops) > 0:  # the routed experts: their MoE curve's law
+            m, e, h, where = at(op.m), at(op.law[0]), at(op.law[1]), op.law[2]
             rows.append(dict(op=op.name, symbol=f"η_c,moe(M={m:.4g})", working=f"{e:.4f} · {m:.4g} / ({m:.4g} + "
                                                                                 f"{h:.2f})",
                              value=float(gemm_efficiency(e, m, h)), unit="",

@@ -17,7 +17,8 @@ from ...engine.roofline import usd_per_mtok  # the one $/Mtok formula
 from ...explain import Derivation
 from ...results import ResultMixin
 from .inputs import Plan
-from .schedule import (CLOSED_LOOP_PROMPTS_PER_CLIENT, MAX_NUM_TOKENS, closed_loop_ttft, disaggregated_output_rate,
+from .schedule import (CLOSED_LOOP_PROMPTS_PER_CLIENT, MAX_NUM_TOKENS, closed_loop_rate, closed_loop_ttft,
+                       closed_loop_wait, disaggregated_output_rate,
                        disaggregated_ttft, disaggregated_wave_ttft, first_wave_share, kv_transfer_time, median_ttft,
                        output_tokens_per_s, prefill_chunks, saturated_ttft, steady_state, tokens_per_s_per_user,
                        total_tokens_per_s, tpot, wave_schedule, waves_persist)
@@ -208,27 +209,39 @@ def _decode(p: Plan, eff, notes: list) -> dict:
 
 
 def _disaggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
-    """A decode pool fed by a prefill pool: X_out = min(decode capacity, what the prefill pool feeds)
-    (:func:`~.schedule.disaggregated_output_rate`); TTFT = prefill + KV hand-off + queue + t_request
-    (:func:`~.schedule.disaggregated_ttft`), at least Little's law's where the pool is saturated
-    (:func:`~.schedule.saturated_ttft`); a closed-loop client's first wave queues at the prefill pool."""
+    """A decode pool fed by a prefill pool: X_out = min(decode capacity, what the prefill pool feeds
+    (:func:`~.schedule.disaggregated_output_rate`), Little's law over a request's cycle
+    (:func:`~.schedule.closed_loop_rate`)); TTFT = prefill + KV hand-off + t_request + the closed loop's wait for
+    the prefill pool (:func:`~.schedule.closed_loop_wait`), at least Little's law's where the decode pool's batch is
+    capped below C (:func:`~.schedule.saturated_ttft`); a closed-loop client's first wave queues at the prefill
+    pool."""
     w, st, lp, t_dec, t_req = p.workload, p.stack, p.prefill_layout, dec["t_dec"], info["t_request"]
     C, A = w.concurrency, w.acceptance
     running = dec["b"] * p.layout.dp * p.layout.pp  # sequences the decode pool runs (its max batch caps b)
     cap_out = output_tokens_per_s(running, t_dec, A)
     pf_tok_s, t_pass = prefill_pool_rate(p, lp, eff)
     tau_e = stack_eager_s(eff, st.name)
-    x_out = disaggregated_output_rate(cap_out, pf_tok_s, w.isl, w.osl, w.cached_share)
+    x_cap = disaggregated_output_rate(cap_out, pf_tok_s, w.isl, w.osl, w.cached_share)
+    prefill_bound = x_cap < cap_out
     n_chunks = float(prefill_chunks(w.isl_new, p.chunk()))
     res_1 = run_step(p, p.numbers("prefill"), lp, eff, 1.0)
     t_pf = prompt_pass_time(res_1, eff, st.name, lp.attention_dp, lp.ep) * n_chunks
     kv_bytes = float(np.asarray(p.model.kv_cache_bytes(w.isl, p.kv_dtype)))
     t_xfer = kv_transfer_time(kv_bytes, p.system.chip.scaleout_bw * lp.tp * eff.eta_comm)
+    # the prefill pool's queue as a closed loop of the running requests (closed_loop_wait): a prompt takes a share
+    # S = ISL_new / X_P of the pool; the rest of its cycle is Z (its own pass beyond S, the hand-off, the host, decode)
+    service = w.isl_new / pf_tok_s
+    ttft_before_wait = t_pf + t_xfer + t_req
+    rest = np.maximum(ttft_before_wait + (w.osl - 1.0) * tpot(t_dec, A) - service, 0.0)
+    wait = closed_loop_wait(running, service, rest)
+    ttft_open = ttft_before_wait + wait
+    x_loop = closed_loop_rate(running, w.osl, ttft_open + (w.osl - 1.0) * tpot(t_dec, A))
+    x_out = np.minimum(x_cap, x_loop)
     rho = x_out * w.isl_new / w.osl / pf_tok_s
-    ttft_open = disaggregated_ttft(t_pf, t_xfer, t_pass, rho, t_req)
-    saturated = (x_out < cap_out) | (running < C * (1.0 - 1e-9))  # the prefill pool binds, or the batch is capped
+    saturated = prefill_bound | (running < C * (1.0 - 1e-9))  # the prefill pool binds, or the batch is capped
     ttft, queue = saturated_ttft(ttft_open, saturated, C, x_out, w.osl, tpot(t_dec, A))
-    info.update(ttft_open=ttft_open, queue=queue, saturated=saturated)
+    info.update(ttft_open=ttft_open, queue=queue, saturated=saturated, service=service, cycle_rest=rest,
+                wait=wait)
     if w.arrivals == "closed-loop":  # the first wave queues at the prefill pool (closed_loop_ttft)
         share = first_wave_share(CLOSED_LOOP_PROMPTS_PER_CLIENT * C, C)
         ttft_wave = disaggregated_wave_ttft(t_pf, t_xfer, w.isl_new, pf_tok_s, C, t_req)
@@ -239,7 +252,6 @@ def _disaggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
                                                        dp=lp.dp, label=lp.label()),
                              input_tok_s=pf_tok_s, input_tok_s_per_gpu=pf_tok_s / lp.gpus, prefill_s=t_pf,
                              kv_transfer_s=t_xfer))
-    prefill_bound = x_out < cap_out
     if np.any(prefill_bound):
         notes.append("the prefill pool limits throughput: the decode pool idles part of the time")
     return dict(t_bar=t_dec, t_tpot=tpot(t_dec, A), x_out=x_out, prefill_bound=prefill_bound, ttft=ttft, t_mix=t_dec)
@@ -265,7 +277,8 @@ def _aggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
                       budget=st.max_num_tokens, t_request=info["t_request"], arrivals=w.arrivals,
                       queued=w.concurrency / (lay.dp * lay.pp))
     sch, t_mix, (n_eager, res_m) = ss["schedule"], ss["t_mixed"], ss["mixed_extra"]
-    info.update(ttft_open=ss["ttft_open_s"], queue=ss["queue_s"], saturated=ss["saturated"])
+    info.update(ttft_open=ss["ttft_open_s"], queue=ss["queue_s"], saturated=ss["saturated"], service=ss["service_s"],
+                cycle_rest=ss["cycle_rest_s"], wait=ss["wait_s"])
     info.update(chunk=sch["c_rank"], chunk_total=sch["c_tot"], prefill_per_step=sch["p"], t_mixed=t_mix,
                 n_mixed=ss["n_mixed"], rho=sch["rho"], budget_left=sch["left"], eager_kernels_mixed=n_eager,
                 schedule=sch, res_mixed=res_m, tau_eager=tau_e)

@@ -15,7 +15,7 @@ from ...engine.efficiency import stack_eager_s
 from ...engine.numbers import distinct_experts_hit, routing_curve, routing_share_at
 from ...engine.step import MLA_EAGER_KERNEL_SCALE, measured_points, ops_table, step_working
 from ...explain import Derivation, fmt
-from .schedule import CLOSED_LOOP_PROMPTS_PER_CLIENT, mean_decode_context, prefill_wait
+from .schedule import CLOSED_LOOP_PROMPTS_PER_CLIENT, mean_decode_context
 from .steps import prefill_speed_step, run_step, step_kernels, synced_prompt_pass
 
 
@@ -190,9 +190,16 @@ def _aggregated_rates(x) -> None:
           expr=f"(t_decode + n * max(b - 1, 0) / max(b, 1) * (t_mixed - t_decode)) / {A!r} if n <= 1 "
                f"else t_mixed / {A!r}", key="tpot")
     d.add("tok/s/user", "1 / TPOT", "", v["tokens_per_s_per_user"], "tok/s", expr="1 / tpot")
-    d.add("X_out", "min(dp·PP·b·A/t̄, dp·PP·c·OSL/(ISL_new·t_mixed))", "", v["output_tok_s"], "tok/s",
-          expr=f"min({lay.dp * lay.pp} * b * {A!r} / tbar, {lay.dp * lay.pp} * c * {w.osl!r} / "
-               f"({max(w.isl_new, 1e-9)!r} * t_mixed))", key="X")
+
+
+def _aggregated_output(x) -> None:
+    """X_out (decode, the prefill budget, Little's law over the cycle) and per GPU, after TTFT_open."""
+    d, w, lay, A, v = x.d, x.w, x.lay, x.A, x.v
+    n = lay.dp * lay.pp
+    dec, pf = f"b * {A!r} / tbar", f"c * {w.osl!r} / ({max(w.isl_new, 1e-9)!r} * t_mixed)"
+    d.add("X_out", "dp·PP · min(b·A/t̄, c·OSL/(ISL_new·t_mixed), b·OSL/(TTFT_open + (OSL − 1)·TPOT))", "",
+          v["output_tok_s"], "tok/s", "decode, the prefill budget, or the closed loop's cycle (closed_loop_rate)",
+          expr=f"{n} * min({dec}, {pf}, b * {w.osl!r} / (ttft_o + ({w.osl!r} - 1) * tpot))", key="X")
     _per_gpu(x)
 
 
@@ -208,22 +215,36 @@ def _aggregated_ttft(x) -> None:
     """ρ, t_prefill, W, t_request, TTFT of an aggregated stream (a closed-loop client's first wave after it)."""
     d, p, info, w, R, v, r = x.d, x.p, x.info, x.w, x.R, x.v, x.r
     t_req = _f(info["t_request"])
-    d.add("ρ", "p / (R · left)", "", _f(info["rho"]), "",
-          "prefill load over its capacity (the M/D/1 queue's utilisation, capped at 0.95)",
-          expr=f"p / ({R} * left)", key="rho")
-    d.add("t_prefill", "⌈ISL_new / c_r⌉ · t_mixed", "", _f(np.ceil(w.isl_new / info["chunk"]) * info["t_mixed"]), "s",
-          "the prompt's own chunks", expr=f"ceil({w.isl_new!r} / c_r) * t_mixed", key="t_pf")
-    d.add("W", "t̄/2 + ρ/(2(1 − ρ)) · t_prefill  (M/D/1 wait, ρ ≤ 0.95)", "",
-          _f(prefill_wait(info["t_decode"] * 0 + v["step_ms"] / 1e3, np.ceil(w.isl_new / info["chunk"])
-                          * info["t_mixed"], info["rho"])), "s",
-          "half a step, then the prompts ahead", expr="tbar / 2 + min(rho, 0.95) / (2 * (1 - min(rho, 0.95))) * t_pf",
-          key="W")
+    tp = _f(np.ceil(w.isl_new / info["chunk"]) * info["t_mixed"])
+    d.add("t_prefill", "⌈ISL_new / c_r⌉ · t_mixed", "", tp, "s", "the prompt's own chunks",
+          expr=f"ceil({w.isl_new!r} / c_r) * t_mixed", key="t_pf")
     d.add("t_request", f"host time per request ({p.stack.name}'s)", "", t_req, "s", key="t_req")
-    d.add("TTFT_open", "t_prefill + W + t_request", "", _f(info["ttft_open"]), "s", "before any saturation queue",
-          expr="t_pf + W + t_req", key="ttft_o")
-    why = ("the prefill budget binds" if bool(np.asarray(r.values["bottleneck"] == "prefill").ravel()[0])
-           else f"the running batch is capped at {p.stack.max_batch_size} per scheduler")
+    d.add("S", "ISL_new · t_mixed / (R · left)", "", _f(info["service"]), "s",
+          "a prompt's share of the prefill budget (R · left prompt tokens per mixed step)",
+          expr=f"max({w.isl_new!r}, 1.0) * t_mixed / ({R} * left)", key="S")
+    _closed_loop_wait_lines(x, "tbar / 2 + t_pf + t_req", "t̄/2 + t_prefill + t_request")
+    d.add("TTFT_open", "t̄/2 + t_prefill + t_request + W", "", _f(info["ttft_open"]), "s",
+          "half a step to the next schedule, the prompt's chunks, the host, the queue; before any saturation queue",
+          expr="tbar / 2 + t_pf + t_req + W", key="ttft_o")
+    _aggregated_output(x)
+    capped = float(np.asarray(w.concurrency).ravel()[0]) / (x.lay.dp * x.lay.pp) > _f(info["b"]) * (1 + 1e-9)
+    why = (f"the running batch is capped at {p.stack.max_batch_size} per scheduler" if capped
+           else "the prefill budget binds")
     _queue_line(x, why)
+
+
+def _closed_loop_wait_lines(x, before: str, before_text: str) -> None:
+    """Z and W: the rest of a request's cycle and its wait for the prefill server in a closed loop of C requests
+    (``schedule.closed_loop_wait``, Schweitzer's mean value analysis); ``before`` the TTFT terms ahead of the wait
+    (an expression on earlier keys) and their text."""
+    d, info, w = x.d, x.info, x.w
+    C = _f(info["b"]) if x.r.mode != "disaggregated" else _f(info["b"] * x.p.layout.dp * x.p.layout.pp)
+    d.add("Z", f"max({before_text} + (OSL − 1) · TPOT − S, 0)", "", _f(info["cycle_rest"]), "s",
+          "the rest of a request's cycle", expr=f"max({before} + ({w.osl!r} - 1) * tpot - S, 0.0)", key="Z")
+    d.add("W", "½ · [(n·S − Z) + √((n·S − Z)² + 4·S·Z)] − S", "", _f(info["wait"]), "s",
+          f"the wait of n = {C:.6g} requests in a closed loop for the prefill server (closed_loop_wait: Schweitzer's "
+          "mean value analysis)",
+          expr=f"max(0.5 * (({C!r} * S - Z) + sqrt(({C!r} * S - Z) ** 2 + 4 * S * Z)) - S, 0.0)", key="W")
 
 
 def _queue_line(x, why: str) -> None:
@@ -231,10 +252,13 @@ def _queue_line(x, why: str) -> None:
     client's first wave)."""
     d, info, w, v, r = x.d, x.info, x.w, x.v, x.r
     sat = bool(np.asarray(info["saturated"]).ravel()[0])
-    if sat:
+    if sat and _f(info["queue"]) > 1e-9 * max(_f(info["ttft_open"]), 1e-300):
         d.add("Q", "max(C·OSL/X_out − (OSL − 1)·TPOT − TTFT_open, 0)", "", _f(info["queue"]), "s",
               f"saturated ({why}): throughput stays flat as C grows and the extra requests wait — Little's law "
               "(saturated_ttft)", expr=f"max(C * {w.osl!r} / X - ({w.osl!r} - 1) * tpot - ttft_o, 0)", key="Q")
+    elif sat:  # saturated, and the closed loop's wait already makes C = X · (TTFT + (OSL − 1) · TPOT)
+        d.add("Q", "0 (saturated, and TTFT_open already meets Little's law: the closed loop's wait W holds them)", "",
+              0.0, "s", f"saturated ({why}): saturated_ttft", expr="0", key="Q")
     else:
         d.add("Q", "0 (not saturated: every request in flight is served)", "", _f(info["queue"]), "s",
               "saturated_ttft", expr="0", key="Q")
@@ -255,8 +279,17 @@ def _disaggregated_rates(x) -> None:
     pf = info["prefill"]
     d.add("X_prefill", "the prefill pool's prompt tokens/s (prefill_pool_rate)", "", _f(pf["input_tok_s"]),
           "tok/s", key="X_P")
-    d.add("X_out", "min(C·A/t_decode, X_prefill · OSL / (ISL · (1 − h)))", "", v["output_tok_s"], "tok/s",
-          expr=f"min(C * {A!r} / t_decode, X_P * {w.osl!r} / ({w.isl!r} * (1 - {w.cached_share!r})))", key="X")
+
+
+def _disaggregated_output(x) -> None:
+    """X_out (the decode pool, the prefill pool's feed, Little's law over the cycle) and per GPU, after TTFT_open."""
+    d, info, w, A, v, p = x.d, x.info, x.w, x.A, x.v, x.p
+    n = _f(info["b"] * p.layout.dp * p.layout.pp)
+    dec, feed = f"{n!r} * {A!r} / t_decode", f"X_P * {w.osl!r} / ({w.isl!r} * (1 - {w.cached_share!r}))"
+    d.add("X_out", "min(n·A/t_decode, X_prefill · OSL / (ISL · (1 − h)), n·OSL/(TTFT_open + (OSL − 1)·TPOT))", "",
+          v["output_tok_s"], "tok/s", f"n = {n:.6g} sequences the decode pool runs; decode, the prefill pool's feed, "
+          "or the closed loop's cycle (closed_loop_rate)",
+          expr=f"min({dec}, {feed}, {n!r} * {w.osl!r} / (ttft_o + ({w.osl!r} - 1) * tpot))", key="X")
     _per_gpu(x)
 
 
@@ -286,17 +319,16 @@ def _disaggregated_ttft(x) -> None:
               expr=f"{_f(info['n_chunks'])!r} * max({p1}, n_p * tau_e)", key="t_pf")
     d.add("t_KV", "the KV cache's hand-off to the decode pool (kv_transfer_time)", "", _f(pf["kv_transfer_s"]),
           "s", key="t_kv")
-    d.add("ρ", "X_out · ISL_new / OSL / X_prefill", "", _f(info["rho"]), "", "the prefill pool's load",
-          expr=f"X * {w.isl_new!r} / {w.osl!r} / X_P", key="rho")
-    d.add("t_pass", "a full prefill pass of the pool (prefill_pool_rate)", "", _f(info["t_pass"]), "s",
-          key="t_pass")
     d.add("t_request", f"host time per request ({p.stack.name}'s)", "", t_req, "s", key="t_req")
-    d.add("TTFT_open", "t_prefill + t_KV + ρ/(2(1 − ρ)) · t_pass + t_request  (ρ ≤ 0.95)", "",
-          _f(info["ttft_open"]), "s", "serving.disaggregated_ttft, before any saturation queue",
-          expr="t_pf + t_kv + min(rho, 0.95) / (2 * (1 - min(rho, 0.95))) * t_pass + t_req", key="ttft_o")
-    why = ("the prefill pool feeds fewer requests than the decode pool serves"
-           if bool(np.asarray(r.values["bottleneck"] == "prefill").ravel()[0])
-           else f"the decode pool's running batch is capped at {p.stack.max_batch_size} per scheduler")
+    d.add("S", "ISL_new / X_prefill", "", _f(info["service"]), "s", "a prompt's share of the prefill pool",
+          expr=f"{w.isl_new!r} / X_P", key="S")
+    _closed_loop_wait_lines(x, "t_pf + t_kv + t_req", "t_prefill + t_KV + t_request")
+    d.add("TTFT_open", "t_prefill + t_KV + t_request + W", "", _f(info["ttft_open"]), "s",
+          "before any saturation queue", expr="t_pf + t_kv + t_req + W", key="ttft_o")
+    _disaggregated_output(x)
+    capped = float(np.asarray(w.concurrency).ravel()[0]) > _f(info["b"] * p.layout.dp * p.layout.pp) * (1 + 1e-9)
+    why = (f"the decode pool's running batch is capped at {p.stack.max_batch_size} per scheduler" if capped
+           else "the prefill pool feeds fewer requests than the decode pool serves")
     _queue_line(x, why)
 
 

@@ -130,7 +130,7 @@ def saturated_ttft(ttft_open, saturated, concurrency, out_tok_s, osl, tpot_s):
     prefill pool slower than the decode side, or a running batch capped below C (the stack's max batch) — the
     throughput stays flat as C grows and the extra requests wait for a slot: by Little's law
     (:func:`little_ttft`) their wait grows linearly with C (InferenceMAX's saturated runs: throughput flat, TTFT
-    ∝ C). TTFT_open is the unsaturated model's (prefill, its M/D/1 wait, the stack's per-request time).
+    ∝ C). TTFT_open is the unsaturated model's (prefill, the closed loop's wait for it, the stack's per-request time).
     ``serve`` (aggregated: :func:`steady_state`; disaggregated: ``evaluate._disaggregated``), ``plan`` and
     ``compare`` (through :func:`steady_state`) and ``--explain`` (line Q) read it here.
     """
@@ -356,9 +356,11 @@ def steady_state(seqs, ranks, isl_new, osl, t_decode, mixed_step, *, acceptance=
     2. t_mixed = ``mixed_step(schedule)`` (the caller's step model; returns (t_mixed, extra) — ``extra`` is
        passed back as ``mixed_extra``);
     3. :func:`time_sliced_schedule` → t̄, TPOT, X (per stream), prefill-bound mask;
-    4. TTFT_open = ⌈ISL_new / c_r⌉ · t_mixed + :func:`prefill_wait` (t̄, t_prefill, ρ) + t_request; where the
-       stream is saturated — the prefill budget binds, or its running batch b is capped below the q = ``queued``
-       requests in the system (default b) — at least Little's law's: :func:`saturated_ttft` (q, X, TPOT).
+    4. TTFT_open = t̄/2 + ⌈ISL_new / c_r⌉ · t_mixed + t_request + W, W the closed loop's wait for the prefill
+       budget (:func:`closed_loop_wait`: b requests, a prompt's share S = ISL_new · t_mixed / (R · left) of the
+       budget, the rest of its cycle Z); X at most Little's :func:`closed_loop_rate` over the cycle; where the running
+       batch b is capped below the q = ``queued`` requests in the system (default b), at least Little's law's TTFT:
+       :func:`saturated_ttft` (q, X, TPOT).
 
     ``t_request`` is the stack's host time per request (``engine.efficiency.stack_request_s``).
     """
@@ -371,12 +373,20 @@ def steady_state(seqs, ranks, isl_new, osl, t_decode, mixed_step, *, acceptance=
     t_bar, t_tpot, x_rep, bound = time_sliced_schedule(t_decode, t_mix, sch["p"], sch["c_tot"], b, acceptance,
                                                         isl_new, osl)
     t_pf = np.ceil(isl_new / sch["c_rank"]) * t_mix
-    ttft_open = t_pf + prefill_wait(t_bar, t_pf, sch["rho"]) + t_request
+    # the prompts' queue for the prefill budget, as a closed loop of b requests (closed_loop_wait): a prompt takes a
+    # share S of the budget's capacity R · left tokens per mixed step; the rest of its cycle is Z
+    S = max(float(isl_new), 1.0) * t_mix / (np.asarray(ranks, dtype=float) * sch["left"])
+    ttft_before_wait = 0.5 * t_bar + t_pf + t_request  # half a step to the next schedule, its own chunks, the host
+    Z = np.maximum(ttft_before_wait + (osl - 1.0) * t_tpot - S, 0.0)
+    wait = closed_loop_wait(b, S, Z)
+    ttft_open = ttft_before_wait + wait
+    x_rep = np.minimum(x_rep, closed_loop_rate(b, osl, ttft_open + (osl - 1.0) * t_tpot))
     q = b if queued is None else np.asarray(queued, dtype=float)
     saturated = bound | (q > b)  # the prefill budget binds, or the running batch is capped below the requests
     ttft, queue = saturated_ttft(ttft_open, saturated, q, x_rep, osl, t_tpot)
     return dict(schedule=sch, t_mixed=t_mix, mixed_extra=extra, step_s=t_bar, tpot_s=t_tpot, out_tok_s=x_rep,
                 prefill_bound=bound, ttft_s=ttft, ttft_open_s=ttft_open, queue_s=queue, saturated=saturated,
+                service_s=S, cycle_rest_s=Z, wait_s=wait,
                 n_mixed=mixed_steps_per_decode(sch["p"], sch["c_tot"]))
 
 
@@ -385,6 +395,32 @@ def disaggregated_ttft(t_prefill, t_transfer, t_pass, utilisation, t_request=0.0
     with no decode step to wait for) + t_request (the stack's host time per request)."""
     return t_prefill + t_transfer + prefill_wait(0.0 * np.asarray(t_prefill, dtype=float), t_pass,
                                                  utilisation) + t_request
+
+
+def closed_loop_wait(concurrency, service_s, think_s):
+    """Mean wait for the prefill server of a closed loop of C requests: W = R − S, with
+
+        R = ½ · [(C·S − Z) + √((C·S − Z)² + 4·S·Z)]
+
+    Each request cycles through the prefill server (a share S of its capacity per prompt) and the rest of its
+    life, Z (its own prefill latency beyond S, the hand-off, the host time, OSL − 1 decode steps). Schweitzer's
+    approximate mean value analysis of that loop, R = S · (1 + (C − 1)/C · X · R) with X = C / (Z + R) (Schweitzer
+    1979; Reiser & Lavenberg 1980), is a quadratic in R; this is its root. A finite population's queue: at light load
+    (C·S ≪ Z) W ≈ S · C·S/Z; past the knee (C·S ≫ Z) R → C·S − Z, Little's law with the server saturated. An
+    open-loop wait (:func:`prefill_wait`, M/D/1) grows without bound as its utilisation nears 1, where a benchmark's C
+    clients can queue no more than C − 1 prompts: on GB200 Dynamo-TRT-LLM at C = 512 it priced the prefill queue at
+    5.3 s against a measured mean TTFT of 1.1 s (docs/stacks.md, "The prefill queue of a closed loop").
+    """
+    c, s, z = (np.asarray(x, dtype=float) for x in (concurrency, service_s, think_s))
+    d = c * s - z
+    r = 0.5 * (d + np.sqrt(d * d + 4.0 * s * np.maximum(z, 0.0)))
+    return np.maximum(r - s, 0.0)
+
+
+def closed_loop_rate(concurrency, osl, cycle_s):
+    """Output tokens/s of C requests kept in flight: X = C · OSL / (TTFT + (OSL − 1) · TPOT) (Little's law over a
+    request's whole cycle, which is what a closed-loop benchmark's throughput measures: output tokens over the run)."""
+    return np.asarray(concurrency, dtype=float) * np.asarray(osl, dtype=float) / np.asarray(cycle_s, dtype=float)
 
 
 #: Requests a closed-loop benchmark client sends per unit of concurrency: InferenceMAX's benchmark_serving.py runs
