@@ -18,10 +18,9 @@ from ...explain import Derivation
 from ...results import ResultMixin
 from .inputs import Plan
 from .schedule import (CLOSED_LOOP_PROMPTS_PER_CLIENT, MAX_NUM_TOKENS, closed_loop_rate, closed_loop_ttft,
-                       closed_loop_wait, disaggregated_output_rate,
-                       disaggregated_ttft, disaggregated_wave_ttft, first_wave_share, kv_transfer_time, median_ttft,
-                       output_tokens_per_s, prefill_chunks, saturated_ttft, steady_state, tokens_per_s_per_user,
-                       total_tokens_per_s, tpot, wave_schedule, waves_persist)
+                       closed_loop_wait, disaggregated_output_rate, disaggregated_wave_ttft, first_wave_share,
+                       kv_transfer_time, median_ttft, output_tokens_per_s, prefill_chunks, saturated_ttft,
+                       steady_state, tokens_per_s_per_user, total_tokens_per_s, tpot, wave_schedule, waves_persist)
 from .steps import (eager_step, mixed_numbers, prefill_speed_step, prompt_pass_time, run_step, speculative_step,
                     step_kernels)
 from .explain import derive, ops

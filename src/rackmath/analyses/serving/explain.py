@@ -183,8 +183,8 @@ def _schedule_lines(x) -> None:
 
 
 def _aggregated_rates(x) -> None:
-    """TPOT, tok/s/user, X_out, per GPU, of an aggregated stream."""
-    d, w, lay, A, v = x.d, x.w, x.lay, x.A, x.v
+    """TPOT and tok/s/user of an aggregated stream (X_out after TTFT_open: :func:`_aggregated_output`)."""
+    d, A, v = x.d, x.A, x.v
     d.add("TPOT", "(t_decode + n·(b − 1)/b·(t_mixed − t_decode)) / A  (n ≤ 1; else t_mixed / A)", "",
           v["tpot_ms"] / 1e3, "s", "other requests' prefills stall the stream; a request's own prefill is its TTFT",
           expr=f"(t_decode + n * max(b - 1, 0) / max(b, 1) * (t_mixed - t_decode)) / {A!r} if n <= 1 "
@@ -212,8 +212,9 @@ def _per_gpu(x) -> None:
 
 
 def _aggregated_ttft(x) -> None:
-    """ρ, t_prefill, W, t_request, TTFT of an aggregated stream (a closed-loop client's first wave after it)."""
-    d, p, info, w, R, v, r = x.d, x.p, x.info, x.w, x.R, x.v, x.r
+    """t_prefill, t_request, S, Z, W, TTFT_open, X_out, Q, TTFT of an aggregated stream (a closed-loop client's first
+    wave after it)."""
+    d, p, info, w, R = x.d, x.p, x.info, x.w, x.R
     t_req = _f(info["t_request"])
     tp = _f(np.ceil(w.isl_new / info["chunk"]) * info["t_mixed"])
     d.add("t_prefill", "⌈ISL_new / c_r⌉ · t_mixed", "", tp, "s", "the prompt's own chunks",
@@ -270,8 +271,9 @@ def _queue_line(x, why: str) -> None:
 
 
 def _disaggregated_rates(x) -> None:
-    """t̄, TPOT, X_prefill, X_out, per GPU, of a decode pool fed by a prefill pool."""
-    d, info, w, A, v = x.d, x.info, x.w, x.A, x.v
+    """t̄, TPOT, tok/s/user, X_prefill of a decode pool fed by a prefill pool (X_out after TTFT_open:
+    :func:`_disaggregated_output`)."""
+    d, info, A, v = x.d, x.info, x.A, x.v
     d.add("t̄", "t_decode (the decode pool runs decode only)", "", v["step_ms"] / 1e3, "s", expr="t_decode",
           key="tbar")
     d.add("TPOT", "t̄ / A", "", v["tpot_ms"] / 1e3, "s", expr=f"tbar / {A!r}", key="tpot")
@@ -294,8 +296,9 @@ def _disaggregated_output(x) -> None:
 
 
 def _disaggregated_ttft(x) -> None:
-    """The prefill pass, KV hand-off, the pool's queue, t_request, TTFT of a disaggregated deployment."""
-    d, p, info, w, r = x.d, x.p, x.info, x.w, x.r
+    """The prefill pass, KV hand-off, t_request, the closed loop's wait for the pool (S, Z, W), TTFT_open, X_out, Q,
+    TTFT of a disaggregated deployment."""
+    d, p, info, w = x.d, x.p, x.info, x.w
     t_req = _f(info["t_request"])
     pf = info["prefill"]
     d.add("t_gpu,prefill", "one prompt's prefill pass on the prefill layout",
