@@ -379,6 +379,13 @@ def _compute_ops(mn: ModelNumbers, hw: HwNumbers, sh: _Shape, eff, t_attn, adp_i
     return ops
 
 
+def wide_ep(attention_dp, ep):
+    """Whether the experts are reached by an all-to-all over attention-DP ranks (attention DP and EP > 1: DeepEP,
+    TensorRT-LLM's wide-EP): every rank's tokens meet the experts, and a prompt pass's dispatch sizes its buffers from
+    per-rank counts the host reads back (``serving.steps.synced_prompt_pass``)."""
+    return np.asarray(attention_dp, dtype=bool) & (np.asarray(ep, dtype=float) > 1)
+
+
 def _experts_law(mn: ModelNumbers, sh: _Shape, eff, hw: HwNumbers):
     """The compute law (η_c, M½, source, applies) the routed experts run at (``Op.law``), or None (the preset's dense
     GEMM law η_c(M) everywhere).
@@ -386,14 +393,14 @@ def _experts_law(mn: ModelNumbers, sh: _Shape, eff, hw: HwNumbers):
     The measured grouped-GEMM law of the chip's MoE tables (``moe_compute_law_of``) where the experts meet many
     tokens each: a prompt pass, and a decode step under attention DP with experts spread over EP > 1 ranks (every
     rank's tokens are dispatched to the experts: DeepEP / TensorRT-LLM wide-EP; a GB200 DEP8 pool at C = 2,252
-    puts ~140 tokens on each expert, where TensorRT-LLM's grouped GEMM reaches 0.32 ms per layer (aiconfigurator's
-    wideep_moe table) against the dense law's 0.13 ms). Elsewhere a decode step's few tokens per expert run the
+    puts ~145 tokens on each expert, where TensorRT-LLM's wide-EP MoE takes 0.35–0.39 ms per layer at 512 tokens per
+    rank (aiconfigurator's wideep_moe table), the MoE law 0.40 ms and the dense law 0.15 ms). Elsewhere a decode step's few tokens per expert run the
     stacks' fused low-latency MoE kernels, at the dense law their fitted step times were made with
     (docs/stacks.md, "The routed experts' compute, measured")."""
     law = moe_compute_law_of(mn, getattr(eff, "moe_compute", ()), hw.compute_dtype)
     if law is None or mn.prefill:
         return None if law is None else (law[3], law[4], law[5], True)
-    wide = np.asarray(sh.adp & (sh.ep > 1))
+    wide = wide_ep(sh.adp, sh.ep)
     if not np.any(wide):
         return None
     return (np.where(wide, law[3], eff.eta_compute), np.where(wide, law[4], eff.gemm_half_tokens), law[5], wide)

@@ -17,10 +17,10 @@ from ...engine.roofline import usd_per_mtok  # the one $/Mtok formula
 from ...explain import Derivation
 from ...results import ResultMixin
 from .inputs import Plan
-from .schedule import (CLOSED_LOOP_PROMPTS_PER_CLIENT, MAX_NUM_TOKENS, closed_loop_rate, closed_loop_ttft,
-                       closed_loop_wait, disaggregated_output_rate, disaggregated_wave_ttft, first_wave_share,
-                       kv_transfer_time, median_ttft, output_tokens_per_s, prefill_chunks, saturated_ttft,
-                       steady_state, tokens_per_s_per_user, total_tokens_per_s, tpot, wave_schedule, waves_persist)
+from .schedule import (CLOSED_LOOP_PROMPTS_PER_CLIENT, MAX_NUM_TOKENS, closed_loop_prefill, closed_loop_ttft,
+                       disaggregated_output_rate, disaggregated_wave_ttft, first_wave_share, kv_transfer_time,
+                       median_ttft, output_tokens_per_s, prefill_chunks, saturated_ttft, steady_state,
+                       tokens_per_s_per_user, total_tokens_per_s, tpot, wave_schedule, waves_persist)
 from .steps import (eager_step, mixed_numbers, prefill_speed_step, prompt_pass_time, run_step, speculative_step,
                     step_kernels)
 from .explain import derive, ops
@@ -218,7 +218,7 @@ def _disaggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
     C, A = w.concurrency, w.acceptance
     running = dec["b"] * p.layout.dp * p.layout.pp  # sequences the decode pool runs (its max batch caps b)
     cap_out = output_tokens_per_s(running, t_dec, A)
-    pf_tok_s, t_pass = prefill_pool_rate(p, lp, eff)
+    pf_tok_s, _ = prefill_pool_rate(p, lp, eff)
     tau_e = stack_eager_s(eff, st.name)
     x_cap = disaggregated_output_rate(cap_out, pf_tok_s, w.isl, w.osl, w.cached_share)
     prefill_bound = x_cap < cap_out
@@ -227,33 +227,30 @@ def _disaggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
     t_pf = prompt_pass_time(res_1, eff, st.name, lp.attention_dp, lp.ep) * n_chunks
     kv_bytes = float(np.asarray(p.model.kv_cache_bytes(w.isl, p.kv_dtype)))
     t_xfer = kv_transfer_time(kv_bytes, p.system.chip.scaleout_bw * lp.tp * eff.eta_comm)
-    # the prefill pool's queue as a closed loop of the running requests (closed_loop_wait): a prompt takes a share
-    # S = ISL_new / X_P of the pool; the rest of its cycle is Z (its own pass beyond S, the hand-off, the host, decode)
+    # the prefill pool's queue, a closed loop of the running requests: a prompt takes a share S = ISL_new / X_P of the
+    # pool; ahead of the wait, its own pass, the hand-off and the host
+    t_tpot = tpot(t_dec, A)
     service = w.isl_new / pf_tok_s
-    ttft_before_wait = t_pf + t_xfer + t_req
-    rest = np.maximum(ttft_before_wait + (w.osl - 1.0) * tpot(t_dec, A) - service, 0.0)
-    wait = closed_loop_wait(running, service, rest)
-    ttft_open = ttft_before_wait + wait
-    x_loop = closed_loop_rate(running, w.osl, ttft_open + (w.osl - 1.0) * tpot(t_dec, A))
-    x_out = np.minimum(x_cap, x_loop)
-    rho = x_out * w.isl_new / w.osl / pf_tok_s
-    saturated = prefill_bound | (running < C * (1.0 - 1e-9))  # the prefill pool binds, or the batch is capped
-    ttft, queue = saturated_ttft(ttft_open, saturated, C, x_out, w.osl, tpot(t_dec, A))
-    info.update(ttft_open=ttft_open, queue=queue, saturated=saturated, service=service, cycle_rest=rest,
-                wait=wait)
+    loop = closed_loop_prefill(running, service, t_pf + t_xfer + t_req, w.osl, t_tpot)
+    x_out = np.minimum(x_cap, loop["rate"])
+    capped = running < C * (1.0 - 1e-9)  # the decode pool's batch is capped below the requests
+    saturated = prefill_bound | capped  # … or the prefill pool binds
+    ttft, queue = saturated_ttft(loop["ttft_open"], saturated, C, x_out, w.osl, t_tpot)
+    info.update(ttft_open=loop["ttft_open"], queue=queue, saturated=saturated, capped=capped, service=service,
+                cycle_rest=loop["rest"], wait=loop["wait"], loop_requests=running)
     if w.arrivals == "closed-loop":  # the first wave queues at the prefill pool (closed_loop_ttft)
         share = first_wave_share(CLOSED_LOOP_PROMPTS_PER_CLIENT * C, C)
         ttft_wave = disaggregated_wave_ttft(t_pf, t_xfer, w.isl_new, pf_tok_s, C, t_req)
         info.update(ttft_steady=ttft, ttft_wave=ttft_wave, wave_share=share)
         ttft = closed_loop_ttft(ttft_wave, ttft, share, info["t_warm"])
-    info.update(rho=rho, t_pass=t_pass, prefill_one=res_1, n_chunks=n_chunks, tau_eager=tau_e,
+    info.update(prefill_one=res_1, n_chunks=n_chunks, tau_eager=tau_e,
                 prefill=dict(gpus=lp.gpus, layout=dict(tp=lp.tp, ep=lp.ep, pp=lp.pp, attention_dp=lp.attention_dp,
                                                        dp=lp.dp, label=lp.label()),
                              input_tok_s=pf_tok_s, input_tok_s_per_gpu=pf_tok_s / lp.gpus, prefill_s=t_pf,
                              kv_transfer_s=t_xfer))
     if np.any(prefill_bound):
         notes.append("the prefill pool limits throughput: the decode pool idles part of the time")
-    return dict(t_bar=t_dec, t_tpot=tpot(t_dec, A), x_out=x_out, prefill_bound=prefill_bound, ttft=ttft, t_mix=t_dec)
+    return dict(t_bar=t_dec, t_tpot=t_tpot, x_out=x_out, prefill_bound=prefill_bound, ttft=ttft, t_mix=t_dec)
 
 
 def _aggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
@@ -276,10 +273,10 @@ def _aggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
                       budget=st.max_num_tokens, t_request=info["t_request"], arrivals=w.arrivals,
                       queued=w.concurrency / (lay.dp * lay.pp))
     sch, t_mix, (n_eager, res_m) = ss["schedule"], ss["t_mixed"], ss["mixed_extra"]
-    info.update(ttft_open=ss["ttft_open_s"], queue=ss["queue_s"], saturated=ss["saturated"], service=ss["service_s"],
-                cycle_rest=ss["cycle_rest_s"], wait=ss["wait_s"])
+    info.update(ttft_open=ss["ttft_open_s"], queue=ss["queue_s"], saturated=ss["saturated"], capped=ss["capped"],
+                service=ss["service_s"], cycle_rest=ss["cycle_rest_s"], wait=ss["wait_s"], loop_requests=b)
     info.update(chunk=sch["c_rank"], chunk_total=sch["c_tot"], prefill_per_step=sch["p"], t_mixed=t_mix,
-                n_mixed=ss["n_mixed"], rho=sch["rho"], budget_left=sch["left"], eager_kernels_mixed=n_eager,
+                n_mixed=ss["n_mixed"], budget_left=sch["left"], eager_kernels_mixed=n_eager,
                 schedule=sch, res_mixed=res_m, tau_eager=tau_e)
     out = dict(t_bar=ss["step_s"], t_tpot=ss["tpot_s"], x_out=ss["out_tok_s"] * lay.dp * lay.pp,
                prefill_bound=ss["prefill_bound"], ttft=ss["ttft_s"], t_mix=t_mix)

@@ -228,8 +228,7 @@ def _aggregated_ttft(x) -> None:
           "half a step to the next schedule, the prompt's chunks, the host, the queue; before any saturation queue",
           expr="tbar / 2 + t_pf + t_req + W", key="ttft_o")
     _aggregated_output(x)
-    capped = float(np.asarray(w.concurrency).ravel()[0]) / (x.lay.dp * x.lay.pp) > _f(info["b"]) * (1 + 1e-9)
-    why = (f"the running batch is capped at {p.stack.max_batch_size} per scheduler" if capped
+    why = (f"the running batch is capped at {p.stack.max_batch_size} per scheduler" if _f(info["capped"])
            else "the prefill budget binds")
     _queue_line(x, why)
 
@@ -239,7 +238,7 @@ def _closed_loop_wait_lines(x, before: str, before_text: str) -> None:
     (``schedule.closed_loop_wait``, Schweitzer's mean value analysis); ``before`` the TTFT terms ahead of the wait
     (an expression on earlier keys) and their text."""
     d, info, w = x.d, x.info, x.w
-    C = _f(info["b"]) if x.r.mode != "disaggregated" else _f(info["b"] * x.p.layout.dp * x.p.layout.pp)
+    C = _f(info["loop_requests"])
     d.add("Z", f"max({before_text} + (OSL − 1) · TPOT − S, 0)", "", _f(info["cycle_rest"]), "s",
           "the rest of a request's cycle", expr=f"max({before} + ({w.osl!r} - 1) * tpot - S, 0.0)", key="Z")
     d.add("W", "½ · [(n·S − Z) + √((n·S − Z)² + 4·S·Z)] − S", "", _f(info["wait"]), "s",
@@ -285,8 +284,8 @@ def _disaggregated_rates(x) -> None:
 
 def _disaggregated_output(x) -> None:
     """X_out (the decode pool, the prefill pool's feed, Little's law over the cycle) and per GPU, after TTFT_open."""
-    d, info, w, A, v, p = x.d, x.info, x.w, x.A, x.v, x.p
-    n = _f(info["b"] * p.layout.dp * p.layout.pp)
+    d, info, w, A, v = x.d, x.info, x.w, x.A, x.v
+    n = _f(info["loop_requests"])
     dec, feed = f"{n!r} * {A!r} / t_decode", f"X_P * {w.osl!r} / ({w.isl!r} * (1 - {w.cached_share!r}))"
     d.add("X_out", "min(n·A/t_decode, X_prefill · OSL / (ISL · (1 − h)), n·OSL/(TTFT_open + (OSL − 1)·TPOT))", "",
           v["output_tok_s"], "tok/s", f"n = {n:.6g} sequences the decode pool runs; decode, the prefill pool's feed, "
@@ -329,8 +328,7 @@ def _disaggregated_ttft(x) -> None:
     d.add("TTFT_open", "t_prefill + t_KV + t_request + W", "", _f(info["ttft_open"]), "s",
           "before any saturation queue", expr="t_pf + t_kv + t_req + W", key="ttft_o")
     _disaggregated_output(x)
-    capped = float(np.asarray(w.concurrency).ravel()[0]) > _f(info["b"] * p.layout.dp * p.layout.pp) * (1 + 1e-9)
-    why = (f"the decode pool's running batch is capped at {p.stack.max_batch_size} per scheduler" if capped
+    why = (f"the decode pool's running batch is capped at {p.stack.max_batch_size} per scheduler" if _f(info["capped"])
            else "the prefill pool feeds fewer requests than the decode pool serves")
     _queue_line(x, why)
 

@@ -373,20 +373,18 @@ def steady_state(seqs, ranks, isl_new, osl, t_decode, mixed_step, *, acceptance=
     t_bar, t_tpot, x_rep, bound = time_sliced_schedule(t_decode, t_mix, sch["p"], sch["c_tot"], b, acceptance,
                                                         isl_new, osl)
     t_pf = np.ceil(isl_new / sch["c_rank"]) * t_mix
-    # the prompts' queue for the prefill budget, as a closed loop of b requests (closed_loop_wait): a prompt takes a
-    # share S of the budget's capacity R · left tokens per mixed step; the rest of its cycle is Z
+    # the prompts' queue for the prefill budget: a prompt takes a share S of its capacity, R · left tokens per mixed
+    # step; ahead of the wait, half a step to the next schedule, its own chunks and the host
     S = max(float(isl_new), 1.0) * t_mix / (np.asarray(ranks, dtype=float) * sch["left"])
-    ttft_before_wait = 0.5 * t_bar + t_pf + t_request  # half a step to the next schedule, its own chunks, the host
-    Z = np.maximum(ttft_before_wait + (osl - 1.0) * t_tpot - S, 0.0)
-    wait = closed_loop_wait(b, S, Z)
-    ttft_open = ttft_before_wait + wait
-    x_rep = np.minimum(x_rep, closed_loop_rate(b, osl, ttft_open + (osl - 1.0) * t_tpot))
+    loop = closed_loop_prefill(b, S, 0.5 * t_bar + t_pf + t_request, osl, t_tpot)
+    x_rep = np.minimum(x_rep, loop["rate"])
     q = b if queued is None else np.asarray(queued, dtype=float)
-    saturated = bound | (q > b)  # the prefill budget binds, or the running batch is capped below the requests
-    ttft, queue = saturated_ttft(ttft_open, saturated, q, x_rep, osl, t_tpot)
+    capped = q > b  # the running batch is capped below the requests in the system
+    saturated = bound | capped  # … or the prefill budget binds
+    ttft, queue = saturated_ttft(loop["ttft_open"], saturated, q, x_rep, osl, t_tpot)
     return dict(schedule=sch, t_mixed=t_mix, mixed_extra=extra, step_s=t_bar, tpot_s=t_tpot, out_tok_s=x_rep,
-                prefill_bound=bound, ttft_s=ttft, ttft_open_s=ttft_open, queue_s=queue, saturated=saturated,
-                service_s=S, cycle_rest_s=Z, wait_s=wait,
+                prefill_bound=bound, ttft_s=ttft, ttft_open_s=loop["ttft_open"], queue_s=queue, saturated=saturated,
+                capped=capped, service_s=S, cycle_rest_s=loop["rest"], wait_s=loop["wait"],
                 n_mixed=mixed_steps_per_decode(sch["p"], sch["c_tot"]))
 
 
@@ -421,6 +419,20 @@ def closed_loop_rate(concurrency, osl, cycle_s):
     """Output tokens/s of C requests kept in flight: X = C · OSL / (TTFT + (OSL − 1) · TPOT) (Little's law over a
     request's whole cycle, which is what a closed-loop benchmark's throughput measures: output tokens over the run)."""
     return np.asarray(concurrency, dtype=float) * np.asarray(osl, dtype=float) / np.asarray(cycle_s, dtype=float)
+
+
+def closed_loop_prefill(requests, service_s, ttft_before_wait, osl, tpot_s) -> dict:
+    """``requests`` in flight whose prompts queue for one prefill server (a share ``service_s`` of it each): the rest
+    of a request's cycle Z = max(TTFT_before_wait + (OSL − 1) · TPOT − S, 0), its wait W (:func:`closed_loop_wait`),
+    TTFT_open = TTFT_before_wait + W and the loop's output rate X = n · OSL / (TTFT_open + (OSL − 1) · TPOT)
+    (:func:`closed_loop_rate`). The aggregated stream (:func:`steady_state`, the server its prefill budget) and the
+    disaggregated pools (``evaluate._disaggregated``, the server the prefill pool) both read it here.
+    Returns dict(rest, wait, ttft_open, rate)."""
+    decode = (np.asarray(osl, dtype=float) - 1.0) * np.asarray(tpot_s, dtype=float)
+    rest = np.maximum(ttft_before_wait + decode - service_s, 0.0)
+    wait = closed_loop_wait(requests, service_s, rest)
+    ttft_open = ttft_before_wait + wait
+    return dict(rest=rest, wait=wait, ttft_open=ttft_open, rate=closed_loop_rate(requests, osl, ttft_open + decode))
 
 
 #: Requests a closed-loop benchmark client sends per unit of concurrency: InferenceMAX's benchmark_serving.py runs

@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from ...engine.efficiency import host_step_s, stack_eager_s
-from ...engine.layout import evaluate as layout_evaluate
+from ...engine.layout import evaluate as layout_evaluate, wide_ep
 from ...engine.numbers import ModelNumbers
 
 
@@ -125,7 +125,7 @@ def synced_prompt_pass(attention_dp, ep) -> object:
     per-rank counts) overlaps as :func:`eager_step`. What shows it: InferenceMAX's saturated prefill pools —
     tensor-parallel ones run at the overlapped model's rate (0.98–1.03×), attention-DP ones at 0.45–0.66 of it and
     at 0.7–1.04 of the serial one (docs/stacks.md, "A prompt pass's host sync")."""
-    return np.asarray(attention_dp, dtype=bool) & (np.asarray(ep, dtype=float) > 1)
+    return wide_ep(attention_dp, ep)
 
 
 def synced_eager_step(t_gpu, n_kernels, tau_eager):
