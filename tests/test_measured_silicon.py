@@ -30,6 +30,41 @@ def test_silicon_numbers_hand_derived_from_h200_curves():
         assert "aiconfigurator-core 0.12.0" in s[k]["from"] and ".parquet" in s[k]["from"], k
 
 
+def test_kv_rates_hand_derived_from_the_decode_attention_curves():
+    """η_m,kv and η_m,mla: the fastest decode-attention point streaming ≥ 512 MB, B / (BW · (t − τ))."""
+    s = silicon(_h200())
+    tau = 2.4427e-06
+    # GQA, batch 64 at 4,095 tokens: 64 · 4095 · (2 · 8 KV heads · 128) · 2 B = 1.0735 GB in 265.35 µs (batch 8 at
+    # 32,767 tokens reads 1.0737 GB in 265.45 µs: 0.8505, a hair slower)
+    gqa = 64 * 4095 * 2 * 8 * 128 * 2 / (4.8e12 * (265.35e-6 - tau))
+    assert s["eta_memory_kv"]["value"] == pytest.approx(gqa, rel=1e-4) and gqa == pytest.approx(0.8506, abs=1e-3)
+    assert "batch 64" in s["eta_memory_kv"]["from"]
+    # MLA, batch 64 at 131,071 tokens: 64 · 131071 · 576 · 2 B = 9.66 GB (the latent, whole on each TP rank) in 2.1347 ms
+    mla = 64 * 131071 * 576 * 2 / (4.8e12 * (2.1347e-3 - tau))
+    assert s["eta_memory_mla"]["value"] == pytest.approx(mla, rel=1e-4) and mla == pytest.approx(0.944, abs=1e-3)
+    assert "generation_attention_perf.parquet" in s["eta_memory_kv"]["from"]
+    assert "generation_mla_perf.parquet" in s["eta_memory_mla"]["from"]
+    # A100's GQA table reads faster than its HBM (1.07 GB in 342 µs: 3.1 TB/s on a 2.0 TB/s part): not used
+    a100 = silicon(load_hardware("a100-sxm-80gb").chip)
+    assert "eta_memory_kv" not in a100 and "eta_memory" in a100
+
+
+def test_kv_reads_stream_at_their_measured_rate_other_reads_at_eta_m():
+    from dataclasses import replace
+
+    from rackmath.engine.step import Op, memory_efficiency
+
+    e = resolve("b200", "measured")
+    assert (e.eta_memory, e.eta_memory_kv, e.eta_memory_mla) == pytest.approx((0.653, 0.861, 0.720), abs=1e-3)
+    assert memory_efficiency(Op("attention", kv=True), e) == e.eta_memory_kv
+    assert memory_efficiency(Op("attention", kv=True, mla=True), e) == e.eta_memory_mla
+    assert memory_efficiency(Op("qkv_o"), e) == e.eta_memory
+    # a fitted preset has no rate of its own (0): its KV reads at η_m, as before
+    p = default_efficiency("b200")
+    assert p.eta_memory_kv == 0 and memory_efficiency(Op("attention", kv=True), p) == p.eta_memory
+    assert memory_efficiency(Op("attention", kv=True, mla=True), replace(e, eta_memory_mla=0.0)) == e.eta_memory
+
+
 def test_derived_gemm_law_reproduces_the_measured_curve():
     """t(M) = τ + max(2MNK / (peak·η_c(M)), NK·bytes / (BW·η_m)) with the derived η_c, M½, η_m, τ is within 15% of
     the compute-bound points of the curve η_c and M½ came from (M = 256 … 16384); below, the block-scaled FP8 GEMM
@@ -109,6 +144,8 @@ def test_serve_explain_names_the_curve_point():
     text = r.explain().render()
     assert "η_c(M=64) [qkv_o]" in text and "gemm fp8_block N=8192 K=8192" in text
     assert "nccl_perf.parquet" in text
+    # DeepSeek's latent cache at the MLA decode curve's rate, named with its table (and no GQA rate line)
+    assert "η_m,mla (MLA attention)" in text and "generation_mla_perf.parquet" in text and "η_m,kv" not in text
     # the η_c(M) line is the law at the curve's numbers
     s = silicon(_h200())
     want = s["eta_compute"]["value"] * 64 / (64 + s["gemm_half_tokens"]["value"])

@@ -61,6 +61,8 @@ NUMERIC = {
     "eta_compute": (0.0, 1.0, 1.0),
     "eta_memory": (0.0, 1.0, 1.0),
     "eta_memory_moe": (0.0, 1.0, 0.0),
+    "eta_memory_kv": (0.0, 1.0, 0.0),
+    "eta_memory_mla": (0.0, 1.0, 0.0),
     "eta_comm": (0.0, 1.0, 1.0),
     "step_overhead_s": (0.0, 10.0, 0.0),
     "gemm_half_tokens": (0.0, 1e5, 0.0),
@@ -198,6 +200,10 @@ class Efficiency:
     #: η_m of the routed experts' weight reads (a grouped GEMM streaming the experts it hits), from a chip's measured
     #: MoE curves (specs/kernels.moe_memory_efficiency); 0: η_m (every preset fitted on records)
     eta_memory_moe: float = 0.0
+    #: η_m of a decode step's KV-cache reads, GQA / MHA caches and MLA latent caches, from a chip's measured decode
+    #: attention curves (specs/kernels.kv_memory_efficiency); 0: η_m (every preset fitted on records)
+    eta_memory_kv: float = 0.0
+    eta_memory_mla: float = 0.0
     #: fixed time of one TP all-reduce inside the scale-up domain: the stacks' one-shot custom all-reduce in a CUDA
     #: graph, from a chip's measured curves (specs/kernels.silicon); 0: τ_c (every preset fitted on records)
     allreduce_latency_s: float = 0.0
@@ -306,6 +312,10 @@ FIT_PARAMS = (
 FIT_STARTS = ({f"eager_{st}_s": 7.5e-5 for st in STACK_NAMES},)
 
 
+#: The η fields for which 0 means "the preset's η_m" (a preset fitted on records has no measured rate of its own).
+ZERO_MEANS_ETA_M = ("eta_memory_moe", "eta_memory_kv", "eta_memory_mla")
+
+
 def _num(d, k, path, name):
     lo, hi, ideal = NUMERIC[k]
     v = d.get(k, ideal)
@@ -314,7 +324,7 @@ def _num(d, k, path, name):
     except (TypeError, ValueError):
         raise CatalogError(path, f"efficiency.{k}", f"{name!r}: {v!r} is not a number") from None
     eta = k.startswith("eta_")  # a share of a peak: up to 1 included
-    open_lo = eta and k != "eta_memory_moe"  # and above 0 (η_m,moe: 0 means "η_m")
+    open_lo = eta and k not in ZERO_MEANS_ETA_M  # and above 0 (η_m,moe, η_m,kv, η_m,mla: 0 means "η_m")
     ok = (lo < v if open_lo else lo <= v) and (v <= hi if eta else v < hi)
     if not ok:  # also rejects NaN
         rng = ("(" if open_lo else "[") + f"{lo:g}, {hi:g}" + ("]" if eta else ")")
@@ -396,6 +406,7 @@ def default_efficiency(chip_name: str, regime: str = "serving") -> Efficiency:
 
 #: The Efficiency fields :func:`measured_efficiency` takes from a chip's measured kernel curves (specs/kernels.silicon).
 SILICON_FIELDS = ("kernel_latency_s", "eta_compute", "gemm_half_tokens", "eta_memory", "eta_memory_moe",
+                  "eta_memory_kv", "eta_memory_mla",
                   "collective_latency_s", "allreduce_latency_s", "eta_comm", "mla_kernel_scale", "moe_routing",
                   "moe_compute")
 #: The host-time fields of one stack version (``stack_hosts.toml``), each an ``<field>_<engine>_s`` of a preset.
@@ -405,7 +416,7 @@ VERSION_FIELDS = ("sched", "seq", "eager", "request", "warm")
 def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
     """``--efficiency measured``: the chip's silicon from its measured kernel curves, the stack from its version.
 
-    τ, η_c, M½, η_m, η_m,moe, α_coll, α_AR, η_comm and the routing shares s(T) come from
+    τ, η_c, M½, η_m, η_m,moe, η_m,kv, η_m,mla, α_coll, α_AR, η_comm and the routing shares s(T) come from
     :func:`rackmath.specs.kernels.silicon` (each with the curve, table and package version it was read from:
     ``silicon_from``); the other numbers (MLA kernel scale, scale-out latency) and
     the host times of a stack without fitted version times are the chip's calibrated preset's; each stack version's

@@ -360,7 +360,7 @@ def _compute_ops(mn: ModelNumbers, hw: HwNumbers, sh: _Shape, eff, t_attn, adp_i
     n_k = attention_kernels(mn.dsa, mla) * sh.L_stage  # heads split TP/R ways in a group, sequences over groups
     ops.append(Op("attention", flops=b * mn.attn_flops_per_seq * sh.s_frac / sh.tp * adp_imb,
                   bytes=b * mn.kv_read_bytes_per_seq * sh.s_frac / sh.kv_shard * adp_imb,
-                  peak=hw.attn_peak_flops or hw.peak_flops, kernels=n_k, kv=True,
+                  peak=hw.attn_peak_flops or hw.peak_flops, kernels=n_k, kv=True, mla=bool(mn.mla),
                   eager_kernels=None if eager is None else n_k * eager))
     if mn.is_moe:
         k = mn.experts_per_token

@@ -128,6 +128,7 @@ class Op:
     m: object = None
     latency_s: object = 0.0
     kv: bool = False  # bytes are KV-cache reads (reported as t_kv rather than t_weights)
+    mla: bool = False  # those KV reads are an MLA latent cache (η_m,mla where measured; else GQA / MHA: η_m,kv)
     eager_kernels: object = None  # kernels the host dispatches when the step is not graph-captured (None: ``kernels``)
     #: a measured compute law of its own (η_c, M½, source, applies): the routed experts' grouped GEMM from the chip's
     #: MoE tables (``Efficiency.moe_compute``), η_c and M½ arrays holding the dense law's values where ``applies``
@@ -155,12 +156,17 @@ def _small_m_penalty(eff) -> bool:
 
 
 def memory_efficiency(op: Op, eff):
-    """η_m of an operator's bytes: the routed experts' weight reads stream at the chip's measured MoE rate η_m,moe
-    where the preset has one (``--efficiency measured`` on a chip with MoE curves), every other read at η_m."""
-    moe = getattr(eff, "eta_memory_moe", 0.0)
-    if op.name == "experts" and np.all(np.asarray(moe) > 0):
-        return moe
-    return eff.eta_memory
+    """η_m of an operator's bytes: the routed experts' weight reads stream at the chip's measured MoE rate η_m,moe,
+    a decode step's KV-cache reads at its measured decode-attention rate (η_m,mla for an MLA latent cache, η_m,kv for
+    GQA / MHA) where the preset has one (``--efficiency measured`` on a chip with those curves), every other read
+    at η_m."""
+    if op.name == "experts":
+        own = getattr(eff, "eta_memory_moe", 0.0)
+    elif op.kv:
+        own = getattr(eff, "eta_memory_mla" if op.mla else "eta_memory_kv", 0.0)
+    else:
+        return eff.eta_memory
+    return own if np.all(np.asarray(own) > 0) else eff.eta_memory
 
 
 def collective_latency(op: Op, eff):
@@ -331,6 +337,7 @@ def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
         return m.group(1) if m else k
 
     eta_c, half = at(eff.eta_compute), at(eff.gemm_half_tokens)
+    kv_rates = {"eta_memory_mla" if op.mla else "eta_memory_kv" for op in times.ops if op.kv}  # the one attention read
     rows = []
     for op in times.ops:
         if op.law is not None and at(op.law[3]) and at(op.flops) > 0:  # the routed experts: their MoE curve's law
@@ -347,10 +354,11 @@ def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
                              source=f"η_c·M/(M+M½), the {curve('eta_compute')} curve"))
     for k, sym, unit in (("eta_compute", "η_c", ""), ("gemm_half_tokens", "M½", ""), ("eta_memory", "η_m", ""),
                          ("eta_memory_moe", "η_m,moe (experts)", ""),
+                         ("eta_memory_kv", "η_m,kv (GQA attention)", ""), ("eta_memory_mla", "η_m,mla (MLA attention)", ""),
                          ("kernel_latency_s", "τ_k", "s"), ("collective_latency_s", "τ_c", "s"),
                          ("allreduce_latency_s", "α_AR (TP all-reduce)", "s"),
                          ("eta_comm", "η_comm", ""), ("mla_kernel_scale", "MLA kernel scale", "")):
-        if k in src:
+        if k in src and (k not in ("eta_memory_kv", "eta_memory_mla") or k in kv_rates):
             rows.append(dict(op=None, symbol=sym, working="", value=at(getattr(eff, k)), unit=unit, source=src[k],
                              how="inferred from serving records" if " inferred from " in src[k] else
                              "measured kernel curve"))

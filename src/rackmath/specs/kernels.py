@@ -234,6 +234,43 @@ def moe_memory_efficiency(curve: dict, hbm_bw: float, tau: float) -> float:
     return min(1.0, best)
 
 
+#: KV bytes a decode-attention point must stream to count toward its rate (:func:`kv_memory_efficiency`): far above
+#: any chip's L2 (50–126 MB on the catalog's NVIDIA chips), so the rate read is HBM's, not a cache's.
+KV_STREAM_BYTES = 512e6
+#: Bytes per cached token and layer of the attention tables' caches (BF16): GQA's K and V of ``kv_heads`` heads of
+#: ``head_dim``; MLA's latent of 512 plus the decoupled RoPE key of 64 (DeepSeek-V3, arXiv 2412.19437 §2.1.1), whole
+#: on every tensor-parallel rank.
+MLA_LATENT_ELEMENTS = 512 + 64
+
+
+def kv_cache_bytes(curve: dict, context: float) -> float:
+    """Bytes a decode-attention curve's point reads: batch · context · (2 · kv_heads · head_dim for GQA, 576 for
+    MLA) · 2 (BF16 elements)."""
+    per_token = (2.0 * curve["kv_heads"] * curve["head_dim"] if curve["op"] == "attention_decode"
+                 else float(MLA_LATENT_ELEMENTS))
+    return curve["batch"] * context * per_token * 2.0
+
+
+def _kv_shape_ok(c: dict) -> bool:
+    """A decode-attention curve states its BF16 cache's shape: a positive batch (and KV heads and head size for GQA)."""
+    keys = ("batch", "kv_heads", "head_dim") if c["op"] == "attention_decode" else ("batch",)
+    return c.get("kv_dtype") == "bf16" and all(isinstance(c.get(k), int) and not isinstance(c.get(k), bool)
+                                               and c[k] > 0 for k in keys)
+
+
+def kv_memory_efficiency(curve: dict, hbm_bw: float, tau: float) -> float | None:
+    """η_kv = max over points streaming ≥ :data:`KV_STREAM_BYTES` of B / (BW · (t − τ)): the share of HBM bandwidth a
+    decode-attention kernel reaches reading its KV cache (the GQA or MLA decode curves of aiconfigurator-core's
+    ``generation_attention`` / ``generation_mla`` tables, BF16 caches). None where no point streams that much, or
+    where the best point reads faster than the chip's HBM (η > 1: a table whose bytes are not the curve's stated
+    shape, as A100's GQA table is — 3.1 TB/s on a 2.0 TB/s part)."""
+    best = [kv_cache_bytes(curve, x) / (hbm_bw * max(t - tau, 1e-9))
+            for x, t in zip(curve["x_values"], curve["time_s"]) if kv_cache_bytes(curve, x) >= KV_STREAM_BYTES]
+    if not best or max(best) > 1.0:
+        return None
+    return max(best)
+
+
 #: The compute dtype a MoE table's weight format runs its grouped GEMMs in — FP8 blocks and MXFP4 weights with MXFP8
 #: activations on FP8 tensor cores, NVFP4 on FP4 ones, MXFP4 weights with BF16 activations on BF16 ones
 #: (aiconfigurator-core's ``moe_perf`` quant modes): the peak its FLOP/s are a share of.
@@ -374,6 +411,14 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     eta_m = gemm_memory_efficiency(cb, chip.hbm_bw, tau, 2.0 if cb["dtype"] == "bf16" else 1.0)
     out["eta_memory"] = {"value": eta_m, "from": _where(t, cb, f"η_m = {eta_m:.3f} (M = 1 point)")}
     out.update(_moe_silicon(t, chip, tau))
+    for op, field, what in (("attention_decode", "eta_memory_kv", "GQA"), ("mla_decode", "eta_memory_mla", "MLA")):
+        rates = [(kv_memory_efficiency(c, chip.hbm_bw, tau), c) for c in t["curves"]
+                 if c["op"] == op and _kv_shape_ok(c) and chip.hbm_bw]
+        rates = [(e, c) for e, c in rates if e is not None]
+        if rates:  # the fastest decode-attention curve's KV stream: what the chip's attention kernels reach
+            eta, c = max(rates, key=lambda x: x[0])
+            out[field] = {"value": eta, "from": _where(t, c, f"η_kv = {eta:.3f} ({what} KV stream, the fastest of "
+                                                             f"{len(rates)} curves)")}
     ar = [c for c in t["curves"] if c["op"] == "all_reduce"]
     if ar and chip.scaleup_bw:
         c = min(ar, key=lambda c: abs(c["gpus"] - COLLECTIVE_GPUS))

@@ -112,7 +112,8 @@ SCHEMAS: dict[str, dict[str, F]] = {
     "efficiency": {
         "name": _NAME, "aliases": _NAMES, "description": _TEXT, "source": _TEXT,
         "eta_compute": F("float", 1e-6, 1), "eta_memory": F("float", 1e-6, 1), "eta_comm": F("float", 1e-6, 1),
-        "eta_memory_moe": F("float", 0, 1), "step_overhead_s": F("float", 0, 10),
+        "eta_memory_moe": F("float", 0, 1), "eta_memory_kv": F("float", 0, 1), "eta_memory_mla": F("float", 0, 1),
+        "step_overhead_s": F("float", 0, 10),
         "chips": F("strs"), "composition": _TEXT, "regime": _TEXT,
     },
 }

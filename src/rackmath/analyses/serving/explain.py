@@ -73,6 +73,9 @@ def _decode_lines(x, mla: bool) -> None:
     scale = _f(eff.mla_kernel_scale)
     note = f"; the MLA blocks' kernels × {scale:g} ({eff.name}'s mla_kernel_scale)" if mla and scale != 1.0 else ""
     tau_e, eager_note = x.tau_e, x.eager_note
+    kv_rate = "η_m,mla" if mla else "η_m,kv"
+    if _f(getattr(eff, "eta_memory_mla" if mla else "eta_memory_kv", 0.0)) > 0:
+        note += f"; the KV cache's bytes at {kv_rate} (measured decode attention)"
     if _f(getattr(eff, "eta_memory_moe", 0.0)) > 0 or _f(getattr(eff, "allreduce_latency_s", 0.0)) > 0:
         note += "; the routed experts' bytes at η_m,moe and a TP all-reduce's n_coll at α_AR (measured curves)"
     if routing_curve(p.numbers("decode"), getattr(eff, "moe_routing", ())) is not None:
