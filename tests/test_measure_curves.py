@@ -104,6 +104,16 @@ def test_h100_measurement_checks_the_shipped_curves():
     # a plain-PyTorch MLA is no fused MLA kernel: slower at every context, and said so in its name
     mla = [r for n, r in rows.items() if n.startswith("MLA") and "not a fused MLA kernel" in n]
     assert len(mla) == 2 and all(r["min_ratio"] > 1.0 for r in mla)
+    # the KV cache's streaming rate: PyTorch's flash decode attention on this H100 reads a ≥ 512 MB cache at 0.91 of
+    # HBM bandwidth, TensorRT-LLM's (the shipped table) at 0.87 — within 5%; the plain-PyTorch MLA sets no η_m,mla
+    from rackmath.measuring import _silicon_numbers
+
+    stamp = {k: run["_meta"].get(k) for k in ("package", "package_version", "system")}
+    mine = _silicon_numbers("h100", {"meta": run["_meta"], "curves": [dict(stamp, **c) for c in run["_curve"]]})
+    shipped = _silicon_numbers("h100", None)
+    assert mine["eta_memory_kv"] == pytest.approx(0.912, abs=0.005) and shipped["eta_memory_kv"] == pytest.approx(
+        0.874, abs=0.005)
+    assert "eta_memory_mla" not in mine and shipped["eta_memory_mla"] == pytest.approx(0.932, abs=0.005)
 
 
 def test_measure_curves_cli_on_a_cpu(tmp_path):

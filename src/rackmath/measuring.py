@@ -408,8 +408,8 @@ def chip_of_device(device_name: str, dev_type: str = "cuda") -> str:
 
 
 def _silicon_numbers(chip_name: str, table: dict | None) -> dict | None:
-    """τ, η_m, and η_c and M½ per GEMM dtype of a catalog chip from ``table`` (None: the chip's own curves), or None
-    (no catalog chip of that name, or the curves lack what the silicon needs)."""
+    """τ, η_m, the KV rates η_m,kv / η_m,mla, and η_c and M½ per GEMM dtype of a catalog chip from ``table`` (None:
+    the chip's own curves), or None (no catalog chip of that name, or the curves lack what the silicon needs)."""
     try:
         chip = load_chip(chip_name)
         sil = kernels.silicon(chip, table)
@@ -417,7 +417,7 @@ def _silicon_numbers(chip_name: str, table: dict | None) -> dict | None:
         return None
     if not sil:
         return None
-    out = {k: sil[k]["value"] for k in ("kernel_latency_s", "eta_memory") if k in sil}
+    out = {k: sil[k]["value"] for k in ("kernel_latency_s", "eta_memory", "eta_memory_kv", "eta_memory_mla") if k in sil}
     for dt, v in sil.get("by_dtype", {}).items():  # η_c and M½ per GEMM dtype: compared dtype by dtype
         out[f"eta_compute_{dt}"], out[f"gemm_half_tokens_{dt}"] = v["eta_compute"], v["gemm_half_tokens"]
     return out

@@ -277,7 +277,8 @@ def _render_curves(res: dict) -> None:
           caption=f"{res['seconds']:.1f} s in all")
     sm, sr = res["silicon"]["measured"], res["silicon"]["reference"]
     if sm:
-        names = {"kernel_latency_s": "τ (kernel floor)", "eta_memory": "η_m (M = 1, BF16)"}
+        names = {"kernel_latency_s": "τ (kernel floor)", "eta_memory": "η_m (M = 1, BF16)",
+                 "eta_memory_kv": "η_m,kv (GQA decode attention)", "eta_memory_mla": "η_m,mla (MLA decode)"}
         names.update({k: ("η_c " if k.startswith("eta") else "M½ (rows) ") + k.rsplit("_", 1)[-1]
                       for k in sorted(set(sm) | set(sr or {})) if k.startswith(("eta_compute_", "gemm_half_"))})
 

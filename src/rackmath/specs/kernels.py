@@ -258,6 +258,13 @@ def _kv_shape_ok(c: dict) -> bool:
                                                and c[k] > 0 for k in keys)
 
 
+def _unfused_mla(c: dict) -> bool:
+    """An MLA curve timed in plain PyTorch (``rackmath measure --curves``' reference: matmuls and a softmax, 6× slower
+    than a fused MLA kernel on an H100) is no stack's kernel: it does not set η_m,mla. PyTorch's GQA decode attention
+    is a fused flash kernel and does."""
+    return c["op"] == "mla_decode" and c.get("framework") == "torch"
+
+
 def kv_memory_efficiency(curve: dict, hbm_bw: float, tau: float) -> float | None:
     """η_kv = max over points streaming ≥ :data:`KV_STREAM_BYTES` of B / (BW · (t − τ)): the share of HBM bandwidth a
     decode-attention kernel reaches reading its KV cache (the GQA or MLA decode curves of aiconfigurator-core's
@@ -413,7 +420,7 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     out.update(_moe_silicon(t, chip, tau))
     for op, field, what in (("attention_decode", "eta_memory_kv", "GQA"), ("mla_decode", "eta_memory_mla", "MLA")):
         rates = [(kv_memory_efficiency(c, chip.hbm_bw, tau), c) for c in t["curves"]
-                 if c["op"] == op and _kv_shape_ok(c) and chip.hbm_bw]
+                 if c["op"] == op and _kv_shape_ok(c) and chip.hbm_bw and not _unfused_mla(c)]
         rates = [(e, c) for e, c in rates if e is not None]
         if rates:  # the fastest decode-attention curve's KV stream: what the chip's attention kernels reach
             eta, c = max(rates, key=lambda x: x[0])
