@@ -417,7 +417,8 @@ def _silicon_numbers(chip_name: str, table: dict | None) -> dict | None:
         return None
     if not sil:
         return None
-    out = {k: sil[k]["value"] for k in ("kernel_latency_s", "eta_memory", "eta_memory_kv", "eta_memory_mla") if k in sil}
+    out = {k: sil[k]["value"] for k in ("kernel_latency_s", "eta_memory", "eta_memory_kv", "eta_memory_mla")
+           if k in sil}
     for dt, v in sil.get("by_dtype", {}).items():  # η_c and M½ per GEMM dtype: compared dtype by dtype
         out[f"eta_compute_{dt}"], out[f"gemm_half_tokens_{dt}"] = v["eta_compute"], v["gemm_half_tokens"]
     return out

@@ -182,8 +182,7 @@ def pass_ops(model, tokens, f_attn, kv_read, chips, peak, attn_peak, dtype=None,
                       kernels=op_kernels("experts", model.expert_weight_bytes(dtype), model.expert_params) * nm))
     dsa = getattr(model, "sparse_attention", False)
     ops.append(Op("attention", flops=np.asarray(f_attn, dtype=float) / n, bytes=np.asarray(kv_read, dtype=float) / n,
-                  peak=attn_peak, kernels=attention_kernels(dsa, scale) * model.n_layers, kv=True,
-                  mla=mla))
+                  peak=attn_peak, kernels=attention_kernels(dsa, scale) * model.n_layers, kv=True, mla=mla))
     ops.append(Op("elementwise", kernels=ELEMENTWISE_KERNELS_PER_LAYER * model.n_layers))
     return ops
 

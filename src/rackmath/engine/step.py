@@ -354,7 +354,8 @@ def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
                              source=f"η_c·M/(M+M½), the {curve('eta_compute')} curve"))
     for k, sym, unit in (("eta_compute", "η_c", ""), ("gemm_half_tokens", "M½", ""), ("eta_memory", "η_m", ""),
                          ("eta_memory_moe", "η_m,moe (experts)", ""),
-                         ("eta_memory_kv", "η_m,kv (GQA attention)", ""), ("eta_memory_mla", "η_m,mla (MLA attention)", ""),
+                         ("eta_memory_kv", "η_m,kv (GQA attention)", ""),
+                         ("eta_memory_mla", "η_m,mla (MLA attention)", ""),
                          ("kernel_latency_s", "τ_k", "s"), ("collective_latency_s", "τ_c", "s"),
                          ("allreduce_latency_s", "α_AR (TP all-reduce)", "s"),
                          ("eta_comm", "η_comm", ""), ("mla_kernel_scale", "MLA kernel scale", "")):

@@ -366,6 +366,22 @@ def _moe_silicon(t: dict, chip, tau: float) -> dict:
     return out
 
 
+def _kv_silicon(t: dict, chip, tau: float) -> dict:
+    """The decode-attention tables' silicon numbers: ``eta_memory_kv`` (GQA / MHA) and ``eta_memory_mla`` (MLA
+    latents), each the fastest KV stream of its curves (:func:`kv_memory_efficiency`); a kind without a usable curve
+    is left out (its reads stay at η_m)."""
+    out = {}
+    for op, field, sym in (("attention_decode", "eta_memory_kv", "η_m,kv"), ("mla_decode", "eta_memory_mla", "η_m,mla")):
+        rates = [(kv_memory_efficiency(c, chip.hbm_bw, tau), c) for c in t["curves"]
+                 if c["op"] == op and _kv_shape_ok(c) and not _unfused_mla(c)] if chip.hbm_bw else []
+        rates = [(e, c) for e, c in rates if e is not None]
+        if rates:  # the fastest decode-attention curve's KV stream: what the chip's attention kernels reach
+            eta, c = max(rates, key=lambda x: x[0])
+            out[field] = {"value": eta, "from": _where(t, c, f"{sym} = {eta:.3f} (the KV stream, the fastest of "
+                                                             f"{len(rates)} curves)")}
+    return out
+
+
 def silicon(chip, table: dict | None = None) -> dict | None:
     """The step model's silicon parameters of a chip from its measured curves (None: no curves shipped).
 
@@ -374,6 +390,8 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     GEMM measured, the floor of a small kernel), ``eta_compute`` and ``gemm_half_tokens`` (the 8192×8192 GEMM
     curve, :func:`gemm_peak_efficiency`, :func:`gemm_half_rows`), ``eta_memory`` (its one-row point,
     :func:`gemm_memory_efficiency`), ``eta_memory_moe`` (the fastest MoE curve, :func:`moe_memory_efficiency`),
+    ``eta_memory_kv`` and ``eta_memory_mla`` (the fastest GQA and MLA decode-attention curves' KV stream,
+    :func:`kv_memory_efficiency`),
     ``moe_compute`` (each MoE curve's compute law, :func:`moe_compute_law`: (compute dtype, hidden, inter, η_c,moe,
     M½,moe, source), …),
     ``moe_routing`` (the routing share s(T) of each model expert shape measured, :func:`routing_curves`; only
@@ -418,14 +436,7 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     eta_m = gemm_memory_efficiency(cb, chip.hbm_bw, tau, 2.0 if cb["dtype"] == "bf16" else 1.0)
     out["eta_memory"] = {"value": eta_m, "from": _where(t, cb, f"η_m = {eta_m:.3f} (M = 1 point)")}
     out.update(_moe_silicon(t, chip, tau))
-    for op, field, what in (("attention_decode", "eta_memory_kv", "GQA"), ("mla_decode", "eta_memory_mla", "MLA")):
-        rates = [(kv_memory_efficiency(c, chip.hbm_bw, tau), c) for c in t["curves"]
-                 if c["op"] == op and _kv_shape_ok(c) and chip.hbm_bw and not _unfused_mla(c)]
-        rates = [(e, c) for e, c in rates if e is not None]
-        if rates:  # the fastest decode-attention curve's KV stream: what the chip's attention kernels reach
-            eta, c = max(rates, key=lambda x: x[0])
-            out[field] = {"value": eta, "from": _where(t, c, f"η_kv = {eta:.3f} ({what} KV stream, the fastest of "
-                                                             f"{len(rates)} curves)")}
+    out.update(_kv_silicon(t, chip, tau))
     ar = [c for c in t["curves"] if c["op"] == "all_reduce"]
     if ar and chip.scaleup_bw:
         c = min(ar, key=lambda c: abs(c["gpus"] - COLLECTIVE_GPUS))
