@@ -65,6 +65,30 @@ def test_kv_reads_stream_at_their_measured_rate_other_reads_at_eta_m():
     assert memory_efficiency(Op("attention", kv=True, mla=True), replace(e, eta_memory_mla=0.0)) == e.eta_memory
 
 
+def test_a_tp_allreduce_costs_its_measured_time_at_its_message_size():
+    """H200's custom all-reduce over 8 GPUs: 10.106 µs at 256 KiB, 17.78 µs at 512 KiB. gpt-oss-120b at 64 sequences
+    all-reduces 64 · 2880 · 2 B = 368,640 B: log–log between the two points, 10.106 · (17.78 / 10.106)^(ln(1.40625) /
+    ln 2) = 13.34 µs — three times α_AR + 2·7/8·B / 450 GB/s = 3.05 + 1.43 µs, the ring model it replaces."""
+    from rackmath.engine.step import Op, measured_allreduce_time, op_terms
+
+    e = resolve("h200", "measured")
+    want = 10.106e-6 * (17.78 / 10.106) ** (math.log(368640 / 262144) / math.log(2))
+    assert want == pytest.approx(13.34e-6, rel=1e-3)
+    t = measured_allreduce_time(e.allreduce_curves, np.array([368640.0, 100.0, 368640.0]), np.array([8, 8, 16]))
+    assert t[0] == pytest.approx(want, rel=1e-3)
+    assert t[1] == pytest.approx(3.047e-6)  # below the smallest message measured: held at 256 B's time
+    assert np.isnan(t[2])  # no 16-GPU curve on H200
+    ring = 2 * 7 / 8 * 368640 / 450e9
+    op = Op("allreduce", net_s=72 * ring, collectives=72, message_bytes=368640.0, group=np.array([8, 0]))
+    c, m, n, lat = op_terms(op, 4.8e12, e)
+    assert lat[0] == pytest.approx(72 * want, rel=1e-3) and n[0] == 0
+    # group 0 (a 2D exchange, a group beyond the scale-up domain): α_AR per collective and the ring's bandwidth term
+    assert lat[1] == pytest.approx(72 * e.allreduce_latency_s) and n[1] == pytest.approx(72 * ring / e.eta_comm)
+    # a fitted preset has no curves: every all-reduce as before
+    p = default_efficiency("h200")
+    assert p.allreduce_curves == () and float(op_terms(op, 4.8e12, p)[3]) == pytest.approx(72 * p.collective_latency_s)
+
+
 def test_derived_gemm_law_reproduces_the_measured_curve():
     """t(M) = τ + max(2MNK / (peak·η_c(M)), NK·bytes / (BW·η_m)) with the derived η_c, M½, η_m, τ is within 15% of
     the compute-bound points of the curve η_c and M½ came from (M = 256 … 16384); below, the block-scaled FP8 GEMM
@@ -139,7 +163,7 @@ def test_stack_version_host_times_applied_only_under_measured():
 def test_serve_explain_names_the_curve_point():
     from rackmath.analyses.serving.serve import serve
 
-    r = serve("deepseek-r1", "h200", gpus=8, isl=1024, osl=1024, concurrency=64, framework="sglang",
+    r = serve("deepseek-r1", "h200", gpus=8, tp=8, isl=1024, osl=1024, concurrency=64, framework="sglang",
               efficiency="measured")
     text = r.explain().render()
     assert "η_c(M=64) [qkv_o]" in text and "gemm fp8_block N=8192 K=8192" in text

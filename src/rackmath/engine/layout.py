@@ -424,7 +424,8 @@ def _collective_ops(mn: ModelNumbers, hw: HwNumbers, sh: _Shape, t_attn, act_byt
         t_ar = np.where(w2, ws2d_exchange_time(tokens, tp, mn.d_model, mn.ffn_width, act_bytes, tp_bw), t_ar)
     n_coll = np.where(w2, WS2D_COLLECTIVES * n_ar, n_ar)
     ops = [Op("allreduce", net_s=n_ar * t_ar, collectives=n_coll,
-              scaleout_collectives=np.where(ar_group > S, n_coll, 0.0))]
+              scaleout_collectives=np.where(ar_group > S, n_coll, 0.0),
+              message_bytes=ar_bytes, group=np.where(w2 | (ar_group > S), 0, ar_group))]
     if np.any(wg):  # weight-gathered: each layer's weights (attention block, FFN) gathered from the TP chips
         n_ag = np.where(wg & (tp > 1), 2.0 * sh.L_stage, 0.0)
         t_ag = allgather_time(sh.w_stage, tp, tp_bw)

@@ -130,6 +130,10 @@ class Op:
     kv: bool = False  # bytes are KV-cache reads (reported as t_kv rather than t_weights)
     mla: bool = False  # those KV reads are an MLA latent cache (η_m,mla where measured; else GQA / MHA: η_m,kv)
     eager_kernels: object = None  # kernels the host dispatches when the step is not graph-captured (None: ``kernels``)
+    #: a TP all-reduce's message per chip (bytes) and group (chips; 0 where no measured curve may price it: a 2D
+    #: exchange, a group beyond the scale-up domain): ``Efficiency.allreduce_curves`` reads its time there
+    message_bytes: object = None
+    group: object = None
     #: a measured compute law of its own (η_c, M½, source, applies): the routed experts' grouped GEMM from the chip's
     #: MoE tables (``Efficiency.moe_compute``), η_c and M½ arrays holding the dense law's values where ``applies``
     #: (bool, broadcast) is False; None: the dense GEMM law η_c(M) of the preset everywhere
@@ -178,6 +182,20 @@ def collective_latency(op: Op, eff):
     return eff.collective_latency_s
 
 
+def measured_allreduce_time(curves, nbytes, group):
+    """t_AR(B, n): one all-reduce of B bytes per chip over n chips read off the chip's measured curve for n chips
+    (``Efficiency.allreduce_curves``), interpolated log–log between its message sizes (held at its ends); NaN where
+    no curve of n chips was measured. The stacks' one-shot / two-shot custom all-reduce is no ring: on 8 H200 at
+    369 kB it takes 13.3 µs where α_AR + 2(n − 1)/n · B / BW gives 4.5 µs (docs/stacks.md)."""
+    b = np.log(np.maximum(np.asarray(nbytes, dtype=float), 1.0))
+    n = np.asarray(group, dtype=float)
+    out = np.full(np.broadcast_shapes(b.shape, n.shape), np.nan)
+    for gpus, xs, ts, _where in curves:
+        t = np.exp(np.interp(b, np.log(xs), np.log(ts)))
+        out = np.where(n == gpus, t, out)
+    return out
+
+
 def op_terms(op: Op, hbm_bw, eff):
     """One operator's terms (s): compute F / (peak · η_c(M)), memory B / (BW · η_m), network net / η_comm, and
     latency kernels · τ_k + collectives · τ_c + scale-out collectives · τ_so + fixed."""
@@ -193,6 +211,12 @@ def op_terms(op: Op, hbm_bw, eff):
     lat = (np.asarray(op.kernels, dtype=float) * eff.kernel_latency_s
            + np.asarray(op.collectives, dtype=float) * collective_latency(op, eff)
            + np.asarray(op.scaleout_collectives, dtype=float) * eff.scaleout_latency_s + op.latency_s)
+    curves = getattr(eff, "allreduce_curves", ())
+    if curves and op.message_bytes is not None:  # each all-reduce at its measured time, where a curve has its group
+        t_ar = measured_allreduce_time(curves, op.message_bytes, op.group)
+        ok = np.isfinite(t_ar)
+        n = np.where(ok, 0.0, n)
+        lat = np.where(ok, np.asarray(op.collectives, dtype=float) * np.where(ok, t_ar, 0.0) + op.latency_s, lat)
     return c, m, n, lat
 
 
@@ -352,6 +376,15 @@ def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
                                                                               f"{half:.2f})",
                              value=float(gemm_efficiency(eta_c, m, half)), unit="",
                              source=f"η_c·M/(M+M½), the {curve('eta_compute')} curve"))
+        curves = getattr(eff, "allreduce_curves", ())
+        if curves and op.message_bytes is not None and at(op.collectives) > 0:  # each all-reduce at its measured time
+            b, g = at(op.message_bytes), at(op.group)
+            t = float(measured_allreduce_time(curves, b, g))
+            if np.isfinite(t):
+                where = next(r[3] for r in curves if r[0] == g)
+                rows.append(dict(op=op.name, symbol=f"t_AR(B={fmt(b, 'B')}, {g:g} GPUs)", working="", value=t,
+                                 unit="s", how="one all-reduce, measured custom all-reduce curve",
+                                 source=f"log–log between the measured points, {where}"))
     for k, sym, unit in (("eta_compute", "η_c", ""), ("gemm_half_tokens", "M½", ""), ("eta_memory", "η_m", ""),
                          ("eta_memory_moe", "η_m,moe (experts)", ""),
                          ("eta_memory_kv", "η_m,kv (GQA attention)", ""),

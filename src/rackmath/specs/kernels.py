@@ -343,6 +343,22 @@ def collective_terms(curve: dict, scaleup_bw: float) -> tuple[float, float]:
     return curve["time_s"][0], min(1.0, 2.0 * (n - 1) / n * b / scaleup_bw / t)
 
 
+def allreduce_curves(t: dict) -> tuple:
+    """A chip's measured TP all-reduces, one per group size: ((GPUs, message bytes, times, where it was read), …)
+    from its ``custom_all_reduce`` curves (the stacks' one-shot / two-shot kernel in a CUDA graph, BF16), sorted by
+    group size (the engine's ``Efficiency.allreduce_curves``, read at a step's message size by
+    ``engine.step.measured_allreduce_time``)."""
+    out = []
+    for c in t["curves"]:
+        xs, ts = c["x_values"], c["time_s"]
+        if c["op"] != "custom_all_reduce" or not isinstance(c.get("gpus"), int) or c["gpus"] < 2 \
+                or any(a >= b for a, b in zip(xs, xs[1:])) or xs[0] <= 0:
+            continue
+        out.append((c["gpus"], tuple(float(x) for x in xs), tuple(float(x) for x in ts),
+                    _where(t, c, f"t_AR(B) over {c['gpus']} GPUs, B = {xs[0]:.0f} B – {xs[-1] / 1e6:.0f} MB")))
+    return tuple(sorted(out, key=lambda r: r[0]))
+
+
 def _moe_silicon(t: dict, chip, tau: float) -> dict:
     """The MoE tables' silicon numbers: ``eta_memory_moe`` (the fastest MoE curve's streaming rate,
     :func:`moe_memory_efficiency`) and ``moe_compute`` (each curve's compute law, :func:`moe_compute_law`)."""
@@ -396,8 +412,9 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     M½,moe, source), …),
     ``moe_routing`` (the routing share s(T) of each model expert shape measured, :func:`routing_curves`; only
     where :data:`MEASURED_ROUTING`),
-    ``allreduce_latency_s`` (the stacks' custom all-reduce in a CUDA graph, smallest message, 8 GPUs or the nearest
-    group measured), ``collective_latency_s`` and ``eta_comm`` (the 8-GPU NCCL all-reduce,
+    ``allreduce_curves`` (the stacks' custom all-reduce per group size measured, :func:`allreduce_curves`: a TP
+    all-reduce's time at its message size), ``allreduce_latency_s`` (the same kernel's smallest message, 8 GPUs or
+    the nearest group measured: where no curve has the group), ``collective_latency_s`` and ``eta_comm`` (the 8-GPU NCCL all-reduce,
     :func:`collective_terms`); ``"by_dtype"`` holds η_c and M½ of every dtype measured. ``table``: curves to read
     instead of the chip's (``rackmath measure --curves`` compares its own with the shipped ones).
     """
@@ -448,6 +465,9 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     routing = routing_curves(t) if MEASURED_ROUTING else ()
     if routing:  # a skewed router's distinct experts per model shape (engine.numbers.routing_share)
         out["moe_routing"] = {"value": routing, "from": "; ".join(r[3] for r in routing)}
+    curves = allreduce_curves(t)
+    if curves:  # a TP all-reduce at its message size and group (engine.step.measured_allreduce_time)
+        out["allreduce_curves"] = {"value": curves, "from": "; ".join(r[3] for r in curves)}
     car = [c for c in t["curves"] if c["op"] == "custom_all_reduce"]
     if car:  # the small all-reduces of a step: the stacks' own one-shot kernel in a CUDA graph, not NCCL
         c = min(car, key=lambda c: abs(c["gpus"] - COLLECTIVE_GPUS))

@@ -42,8 +42,8 @@ import numpy as np
 from .calibration import _logerr
 from .validation import predict_many
 from ..serving.serve import load_stack
-from ...engine.efficiency import (default_efficiency, measured_efficiency, NUMERIC, stack_eager_s, STACK_HOST_OF,
-                                  stack_request_s, stack_sched_s, stack_seq_s, stack_warm_s)
+from ...engine.efficiency import (default_efficiency, measured_efficiency, NUMERIC, SILICON_TABLES, stack_eager_s,
+                                  STACK_HOST_OF, stack_request_s, stack_sched_s, stack_seq_s, stack_warm_s)
 from ...errors import InputError
 from ...specs.hardware import load_hardware
 from ...specs.kernels import kernel_table
@@ -174,10 +174,10 @@ class Predictor:
                             extra=self._extra(rec))
 
     def _extra(self, rec) -> dict:
-        """The record's silicon that is not a number: the chip's measured routing shares and MoE compute laws, where
-        it has them."""
+        """The record's silicon that is not a number: the chip's measured routing shares, MoE compute laws and
+        all-reduce curves, where it has them."""
         e = self.eff(rec)
-        return {k: getattr(e, k) for k in ("moe_routing", "moe_compute") if getattr(e, k, ())}
+        return {k: getattr(e, k) for k in SILICON_TABLES if getattr(e, k, ())}
 
 
 def _descend(x, params, predictions, meas, prior: float = 0.0, free=None, rounds: int = ROUNDS) -> np.ndarray:

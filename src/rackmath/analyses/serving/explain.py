@@ -76,8 +76,12 @@ def _decode_lines(x, mla: bool) -> None:
     kv_rate = "η_m,mla" if mla else "η_m,kv"
     if _f(getattr(eff, "eta_memory_mla" if mla else "eta_memory_kv", 0.0)) > 0:
         note += f"; the KV cache's bytes at {kv_rate} (measured decode attention)"
-    if _f(getattr(eff, "eta_memory_moe", 0.0)) > 0 or _f(getattr(eff, "allreduce_latency_s", 0.0)) > 0:
-        note += "; the routed experts' bytes at η_m,moe and a TP all-reduce's n_coll at α_AR (measured curves)"
+    if _f(getattr(eff, "eta_memory_moe", 0.0)) > 0:
+        note += "; the routed experts' bytes at η_m,moe (measured MoE curves)"
+    if getattr(eff, "allreduce_curves", ()):
+        note += "; each TP all-reduce at t_AR(B) of its message and group (measured curves; α_AR where none)"
+    elif _f(getattr(eff, "allreduce_latency_s", 0.0)) > 0:
+        note += "; a TP all-reduce's n_coll at α_AR (measured curves)"
     if routing_curve(p.numbers("decode"), getattr(eff, "moe_routing", ())) is not None:
         note += "; the distinct experts at s_route(T) of uniform routing's (measured power-law MoE rows)"
     d.add("t_verify" if p.stack.cuda_graphs else "t_gpu",
@@ -87,7 +91,7 @@ def _decode_lines(x, mla: bool) -> None:
           + note, key="t_verify" if p.stack.cuda_graphs else "t_gpu")
     for pt in measured_points(res.__dict__["times"]):  # --efficiency measured: the curve point each operator used
         d.add(pt["symbol"] + (f" [{pt['op']}]" if pt["op"] else ""),
-              "η_c · M / (M + M½)" if pt["op"] else pt.get("how", "measured kernel curve"), pt["working"],
+              pt.get("how", "η_c · M / (M + M½)" if pt["op"] else "measured kernel curve"), pt["working"],
               pt["value"], pt["unit"], pt["source"])
     _routing_lines(x)
     if not p.stack.cuda_graphs:
