@@ -194,9 +194,10 @@ def host_times(label: str) -> dict:
     """A stack version's host times fitted with the silicon fixed from measured kernel curves
     (``specs/data/launch/stack_hosts.toml``, written by ``benchmarks/stack_fit.py``): ``{"sched": s, "seq": s,
     "eager": s, "request": s, "kernel": s, "warm": s, "prefill": η}`` ({} for a version without); ``kernel`` is the
-    stack's time per kernel on top of the silicon's floor τ (launch gaps, unfused work: ``engine.efficiency.for_stack``), ``warm`` its
-    warm-up paid by a closed-loop client's first wave (``serving.schedule.closed_loop_ttft``), ``prefill`` its prefill
-    speed relative to the kernel curves (``prefill_eta``; ``serving.steps.prefill_speed_step``)."""
+    stack's time per kernel on top of the silicon's floor τ (launch gaps, unfused work:
+    ``engine.efficiency.for_stack``), ``warm`` its warm-up paid by a closed-loop client's first wave
+    (``serving.schedule.closed_loop_ttft``), ``prefill`` its prefill speed relative to the kernel curves
+    (``prefill_eta``; ``serving.steps.prefill_speed_step``)."""
     return dict(_host_table().get(str(label), {}))
 
 

@@ -228,7 +228,7 @@ def prefill_pool(p: Plan, req: Layout, eff) -> Layout:
     else:
         cands = choose_layout(p.numbers("prefill"), p.system, eff, n, 1.0, hw=p.hw(),
                               sched_overlap=p.stack.overlap_scheduler, top=10**6, usable_fraction=p.stack.mem_fraction)
-        lay = max(cands, key=lambda c: float(np.max(prefill_pool_rate(p, pool(n, c), eff)[0])))
+        lay = max(cands, key=lambda c: float(np.max(prefill_pool_rate(p, pool(n, c), eff))))
     Deployment.build(p.system, n, **lay, model=p.model)
     return pool(n, lay, chosen=req.tp is None)
 

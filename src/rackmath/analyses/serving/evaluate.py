@@ -146,14 +146,13 @@ def prefill_pool_rate(p, lp, eff):
     Each replica's pass carries n_seq = ⌊budget / c⌋ prompt chunks of c tokens (× TP under attention DP, one
     scheduler per rank) and runs eagerly (:func:`~.steps.prompt_pass_step`: host and GPU serial where the experts'
     all-to-all syncs them, :func:`~.steps.synced_prompt_pass`). The prefill pool's layout is the valid layout with
-    the highest X_P (ties: the shortest one-prompt pass): the pool exists to keep the decode pool fed. Returns
-    (X_P, t_pass).
+    the highest X_P (ties: the shortest one-prompt pass): the pool exists to keep the decode pool fed.
     """
     chunk = p.chunk()
     seqs = max(1.0, np.floor((p.stack.max_num_tokens or MAX_NUM_TOKENS) / chunk)) * lp.attention_ranks
     res_p = run_step(p, p.numbers("prefill"), lp, eff, seqs)
     t_pass = prompt_pass_time(res_p, eff, p.stack.name, lp.attention_dp, lp.ep)
-    return lp.dp * seqs * chunk / t_pass, t_pass
+    return lp.dp * seqs * chunk / t_pass
 
 
 
@@ -218,7 +217,7 @@ def _disaggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
     C, A = w.concurrency, w.acceptance
     running = dec["b"] * p.layout.dp * p.layout.pp  # sequences the decode pool runs (its max batch caps b)
     cap_out = output_tokens_per_s(running, t_dec, A)
-    pf_tok_s, _ = prefill_pool_rate(p, lp, eff)
+    pf_tok_s = prefill_pool_rate(p, lp, eff)
     tau_e = stack_eager_s(eff, st.name)
     x_cap = disaggregated_output_rate(cap_out, pf_tok_s, w.isl, w.osl, w.cached_share)
     prefill_bound = x_cap < cap_out

@@ -176,7 +176,6 @@ def prompt_pass_time(res, eff, stack: str, attention_dp, ep):
                             stack_eager_s(eff, stack), synced_prompt_pass(attention_dp, ep))
 
 
-
 def speculative_step(t_verify, t_draft, mtp):
     """Speculative decoding / MTP step: t = t_verify(k + 1 tokens per sequence) + k · t_draft.
 
