@@ -65,6 +65,45 @@ def test_kv_reads_stream_at_their_measured_rate_other_reads_at_eta_m():
     assert memory_efficiency(Op("attention", kv=True, mla=True), replace(e, eta_memory_mla=0.0)) == e.eta_memory
 
 
+def test_experts_stream_at_their_weight_formats_measured_rate():
+    """H200's one MXFP4 MoE table (TensorRT-LLM's w4a16: the weights dequantised to BF16, Hopper has no FP4 tensor
+    cores) at 32 tokens hits all 128 experts of gpt-oss-120b, 128 · 3 · 2880² · (0.5 + 1/32) B = 1.692 GB, in
+    614.03 µs: 1.692 GB / (4.8 TB/s · (614.03 − 2.44) µs) = 0.576 of HBM — where the chip's fastest MoE table
+    (DeepSeek's FP8 blocks) streams at 0.825, the rate gpt-oss's experts were read at before. On B200 the MXFP4
+    experts meet MXFP8 activations (w4a8: 0.780), not the w4a16 kernel (0.179): the fastest of the format."""
+    import rackmath
+    from rackmath.engine.numbers import ModelNumbers, moe_stream_rate_of
+    from rackmath.engine.step import Op, memory_efficiency
+    from rackmath.specs.models import load_model
+
+    e = resolve("h200", "measured")
+    streams = {f: eta for f, eta, _src in e.moe_stream}
+    want = 128 * 3 * 2880 ** 2 * (0.5 + 1 / 32) / (4.8e12 * (614.03e-6 - 2.4427e-6))
+    assert want == pytest.approx(0.5764, abs=1e-3)
+    assert streams["mxfp4"] == pytest.approx(want, rel=1e-3)
+    assert streams["fp8"] == pytest.approx(e.eta_memory_moe) == pytest.approx(0.825, abs=1e-3)
+    assert {f: eta for f, eta, _src in resolve("b200", "measured").moe_stream}["mxfp4"] == pytest.approx(0.780, abs=1e-3)
+    gpt = ModelNumbers.from_model(load_model("gpt-oss-120b"), 1000.0)
+    assert gpt.expert_format == "mxfp4"  # the checkpoint's own experts
+    assert moe_stream_rate_of(gpt, e.moe_stream)[0] == streams["mxfp4"]
+    assert ModelNumbers.from_model(load_model("deepseek-r1"), 1000.0).expert_format == "fp8"
+    # a format no table measured (BF16 experts): the chip's fastest MoE rate, as before; a fitted preset: η_m
+    bf16 = ModelNumbers.from_model(load_model("gpt-oss-120b"), 1000.0, weights_dtype="bf16")
+    assert moe_stream_rate_of(bf16, e.moe_stream) is None
+    assert memory_efficiency(Op("experts", eta_m=None), e) == e.eta_memory_moe
+    assert memory_efficiency(Op("experts", eta_m=(0.5, "x")), e) == 0.5
+    p = default_efficiency("h200")
+    assert p.moe_stream == () and memory_efficiency(Op("experts"), p) == p.eta_memory
+    # serve: the experts' bytes at 0.576, and --explain names the MXFP4 curve
+    r = rackmath.serve("gpt-oss-120b", "hgx-h200", efficiency="measured", gpus=1, tp=1, isl=1000, osl=1000,
+                       concurrency=8, framework="vllm")
+    times = r._res.__dict__["times"]
+    op = next(o for o in times.ops if o.name == "experts")
+    mem = float(np.asarray(op.bytes).ravel()[0]) / (4.8e12 * want)
+    assert float(np.asarray(times.memory["experts"]).ravel()[0]) == pytest.approx(mem, rel=1e-3)
+    assert "w4a16_mxfp4" in r.explain().render() and r.explain().check() == []
+
+
 def test_a_tp_allreduce_costs_its_measured_time_at_its_message_size():
     """H200's custom all-reduce over 8 GPUs: 10.106 µs at 256 KiB, 17.78 µs at 512 KiB. gpt-oss-120b at 64 sequences
     all-reduces 64 · 2880 · 2 B = 368,640 B: log–log between the two points, 10.106 · (17.78 / 10.106)^(ln(1.40625) /

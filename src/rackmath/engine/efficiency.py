@@ -220,6 +220,9 @@ class Efficiency:
     #: (specs/kernels.moe_compute_law: ((dtype, hidden, inter, η_c,moe, M½,moe, source), …)), applied to a prompt
     #: pass's experts (engine/layout.py); (): the dense GEMM law η_c(M) (every preset)
     moe_compute: tuple = ()
+    #: the routed experts' streaming rate per weight format, from a chip's measured MoE tables (specs/kernels.silicon:
+    #: ((format, η_m,moe, source), …), the fastest curve of each format); (): η_m,moe for every format (every preset)
+    moe_stream: tuple = ()
     #: a TP all-reduce's time at its message size, per group size measured, from a chip's custom all-reduce curves
     #: (specs/kernels.allreduce_curves: ((GPUs, bytes, times, source), …)); (): α_AR + the ring's bandwidth term
     #: (every preset)
@@ -412,9 +415,9 @@ def default_efficiency(chip_name: str, regime: str = "serving") -> Efficiency:
 SILICON_FIELDS = ("kernel_latency_s", "eta_compute", "gemm_half_tokens", "eta_memory", "eta_memory_moe",
                   "eta_memory_kv", "eta_memory_mla",
                   "collective_latency_s", "allreduce_latency_s", "eta_comm", "mla_kernel_scale", "moe_routing",
-                  "moe_compute", "allreduce_curves")
+                  "moe_compute", "moe_stream", "allreduce_curves")
 #: The silicon fields that are tables, not numbers (a fit's candidate rows carry them unchanged).
-SILICON_TABLES = ("moe_routing", "moe_compute", "allreduce_curves")
+SILICON_TABLES = ("moe_routing", "moe_compute", "moe_stream", "allreduce_curves")
 #: The host-time fields of one stack version (``stack_hosts.toml``), each an ``<field>_<engine>_s`` of a preset.
 VERSION_FIELDS = ("sched", "seq", "eager", "request", "warm")
 

@@ -46,7 +46,7 @@ from .comms import (WS2D_COLLECTIVES, allgather_time, alltoall_dedup_scaleout_by
                     alltoall_split_time, hierarchical_allreduce_scaleout_bytes, hierarchical_allreduce_time,
                     moe_alltoall_bytes, moe_fanout, p2p_time, scaleout_share, ws2d_exchange_time, ws2d_split)
 from .efficiency import load_efficiency
-from .numbers import HwNumbers, ModelNumbers, moe_compute_law_of
+from .numbers import HwNumbers, ModelNumbers, moe_compute_law_of, moe_stream_rate_of
 from .roofline import usd_per_mtok
 from .step import ELEMENTWISE_KERNELS_PER_LAYER, MLA_EAGER_KERNEL_SCALE, Op, attention_kernels, compose, op_kernels
 
@@ -374,7 +374,7 @@ def _compute_ops(mn: ModelNumbers, hw: HwNumbers, sh: _Shape, eff, t_attn, adp_i
                       bytes=sh.L_moe * sh.e_chip * hit * mn.expert_weight_bytes / sh.moe_tp, peak=hw.peak_flops,
                       m=np.maximum(t_routed / active, 1e-9),
                       kernels=op_kernels("experts", mn.expert_weight_bytes, p_exp) * sh.L_moe,
-                      law=law))
+                      law=law, eta_m=moe_stream_rate_of(mn, getattr(eff, "moe_stream", ()))))
     ops.append(Op("elementwise", kernels=ELEMENTWISE_KERNELS_PER_LAYER * sh.L_stage))
     return ops
 

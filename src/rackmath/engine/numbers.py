@@ -51,6 +51,7 @@ class ModelNumbers:
     prefill: bool = False  # a prompt pass: MoE dispatch deduplicated by domain (DeepEP normal kernels)
     parallel_block: bool = False  # attention and FFN read the same input and sum into it: one TP all-reduce a layer
     d_ff: int = 0  # dense FFN width (0: unknown; :attr:`ffn_width` then takes 4 · d_model)
+    expert_format: str = ""  # the routed experts' weight format ("mxfp4", "nvfp4", "fp8", …; "": unknown)
 
     @property
     def tp_heads(self) -> int:
@@ -138,6 +139,7 @@ class ModelNumbers:
             components=comps,
             attn_flops_per_seq=attn,
             expert_params=expert_params,
+            expert_format=_expert_format(model, weights_dtype) if n_exp and n_moe else "",
             n_dense_ffn_layers=int(model.n_dense_layers),
             mla=str(getattr(model, "attention", "")) == "mla",
             dsa=bool(getattr(model, "sparse_attention", False)),
@@ -211,6 +213,22 @@ def moe_compute_law_of(mn: ModelNumbers, laws, dtype: str):
     return (same or [max(mine, key=lambda x: x[3])])[0]
 
 
+def moe_stream_rate_of(mn: ModelNumbers, streams):
+    """The measured streaming rate (η_m,moe, source) of the routed experts' weight format: the fastest MoE curve of the
+    chip in that format (``Efficiency.moe_stream``: (format, η_m,moe, source), …) — the kernel a stack runs for those
+    weights (an MXFP4 expert on Hopper is dequantised to BF16: w4a16, 0.58 of H200's HBM; on Blackwell it meets MXFP8
+    activations: 0.78 of B200's) — or None (no table in that format: the chip's fastest MoE curve, η_m,moe)."""
+    return next(((x[1], x[2]) for x in streams or () if x[0] == mn.expert_format), None)
+
+
+def _expert_format(model, weights_dtype) -> str:
+    """The routed experts' weight format: the requested weights dtype, else the checkpoint's dtype of its routed
+    experts (``ModelSpec.component_dtypes``, else its native dtype)."""
+    if weights_dtype is not None:
+        return str(weights_dtype)
+    return str(getattr(model, "component_dtypes", {}).get("routed_experts", getattr(model, "native_dtype", "")) or "")
+
+
 def routing_share_at(curve, tokens):
     """s(T) of a routing curve at T tokens: linear between its measured points, held beyond the first and last."""
     return np.interp(np.asarray(tokens, dtype=float), curve[1], curve[2])
@@ -262,5 +280,5 @@ class HwNumbers:
 
 
 __all__ = ["ModelNumbers", "HwNumbers", "load_model_any", "distinct_experts_hit", "routing_share", "routing_curve",
-           "moe_compute_law_of",
+           "moe_compute_law_of", "moe_stream_rate_of",
            "routing_share_at"]

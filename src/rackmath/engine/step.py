@@ -138,6 +138,9 @@ class Op:
     #: MoE tables (``Efficiency.moe_compute``), η_c and M½ arrays holding the dense law's values where ``applies``
     #: (bool, broadcast) is False; None: the dense GEMM law η_c(M) of the preset everywhere
     law: tuple | None = None
+    #: a measured streaming rate of its own (η_m, source): the routed experts' MoE curve of their weight format
+    #: (``Efficiency.moe_stream``); None: η_m,moe (the chip's fastest MoE curve) for the experts, else η_m
+    eta_m: tuple | None = None
 
 
 def gemm_efficiency(eta_c, m, half):
@@ -160,10 +163,13 @@ def _small_m_penalty(eff) -> bool:
 
 
 def memory_efficiency(op: Op, eff):
-    """η_m of an operator's bytes: the routed experts' weight reads stream at the chip's measured MoE rate η_m,moe,
+    """η_m of an operator's bytes: the routed experts' weight reads stream at the measured MoE rate of their weight
+    format where the chip has a table in it (``Op.eta_m``), else at the chip's fastest MoE rate η_m,moe,
     a decode step's KV-cache reads at its measured decode-attention rate (η_m,mla for an MLA latent cache, η_m,kv for
     GQA / MHA) where the preset has one (``--efficiency measured`` on a chip with those curves), every other read
     at η_m."""
+    if op.eta_m is not None:
+        return op.eta_m[0]
     if op.name == "experts":
         own = getattr(eff, "eta_memory_moe", 0.0)
     elif op.kv:
@@ -376,6 +382,9 @@ def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
                                                                               f"{half:.2f})",
                              value=float(gemm_efficiency(eta_c, m, half)), unit="",
                              source=f"η_c·M/(M+M½), the {curve('eta_compute')} curve"))
+        if op.eta_m is not None and at(op.bytes) > 0:  # the experts' bytes at their weight format's MoE curve
+            rows.append(dict(op=op.name, symbol="η_m,moe", working="", value=float(op.eta_m[0]), unit="",
+                             how="measured kernel curve", source=op.eta_m[1]))
         curves = getattr(eff, "allreduce_curves", ())
         if curves and op.message_bytes is not None and at(op.collectives) > 0:  # each all-reduce at its measured time
             b, g = at(op.message_bytes), at(op.group)
@@ -392,7 +401,8 @@ def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
                          ("kernel_latency_s", "τ_k", "s"), ("collective_latency_s", "τ_c", "s"),
                          ("allreduce_latency_s", "α_AR (TP all-reduce)", "s"),
                          ("eta_comm", "η_comm", ""), ("mla_kernel_scale", "MLA kernel scale", "")):
-        if k in src and (k not in ("eta_memory_kv", "eta_memory_mla") or k in kv_rates):
+        if k in src and (k not in ("eta_memory_kv", "eta_memory_mla") or k in kv_rates) \
+                and (k != "eta_memory_moe" or not any(op.eta_m is not None for op in times.ops)):
             rows.append(dict(op=None, symbol=sym, working="", value=at(getattr(eff, k)), unit=unit, source=src[k],
                              how="inferred from serving records" if " inferred from " in src[k] else
                              "measured kernel curve"))

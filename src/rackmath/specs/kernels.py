@@ -221,6 +221,9 @@ def gemm_memory_efficiency(curve: dict, hbm_bw: float, tau: float, nbytes_per_pa
 #: MXFP4 with one 8-bit scale per 32 values (OCP Microscaling Formats v1.0).
 MOE_WEIGHT_BYTES = {"fp8_block": 1.0 + 4 / (128 * 128), "nvfp4": 0.5 + 1 / 16, "w4a16_mxfp4": 0.5 + 1 / 32,
                     "w4a8_mxfp4_mxfp8": 0.5 + 1 / 32}
+#: The weight format (a model's ``--weights-dtype``) each MoE table's quant mode stores its experts in: a model's
+#: experts stream at the fastest table of their own format (``moe_stream``; engine.numbers.moe_stream_rate_of).
+MOE_WEIGHT_FORMAT = {"fp8_block": "fp8", "nvfp4": "nvfp4", "w4a16_mxfp4": "mxfp4", "w4a8_mxfp4_mxfp8": "mxfp4"}
 
 
 def moe_memory_efficiency(curve: dict, hbm_bw: float, tau: float) -> float:
@@ -361,7 +364,8 @@ def allreduce_curves(t: dict) -> tuple:
 
 def _moe_silicon(t: dict, chip, tau: float) -> dict:
     """The MoE tables' silicon numbers: ``eta_memory_moe`` (the fastest MoE curve's streaming rate,
-    :func:`moe_memory_efficiency`) and ``moe_compute`` (each curve's compute law, :func:`moe_compute_law`)."""
+    :func:`moe_memory_efficiency`), ``moe_stream`` (the fastest of each weight format, :data:`MOE_WEIGHT_FORMAT`:
+    ((format, η_m,moe, source), …)) and ``moe_compute`` (each curve's compute law, :func:`moe_compute_law`)."""
     out = {}
     curves = [c for c in t["curves"] if c["op"] == "moe" and all(k in c for k in ("hidden", "inter", "experts",
                                                                                    "topk", "ep"))]
@@ -370,6 +374,13 @@ def _moe_silicon(t: dict, chip, tau: float) -> dict:
         eta_moe, c = max(moe, key=lambda x: x[0])
         out["eta_memory_moe"] = {"value": eta_moe, "from": _where(t, c, f"η_m,moe = {eta_moe:.3f} (the fastest of "
                                                                        f"{len(moe)} MoE curves)")}
+        streams = []
+        for fmt in sorted({MOE_WEIGHT_FORMAT[c["dtype"]] for _e, c in moe}):  # ... and of each weight format
+            mine = [x for x in moe if MOE_WEIGHT_FORMAT[x[1]["dtype"]] == fmt]
+            eta, c = max(mine, key=lambda x: x[0])
+            streams.append((fmt, eta, _where(t, c, f"η_m,moe = {eta:.3f} ({fmt} experts: the fastest of {len(mine)} "
+                                                   f"{fmt} MoE curves)")))
+        out["moe_stream"] = {"value": tuple(streams), "from": "; ".join(x[2] for x in streams)}
     laws = []
     for c in curves:  # the routed experts' compute, per compute dtype and expert shape measured
         dt = MOE_COMPUTE_DTYPE.get(c.get("dtype"))
@@ -406,6 +417,7 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     GEMM measured, the floor of a small kernel), ``eta_compute`` and ``gemm_half_tokens`` (the 8192×8192 GEMM
     curve, :func:`gemm_peak_efficiency`, :func:`gemm_half_rows`), ``eta_memory`` (its one-row point,
     :func:`gemm_memory_efficiency`), ``eta_memory_moe`` (the fastest MoE curve, :func:`moe_memory_efficiency`),
+    ``moe_stream`` (the fastest MoE curve of each weight format: the rate a model's experts stream at),
     ``eta_memory_kv`` and ``eta_memory_mla`` (the fastest GQA and MLA decode-attention curves' KV stream,
     :func:`kv_memory_efficiency`),
     ``moe_compute`` (each MoE curve's compute law, :func:`moe_compute_law`: (compute dtype, hidden, inter, η_c,moe,
