@@ -4,6 +4,7 @@
     python benchmarks/stack_fit.py                # every table (a few minutes on one core)
     python benchmarks/stack_fit.py --write        # also write specs/data/launch/stack_hosts.toml (--efficiency measured)
     python benchmarks/stack_fit.py --quick        # in-sample tables only
+    python benchmarks/stack_fit.py --loso-only    # in sample, and the published records one source out
 
 Prints, per metric (output tok/s/GPU, TPOT, mean TTFT, median TTFT): the InferenceMAX records (``fit = false``) and
 the published records (``fit = true``) under
@@ -11,7 +12,7 @@ the published records (``fit = true``) under
   1. silicon from the curves (for a chip without curves whose records span two or more groups — MI355X — τ_k and the
      MLA kernel scale inferred from its records: ``stack.fit_silicon``), the presets' host times (no refit),
   2. silicon from the curves, host times fitted per stack version — in sample, leaving one InferenceMAX group out,
-     leaving one stack version out;
+     leaving one stack version out, leaving one hardware family out, leaving one published source out;
 and the parameter and record counts per stack version (rackmath.analyses.fitting.stack).
 """
 
@@ -77,6 +78,8 @@ def main(argv=None):
                     help="each version's times with its engine's pooled fit as start and prior: in sample and one "
                          "group out")
     ap.add_argument("--logo-only", action="store_true", help="in-sample and leave-one-group-out tables only")
+    ap.add_argument("--loso-only", action="store_true",
+                    help="in-sample and leave-one-source-out (published records) tables only")
     ap.add_argument("--dump", metavar="PATH", help="also write each InferenceMAX record's in-sample and one-group-out "
                                                    "prediction as JSON (benchmarks/peer_aiconfigurator.py --logo)")
     ap.add_argument("--routing", action="store_true",
@@ -145,6 +148,10 @@ def main(argv=None):
         write_silicon(sil, recs)
     if a.quick:
         return
+    if a.loso_only:
+        loso_table(recs, pub, meas, starts)
+        print(f"[{time.time() - t0:.0f} s]")
+        return
     logo = S.leave_one_group_out(recs, meas, starts, infer_silicon=True)
     table("2. leave one InferenceMAX group out (model × chip × framework), measured silicon", imx, logo)
     by_group(imx, logo)
@@ -160,6 +167,7 @@ def main(argv=None):
     table("2. leave one stack version out (InferenceMAX versions), measured silicon", imx, lovo)
     lofo = S.leave_one_family_out(recs, meas, starts, infer_silicon=True)
     table("2. leave one hardware family out (hopper, blackwell, amd), measured silicon", imx, lofo)
+    loso_table(recs, pub, meas, starts)
     hosts_ctrl = S.fit_all(recs, base, starts)
     pc = dict(zip((r.id for r in recs), S.predict(recs, base, hosts_ctrl)))
     table("control: presets' silicon + host times per stack version — InferenceMAX, in sample", imx, pc)
@@ -167,6 +175,20 @@ def main(argv=None):
     logo_c = S.leave_one_group_out(recs, base, starts)
     table("control: leave one InferenceMAX group out, presets' silicon", imx, logo_c)
     print(f"[{time.time() - t0:.0f} s]")
+
+
+def loso_table(recs, pub, meas, starts):
+    """The published records with their source left out (stack.leave_one_source_out): overall and per source."""
+    loso = S.leave_one_source_out(recs, meas, starts, infer_silicon=True)
+    all_records_table("2. leave one published source out, measured silicon — published records", pub, loso)
+    by = {}
+    for r in pub:
+        if r.id in loso:
+            by.setdefault(r.source_group, []).append(loso[r.id] / r.value - 1.0)
+    for src, e in sorted(by.items(), key=lambda x: -len(x[1])):
+        e = np.array(e)
+        print(f"  {src:32s} {len(e):3d} rec  {np.median(np.abs(e)) * 100:5.1f}% ({np.median(e) * 100:+5.1f}%)")
+    return loso
 
 
 def one_at_a_time(imx, hosts0):

@@ -332,6 +332,46 @@ def test_an_unseen_build_takes_the_median_of_its_listed_builds_step_times():
     assert S.unseen_step_times(recs, pred, starts, "vllm", lambda r: r.stack == "vllm@0.13.0", {}, "cuda", True) == {}
 
 
+def test_an_unseen_build_of_an_engine_with_no_current_build_takes_todays_builds():
+    """TensorRT-LLM 1.2's gpt-oss runs are the engine's only listed aggregated build: left out, it has no build of
+    its engine to take its times from, and its engine's pooled fit is the 2024–25 builds' (a 5 ms scheduler,
+    84–300 ms per request). It takes instead the median of every engine's listed aggregated builds of its platform —
+    here two vLLM builds generated at known times — for its step times and t_request; its warm-up stays its
+    engine's. With that rule off, the pooled fit of its engine (whose only records are its own, held: the start)."""
+    from dataclasses import replace
+
+    from rackmath.analyses.fitting import stack as S
+    from rackmath.analyses.fitting.validation import records
+
+    pred = S.Predictor(measured=True)
+    starts = {e: S.host_vector(default_efficiency("h200"), e) for e in ("vllm", "trtllm")}
+    base = [r for r in records() if r.group == "gptoss-fp4 × h200 × vllm" and r.stack == "vllm@0.13.0"][:12]
+    assert {"ttft_s", "ttft_median_s", "tpot_s"} <= {r.metric for r in base}
+    truth = {"vllm@0.11.2": np.array([1.0e-3, 5e-6, 3e-5, 0.02, 1e-6, 0.1, 1.0]),
+             "vllm@0.13.0": np.array([3.0e-3, 2e-5, 6e-5, 0.04, 6e-6, 0.3, 1.0]),
+             "trtllm@1.2.0rc2": np.array([2.0e-3, 1e-5, 2e-5, 0.03, 0.0, 0.0, 1.0])}
+    recs = []
+    for v, h in truth.items():
+        fw, _, ver = v.partition("@")
+        recs += [replace(r, id=f"{r.id}-{v}", framework=fw, stack_version=ver, value=float(pred(r, h)[0]))
+                 for r in base]
+    held = lambda r: r.stack == "trtllm@1.2.0rc2"  # noqa: E731
+    cache = {}
+    got = S.fit_version(recs, pred, starts, "trtllm@1.2.0rc2", held, cache=cache)
+    assert {v for v, _ids in cache} == {"vllm@0.11.2", "vllm@0.13.0"}  # today's builds of another engine vote
+    fits = [cache[k] for k in cache]
+    for j in (0, 1, 2, 4, S.REQUEST):
+        assert got[j] == pytest.approx(np.median([f[j] for f in fits]))
+    assert got[S.REQUEST] == pytest.approx(0.03, rel=0.3)  # between the two builds' 0.02 and 0.04 s
+    assert got[S.WARM] == 0.0  # the warm-up stays its engine's (what its builds compile): none left to say, 0
+    S.UNSEEN_FROM_CURRENT = False
+    try:
+        off = S.fit_version(recs, pred, starts, "trtllm@1.2.0rc2", held, cache={})
+    finally:
+        S.UNSEEN_FROM_CURRENT = True
+    assert off[0] == pytest.approx(starts["trtllm"][0])  # nothing left of its engine: the start
+
+
 def test_stack_fit_grid_is_a_lattice_not_the_start():
     """The coordinate descent's grids sit on the lattice lo + k · (half-width / 4): two starts within a grid step
     of each other (a refitted preset: t_request 0.101 vs 0.105 s, lattice step 0.03 s) run the same descent and

@@ -357,6 +357,10 @@ def engine_fit(recs, predictor: Predictor, starts: dict, engine: str, exclude, p
     return fit_hosts(train[::step], predictor, starts[engine])
 
 
+#: An unseen aggregated build whose engine has no listed aggregated build with records on its platform takes its
+#: step times and t_request from the median of every engine's listed aggregated builds there (:func:`fit_version`),
+#: not its engine's pooled fit over the 2024–25 builds of the published records.
+UNSEEN_FROM_CURRENT = True
 #: Weight of the engine's pooled times as the prior of each version's in the hierarchical fit (``hierarchical``).
 HIERARCHICAL_PRIOR = 0.02
 
@@ -375,8 +379,27 @@ def _own_fits(rs, predictor: Predictor, start, cache: dict, keep=lambda metrics:
     return out
 
 
-def unseen_ttft_times(recs, predictor: Predictor, starts: dict, engine: str, exclude, cache: dict,
-                      platform: str | None = None) -> dict:
+def _fits_by_engine(rs, predictor: Predictor, starts: dict, cache: dict, keep=lambda metrics: True) -> dict:
+    """:func:`_own_fits` of builds of several engines, each from its own engine's start."""
+    out = {}
+    for e, er in _by(rs, lambda r: engine_of(version_of(r))).items():
+        out.update(_own_fits(er, predictor, starts[e], cache, keep))
+    return out
+
+
+def _current_builds(recs, exclude, engine: str | None, platform: str | None, disagg: bool | None) -> list:
+    """The records of the listed builds (``specs/data/launch/stacks.toml``: today's releases) of ``engine`` (None:
+    every engine) for ``platform`` and deployment mode ``disagg`` (None: either), none of whose records
+    ``exclude`` marks."""
+    listed = set(known_labels())
+    held = {version_of(r) for r in recs if exclude(r)}
+    return [r for r in recs if (engine is None or engine_of(version_of(r)) == engine) and version_of(r) not in held
+            and version_of(r) in listed and (platform is None or platform_of(r) == platform)
+            and (disagg is None or disaggregated(r) == disagg)]
+
+
+def unseen_ttft_times(recs, predictor: Predictor, starts: dict, engine: str | None, exclude, cache: dict,
+                      platform: str | None = None, disagg: bool | None = None) -> dict:
     """{index: value} of the TTFT times of a version none of whose records is seen: t_request and t_warm, each the
     median of the engine's other builds' own fits (one vote per build with TTFT records; t_warm from the builds whose
     median and mean TTFT both identify it, else 0), the builds of ``platform`` where there are any.
@@ -388,13 +411,17 @@ def unseen_ttft_times(recs, predictor: Predictor, starts: dict, engine: str, exc
     time it runs a batch of a new size, and that is the platform's way of building kernels — SGLang's ROCm 7 builds
     take 0.9–4.6 s (AITER's just-in-time modules), its CUDA builds 1.5 s, vLLM's and TensorRT-LLM's 0–0.1 s
     (stack_hosts.toml). Only versions with no record excluded vote (their fits never saw what is held out);
-    ``cache`` keeps their fits across folds."""
-    held = {version_of(r) for r in recs if exclude(r)}
-    mine = _same_platform([r for r in recs if engine_of(version_of(r)) == engine and version_of(r) not in held],
-                          platform)
+    ``cache`` keeps their fits across folds. ``engine`` None: the listed builds of every engine for ``platform``
+    and mode ``disagg`` (an engine with no current build there, :func:`fit_version`)."""
+    if engine is None:
+        mine = _current_builds(recs, exclude, None, platform, disagg)
+    else:
+        held = {version_of(r) for r in recs if exclude(r)}
+        mine = _same_platform([r for r in recs if engine_of(version_of(r)) == engine and version_of(r) not in held],
+                              platform)
     ttft = {"ttft_s", "ttft_median_s"}
-    request = [h[REQUEST] for h in _own_fits(mine, predictor, starts[engine], cache, lambda m: m & ttft).values()]
-    warm = [h[WARM] for h in _own_fits(mine, predictor, starts[engine], cache, lambda m: ttft <= m).values()]
+    request = [h[REQUEST] for h in _fits_by_engine(mine, predictor, starts, cache, lambda m: m & ttft).values()]
+    warm = [h[WARM] for h in _fits_by_engine(mine, predictor, starts, cache, lambda m: ttft <= m).values()]
     return {WARM: float(np.median(warm)) if warm else 0.0} | ({REQUEST: float(np.median(request))} if request else {})
 
 
@@ -417,14 +444,10 @@ def unseen_step_times(recs, predictor: Predictor, starts: dict, engine: str, exc
     builds' prefill (10–13 µs) — and their median TTFT — at four times the measured. Why the same mode: a
     disaggregated build's times carry its pools' wide-EP steps (docs/stacks.md: its fit sits at the 5 ms scheduler
     bound), which priced an aggregated TensorRT-LLM build's TPOT 63% too long. Only versions with no record excluded
-    vote; ``cache`` keeps their fits across folds."""
-    listed = set(known_labels())
-    held = {version_of(r) for r in recs if exclude(r)}
-    mine = [r for r in recs if engine_of(version_of(r)) == engine and version_of(r) not in held
-            and version_of(r) in listed and (platform is None or platform_of(r) == platform)
-            and (disagg is None or disaggregated(r) == disagg)]
-    votes = list(_own_fits(mine, predictor, starts[engine], cache,
-                           lambda m: bool(m - {"ttft_s", "ttft_median_s"})).values())
+    vote; ``cache`` keeps their fits across folds. ``engine`` None: every engine's listed builds there."""
+    mine = _current_builds(recs, exclude, engine, platform, disagg)
+    votes = list(_fits_by_engine(mine, predictor, starts, cache,
+                                 lambda m: bool(m - {"ttft_s", "ttft_median_s"})).values())
     if not votes:
         return {}
     med = np.median(np.array(votes), axis=0)
@@ -434,8 +457,14 @@ def unseen_step_times(recs, predictor: Predictor, starts: dict, engine: str, exc
 def fit_version(recs, predictor: Predictor, starts: dict, version: str, exclude=lambda r: False,
                 hierarchical: bool = False, cache: dict | None = None) -> np.ndarray:
     """One version's times on its records not excluded; with none, an unseen build's: :func:`unseen_step_times` for
-    the step times (its engine's pooled fit over the builds of its platform, :func:`_same_platform`, where no listed
-    build of its platform and mode has records) and :func:`unseen_ttft_times` for t_request and t_warm.
+    the step times and :func:`unseen_ttft_times` for t_request and t_warm, over its engine's builds. Where its engine
+    has no listed build of its platform and mode with records: an aggregated build takes its step times and
+    t_request from every engine's listed aggregated builds of its platform, its warm-up still from its engine's
+    builds (:data:`UNSEEN_FROM_CURRENT`; TensorRT-LLM 1.2's gpt-oss runs left out: the
+    engine's pooled fit is the 2024–25 builds', a 5 ms scheduler and 84 ms per request, TPOT +74% and median TTFT
+    +283% one group out, against −9% and −19% from today's vLLM and SGLang builds); a disaggregated one its
+    engine's pooled fit over the builds of its platform (:func:`_same_platform`: a disaggregated build's times carry
+    its pools' queues, 248 ms per request for Dynamo-SGLang, and priced Dynamo-TensorRT-LLM's mean TTFT at +213%).
     ``hierarchical``: the engine's pooled fit (same exclusion) is the start and the prior (weight
     :data:`HIERARCHICAL_PRIOR`) of the version's own. ``cache``: the other versions' fits (shared by the folds of one
     cross-validation)."""
@@ -447,8 +476,14 @@ def fit_version(recs, predictor: Predictor, starts: dict, version: str, exclude=
         disagg = disaggregated(mine[0]) if mine else None
         c = {} if cache is None else cache
         steps = unseen_step_times(recs, predictor, starts, e, exclude, c, platform, disagg)
+        ttft = unseen_ttft_times(recs, predictor, starts, e, exclude, c, platform)
+        if not steps and not disagg and UNSEEN_FROM_CURRENT:  # no current build of its engine: every engine's
+            steps = unseen_step_times(recs, predictor, starts, None, exclude, c, platform, disagg)
+            if steps:  # t_request too; t_warm stays its engine's (the kernels its builds compile on first use)
+                ttft[REQUEST] = unseen_ttft_times(recs, predictor, starts, None, exclude, c, platform,
+                                                  disagg).get(REQUEST, ttft.get(REQUEST))
         h = np.array(starts[e], dtype=float) if steps else engine_fit(recs, predictor, starts, e, exclude, platform)
-        for j, v in (steps | unseen_ttft_times(recs, predictor, starts, e, exclude, c, platform)).items():
+        for j, v in (steps | ttft).items():
             h[j] = v
         return h
     if hierarchical:
@@ -487,6 +522,24 @@ def leave_one_family_out(recs, predictor: Predictor, starts: dict, infer_silicon
         pr = without(recs, predictor, starts, held, out_f) if infer_silicon else predictor
         cache = {}
         hosts = {v: fit_version(recs, pr, starts, v, out_f, cache=cache) for v in {version_of(r) for r in held}}
+        out.update(zip((r.id for r in held), predict(held, pr, hosts)))
+    return out
+
+
+def leave_one_source_out(recs, predictor: Predictor, starts: dict, infer_silicon: bool = False) -> dict:
+    """{record id: prediction} of every published record (``fit``) with its source (``Record.source_group``: one
+    blog, cookbook or paper) left out of the fit: each of its versions refitted on the other records (InferenceMAX
+    ones included), a version seen only there an unseen build (:func:`fit_version`); with ``infer_silicon``, a
+    chip's inferred silicon refitted without the source. What ``rackmath validate --cv`` measures for the fitted
+    presets (leave one source out), for the staged design."""
+    out, cache = {}, {}
+    by_src = _by([r for r in recs if r.fit and r.source_group], lambda r: r.source_group)
+    for src in sorted(by_src):
+        held = by_src[src]
+        out_s = lambda r, src=src: r.fit and r.source_group == src  # noqa: E731
+        pr = without(recs, predictor, starts, held, out_s) if infer_silicon else predictor
+        c = cache if pr is predictor else {}
+        hosts = {v: fit_version(recs, pr, starts, v, out_s, cache=c) for v in {version_of(r) for r in held}}
         out.update(zip((r.id for r in held), predict(held, pr, hosts)))
     return out
 
