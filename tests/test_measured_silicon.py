@@ -372,6 +372,33 @@ def test_an_unseen_build_of_an_engine_with_no_current_build_takes_todays_builds(
     assert off[0] == pytest.approx(starts["trtllm"][0])  # nothing left of its engine: the start
 
 
+def test_leave_one_source_out_fits_each_source_without_it(monkeypatch):
+    """The staged design's leave-one-source-out (``stack.leave_one_source_out``, ``stack_fit.py --loso-only``): each
+    published source is predicted once, by versions fitted with exactly that source's records excluded, and every
+    version it ran is refitted so (InferenceMAX records are never held)."""
+    from rackmath.analyses.fitting import stack as S
+    from rackmath.analyses.fitting.validation import records
+
+    allrecs = records()
+    srcs = ("sgl-cookbook-qwen3", "trtllm-h200", "amd-rocm-vllm")
+    pub = [r for r in allrecs if r.fit and r.source_group in srcs]
+    imx = [r for r in allrecs if r.group == "gptoss-fp4 × h200 × vllm"][:8]
+    starts = {e: S.host_vector(default_efficiency("h200"), e) for e in ("trtllm", "vllm", "sglang", "vllm_v0",
+                                                                         "generic")}
+    calls = []
+
+    def fake_fit_version(recs, predictor, starts_, version, exclude=lambda r: False, hierarchical=False, cache=None):
+        calls.append((version, {r.source_group for r in recs if exclude(r)}, any(exclude(r) for r in imx)))
+        return np.array(starts_[S.engine_of(version)], dtype=float)
+
+    monkeypatch.setattr(S, "fit_version", fake_fit_version)
+    out = S.leave_one_source_out(imx + pub, S.Predictor(measured=True), starts)
+    assert set(out) == {r.id for r in pub} and all(np.isfinite(v) and v > 0 for v in out.values())
+    assert all(len(held) == 1 and not imx_held for _v, held, imx_held in calls)
+    for src in srcs:  # every version the source ran, refitted without it
+        assert {v for v, held, _ in calls if held == {src}} == {S.version_of(r) for r in pub if r.source_group == src}
+
+
 def test_stack_fit_grid_is_a_lattice_not_the_start():
     """The coordinate descent's grids sit on the lattice lo + k · (half-width / 4): two starts within a grid step
     of each other (a refitted preset: t_request 0.101 vs 0.105 s, lattice step 0.03 s) run the same descent and
