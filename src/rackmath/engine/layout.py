@@ -394,9 +394,9 @@ def _experts_law(mn: ModelNumbers, sh: _Shape, eff, hw: HwNumbers):
     tokens each: a prompt pass, and a decode step under attention DP with experts spread over EP > 1 ranks (every
     rank's tokens are dispatched to the experts: DeepEP / TensorRT-LLM wide-EP; a GB200 DEP8 pool at C = 2,252
     puts ~145 tokens on each expert, where TensorRT-LLM's wide-EP MoE takes 0.35–0.39 ms per layer at 512 tokens per
-    rank (aiconfigurator's wideep_moe table), the MoE law 0.40 ms and the dense law 0.15 ms). Elsewhere a decode step's few tokens per expert run the
-    stacks' fused low-latency MoE kernels, at the dense law their fitted step times were made with
-    (docs/stacks.md, "The routed experts' compute, measured")."""
+    rank (aiconfigurator's wideep_moe table), the MoE law 0.40 ms and the dense law 0.15 ms). Elsewhere a decode
+    step's few tokens per expert run the stacks' fused low-latency MoE kernels, at the dense law their fitted step
+    times were made with (docs/stacks.md, "The routed experts' compute, measured")."""
     law = moe_compute_law_of(mn, getattr(eff, "moe_compute", ()), hw.compute_dtype)
     if law is None or mn.prefill:
         return None if law is None else (law[3], law[4], law[5], True)

@@ -368,6 +368,7 @@ def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
 
     eta_c, half = at(eff.eta_compute), at(eff.gemm_half_tokens)
     kv_rates = {"eta_memory_mla" if op.mla else "eta_memory_kv" for op in times.ops if op.kv}  # the one attention read
+    own_moe = any(op.eta_m is not None for op in times.ops)  # the experts at their format's rate, not η_m,moe
     rows = []
     for op in times.ops:
         if op.law is not None and at(op.law[3]) and at(op.flops) > 0:  # the routed experts: their MoE curve's law
@@ -402,7 +403,7 @@ def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
                          ("allreduce_latency_s", "α_AR (TP all-reduce)", "s"),
                          ("eta_comm", "η_comm", ""), ("mla_kernel_scale", "MLA kernel scale", "")):
         if k in src and (k not in ("eta_memory_kv", "eta_memory_mla") or k in kv_rates) \
-                and (k != "eta_memory_moe" or not any(op.eta_m is not None for op in times.ops)):
+                and (k != "eta_memory_moe" or not own_moe):
             rows.append(dict(op=None, symbol=sym, working="", value=at(getattr(eff, k)), unit=unit, source=src[k],
                              how="inferred from serving records" if " inferred from " in src[k] else
                              "measured kernel curve"))

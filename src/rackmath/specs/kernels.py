@@ -398,7 +398,8 @@ def _kv_silicon(t: dict, chip, tau: float) -> dict:
     latents), each the fastest KV stream of its curves (:func:`kv_memory_efficiency`); a kind without a usable curve
     is left out (its reads stay at η_m)."""
     out = {}
-    for op, field, sym in (("attention_decode", "eta_memory_kv", "η_m,kv"), ("mla_decode", "eta_memory_mla", "η_m,mla")):
+    for op, field, sym in (("attention_decode", "eta_memory_kv", "η_m,kv"),
+                           ("mla_decode", "eta_memory_mla", "η_m,mla")):
         rates = [(kv_memory_efficiency(c, chip.hbm_bw, tau), c) for c in t["curves"]
                  if c["op"] == op and _kv_shape_ok(c) and not _unfused_mla(c)] if chip.hbm_bw else []
         rates = [(e, c) for e, c in rates if e is not None]
@@ -426,9 +427,9 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     where :data:`MEASURED_ROUTING`),
     ``allreduce_curves`` (the stacks' custom all-reduce per group size measured, :func:`allreduce_curves`: a TP
     all-reduce's time at its message size), ``allreduce_latency_s`` (the same kernel's smallest message, 8 GPUs or
-    the nearest group measured: where no curve has the group), ``collective_latency_s`` and ``eta_comm`` (the 8-GPU NCCL all-reduce,
-    :func:`collective_terms`); ``"by_dtype"`` holds η_c and M½ of every dtype measured. ``table``: curves to read
-    instead of the chip's (``rackmath measure --curves`` compares its own with the shipped ones).
+    the nearest group measured: where no curve has the group), ``collective_latency_s`` and ``eta_comm`` (the 8-GPU
+    NCCL all-reduce, :func:`collective_terms`); ``"by_dtype"`` holds η_c and M½ of every dtype measured. ``table``:
+    curves to read instead of the chip's (``rackmath measure --curves`` compares its own with the shipped ones).
     """
     t = table if table is not None else kernel_table(chip.name)
     if t is None:

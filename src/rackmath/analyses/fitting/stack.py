@@ -480,8 +480,8 @@ def fit_version(recs, predictor: Predictor, starts: dict, version: str, exclude=
         if not steps and not disagg and UNSEEN_FROM_CURRENT:  # no current build of its engine: every engine's
             steps = unseen_step_times(recs, predictor, starts, None, exclude, c, platform, disagg)
             if steps:  # t_request too; t_warm stays its engine's (the kernels its builds compile on first use)
-                ttft[REQUEST] = unseen_ttft_times(recs, predictor, starts, None, exclude, c, platform,
-                                                  disagg).get(REQUEST, ttft.get(REQUEST))
+                current = unseen_ttft_times(recs, predictor, starts, None, exclude, c, platform, disagg)
+                ttft.update({REQUEST: current[REQUEST]} if REQUEST in current else {})
         h = np.array(starts[e], dtype=float) if steps else engine_fit(recs, predictor, starts, e, exclude, platform)
         for j, v in (steps | ttft).items():
             h[j] = v

@@ -77,7 +77,8 @@ def _decode_lines(x, mla: bool) -> None:
     if _f(getattr(eff, "eta_memory_mla" if mla else "eta_memory_kv", 0.0)) > 0:
         note += f"; the KV cache's bytes at {kv_rate} (measured decode attention)"
     if _f(getattr(eff, "eta_memory_moe", 0.0)) > 0:
-        note += "; the routed experts' bytes at η_m,moe (measured MoE curves of their weight format where the chip has one)"
+        note += ("; the routed experts' bytes at η_m,moe (measured MoE curves of their weight format where the chip "
+                 "has one)")
     if getattr(eff, "allreduce_curves", ()):
         note += "; each TP all-reduce at t_AR(B) of its message and group (measured curves; α_AR where none)"
     elif _f(getattr(eff, "allreduce_latency_s", 0.0)) > 0:
