@@ -135,14 +135,15 @@ def main(argv=None):
     table("2. measured silicon + host times per stack version — InferenceMAX, in sample", imx, p2)
     all_records_table("2. measured silicon + host times per stack version — published records, in sample", pub, p2)
     print(f"[{time.time() - t0:.0f} s]")
-    print("\nper stack version: records, fitted parameters, t_sched, τ_seq, τ_eager, t_request, τ_stack, t_warm, η_pf")
+    print("\nper stack version: records, fitted parameters, t_sched, τ_seq, τ_eager, t_request, τ_stack, t_warm, η_pf, "
+          "η_wave")
     by_v = {}
     for r in recs:
         by_v.setdefault(S.version_of(r), []).append(r)
     for v in sorted(by_v):
         h = hosts[v]
         print(f"  {v:32s} {len(by_v[v]):4d} rec  {S.fitted_count()} par  {h[0] * 1e3:6.3f} ms {h[1] * 1e6:6.2f} µs "
-              f"{h[2] * 1e6:6.2f} µs {h[3] * 1e3:7.2f} ms {h[4] * 1e6:6.2f} µs {h[5]:6.2f} s {h[6]:5.2f}")
+              f"{h[2] * 1e6:6.2f} µs {h[3] * 1e3:7.2f} ms {h[4] * 1e6:6.2f} µs {h[5]:6.2f} s {h[6]:5.2f} {h[7]:5.2f}")
     if a.write:
         write(hosts, by_v)
         write_silicon(sil, recs)
@@ -220,10 +221,11 @@ def write(hosts, by_v):
     lines = ["# Host times per stack version, fitted with the silicon fixed from measured kernel curves (issue 34):",
              "# written by `python benchmarks/stack_fit.py --write` (rackmath.analyses.fitting.stack). Read by",
              "# --efficiency measured (engine.efficiency.for_stack); the fitted presets do not read them.",
-             "# Each version: its six stack times (seven with --prefill) fitted on its own records: scheduler",
+             "# Each version: its seven stack numbers (eight with --prefill) fitted on its own records: scheduler",
              "# time per step, host time per sequence per step, eager dispatch per kernel, per-request time,",
-             "# kernel_s, the stack's time per kernel on top of the silicon's floor τ, and warm_s, its warm-up paid",
-             "# once by a closed-loop client's first wave (mean TTFT over median TTFT); prefill_eta, its prefill",
+             "# kernel_s, the stack's time per kernel on top of the silicon's floor τ, warm_s, its warm-up paid",
+             "# once by a closed-loop client's first wave (mean TTFT over median TTFT), and wave_eta, the speed of",
+             "# that wave's prefill passes relative to its steady ones (where not 1); prefill_eta, its prefill",
              "# speed relative to the kernel curves, where fitted (--prefill). Records on chips without",
              "# measured curves are predicted at their fitted preset's silicon, with τ_k and the MLA kernel scale",
              "# inferred from their records where specs/data/kernels/inferred/ has them. Keys starting with \"_\"",
@@ -236,7 +238,8 @@ def write(hosts, by_v):
         h = hosts[v]
         lines += ["[[_stack_host]]", f'stack_version = "{v}"', f"sched_s = {h[0]:.4g}", f"seq_s = {h[1]:.4g}",
                   f"eager_s = {h[2]:.4g}", f"request_s = {h[3]:.4g}", f"kernel_s = {h[4]:.4g}",
-                  f"warm_s = {h[5]:.4g}"] + ([f"prefill_eta = {h[6]:.4g}"] if h[6] != 1.0 else []) + [
+                  f"warm_s = {h[5]:.4g}"] + ([f"prefill_eta = {h[6]:.4g}"] if h[6] != 1.0 else []) + (
+                  [f"wave_eta = {h[7]:.4g}"] if h[7] != 1.0 else []) + [
                   f"records = {len(by_v[v])}",
                   f'source = "fitted by benchmarks/stack_fit.py on the {len(by_v[v])} records of {v} '
                   f'(specs/data/records/inferencemax.toml), silicon from specs/data/kernels"', ""]

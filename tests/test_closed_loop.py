@@ -193,3 +193,45 @@ def test_cli_shows_the_median_request_beside_the_mean_ttft():
     assert code == 0, err
     row = next(line for line in out.splitlines() if line.startswith("TTFT"))
     assert "mean" not in row and "median" not in row
+
+
+def test_first_wave_pass_by_hand():
+    """A first-wave pass at η_wave = 0.4 of the steady speed: 35 ms / 0.4 = 87.5 ms; η_wave = 1 leaves it."""
+    assert float(schedule.first_wave_pass(0.035, 0.4)) == pytest.approx(0.0875, rel=1e-12)
+    assert float(schedule.first_wave_pass(0.035, 1.0)) == 0.035
+
+
+def test_serve_first_wave_speed_scales_the_waves_passes_only():
+    """η_wave slows the first wave's prefill passes and nothing else: the wave's TTFT less its host time scales by
+    1/η_wave (every branch of wave_schedule is proportional to t_pass), so the closed loop's mean TTFT moves by
+    w · (1/η_wave − 1) · (TTFT_wave − t_request); the median, TPOT and throughput stay; the explanation shows
+    t_pass, η_wave and t_pass,wave = t_pass / η_wave and still adds up. A disaggregated pool's first wave queues at
+    η_wave of its rate."""
+    from dataclasses import replace
+
+    from rackmath.engine.efficiency import measured_efficiency
+    from rackmath.specs.hardware import load_hardware
+
+    eff = replace(measured_efficiency(load_hardware("hgx-h200").chip), per_version=False)
+    kw = dict(gpus=8, tp=2, isl=1024, osl=8192, concurrency=64, framework="vllm", arrivals="closed-loop")
+    slow = rackmath.serve("gpt-oss-120b", "hgx-h200", efficiency=replace(eff, eta_wave=0.4), **kw)
+    base = rackmath.serve("gpt-oss-120b", "hgx-h200", efficiency=eff, **kw)
+    i_s, i_b = slow._info, base._info
+    t_req = float(i_b["t_request"])
+    assert float(i_s["ttft_wave"]) - t_req == pytest.approx((float(i_b["ttft_wave"]) - t_req) / 0.4, rel=1e-9)
+    assert (slow.ttft_ms - base.ttft_ms) / 1e3 == pytest.approx(
+        0.1 * (1 / 0.4 - 1) * (float(i_b["ttft_wave"]) - t_req), rel=1e-9)
+    d_s, d_b = slow.as_dict(), base.as_dict()
+    assert d_s["ttft_median_ms"] == d_b["ttft_median_ms"]
+    assert (slow.tpot_ms, slow.output_tok_s) == (base.tpot_ms, base.output_tok_s)
+    d = slow.explain()
+    assert d.check() == []
+    lines = {x.symbol: x for x in d.steps}
+    assert lines["η_wave"].value == pytest.approx(0.4)
+    assert lines["t_pass,wave"].value == pytest.approx(lines["t_pass"].value / 0.4, rel=1e-9)
+    assert "η_wave" not in {x.symbol for x in base.explain().steps}  # shown only where it is not 1
+    dis = dict(gpus=24, isl=8192, osl=1024, concurrency=64, framework="sglang", arrivals="closed-loop",
+               prefill_gpus=8, decode_gpus=16, tp=8)
+    a = rackmath.serve("deepseek-r1", "hgx-h200", efficiency=replace(eff, eta_wave=0.5), **dis)
+    b = rackmath.serve("deepseek-r1", "hgx-h200", efficiency=eff, **dis)
+    assert a.as_dict()["ttft_median_ms"] == b.as_dict()["ttft_median_ms"] and a.ttft_ms > b.ttft_ms

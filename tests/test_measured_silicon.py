@@ -226,7 +226,7 @@ def test_stack_fit_recovers_known_host_times():
     recs = [r for r in records() if r.group == "gptoss-fp4 × h200 × vllm"][:12]
     assert len(recs) == 12 and {r.metric for r in recs} >= {"ttft_s", "ttft_median_s"}
     pred = S.Predictor(measured=True)
-    truth = np.array([1.0e-3, 5e-6, 3e-5, 0.05, 2e-6, 3.0, 1.0])  # … t_request 50 ms, τ_stack 2 µs, t_warm 3 s, η_pf 1
+    truth = np.array([1.0e-3, 5e-6, 3e-5, 0.05, 2e-6, 3.0, 1.0, 1.0])  # … t_request 50 ms, t_warm 3 s, η_pf, η_wave 1
     fake = [replace(r, value=float(pred(r, truth)[0])) for r in recs]
     start = S.host_vector(default_efficiency("h200"), "vllm")
     fitted = S.fit_hosts(fake, pred, start)
@@ -237,6 +237,25 @@ def test_stack_fit_recovers_known_host_times():
     # the medians identify t_request, the means over them t_warm (a first wave of one request in ten)
     assert fitted[S.REQUEST] == pytest.approx(0.05, rel=0.1) and fitted[S.WARM] == pytest.approx(3.0, rel=0.1)
     assert fitted[S.PREFILL] == 1.0  # η_pf is not freed by default (stack.FIT_PREFILL)
+
+
+def test_stack_fit_tells_the_first_waves_warm_up_from_its_speed_by_concurrency():
+    """Records made at a known warm-up (1 s, the same at every C) and first-wave speed (η_wave 0.4: an excess that
+    grows with the C prompts of the wave) are fitted back to both when the runs span C = 4 and 64: the two are
+    searched together (stack._descend_jointly; one at a time they were fitted 1.2 s and 1.5)."""
+    from dataclasses import replace
+
+    from rackmath.analyses.fitting import stack as S
+    from rackmath.analyses.fitting.validation import records
+
+    recs = [r for r in records() if r.group == "gptoss-fp4 × h200 × vllm" and r.stack == "vllm@0.13.0"
+            and r.inputs["concurrency"] in (4, 64) and r.inputs["tp"] in (2, 8)]
+    assert len(recs) == 16 and {r.metric for r in recs} >= {"ttft_s", "ttft_median_s"}
+    pred = S.Predictor(measured=True)
+    truth = np.array([1.0e-3, 5e-6, 3e-5, 0.05, 2e-6, 1.0, 1.0, 0.4])
+    fake = [replace(r, value=float(pred(r, truth)[0])) for r in recs]
+    fitted = S.fit_hosts(fake, pred, S.host_vector(default_efficiency("h200"), "vllm"))
+    assert fitted[S.WARM] == pytest.approx(1.0, rel=0.15) and fitted[S.WAVE] == pytest.approx(0.4, rel=0.15)
 
 
 def test_stack_fit_recovers_a_prefill_pools_speed(monkeypatch):
@@ -252,11 +271,11 @@ def test_stack_fit_recovers_a_prefill_pools_speed(monkeypatch):
             and r.inputs["concurrency"] >= 256 and r.metric in ("output_tok_s_per_decode_gpu", "tpot_s")][:8]
     assert len(recs) == 8 and all(S.disaggregated(r) for r in recs)
     pred = S.Predictor(measured=True)
-    truth = np.array([1.0e-3, 5e-6, 3e-5, 0.05, 2e-6, 0.0, 0.4])
+    truth = np.array([1.0e-3, 5e-6, 3e-5, 0.05, 2e-6, 0.0, 0.4, 1.0])
     fake = [replace(r, value=float(pred(r, truth)[0])) for r in recs]
     fitted = S.fit_hosts(fake, pred, S.host_vector(default_efficiency("mi355x"), "sglang"))
     assert fitted[S.PREFILL] == pytest.approx(0.4, rel=0.15)
-    assert S.fitted_count() == len(S.STACK_PARAMS) == 7
+    assert S.fitted_count() == len(S.STACK_PARAMS) == 8
 
 
 def test_unseen_version_takes_the_median_builds_request_and_warm_up_times():
@@ -274,7 +293,7 @@ def test_unseen_version_takes_the_median_builds_request_and_warm_up_times():
     truths = {"vllm@0.11.2": (0.02, 1.0), "vllm@0.13.0": (0.08, 9.0), "vllm@0.10.2": (0.2, 3.0)}  # t_request, t_warm
     recs = []
     for v, (t_req, t_warm) in truths.items():
-        h = np.array([1.0e-3, 5e-6, 3e-5, t_req, 2e-6, t_warm, 1.0])
+        h = np.array([1.0e-3, 5e-6, 3e-5, t_req, 2e-6, t_warm, 1.0, 1.0])
         fw, _, ver = v.partition("@")
         recs += [replace(r, id=f"{r.id}-{v}", framework=fw, stack_version=ver, value=float(pred(r, h)[0]))
                  for r in base]
@@ -314,8 +333,8 @@ def test_an_unseen_build_takes_the_median_of_its_listed_builds_step_times():
     base = [r for r in records() if r.group == "gptoss-fp4 × h200 × vllm" and r.stack == "vllm@0.13.0"
             and r.metric in ("tpot_s", "output_tok_s_per_gpu")][:8]
     assert not any(S.disaggregated(r) for r in base)
-    truth = {"vllm@0.11.2": np.array([1.0e-3, 5e-6, 3e-5, 0.03, 1e-6, 0.0, 1.0]),
-             "vllm@0.13.0": np.array([3.0e-3, 2e-5, 6e-5, 0.03, 6e-6, 0.0, 1.0])}
+    truth = {"vllm@0.11.2": np.array([1.0e-3, 5e-6, 3e-5, 0.03, 1e-6, 0.0, 1.0, 1.0]),
+             "vllm@0.13.0": np.array([3.0e-3, 2e-5, 6e-5, 0.03, 6e-6, 0.0, 1.0, 1.0])}
     recs = []
     for v, h in truth.items():
         fw, _, ver = v.partition("@")
@@ -336,8 +355,8 @@ def test_an_unseen_build_of_an_engine_with_no_current_build_takes_todays_builds(
     """TensorRT-LLM 1.2's gpt-oss runs are the engine's only listed aggregated build: left out, it has no build of
     its engine to take its times from, and its engine's pooled fit is the 2024–25 builds' (a 5 ms scheduler,
     84–300 ms per request). It takes instead the median of every engine's listed aggregated builds of its platform —
-    here two vLLM builds generated at known times — for its step times and t_request; its warm-up stays its
-    engine's. With that rule off, the pooled fit of its engine (whose only records are its own, held: the start)."""
+    here two vLLM builds generated at known times — for its step times, t_request and first wave's speed η_wave;
+    its warm-up stays its engine's. With that rule off, the pooled fit of its engine (whose only records are its own, held: the start)."""
     from dataclasses import replace
 
     from rackmath.analyses.fitting import stack as S
@@ -347,9 +366,9 @@ def test_an_unseen_build_of_an_engine_with_no_current_build_takes_todays_builds(
     starts = {e: S.host_vector(default_efficiency("h200"), e) for e in ("vllm", "trtllm")}
     base = [r for r in records() if r.group == "gptoss-fp4 × h200 × vllm" and r.stack == "vllm@0.13.0"][:12]
     assert {"ttft_s", "ttft_median_s", "tpot_s"} <= {r.metric for r in base}
-    truth = {"vllm@0.11.2": np.array([1.0e-3, 5e-6, 3e-5, 0.02, 1e-6, 0.1, 1.0]),
-             "vllm@0.13.0": np.array([3.0e-3, 2e-5, 6e-5, 0.04, 6e-6, 0.3, 1.0]),
-             "trtllm@1.2.0rc2": np.array([2.0e-3, 1e-5, 2e-5, 0.03, 0.0, 0.0, 1.0])}
+    truth = {"vllm@0.11.2": np.array([1.0e-3, 5e-6, 3e-5, 0.02, 1e-6, 1.0, 1.0, 1.0]),
+             "vllm@0.13.0": np.array([3.0e-3, 2e-5, 6e-5, 0.04, 6e-6, 3.0, 1.0, 1.0]),
+             "trtllm@1.2.0rc2": np.array([2.0e-3, 1e-5, 2e-5, 0.03, 0.0, 0.0, 1.0, 1.0])}
     recs = []
     for v, h in truth.items():
         fw, _, ver = v.partition("@")
@@ -363,6 +382,7 @@ def test_an_unseen_build_of_an_engine_with_no_current_build_takes_todays_builds(
     for j in (0, 1, 2, 4, S.REQUEST):
         assert got[j] == pytest.approx(np.median([f[j] for f in fits]))
     assert got[S.REQUEST] == pytest.approx(0.03, rel=0.3)  # between the two builds' 0.02 and 0.04 s
+    assert got[S.WAVE] == pytest.approx(np.median([f[S.WAVE] for f in fits]))  # the first wave's speed too
     assert got[S.WARM] == 0.0  # the warm-up stays its engine's (what its builds compile): none left to say, 0
     S.UNSEEN_FROM_CURRENT = False
     try:

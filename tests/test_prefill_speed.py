@@ -149,3 +149,29 @@ def test_attention_dp_prefill_pool_pays_its_dispatch_on_top_of_the_gpu():
         want = (t_gpu + host) if adp else max(t_gpu, host)
         assert float(np.asarray(info["prefill"]["prefill_s"])) == pytest.approx(want * info["n_chunks"], rel=1e-9)
         assert r.explain().check() == []
+
+
+def test_for_stack_reads_a_versions_first_wave_speed(tmp_path, monkeypatch):
+    """``wave_eta`` in stack_hosts.toml becomes the efficiency's η_wave under --efficiency measured (the presets keep
+    1); out of (0, 2] it is a catalog error naming the field."""
+    from rackmath.analyses.serving.serve import load_stack
+    from rackmath.specs import stacks as S
+
+    st = load_stack("vllm@0.13.0")
+    assert S.host_times(st.label)["wave"] == pytest.approx(0.37, abs=0.1)  # the shipped fit: 2.7× slower passes
+    table = dict(S._host_table())
+    monkeypatch.setattr(S, "_host_table", lambda: table | {st.label: {"wave": 0.25}})
+    assert for_stack(measured_efficiency(load_hardware("h200").chip), st).eta_wave == pytest.approx(0.25)
+    from rackmath.engine.efficiency import default_efficiency
+
+    assert default_efficiency("h200").eta_wave == 1.0
+    monkeypatch.undo()
+    bad = tmp_path / "stack_hosts.toml"
+    bad.write_text('[[_stack_host]]\nstack_version = "vllm@0.13.0"\nwave_eta = 3\n')
+    monkeypatch.setattr(S, "HOSTS", bad)
+    S._host_table.cache_clear()
+    try:
+        with pytest.raises(CatalogError, match="wave_eta"):
+            S.host_times("vllm@0.13.0")
+    finally:
+        S._host_table.cache_clear()

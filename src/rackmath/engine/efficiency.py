@@ -91,6 +91,7 @@ NUMERIC = {
     "warm_sglang_s": (0.0, 60.0, 0.0),
     "mla_kernel_scale": (0.0, 50.0, 1.0),
     "eta_prefill": (0.0, 2.0, 1.0),
+    "eta_wave": (0.0, 2.0, 1.0),
 }
 
 #: The fit's loss is |log(predicted/measured)| up to this cap (≈ ±50%), nearly flat beyond it
@@ -231,6 +232,10 @@ class Efficiency:
     #: a step's prompt tokens take (t − t_decode) / η_pf): a stack version's (stack_hosts.toml, --efficiency
     #: measured); 1 in every preset
     eta_prefill: float = 1.0
+    #: the speed of a closed-loop client's first wave's prefill passes relative to the steady state's, η_wave
+    #: (serving.schedule.first_wave_pass: each pass takes t_pass / η_wave — the first passes of a new batch shape
+    #: run cold): a stack version's (stack_hosts.toml, --efficiency measured); 1 in every preset
+    eta_wave: float = 1.0
     composition: str = "serial"
     description: str = "the lecture's ideal roofline: peak FLOP/s and bandwidth, no fixed costs"
     source: str = "lecture 00:00 (roofline)"
@@ -475,6 +480,8 @@ def for_stack(eff: Efficiency, stack) -> Efficiency:
         out["kernel_latency_s"] = eff.kernel_latency_s + h["kernel"]
     if "prefill" in h:  # the version's prefill speed relative to the curves (serving.steps.prefill_speed_step)
         out["eta_prefill"] = h["prefill"]
+    if "wave" in h:  # the version's first-wave speed relative to its steady passes (serving.schedule.first_wave_pass)
+        out["eta_wave"] = h["wave"]
     return replace(eff, per_version=False, **out)
 
 

@@ -186,6 +186,11 @@ def _host_table() -> dict:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 2:
                 raise CatalogError(str(HOSTS), f"_stack_host[{i}].prefill_eta", f"{v!r} (accepted: 0 < η ≤ 2)")
             vals["prefill"] = float(v)
+        v = t.get("wave_eta")
+        if v is not None:  # the speed of its first wave's passes relative to its steady ones (a share, not a time)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 2:
+                raise CatalogError(str(HOSTS), f"_stack_host[{i}].wave_eta", f"{v!r} (accepted: 0 < η ≤ 2)")
+            vals["wave"] = float(v)
         out[label] = vals
     return out
 
@@ -193,11 +198,12 @@ def _host_table() -> dict:
 def host_times(label: str) -> dict:
     """A stack version's host times fitted with the silicon fixed from measured kernel curves
     (``specs/data/launch/stack_hosts.toml``, written by ``benchmarks/stack_fit.py``): ``{"sched": s, "seq": s,
-    "eager": s, "request": s, "kernel": s, "warm": s, "prefill": η}`` ({} for a version without); ``kernel`` is the
-    stack's time per kernel on top of the silicon's floor τ (launch gaps, unfused work:
+    "eager": s, "request": s, "kernel": s, "warm": s, "prefill": η, "wave": η}`` ({} for a version without);
+    ``kernel`` is the stack's time per kernel on top of the silicon's floor τ (launch gaps, unfused work:
     ``engine.efficiency.for_stack``), ``warm`` its warm-up paid by a closed-loop client's first wave
     (``serving.schedule.closed_loop_ttft``), ``prefill`` its prefill speed relative to the kernel curves
-    (``prefill_eta``; ``serving.steps.prefill_speed_step``)."""
+    (``prefill_eta``; ``serving.steps.prefill_speed_step``), ``wave`` the speed of a closed-loop client's first
+    wave's passes relative to its steady ones (``wave_eta``; ``serving.schedule.first_wave_pass``)."""
     return dict(_host_table().get(str(label), {}))
 
 

@@ -53,10 +53,13 @@ from ...specs.stacks import known_labels
 #: (field, lower, upper, initial grid half-width) of each fitted host time (physical ranges as ``FIT_PARAMS``).
 STACK_PARAMS = (("sched", 0.0, 5e-3, 2e-3), ("seq", 0.0, 1e-4, 4e-5), ("eager", 0.0, 1e-4, 4e-5),
                 ("request", 0.0, 0.3, 0.12), ("kernel", 0.0, 2e-5, 8e-6), ("warm", 0.0, 30.0, 8.0),
-                ("prefill", 0.05, 2.0, 0.5))
+                ("prefill", 0.05, 2.0, 0.5), ("wave", 0.05, 2.0, 0.5))
 #: Index in :data:`STACK_PARAMS` of the version's prefill speed η_pf (a share of the curves' speed, not a time:
 #: ``Efficiency.eta_prefill``, ``serving.steps.prefill_speed_step``).
 PREFILL = 6
+#: Index in :data:`STACK_PARAMS` of the speed of a closed-loop client's first wave's passes relative to the steady
+#: ones, η_wave (``Efficiency.eta_wave``, ``serving.schedule.first_wave_pass``).
+WAVE = 7
 #: Whether the fit frees each version's prefill speed η_pf (``benchmarks/stack_fit.py --prefill``). Off: fitted per
 #: version it did not transfer between the groups of one build (docs/stacks.md, "The prefill pool's speed"), so
 #: every version keeps the curves' speed (η_pf = 1) and the shipped fit is unchanged.
@@ -116,12 +119,12 @@ def _names():
 
 
 def host_vector(eff, engine: str) -> np.ndarray:
-    """(sched, seq, eager, request, τ_stack = 0, warm, η_pf) of an engine in a preset (the generic stack: the three
-    engines' mean)."""
+    """(sched, seq, eager, request, τ_stack = 0, warm, η_pf, η_wave) of an engine in a preset (the generic stack: the
+    three engines' mean)."""
     st = {"vllm_v0": "vllm-v0"}.get(engine, engine)
     return np.array([stack_sched_s(eff, st), stack_seq_s(eff, st), stack_eager_s(eff, st),
                      stack_request_s(eff, st) - eff.request_overhead_s, 0.0, stack_warm_s(eff, st),
-                     float(eff.eta_prefill)])
+                     float(eff.eta_prefill), float(eff.eta_wave)])
 
 
 def _matrix(eff, H: np.ndarray) -> np.ndarray:
@@ -131,6 +134,7 @@ def _matrix(eff, H: np.ndarray) -> np.ndarray:
     X = np.tile(base, (len(H), 1))
     X[:, names.index("kernel_latency_s")] += H[:, 4]  # τ_k = τ_silicon + τ_stack
     X[:, names.index("eta_prefill")] = H[:, PREFILL]  # the version's prefill speed
+    X[:, names.index("eta_wave")] = H[:, WAVE]  # the speed of its first wave's passes
     for j in _ENGINE_FIELDS:
         k = STACK_PARAMS[j][0]
         for e in _ENGINES:
@@ -194,14 +198,11 @@ def _descend(x, params, predictions, meas, prior: float = 0.0, free=None, rounds
     x = np.array(x, dtype=float)
     x0 = x.copy()
     widths = np.array([w for *_r, w in params])
-    half = (POINTS - 1) // 2
     for _ in range(rounds):
         for j, (_n, lo, hi, w0) in enumerate(params):
             if free is not None and j not in free:
                 continue
-            step = widths[j] / half  # the grid sits on the lattice lo + k · step, whatever the start
-            centre = lo + np.round((x[j] - lo) / step) * step
-            grid = np.unique(np.clip(centre + step * np.arange(-half, half + 1), lo, hi))
+            grid = _lattice(x[j], lo, hi, widths[j])  # on the lattice lo + k · width / 4, whatever the start
             C = np.tile(x, (len(grid), 1))
             C[:, j] = grid
             loss = _logerr(predictions(C), meas[:, None]).mean(axis=0)
@@ -212,19 +213,49 @@ def _descend(x, params, predictions, meas, prior: float = 0.0, free=None, rounds
     return x
 
 
-#: Indices in :data:`STACK_PARAMS` of the per-request time t_request and the warm-up t_warm: the stack times TTFT
-#: alone identifies.
+def _lattice(value, lo, hi, width) -> np.ndarray:
+    """The :data:`POINTS` grid of :func:`_descend` around ``value``: the lattice lo + k · (width / 4) nearest it."""
+    half = (POINTS - 1) // 2
+    step = width / half
+    centre = lo + np.round((value - lo) / step) * step
+    return np.unique(np.clip(centre + step * np.arange(-half, half + 1), lo, hi))
+
+
+def _descend_jointly(x, params, predictions, meas, pair, rounds: int = ROUNDS) -> np.ndarray:
+    """:func:`_descend` of two coordinates ``pair`` searched together: each round the product of their grids (as
+    :func:`_lattice`, halving each round), every pair of values in one call of ``predictions``. For two numbers that
+    trade against each other — the first wave's warm-up and the speed of its passes both add to the mean TTFT —
+    one at a time zig-zags: the first coordinate takes what the second should have, and the shrinking grids cannot
+    walk back (records made at a known t_warm and η_wave were fitted 1.2 s and 1.5 for 1.0 s and 0.4)."""
+    x = np.array(x, dtype=float)
+    i, j = pair
+    widths = [params[i][3], params[j][3]]
+    for _ in range(rounds):
+        gi = _lattice(x[i], params[i][1], params[i][2], widths[0])
+        gj = _lattice(x[j], params[j][1], params[j][2], widths[1])
+        C = np.tile(x, (len(gi) * len(gj), 1))
+        C[:, i], C[:, j] = np.repeat(gi, len(gj)), np.tile(gj, len(gi))
+        k = int(np.argmin(_logerr(predictions(C), meas[:, None]).mean(axis=0)))
+        x[i], x[j] = C[k, i], C[k, j]
+        widths = [w / 2.0 for w in widths]
+    return x
+
+
+#: Indices in :data:`STACK_PARAMS` of the per-request time t_request and the warm-up t_warm: with η_wave, the stack
+#: numbers TTFT alone identifies.
 REQUEST, WARM = 3, 5
+#: The first wave's two numbers, fitted together on the mean TTFTs (:func:`fit_hosts`).
+FIRST_WAVE = (WARM, WAVE)
 #: Extra coordinate-descent rounds of t_warm (its range spans 30 s; a mean TTFT carries a tenth of it).
 WARM_ROUNDS = ROUNDS + 2
 
 
 def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.ndarray:
-    """The stack times (sched, seq, eager, request, τ_stack, warm; η_pf under :data:`FIT_PREFILL`) minimising mean
-    robust |log error|, by coordinate descent from ``start`` (:func:`_descend`), in three steps: the step times
+    """The stack times (sched, seq, eager, request, τ_stack, warm, η_wave; η_pf under :data:`FIT_PREFILL`) minimising
+    mean robust |log error|, by coordinate descent from ``start`` (:func:`_descend`), in three steps: the step times
     (sched, seq, eager, τ_stack, η_pf) on the records of throughput and TPOT; then t_request on the median-TTFT
-    records with them fixed (on the mean-TTFT records where a version has no median); then t_warm on the mean-TTFT
-    records with the rest fixed.
+    records with them fixed (on the mean-TTFT records where a version has no median); then the first wave's t_warm
+    and η_wave together on the mean-TTFT records with the rest fixed.
 
     Why in steps: a run's mean TTFT carries what no step time describes — a saturated closed loop's queue, which is
     its throughput error amplified by Little's law (``serving.schedule.saturated_ttft``: a 10% error in X is tens
@@ -234,9 +265,11 @@ def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.nda
     measure; the median request's TTFT is the steady loop's (``serving.schedule.median_ttft``), which t_request
     adds to every request; the mean over the median is then the first wave's, which t_warm adds to one request in
     ten. A mean alone cannot tell the two apart (every InferenceMAX run has the same first-wave share), so t_warm
-    is fitted only where medians fixed t_request, and stays at the start (0) elsewhere. Each TTFT time is searched
-    over its whole range (the first grid spans it; no pull towards the start: TTFT identifies it). A version with
-    no TTFT record (or only TTFT records) fits all of them on what it has.
+    is fitted only where medians fixed t_request, and stays at the start (0) elsewhere. The first wave's two numbers
+    are told apart by C: t_warm is the same at every C, the wave's passes (η_wave) grow with the C prompts that
+    queue for them (``serving.schedule.first_wave_pass``; η_wave stays at the start, 1, where t_warm does). Each
+    TTFT number is searched over its whole range (the first grid spans it; no pull towards the start: TTFT
+    identifies it). A version with no TTFT record (or only TTFT records) fits all of them on what it has.
 
     Why η_pf stays at the start (1, the curves' speed) unless :data:`FIT_PREFILL`: a disaggregated prefill pool's
     saturated throughput is its prompt tokens/s measured on their own, and SGLang's GB200 pools run at a third to a
@@ -257,16 +290,18 @@ def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.nda
     free = [j for j in range(len(STACK_PARAMS)) if j != PREFILL or FIT_PREFILL]
     if not (means or medians) or not steps:
         return descend(start, recs, free)
-    x = descend(start, steps, [j for j in free if j not in (REQUEST, WARM)])
+    x = descend(start, steps, [j for j in free if j not in (REQUEST, *FIRST_WAVE)])
     params = list(STACK_PARAMS)
-    for j in (REQUEST, WARM):  # their whole range searched (the first grid spans it), no prior
+    for j in (REQUEST, *FIRST_WAVE):  # their whole range searched (the first grid spans it), no prior
         name, lo, hi, _w = STACK_PARAMS[j]
         params[j] = (name, lo, hi, (hi - lo) / 2.0)
     x[REQUEST] = (params[REQUEST][1] + params[REQUEST][2]) / 2.0
     x = descend(x, medians or means, [REQUEST], params, 0.0)
     if medians and means:
         x[WARM] = (params[WARM][1] + params[WARM][2]) / 2.0
-        x = descend(x, means, [WARM], params, 0.0, WARM_ROUNDS)
+        meas = np.array([r.value for r in means])
+        x = _descend_jointly(x, params, lambda H: np.stack([predictor(r, H) for r in means]), meas, FIRST_WAVE,
+                             WARM_ROUNDS)
     return x
 
 
@@ -358,8 +393,8 @@ def engine_fit(recs, predictor: Predictor, starts: dict, engine: str, exclude, p
 
 
 #: An unseen aggregated build whose engine has no listed aggregated build with records on its platform takes its
-#: step times and t_request from the median of every engine's listed aggregated builds there (:func:`fit_version`),
-#: not its engine's pooled fit over the 2024–25 builds of the published records.
+#: step times, t_request and first-wave speed η_wave from the median of every engine's listed aggregated builds there
+#: (:func:`fit_version`), not its engine's pooled fit over the 2024–25 builds of the published records.
 UNSEEN_FROM_CURRENT = True
 #: Weight of the engine's pooled times as the prior of each version's in the hierarchical fit (``hierarchical``).
 HIERARCHICAL_PRIOR = 0.02
@@ -400,9 +435,10 @@ def _current_builds(recs, exclude, engine: str | None, platform: str | None, dis
 
 def unseen_ttft_times(recs, predictor: Predictor, starts: dict, engine: str | None, exclude, cache: dict,
                       platform: str | None = None, disagg: bool | None = None) -> dict:
-    """{index: value} of the TTFT times of a version none of whose records is seen: t_request and t_warm, each the
-    median of the engine's other builds' own fits (one vote per build with TTFT records; t_warm from the builds whose
-    median and mean TTFT both identify it, else 0), the builds of ``platform`` where there are any.
+    """{index: value} of the TTFT numbers of a version none of whose records is seen: t_request, t_warm and η_wave,
+    each the median of the engine's other builds' own fits (one vote per build with TTFT records; t_warm and η_wave
+    from the builds whose median and mean TTFT both identify them, else 0 and 1), the builds of ``platform`` where
+    there are any.
 
     Why not the engine's pooled fit: the TTFT times are per build, and pooled over builds they take the shape of the
     largest — the disaggregated versions' queues (300 ms per request) set SGLang's pooled t_request, which priced an
@@ -421,8 +457,10 @@ def unseen_ttft_times(recs, predictor: Predictor, starts: dict, engine: str | No
                               platform)
     ttft = {"ttft_s", "ttft_median_s"}
     request = [h[REQUEST] for h in _fits_by_engine(mine, predictor, starts, cache, lambda m: m & ttft).values()]
-    warm = [h[WARM] for h in _fits_by_engine(mine, predictor, starts, cache, lambda m: ttft <= m).values()]
-    return {WARM: float(np.median(warm)) if warm else 0.0} | ({REQUEST: float(np.median(request))} if request else {})
+    first = np.array([h[list(FIRST_WAVE)] for h in _fits_by_engine(mine, predictor, starts, cache,
+                                                                   lambda m: ttft <= m).values()])
+    out = dict(zip(FIRST_WAVE, np.median(first, axis=0))) if len(first) else {WARM: 0.0, WAVE: 1.0}
+    return {j: float(v) for j, v in out.items()} | ({REQUEST: float(np.median(request))} if request else {})
 
 
 def disaggregated(rec) -> bool:
@@ -451,18 +489,20 @@ def unseen_step_times(recs, predictor: Predictor, starts: dict, engine: str, exc
     if not votes:
         return {}
     med = np.median(np.array(votes), axis=0)
-    return {j: float(med[j]) for j in range(len(STACK_PARAMS)) if j not in (REQUEST, WARM)}
+    return {j: float(med[j]) for j in range(len(STACK_PARAMS)) if j not in (REQUEST, *FIRST_WAVE)}
 
 
 def fit_version(recs, predictor: Predictor, starts: dict, version: str, exclude=lambda r: False,
                 hierarchical: bool = False, cache: dict | None = None) -> np.ndarray:
     """One version's times on its records not excluded; with none, an unseen build's: :func:`unseen_step_times` for
-    the step times and :func:`unseen_ttft_times` for t_request and t_warm, over its engine's builds. Where its engine
-    has no listed build of its platform and mode with records: an aggregated build takes its step times and
-    t_request from every engine's listed aggregated builds of its platform, its warm-up still from its engine's
-    builds (:data:`UNSEEN_FROM_CURRENT`; TensorRT-LLM 1.2's gpt-oss runs left out: the
-    engine's pooled fit is the 2024–25 builds', a 5 ms scheduler and 84 ms per request, TPOT +74% and median TTFT
-    +283% one group out, against −9% and −19% from today's vLLM and SGLang builds); a disaggregated one its
+    the step times and :func:`unseen_ttft_times` for t_request, t_warm and η_wave, over its engine's builds. Where its
+    engine has no listed build of its platform and mode with records: an aggregated build takes its step times,
+    t_request and η_wave from every engine's listed aggregated builds of its platform, its warm-up still from its
+    engine's builds (:data:`UNSEEN_FROM_CURRENT`; TensorRT-LLM 1.2's gpt-oss runs left out: the engine's pooled fit
+    is the 2024–25 builds', a 5 ms scheduler and 84 ms per request, TPOT +74% and median TTFT +283% one group out,
+    against −9% and −19% from today's vLLM and SGLang builds; η_wave from its engine's builds, Dynamo-TensorRT-LLM's
+    pools at 1.1, put its mean TTFT at −35%. The warm-up is what a build compiles: taken from today's builds too,
+    ATOM left out took SGLang's ROCm builds' 4 s against its own 0.1 s, mean TTFT +324%); a disaggregated one its
     engine's pooled fit over the builds of its platform (:func:`_same_platform`: a disaggregated build's times carry
     its pools' queues, 248 ms per request for Dynamo-SGLang, and priced Dynamo-TensorRT-LLM's mean TTFT at +213%).
     ``hierarchical``: the engine's pooled fit (same exclusion) is the start and the prior (weight
@@ -479,9 +519,9 @@ def fit_version(recs, predictor: Predictor, starts: dict, version: str, exclude=
         ttft = unseen_ttft_times(recs, predictor, starts, e, exclude, c, platform)
         if not steps and not disagg and UNSEEN_FROM_CURRENT:  # no current build of its engine: every engine's
             steps = unseen_step_times(recs, predictor, starts, None, exclude, c, platform, disagg)
-            if steps:  # t_request too; t_warm stays its engine's (the kernels its builds compile on first use)
+            if steps:  # t_request and η_wave too; t_warm stays its engine's (the kernels its builds compile)
                 current = unseen_ttft_times(recs, predictor, starts, None, exclude, c, platform, disagg)
-                ttft.update({REQUEST: current[REQUEST]} if REQUEST in current else {})
+                ttft.update({j: current[j] for j in (REQUEST, WAVE) if j in current})
         h = np.array(starts[e], dtype=float) if steps else engine_fit(recs, predictor, starts, e, exclude, platform)
         for j, v in (steps | ttft).items():
             h[j] = v

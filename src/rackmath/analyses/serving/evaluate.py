@@ -18,9 +18,9 @@ from ...explain import Derivation
 from ...results import ResultMixin
 from .inputs import Plan
 from .schedule import (CLOSED_LOOP_PROMPTS_PER_CLIENT, MAX_NUM_TOKENS, closed_loop_prefill, closed_loop_ttft,
-                       disaggregated_output_rate, disaggregated_wave_ttft, first_wave_share, kv_transfer_time,
-                       median_ttft, output_tokens_per_s, prefill_chunks, saturated_ttft, steady_state,
-                       tokens_per_s_per_user, total_tokens_per_s, tpot, wave_schedule, waves_persist)
+                       disaggregated_output_rate, disaggregated_wave_ttft, first_wave_pass, first_wave_share,
+                       kv_transfer_time, median_ttft, output_tokens_per_s, prefill_chunks, saturated_ttft,
+                       steady_state, tokens_per_s_per_user, total_tokens_per_s, tpot, wave_schedule, waves_persist)
 from .steps import (eager_step, mixed_numbers, prefill_speed_step, prompt_pass_time, run_step, speculative_step,
                     step_kernels)
 from .explain import derive, ops
@@ -239,7 +239,9 @@ def _disaggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
                 cycle_rest=loop["rest"], wait=loop["wait"], loop_requests=running)
     if w.arrivals == "closed-loop":  # the first wave queues at the prefill pool (closed_loop_ttft)
         share = first_wave_share(CLOSED_LOOP_PROMPTS_PER_CLIENT * C, C)
-        ttft_wave = disaggregated_wave_ttft(t_pf, t_xfer, w.isl_new, pf_tok_s, C, t_req)
+        eta_w = eff.eta_wave  # the first wave's passes at η_wave of the pool's steady speed (first_wave_pass)
+        ttft_wave = disaggregated_wave_ttft(first_wave_pass(t_pf, eta_w), t_xfer, w.isl_new, pf_tok_s * eta_w, C,
+                                            t_req)
         info.update(ttft_steady=ttft, ttft_wave=ttft_wave, wave_share=share)
         ttft = closed_loop_ttft(ttft_wave, ttft, share, info["t_warm"])
     info.update(prefill_one=res_1, n_chunks=n_chunks, tau_eager=tau_e,
@@ -280,7 +282,7 @@ def _aggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
     out = dict(t_bar=ss["step_s"], t_tpot=ss["tpot_s"], x_out=ss["out_tok_s"] * lay.dp * lay.pp,
                prefill_bound=ss["prefill_bound"], ttft=ss["ttft_s"], t_mix=t_mix)
     if w.arrivals == "closed-loop":  # the first C start together (one wave), the rest see the steady loop
-        wv = _waves(p, eff, mn_d, b, ranks, t_dec, info["t_request"], dec["res_d"].tpot_s)
+        wv = _waves(p, eff, mn_d, b, ranks, t_dec, info["t_request"], dec["res_d"].tpot_s, eta_wave=eff.eta_wave)
         share = first_wave_share(CLOSED_LOOP_PROMPTS_PER_CLIENT * w.concurrency, w.concurrency)
         info.update(wave=wv, ttft_steady=out["ttft"], ttft_wave=wv["ttft"], wave_share=share)
         out["ttft"] = closed_loop_ttft(wv["ttft"], out["ttft"], share, info["t_warm"])
@@ -318,9 +320,10 @@ def _lock_step(p: Plan, eff, mn_d, dec: dict, info: dict, out: dict, notes: list
                      "several passes: the waves spread out (steady schedule)")
 
 
-def _waves(p, eff, mn_d, b, ranks, t_dec, t_request, t_dec_gpu) -> dict:
+def _waves(p, eff, mn_d, b, ranks, t_dec, t_request, t_dec_gpu, eta_wave=1.0) -> dict:
     """The wave schedule of an aggregated plan: a prefill pass of c_r prompt tokens per rank (an eager step), its
-    prompt tokens at the version's prefill speed (t_dec_gpu: the decode step's own time)."""
+    prompt tokens at the version's prefill speed (t_dec_gpu: the decode step's own time); ``eta_wave``: a closed-loop
+    client's first wave, its passes at η_wave of that speed (:func:`~.schedule.first_wave_pass`)."""
     w, st = p.workload, p.stack
     isl_new = w.isl_new
     c_rank = np.minimum(np.maximum(b / ranks, 1.0) * isl_new, float(st.max_num_tokens or np.inf))
@@ -328,11 +331,12 @@ def _waves(p, eff, mn_d, b, ranks, t_dec, t_request, t_dec_gpu) -> dict:
                          chunk=np.minimum(isl_new, c_rank), cached_share=w.cached_share, kv_dtype=p.kv_dtype)
     res_w = run_step(p, mn_w, p.layout, eff, b)
     tau_e = stack_eager_s(eff, st.name)
-    t_pass = eager_step(prefill_speed_step(res_w.tpot_s, t_dec_gpu, eff.eta_prefill), step_kernels(res_w), tau_e)
+    t_steady = eager_step(prefill_speed_step(res_w.tpot_s, t_dec_gpu, eff.eta_prefill), step_kernels(res_w), tau_e)
+    t_pass = first_wave_pass(t_steady, eta_wave)
     ttft, tpot_s, x_rep, t_wave = wave_schedule(b, ranks, isl_new, w.osl, c_rank, t_pass, t_dec, w.acceptance,
                                                 t_request)
-    return dict(ttft=ttft, tpot=tpot_s, x_rep=x_rep, t_wave=t_wave, t_pass=t_pass, chunk=c_rank, res_pass=res_w,
-                kernels_pass=step_kernels(res_w), tau_eager=tau_e)
+    return dict(ttft=ttft, tpot=tpot_s, x_rep=x_rep, t_wave=t_wave, t_pass=t_pass, t_pass_steady=t_steady,
+                eta_wave=eta_wave, chunk=c_rank, res_pass=res_w, kernels_pass=step_kernels(res_w), tau_eager=tau_e)
 
 
 def _values(p: Plan, eff, dec: dict, out: dict, info: dict) -> dict:

@@ -346,6 +346,21 @@ def _derive_closed_loop(d: Derivation, r, v: dict) -> None:
     info, C = r._info, float(np.asarray(r.values["concurrency"]).ravel()[0])
     how = ("the first C prompts queued at the prefill pool (disaggregated_wave_ttft)" if r.mode == "disaggregated"
            else "the first C prompts queued against the prefill budget (wave_schedule)")
+    eta = _f(r._eff.eta_wave)
+    if r.mode == "aggregated":
+        wv = info["wave"]
+        d.add("t_pass", "a prefill pass of the wave: the mixed step carrying c_r prompt tokens per rank", "",
+              _f(wv["t_pass_steady"]), "s", f"c_r = {fmt(_f(wv['chunk']), 'tokens')} (the budget or the wave's "
+              "prompts), eager", key="t_pass")
+    if eta != 1.0:
+        d.add("η_wave", "the first wave's passes' speed relative to the steady ones", "", eta, "",
+              f"{r._plan.stack.version_label}'s wave_eta (stack_hosts.toml) or the preset's eta_wave "
+              "(schedule.first_wave_pass)", key="eta_wave")
+        if r.mode == "aggregated":
+            d.add("t_pass,wave", "t_pass / η_wave", "", _f(info["wave"]["t_pass"]), "s",
+                  "a first-wave pass (first_wave_pass)", expr="t_pass / eta_wave", key="t_pass_w")
+        else:
+            how += f"; the pool at η_wave = {eta:.3g} of its rate"
     d.add("TTFT_wave", "the first wave's mean TTFT", "", _f(info["ttft_wave"]), "s", how, key="ttft_w")
     d.add("w", "C / N  (N = 10 · C requests: the client's --num-prompts)", "", _f(info["wave_share"]), "",
           "first_wave_share", expr=f"min({C!r} / {CLOSED_LOOP_PROMPTS_PER_CLIENT * C!r}, 1.0)", key="w_wave")

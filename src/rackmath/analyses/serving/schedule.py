@@ -453,6 +453,21 @@ def first_wave_share(n_requests, concurrency):
     return np.minimum(c / np.maximum(np.asarray(n_requests, dtype=float), 1e-300), 1.0)
 
 
+def first_wave_pass(t_pass, eta_wave):
+    """Time of one of a closed-loop client's first wave's prefill passes: t_pass,wave = t_pass / η_wave.
+
+    t_pass is the pass at the steady state's speed (the silicon's curves and the stack's step times), η_wave the
+    stack version's first-wave speed relative to it (``Efficiency.eta_wave``: 1 in every preset; a version's fitted
+    one under ``--efficiency measured``, ``stack_hosts.toml``). The first wave is the first time the server runs
+    prefill passes of many prompts: the rows show its excess over the steady TTFT growing with C as the wave's
+    prompts do, at a fixed multiple of what the steady passes give — 2.3–2.7× on every vLLM gpt-oss row of H200
+    and B200 at TP 1–8 and C = 32–128 (docs/stacks.md, "The first wave's passes"). It scales the first wave only: TPOT,
+    throughput and the steady TTFT keep the steady passes. A disaggregated prefill pool's first wave runs at
+    η_wave of its rate the same way (:func:`disaggregated_wave_ttft`).
+    """
+    return np.asarray(t_pass, dtype=float) / np.asarray(eta_wave, dtype=float)
+
+
 def closed_loop_ttft(ttft_wave, ttft_steady, share, t_warm=0.0):
     """Mean TTFT over a closed-loop benchmark's N requests: TTFT = w · (TTFT_wave + t_warm) + (1 − w) · TTFT_steady.
 
