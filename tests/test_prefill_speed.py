@@ -88,18 +88,23 @@ def test_for_stack_reads_a_versions_prefill_speed(monkeypatch):
     assert e.eta_prefill == pytest.approx(0.3) and e.sched_sglang_s == pytest.approx(1e-3)
 
 
-def test_stack_hosts_rejects_a_prefill_speed_out_of_range(tmp_path, monkeypatch):
+def _rejects(tmp_path, monkeypatch, label: str, line: str, field: str):
+    """A stack_hosts.toml whose one version has ``line`` is a catalog error naming ``field``."""
     from rackmath.specs import stacks as S
 
     bad = tmp_path / "stack_hosts.toml"
-    bad.write_text('[[_stack_host]]\nstack_version = "sglang@0.5.7"\nprefill_eta = 0\n')
+    bad.write_text(f'[[_stack_host]]\nstack_version = "{label}"\n{line}\n')
     monkeypatch.setattr(S, "HOSTS", bad)
     S._host_table.cache_clear()
     try:
-        with pytest.raises(CatalogError, match="prefill_eta"):
-            S.host_times("sglang@0.5.7")
+        with pytest.raises(CatalogError, match=field):
+            S.host_times(label)
     finally:
         S._host_table.cache_clear()
+
+
+def test_stack_hosts_rejects_a_prefill_speed_out_of_range(tmp_path, monkeypatch):
+    _rejects(tmp_path, monkeypatch, "sglang@0.5.7", "prefill_eta = 0", "prefill_eta")
 
 
 def test_plan_step_table_prices_prefill_at_the_same_speed():
@@ -166,12 +171,4 @@ def test_for_stack_reads_a_versions_first_wave_speed(tmp_path, monkeypatch):
 
     assert default_efficiency("h200").eta_wave == 1.0
     monkeypatch.undo()
-    bad = tmp_path / "stack_hosts.toml"
-    bad.write_text('[[_stack_host]]\nstack_version = "vllm@0.13.0"\nwave_eta = 3\n')
-    monkeypatch.setattr(S, "HOSTS", bad)
-    S._host_table.cache_clear()
-    try:
-        with pytest.raises(CatalogError, match="wave_eta"):
-            S.host_times("vllm@0.13.0")
-    finally:
-        S._host_table.cache_clear()
+    _rejects(tmp_path, monkeypatch, "vllm@0.13.0", "wave_eta = 3", "wave_eta")
