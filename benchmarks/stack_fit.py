@@ -230,7 +230,10 @@ def write(hosts, by_v):
              "# measured curves are predicted at their fitted preset's silicon, with τ_k and the MLA kernel scale",
              "# inferred from their records where specs/data/kernels/inferred/ has them. Keys starting with \"_\"",
              "# are not catalog kinds.", ""]
-    from rackmath.specs.stacks import known_labels
+    from rackmath.specs.stacks import known_labels, SPEED_KEYS
+
+    index = {"prefill": S.PREFILL, "wave": S.WAVE}
+    speeds = [(key, index[k]) for key, k in SPEED_KEYS.items()]  # written where not 1 (the curves' speed)
 
     for v in sorted(hosts):
         if v not in known_labels():  # a published record's unlisted version: serve never names it
@@ -238,8 +241,7 @@ def write(hosts, by_v):
         h = hosts[v]
         lines += ["[[_stack_host]]", f'stack_version = "{v}"', f"sched_s = {h[0]:.4g}", f"seq_s = {h[1]:.4g}",
                   f"eager_s = {h[2]:.4g}", f"request_s = {h[3]:.4g}", f"kernel_s = {h[4]:.4g}",
-                  f"warm_s = {h[5]:.4g}"] + ([f"prefill_eta = {h[6]:.4g}"] if h[6] != 1.0 else []) + (
-                  [f"wave_eta = {h[7]:.4g}"] if h[7] != 1.0 else []) + [
+                  f"warm_s = {h[5]:.4g}"] + [f"{key} = {h[j]:.4g}" for key, j in speeds if h[j] != 1.0] + [
                   f"records = {len(by_v[v])}",
                   f'source = "fitted by benchmarks/stack_fit.py on the {len(by_v[v])} records of {v} '
                   f'(specs/data/records/inferencemax.toml), silicon from specs/data/kernels"', ""]

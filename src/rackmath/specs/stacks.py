@@ -161,6 +161,10 @@ def resolve(framework: str, platform: str | None = None):
 
 
 HOSTS = Path(__file__).parent / "data" / "launch" / "stack_hosts.toml"
+#: The speeds a version may carry in ``stack_hosts.toml`` (key there → key of :func:`host_times`), each a share of
+#: another time in (0, 2]: its prefill speed relative to the kernel curves (``serving.steps.prefill_speed_step``) and
+#: its first wave's passes relative to its steady ones (``serving.schedule.first_wave_pass``).
+SPEED_KEYS = {"prefill_eta": "prefill", "wave_eta": "wave"}
 
 
 @lru_cache(maxsize=1)
@@ -181,16 +185,13 @@ def _host_table() -> dict:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < hi:
                 raise CatalogError(str(HOSTS), f"_stack_host[{i}].{k}_s", f"{v!r} (accepted: 0 … {hi:g} s)")
             vals[k] = float(v)
-        v = t.get("prefill_eta")
-        if v is not None:  # the version's prefill speed relative to the kernel curves (a share, not a time)
+        for key, k in SPEED_KEYS.items():  # speeds relative to another time (shares, not times)
+            v = t.get(key)
+            if v is None:
+                continue
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 2:
-                raise CatalogError(str(HOSTS), f"_stack_host[{i}].prefill_eta", f"{v!r} (accepted: 0 < η ≤ 2)")
-            vals["prefill"] = float(v)
-        v = t.get("wave_eta")
-        if v is not None:  # the speed of its first wave's passes relative to its steady ones (a share, not a time)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 2:
-                raise CatalogError(str(HOSTS), f"_stack_host[{i}].wave_eta", f"{v!r} (accepted: 0 < η ≤ 2)")
-            vals["wave"] = float(v)
+                raise CatalogError(str(HOSTS), f"_stack_host[{i}].{key}", f"{v!r} (accepted: 0 < η ≤ 2)")
+            vals[k] = float(v)
         out[label] = vals
     return out
 

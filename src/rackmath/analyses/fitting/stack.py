@@ -283,9 +283,12 @@ def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.nda
     medians = [r for r in recs if r.metric == "ttft_median_s"]
     steps = [r for r in recs if r.metric not in ("ttft_s", "ttft_median_s")]
 
-    def descend(x, rs, free, params=STACK_PARAMS, prior=prior, rounds=ROUNDS):
+    def descend(x, rs, free, params=STACK_PARAMS, prior=prior, rounds=ROUNDS, jointly=False):
         meas = np.array([r.value for r in rs])
-        return _descend(x, params, lambda H: np.stack([predictor(r, H) for r in rs]), meas, prior, free, rounds)
+        predictions = lambda H: np.stack([predictor(r, H) for r in rs])  # noqa: E731
+        if jointly:  # the coordinates ``free`` (two) on one product grid
+            return _descend_jointly(x, params, predictions, meas, free, rounds)
+        return _descend(x, params, predictions, meas, prior, free, rounds)
 
     free = [j for j in range(len(STACK_PARAMS)) if j != PREFILL or FIT_PREFILL]
     if not (means or medians) or not steps:
@@ -299,9 +302,7 @@ def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.nda
     x = descend(x, medians or means, [REQUEST], params, 0.0)
     if medians and means:
         x[WARM] = (params[WARM][1] + params[WARM][2]) / 2.0
-        meas = np.array([r.value for r in means])
-        x = _descend_jointly(x, params, lambda H: np.stack([predictor(r, H) for r in means]), meas, FIRST_WAVE,
-                             WARM_ROUNDS)
+        x = descend(x, means, FIRST_WAVE, params, 0.0, WARM_ROUNDS, jointly=True)
     return x
 
 
@@ -532,21 +533,30 @@ def fit_version(recs, predictor: Predictor, starts: dict, version: str, exclude=
     return fit_hosts(train, predictor, starts[e])
 
 
+def _leave_out(recs, predictor: Predictor, starts: dict, folds, infer_silicon: bool = False,
+               hierarchical: bool = False) -> dict:
+    """{record id: prediction} of the records of each fold (held records, the predicate marking what the fold leaves
+    out): each version the fold holds refitted without what it leaves out (:func:`fit_version`; a version with
+    nothing left is an unseen build), with ``infer_silicon`` the held chips' inferred silicon refitted first
+    (:func:`without`). The other versions' own fits are shared across folds where the silicon is (``cache``: keyed
+    by version and records, valid under one predictor only)."""
+    out, cache = {}, {}
+    for held, exclude in folds:
+        pr = without(recs, predictor, starts, held, exclude) if infer_silicon else predictor
+        c = cache if pr is predictor else {}
+        hosts = {v: fit_version(recs, pr, starts, v, exclude, hierarchical, c) for v in {version_of(r) for r in held}}
+        out.update(zip((r.id for r in held), predict(held, pr, hosts)))
+    return out
+
+
 def leave_one_group_out(recs, predictor: Predictor, starts: dict, groups=None, hierarchical: bool = False,
                         infer_silicon: bool = False) -> dict:
     """{record id: prediction} of every InferenceMAX record with its group (``Record.group``) left out of the fit
     (``infer_silicon``: the held chip's inferred silicon refitted without the group first, :func:`fit_silicon`; a
     chip with no other group keeps its preset's)."""
-    out, cache = {}, {}
     by_group = _by([r for r in recs if r.group], lambda r: r.group)
-    for g in groups or sorted(by_group):
-        held = by_group[g]
-        out_g = lambda r, g=g: r.group == g  # noqa: E731
-        pr = without(recs, predictor, starts, held, out_g) if infer_silicon else predictor
-        c = cache if pr is predictor else {}  # other versions' fits, valid under the shared silicon only
-        hosts = {v: fit_version(recs, pr, starts, v, out_g, hierarchical, c) for v in {version_of(r) for r in held}}
-        out.update(zip((r.id for r in held), predict(held, pr, hosts)))
-    return out
+    folds = ((by_group[g], lambda r, g=g: r.group == g) for g in groups or sorted(by_group))
+    return _leave_out(recs, predictor, starts, folds, infer_silicon, hierarchical)
 
 
 def leave_one_family_out(recs, predictor: Predictor, starts: dict, infer_silicon: bool = False) -> dict:
@@ -554,16 +564,9 @@ def leave_one_family_out(recs, predictor: Predictor, starts: dict, infer_silicon
     hardware_family``: hopper, blackwell, amd) left out of the fit: each version refitted on its records of the other
     families (a version seen only there takes its engine's pooled fit on them), and, with ``infer_silicon``, a chip's
     inferred silicon refitted without the family (a family's own chips: none left, so their presets')."""
-    out = {}
-    fams = sorted({r.hardware_family for r in recs if r.group})
-    for fam in fams:
-        held = [r for r in recs if r.group and r.hardware_family == fam]
-        out_f = lambda r, fam=fam: r.hardware_family == fam  # noqa: E731
-        pr = without(recs, predictor, starts, held, out_f) if infer_silicon else predictor
-        cache = {}
-        hosts = {v: fit_version(recs, pr, starts, v, out_f, cache=cache) for v in {version_of(r) for r in held}}
-        out.update(zip((r.id for r in held), predict(held, pr, hosts)))
-    return out
+    by_fam = _by([r for r in recs if r.group], lambda r: r.hardware_family)
+    folds = ((by_fam[f], lambda r, f=f: r.hardware_family == f) for f in sorted(by_fam))
+    return _leave_out(recs, predictor, starts, folds, infer_silicon)
 
 
 def leave_one_source_out(recs, predictor: Predictor, starts: dict, infer_silicon: bool = False) -> dict:
@@ -572,29 +575,17 @@ def leave_one_source_out(recs, predictor: Predictor, starts: dict, infer_silicon
     ones included), a version seen only there an unseen build (:func:`fit_version`); with ``infer_silicon``, a
     chip's inferred silicon refitted without the source. What ``rackmath validate --cv`` measures for the fitted
     presets (leave one source out), for the staged design."""
-    out, cache = {}, {}
     by_src = _by([r for r in recs if r.fit and r.source_group], lambda r: r.source_group)
-    for src in sorted(by_src):
-        held = by_src[src]
-        out_s = lambda r, src=src: r.fit and r.source_group == src  # noqa: E731
-        pr = without(recs, predictor, starts, held, out_s) if infer_silicon else predictor
-        c = cache if pr is predictor else {}
-        hosts = {v: fit_version(recs, pr, starts, v, out_s, cache=c) for v in {version_of(r) for r in held}}
-        out.update(zip((r.id for r in held), predict(held, pr, hosts)))
-    return out
+    folds = ((by_src[s], lambda r, s=s: r.fit and r.source_group == s) for s in sorted(by_src))
+    return _leave_out(recs, predictor, starts, folds, infer_silicon)
 
 
 def leave_one_version_out(recs, predictor: Predictor, starts: dict, versions=None, infer_silicon: bool = False) -> dict:
     """{record id: prediction} of every record of each listed version with that version left out (its engine's
     fit on the other versions' records; ``infer_silicon``: the inferred silicon of its chips refitted without it)."""
-    out, cache = {}, {}
     by_v = _by(recs, version_of)
-    for v in versions or sorted(by_v):
-        out_v = lambda r, v=v: version_of(r) == v  # noqa: E731
-        pr = without(recs, predictor, starts, by_v[v], out_v) if infer_silicon else predictor
-        h = fit_version(recs, pr, starts, v, out_v, cache=cache if pr is predictor else {})
-        out.update(zip((r.id for r in by_v[v]), predict(by_v[v], pr, {v: h})))
-    return out
+    folds = ((by_v[v], lambda r, v=v: version_of(r) == v) for v in versions or sorted(by_v))
+    return _leave_out(recs, predictor, starts, folds, infer_silicon)
 
 
 def report(recs, predicted: dict) -> dict:

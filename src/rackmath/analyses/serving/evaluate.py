@@ -336,7 +336,7 @@ def _waves(p, eff, mn_d, b, ranks, t_dec, t_request, t_dec_gpu, eta_wave=1.0) ->
     ttft, tpot_s, x_rep, t_wave = wave_schedule(b, ranks, isl_new, w.osl, c_rank, t_pass, t_dec, w.acceptance,
                                                 t_request)
     return dict(ttft=ttft, tpot=tpot_s, x_rep=x_rep, t_wave=t_wave, t_pass=t_pass, t_pass_steady=t_steady,
-                eta_wave=eta_wave, chunk=c_rank, res_pass=res_w, kernels_pass=step_kernels(res_w), tau_eager=tau_e)
+                chunk=c_rank, res_pass=res_w, kernels_pass=step_kernels(res_w), tau_eager=tau_e)
 
 
 def _values(p: Plan, eff, dec: dict, out: dict, info: dict) -> dict:

@@ -346,9 +346,8 @@ def _derive_closed_loop(d: Derivation, r, v: dict) -> None:
     info, C = r._info, float(np.asarray(r.values["concurrency"]).ravel()[0])
     how = ("the first C prompts queued at the prefill pool (disaggregated_wave_ttft)" if r.mode == "disaggregated"
            else "the first C prompts queued against the prefill budget (wave_schedule)")
-    eta = _f(r._eff.eta_wave)
-    if r.mode == "aggregated":
-        wv = info["wave"]
+    eta, wv = _f(r._eff.eta_wave), info.get("wave")  # the aggregated wave's passes (none on a prefill pool)
+    if wv is not None:
         d.add("t_pass", "a prefill pass of the wave: the mixed step carrying c_r prompt tokens per rank", "",
               _f(wv["t_pass_steady"]), "s", f"c_r = {fmt(_f(wv['chunk']), 'tokens')} (the budget or the wave's "
               "prompts), eager", key="t_pass")
@@ -356,8 +355,8 @@ def _derive_closed_loop(d: Derivation, r, v: dict) -> None:
         d.add("η_wave", "the first wave's passes' speed relative to the steady ones", "", eta, "",
               f"{r._plan.stack.version_label}'s wave_eta (stack_hosts.toml) or the preset's eta_wave "
               "(schedule.first_wave_pass)", key="eta_wave")
-        if r.mode == "aggregated":
-            d.add("t_pass,wave", "t_pass / η_wave", "", _f(info["wave"]["t_pass"]), "s",
+        if wv is not None:
+            d.add("t_pass,wave", "t_pass / η_wave", "", _f(wv["t_pass"]), "s",
                   "a first-wave pass (first_wave_pass)", expr="t_pass / eta_wave", key="t_pass_w")
         else:
             how += f"; the pool at η_wave = {eta:.3g} of its rate"
