@@ -2,14 +2,15 @@
 
 Stage 1 fixes every record's silicon (τ, η_c, M½, η_m, α_coll, η_comm) from its chip's measured curves
 (``engine.efficiency.measured_efficiency``; a chip without curves keeps its fitted preset). Stage 2 fits, per stack
-version, only its six stack times — the per-step scheduler time t_sched, the per-sequence time τ_seq, the eager
-dispatch time per kernel τ_eager, the per-request time t_request, the first wave's warm-up t_warm and the stack's
-time per kernel τ_stack on top of the silicon's floor (τ_k = τ_silicon + τ_stack: launch gaps in its graphs, work
-it does not fuse; what the fitted presets' single τ mixed with the silicon) — on that version's records, minimising
+version, only its seven stack numbers — the per-step scheduler time t_sched, the per-sequence time τ_seq, the
+eager dispatch time per kernel τ_eager, the per-request time t_request, the first wave's warm-up t_warm and the
+speed of its passes η_wave, and the stack's time per kernel τ_stack on top of the silicon's floor (τ_k = τ_silicon +
+τ_stack: launch gaps in its graphs, work it does not fuse; what the fitted presets' single τ mixed with the
+silicon) — on that version's records, minimising
 the robust mean |log error| (``calibration._logerr``) by coordinate descent on shrinking grids, every candidate of a
 grid evaluated in one broadcast engine call per record (``validation.predict_many``): the four step times on the
-throughput and TPOT records, then t_request on the median-TTFT records and t_warm on the mean-TTFT ones
-(:func:`fit_hosts` says why). Six parameters and one version's records make a fit cheap (seconds), so leaving one
+throughput and TPOT records, then t_request on the median-TTFT records and t_warm with η_wave on the mean-TTFT
+ones (:func:`fit_hosts` says why). Seven parameters and one version's records make a fit cheap (seconds), so leaving one
 InferenceMAX group out (model × chip × framework) and leaving one stack version out refit only what they touch:
 
 * a group out: each version in the group is refitted on its other records; a version with no other record is an
@@ -19,7 +20,7 @@ InferenceMAX group out (model × chip × framework) and leaving one stack versio
 An unseen build (:func:`fit_version`) takes, time by time, the median of the own fits of its engine's listed builds
 (today's releases) for the same platform (ROCm or CUDA) and deployment mode (aggregated or disaggregated) for its
 step times (:func:`unseen_step_times`; its engine's pooled fit over the builds of its platform where no such build
-has records), and the median over its engine's builds of its platform for t_request and t_warm
+has records), and the median over its engine's builds of its platform for t_request, t_warm and η_wave
 (:func:`unseen_ttft_times`).
 
 Stage 1 for a chip no one has measured (AMD) with records in two or more groups: its floor time per kernel τ_k and
