@@ -436,3 +436,48 @@ def test_stack_fit_grid_is_a_lattice_not_the_start():
     b = S._descend([0.105], params, predictions, meas)
     assert a[0] == b[0]
     assert abs(a[0] - 0.0737) <= 0.12 / 4 / 2 ** (S.ROUNDS - 1)
+
+
+def test_transferred_silicon_is_the_median_of_the_measured_chips():
+    """A chip nothing measured takes, where nothing of its family is left, the measured chips' median: τ_k is the
+    middle of the seven shipped kernel-floor curves' first points (read from the TOML files, not via ``silicon``),
+    η_c and η_m lie within the measured chips' range, the MLA kernel scale is the CUDA count (1)."""
+    import tomllib
+
+    from rackmath.specs.kernels import DIR, transferred
+
+    floors = []
+    for p in sorted(DIR.glob("*.toml")):
+        doc = tomllib.loads(p.read_text())
+        floors.append(next(c for c in doc["_curve"] if c["op"] == "kernel_floor")["time_s"][0])
+    assert len(floors) == 7
+    t = transferred()
+    assert t["kernel_latency_s"]["value"] == pytest.approx(sorted(floors)[3])
+    assert 1.6e-6 < t["kernel_latency_s"]["value"] < 2.6e-6  # 1.7 µs (Blackwell) to 2.5 µs (H100)
+    etas = [silicon(load_hardware(c).chip)["eta_compute"]["value"] for c in ("h100", "h200", "b200", "gb200")]
+    assert min(etas) - 0.05 < t["eta_compute"]["value"] < max(etas) + 0.05
+    assert 0.6 < t["eta_memory"]["value"] < 0.9 and t["mla_kernel_scale"]["value"] == 1.0
+    assert "7 chips with measured curves" in t["eta_compute"]["from"]
+
+
+def test_a_family_out_gives_its_unmeasured_chips_the_measured_chips_silicon():
+    """Leaving the AMD family out leaves no AMD record to infer from, and the AMD preset was fitted on the records
+    left out: its chips are orphans (``stack.orphans``) and take ``transferred`` silicon. One group out leaves the
+    family's other records: no orphans, MI355X's silicon refitted on them."""
+    from rackmath.analyses.fitting import stack as S
+    from rackmath.analyses.fitting.validation import records
+    from rackmath.specs.kernels import transferred
+
+    allrecs = records()
+    imx = [r for r in allrecs if r.group and r.chip in ("mi300x", "mi355x", "h200")]
+    amd = [r for r in imx if r.hardware_family == "amd"]
+    out = lambda r: r.hardware_family == "amd"  # noqa: E731
+    assert S.orphans(allrecs, amd, out) == ["mi300x", "mi355x"]
+    g = "dsr1-fp8 × mi300x × sglang"
+    assert S.orphans(allrecs, [r for r in imx if r.group == g], lambda r: r.group == g) == []
+    pr = S.without(allrecs, S.Predictor(measured=True), {}, amd, out)
+    for chip in ("mi300x", "mi355x"):
+        eff = pr.eff(next(r for r in amd if r.chip == chip))
+        for k, v in transferred().items():
+            assert getattr(eff, k) == pytest.approx(v["value"])
+        assert eff.eta_compute > 2 * default_efficiency(chip).eta_compute  # not the 2025 ROCm preset's 0.2

@@ -491,4 +491,36 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     return out
 
 
-__all__ = ["kernel_table", "inferred", "INFERRED_FIELDS", "provenance", "summary_line", "silicon", "DIR"]
+#: The silicon numbers a chip with neither curves nor records of its hardware family takes from the chips with
+#: measured curves (:func:`transferred`): the roofline's core — the floor time per kernel τ_k, η_c with its M½, and
+#: η_m — each as the median over those chips, as a fraction of the chip's own vendor peaks.
+TRANSFERRED_FIELDS = ("kernel_latency_s", "eta_compute", "gemm_half_tokens", "eta_memory")
+
+
+@lru_cache(maxsize=1)
+def transferred() -> dict:
+    """``{field: {"value", "from"}}`` of :data:`TRANSFERRED_FIELDS`: the median over the chips whose measured curves
+    ship (``specs/data/kernels/*.toml``), and ``mla_kernel_scale`` 1 (the CUDA stacks' MLA kernel count, what those
+    chips carry). What a chip gets that nothing has measured and whose hardware family left no record to infer from
+    (``analyses.fitting.stack.without``: a hardware family out) — not the family's preset, which its own records
+    fitted. Median, not mean: one PCIe card's η_c (L40S, 0.32) does not move it."""
+    from statistics import median
+
+    from .hardware import load_hardware
+
+    per = {}
+    for p in sorted(DIR.glob("*.toml")):
+        chip = load_hardware(_read_toml(p)["_meta"]["chip"]).chip
+        sil = silicon(chip)
+        per[chip.name] = {k: float(sil[k]["value"]) for k in TRANSFERRED_FIELDS}
+    names = ", ".join(per)
+    out = {k: {"value": median(v[k] for v in per.values()),
+               "from": f"{k}: the median over the {len(per)} chips with measured curves ({names})"}
+           for k in TRANSFERRED_FIELDS}
+    out["mla_kernel_scale"] = {"value": 1.0, "from": "mla_kernel_scale 1: the CUDA stacks' MLA kernel count, as on "
+                                                     "the chips with measured curves"}
+    return out
+
+
+__all__ = ["kernel_table", "inferred", "INFERRED_FIELDS", "provenance", "summary_line", "silicon", "DIR",
+           "transferred", "TRANSFERRED_FIELDS"]

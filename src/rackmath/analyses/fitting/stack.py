@@ -29,7 +29,9 @@ on its own records with every stack at its engine's preset times (:func:`fit_sil
 group out refits them without the group (``specs.kernels.inferred`` ships the in-sample values; they are stated as
 inferred, never as measured). Why: the AMD preset's τ_k × MLA scale (4.9 µs × 4.6) was fitted on early-2025 ROCm
 builds of MI300X; MI355X's current builds run DeepSeek's decode step in a third of that, and no stack time (all
-≥ 0, added to the silicon's) can take time away.
+≥ 0, added to the silicon's) can take time away. A held chip without curves whose hardware family leaves no record
+(a hardware family out: :func:`orphans`) takes the silicon the measured chips share (``specs.kernels.transferred``),
+not its family's preset, which the records left out fitted.
 
 A record's stack version is ``Record.stack`` (``sglang@0.5.7``; a published record that states no version is its
 framework alone, ``sglang``: a version of its own). No I/O here: ``benchmarks/stack_fit.py`` prints and writes.
@@ -47,7 +49,7 @@ from ...engine.efficiency import (default_efficiency, measured_efficiency, NUMER
                                   STACK_HOST_OF, stack_request_s, stack_sched_s, stack_seq_s, stack_warm_s)
 from ...errors import InputError
 from ...specs.hardware import load_hardware
-from ...specs.kernels import kernel_table
+from ...specs.kernels import kernel_table, transferred
 from ...specs.records import METRIC_CLASS
 from ...specs.stacks import known_labels
 
@@ -338,16 +340,35 @@ def fit_silicon(recs, predictor: Predictor, starts: dict, chip: str, exclude=lam
     return {n: float(v) for (n, *_r), v in zip(SILICON_PARAMS, x)}
 
 
+def orphans(recs, held, exclude) -> list[str]:
+    """The held chips without measured curves none of whose hardware family's records the fold leaves (a hardware
+    family out): nothing measured them and nothing is left to infer from, and their family's preset was fitted on
+    the records left out."""
+    left = {r.hardware_family for r in recs if not exclude(r)}
+    return sorted({r.chip for r in held if kernel_table(r.chip) is None and r.hardware_family not in left})
+
+
+#: A fold's orphan chips (:func:`orphans`) take the measured chips' silicon (``specs.kernels.transferred``), not
+#: their family's preset (docs/stacks.md, "A chip with nothing left of its family").
+ORPHANS_TRANSFERRED = True
+
+
 def without(recs, predictor: Predictor, starts: dict, held, exclude) -> Predictor:
     """``predictor`` for a fold that leaves out the records ``exclude`` marks (``held``: those of them predicted):
     the inferred silicon of each held chip refitted without them (:func:`fit_silicon`), its preset's if none of its
-    records is left — never the shipped values, which were fitted on them."""
-    chips = {r.chip for r in held} & set(inferable_chips(recs))
+    records is left — never the shipped values, which were fitted on them; a held chip with no record of its
+    hardware family left (:func:`orphans`) takes the silicon the measured chips share (``specs.kernels.
+    transferred``)."""
+    lost = orphans(recs, held, exclude) if ORPHANS_TRANSFERRED else []
+    chips = ({r.chip for r in held} & set(inferable_chips(recs))) | set(lost)
     if not chips:
         return predictor
     pr = Predictor(predictor.measured, {k: v for k, v in predictor.silicon.items() if k not in chips})
     for chip in sorted(chips):
-        pr = pr.with_silicon(chip, fit_silicon(recs, pr, starts, chip, exclude) or preset_silicon(chip))
+        if chip in lost:
+            pr = pr.with_silicon(chip, {k: v["value"] for k, v in transferred().items()})
+        else:
+            pr = pr.with_silicon(chip, fit_silicon(recs, pr, starts, chip, exclude) or preset_silicon(chip))
     return pr
 
 
