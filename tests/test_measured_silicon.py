@@ -457,7 +457,7 @@ def test_transferred_silicon_is_the_median_of_the_measured_chips():
     etas = [silicon(load_hardware(c).chip)["eta_compute"]["value"] for c in ("h100", "h200", "b200", "gb200")]
     assert min(etas) - 0.05 < t["eta_compute"]["value"] < max(etas) + 0.05
     assert 0.6 < t["eta_memory"]["value"] < 0.9 and t["mla_kernel_scale"]["value"] == 1.0
-    assert "7 chips with measured curves" in t["eta_compute"]["from"]
+    assert t["eta_compute"]["from"].startswith("transferred: eta_compute, the median over the 7 chips with measured")
 
 
 def test_a_family_out_gives_its_unmeasured_chips_the_measured_chips_silicon():
@@ -481,3 +481,61 @@ def test_a_family_out_gives_its_unmeasured_chips_the_measured_chips_silicon():
         for k, v in transferred().items():
             assert getattr(eff, k) == pytest.approx(v["value"])
         assert eff.eta_compute > 2 * default_efficiency(chip).eta_compute  # not the 2025 ROCm preset's 0.2
+
+
+def test_a_chip_without_a_family_of_its_own_takes_the_measured_chips_silicon():
+    """``--efficiency measured`` on a chip with no curves, nothing inferred and no family preset (Gaudi 3: the
+    cross-family preset) takes the transferred silicon and says so (``note``, ``hardware show``, ``--explain``); a
+    chip with a family preset of its own (TPU v4) keeps it."""
+    from conftest import run_cli
+
+    from rackmath.analyses.serving.serve import serve
+    from rackmath.specs.kernels import transferred
+
+    assert default_efficiency("gaudi3").cross_family
+    g = resolve("gaudi3", "measured")
+    for k, v in transferred().items():
+        assert getattr(g, k) == pytest.approx(v["value"])
+    assert g.eta_compute > default_efficiency("gaudi3").eta_compute  # 0.60, not the cross-family preset's 0.51
+    assert "no records of its family" in g.note and "transferred" in g.note
+    tpu = resolve("tpu-v4", "measured")
+    assert tpu.eta_compute == default_efficiency("tpu-v4").eta_compute and not tpu.silicon_from
+    code, out, _err = run_cli("hardware", "show", "gaudi3-x8", env={"COLUMNS": "400"})
+    assert code == 0 and "no records of its family" in out and "transferred, not measured" in out
+    text = serve("llama-3.1-70b", "gaudi3", gpus=8, tp=8, isl=1000, osl=1000, concurrency=8,
+                 efficiency="measured").explain().render()
+    assert "τ_k = transferred from the measured chips (not measured)" in text
+    assert "η_c·M/(M+M½), the measured chips' median" in text
+
+
+def test_a_build_on_both_sides_of_a_family_out_votes_with_what_the_fold_leaves():
+    """Blackwell out: TensorRT-LLM 1.2 (B200 only) is unseen and its engine has no other current build, so today's
+    builds of every engine vote. vLLM 0.13 ran on H200 and B200; it votes with its fit on the H200 records the fold
+    leaves (generated at known times), not dropped for having records held (``stack.VOTE_ON_WHAT_IS_LEFT``)."""
+    from dataclasses import replace
+
+    from rackmath.analyses.fitting import stack as S
+    from rackmath.analyses.fitting.validation import records
+
+    pred = S.Predictor(measured=True)
+    starts = {e: S.host_vector(default_efficiency("h200"), e) for e in ("vllm", "trtllm")}
+    on = {"h200": np.array([1.0e-3, 5e-6, 3e-5, 0.02, 1e-6, 0.0, 1.0, 1.0]),  # vLLM 0.13's times on each side
+          "b200": np.array([4.0e-3, 3e-5, 8e-5, 0.09, 8e-6, 0.0, 1.0, 1.0])}
+    recs = []
+    for chip, h in on.items():
+        base = [r for r in records() if r.group == f"gptoss-fp4 × {chip} × vllm" and r.stack == "vllm@0.13.0"][:10]
+        recs += [replace(r, value=float(pred(r, h)[0])) for r in base]
+    b200 = [r for r in recs if r.chip == "b200"]
+    recs += [replace(r, id=f"{r.id}-trt", framework="trtllm", stack_version="1.2.0rc2") for r in b200]
+    out = lambda r: r.hardware_family == "blackwell"  # noqa: E731
+    cache = {}
+    got = S.fit_version(recs, pred, starts, "trtllm@1.2.0rc2", out, cache=cache)
+    (key,) = cache  # one voter: vLLM 0.13, fitted on its H200 records only
+    assert key[0] == "vllm@0.13.0" and set(key[1]) == {r.id for r in recs if r.chip == "h200"}
+    assert got[S.REQUEST] == pytest.approx(0.02, rel=0.3) and got[0] == pytest.approx(1.0e-3, rel=0.5)
+    S.VOTE_ON_WHAT_IS_LEFT = False
+    try:  # the rule before: a build with a record held does not vote; nothing current is left, the engine's start
+        off = S.fit_version(recs, pred, starts, "trtllm@1.2.0rc2", out, cache={})
+    finally:
+        S.VOTE_ON_WHAT_IS_LEFT = True
+    assert off[0] == pytest.approx(starts["trtllm"][0])

@@ -145,10 +145,14 @@ def _chip_lines(chip) -> list[list[str]]:
         rows.append(["host share of server power", f"{chip.host_power_w:,.0f} W", src("host_power_w")])
     rows += [[f"hardware ratio {dt}", f"{hardware_ratio(chip, dt):.0f}",
               "(FLOP/s ÷ 2) ÷ (HBM bytes/s ÷ bytes per param) (lecture R5)"] for dt in chip.flops]
+    from ..engine.efficiency import measured_efficiency
     from ..specs.kernels import summary_line
 
-    rows.append(["measured kernel curves", "yes" if _kernels(chip)["measured"] else "no",
-                 summary_line(chip.name, chip.vendor)])  # issue 34: the measured curves' provenance
+    prov = _kernels(chip)
+    line = summary_line(chip.name, chip.vendor)
+    if not prov["measured"] and "inferred" not in prov:  # what --efficiency measured takes instead
+        line += "; " + measured_efficiency(chip).note.removeprefix("--efficiency measured: ")
+    rows.append(["measured kernel curves", "yes" if prov["measured"] else "no", line])  # issue 34: provenance
     for t in chip.memory_tiers:
         cost = f", {human(t.usd_per_gb_hour, '$')}/GB-h" if t.usd_per_gb_hour is not None else ""
         rows.append([f"{t.tier} tier", f"{format_si(t.capacity, 'B')} at {format_si(t.bandwidth, 'B/s')}, "

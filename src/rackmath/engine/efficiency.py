@@ -51,7 +51,7 @@ from ..errors import CatalogError, InputError
 from ..specs.catalog import Index, build_index, register_cache
 from ..specs.schema import register_dataclass
 from ..specs.hardware import load_hardware
-from ..specs.kernels import silicon
+from ..specs.kernels import silicon, transferred
 from ..specs.stacks import host_times
 
 COMPOSITIONS = ("serial", "overlap")
@@ -437,8 +437,11 @@ def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
     times (``sched``, ``seq``, ``eager``, ``request``, ``kernel``) are those fitted with this silicon fixed
     (``specs/data/launch/stack_hosts.toml``, applied by :func:`for_stack`). A chip without curves but with silicon
     inferred from its serving records (``specs.kernels.inferred``: τ_k and the MLA kernel scale) takes those two and
-    its preset's other numbers, and ``note`` says they are inferred; a chip with neither (TPU, MI300X) keeps its
-    fitted preset's silicon and ``note`` says so.
+    its preset's other numbers, and ``note`` says they are inferred; a chip with neither keeps its family's fitted
+    preset's silicon (TPU, MI300X) and ``note`` says so — or, where its family has no preset of its own (the
+    cross-family one: Gaudi 3, Trainium 2, Rubin), takes the silicon the measured chips share
+    (``specs.kernels.transferred``: the median τ_k, η_c, M½ and η_m of the chips with curves), as a hardware family
+    out does for a chip with nothing of its family left (``analyses.fitting.stack.orphans``).
     """
     from dataclasses import replace
 
@@ -454,6 +457,13 @@ def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
     if sil:  # inferred from records, not measured (specs.kernels.inferred)
         why = (f"--efficiency measured: no measured kernel curves for {chip.name}: τ_k and the MLA kernel scale "
                f"inferred from its serving records, the other silicon numbers its fitted preset {base.name}'s")
+    elif base.cross_family:  # no family of its own with records: the measured chips' silicon (specs.kernels.transferred)
+        sil = transferred()
+        vals = {k: v["value"] for k, v in sil.items()}
+        mine["silicon_from"] = tuple((k, v["from"]) for k, v in sil.items())
+        why = (f"--efficiency measured: no measured kernel curves for {chip.name} and no records of its family: "
+               f"τ_k, η_c, M½ and η_m the median of the chips with measured curves (transferred, not measured; "
+               f"MLA kernel scale 1), the other numbers the {base.name} preset's")
     else:
         why = (f"--efficiency measured: no measured kernel curves for {chip.name}: the silicon of its fitted preset "
                f"{base.name} (fitted together with the stacks on the records), the stack version's own times")

@@ -346,6 +346,10 @@ def step_working(times: OpTimes, index: int = 0) -> str:
     return f"{gpu} + {fmt(sched, 's')} [scheduler]" if sched else gpu
 
 
+#: How ``--explain`` labels a silicon number a chip took from the measured chips (``specs.kernels.transferred``).
+TRANSFERRED = "transferred from the measured chips (not measured)"
+
+
 def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
     """The measured curve points behind a step's silicon terms (``--explain`` under ``--efficiency measured``: the
     preset's ``silicon_from``): per GEMM operator, η_c(M) = η_c·M/(M+M½) at its rows M (``op`` set), then each
@@ -364,7 +368,11 @@ def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
 
     def curve(k):
         m = re.search(r'"([^"]+)"', src.get(k, ""))
-        return m.group(1) if m else k
+        return f"the {m.group(1)} curve" if m else ("the measured chips' median" if how(k) == TRANSFERRED else k)
+
+    def how(k):
+        return ("inferred from serving records" if " inferred from " in src[k] else
+                TRANSFERRED if src[k].startswith("transferred:") else "measured kernel curve")
 
     eta_c, half = at(eff.eta_compute), at(eff.gemm_half_tokens)
     kv_rates = {"eta_memory_mla" if op.mla else "eta_memory_kv" for op in times.ops if op.kv}  # the one attention read
@@ -382,7 +390,7 @@ def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
             rows.append(dict(op=op.name, symbol=f"η_c(M={m:.4g})", working=f"{eta_c:.4f} · {m:.4g} / ({m:.4g} + "
                                                                               f"{half:.2f})",
                              value=float(gemm_efficiency(eta_c, m, half)), unit="",
-                             source=f"η_c·M/(M+M½), the {curve('eta_compute')} curve"))
+                             source=f"η_c·M/(M+M½), {curve('eta_compute')}"))
         if op.eta_m is not None and at(op.bytes) > 0:  # the experts' bytes at their weight format's MoE curve
             rows.append(dict(op=op.name, symbol="η_m,moe", working="", value=float(op.eta_m[0]), unit="",
                              how="measured kernel curve", source=op.eta_m[1]))
@@ -405,8 +413,7 @@ def measured_points(times: OpTimes, index: int = 0) -> list[dict]:
         if k in src and (k not in ("eta_memory_kv", "eta_memory_mla") or k in kv_rates) \
                 and (k != "eta_memory_moe" or not own_moe):
             rows.append(dict(op=None, symbol=sym, working="", value=at(getattr(eff, k)), unit=unit, source=src[k],
-                             how="inferred from serving records" if " inferred from " in src[k] else
-                             "measured kernel curve"))
+                             how=how(k)))
     return rows
 
 

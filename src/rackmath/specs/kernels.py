@@ -503,7 +503,8 @@ def transferred() -> dict:
     ship (``specs/data/kernels/*.toml``), and ``mla_kernel_scale`` 1 (the CUDA stacks' MLA kernel count, what those
     chips carry). What a chip gets that nothing has measured and whose hardware family left no record to infer from
     (``analyses.fitting.stack.without``: a hardware family out) — not the family's preset, which its own records
-    fitted. Median, not mean: one PCIe card's η_c (L40S, 0.32) does not move it."""
+    fitted. Median, not mean: one PCIe card's η_c (L40S, 0.32) does not move it. Each ``from`` starts with
+    ``transferred:`` (``--explain`` labels it so)."""
     from statistics import median
 
     from .hardware import load_hardware
@@ -515,10 +516,10 @@ def transferred() -> dict:
         per[chip.name] = {k: float(sil[k]["value"]) for k in TRANSFERRED_FIELDS}
     names = ", ".join(per)
     out = {k: {"value": median(v[k] for v in per.values()),
-               "from": f"{k}: the median over the {len(per)} chips with measured curves ({names})"}
+               "from": f"transferred: {k}, the median over the {len(per)} chips with measured curves ({names})"}
            for k in TRANSFERRED_FIELDS}
-    out["mla_kernel_scale"] = {"value": 1.0, "from": "mla_kernel_scale 1: the CUDA stacks' MLA kernel count, as on "
-                                                     "the chips with measured curves"}
+    out["mla_kernel_scale"] = {"value": 1.0, "from": "transferred: mla_kernel_scale 1, the CUDA stacks' MLA kernel "
+                                                     "count, as on the chips with measured curves"}
     return out
 
 
