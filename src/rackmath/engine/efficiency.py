@@ -457,7 +457,7 @@ def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
     if sil:  # inferred from records, not measured (specs.kernels.inferred)
         why = (f"--efficiency measured: no measured kernel curves for {chip.name}: τ_k and the MLA kernel scale "
                f"inferred from its serving records, the other silicon numbers its fitted preset {base.name}'s")
-    elif base.cross_family:  # no family of its own with records: the measured chips' silicon (specs.kernels.transferred)
+    elif base.cross_family:  # no family preset of its own: the measured chips' silicon (specs.kernels.transferred)
         sil = transferred()
         vals = {k: v["value"] for k, v in sil.items()}
         mine["silicon_from"] = tuple((k, v["from"]) for k, v in sil.items())

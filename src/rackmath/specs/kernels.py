@@ -24,9 +24,11 @@ from __future__ import annotations
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
+from statistics import median
 
 from ..errors import CatalogError
 from .catalog import _dir_scan, _read_toml, catalog_dirs, register_cache
+from .hardware import load_hardware
 
 DIR = Path(__file__).parent / "data" / "kernels"
 #: Silicon inferred from serving records for chips without measured curves (:func:`inferred`).
@@ -505,10 +507,6 @@ def transferred() -> dict:
     (``analyses.fitting.stack.without``: a hardware family out) — not the family's preset, which its own records
     fitted. Median, not mean: one PCIe card's η_c (L40S, 0.32) does not move it. Each ``from`` starts with
     ``transferred:`` (``--explain`` labels it so)."""
-    from statistics import median
-
-    from .hardware import load_hardware
-
     per = {}
     for p in sorted(DIR.glob("*.toml")):
         chip = load_hardware(_read_toml(p)["_meta"]["chip"]).chip

@@ -451,15 +451,21 @@ def _fits_by_engine(rs, predictor: Predictor, starts: dict, cache: dict, keep=la
 VOTE_ON_WHAT_IS_LEFT = True
 
 
+def _voting(recs, exclude):
+    """The predicate of the records a fold lets vote for an unseen build: those it does not exclude
+    (:data:`VOTE_ON_WHAT_IS_LEFT`), else those of the builds none of whose records it excludes."""
+    if VOTE_ON_WHAT_IS_LEFT:
+        return lambda r: not exclude(r)
+    held = {version_of(r) for r in recs if exclude(r)}
+    return lambda r: version_of(r) not in held
+
+
 def _current_builds(recs, exclude, engine: str | None, platform: str | None, disagg: bool | None) -> list:
     """The records of the listed builds (``specs/data/launch/stacks.toml``: today's releases) of ``engine`` (None:
-    every engine) for ``platform`` and deployment mode ``disagg`` (None: either), none of whose records
-    ``exclude`` marks."""
+    every engine) for ``platform`` and deployment mode ``disagg`` (None: either) that vote (:func:`_voting`)."""
     listed = set(known_labels())
-    if not VOTE_ON_WHAT_IS_LEFT:
-        held = {version_of(r) for r in recs if exclude(r)}
-        exclude = lambda r: version_of(r) in held  # noqa: E731
-    return [r for r in recs if (engine is None or engine_of(version_of(r)) == engine) and not exclude(r)
+    votes = _voting(recs, exclude)
+    return [r for r in recs if (engine is None or engine_of(version_of(r)) == engine) and votes(r)
             and version_of(r) in listed and (platform is None or platform_of(r) == platform)
             and (disagg is None or disaggregated(r) == disagg)]
 
@@ -478,14 +484,13 @@ def unseen_ttft_times(recs, predictor: Predictor, starts: dict, engine: str | No
     time it runs a batch of a new size, and that is the platform's way of building kernels — SGLang's ROCm 7 builds
     take 0.9–4.6 s (AITER's just-in-time modules), its CUDA builds 1.5 s, vLLM's and TensorRT-LLM's 0–0.1 s
     (stack_hosts.toml). Each build votes with its fit on the records the fold leaves (never on what is held
-    out; :data:`VOTE_ON_WHAT_IS_LEFT`); ``cache`` keeps those fits across folds. ``engine`` None: the listed builds of every engine for ``platform``
-    and mode ``disagg`` (an engine with no current build there, :func:`fit_version`)."""
+    out; :func:`_voting`); ``cache`` keeps those fits across folds. ``engine`` None: the listed builds of every
+    engine for ``platform`` and mode ``disagg`` (an engine with no current build there, :func:`fit_version`)."""
     if engine is None:
         mine = _current_builds(recs, exclude, None, platform, disagg)
     else:
-        held = {version_of(r) for r in recs if exclude(r)} if not VOTE_ON_WHAT_IS_LEFT else set()
-        mine = _same_platform([r for r in recs if engine_of(version_of(r)) == engine and not exclude(r)
-                               and version_of(r) not in held], platform)
+        votes = _voting(recs, exclude)
+        mine = _same_platform([r for r in recs if engine_of(version_of(r)) == engine and votes(r)], platform)
     ttft = {"ttft_s", "ttft_median_s"}
     request = [h[REQUEST] for h in _fits_by_engine(mine, predictor, starts, cache, lambda m: m & ttft).values()]
     first = np.array([h[list(FIRST_WAVE)] for h in _fits_by_engine(mine, predictor, starts, cache,
@@ -513,7 +518,8 @@ def unseen_step_times(recs, predictor: Predictor, starts: dict, engine: str, exc
     builds' prefill (10–13 µs) — and their median TTFT — at four times the measured. Why the same mode: a
     disaggregated build's times carry its pools' wide-EP steps (docs/stacks.md: its fit sits at the 5 ms scheduler
     bound), which priced an aggregated TensorRT-LLM build's TPOT 63% too long. Each build votes with its fit on the
-    records the fold leaves (:data:`VOTE_ON_WHAT_IS_LEFT`); ``cache`` keeps those fits across folds. ``engine`` None: every engine's listed builds there."""
+    records the fold leaves (:func:`_voting`); ``cache`` keeps those fits across folds. ``engine`` None: every
+    engine's listed builds there."""
     mine = _current_builds(recs, exclude, engine, platform, disagg)
     votes = list(_fits_by_engine(mine, predictor, starts, cache,
                                  lambda m: bool(m - {"ttft_s", "ttft_median_s"})).values())
