@@ -360,9 +360,12 @@ def test_hardware_show_names_the_measured_curves_provenance():
     assert k["measured"] and k["package"] == "aiconfigurator-core" and k["package_version"] == "0.12.0"
     assert k["license"] == "Apache-2.0" and "trtllm@1.3.0rc20" in k["measured_with"] and k["ops"]["gemm"] >= 2
     code, out, err = run_cli("hardware", "show", "mi300x", "--json")
-    assert json.loads(out)["measured_kernels"] == {"measured": False, "note": "none measured: vendor figures and "
-                                                   "the serving records only (aiconfigurator-core measures NVIDIA "
-                                                   "GPUs only)"}
+    k = json.loads(out)["measured_kernels"]
+    assert {x: k[x] for x in ("measured", "note")} == {"measured": False, "note": "none measured: vendor figures and "
+                                                       "the serving records only (aiconfigurator-core measures "
+                                                       "NVIDIA GPUs only)"}
+    assert k["efficiency_measured"].startswith("no measured kernel curves for mi300x: the silicon of its fitted "
+                                               "preset amd-serving")
     code, out, err = run_cli("hardware", "show", "mi355x", "--json")  # not measured; two numbers inferred
     k = json.loads(out)["measured_kernels"]
     assert k["measured"] is False and set(k["inferred"]) >= {"kernel_latency_s", "mla_kernel_scale", "source"}

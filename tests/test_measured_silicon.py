@@ -1,6 +1,7 @@
 """Issue 34, staged: the step model's silicon from measured kernel curves (``--efficiency measured``) and host times
 per stack version (``rackmath.analyses.fitting.stack``, ``specs/data/launch/stack_hosts.toml``)."""
 
+import json
 import math
 
 import numpy as np
@@ -502,6 +503,8 @@ def test_a_chip_without_a_family_of_its_own_takes_the_measured_chips_silicon():
     assert tpu.eta_compute == default_efficiency("tpu-v4").eta_compute and not tpu.silicon_from
     code, out, _err = run_cli("hardware", "show", "gaudi3-x8", env={"COLUMNS": "400"})
     assert code == 0 and "no records of its family" in out and "transferred, not measured" in out
+    code, out, _err = run_cli("hardware", "show", "gaudi3", "--json")
+    assert code == 0 and "transferred, not measured" in json.loads(out)["measured_kernels"]["efficiency_measured"]
     text = serve("llama-3.1-70b", "gaudi3", gpus=8, tp=8, isl=1000, osl=1000, concurrency=8,
                  efficiency="measured").explain().render()
     assert "τ_k = transferred from the measured chips (not measured)" in text

@@ -120,9 +120,16 @@ def list_cmd(
 
 
 def _kernels(chip) -> dict:
+    """The chip's kernel-curve provenance; for a chip without curves or inferred silicon, also what
+    ``--efficiency measured`` takes instead (``efficiency_measured``: its family preset's silicon, or the measured
+    chips' median where its family has no preset of its own)."""
+    from ..engine.efficiency import measured_efficiency
     from ..specs.kernels import provenance
 
-    return provenance(chip.name, chip.vendor)
+    out = provenance(chip.name, chip.vendor)
+    if not out["measured"] and "inferred" not in out:
+        out["efficiency_measured"] = measured_efficiency(chip).note.removeprefix("--efficiency measured: ")
+    return out
 
 
 def _chip_lines(chip) -> list[list[str]]:
@@ -145,13 +152,12 @@ def _chip_lines(chip) -> list[list[str]]:
         rows.append(["host share of server power", f"{chip.host_power_w:,.0f} W", src("host_power_w")])
     rows += [[f"hardware ratio {dt}", f"{hardware_ratio(chip, dt):.0f}",
               "(FLOP/s ÷ 2) ÷ (HBM bytes/s ÷ bytes per param) (lecture R5)"] for dt in chip.flops]
-    from ..engine.efficiency import measured_efficiency
     from ..specs.kernels import summary_line
 
     prov = _kernels(chip)
     line = summary_line(chip.name, chip.vendor)
-    if not prov["measured"] and "inferred" not in prov:  # what --efficiency measured takes instead
-        line += "; " + measured_efficiency(chip).note.removeprefix("--efficiency measured: ")
+    if "efficiency_measured" in prov:  # what --efficiency measured takes instead of curves
+        line += "; " + prov["efficiency_measured"]
     rows.append(["measured kernel curves", "yes" if prov["measured"] else "no", line])  # issue 34: provenance
     for t in chip.memory_tiers:
         cost = f", {human(t.usd_per_gb_hour, '$')}/GB-h" if t.usd_per_gb_hour is not None else ""
