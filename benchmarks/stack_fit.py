@@ -5,6 +5,7 @@
     python benchmarks/stack_fit.py --write        # also write specs/data/launch/stack_hosts.toml (--efficiency measured)
     python benchmarks/stack_fit.py --quick        # in-sample tables only
     python benchmarks/stack_fit.py --loso-only    # in sample, and the published records one source out
+    python benchmarks/stack_fit.py --lofo-only    # in sample, and the runs with their hardware family out
 
 Prints, per metric (output tok/s/GPU, TPOT, mean TTFT, median TTFT): the InferenceMAX records (``fit = false``) and
 the published records (``fit = true``) under
@@ -78,6 +79,8 @@ def main(argv=None):
                     help="each version's times with its engine's pooled fit as start and prior: in sample and one "
                          "group out")
     ap.add_argument("--logo-only", action="store_true", help="in-sample and leave-one-group-out tables only")
+    ap.add_argument("--lofo-only", action="store_true",
+                    help="in-sample and leave-one-hardware-family-out tables only (all runs and each family's)")
     ap.add_argument("--loso-only", action="store_true",
                     help="in-sample and leave-one-source-out (published records) tables only")
     ap.add_argument("--dump", metavar="PATH", help="also write each InferenceMAX record's in-sample and one-group-out "
@@ -153,6 +156,10 @@ def main(argv=None):
         loso_table(recs, pub, meas, starts)
         print(f"[{time.time() - t0:.0f} s]")
         return
+    if a.lofo_only:
+        lofo_tables(recs, imx, meas, starts)
+        print(f"[{time.time() - t0:.0f} s]")
+        return
     logo = S.leave_one_group_out(recs, meas, starts, infer_silicon=True)
     table("2. leave one InferenceMAX group out (model × chip × framework), measured silicon", imx, logo)
     by_group(imx, logo)
@@ -166,8 +173,7 @@ def main(argv=None):
     imx_versions = sorted({S.version_of(r) for r in imx})
     lovo = S.leave_one_version_out(recs, meas, starts, imx_versions, infer_silicon=True)
     table("2. leave one stack version out (InferenceMAX versions), measured silicon", imx, lovo)
-    lofo = S.leave_one_family_out(recs, meas, starts, infer_silicon=True)
-    table("2. leave one hardware family out (hopper, blackwell, amd), measured silicon", imx, lofo)
+    lofo_tables(recs, imx, meas, starts)
     loso_table(recs, pub, meas, starts)
     hosts_ctrl = S.fit_all(recs, base, starts)
     pc = dict(zip((r.id for r in recs), S.predict(recs, base, hosts_ctrl)))
@@ -176,6 +182,16 @@ def main(argv=None):
     logo_c = S.leave_one_group_out(recs, base, starts)
     table("control: leave one InferenceMAX group out, presets' silicon", imx, logo_c)
     print(f"[{time.time() - t0:.0f} s]")
+
+
+def lofo_tables(recs, imx, meas, starts):
+    """The InferenceMAX runs with their chip's hardware family left out (stack.leave_one_family_out): all of them,
+    then each family's."""
+    lofo = S.leave_one_family_out(recs, meas, starts, infer_silicon=True)
+    table("2. leave one hardware family out (hopper, blackwell, amd), measured silicon", imx, lofo)
+    for fam in sorted({r.hardware_family for r in imx}):
+        table(f"2. leave one hardware family out: the {fam} runs", [r for r in imx if r.hardware_family == fam], lofo)
+    return lofo
 
 
 def loso_table(recs, pub, meas, starts):
