@@ -441,7 +441,7 @@ def test_stack_fit_grid_is_a_lattice_not_the_start():
 
 def test_transferred_silicon_is_the_median_of_the_measured_chips():
     """A chip nothing measured takes, where nothing of its family is left, the measured chips' median: τ_k is the
-    middle of the seven shipped kernel-floor curves' first points (read from the TOML files, not via ``silicon``),
+    median of the shipped kernel-floor curves' first points (read from the TOML files, not via ``silicon``),
     η_c and η_m lie within the measured chips' range, the MLA kernel scale is the CUDA count (1)."""
     import tomllib
 
@@ -451,14 +451,16 @@ def test_transferred_silicon_is_the_median_of_the_measured_chips():
     for p in sorted(DIR.glob("*.toml")):
         doc = tomllib.loads(p.read_text())
         floors.append(next(c for c in doc["_curve"] if c["op"] == "kernel_floor")["time_s"][0])
-    assert len(floors) == 7
+    from statistics import median
+
     t = transferred()
-    assert t["kernel_latency_s"]["value"] == pytest.approx(sorted(floors)[3])
+    assert len(floors) >= 5 and t["kernel_latency_s"]["value"] == pytest.approx(median(floors))
     assert 1.6e-6 < t["kernel_latency_s"]["value"] < 2.6e-6  # 1.7 µs (Blackwell) to 2.5 µs (H100)
     etas = [silicon(load_hardware(c).chip)["eta_compute"]["value"] for c in ("h100", "h200", "b200", "gb200")]
     assert min(etas) - 0.05 < t["eta_compute"]["value"] < max(etas) + 0.05
     assert 0.6 < t["eta_memory"]["value"] < 0.9 and t["mla_kernel_scale"]["value"] == 1.0
-    assert t["eta_compute"]["from"].startswith("transferred: eta_compute, the median over the 7 chips with measured")
+    assert t["eta_compute"]["from"].startswith(f"transferred: eta_compute, the median over the {len(floors)} chips "
+                                               f"with measured curves")
 
 
 def test_a_family_out_gives_its_unmeasured_chips_the_measured_chips_silicon():
