@@ -506,11 +506,14 @@ def transferred() -> dict:
     chips carry). What a chip gets that nothing has measured and whose hardware family left no record to infer from
     (``analyses.fitting.stack.without``: a hardware family out) — not the family's preset, which its own records
     fitted. Median, not mean: one PCIe card's η_c (L40S, 0.32) does not move it. Each ``from`` starts with
-    ``transferred:`` (``--explain`` labels it so)."""
+    ``transferred:`` (``--explain`` labels it so). The shipped curves only, never a user's (:func:`kernel_table`
+    adds those): the same numbers whatever the catalog. Also what ``--efficiency measured`` gives a chip whose
+    family has no preset of its own (``engine.efficiency.measured_efficiency``)."""
     per = {}
     for p in sorted(DIR.glob("*.toml")):
-        chip = load_hardware(_read_toml(p)["_meta"]["chip"]).chip
-        sil = silicon(chip)
+        t = dict(_checked(p, _read_toml(p)), file=f"specs/data/kernels/{p.name}")
+        chip = load_hardware(t["meta"]["chip"]).chip
+        sil = silicon(chip, t)
         per[chip.name] = {k: float(sil[k]["value"]) for k in TRANSFERRED_FIELDS}
     names = ", ".join(per)
     out = {k: {"value": median(v[k] for v in per.values()),
