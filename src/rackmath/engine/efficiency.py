@@ -447,23 +447,23 @@ def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
 
     base = default_efficiency(chip.name, regime)
     sil = silicon(chip) or {}
+    transfer = not sil and base.cross_family  # no family preset of its own: the measured chips' silicon
+    if transfer:
+        sil = transferred()
     vals = {k: sil[k]["value"] for k in SILICON_FIELDS if k in sil}
     mine = dict(name=f"measured-{chip.name}", chips=(chip.name,), per_version=True,
                 silicon_from=tuple((k, sil[k]["from"]) for k in SILICON_FIELDS if k in sil))
-    if "eta_compute" in sil:  # measured kernel curves
+    if "eta_compute" in sil and not transfer:  # measured kernel curves
         return replace(base, **vals, **mine, error_band=None, cross_family=False, family=base.family,
                        description=f"silicon from measured kernel curves of {chip.name}; stack host times per version",
                        source="; ".join(sil[k]["from"] for k in SILICON_FIELDS if k in sil))
-    if sil:  # inferred from records, not measured (specs.kernels.inferred)
-        why = (f"--efficiency measured: no measured kernel curves for {chip.name}: τ_k and the MLA kernel scale "
-               f"inferred from its serving records, the other silicon numbers its fitted preset {base.name}'s")
-    elif base.cross_family:  # no family preset of its own: the measured chips' silicon (specs.kernels.transferred)
-        sil = transferred()
-        vals = {k: v["value"] for k, v in sil.items()}
-        mine["silicon_from"] = tuple((k, v["from"]) for k, v in sil.items())
+    if transfer:  # specs.kernels.transferred
         why = (f"--efficiency measured: no measured kernel curves for {chip.name} and no records of its family: "
                f"τ_k, η_c, M½ and η_m the median of the chips with measured curves (transferred, not measured; "
                f"MLA kernel scale 1), the other numbers the {base.name} preset's")
+    elif sil:  # inferred from records, not measured (specs.kernels.inferred)
+        why = (f"--efficiency measured: no measured kernel curves for {chip.name}: τ_k and the MLA kernel scale "
+               f"inferred from its serving records, the other silicon numbers its fitted preset {base.name}'s")
     else:
         why = (f"--efficiency measured: no measured kernel curves for {chip.name}: the silicon of its fitted preset "
                f"{base.name} (fitted together with the stacks on the records), the stack version's own times")

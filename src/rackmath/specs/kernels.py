@@ -70,6 +70,11 @@ def curve_key(c: dict) -> tuple:
     return (c.get("op"), *(c.get(k) for k in CURVE_KEYS.get(c.get("op"), ())))
 
 
+def _shipped(p: Path) -> dict:
+    """The shipped curve file ``p`` checked, as :func:`kernel_table` gives it."""
+    return dict(_checked(p, _read_toml(p)), shipped=True, file=f"specs/data/kernels/{p.name}")
+
+
 @register_cache
 @lru_cache(maxsize=64)
 def kernel_table(chip: str) -> dict | None:
@@ -81,9 +86,9 @@ def kernel_table(chip: str) -> dict | None:
     carries the package, version and system it came from."""
     user = _user_curves(chip)
     p = DIR / f"{chip}.toml"
-    shipped = _checked(p, _read_toml(p)) if p.exists() else None
+    shipped = _shipped(p) if p.exists() else None
     if user is None:
-        return None if shipped is None else dict(shipped, shipped=True, file=f"specs/data/kernels/{chip}.toml")
+        return shipped
     mine = _checked(*user)
     keys = {curve_key(c) for c in mine["curves"]}
     kept = [c for c in (shipped["curves"] if shipped else []) if curve_key(c) not in keys]
@@ -511,7 +516,7 @@ def transferred() -> dict:
     family has no preset of its own (``engine.efficiency.measured_efficiency``)."""
     per = {}
     for p in sorted(DIR.glob("*.toml")):
-        t = dict(_checked(p, _read_toml(p)), file=f"specs/data/kernels/{p.name}")
+        t = _shipped(p)
         chip = load_hardware(t["meta"]["chip"]).chip
         sil = silicon(chip, t)
         per[chip.name] = {k: float(sil[k]["value"]) for k in TRANSFERRED_FIELDS}
