@@ -420,6 +420,37 @@ def test_leave_one_source_out_fits_each_source_without_it(monkeypatch):
         assert {v for v, held, _ in calls if held == {src}} == {S.version_of(r) for r in pub if r.source_group == src}
 
 
+def test_a_record_without_a_version_is_its_sources_build(monkeypatch):
+    """Two published sources that state no version ran two builds (OCI's MI300X blog and vLLM's Kimi K2 recipe on
+    H200, both ``vllm``): each is ``framework@source`` and fitted apart; a stated version (the TensorRT-LLM perf
+    overview's four columns, one build: ``trtllm@1.0``) and an InferenceMAX image are untouched (the flag off: the
+    framework alone, as before)."""
+    from rackmath.analyses.fitting import stack as S
+    from rackmath.analyses.fitting.validation import records
+
+    allrecs = records()
+    oci = next(r for r in allrecs if r.fit and r.source_group == "oci-mi300x")
+    kimi = next(r for r in allrecs if r.fit and r.source_group == "vllm-recipes-kimi-k2")
+    perf = {S.version_of(r) for r in allrecs if r.fit and r.source_group in ("trtllm-h100", "trtllm-b200")}
+    imx = next(r for r in allrecs if r.group == "gptoss-fp4 × h200 × vllm")
+    assert oci.stack == kimi.stack == "vllm"
+    assert (S.version_of(oci), S.version_of(kimi)) == ("vllm@oci-mi300x", "vllm@vllm-recipes-kimi-k2")
+    assert S.engine_of(S.version_of(oci)) == S.engine_of(S.version_of(kimi)) == "vllm"
+    assert perf == {"trtllm@1.0"} and S.version_of(imx) == imx.stack == "vllm@0.11.2"
+    fitted = []
+
+    def fake_fit_hosts(rs, predictor, start, prior=0.0):
+        fitted.append(sorted({r.source_group for r in rs}))
+        return np.array(start, dtype=float)
+
+    monkeypatch.setattr(S, "fit_hosts", fake_fit_hosts)
+    starts = {"vllm": S.host_vector(default_efficiency("h200"), "vllm")}
+    hosts = S.fit_all([oci, kimi], S.Predictor(measured=True), starts)
+    assert sorted(fitted) == [["oci-mi300x"], ["vllm-recipes-kimi-k2"]] and len(hosts) == 2
+    monkeypatch.setattr(S, "BUILD_PER_SOURCE", False)
+    assert S.version_of(oci) == S.version_of(kimi) == "vllm"
+
+
 def test_stack_fit_grid_is_a_lattice_not_the_start():
     """The coordinate descent's grids sit on the lattice lo + k · (half-width / 4): two starts within a grid step
     of each other (a refitted preset: t_request 0.101 vs 0.105 s, lattice step 0.03 s) run the same descent and

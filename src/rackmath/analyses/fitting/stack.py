@@ -2,16 +2,15 @@
 
 Stage 1 fixes every record's silicon (τ, η_c, M½, η_m, α_coll, η_comm) from its chip's measured curves
 (``engine.efficiency.measured_efficiency``; a chip without curves keeps its fitted preset). Stage 2 fits, per stack
-version, only its seven stack numbers — the per-step scheduler time t_sched, the per-sequence time τ_seq, the
-eager dispatch time per kernel τ_eager, the per-request time t_request, the first wave's warm-up t_warm and the
-speed of its passes η_wave, and the stack's time per kernel τ_stack on top of the silicon's floor (τ_k = τ_silicon +
-τ_stack: launch gaps in its graphs, work it does not fuse; what the fitted presets' single τ mixed with the
-silicon) — on that version's records, minimising
-the robust mean |log error| (``calibration._logerr``) by coordinate descent on shrinking grids, every candidate of a
-grid evaluated in one broadcast engine call per record (``validation.predict_many``): the four step times on the
-throughput and TPOT records, then t_request on the median-TTFT records and t_warm with η_wave on the mean-TTFT
-ones (:func:`fit_hosts` says why). Seven parameters and one version's records make a fit cheap (seconds), so leaving one
-InferenceMAX group out (model × chip × framework) and leaving one stack version out refit only what they touch:
+version, only its seven stack numbers — the per-step scheduler time t_sched, the per-sequence time τ_seq, the eager
+dispatch time per kernel τ_eager, the per-request time t_request, the first wave's warm-up t_warm and the speed of its
+passes η_wave, and the stack's time per kernel τ_stack on top of the silicon's floor (τ_k = τ_silicon + τ_stack:
+launch gaps in its graphs, work it does not fuse; what the fitted presets' single τ mixed with the silicon) — on that
+version's records, minimising the robust mean |log error| (``calibration._logerr``) by coordinate descent on shrinking
+grids, each grid's candidates in one broadcast engine call per record (``validation.predict_many``): the four step
+times on the throughput and TPOT records, then t_request on the median-TTFT records and t_warm with η_wave on the
+mean-TTFT ones (:func:`fit_hosts` says why). Seven parameters and one version's records make a fit cheap (seconds), so
+one InferenceMAX group out (model × chip × framework) and one stack version out refit only what they touch:
 
 * a group out: each version in the group is refitted on its other records; a version with no other record is an
   unseen build (below);
@@ -33,8 +32,8 @@ builds of MI300X; MI355X's current builds run DeepSeek's decode step in a third 
 (a hardware family out: :func:`orphans`) takes the silicon the measured chips share (``specs.kernels.transferred``),
 not its family's preset, which the records left out fitted.
 
-A record's stack version is ``Record.stack`` (``sglang@0.5.7``; a published record that states no version is its
-framework alone, ``sglang``: a version of its own). No I/O here: ``benchmarks/stack_fit.py`` prints and writes.
+A record's stack version is ``Record.stack`` (``sglang@0.5.7``; naming none: its source's build, :func:`version_of`).
+No I/O here: ``benchmarks/stack_fit.py`` prints and writes.
 """
 
 from __future__ import annotations
@@ -94,9 +93,15 @@ MAX_ENGINE_RECORDS = 160
 PRIOR = 1e-3
 
 
+#: A fitted record stating no version ran its source's build, not one shared by its framework (docs/stacks.md).
+BUILD_PER_SOURCE = True
+
+
 def version_of(rec) -> str:
-    """A record's stack version: ``framework@version``, the framework alone if it states none, else generic."""
-    return rec.stack or "generic"
+    """A record's stack version: ``framework@version``; a fitted record stating none its source's build
+    (``framework@source_group``, :data:`BUILD_PER_SOURCE`), else the framework alone; generic without a framework."""
+    v = rec.stack or "generic"
+    return f"{v}@{rec.source_group}" if BUILD_PER_SOURCE and "@" not in v and rec.fit and rec.source_group else v
 
 
 def engine_of(label: str) -> str:
@@ -596,21 +601,18 @@ def leave_one_group_out(recs, predictor: Predictor, starts: dict, groups=None, h
 
 
 def leave_one_family_out(recs, predictor: Predictor, starts: dict, infer_silicon: bool = False) -> dict:
-    """{record id: prediction} of every InferenceMAX record with its chip's hardware family (``Record.
-    hardware_family``: hopper, blackwell, amd) left out of the fit: each version refitted on its records of the other
-    families (a version seen only there takes its engine's pooled fit on them), and, with ``infer_silicon``, a chip's
-    inferred silicon refitted without the family (a family's own chips: none left, so their presets')."""
+    """{record id: prediction} of every InferenceMAX record with its chip's hardware family (hopper, blackwell, amd)
+    left out: each version refitted on the other families' records (one seen only there an unseen build), with
+    ``infer_silicon`` a chip's inferred silicon refitted without it (none left: :func:`orphans`)."""
     by_fam = _by([r for r in recs if r.group], lambda r: r.hardware_family)
     folds = ((by_fam[f], lambda r, f=f: r.hardware_family == f) for f in sorted(by_fam))
     return _leave_out(recs, predictor, starts, folds, infer_silicon)
 
 
 def leave_one_source_out(recs, predictor: Predictor, starts: dict, infer_silicon: bool = False) -> dict:
-    """{record id: prediction} of every published record (``fit``) with its source (``Record.source_group``: one
-    blog, cookbook or paper) left out of the fit: each of its versions refitted on the other records (InferenceMAX
-    ones included), a version seen only there an unseen build (:func:`fit_version`); with ``infer_silicon``, a
-    chip's inferred silicon refitted without the source. What ``rackmath validate --cv`` measures for the fitted
-    presets (leave one source out), for the staged design."""
+    """{record id: prediction} of every published record (``fit``) with its source (``source_group``) left out: its
+    versions refitted on the rest, a version only it ran (so each build it names no version of) an unseen build; with
+    ``infer_silicon`` its chips' inferred silicon refitted without it: ``validate --cv``'s scheme, staged."""
     by_src = _by([r for r in recs if r.fit and r.source_group], lambda r: r.source_group)
     folds = ((by_src[s], lambda r, s=s: r.fit and r.source_group == s) for s in sorted(by_src))
     return _leave_out(recs, predictor, starts, folds, infer_silicon)
@@ -643,5 +645,6 @@ def report(recs, predicted: dict) -> dict:
     return res
 
 
-__all__ = ["STACK_PARAMS", "SILICON_PARAMS", "fit_silicon", "preset_silicon", "inferable_chips", "without", "Predictor", "fit_hosts", "fit_all", "leave_one_group_out", "leave_one_version_out", "leave_one_family_out",
-           "report", "version_of", "engine_of", "host_vector"]
+__all__ = ["STACK_PARAMS", "SILICON_PARAMS", "fit_silicon", "preset_silicon", "inferable_chips", "without", "Predictor",
+           "fit_hosts", "fit_all", "leave_one_group_out", "leave_one_version_out", "leave_one_family_out",
+           "leave_one_source_out", "report", "version_of", "engine_of", "host_vector"]
