@@ -114,8 +114,9 @@ STACKS = {
                     "prefill batches first",
                     "SGLang ServerArgs defaults (0.5.3–0.5.6 server_args.py: chunked_prefill_size=8192 on 60–160 "
                     "GB GPUs such as H100 and H200, 16384 on larger ones such as B200 and MI300X, divided by the DP "
-                    "size under DP attention; rackmath keeps 8,192 on every chip: docs/serving.md); overlap schedule "
-                    "on unless --disable-overlap-schedule, and off with EAGLE / NEXTN speculative decoding (ServerArgs: "
+                    "size under DP attention; rackmath keeps 8,192 on every chip: docs/serving.md); overlap "
+                    "schedule on unless --disable-overlap-schedule, and off with EAGLE / NEXTN speculative decoding "
+                    "(ServerArgs: "
                     "'Overlap scheduler is disabled because of using eagle speculative decoding'); a prefill batch "
                     "runs whenever prompts wait (--enable-mixed-chunk off)", prefill_first=True,
                     overlap_with_speculation=False),
