@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from rackmath.analyses.fitting import stack as S
+from rackmath.analyses.fitting import stack_folds as F
 from rackmath.analyses.fitting.calibration import fitted_records
 from rackmath.analyses.fitting.validation import records
 from rackmath.engine.efficiency import default_efficiency
@@ -40,7 +41,7 @@ def table(title, recs, pred):
     print(f"  {'metric':18s} {'chips':9s} {'records':>7s} {'median |err|':>12s} {'signed':>8s} {'within 2x':>10s}")
     parts = {"all": recs, "curves": [r for r in recs if kernel_table(r.chip) is not None],
              "no curves": [r for r in recs if kernel_table(r.chip) is None]}
-    reps = {k: S.report(v, pred) for k, v in parts.items() if v}
+    reps = {k: F.report(v, pred) for k, v in parts.items() if v}
     for c in ("output tok/s/GPU", "TPOT", "TTFT", "TTFT median"):
         for k, rep in reps.items():
             if c in rep:
@@ -56,7 +57,7 @@ def by_group(recs, pred):
     groups = sorted({r.group for r in recs})
     print(f"  {'group':36s} {'tok/s/GPU':>16s} {'TPOT':>16s} {'TTFT':>16s} {'TTFT median':>16s}")
     for g in groups:
-        rep = S.report([r for r in recs if r.group == g], pred)
+        rep = F.report([r for r in recs if r.group == g], pred)
         cells = [f"{rep[c]['median_abs'] * 100:5.0f}% ({rep[c]['median_signed'] * 100:+4.0f}%)" if c in rep else ""
                  for c in ("output tok/s/GPU", "TPOT", "TTFT", "TTFT median")]
         print(f"  {g:36s} " + " ".join(f"{c:>16s}" for c in cells))
@@ -120,7 +121,7 @@ def main(argv=None):
         ph = dict(zip((r.id for r in recs), S.predict(recs, meas, hosts)))
         table("hierarchical: measured silicon, version times around the engine's — InferenceMAX, in sample", imx, ph)
         all_records_table("hierarchical — published records, in sample", pub, ph)
-        lh = S.leave_one_group_out(recs, meas, starts, hierarchical=True, infer_silicon=True)
+        lh = F.leave_one_group_out(recs, meas, starts, hierarchical=True, infer_silicon=True)
         table("hierarchical: leave one InferenceMAX group out", imx, lh)
         by_group(imx, lh)
         print(f"[{time.time() - t0:.0f} s]")
@@ -160,7 +161,7 @@ def main(argv=None):
         lofo_tables(recs, imx, meas, starts)
         print(f"[{time.time() - t0:.0f} s]")
         return
-    logo = S.leave_one_group_out(recs, meas, starts, infer_silicon=True)
+    logo = F.leave_one_group_out(recs, meas, starts, infer_silicon=True)
     table("2. leave one InferenceMAX group out (model × chip × framework), measured silicon", imx, logo)
     by_group(imx, logo)
     if a.dump:
@@ -171,7 +172,7 @@ def main(argv=None):
     if a.logo_only:
         return
     imx_versions = sorted({S.version_of(r) for r in imx})
-    lovo = S.leave_one_version_out(recs, meas, starts, imx_versions, infer_silicon=True)
+    lovo = F.leave_one_version_out(recs, meas, starts, imx_versions, infer_silicon=True)
     table("2. leave one stack version out (InferenceMAX versions), measured silicon", imx, lovo)
     lofo_tables(recs, imx, meas, starts)
     loso_table(recs, pub, meas, starts)
@@ -179,15 +180,15 @@ def main(argv=None):
     pc = dict(zip((r.id for r in recs), S.predict(recs, base, hosts_ctrl)))
     table("control: presets' silicon + host times per stack version — InferenceMAX, in sample", imx, pc)
     all_records_table("control: presets' silicon + host times per stack version — published, in sample", pub, pc)
-    logo_c = S.leave_one_group_out(recs, base, starts)
+    logo_c = F.leave_one_group_out(recs, base, starts)
     table("control: leave one InferenceMAX group out, presets' silicon", imx, logo_c)
     print(f"[{time.time() - t0:.0f} s]")
 
 
 def lofo_tables(recs, imx, meas, starts):
-    """The InferenceMAX runs with their chip's hardware family left out (stack.leave_one_family_out): all of them,
+    """The InferenceMAX runs with their chip's hardware family left out (stack_folds.leave_one_family_out): all of them,
     then each family's."""
-    lofo = S.leave_one_family_out(recs, meas, starts, infer_silicon=True)
+    lofo = F.leave_one_family_out(recs, meas, starts, infer_silicon=True)
     table("2. leave one hardware family out (hopper, blackwell, amd), measured silicon", imx, lofo)
     for fam in sorted({r.hardware_family for r in imx}):
         table(f"2. leave one hardware family out: the {fam} runs", [r for r in imx if r.hardware_family == fam], lofo)
@@ -195,8 +196,8 @@ def lofo_tables(recs, imx, meas, starts):
 
 
 def loso_table(recs, pub, meas, starts):
-    """The published records with their source left out (stack.leave_one_source_out): overall and per source."""
-    loso = S.leave_one_source_out(recs, meas, starts, infer_silicon=True)
+    """The published records with their source left out (stack_folds.leave_one_source_out): overall and per source."""
+    loso = F.leave_one_source_out(recs, meas, starts, infer_silicon=True)
     all_records_table("2. leave one published source out, measured silicon — published records", pub, loso)
     by = {}
     for r in pub:

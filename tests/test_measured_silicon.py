@@ -394,10 +394,10 @@ def test_an_unseen_build_of_an_engine_with_no_current_build_takes_todays_builds(
 
 
 def test_leave_one_source_out_fits_each_source_without_it(monkeypatch):
-    """The staged design's leave-one-source-out (``stack.leave_one_source_out``, ``stack_fit.py --loso-only``): each
-    published source is predicted once, by versions fitted with exactly that source's records excluded, and every
-    version it ran is refitted so (InferenceMAX records are never held)."""
-    from rackmath.analyses.fitting import stack as S
+    """The staged design's leave-one-source-out (``stack_folds.leave_one_source_out``, ``stack_fit.py --loso-only``):
+    each published source is predicted once, by versions fitted with exactly that source's records excluded, and
+    every version it ran is refitted so (InferenceMAX records are never held)."""
+    from rackmath.analyses.fitting import stack as S, stack_folds
     from rackmath.analyses.fitting.validation import records
 
     allrecs = records()
@@ -413,7 +413,7 @@ def test_leave_one_source_out_fits_each_source_without_it(monkeypatch):
         return np.array(starts_[S.engine_of(version)], dtype=float)
 
     monkeypatch.setattr(S, "fit_version", fake_fit_version)
-    out = S.leave_one_source_out(imx + pub, S.Predictor(measured=True), starts)
+    out = stack_folds.leave_one_source_out(imx + pub, S.Predictor(measured=True), starts)
     assert set(out) == {r.id for r in pub} and all(np.isfinite(v) and v > 0 for v in out.values())
     assert all(len(held) == 1 and not imx_held for _v, held, imx_held in calls)
     for src in srcs:  # every version the source ran, refitted without it
