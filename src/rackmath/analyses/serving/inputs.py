@@ -113,7 +113,7 @@ STACKS = {
                     "SGLang: chunked_prefill_size 8,192, overlap scheduler on (off under speculative decoding), "
                     "prefill batches first",
                     "SGLang ServerArgs defaults (0.5.3–0.5.6 server_args.py: chunked_prefill_size=8192 on 60–160 "
-                    "GB GPUs such as H100 and H200, 16384 on larger ones such as B200 and MI300X, divided by the DP "
+                    "GiB GPUs such as H100 and H200, 16384 on larger ones such as B200 and MI300X, divided by the DP "
                     "size under DP attention; rackmath keeps 8,192 on every chip: docs/serving.md); overlap "
                     "schedule on unless --disable-overlap-schedule, and off with EAGLE / NEXTN speculative decoding "
                     "(ServerArgs: "
