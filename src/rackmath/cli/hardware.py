@@ -155,7 +155,7 @@ def _chip_lines(chip) -> list[list[str]]:
     from ..specs.kernels import summary_line
 
     prov = _kernels(chip)
-    line = summary_line(chip.name, chip.vendor)
+    line = summary_line(chip.name, chip.vendor, prov)
     if "efficiency_measured" in prov:  # what --efficiency measured takes instead of curves
         line += "; " + prov["efficiency_measured"]
     rows.append(["measured kernel curves", "yes" if prov["measured"] else "no", line])  # issue 34: provenance

@@ -155,9 +155,9 @@ def provenance(chip: str, vendor: str = "") -> dict:
             "packages": dict(Counter(f'{c["package"]} {c["package_version"]}' for c in cs))}
 
 
-def summary_line(chip: str, vendor: str = "") -> str:
-    """One line for ``hardware show``."""
-    p = provenance(chip, vendor)
+def summary_line(chip: str, vendor: str = "", p: dict | None = None) -> str:
+    """One line for ``hardware show`` (``p``: the chip's :func:`provenance`, where the caller has it)."""
+    p = provenance(chip, vendor) if p is None else p
     if not p["measured"]:
         inf = p.get("inferred")
         if inf is None:

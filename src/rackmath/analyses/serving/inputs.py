@@ -116,9 +116,8 @@ STACKS = {
                     "GiB GPUs such as H100 and H200, 16384 on larger ones such as B200 and MI300X, divided by the DP "
                     "size under DP attention; rackmath keeps 8,192 on every chip: docs/serving.md); overlap "
                     "schedule on unless --disable-overlap-schedule, and off with EAGLE / NEXTN speculative decoding "
-                    "(ServerArgs: "
-                    "'Overlap scheduler is disabled because of using eagle speculative decoding'); a prefill batch "
-                    "runs whenever prompts wait (--enable-mixed-chunk off)", prefill_first=True,
+                    "(ServerArgs: 'Overlap scheduler is disabled because of using eagle speculative decoding'); a "
+                    "prefill batch runs whenever prompts wait (--enable-mixed-chunk off)", prefill_first=True,
                     overlap_with_speculation=False),
 }
 _STACK_ALIASES = {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "tensorrt_llm": "trtllm", "dynamo": "trtllm",
