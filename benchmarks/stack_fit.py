@@ -6,6 +6,7 @@
     python benchmarks/stack_fit.py --quick        # in-sample tables only
     python benchmarks/stack_fit.py --loso-only    # in sample, and the published records one source out
     python benchmarks/stack_fit.py --lofo-only    # in sample, and the runs with their hardware family out
+    python benchmarks/stack_fit.py --logo-only --whatif-recv 30   # what if B200 SGLang ran --scheduler-recv-interval
 
 Prints, per metric (output tok/s/GPU, TPOT, mean TTFT, median TTFT): the InferenceMAX records (``fit = false``) and
 the published records (``fit = true``) under
@@ -92,7 +93,13 @@ def main(argv=None):
     ap.add_argument("--prefill", action="store_true",
                     help="also fit each version's prefill speed η_pf (stack.FIT_PREFILL: tried, off by default; "
                          "docs/stacks.md)")
+    ap.add_argument("--whatif-recv", type=int, metavar="N",
+                    help="what if the B200 SGLang runs from C = 16 up had been launched with "
+                         "--scheduler-recv-interval N (docs/stacks.md, 'What stalls': an inference from the rows, not "
+                         "a flag anyone read; never written with --write)")
     a = ap.parse_args(argv)
+    if a.whatif_recv and a.write:
+        ap.error("--whatif-recv is a what-if: not with --write")
     S.FIT_PREFILL = a.prefill
     if a.routing:
         import rackmath.specs.kernels as K
@@ -100,6 +107,9 @@ def main(argv=None):
         K.MEASURED_ROUTING = True
     t0 = time.time()
     allrecs = records()
+    if a.whatif_recv:
+        print(f"what if: {whatif_recv(allrecs, a.whatif_recv)} B200 SGLang records from C = 16 at "
+              f"--scheduler-recv-interval {a.whatif_recv}")
     imx = [r for r in allrecs if not r.fit and r.exclude is None and r.status != "derived"]
     pub = fitted_records(allrecs)
     recs = imx + pub
@@ -183,6 +193,17 @@ def main(argv=None):
     logo_c = F.leave_one_group_out(recs, base, starts)
     table("control: leave one InferenceMAX group out, presets' silicon", imx, logo_c)
     print(f"[{time.time() - t0:.0f} s]")
+
+
+def whatif_recv(recs, n: int) -> int:
+    """Set ``recv_interval`` n on the aggregated B200 SGLang InferenceMAX records from C = 16 up (in memory); returns
+    how many. The inference of docs/stacks.md ("What stalls"): their median TTFT exceeds the C = 4 run's by 11–17
+    decode steps from C = 16, what (30 − 1) / 2 would give."""
+    hit = [r for r in recs if not r.fit and r.chip == "b200" and (r.stack or "").startswith("sglang")
+           and not r.inputs.get("attention_dp") and float(r.inputs.get("concurrency", 0)) >= 16]
+    for r in hit:
+        r.inputs["recv_interval"] = n
+    return len(hit)
 
 
 def lofo_tables(recs, imx, meas, starts):

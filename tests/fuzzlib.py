@@ -63,7 +63,7 @@ PLAUSIBLE = {
     "--concurrency": ["1", "8", "64", "1,8,64"], "--schedule": ["1f1b", "gpipe", "interleaved"],
     "--law": ["chinchilla", "besiroglu"], "--method": ["s-base", "rl-r", "hash"],
     "--framework": ["trtllm", "vllm", "sglang"], "--weight-read": ["hit", "all"], "--tier": ["ddr", "flash", "disk"],
-    "--arrivals": ["steady", "poisson", "waves", "closed-loop"],
+    "--arrivals": ["steady", "poisson", "waves", "closed-loop"], "--recv-interval": ["1", "10", "30"],
     "--recompute": ["none", "selective", "full"], "--optimizer": ["adam-mixed", "adam-fp32"],
     "--only": ["R1", "R5", "R1,R3"], "--kind": ["input", "output"], "--speedup": ["2.5", "1.5"],
     "--price": ["6", "2"], "--compute": ["1e24", "5.8e23"], "--params": ["70B", "1e9"],

@@ -70,7 +70,7 @@ def _launch(r, emit, kv_dtype, mtp: int):
     best = r.best
     if emit is not None and best is not None:
         d = best["deployment"]
-        dep = dict(d, model=r.model, kv_dtype=kv_dtype or "bf16", mtp=mtp)
+        dep = dict(d, model=r.model, kv_dtype=kv_dtype or "bf16", mtp=mtp, recv_interval=r.workload["recv_interval"])
         launch = emit_fn(emit, dep)
         launch["chip"] = best["chip"]
     return launch
@@ -155,6 +155,9 @@ def plan_cmd(
                               help="$/GPU-hour: one number, or per chip 'h100=2.1,b200=4'."),
     mode: str = typer.Option("both", "--mode", help="aggregated, disaggregated or both."),
     framework: str = typer.Option(None, "--framework", help="trtllm, vllm or sglang: scheduler defaults."),
+    recv_interval: str = typer.Option(None, "--recv-interval", help="SGLang --scheduler-recv-interval N: new "
+                                      "requests are received every N decode steps (default 1); no attention-DP "
+                                      "layouts then. SGLang stacks only."),
     emit: str = typer.Option(None, "--emit", help="Print the launch command of the cheapest deployment: "
                                                  "vllm, sglang or trtllm."),
     budget: str = typer.Option(None, "--budget", help="Token budget per step (default: the framework's, 8192)."),
@@ -201,7 +204,7 @@ def plan_cmd(
              efficiency=efficiency, ideal=ideal, framework=framework, modes=modes,
              budget=None if budget is None else int(num(budget, "budget")), confirm=not no_confirm,
              pue=parse_pue(pue), usd_per_kwh=parse_usd_per_kwh(usd_per_kwh), power_cap_w=parse_power(power_cap),
-             compute_dtype=compute_dtype, explain=explain)
+             compute_dtype=compute_dtype, explain=explain, recv_interval=num(recv_interval, "recv_interval"))
     from .common import dtype_rate_warning
 
     for row in r.rows:  # one line per chip that runs the weight GEMMs at a wider dtype's rate

@@ -116,7 +116,8 @@ def _print_table(d: dict, mode: dict, e, power_cap, near) -> None:
              "—" if mode["max_context"] is None else
              f'{human(mode["max_context"])} tokens (model limit '
              f'{human(mode["model_max_context"]) if mode["model_max_context"] else "not published"})'],
-            ["efficiency", d["efficiency"]], ["serving stack", d["stack_version"]],
+            ["efficiency", d["efficiency"]], ["serving stack", d["stack_version"] + (
+                f' (receives every {d["recv_interval"]} decode steps)' if d["recv_interval"] > 1 else "")],
             ["energy", energy_line(e, per="token").removeprefix("energy: ").replace("/token", "/output token", 1)
              + ("" if power_cap is None else f"; power cap {human(energy_dict(e, power_cap)['power_cap_w'], 'W')} per GPU (compute peaks "
                                          "scaled)")]]
@@ -173,6 +174,10 @@ def serve_cmd(
     eager: bool = typer.Option(False, "--eager", help="The stack runs without CUDA graphs (vLLM --enforce-eager, "
                                "SGLang --disable-cuda-graph): decode steps take max(GPU time, kernels · host "
                                "dispatch time)."),
+    recv_interval: str = typer.Option(None, "--recv-interval", help="SGLang --scheduler-recv-interval N: the "
+                                      "scheduler receives new requests every N decode steps (default 1, every "
+                                      "step); a new request waits (N − 1)/2 decode steps more. SGLang stacks "
+                                      "only, not with attention DP."),
     weight_layout: str = typer.Option("1d", "--weight-layout", help="How the --tp GPUs hold a dense model's "
                                       "weights: 1d (weight-stationary, default), 2d (weight-stationary over "
                                       "d_model and d_ff), gathered (all-gathered per layer); Pope et al. 2022."),
@@ -218,7 +223,8 @@ def serve_cmd(
               _layout(gpus, tp, ep, pp, attention_dp, attention_dp_size, prefill_gpus, decode_gpus,
                       redundant_experts, uneven_experts, weight_layout),
               replace(load_stack(framework), cuda_graphs=not eager, weights_dtype=weights_dtype,
-                      kv_dtype=kv_dtype, compute_dtype=compute_dtype),
+                      kv_dtype=kv_dtype, compute_dtype=compute_dtype,
+                      recv_interval=1 if recv_interval is None else _count(recv_interval, "recv_interval")),
               "ideal" if ideal else efficiency)
     if (ops or ops_plot) and _print_ops(r, ops, ops_plot, force, json):
         return

@@ -175,6 +175,9 @@ def simulate_cmd(
     efficiency: str = EFF_OPT,
     ideal: bool = IDEAL_OPT,
     framework: str = typer.Option(None, "--framework", help="trtllm, vllm or sglang: its scheduler defaults."),
+    recv_interval: str = typer.Option(None, "--recv-interval", help="SGLang --scheduler-recv-interval N: new "
+                                      "requests are received every N decode steps (at once after a prefill "
+                                      "step); default 1. SGLang stacks only, not with attention DP."),
     price: str = typer.Option(None, "--usd-per-gpu-hour", "--price", help="$/GPU-hour (default: catalog)."),
     ttft: str = typer.Option(None, "--ttft", help="TTFT SLO for goodput (e.g. 1s, 500ms)."),
     tpot: str = typer.Option(None, "--tpot", help="TPOT SLO for goodput (e.g. 20ms)."),
@@ -188,6 +191,7 @@ def simulate_cmd(
     One parameter per CLI option (typer's form): they become the simulator's typed inputs here. Longer than 80 lines: its signature is the option list."""
     from .. import units
     from ..analyses.serving.serve import Workload
+    from ..analyses.serving.inputs import receiving
     from ..analyses.serving.simulate import Deployment, Traffic, layout_from_flags, run
     from .common import check_output, efficiency_for, print_json, table
 
@@ -211,7 +215,8 @@ def simulate_cmd(
     traffic = Traffic(rate=_num(rate, "rate"), trace=tr, requests=n_req, burstiness=burstiness, seed=seed,
                       ttft_slo=_slo(ttft, "ttft"), tpot_slo=_slo(tpot, "tpot"))
     with _progress_bar(len(tr["isl"]) if tr is not None else n_req, not json) as progress:
-        r = run(model, hardware, workload, traffic, dep, layout, framework, efficiency, progress=progress)
+        r = run(model, hardware, workload, traffic, dep, layout,
+                receiving(framework, _num(recv_interval, "recv_interval", True)), efficiency, progress=progress)
     if plot is not None:
         from ..plotting.sizing import plot_timeline
 

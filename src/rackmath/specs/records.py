@@ -205,6 +205,9 @@ FIELDS: dict = {
                                                       "stay in flight; TTFT is the mean over its 10 × C requests)"),
     "eager": (_bool, ("serve",), False, "the stack ran without CUDA graphs (every decode step dispatched from the "
                                         "host)"),
+    "recv_interval": (_num(1, 1e4, integer=True), ("serve",), False, "decode steps between the scheduler's receives "
+                                                                      "of new requests, where the source's launch "
+                                                                      "sets it (SGLang --scheduler-recv-interval)"),
 }
 
 #: Fields that describe the configuration (what a prediction needs), in order.
@@ -212,7 +215,7 @@ INPUTS = ("model", "hardware", "gpus", "prefill_gpus", "decode_gpus", "prefill_t
           "prefill_attention_dp", "tp", "ep", "pp", "attention_dp",
           "attention_dp_size", "redundant_experts", "weight_layout", "weight_gathered", "kv_shards", "isl", "osl",
           "concurrency", "max_batch", "batch", "context", "cached_share", "weights_dtype", "kv_dtype", "compute_dtype",
-          "mtp", "acceptance", "max_num_tokens", "arrivals", "eager", "framework")
+          "mtp", "acceptance", "max_num_tokens", "arrivals", "eager", "recv_interval", "framework")
 
 
 #: Hardware family of each chip: the unit of leave-one-hardware-family-out and of per-family presets.

@@ -141,7 +141,25 @@ def make_plan(model, hardware, workload: Workload, layout: Layout | None = None,
                        "--attention-dp/--attention-dp-size to fix it)")
     if lay_p is not None:
         p.prefill_layout = prefill_pool(p, lay_p, eff)
+    _check_receive(p)
     return p
+
+
+def _check_receive(p: Plan) -> None:
+    """A receive interval above 1 (``Stack.recv_interval``, SGLang's ``--scheduler-recv-interval``) with its layout:
+    refused with attention DP on the servers that run decode steps (the aggregated replicas, a decode pool), which
+    SGLang refuses (``SchedulerRecvSkipper`` asserts it is off); on a disaggregated deployment, noted: TTFT is the
+    prefill pool's, whose steps are prefills, after which SGLang receives at once."""
+    n = p.stack.recv_interval
+    if n <= 1:
+        return
+    if p.layout.attention_dp:
+        raise InputError("recv_interval", f"{n} with attention DP ({p.layout.label()})",
+                         "1 under attention DP (SGLang asserts --scheduler-recv-interval 1 with "
+                         "--enable-dp-attention), or a layout without attention DP")
+    if p.disaggregated:
+        p.notes.append(f"receive interval {n}: no wait on TTFT here — the prefill pool receives after each of its "
+                       "steps, which are prefills (SGLang's count jumps to the interval after a prefill)")
 
 
 def plan_dtypes(m, chip, stack: Stack) -> tuple:
@@ -190,7 +208,8 @@ def _checked_request(p: Plan, req: Layout) -> tuple:
 def decode_pool(p: Plan, req: Layout, eff) -> Layout:
     """The decode pool's layout: built from the flags with ``tp`` given (TP must split the heads unless attention
     DP keeps them whole), else the best layout that satisfies the flags given — ``--ep 72 --attention-dp`` on 72
-    GPUs is attention DP over 72 ranks with EP 72 (:func:`choose_layout`, then :func:`best_serving_layout`)."""
+    GPUs is attention DP over 72 ranks with EP 72 (:func:`choose_layout`, then :func:`best_serving_layout`); with a
+    receive interval above 1 the choice keeps to layouts without attention DP."""
     n_dec, m = p.layout.gpus, p.model
     adp, adp_size, wlay, rx = _checked_request(p, req)
     tp, ep, pp = req.tp, req.ep, req.pp
@@ -200,7 +219,9 @@ def decode_pool(p: Plan, req: Layout, eff) -> Layout:
         lay = dict(tp=int(tp), ep=int(ep or 1), pp=int(pp or 1), attention_dp=bool(adp), attention_dp_size=adp_size)
         chosen = False
     else:
-        cons = dict(ep=ep, pp=pp, attention_dp=True if adp else None, attention_dp_size=req.attention_dp_size or None)
+        no_adp = p.stack.recv_interval > 1  # SGLang has no receive interval under attention DP (_check_receive)
+        cons = dict(ep=ep, pp=pp, attention_dp=True if adp else False if no_adp else None,
+                    attention_dp_size=req.attention_dp_size or None)
         if rx == 0 and not req.uneven_experts:
             cands = choose_layout(p.numbers("decode"), p.system, eff, n_dec, float(np.max(p.workload.concurrency)),
                                   hw=p.hw(), constraints=cons, sched_overlap=p.stack.overlap_scheduler,

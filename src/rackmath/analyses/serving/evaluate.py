@@ -66,6 +66,7 @@ class ServeResult(ResultMixin):
     arrivals: str = "steady"
     compute_dtype: str = ""  # the dtype whose peak the weight GEMMs run at (Chip.gemm_dtype)
     stack_version: str = "generic"  # h34: stack@version assumed (specs/stacks.py), the stack name if unversioned
+    recv_interval: int = 1  # decode steps between the scheduler's receives (Stack.recv_interval)
     _derivation: object = None
 
     def __getattr__(self, name):
@@ -83,7 +84,8 @@ class ServeResult(ResultMixin):
             v = self.values[k]
             a = np.asarray(v)
             out[k] = a.item() if a.ndim == 0 else a.tolist()
-        out.update(framework=self.framework, stack_version=self.stack_version, efficiency_label=self.efficiency_label)
+        out.update(framework=self.framework, stack_version=self.stack_version, recv_interval=self.recv_interval,
+                   efficiency_label=self.efficiency_label)
         out.update(model=self.model, hardware=self.hardware, mode=self.mode, gpus=self.gpus, isl=self.isl,
                    osl=self.osl, layout=self.layout, layout_chosen=self.layout_chosen, efficiency=self.efficiency,
                    weights_dtype=self.weights_dtype, kv_dtype=self.kv_dtype, mtp=self.mtp,
@@ -272,10 +274,11 @@ def _aggregated(p: Plan, eff, dec: dict, info: dict, notes: list) -> dict:
 
     ss = steady_state(b, ranks, w.isl_new, w.osl, t_dec, mixed_step, acceptance=w.acceptance, mtp=k,
                       budget=st.max_num_tokens, t_request=info["t_request"], arrivals=w.arrivals,
-                      queued=w.concurrency / (lay.dp * lay.pp))
+                      queued=w.concurrency / (lay.dp * lay.pp), recv_interval=st.recv_interval)
     sch, t_mix, (n_eager, res_m) = ss["schedule"], ss["t_mixed"], ss["mixed_extra"]
     info.update(ttft_open=ss["ttft_open_s"], queue=ss["queue_s"], saturated=ss["saturated"], capped=ss["capped"],
-                service=ss["service_s"], cycle_rest=ss["cycle_rest_s"], wait=ss["wait_s"], loop_requests=b)
+                service=ss["service_s"], cycle_rest=ss["cycle_rest_s"], wait=ss["wait_s"], loop_requests=b,
+                t_recv=ss["recv_s"])
     info.update(chunk=sch["c_rank"], chunk_total=sch["c_tot"], prefill_per_step=sch["p"], t_mixed=t_mix,
                 n_mixed=ss["n_mixed"], budget_left=sch["left"], eager_kernels_mixed=n_eager,
                 schedule=sch, res_mixed=res_m, tau_eager=tau_e)
@@ -382,6 +385,7 @@ def _result(p: Plan, eff, dec: dict, out: dict, info: dict, notes: list) -> Serv
                     arrivals=w.arrivals, compute_dtype=p.compute_dtype)
     r.framework = st.name
     r.stack_version = st.version_label  # h34 (issue 34): the stack version assumed (sglang@0.5.7, or the name)
+    r.recv_interval = st.recv_interval
     r.efficiency_label = eff.label()
     r._plan, r._eff, r._res, r._info = p, eff, dec["res_d"], info
     return r

@@ -154,8 +154,14 @@ def _schedule_lines(x) -> None:
           expr=(f"max({bud!r} - {imb!r} * b * {k + 1} / {R}, min({w.isl_new!r}, {bud!r}))" if R > 1 else
                 f"max({bud!r} - b * {k + 1}, min({w.isl_new!r}, {bud!r}))"), key="left")
     cr, c = ("c_r0", "c0") if poisson else ("c_r", "c")
-    d.add("c_r", "min(left, max(ISL_new, p/R))", "", _f(sch.get("c_rank_steady", sch["c_rank"])), "tokens",
-          "whole waiting prompts, within the budget", expr=f"min(left, max({w.isl_new!r}, p / {R}))", key=cr)
+    n_recv = p.stack.recv_interval
+    if n_recv > 1:  # the prompts of N_recv decode steps are received together (schedule.prefill_schedule)
+        d.add("c_r", "min(left, max(ISL_new, N_recv·p/R))", "", _f(sch.get("c_rank_steady", sch["c_rank"])),
+              "tokens", f"whole waiting prompts, received together every N_recv = {n_recv} decode steps, within the "
+              "budget", expr=f"min(left, max({w.isl_new!r}, {n_recv} * p / {R}))", key=cr)
+    else:
+        d.add("c_r", "min(left, max(ISL_new, p/R))", "", _f(sch.get("c_rank_steady", sch["c_rank"])), "tokens",
+              "whole waiting prompts, within the budget", expr=f"min(left, max({w.isl_new!r}, p / {R}))", key=cr)
     d.add("f", "min(1, p/(R·c_r))", "", _f(sch["f"]), "", "share of steps in which one rank prefills",
           expr=f"min(1, p / ({R} * {cr}))", key="f")
     if R > 1:
@@ -231,10 +237,19 @@ def _aggregated_ttft(x) -> None:
     d.add("S", "ISL_new · t_mixed / (R · left)", "", _f(info["service"]), "s",
           "a prompt's share of the prefill budget (R · left prompt tokens per mixed step)",
           expr=f"max({w.isl_new!r}, 1.0) * t_mixed / ({R} * left)", key="S")
-    _closed_loop_wait_lines(x, "tbar / 2 + t_pf + t_req", "t̄/2 + t_prefill + t_request")
-    d.add("TTFT_open", "t̄/2 + t_prefill + t_request + W", "", _f(info["ttft_open"]), "s",
-          "half a step to the next schedule, the prompt's chunks, the host, the queue; before any saturation queue",
-          expr="tbar / 2 + t_pf + t_req + W", key="ttft_o")
+    n_recv = p.stack.recv_interval
+    recv, recv_text = "", ""
+    if n_recv > 1:  # schedule.receive_wait: SGLang's --scheduler-recv-interval
+        d.add("t_recv", "(N_recv − 1)/2 · t_decode", "", _f(info["t_recv"]), "s",
+              f"the scheduler receives new requests every N_recv = {n_recv} decode steps (SGLang "
+              "--scheduler-recv-interval; at once after a prefill): a request waits (N_recv − 1)/2 steps more",
+              expr=f"0.5 * ({n_recv} - 1) * t_decode", key="t_recv")
+        recv, recv_text = " + t_recv", " + t_recv"
+    _closed_loop_wait_lines(x, f"tbar / 2{recv} + t_pf + t_req", f"t̄/2{recv_text} + t_prefill + t_request")
+    d.add("TTFT_open", f"t̄/2{recv_text} + t_prefill + t_request + W", "", _f(info["ttft_open"]), "s",
+          "half a step to the next schedule" + (", the receive interval" if recv else "") + ", the prompt's chunks, "
+          "the host, the queue; before any saturation queue",
+          expr=f"tbar / 2{recv} + t_pf + t_req + W", key="ttft_o")
     _aggregated_output(x)
     why = (f"the running batch is capped at {p.stack.max_batch_size} per scheduler" if _f(info["capped"])
            else "the prefill budget binds")

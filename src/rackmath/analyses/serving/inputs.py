@@ -73,18 +73,34 @@ class Stack:
     weights_dtype: str | None = None  # --weights-dtype: bf16, fp8, fp4, nvfp4, mxfp4, …
     kv_dtype: str | None = None  # --kv-dtype
     compute_dtype: str | None = None  # --compute-dtype: the dtype the weight GEMMs multiply in
+    # --- how often the scheduler receives new requests (SGLang --scheduler-recv-interval; 1: every step) ---
+    recv_interval: int = 1
 
     @property
     def version_label(self) -> str:
         return self.label or self.name
 
     def checked(self) -> "Stack":
-        """The stack with its flags checked: a token budget from 1 to 10⁷, CUDA graphs on or off."""
+        """The stack with its flags checked: a token budget from 1 to 10⁷, CUDA graphs on or off, a receive interval
+        from 1 to 10⁴ decode steps (above 1 on SGLang's stacks only: :func:`has_receive_interval`)."""
         if self.max_num_tokens is not None:
             check_positive(self.max_num_tokens, "max_num_tokens", "a token budget per step", maximum=1e7)
         if not isinstance(self.cuda_graphs, (bool, np.bool_)):
             raise InputError("cuda_graphs", f"{str(self.cuda_graphs)[:80]!r}", "true or false (false: --eager)")
-        return self
+        v = self.recv_interval
+        n = check_int(int(v) if isinstance(v, np.integer) else v, "recv_interval", 1, 10_000,
+                      "a whole number of decode steps from 1 to 10,000")
+        if n > 1 and not has_receive_interval(self):
+            raise InputError("recv_interval", f"{n} with --framework {self.version_label}",
+                             "1, or a receive interval with an SGLang stack (sglang, dynamo-sglang: "
+                             "--scheduler-recv-interval)")
+        return self if type(v) is int else replace(self, recv_interval=n)  # 30.0, np.int64(30) → 30
+
+
+def has_receive_interval(stack: Stack) -> bool:
+    """Whether a stack has a receive interval to set: SGLang's (``--scheduler-recv-interval``, :func:`~.schedule.
+    receive_wait`); the other stacks receive new requests every step."""
+    return stack.name == "sglang"  # dynamo-sglang's builds too (``specs/data/launch/stacks.toml``)
 
 
 STACKS = {
@@ -144,6 +160,14 @@ def load_stack(framework=None) -> Stack:
                          "trtllm, vllm, sglang, vllm-v0, atom, dynamo-sglang, dynamo-trtllm (or tensorrt-llm, trt, "
                          "dynamo), each optionally @VERSION (sglang@0.5.6), or none/other for the generic stack")
     return STACKS[key]
+
+
+def receiving(framework, recv_interval=None):
+    """``framework`` (a ``--framework`` name, a :class:`Stack` or None) with ``--recv-interval`` N set and checked
+    (:meth:`Stack.checked`: SGLang's stacks only); unchanged where N is not given."""
+    if recv_interval is None:
+        return framework
+    return replace(load_stack(framework), recv_interval=recv_interval).checked()
 
 
 def on_chip(stack: Stack, chip) -> Stack:
@@ -394,7 +418,7 @@ WORKLOAD_KEYS = ("isl", "osl", "concurrency", "mtp", "acceptance", "cached_share
 LAYOUT_KEYS = ("gpus", "tp", "ep", "pp", "attention_dp", "attention_dp_size", "redundant_experts", "uneven_experts",
                "weight_layout", "kv_shards", "prefill_gpus", "decode_gpus", "prefill_tp", "prefill_ep",
                "prefill_attention_dp")
-STACK_KEYS = ("framework", "max_num_tokens", "eager", "weights_dtype", "kv_dtype", "compute_dtype")
+STACK_KEYS = ("framework", "max_num_tokens", "eager", "weights_dtype", "kv_dtype", "compute_dtype", "recv_interval")
 FLAT_KEYS = frozenset(WORKLOAD_KEYS + LAYOUT_KEYS + STACK_KEYS + ("usd_per_gpu_hour", "ideal"))
 
 
@@ -442,6 +466,8 @@ def _flat_stack(stack, flat: dict) -> Stack:
         over["max_num_tokens"] = int(flat["max_num_tokens"])
     if eager:
         over["cuda_graphs"] = False
+    if flat.get("recv_interval") is not None:
+        over["recv_interval"] = flat["recv_interval"]
     return replace(st, **over) if over else st
 
 

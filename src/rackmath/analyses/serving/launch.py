@@ -65,7 +65,8 @@ def emit(framework: str, deployment: dict) -> dict:
     optionally attention_dp_size: R attention-DP groups of tp/R GPUs),
     replicas, max_batch and budget (per scheduler: per attention-DP rank when attention-DP is on, as vLLM's
     and TensorRT-LLM's flags are; SGLang's are totals over the ranks and are multiplied out here), kv_dtype,
-    mtp, and for disaggregated: prefill_layout, prefill_replicas.
+    mtp, recv_interval (SGLang's ``--scheduler-recv-interval``, emitted for SGLang's decode-running servers; the
+    other frameworks have none: a note says it is dropped), and for disaggregated: prefill_layout, prefill_replicas.
     Returns ``dict(framework, version, commands=[{role, replicas, gpus_per_replica, command, files}], notes)``;
     ``files`` maps a file name to its text (TensorRT-LLM's LLM-API YAML).
     """
@@ -97,6 +98,9 @@ def emit(framework: str, deployment: dict) -> dict:
                                 "--prefill URL… --decode URL…` in front of the two pools",
                       "trtllm": "disaggregated: list the prefill (context) and decode (generation) servers in a "
                                 "`trtllm-serve disaggregated -c disagg.yaml` config"}[fw])
+    if int(deployment.get("recv_interval") or 1) > 1 and fw != "sglang":
+        notes.append(f"{fw} has no receive interval (SGLang's --scheduler-recv-interval): it receives new requests "
+                     "every step, so the planned TTFT is a little above what it gives")
     if any(c["replicas"] > 1 for c in cmds):
         notes.append("run one command per replica (one server per group of GPUs) behind a load balancer")
     return dict(framework=fw, version=info["version"], checked_against=info["version"], commands=cmds,
@@ -162,6 +166,9 @@ def _sglang(info, repo, model, lay, d, role):
         if not _is_mtp_model(model):
             parts += ["--speculative-draft-model-path", "<EAGLE draft repo>"]
     parts += [info["mem_flag"], "0.85"]
+    n = int(d.get("recv_interval") or 1)
+    if n > 1 and role != "prefill":  # a prefill server receives after each of its (prefill) steps anyway
+        parts += ["--scheduler-recv-interval", str(n)]
     if role != "aggregated":
         parts += ["--disaggregation-mode", role, "--disaggregation-transfer-backend", "nixl"]
     return " ".join(parts), {}, []

@@ -350,7 +350,7 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
          usd_per_gpu_hour=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, efficiency=None,
          ideal=False, framework=None, modes=("aggregated", "disaggregated"), budget=None, confirm=True,
          confirm_requests=2000, max_gpus_per_replica=None, seed=0, pue=None, usd_per_kwh=None,
-         power_cap_w=None, compute_dtype=None, explain=False) -> PlanResult:
+         power_cap_w=None, compute_dtype=None, explain=False, recv_interval=None) -> PlanResult:
     """The cheapest deployment of ``model`` per chip meeting the SLOs (module docstring).
 
     One keyword per option of `rackmath plan` (the public API, ``rackmath.plan``; the CLI and the web app pass them
@@ -383,7 +383,8 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
     q = dict(isl=isl, osl=osl, rate=None if rate is None else float(rate), users=None if users is None else
              float(users), ttft_slo=ttft_s, tpot_slo=tpot_s, budget=T, modes=modes)
     stack_kw = dict(weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=mtp, acceptance=acceptance,
-                    efficiency=efficiency, ideal=ideal, framework=framework, compute_dtype=compute_dtype)
+                    efficiency=efficiency, ideal=ideal, framework=framework, compute_dtype=compute_dtype,
+                    recv_interval=recv_interval)
     energy_kw = dict(power_cap_w=power_cap_w, pue=pue, usd_per_kwh=usd_per_kwh)
     rows, pareto, derivations, st = [], {}, {}, None
     for hw in _chips(hardware):
@@ -397,7 +398,8 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
         rows.append(row)
     rows.sort(key=lambda r: (r["deployment"] is None, r["deployment"]["usd_per_hour"] if r["deployment"] else 0))
     wl = dict(isl=isl, osl=osl, rate=None if rate is None else float(rate), users=None if users is None else
-              float(users), budget=T, framework=fw["name"], weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=int(mtp or 0))
+              float(users), budget=T, framework=fw["name"], weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=int(mtp or 0),
+              recv_interval=int(st.serving_stack.recv_interval))
     return PlanResult(model=str(getattr(st.model, "name", model)), workload=wl,
                       slo=dict(ttft_s=ttft_s, tpot_s=tpot_s, ttft_default=ttft_default), rows=rows, pareto=pareto,
                       notes=[], derivations=derivations)
@@ -452,7 +454,8 @@ def explain_aggregated(st, d: dict, isl, osl):
     lay = d["layout"]
     stack = load_stack(st.framework)
     stack = replace(stack, max_num_tokens=stack.max_num_tokens if d["budget"] is None else int(d["budget"]),
-                    weights_dtype=st.weights_dtype, kv_dtype=st.kv_dtype, compute_dtype=st.compute_dtype)
+                    weights_dtype=st.weights_dtype, kv_dtype=st.kv_dtype, compute_dtype=st.compute_dtype,
+                    recv_interval=st.serving_stack.recv_interval)
     p = make_plan(st.model, priced(st.system, st.usd_per_gpu_hour),
                   Workload(isl, osl, d["planned_concurrency_per_replica"], mtp=st.mtp, acceptance=st.acceptance),
                   Layout(d["gpus_per_replica"], lay["tp"], lay["ep"], lay["pp"], lay["attention_dp"],

@@ -23,7 +23,9 @@ class Scheduler:
     ``cadence`` (s, 0 = off): steps leave on a fixed clock (the lecture's train, 00:20); ``prefill`` False: a
     disaggregated decode pool (requests arrive with their KV); ``reserve_whole``: a request is admitted only when KV
     for all of its ISL + OSL fits beside what the running ones reserved and is never preempted (TensorRT-LLM's
-    GUARANTEED_NO_EVICT; ``Stack.reserves_whole_request``)."""
+    GUARANTEED_NO_EVICT; ``Stack.reserves_whole_request``); ``recv_interval`` N: new requests are received every N
+    decode steps, at once after a prefill step or when idle (SGLang's ``--scheduler-recv-interval``,
+    ``schedule.receive_wait``)."""
 
     max_batch: int
     budget: int
@@ -32,6 +34,7 @@ class Scheduler:
     cadence: float = 0.0
     prefill: bool = True
     reserve_whole: bool = False
+    recv_interval: int = 1
 
 
 @dataclass
@@ -224,6 +227,8 @@ class Replica:
         if cadence:
             t = math.ceil(t / cadence) * cadence
         t0 = next_rec = t
+        R = int(self.sched.recv_interval)  # decode steps between receives; `since` counts them (R: receive now)
+        since = R
         n = dec = npf = nxt = iters = 0  # decode steps taken; decoding and prefilling sequences; next arrival
         S0 = pf_res = busy = area = 0.0  # Σ context offsets; KV reserved by prefills; busy time; ∫ running dt
         na, grows = len(a_t), self.closed_next is not None  # a closed loop's completions append arrivals
@@ -232,7 +237,10 @@ class Replica:
             if grows:
                 na = len(a_t)
             kv_blocked = False
-            while dec + npf < B and (requeue or (nxt < na and a_t[nxt] <= t)):  # ---- admission at this boundary
+            recv = R <= 1 or since >= R or not (dec or npf)  # the scheduler receives new requests at this boundary
+            if recv:
+                since = 0
+            while dec + npf < B and (requeue or (recv and nxt < na and a_t[nxt] <= t)):  # ---- admission here
                 if requeue:
                     rid, need = requeue[0]
                     src = 1
@@ -268,6 +276,7 @@ class Replica:
                 area += (dec + npf) * dt
                 t += dt
                 busy += dt
+                since = R  # after a prefill step the scheduler receives at once
                 if dec:
                     n += 1
                 while pfq and pfq[0][1] <= 0:
@@ -298,6 +307,9 @@ class Replica:
                     k_arr = math.ceil((a_t[nxt] - t) / dt1)
                     if k_arr < 1:
                         k_arr = 1
+                    if R > 1:  # … received at the first receive (every R decode steps) at or after it arrives
+                        j0 = R - since
+                        k_arr = j0 if k_arr <= j0 else j0 + -(-(k_arr - j0) // R) * R
                     if k_arr < k:
                         k = k_arr
                 if k > 4 or dt1 == 0.0:  # the context grows A tokens a step: price the segment at its middle
@@ -307,6 +319,9 @@ class Replica:
                 t += dt
                 busy += dt
                 n += k
+                since += k  # the scheduler received every R steps of the run: the count since the last receive
+                if since > R:
+                    since = since % R or R
                 while heap and heap[0][0] <= n:
                     _, g, rid = heappop(heap)
                     if g == gen[rid]:

@@ -319,13 +319,14 @@ def mixed_step_imbalance(seqs, ranks, decode_tokens_per_seq, chunk_per_rank, pre
     return busiest / np.maximum((dec + P) / ranks, 1e-300)
 
 
-def prefill_schedule(seqs, ranks, isl_new, osl, acceptance=1.0, mtp=0, budget=None) -> dict:
+def prefill_schedule(seqs, ranks, isl_new, osl, acceptance=1.0, mtp=0, budget=None, recv_interval=1) -> dict:
     """How a continuous-batching stack carries prefill beside b decoding sequences (arrays broadcast).
 
     p = b · ISL_new · A / OSL prompt tokens are needed per decode step. Each of the R attention ranks
     (R = 1 without attention DP) takes whole waiting prompts within the token budget left after its
-    busiest decode tokens: c_r = min(left, max(ISL_new, p/R)), left = max(budget − imb·b·(k+1)/R,
-    min(ISL_new, budget)). A rank prefills in a share f = min(1, p/(R·c_r)) of the steps; a step is
+    busiest decode tokens: c_r = min(left, max(ISL_new, N·p/R)), left = max(budget − imb·b·(k+1)/R,
+    min(ISL_new, budget)); N is the scheduler's receive interval (:func:`receive_wait`: the prompts of N decode
+    steps arrive together; 1 for every stack but SGLang's with ``--scheduler-recv-interval``). A rank prefills in a share f = min(1, p/(R·c_r)) of the steps; a step is
     mixed when any rank prefills (:func:`mixed_step_share`), carrying c = R·f·c_r/n prompt tokens
     (prefill-bound, f = 1: c = R·c_r). The prefill queue's utilisation is ρ = p / (R · left).
     Returns p, left, c_rank, c_tot, n_any, rho and the busiest rank's ``imbalance`` of the mixed step.
@@ -337,7 +338,8 @@ def prefill_schedule(seqs, ranks, isl_new, osl, acceptance=1.0, mtp=0, budget=No
     p = b * isl_new * float(acceptance) / float(osl)
     bud = np.asarray(np.inf if budget is None else budget, dtype=float)
     left = np.maximum(bud - b * (mtp + 1) / R * imb_dec, np.minimum(isl_new, bud))
-    c_rank = np.minimum(left, np.maximum(isl_new, p / R))  # whole waiting prompts, within the budget
+    c_rank = np.minimum(left, np.maximum(isl_new, np.asarray(recv_interval, dtype=float) * p / R))  # whole waiting
+    # prompts (those received together), within the budget
     f = np.minimum(1.0, p / R / c_rank)  # share of steps in which one rank prefills
     n_any = mixed_step_share(f, R)  # share of steps in which any rank does (the ranks step together)
     c_tot = np.where(f < 1.0, R * f * c_rank / np.maximum(n_any, 1e-300), R * c_rank)
@@ -346,8 +348,23 @@ def prefill_schedule(seqs, ranks, isl_new, osl, acceptance=1.0, mtp=0, budget=No
                 imbalance=np.where(R > 1, imb, 1.0), imb_decode=imb_dec, f=f)
 
 
+def receive_wait(t_decode, recv_interval=1):
+    """Extra wait of a new request for a scheduler that receives every N decode steps: t_recv = (N − 1)/2 · t_decode.
+
+    SGLang's ``--scheduler-recv-interval N`` (``managers/scheduler_recv_skipper.py``, 0.5.3–0.5.6: default 1, off
+    under ``--enable-dp-attention``) polls for new requests once its counter reaches N; each decode (or
+    speculative-verify) step adds 1, a prefill step 1,000 and an idle turn 1, so the scheduler receives at once
+    after a prefill or when idle and every N decode steps otherwise. A request that arrives during a run of N decode
+    steps waits (N − 1)/2 steps more than one polled every step (whose half-step wait is the steady state's
+    t̄/2); the median wait too. N = 1: 0. Only the steady stream pays it: a wave or a closed-loop client's first
+    wave reaches an idle server, and a disaggregated prefill pool runs prefill steps.
+    """
+    n = np.asarray(recv_interval, dtype=float)
+    return 0.5 * (n - 1.0) * np.asarray(t_decode, dtype=float)
+
+
 def steady_state(seqs, ranks, isl_new, osl, t_decode, mixed_step, *, acceptance=1.0, mtp=0, budget=None,
-                 t_request=0.0, arrivals="steady", queued=None) -> dict:
+                 t_request=0.0, arrivals="steady", queued=None, recv_interval=1) -> dict:
     """The steady state of one aggregated decode stream of b sequences: the one place ``serve``, ``plan``,
     ``compare`` and the web app get TPOT, output rate and TTFT from (arrays broadcast).
 
@@ -356,16 +373,20 @@ def steady_state(seqs, ranks, isl_new, osl, t_decode, mixed_step, *, acceptance=
     2. t_mixed = ``mixed_step(schedule)`` (the caller's step model; returns (t_mixed, extra) — ``extra`` is
        passed back as ``mixed_extra``);
     3. :func:`time_sliced_schedule` → t̄, TPOT, X (per stream), prefill-bound mask;
-    4. TTFT_open = t̄/2 + ⌈ISL_new / c_r⌉ · t_mixed + t_request + W, W the closed loop's wait for the prefill
+    4. TTFT_open = t̄/2 + t_recv + ⌈ISL_new / c_r⌉ · t_mixed + t_request + W, t_recv the wait for a scheduler
+       that receives every ``recv_interval`` decode steps (:func:`receive_wait`; 0 at 1), W the closed loop's wait for
+       the prefill
        budget (:func:`closed_loop_wait`: b requests, a prompt's share S = ISL_new · t_mixed / (R · left) of the
        budget, the rest of its cycle Z); X at most Little's :func:`closed_loop_rate` over the cycle; where the running
        batch b is capped below the q = ``queued`` requests in the system (default b), at least Little's law's TTFT:
        :func:`saturated_ttft` (q, X, TPOT).
 
-    ``t_request`` is the stack's host time per request (``engine.efficiency.stack_request_s``).
+    ``t_request`` is the stack's host time per request (``engine.efficiency.stack_request_s``), ``recv_interval``
+    its decode steps between receives of new requests (``Stack.recv_interval``). One keyword per input of the stream
+    (its workload, its stack's budget, host time and receive interval, the arrivals): thirteen.
     """
     b = np.asarray(seqs, dtype=float)
-    sch = prefill_schedule(b, ranks, isl_new, osl, acceptance, mtp, budget)
+    sch = prefill_schedule(b, ranks, isl_new, osl, acceptance, mtp, budget, recv_interval)
     t_mix, extra = mixed_step(sch)
     if arrivals == "poisson":  # independent arrivals: the prompts waiting after a mixed step ride one together
         sch = batch_arrivals(sch, b, ranks, mtp, isl_new, t_decode, t_mix)
@@ -376,7 +397,8 @@ def steady_state(seqs, ranks, isl_new, osl, t_decode, mixed_step, *, acceptance=
     # the prompts' queue for the prefill budget: a prompt takes a share S of its capacity, R · left tokens per mixed
     # step; ahead of the wait, half a step to the next schedule, its own chunks and the host
     S = max(float(isl_new), 1.0) * t_mix / (np.asarray(ranks, dtype=float) * sch["left"])
-    loop = closed_loop_prefill(b, S, 0.5 * t_bar + t_pf + t_request, osl, t_tpot)
+    t_recv = receive_wait(t_decode, recv_interval)
+    loop = closed_loop_prefill(b, S, 0.5 * t_bar + t_recv + t_pf + t_request, osl, t_tpot)
     x_rep = np.minimum(x_rep, loop["rate"])
     q = b if queued is None else np.asarray(queued, dtype=float)
     capped = q > b  # the running batch is capped below the requests in the system
@@ -384,7 +406,7 @@ def steady_state(seqs, ranks, isl_new, osl, t_decode, mixed_step, *, acceptance=
     ttft, queue = saturated_ttft(loop["ttft_open"], saturated, q, x_rep, osl, t_tpot)
     return dict(schedule=sch, t_mixed=t_mix, mixed_extra=extra, step_s=t_bar, tpot_s=t_tpot, out_tok_s=x_rep,
                 prefill_bound=bound, ttft_s=ttft, ttft_open_s=loop["ttft_open"], queue_s=queue, saturated=saturated,
-                capped=capped, service_s=S, cycle_rest_s=loop["rest"], wait_s=loop["wait"],
+                capped=capped, service_s=S, cycle_rest_s=loop["rest"], wait_s=loop["wait"], recv_s=t_recv,
                 n_mixed=mixed_steps_per_decode(sch["p"], sch["c_tot"]))
 
 

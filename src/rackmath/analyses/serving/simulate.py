@@ -49,7 +49,7 @@ from ...errors import InputError
 from . import step_table as stt
 from .replica import Out, Scheduler, run_replica
 from .sim_result import SimResult, mdl_waiting_time, percentiles, result  # noqa: F401 (SimResult, … importable here)
-from .inputs import Layout, Stack, Workload, load_stack
+from .inputs import Layout, Stack, Workload, load_stack, receiving
 from .traffic import (draw_requests, example_trace_text, gamma_arrivals, parse_lengths, parse_trace,  # noqa: F401
                       poisson_arrivals, sample_lengths)
 
@@ -280,6 +280,20 @@ def _decode_pool(st, n_dec: int, layout, B: int, T: int, isl_a, osl_a) -> dict:
                 gpus=n_dec, max_ctx=max_ctx, mean_isl=mean_isl)
 
 
+def _receive_notes(n: int, pool: dict, disagg: bool) -> list:
+    """A receive interval N > 1 (SGLang's ``--scheduler-recv-interval``) with the pool: refused under attention DP
+    (SGLang asserts it off there, as ``serve``), noted where disaggregated (TTFT is the prefill pool's, which
+    receives after each prefill step; the decode pool is simulated receiving every step)."""
+    if n <= 1:
+        return []
+    if pool["ranks"] > 1:
+        raise InputError("recv_interval", f"{n} with attention DP ({pool['table'].as_dict()['layout']['label']})",
+                         "1 under attention DP (SGLang asserts --scheduler-recv-interval 1 with "
+                         "--enable-dp-attention), or a layout without attention DP")
+    return [f"receive interval {n}: the prefill pool receives after each of its prefill steps, the decode pool "
+            "is simulated receiving every step"] if disagg else []
+
+
 def _config(st, pool: dict, disagg: bool, src: str, n: int, cadence, stack, seed) -> dict:
     """What was simulated (the result's ``config``)."""
     table = pool["table"]
@@ -290,7 +304,8 @@ def _config(st, pool: dict, disagg: bool, src: str, n: int, cadence, stack, seed
                 max_batch_per_rank=pool["B_rank"], budget_per_rank=pool["T_rank"],
                 schedulers_per_replica=pool["ranks"], kv_tokens_per_replica=table.kv_tokens, cadence_s=cadence,
                 efficiency=st.efficiency, header=st.label, weights_dtype=st.weights_label, kv_dtype=st.kv_dtype,
-                mtp=st.mtp, acceptance=st.acceptance, framework=label, seed=seed, t_request_s=st.t_request)
+                mtp=st.mtp, acceptance=st.acceptance, framework=label, seed=seed, t_request_s=st.t_request,
+                recv_interval=st.serving_stack.recv_interval)
 
 
 def _stagger(osl_a: np.ndarray, closed: int, replicas: int) -> None:
@@ -334,7 +349,8 @@ def _aggregated(st, pool: dict, arr, isl_a, osl_a, out: Out, cadence, closed, th
     R = pool["replicas"]
     sched = Scheduler(max_batch=pool["B"], budget=pool["T"], kv_tokens=pool["table"].kv_tokens,
                       acceptance=st.acceptance, cadence=cadence or 0.0, prefill=True,
-                      reserve_whole=st.serving_stack.reserves_whole_request)
+                      reserve_whole=st.serving_stack.reserves_whole_request,
+                      recv_interval=st.serving_stack.recv_interval)
     dstats = _pool_run(pool["table"], arr, np.arange(arr.size), isl_a.tolist(), osl_a.tolist(), out, sched, R,
                        closed=None if closed is None else max(1, -(-closed // R)), think_s=think_s, progress=progress)
     return dstats, [], np.asarray(out.admit)
@@ -398,7 +414,7 @@ def run(model, hardware, workload: Workload, traffic: Traffic, deployment: Deplo
     arr, isl_a, osl_a, src = _requests(workload, traffic)
     pool = _decode_pool(st, _decode_gpus(st, workload.concurrency, dep), layout, B, T, isl_a, osl_a)
     closed = int(workload.concurrency) if workload.concurrency is not None else None
-    notes = []
+    notes = _receive_notes(st.serving_stack.recv_interval, pool, dep.disaggregated)
     if closed and closed % pool["replicas"]:
         notes.append(f"{closed} users over {pool['replicas']} replicas: {closed // pool['replicas']}–"
                      f"{-(-closed // pool['replicas'])} per replica")
@@ -421,7 +437,7 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
              attention_dp_size=None, prefill_gpus=None, decode_gpus=None, prefill_layout=None, max_batch=None,
              budget=None, cadence=None, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, efficiency=None,
              ideal=False, usd_per_gpu_hour=None, framework=None, ttft_slo=None, tpot_slo=None, seed=0, warmup=None,
-             progress=None, think_s=0.0, compute_dtype=None) -> SimResult:
+             progress=None, think_s=0.0, compute_dtype=None, recv_interval=None) -> SimResult:
     """Simulate one deployment of ``model`` on ``gpus`` GPUs of ``hardware`` (module docstring): the flat keyword
     form of :func:`run`, one keyword per field of its inputs (hence over 12 parameters; notebooks, ``plan``).
 
@@ -433,7 +449,8 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
     (:func:`parse_lengths`). Layout flags describe one replica (decode pool when disaggregated);
     omitted, the layout with the highest throughput per GPU at ``max_batch`` is chosen. ``attention_dp_size`` R:
     attention DP over R groups of TP/R GPUs, each group its own scheduler (as ``serve``).
-    ``cadence`` (s): the lecture's fixed train schedule. SLOs (s) set goodput.
+    ``cadence`` (s): the lecture's fixed train schedule. SLOs (s) set goodput. ``recv_interval`` N: the scheduler
+    receives new requests every N decode steps (SGLang's ``--scheduler-recv-interval``; SGLang stacks only).
     """
     if ideal:  # --ideal with a preset or 'auto' is one error naming both (engine.efficiency.resolve)
         efficiency = resolve(None, efficiency, True)
@@ -445,7 +462,7 @@ def simulate(model, hardware, *, gpus=None, rate=None, concurrency=None, trace=N
                      max_batch=max_batch, budget=budget, cadence=cadence, weights_dtype=weights_dtype,
                      kv_dtype=kv_dtype, compute_dtype=compute_dtype, usd_per_gpu_hour=usd_per_gpu_hour)
     return run(model, hardware, workload, traffic, dep, layout_from_flags(tp, ep, pp, attention_dp, attention_dp_size),
-               framework, efficiency, progress=progress)
+               receiving(framework, recv_interval), efficiency, progress=progress)
 
 
 __all__ = ["simulate", "run", "Traffic", "Deployment", "layout_from_flags", "SimResult", "parse_trace",

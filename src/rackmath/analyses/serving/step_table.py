@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import InputError
-from .inputs import load_stack, on_chip, speculating
+from .inputs import load_stack, on_chip, receiving, speculating
 from .schedule import kv_transfer_time, steady_state as serving_steady_state
 from .steps import (decode_numbers, draft_numbers, eager_step, mixed_numbers, prefill_numbers, prefill_speed_step,
                     prompt_pass_time, run_step, speculative_step, step_kernels)
@@ -116,9 +116,10 @@ class Stack:
 
 
 def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptance=None, efficiency=None,
-          ideal=False, usd_per_gpu_hour=None, framework=None, compute_dtype=None) -> Stack:
+          ideal=False, usd_per_gpu_hour=None, framework=None, compute_dtype=None, recv_interval=None) -> Stack:
     """Resolve names once: model and system from the catalog, dtypes (the weight GEMMs' by ``Chip.gemm_dtype``,
-    ``compute_dtype`` overriding their activations'), the efficiency preset, the serving stack."""
+    ``compute_dtype`` overriding their activations'), the efficiency preset, the serving stack (with its receive
+    interval, ``inputs.receiving``)."""
     m = load_model(model) if isinstance(model, str) else model
     system = load_hardware(hardware) if isinstance(hardware, str) else hardware
     wdt = units.normalize_dtype(weights_dtype, "weights_dtype") if weights_dtype else None
@@ -135,7 +136,7 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
         raise InputError("usd_per_gpu_hour", f"{price:g}", "a price in $ per GPU-hour from 0 to 10⁴")
     cdt = system.chip.gemm_dtype(wdt or m.native_dtype, compute_dtype)
 
-    sstack = speculating(on_chip(load_stack(framework), system.chip), mtp)
+    sstack = speculating(on_chip(load_stack(receiving(framework, recv_interval)), system.chip), mtp)
     eff = for_stack(resolve(system.chip.name, efficiency, ideal), sstack)  # as serve.evaluate: the version's times
     return Stack(model=m, system=system, weights_dtype=wdt, kv_dtype=kvdt, compute_dtype=cdt, mtp=mtp, acceptance=a,
                  eff_decode=eff, eff_prefill=eff, eff_serving=eff, usd_per_gpu_hour=price, framework=framework,
@@ -214,7 +215,8 @@ def replica_layouts(st: Stack, gpus_per_replica=None, *, max_pp: int = 4) -> dic
     Replica sizes are powers of two and multiples of the scale-up domain up to ``gpus_per_replica``
     (default: two domains); within a size, the layout engine's grid (EP dividing TP with experts
     placed evenly, expert shards ≥ 128 columns; attention-DP only for MoE models, over every group count R dividing
-    TP: ``attention_dp_size`` R, 0 where R = TP, every GPU its own sequences).
+    TP: ``attention_dp_size`` R, 0 where R = TP, every GPU its own sequences; none with a receive interval above 1,
+    which SGLang refuses under attention DP).
     """
     S = int(st.system.scaleup_size)
     top = int(gpus_per_replica or max(8, 2 * S))
@@ -227,7 +229,7 @@ def replica_layouts(st: Stack, gpus_per_replica=None, *, max_pp: int = 4) -> dic
         except InputError:
             continue
         keep = (grid["tp"] * grid["pp"] == g)
-        if not mn.is_moe:
+        if not mn.is_moe or st.serving_stack.recv_interval > 1:  # SGLang has no receive interval under attention DP
             keep &= ~grid["attention_dp"]
         tp, ep, pp, adp, R = with_attention_groups(*(grid[k][keep] for k in ("tp", "ep", "pp", "attention_dp")),
                                                  heads=mn.tp_heads)
@@ -372,7 +374,7 @@ def steady_state(st: Stack, lay: dict, n, isl: float, osl: float, budget) -> dic
 
     ss = serving_steady_state(b, attention_ranks(lay), isl_new, float(osl), t_dec, mixed_step,
                               acceptance=st.acceptance, mtp=st.mtp, budget=budget, t_request=st.t_request,
-                              queued=b)
+                              queued=b, recv_interval=st.serving_stack.recv_interval)
     return dict(step_s=ss["step_s"], tpot_s=ss["tpot_s"], ttft_s=ss["ttft_s"], out_tok_s=ss["out_tok_s"] * pp,
                 prefill_bound=ss["prefill_bound"])
 
