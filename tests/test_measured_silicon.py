@@ -451,6 +451,33 @@ def test_a_record_without_a_version_is_its_sources_build(monkeypatch):
     assert S.version_of(oci) == S.version_of(kimi) == "vllm"
 
 
+def test_an_old_unseen_build_takes_its_contemporaries(monkeypatch):
+    """dstack's SGLang 0.4.2 (March 2025) with its source left out is older than every listed SGLang build (the
+    oldest: November 2025), so the three dated aggregated CUDA SGLang builds nearest March 2025 vote for it —
+    Tenstorrent's and LMSYS's of July 2025 and the cookbook's 0.5.6.post1 of December (nearer by a few days than
+    the listed 0.5.6's month) — not today's listed builds alone; a build as new as the listed
+    ones (SGLang 0.5.6) keeps the listed builds' votes; with the switch off, an old build does too. Dates: months
+    since year 0 (March 2025 → 24,302.5: a day-less month at its middle)."""
+    from rackmath.analyses.fitting import stack as S
+    from rackmath.analyses.fitting.validation import records
+    from rackmath.specs.stacks import month_of
+
+    recs = [r for r in records() if r.fit or r.group]
+    assert month_of("2025-03") == 2025 * 12 + 2.5 and month_of("2025-03-18") == 2025 * 12 + 2 + 17 / 31
+    assert month_of("2025") == 2025 * 12 + 6 and month_of(None) is None
+    old = S.older_than_listed("sglang@0.4.2", recs)
+    assert old == month_of("2025-03-18") and S.older_than_listed("sglang@0.5.6", recs) is None
+    out = lambda r: r.fit and r.source_group == "dstack-deepseek-r1"  # noqa: E731 - the fold
+    votes = S._voting(recs, out)
+    sglang_cuda = [r for r in recs if S.engine_of(S.version_of(r)) == "sglang" and votes(r)
+                   and S.platform_of(r) == "cuda" and not S.disaggregated(r)]
+    near = {S.version_of(r) for r in S.contemporaries(sglang_cuda, recs, old)}
+    assert near == {"sglang@tt-inference-server-356", "sglang@lmsys-kimi-k2-h200", "sglang@0.5.6.post1"}
+    assert {S.version_of(r) for r in S._current_builds(recs, out, "sglang", "cuda", False)} == {"sglang@0.5.6"}
+    monkeypatch.setattr(S, "UNSEEN_FROM_CONTEMPORARIES", False)
+    assert S.older_than_listed("sglang@0.4.2", recs) is None
+
+
 def test_stack_fit_grid_is_a_lattice_not_the_start():
     """The coordinate descent's grids sit on the lattice lo + k · (half-width / 4): two starts within a grid step
     of each other (a refitted preset: t_request 0.101 vs 0.105 s, lattice step 0.03 s) run the same descent and

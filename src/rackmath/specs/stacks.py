@@ -96,6 +96,24 @@ def stack_versions() -> tuple:
     return tuple(out)
 
 
+def month_of(date) -> float | None:
+    """A date ``YYYY[-MM[-DD]]`` (a record's, a listed version's) as months since year 0, a month without its day or a
+    year without its month at its middle; None for none."""
+    if not date:
+        return None
+    parts = [int(x) for x in str(date).split("-")]
+    if len(parts) == 1:
+        return parts[0] * 12.0 + 6.0
+    return parts[0] * 12.0 + parts[1] - 1 + ((parts[2] - 1) / 31 if len(parts) > 2 else 0.5)
+
+
+@lru_cache(maxsize=1)
+def release_months() -> dict:
+    """{``stack@version``: its release as months since year 0 (:func:`month_of` of its ``date``)} for every listed
+    version."""
+    return {sv.label: month_of(sv.date) for sv in stack_versions()}
+
+
 def stack_name(name: str) -> str:
     """The canonical name of a stack (aliases resolved, lower case)."""
     key = str(name).strip().lower()

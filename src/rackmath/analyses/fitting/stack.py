@@ -49,7 +49,7 @@ from ...engine.efficiency import (default_efficiency, measured_efficiency, NUMER
 from ...errors import InputError
 from ...specs.hardware import load_hardware
 from ...specs.kernels import kernel_table, transferred
-from ...specs.stacks import known_labels
+from ...specs.stacks import known_labels, month_of, release_months
 
 #: (field, lower, upper, initial grid half-width) of each fitted host time (physical ranges as ``FIT_PARAMS``).
 STACK_PARAMS = (("sched", 0.0, 5e-3, 2e-3), ("seq", 0.0, 1e-4, 4e-5), ("eager", 0.0, 1e-4, 4e-5),
@@ -464,18 +464,67 @@ def _voting(recs, exclude):
     return lambda r: version_of(r) not in held
 
 
-def _current_builds(recs, exclude, engine: str | None, platform: str | None, disagg: bool | None) -> list:
+#: An unseen build older than its engine's listed builds takes its :data:`CONTEMPORARIES` builds nearest in date
+#: (:func:`contemporaries`), not today's.
+UNSEEN_FROM_CONTEMPORARIES = True
+#: How many builds nearest in date vote for an old unseen build (one vote each, the median of their fits).
+CONTEMPORARIES = 3
+
+
+def build_date(version: str, recs) -> float | None:
+    """When a build was current (months, ``specs.stacks.month_of``): a listed build's release (``stacks.toml``'s
+    ``date``), else the median publication date of its records (None where none is dated)."""
+    listed = release_months()
+    if version in listed:
+        return listed[version]
+    ds = [month_of(r.date) for r in recs if r.date and version_of(r) == version]
+    return float(np.median(ds)) if ds else None
+
+
+def older_than_listed(version: str, recs) -> float | None:
+    """The date of a build older than every listed build of its engine (of every engine where it has none), else
+    None: which unseen builds :func:`contemporaries` predicts (:data:`UNSEEN_FROM_CONTEMPORARIES`)."""
+    d = build_date(version, recs) if UNSEEN_FROM_CONTEMPORARIES else None
+    if d is None:
+        return None
+    listed = release_months()
+    mine = [m for v, m in listed.items() if engine_of(v) == engine_of(version)] or list(listed.values())
+    return d if d < min(mine) else None
+
+
+def contemporaries(rs, recs, date: float) -> list:
+    """The records of ``rs`` whose builds are the :data:`CONTEMPORARIES` dated builds nearest ``date``.
+
+    Why: a build a year old is best described by the builds of its own time. dstack's March 2025 runs (vLLM 0.7 V0,
+    SGLang 0.4, TensorRT-LLM 0.17) took today's listed builds' times — 1.2–2.5 ms schedulers, 0–23 ms per request —
+    against their own 5 ms and 300 ms (stack_fit.py's in-sample table); their 2025 neighbours (vLLM V0 0.7.3 of
+    another source, TensorRT-LLM's MLPerf v4.1 and 1.0 builds, Tenstorrent's and LMSYS's mid-2025 SGLang) are
+    nearer: the published records one source out 21.1 → 19.2% (dstack's 64.8 → 44.1%; docs/stacks.md). Only
+    for builds older than every listed build of their engine (:func:`older_than_listed`): for the others the listed
+    builds, a hundred records each, vote as before (the InferenceMAX folds are unchanged), where a median of the
+    nearest dated builds would take sources of two to ten records (tried for every unseen build: one group out mean
+    TTFT 29.4 → 34.8%)."""
+    by = _by(rs, version_of)
+    dated = sorted((abs(d - date), v) for v in by if (d := build_date(v, recs)) is not None)
+    keep = {v for _, v in dated[:CONTEMPORARIES]}
+    return [r for r in rs if version_of(r) in keep]
+
+
+def _current_builds(recs, exclude, engine: str | None, platform: str | None, disagg: bool | None,
+                    date: float | None = None) -> list:
     """The records of the listed builds (``specs/data/launch/stacks.toml``: today's releases) of ``engine`` (None:
-    every engine) for ``platform`` and deployment mode ``disagg`` (None: either) that vote (:func:`_voting`)."""
+    every engine) for ``platform`` and deployment mode ``disagg`` (None: either) that vote (:func:`_voting`); with a
+    ``date`` (an old build's, :func:`older_than_listed`), its :func:`contemporaries` among all their builds."""
     listed = set(known_labels())
     votes = _voting(recs, exclude)
-    return [r for r in recs if (engine is None or engine_of(version_of(r)) == engine) and votes(r)
-            and version_of(r) in listed and (platform is None or platform_of(r) == platform)
-            and (disagg is None or disaggregated(r) == disagg)]
+    rs = [r for r in recs if (engine is None or engine_of(version_of(r)) == engine) and votes(r)
+          and (date is not None or version_of(r) in listed) and (platform is None or platform_of(r) == platform)
+          and (disagg is None or disaggregated(r) == disagg)]
+    return rs if date is None else contemporaries(rs, recs, date)
 
 
 def unseen_ttft_times(recs, predictor: Predictor, starts: dict, engine: str | None, exclude, cache: dict,
-                      platform: str | None = None, disagg: bool | None = None) -> dict:
+                      platform: str | None = None, disagg: bool | None = None, date: float | None = None) -> dict:
     """{index: value} of the TTFT numbers of a version none of whose records is seen: t_request, t_warm and η_wave,
     each the median of the engine's other builds' own fits (one vote per build with TTFT records; t_warm and η_wave
     from the builds whose median and mean TTFT both identify them, else 0 and 1), the builds of ``platform`` where
@@ -489,12 +538,14 @@ def unseen_ttft_times(recs, predictor: Predictor, starts: dict, engine: str | No
     take 0.9–4.6 s (AITER's just-in-time modules), its CUDA builds 1.5 s, vLLM's and TensorRT-LLM's 0–0.1 s
     (stack_hosts.toml). Each build votes with its fit on the records the fold leaves (never on what is held
     out; :func:`_voting`); ``cache`` keeps those fits across folds. ``engine`` None: the listed builds of every
-    engine for ``platform`` and mode ``disagg`` (an engine with no current build there, :func:`fit_version`)."""
+    engine for ``platform`` and mode ``disagg`` (an engine with no current build there, :func:`fit_version`); with a
+    ``date`` (an old build's), the :func:`contemporaries` of those builds."""
     if engine is None:
-        mine = _current_builds(recs, exclude, None, platform, disagg)
+        mine = _current_builds(recs, exclude, None, platform, disagg, date)
     else:
         votes = _voting(recs, exclude)
         mine = _same_platform([r for r in recs if engine_of(version_of(r)) == engine and votes(r)], platform)
+        mine = mine if date is None else contemporaries(mine, recs, date)
     ttft = {"ttft_s", "ttft_median_s"}
     request = [h[REQUEST] for h in _fits_by_engine(mine, predictor, starts, cache, lambda m: m & ttft).values()]
     first = np.array([h[list(FIRST_WAVE)] for h in _fits_by_engine(mine, predictor, starts, cache,
@@ -509,7 +560,7 @@ def disaggregated(rec) -> bool:
 
 
 def unseen_step_times(recs, predictor: Predictor, starts: dict, engine: str, exclude, cache: dict,
-                      platform: str | None = None, disagg: bool | None = None) -> dict:
+                      platform: str | None = None, disagg: bool | None = None, date: float | None = None) -> dict:
     """{index: value} of the step times (t_sched, τ_seq, τ_eager, τ_stack, η_pf) of a build none of whose records is
     seen:
     the median, time by time, of the own fits of the engine's **listed** builds (``specs/data/launch/stacks.toml``:
@@ -523,8 +574,9 @@ def unseen_step_times(recs, predictor: Predictor, starts: dict, engine: str, exc
     disaggregated build's times carry its pools' wide-EP steps (docs/stacks.md: its fit sits at the 5 ms scheduler
     bound), which priced an aggregated TensorRT-LLM build's TPOT 63% too long. Each build votes with its fit on the
     records the fold leaves (:func:`_voting`); ``cache`` keeps those fits across folds. ``engine`` None: every
-    engine's listed builds there."""
-    mine = _current_builds(recs, exclude, engine, platform, disagg)
+    engine's listed builds there. ``date``: an old build's (:func:`older_than_listed`), whose
+    :func:`contemporaries` vote instead of the listed builds."""
+    mine = _current_builds(recs, exclude, engine, platform, disagg, date)
     votes = list(_fits_by_engine(mine, predictor, starts, cache,
                                  lambda m: bool(m - {"ttft_s", "ttft_median_s"})).values())
     if not votes:
@@ -556,12 +608,13 @@ def fit_version(recs, predictor: Predictor, starts: dict, version: str, exclude=
         platform = platform_of(mine[0]) if mine else None
         disagg = disaggregated(mine[0]) if mine else None
         c = {} if cache is None else cache
-        steps = unseen_step_times(recs, predictor, starts, e, exclude, c, platform, disagg)
-        ttft = unseen_ttft_times(recs, predictor, starts, e, exclude, c, platform)
+        date = older_than_listed(version, recs)  # an old build: its contemporaries vote, not today's builds
+        steps = unseen_step_times(recs, predictor, starts, e, exclude, c, platform, disagg, date)
+        ttft = unseen_ttft_times(recs, predictor, starts, e, exclude, c, platform, date=date)
         if not steps and not disagg and UNSEEN_FROM_CURRENT:  # no current build of its engine: every engine's
-            steps = unseen_step_times(recs, predictor, starts, None, exclude, c, platform, disagg)
+            steps = unseen_step_times(recs, predictor, starts, None, exclude, c, platform, disagg, date)
             if steps:  # t_request and η_wave too; t_warm stays its engine's (the kernels its builds compile)
-                current = unseen_ttft_times(recs, predictor, starts, None, exclude, c, platform, disagg)
+                current = unseen_ttft_times(recs, predictor, starts, None, exclude, c, platform, disagg, date)
                 ttft.update({j: current[j] for j in (REQUEST, WAVE) if j in current})
         h = np.array(starts[e], dtype=float) if steps else engine_fit(recs, predictor, starts, e, exclude, platform)
         for j, v in (steps | ttft).items():
