@@ -326,8 +326,8 @@ def prefill_schedule(seqs, ranks, isl_new, osl, acceptance=1.0, mtp=0, budget=No
     (R = 1 without attention DP) takes whole waiting prompts within the token budget left after its
     busiest decode tokens: c_r = min(left, max(ISL_new, N·p/R)), left = max(budget − imb·b·(k+1)/R,
     min(ISL_new, budget)); N is the scheduler's receive interval (:func:`receive_wait`: the prompts of N decode
-    steps arrive together; 1 for every stack but SGLang's with ``--scheduler-recv-interval``). A rank prefills in a share f = min(1, p/(R·c_r)) of the steps; a step is
-    mixed when any rank prefills (:func:`mixed_step_share`), carrying c = R·f·c_r/n prompt tokens
+    steps arrive together; 1 for every stack but SGLang's with ``--scheduler-recv-interval``). A rank prefills in
+    a share f = min(1, p/(R·c_r)) of the steps; a step is mixed when any rank prefills (:func:`mixed_step_share`), carrying c = R·f·c_r/n prompt tokens
     (prefill-bound, f = 1: c = R·c_r). The prefill queue's utilisation is ρ = p / (R · left).
     Returns p, left, c_rank, c_tot, n_any, rho and the busiest rank's ``imbalance`` of the mixed step.
     """
@@ -338,8 +338,8 @@ def prefill_schedule(seqs, ranks, isl_new, osl, acceptance=1.0, mtp=0, budget=No
     p = b * isl_new * float(acceptance) / float(osl)
     bud = np.asarray(np.inf if budget is None else budget, dtype=float)
     left = np.maximum(bud - b * (mtp + 1) / R * imb_dec, np.minimum(isl_new, bud))
-    c_rank = np.minimum(left, np.maximum(isl_new, np.asarray(recv_interval, dtype=float) * p / R))  # whole waiting
-    # prompts (those received together), within the budget
+    received = np.asarray(recv_interval, dtype=float) * p / R  # prompt tokens received together, per rank
+    c_rank = np.minimum(left, np.maximum(isl_new, received))  # whole waiting prompts, within the budget
     f = np.minimum(1.0, p / R / c_rank)  # share of steps in which one rank prefills
     n_any = mixed_step_share(f, R)  # share of steps in which any rank does (the ranks step together)
     c_tot = np.where(f < 1.0, R * f * c_rank / np.maximum(n_any, 1e-300), R * c_rank)
@@ -374,12 +374,11 @@ def steady_state(seqs, ranks, isl_new, osl, t_decode, mixed_step, *, acceptance=
        passed back as ``mixed_extra``);
     3. :func:`time_sliced_schedule` → t̄, TPOT, X (per stream), prefill-bound mask;
     4. TTFT_open = t̄/2 + t_recv + ⌈ISL_new / c_r⌉ · t_mixed + t_request + W, t_recv the wait for a scheduler
-       that receives every ``recv_interval`` decode steps (:func:`receive_wait`; 0 at 1), W the closed loop's wait for
-       the prefill
-       budget (:func:`closed_loop_wait`: b requests, a prompt's share S = ISL_new · t_mixed / (R · left) of the
-       budget, the rest of its cycle Z); X at most Little's :func:`closed_loop_rate` over the cycle; where the running
-       batch b is capped below the q = ``queued`` requests in the system (default b), at least Little's law's TTFT:
-       :func:`saturated_ttft` (q, X, TPOT).
+       that receives every ``recv_interval`` decode steps (:func:`receive_wait`; 0 at 1), W the closed loop's wait
+       for the prefill budget (:func:`closed_loop_wait`: b requests, a prompt's share S = ISL_new · t_mixed /
+       (R · left) of the budget, the rest of its cycle Z); X at most Little's :func:`closed_loop_rate` over the
+       cycle; where the running batch b is capped below the q = ``queued`` requests in the system (default b), at
+       least Little's law's TTFT: :func:`saturated_ttft` (q, X, TPOT).
 
     ``t_request`` is the stack's host time per request (``engine.efficiency.stack_request_s``), ``recv_interval``
     its decode steps between receives of new requests (``Stack.recv_interval``). One keyword per input of the stream
