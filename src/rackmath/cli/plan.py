@@ -130,7 +130,9 @@ def _print_table(r, pue, usd_per_kwh, power_cap) -> None:
            "TPOT (margin)", "simulated TTFT p50 / p99 / TPOT p99"], rows,
           caption="\n".join(_choices(r)) + ("\n" if _choices(r) else "")
                   + f"{eff}. mean TTFT and TPOT: the planning model's means at the offered load (queueing: half "
-                    f"a step and the closed loop's wait for the prefill budget, or the prefill pool's M/D/1 wait at "
+                    f"a step" + (f", (N − 1)/2 decode steps of the scheduler's receive interval N = "
+                                 f"{w['recv_interval']}" if w.get("recv_interval", 1) > 1 else "")
+                  + f" and the closed loop's wait for the prefill budget, or the prefill pool's M/D/1 wait at "
                     f"its design load, + the prefill + KV hand-off); margin = (SLO − "
                     f"mean) / SLO; simulated: the same deployment replayed request by request (discrete-event), "
                     f"its percentiles — a hot prefill pool's analytic mean can exceed the simulated p99. "
