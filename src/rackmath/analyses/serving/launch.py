@@ -100,7 +100,8 @@ def emit(framework: str, deployment: dict) -> dict:
                                 "`trtllm-serve disaggregated -c disagg.yaml` config"}[fw])
     if int(deployment.get("recv_interval") or 1) > 1 and fw != "sglang":
         notes.append(f"{fw} has no receive interval (SGLang's --scheduler-recv-interval): it receives new requests "
-                     "every step, so the planned TTFT is a little above what it gives")
+                     "every step, so the planned TTFT (which waits (N − 1)/2 decode steps for a receive) is above "
+                     "what it gives")
     if any(c["replicas"] > 1 for c in cmds):
         notes.append("run one command per replica (one server per group of GPUs) behind a load balancer")
     return dict(framework=fw, version=info["version"], checked_against=info["version"], commands=cmds,
