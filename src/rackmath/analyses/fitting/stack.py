@@ -471,20 +471,20 @@ UNSEEN_FROM_CONTEMPORARIES = True
 CONTEMPORARIES = 3
 
 
-def build_date(version: str, recs) -> float | None:
-    """When a build was current (months, ``specs.stacks.month_of``): a listed build's release (``stacks.toml``'s
-    ``date``), else the median publication date of its records (None where none is dated)."""
-    listed = release_months()
-    if version in listed:
-        return listed[version]
-    ds = [month_of(r.date) for r in recs if r.date and version_of(r) == version]
-    return float(np.median(ds)) if ds else None
+def build_dates(recs) -> dict:
+    """{version: when it was current} (months, ``specs.stacks.month_of``): a listed build's release (``stacks.toml``'s
+    ``date``), else the median publication date of its records; a build none of whose records is dated is absent."""
+    ds = {}
+    for r in recs:
+        if r.date:
+            ds.setdefault(version_of(r), []).append(month_of(r.date))
+    return {v: float(np.median(m)) for v, m in ds.items()} | release_months()
 
 
 def older_than_listed(version: str, recs) -> float | None:
     """The date of a build older than every listed build of its engine (of every engine where it has none), else
     None: which unseen builds :func:`contemporaries` predicts (:data:`UNSEEN_FROM_CONTEMPORARIES`)."""
-    d = build_date(version, recs) if UNSEEN_FROM_CONTEMPORARIES else None
+    d = build_dates(recs).get(version) if UNSEEN_FROM_CONTEMPORARIES else None
     if d is None:
         return None
     listed = release_months()
@@ -504,8 +504,8 @@ def contemporaries(rs, recs, date: float) -> list:
     builds, a hundred records each, vote as before (the InferenceMAX folds are unchanged), where a median of the
     nearest dated builds would take sources of two to ten records (tried for every unseen build: one group out mean
     TTFT 29.4 → 34.8%)."""
-    by = _by(rs, version_of)
-    dated = sorted((abs(d - date), v) for v in by if (d := build_date(v, recs)) is not None)
+    dates = build_dates(recs)
+    dated = sorted((abs(dates[v] - date), v) for v in _by(rs, version_of) if v in dates)
     keep = {v for _, v in dated[:CONTEMPORARIES]}
     return [r for r in rs if version_of(r) in keep]
 

@@ -24,7 +24,8 @@ from ...specs.hardware import load_hardware
 from ...specs.models import load_model
 from ... import units
 from .evaluate import evaluate, prefill_pool_rate
-from .inputs import Layout, Plan, Stack, Workload, check_price, load_stack, on_chip, pool, speculating
+from .inputs import (Layout, Plan, Stack, Workload, check_price, check_receive, load_stack, on_chip, pool,
+                     speculating)
 from .schedule import USABLE_MEMORY_FRACTION
 from ..lecture.context import does_not_fit, spec_or_none
 
@@ -151,13 +152,8 @@ def _check_receive(p: Plan) -> None:
     SGLang refuses (``SchedulerRecvSkipper`` asserts it is off); on a disaggregated deployment, noted: TTFT is the
     prefill pool's, whose steps are prefills, after which SGLang receives at once."""
     n = p.stack.recv_interval
-    if n <= 1:
-        return
-    if p.layout.attention_dp:
-        raise InputError("recv_interval", f"{n} with attention DP ({p.layout.label()})",
-                         "1 under attention DP (SGLang asserts --scheduler-recv-interval 1 with "
-                         "--enable-dp-attention), or a layout without attention DP")
-    if p.disaggregated:
+    check_receive(n, p.layout.attention_dp, p.layout.label())
+    if n > 1 and p.disaggregated:
         p.notes.append(f"receive interval {n}: no wait on TTFT here — the prefill pool receives after each of its "
                        "steps, which are prefills (SGLang's count jumps to the interval after a prefill)")
 

@@ -154,14 +154,12 @@ def _schedule_lines(x) -> None:
           expr=(f"max({bud!r} - {imb!r} * b * {k + 1} / {R}, min({w.isl_new!r}, {bud!r}))" if R > 1 else
                 f"max({bud!r} - b * {k + 1}, min({w.isl_new!r}, {bud!r}))"), key="left")
     cr, c = ("c_r0", "c0") if poisson else ("c_r", "c")
-    n_recv = p.stack.recv_interval
-    if n_recv > 1:  # the prompts of N_recv decode steps are received together (schedule.prefill_schedule)
-        d.add("c_r", "min(left, max(ISL_new, N_recv·p/R))", "", _f(sch.get("c_rank_steady", sch["c_rank"])),
-              "tokens", f"whole waiting prompts, received together every N_recv = {n_recv} decode steps, within the "
-              "budget", expr=f"min(left, max({w.isl_new!r}, {n_recv} * p / {R}))", key=cr)
-    else:
-        d.add("c_r", "min(left, max(ISL_new, p/R))", "", _f(sch.get("c_rank_steady", sch["c_rank"])), "tokens",
-              "whole waiting prompts, within the budget", expr=f"min(left, max({w.isl_new!r}, p / {R}))", key=cr)
+    n_recv = p.stack.recv_interval  # > 1: the prompts of N_recv decode steps are received together (prefill_schedule)
+    d.add("c_r", "min(left, max(ISL_new, " + ("N_recv·" if n_recv > 1 else "") + "p/R))", "",
+          _f(sch.get("c_rank_steady", sch["c_rank"])), "tokens",
+          "whole waiting prompts, " + (f"received together every N_recv = {n_recv} decode steps, " if n_recv > 1
+                                       else "") + "within the budget",
+          expr=f"min(left, max({w.isl_new!r}, " + (f"{n_recv} * " if n_recv > 1 else "") + f"p / {R}))", key=cr)
     d.add("f", "min(1, p/(R·c_r))", "", _f(sch["f"]), "", "share of steps in which one rank prefills",
           expr=f"min(1, p / ({R} * {cr}))", key="f")
     if R > 1:

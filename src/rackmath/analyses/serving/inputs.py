@@ -162,6 +162,15 @@ def load_stack(framework=None) -> Stack:
     return STACKS[key]
 
 
+def check_receive(recv_interval: int, attention_dp: bool, layout_label: str) -> None:
+    """A receive interval above 1 with a layout that runs decode steps: refused under attention DP, as SGLang refuses
+    it (``SchedulerRecvSkipper`` asserts ``enable_dp_attention`` is off). ``serve`` and ``simulate`` both check here."""
+    if recv_interval > 1 and attention_dp:
+        raise InputError("recv_interval", f"{recv_interval} with attention DP ({layout_label})",
+                         "1 under attention DP (SGLang asserts --scheduler-recv-interval 1 with "
+                         "--enable-dp-attention), or a layout without attention DP")
+
+
 def receiving(framework, recv_interval=None):
     """``framework`` (a ``--framework`` name, a :class:`Stack` or None) with ``--recv-interval`` N set and checked
     (:meth:`Stack.checked`: SGLang's stacks only); unchanged where N is not given."""

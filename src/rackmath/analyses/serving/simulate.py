@@ -49,7 +49,7 @@ from ...errors import InputError
 from . import step_table as stt
 from .replica import Out, Scheduler, run_replica
 from .sim_result import SimResult, mdl_waiting_time, percentiles, result  # noqa: F401 (SimResult, … importable here)
-from .inputs import Layout, Stack, Workload, load_stack, receiving
+from .inputs import Layout, Stack, Workload, check_receive, load_stack, receiving
 from .traffic import (draw_requests, example_trace_text, gamma_arrivals, parse_lengths, parse_trace,  # noqa: F401
                       poisson_arrivals, sample_lengths)
 
@@ -286,10 +286,7 @@ def _receive_notes(n: int, pool: dict, disagg: bool) -> list:
     receives after each prefill step; the decode pool is simulated receiving every step)."""
     if n <= 1:
         return []
-    if pool["ranks"] > 1:
-        raise InputError("recv_interval", f"{n} with attention DP ({pool['table'].as_dict()['layout']['label']})",
-                         "1 under attention DP (SGLang asserts --scheduler-recv-interval 1 with "
-                         "--enable-dp-attention), or a layout without attention DP")
+    check_receive(n, pool["ranks"] > 1, pool["table"].as_dict()["layout"]["label"])
     return [f"receive interval {n}: the prefill pool receives after each of its prefill steps, the decode pool "
             "is simulated receiving every step"] if disagg else []
 
