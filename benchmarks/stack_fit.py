@@ -123,7 +123,7 @@ def main(argv=None):
     for c, v in sil.items():
         rs = [r for r in recs if r.chip == c]
         print(f"silicon inferred for {c} from {len(rs)} records in {len({r.group for r in rs})} groups: "
-              f"τ_k = {v['kernel_latency_s'] * 1e6:.2f} µs, MLA kernel scale {v['mla_kernel_scale']:.2f}")
+              + ", ".join(f"{k} = {x:.4g}" for k, x in v.items()))
     if a.one_at_a_time:
         return one_at_a_time(imx, hosts0)
     if a.hierarchical:
@@ -294,15 +294,18 @@ def write_silicon(sil, recs):
     for chip, v in sil.items():
         rs = [r for r in recs if r.chip == chip]
         groups = sorted({r.group for r in rs if r.group})
+        what = ("no measured kernel curves exist for it, so its floor time per kernel and its MLA kernel scale are"
+                if "kernel_latency_s" in v else "its kernel curves measure the rest, not the kernels a stack's MLA "
+                                                 "block runs, so its MLA kernel scale is")
         text = "\n".join([
-            f"# Silicon of {chip} inferred from serving records, not measured (issue 34): no measured kernel curves",
-            "# exist for it, so its floor time per kernel and its MLA kernel scale are fitted on its InferenceMAX",
-            "# records, every stack at its engine's preset host times (rackmath.analyses.fitting.stack.fit_silicon),",
-            "# written by `python benchmarks/stack_fit.py --write`. Its other silicon numbers stay its fitted",
-            "# preset's. Read by --efficiency measured (specs.kernels.inferred). Out of sample (one group left out,",
-            "# refitted without it): docs/stacks.md. Keys starting with \"_\" are not catalog kinds.", "",
-            "[_inferred]", f'chip = "{chip}"', f"kernel_latency_s = {v['kernel_latency_s']:.4g}",
-            f"mla_kernel_scale = {v['mla_kernel_scale']:.4g}", f"records = {len(rs)}", f"groups = {len(groups)}",
+            f"# Silicon of {chip} inferred from serving records, not measured (issue 34): {what}",
+            "# fitted on its InferenceMAX records, every stack at its engine's preset host times",
+            "# (rackmath.analyses.fitting.stack.fit_silicon), written by `python benchmarks/stack_fit.py --write`.",
+            "# Its other silicon numbers are its curves' or else its fitted preset's. Read by --efficiency measured",
+            "# (specs.kernels.inferred). Out of sample (one group left out, refitted without it): docs/stacks.md.",
+            "# Keys starting with \"_\" are not catalog kinds.", "",
+            "[_inferred]", f'chip = "{chip}"', *(f"{k} = {x:.4g}" for k, x in v.items()),
+            f"records = {len(rs)}", f"groups = {len(groups)}",
             f'source = "fitted by benchmarks/stack_fit.py on the {len(rs)} serving records of {chip} '
             f'({sum(1 for r in rs if r.group)} InferenceMAX, specs/data/records/inferencemax.toml; groups: '
             f'{"; ".join(groups)})"', ""])

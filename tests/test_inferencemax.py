@@ -334,16 +334,21 @@ def test_kernel_curves_name_their_source_and_respect_the_chips_peaks():
     files = sorted(DIR.glob("*.toml"))
     assert {f.stem for f in files} >= {"h100", "h200", "b200", "gb200"}
     assert (DIR / "NOTICE-aiconfigurator.md").exists() and (DIR / "LICENSE-Apache-2.0.txt").exists()
-    peak_dtype = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
-    wbytes = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5}
+    assert (DIR / "NOTICE-aiter.md").exists()
+    peak_dtype = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"}
+    wbytes = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5, "mxfp4": 0.5}
     for f in files:
         chip, t = load_chip(f.stem), kernel_table(f.stem)
-        assert t["meta"]["package"] == "aiconfigurator-core" and t["meta"]["license"] == "Apache-2.0"
+        aiter = t["meta"]["package"] == "amd-aiter"  # AMD's tuned-kernel tables: GEMMs, the floor and MoE only
+        assert (t["meta"]["package"], t["meta"]["license"]) in (("aiconfigurator-core", "Apache-2.0"),
+                                                                ("amd-aiter", "MIT"))
         system = t["meta"]["system"]
         ops = {c["op"] for c in t["curves"]}
-        assert ops >= {"gemm", "kernel_floor", "attention_decode", "all_reduce"}, f.stem
+        assert ops >= ({"gemm", "kernel_floor"} if aiter else {"gemm", "kernel_floor", "attention_decode",
+                                                                "all_reduce"}), f.stem
         for c in t["curves"]:
-            assert c["table"].startswith(f"systems/data/{system}/") and c["framework_version"], (f.stem, c["name"])
+            where = "aiter/configs/" if aiter else f"systems/data/{system}/"
+            assert c["table"].startswith(where) and c["framework_version"], (f.stem, c["name"])
             if c["op"] == "gemm" and c["dtype"] in peak_dtype:
                 assert max(c["flops_per_s"]) <= chip.peak_flops(peak_dtype[c["dtype"]]) * 1.001, (f.stem, c["name"])
                 if c["n"] == c["k"] == 8192:
@@ -363,12 +368,14 @@ def test_hardware_show_names_the_measured_curves_provenance():
     k = json.loads(out)["measured_kernels"]
     assert {x: k[x] for x in ("measured", "note")} == {"measured": False, "note": "none measured: vendor figures and "
                                                        "the serving records only (aiconfigurator-core measures "
-                                                       "NVIDIA GPUs only)"}
+                                                       "NVIDIA GPUs only; AITER's shipped tables measure MI355X's, "
+                                                       "and only DeepSeek's small GEMMs on gfx942)"}
     assert k["efficiency_measured"].startswith("no measured kernel curves for mi300x: the silicon of its fitted "
                                                "preset amd-serving")
-    code, out, err = run_cli("hardware", "show", "mi355x", "--json")  # not measured; two numbers inferred
+    code, out, err = run_cli("hardware", "show", "mi355x", "--json")  # AITER's curves; its MLA kernel scale inferred
     k = json.loads(out)["measured_kernels"]
-    assert k["measured"] is False and set(k["inferred"]) >= {"kernel_latency_s", "mla_kernel_scale", "source"}
+    assert k["measured"] is True and k["package"] == "amd-aiter" and k["license"] == "MIT"
+    assert set(k["inferred"]) >= {"mla_kernel_scale", "source"} and "kernel_latency_s" not in k["inferred"]
     code, out, err = run_cli("hardware", "show", "gb200-nvl72", env={"COLUMNS": "400"})
     assert code == 0 and "aiconfigurator-core 0.12.0 (Apache-2.0)" in out
 

@@ -160,15 +160,16 @@ def test_measured_efficiency_only_where_curves_exist():
     preset = default_efficiency("mi300x")
     assert not amd.silicon_from and amd.eta_compute == preset.eta_compute and amd.mla_kernel_scale == preset.mla_kernel_scale
     assert amd.kernel_latency_s == preset.kernel_latency_s and "no measured kernel curves for mi300x" in amd.note
-    # MI355X: τ_k and the MLA kernel scale inferred from its records (stated as such), the rest its preset's
+    # MI355X: τ_k, η_m and the experts' stream from AITER's curves, its MLA kernel scale inferred from its records
+    # (stated as such), its GEMM compute law its preset's (the curve file says so: tests/test_aiter_curves.py)
     from rackmath.specs.kernels import inferred
 
     inf = inferred("mi355x")
     m = resolve("mi355x", "measured")
-    assert m.kernel_latency_s == inf["kernel_latency_s"] and m.mla_kernel_scale == inf["mla_kernel_scale"]
-    assert m.eta_compute == preset.eta_compute and m.eta_memory == preset.eta_memory
-    assert set(dict(m.silicon_from)) == {"kernel_latency_s", "mla_kernel_scale"}
-    assert "inferred" in m.note and "inferred from" in dict(m.silicon_from)["mla_kernel_scale"]
+    assert m.kernel_latency_s == pytest.approx(2.889e-06) and m.mla_kernel_scale == inf["mla_kernel_scale"]
+    assert "kernel_latency_s" not in inf and m.eta_compute == preset.eta_compute
+    assert {"kernel_latency_s", "eta_memory", "eta_memory_moe", "mla_kernel_scale"} <= set(dict(m.silicon_from))
+    assert "inferred from" in dict(m.silicon_from)["mla_kernel_scale"] and "amd-aiter" in dict(m.silicon_from)["eta_memory"]
     assert inf["groups"] >= 2 and inf["records"] >= 100
     # the per-version measured path was never validated as a preset: no error band is carried over from the AMD
     # preset (0.123), whatever the chip's silicon (curves, inferred, neither)
@@ -517,8 +518,11 @@ def test_transferred_silicon_is_the_median_of_the_measured_chips():
     etas = [silicon(load_hardware(c).chip)["eta_compute"]["value"] for c in ("h100", "h200", "b200", "gb200")]
     assert min(etas) - 0.05 < t["eta_compute"]["value"] < max(etas) + 0.05
     assert 0.6 < t["eta_memory"]["value"] < 0.9 and t["mla_kernel_scale"]["value"] == 1.0
-    assert t["eta_compute"]["from"].startswith(f"transferred: eta_compute, the median over the {len(floors)} chips "
-                                               f"with measured curves")
+    assert t["kernel_latency_s"]["from"].startswith(f"transferred: kernel_latency_s, the median over the "
+                                                    f"{len(floors)} chips with measured curves")
+    # η_c over the chips whose curves set it: MI355X's file leaves its GEMM compute law out (tests/test_aiter_curves.py)
+    assert t["eta_compute"]["from"].startswith(f"transferred: eta_compute, the median over the {len(floors) - 1} "
+                                               f"chips with measured curves") and "mi355x" not in t["eta_compute"]["from"]
 
 
 def test_a_family_out_gives_its_unmeasured_chips_the_measured_chips_silicon():
@@ -537,11 +541,14 @@ def test_a_family_out_gives_its_unmeasured_chips_the_measured_chips_silicon():
     g = "dsr1-fp8 × mi300x × sglang"
     assert S.orphans(allrecs, [r for r in imx if r.group == g], lambda r: r.group == g) == []
     pr = S.without(allrecs, S.Predictor(measured=True), {}, amd, out)
-    for chip in ("mi300x", "mi355x"):
-        eff = pr.eff(next(r for r in amd if r.chip == chip))
-        for k, v in transferred().items():
-            assert getattr(eff, k) == pytest.approx(v["value"])
-        assert eff.eta_compute > 2 * default_efficiency(chip).eta_compute  # not the 2025 ROCm preset's 0.2
+    eff = pr.eff(next(r for r in amd if r.chip == "mi300x"))
+    for k, v in transferred().items():
+        assert getattr(eff, k) == pytest.approx(v["value"])
+    assert eff.eta_compute > 2 * default_efficiency("mi300x").eta_compute  # not the 2025 ROCm preset's 0.2
+    # MI355X's curves measured its τ_k and η_m: only what its records inferred (the MLA kernel scale) is transferred
+    eff = pr.eff(next(r for r in amd if r.chip == "mi355x"))
+    assert eff.mla_kernel_scale == 1.0 and eff.kernel_latency_s == pytest.approx(2.889e-06)
+    assert eff.eta_memory == pytest.approx(resolve("mi355x", "measured").eta_memory)
 
 
 def test_a_chip_without_a_family_of_its_own_takes_the_measured_chips_silicon():

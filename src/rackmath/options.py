@@ -66,7 +66,8 @@ def mode_label(eff) -> str:
     err = validated_error(eff)
     if str(eff.name).startswith("measured-"):  # issue 34: the silicon as measured_efficiency took it, a version's times
         src = dict(getattr(eff, "silicon_from", ()) or ())
-        what = ("silicon from measured kernel curves" if "eta_compute" in src else
+        what = ("silicon from measured kernel curves" + ("" if "eta_compute" in src else ", its GEMM compute law its "
+                                                                                   "preset's") if "eta_memory" in src else
                 "τ_k and the MLA kernel scale inferred from serving records, the rest of the silicon its preset's"
                 if src else "the silicon of its fitted preset (no kernel curves for this chip)")
         return (f"calibrated prediction, {eff.name}: {what}, the stack version's fitted host times (out-of-sample "

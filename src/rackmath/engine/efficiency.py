@@ -432,7 +432,9 @@ def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
 
     τ, η_c, M½, η_m, η_m,moe, η_m,kv, η_m,mla, α_coll, α_AR, η_comm and the routing shares s(T) come from
     :func:`rackmath.specs.kernels.silicon` (each with the curve, table and package version it was read from:
-    ``silicon_from``); the other numbers (MLA kernel scale, scale-out latency) and
+    ``silicon_from``; a number the chip's curve file says its curves do not set stays the preset's: MI355X's GEMM
+    compute law); the other numbers (MLA kernel scale, inferred from records on a measured AMD chip; scale-out
+    latency) and
     the host times of a stack without fitted version times are the chip's calibrated preset's; each stack version's
     times (``sched``, ``seq``, ``eager``, ``request``, ``kernel``) are those fitted with this silicon fixed
     (``specs/data/launch/stack_hosts.toml``, applied by :func:`for_stack`). A chip without curves but with silicon
@@ -453,9 +455,12 @@ def measured_efficiency(chip, regime: str = "serving") -> Efficiency:
     vals = {k: sil[k]["value"] for k in SILICON_FIELDS if k in sil}
     mine = dict(name=f"measured-{chip.name}", chips=(chip.name,), per_version=True,
                 silicon_from=tuple((k, sil[k]["from"]) for k in SILICON_FIELDS if k in sil))
-    if "eta_compute" in sil and not transfer:  # measured kernel curves
+    if "by_dtype" in sil and not transfer:  # measured kernel curves
+        kept = [k for k in ("eta_compute", "gemm_half_tokens") if k not in sil]
+        also = f" ({', '.join(kept)} its preset {base.name}'s: its curve file says so)" if kept else ""
         return replace(base, **vals, **mine, error_band=None, cross_family=False, family=base.family,
-                       description=f"silicon from measured kernel curves of {chip.name}; stack host times per version",
+                       description=f"silicon from measured kernel curves of {chip.name}{also}; stack host times per "
+                                   f"version",
                        source="; ".join(sil[k]["from"] for k in SILICON_FIELDS if k in sil))
     if transfer:  # specs.kernels.transferred
         why = (f"--efficiency measured: no measured kernel curves for {chip.name} and no records of its family: "

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..bounds import MAX_LAYOUTS
+from ..bounds import MAX_INT_OPTION, MAX_LAYOUTS
 from ..errors import InputError
 from ..results import ResultMixin
 from ..specs.hardware import load_hardware
@@ -144,6 +144,9 @@ def search_layouts(model, system, chips, *, context, weights_dtype=None, kv_dtyp
     """
     system = load_hardware(system)
     chips = check_chips(system, int(chips))
+    if chips > MAX_INT_OPTION:  # the TP candidates alone would be chips / scale-up domain integers (10 GB at 10⁹)
+        raise InputError("chips", f"{chips:,} chips is too many to search", f"at most {MAX_INT_OPTION:,} (the CLI's "
+                                                                           f"limit)")
     model = load_model_any(model)
     mn = model if isinstance(model, ModelNumbers) else ModelNumbers.from_model(
         model, context, weights_dtype=weights_dtype, kv_dtype=kv_dtype)

@@ -12,11 +12,16 @@ A user's own curves (``rackmath measure --curves --save DIR``, or any file in th
 names the chip) in a ``--catalog`` / ``RACKMATH_CATALOG`` directory are added over the shipped ones for that chip,
 each replacing the shipped curve of the same operator and shape: :func:`kernel_table` says which files it read.
 
-A chip no one has measured (AMD, TPU) may instead have **silicon inferred from records**
+MI355X's curves are reduced by ``benchmarks/reduce_aiter.py`` from AMD's AITER tuned-kernel tables (MIT; notice in
+``NOTICE-aiter.md``): GEMMs, the kernel floor and DeepSeek's fused MoE, no attention or collectives; its file says
+which silicon numbers its curves do not set (``[_meta] silicon_skip``: :func:`not_read`).
+
+A chip no one has measured (MI300X, TPU) may instead have **silicon inferred from records**
 (``specs/data/kernels/inferred/<chip>.toml``, written by ``benchmarks/stack_fit.py --write``): the two numbers the
 serving records identify for it — the floor time per kernel τ_k and the MLA kernel scale — fitted on that chip's
 InferenceMAX records of two or more groups (so leaving a group out still leaves the chip's own records), stated as
-inferred, never as measured (:func:`inferred`).
+inferred, never as measured (:func:`inferred`); a measured AMD chip infers its MLA kernel scale alone
+(:func:`inferable_fields`).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ INFERRED_FIELDS = ("kernel_latency_s", "mla_kernel_scale")
 
 #: What a chip without measured curves has instead, by vendor.
 WITHOUT = {"amd": "none measured: vendor figures and the serving records only (aiconfigurator-core measures NVIDIA "
-                  "GPUs only)",
+                  "GPUs only; AITER's shipped tables measure MI355X's, and only DeepSeek's small GEMMs on gfx942)",
            "google": "none measured: vendor figures and the records only",
            "": "none measured: vendor figures only"}
 
@@ -124,25 +129,35 @@ def inferred(chip: str) -> dict | None:
     if not p.exists():
         return None
     d = _read_toml(p).get("_inferred")
-    if not isinstance(d, dict) or not isinstance(d.get("source"), str):
-        raise CatalogError(str(p), "_inferred", "expected an [_inferred] table with a source")
+    if not isinstance(d, dict) or not isinstance(d.get("source"), str) or not any(k in d for k in INFERRED_FIELDS):
+        raise CatalogError(str(p), "_inferred", f"expected an [_inferred] table with a source and one or more of "
+                                                f"{', '.join(INFERRED_FIELDS)}")
     for k in INFERRED_FIELDS:
-        v = d.get(k)
+        v = d.get(k, 1.0)
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
             raise CatalogError(str(p), f"_inferred.{k}", "a positive number")
     return dict(d, file=f"specs/data/kernels/inferred/{chip}.toml")
+
+
+def inferable_fields(chip: str, vendor: str = "") -> tuple:
+    """The silicon numbers a chip's serving records are to identify (:data:`INFERRED_FIELDS`): both where nothing
+    measured the chip; where curves did (τ_k measured), the MLA kernel scale alone — kernels a stack's MLA block
+    runs relative to the CUDA stacks' (ROCm's path runs more) — and none on NVIDIA, whose CUDA stacks are that
+    reference (1)."""
+    if kernel_table(chip) is None:
+        return INFERRED_FIELDS
+    return () if str(vendor).lower() == "nvidia" else ("mla_kernel_scale",)
 
 
 def provenance(chip: str, vendor: str = "") -> dict:
     """Where a chip's kernel curves come from: the package, version, license, tables and stack versions, and the
     operators covered — or, for a chip without, what it has instead (silicon inferred from records, if any)."""
     t = kernel_table(chip)
+    inf = inferred(chip) if inferable_fields(chip, vendor) else None
+    got = {} if inf is None else {"inferred": {k: inf[k] for k in (*inferable_fields(chip, vendor), "records",
+                                                                   "groups", "source", "file") if k in inf}}
     if t is None:
-        out = {"measured": False, "note": WITHOUT.get(str(vendor).lower(), WITHOUT[""])}
-        inf = inferred(chip)
-        if inf is not None:
-            out["inferred"] = {k: inf[k] for k in (*INFERRED_FIELDS, "records", "groups", "source", "file") if k in inf}
-        return out
+        return {"measured": False, "note": WITHOUT.get(str(vendor).lower(), WITHOUT[""]), **got}
     m, cs = t["meta"], t["curves"]
     ops = {}
     for c in cs:
@@ -152,7 +167,16 @@ def provenance(chip: str, vendor: str = "") -> dict:
             "source": m.get("source"), "curves": len(cs), "ops": ops,
             "measured_with": sorted({f'{c["framework"]}@{c["framework_version"]}' for c in cs}),
             "tables": sorted({c["table"] for c in cs}), "file": t["file"], "shipped": t["shipped"],
-            "packages": dict(Counter(f'{c["package"]} {c["package_version"]}' for c in cs))}
+            "packages": dict(Counter(f'{c["package"]} {c["package_version"]}' for c in cs)),
+            **({"not_read": list(not_read(t)), "not_read_why": m.get("silicon_skip_why", "")} if not_read(t) else {}),
+            **got}
+
+
+def _inferred_words(inf: dict) -> str:
+    """'τ_k = … µs, MLA kernel scale …' of the fields a chip's records inferred."""
+    words = {"kernel_latency_s": lambda v: f"τ_k = {v * 1e6:.2f} µs", "mla_kernel_scale": lambda v: f"MLA kernel "
+                                                                                                    f"scale {v:.2f}"}
+    return ", ".join(words[k](inf[k]) for k in INFERRED_FIELDS if k in inf)
 
 
 def summary_line(chip: str, vendor: str = "", p: dict | None = None) -> str:
@@ -162,17 +186,22 @@ def summary_line(chip: str, vendor: str = "", p: dict | None = None) -> str:
         inf = p.get("inferred")
         if inf is None:
             return p["note"]
-        return (f'{p["note"]}; inferred from {inf.get("records", "?")} serving records: τ_k = '
-                f'{inf["kernel_latency_s"] * 1e6:.2f} µs, MLA kernel scale {inf["mla_kernel_scale"]:.2f} '
+        return (f'{p["note"]}; inferred from {inf.get("records", "?")} serving records: {_inferred_words(inf)} '
                 f'({inf["file"]}: the silicon of --efficiency measured, not a measurement)')
     ops = ", ".join(f"{k} {v}" for k, v in p["ops"].items())
+    inf = p.get("inferred")
+    also = (f'; {_inferred_words(inf)} inferred from {inf.get("records", "?")} serving records ({inf["file"]}, not '
+            f'a measurement)') if inf else ""
+    if p.get("not_read"):  # fields its file says the curves do not set (not_read)
+        also += f'; {", ".join(p["not_read"])} not read from them: its preset\'s ({p["not_read_why"]})'
+
     if len(p["packages"]) > 1:  # a user's curves over the shipped ones
         src = " + ".join(f"{n} {k}" for k, n in p["packages"].items())
         return (f'{p["curves"]} curves ({ops}): {src}, measured with {", ".join(p["measured_with"])}; {p["file"]} '
-                f'(the silicon of --efficiency measured)')
+                f'(the silicon of --efficiency measured){also}')
     return (f'{p["curves"]} curves ({ops}) from {p["package"]} {p["package_version"]} ({p["license"]}), measured on '
             f'{p["device"]} with {", ".join(p["measured_with"])}; {p["file"]} (the silicon of --efficiency '
-            f'measured)')
+            f'measured){also}')
 
 
 #: The GEMM shape and dtypes whose curves stand for a chip's weight GEMMs (the largest shape measured), in order of
@@ -233,13 +262,21 @@ MOE_WEIGHT_BYTES = {"fp8_block": 1.0 + 4 / (128 * 128), "nvfp4": 0.5 + 1 / 16, "
 MOE_WEIGHT_FORMAT = {"fp8_block": "fp8", "nvfp4": "nvfp4", "w4a16_mxfp4": "mxfp4", "w4a8_mxfp4_mxfp8": "mxfp4"}
 
 
+def experts_streamed(curve: dict, tokens: float) -> float:
+    """H(T): the distinct experts T tokens hit on a rank under the curve's routing — balanced (aiconfigurator-core's
+    ``moe_perf`` "balanced" rows): min(E, T · k) / EP; ``routing = "uniform"`` (AITER's tuner, top-k of Gaussian
+    random scores): E · (1 − (1 − k/E)^T) / EP (lecture; ``engine.roofline.expected_experts_hit``)."""
+    e, k = curve["experts"], curve["topk"]
+    hit = e * (1.0 - (1.0 - k / e) ** tokens) if curve.get("routing") == "uniform" else min(e, tokens * k)
+    return hit / curve["ep"]
+
+
 def moe_memory_efficiency(curve: dict, hbm_bw: float, tau: float) -> float:
     """η_m,moe = max_T H(T) · B_e / (BW · (t(T) − τ)): the share of HBM bandwidth a grouped MoE GEMM reaches while
-    streaming the experts it hits. B_e = 3 · hidden · inter · bytes per weight (gate, up, down); the tables route
-    balanced, so T tokens hit H(T) = min(E, T · k) / EP distinct experts on a rank (aiconfigurator-core's
-    ``moe_perf`` "balanced" rows). Capped at 1."""
+    streaming the experts it hits. B_e = 3 · hidden · inter · bytes per weight (gate, up, down); H(T) the distinct
+    experts the curve's T tokens hit on a rank (:func:`experts_streamed`). Capped at 1."""
     b_e = 3.0 * curve["hidden"] * curve["inter"] * MOE_WEIGHT_BYTES[curve["dtype"]]
-    best = max(min(curve["experts"], t * curve["topk"]) / curve["ep"] * b_e / (hbm_bw * max(s - tau, 1e-9))
+    best = max(experts_streamed(curve, t) * b_e / (hbm_bw * max(s - tau, 1e-9))
                for t, s in zip(curve["x_values"], curve["time_s"]))
     return min(1.0, best)
 
@@ -294,6 +331,12 @@ def kv_memory_efficiency(curve: dict, hbm_bw: float, tau: float) -> float | None
 MOE_COMPUTE_DTYPE = {"fp8_block": "fp8", "nvfp4": "fp4", "w4a16_mxfp4": "bf16", "w4a8_mxfp4_mxfp8": "fp8"}
 #: Tokens per expert over which a MoE curve's M½ is read: its compute-bound part (as :data:`COMPUTE_ROWS` of a GEMM).
 MOE_COMPUTE_ROWS = (64, 512)
+
+
+def reaches_compute(curve: dict, rows=MOE_COMPUTE_ROWS) -> bool:
+    """Whether a MoE curve has a point at ``rows[0]`` or more tokens per expert (T · k / E): one that stops below
+    (AITER's DeepSeek rows end at 1,024 tokens, 32 per expert) is memory-bound throughout and gives no compute law."""
+    return max(curve["x_values"]) * curve["topk"] / curve["experts"] >= rows[0]
 
 
 def moe_compute_law(curve: dict, peak: float, rows=MOE_COMPUTE_ROWS) -> tuple[float, float]:
@@ -391,7 +434,7 @@ def _moe_silicon(t: dict, chip, tau: float) -> dict:
     laws = []
     for c in curves:  # the routed experts' compute, per compute dtype and expert shape measured
         dt = MOE_COMPUTE_DTYPE.get(c.get("dtype"))
-        if dt and chip.flops.get(dt):
+        if dt and chip.flops.get(dt) and reaches_compute(c):
             eta, half = moe_compute_law(c, chip.flops[dt])
             laws.append((dt, int(c["hidden"]), int(c["inter"]), eta, half,
                          _where(t, c, f"η_c,moe = {eta:.3f} of the {dt} peak, M½ = {half:.0f} tokens per expert")))
@@ -417,6 +460,40 @@ def _kv_silicon(t: dict, chip, tau: float) -> dict:
     return out
 
 
+def _collective_silicon(t: dict, chip) -> dict:
+    """The collectives' silicon numbers: ``collective_latency_s`` and ``eta_comm`` (the NCCL all-reduce of the group
+    nearest :data:`COLLECTIVE_GPUS`, :func:`collective_terms`), ``allreduce_curves`` (:func:`allreduce_curves`) and
+    ``allreduce_latency_s`` (the custom all-reduce's smallest message); none where the chip's curves have none."""
+    out = {}
+    ar = [c for c in t["curves"] if c["op"] == "all_reduce"]
+    if ar and chip.scaleup_bw:
+        c = min(ar, key=lambda c: abs(c["gpus"] - COLLECTIVE_GPUS))
+        alpha, eta_comm = collective_terms(c, chip.scaleup_bw)
+        out["collective_latency_s"] = {"value": alpha, "from": _where(t, c, f"α = {alpha * 1e6:.1f} µs "
+                                                                            f"({c['x_values'][0]:.0f} B)")}
+        out["eta_comm"] = {"value": eta_comm, "from": _where(t, c, f"η_comm = {eta_comm:.3f} "
+                                                                   f"({c['x_values'][-1] / 1e6:.0f} MB)")}
+    curves = allreduce_curves(t)
+    if curves:  # a TP all-reduce at its message size and group (engine.step.measured_allreduce_time)
+        out["allreduce_curves"] = {"value": curves, "from": "; ".join(r[3] for r in curves)}
+    car = [c for c in t["curves"] if c["op"] == "custom_all_reduce"]
+    if car:  # the small all-reduces of a step: the stacks' own one-shot kernel in a CUDA graph, not NCCL
+        c = min(car, key=lambda c: abs(c["gpus"] - COLLECTIVE_GPUS))
+        out["allreduce_latency_s"] = {"value": c["time_s"][0], "from": _where(
+            t, c, f"α_AR = {c['time_s'][0] * 1e6:.2f} µs ({c['x_values'][0]:.0f} B, {c['gpus']} GPUs)")}
+    return out
+
+
+def not_read(t: dict) -> tuple:
+    """The silicon fields a curve file's ``[_meta]`` says its curves do not set (``silicon_skip``; the reason in
+    ``silicon_skip_why``): those stay the chip's preset's. MI355X's AITER curves set the memory side, not the GEMM
+    compute law (docs/stacks.md, "MI355X's curves from AMD's AITER tables")."""
+    skip = t["meta"].get("silicon_skip", [])
+    if not isinstance(skip, list) or not all(isinstance(k, str) for k in skip):
+        raise CatalogError(t["file"], "_meta.silicon_skip", "a list of silicon field names")
+    return tuple(skip)
+
+
 def silicon(chip, table: dict | None = None) -> dict | None:
     """The step model's silicon parameters of a chip from its measured curves (None: no curves shipped).
 
@@ -439,12 +516,12 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     curves to read instead of the chip's (``rackmath measure --curves`` compares its own with the shipped ones).
     """
     t = table if table is not None else kernel_table(chip.name)
+    inf = inferred(chip.name) if table is None else None
+    got = {k: {"value": float(inf[k]), "from": f"{k} = {float(inf[k]):.4g} inferred from {inf.get('records', '?')} "
+                                              f"serving records of {chip.name} ({inf['file']})"}
+           for k in (inferable_fields(chip.name, chip.vendor) if inf else ()) if k in inf}
     if t is None:
-        inf = inferred(chip.name)
-        if inf is None:
-            return None
-        why = f"inferred from {inf.get('records', '?')} serving records of {chip.name} ({inf['file']})"
-        return {k: {"value": float(inf[k]), "from": f"{k} = {float(inf[k]):.4g} {why}"} for k in INFERRED_FIELDS}
+        return got or None
     out = {}
     floor = _curve(t, "kernel_floor")
     if floor is None or not any(_curve(t, "gemm", dtype=d, n=GEMM_SHAPE[0], k=GEMM_SHAPE[1]) for d in GEMM_DTYPES):
@@ -469,33 +546,21 @@ def silicon(chip, table: dict | None = None) -> dict | None:
     out["gemm_half_tokens"] = {"value": g["gemm_half_tokens"],
                                "from": _where(t, g["curve"], f"M½ = {g['gemm_half_tokens']:.0f} rows "
                                                              f"(M = {COMPUTE_ROWS[0]}–{COMPUTE_ROWS[1]})")}
-    cb = _curve(t, "gemm", dtype="bf16", n=GEMM_SHAPE[0], k=GEMM_SHAPE[1]) or g["curve"]
+    cb = next((c for c in (_curve(t, "gemm", dtype=d, n=GEMM_SHAPE[0], k=GEMM_SHAPE[1]) for d in ("bf16", "fp8"))
+               if c is not None), g["curve"])  # the plainest GEMM's one-row stream: no block scales to read
     eta_m = gemm_memory_efficiency(cb, chip.hbm_bw, tau, 2.0 if cb["dtype"] == "bf16" else 1.0)
     out["eta_memory"] = {"value": eta_m, "from": _where(t, cb, f"η_m = {eta_m:.3f} (M = 1 point)")}
     out.update(_moe_silicon(t, chip, tau))
     out.update(_kv_silicon(t, chip, tau))
-    ar = [c for c in t["curves"] if c["op"] == "all_reduce"]
-    if ar and chip.scaleup_bw:
-        c = min(ar, key=lambda c: abs(c["gpus"] - COLLECTIVE_GPUS))
-        alpha, eta_comm = collective_terms(c, chip.scaleup_bw)
-        out["collective_latency_s"] = {"value": alpha, "from": _where(t, c, f"α = {alpha * 1e6:.1f} µs "
-                                                                            f"({c['x_values'][0]:.0f} B)")}
-        out["eta_comm"] = {"value": eta_comm, "from": _where(t, c, f"η_comm = {eta_comm:.3f} "
-                                                                   f"({c['x_values'][-1] / 1e6:.0f} MB)")}
+    out.update(_collective_silicon(t, chip))
     routing = routing_curves(t) if MEASURED_ROUTING else ()
     if routing:  # a skewed router's distinct experts per model shape (engine.numbers.routing_share)
         out["moe_routing"] = {"value": routing, "from": "; ".join(r[3] for r in routing)}
-    curves = allreduce_curves(t)
-    if curves:  # a TP all-reduce at its message size and group (engine.step.measured_allreduce_time)
-        out["allreduce_curves"] = {"value": curves, "from": "; ".join(r[3] for r in curves)}
-    car = [c for c in t["curves"] if c["op"] == "custom_all_reduce"]
-    if car:  # the small all-reduces of a step: the stacks' own one-shot kernel in a CUDA graph, not NCCL
-        c = min(car, key=lambda c: abs(c["gpus"] - COLLECTIVE_GPUS))
-        out["allreduce_latency_s"] = {"value": c["time_s"][0], "from": _where(
-            t, c, f"α_AR = {c['time_s'][0] * 1e6:.2f} µs ({c['x_values'][0]:.0f} B, {c['gpus']} GPUs)")}
     out["by_dtype"] = {k: {"eta_compute": v["eta_compute"], "gemm_half_tokens": v["gemm_half_tokens"]}
                        for k, v in by_dtype.items()}
-    return out
+    for k in not_read(t):  # fields the file says not to take (its [_meta] silicon_skip, with the reason)
+        out.pop(k, None)
+    return {**out, **got}  # a measured chip's MLA kernel scale inferred from its records, where it has one
 
 
 #: The silicon numbers a chip with neither curves nor records of its hardware family takes from the chips with
@@ -519,15 +584,17 @@ def transferred() -> dict:
         t = _shipped(p)
         chip = load_hardware(t["meta"]["chip"]).chip
         sil = silicon(chip, t)
-        per[chip.name] = {k: float(sil[k]["value"]) for k in TRANSFERRED_FIELDS}
-    names = ", ".join(per)
-    out = {k: {"value": median(v[k] for v in per.values()),
-               "from": f"transferred: {k}, the median over the {len(per)} chips with measured curves ({names})"}
-           for k in TRANSFERRED_FIELDS}
+        per[chip.name] = {k: float(sil[k]["value"]) for k in TRANSFERRED_FIELDS if k in sil}
+    out = {}
+    for k in TRANSFERRED_FIELDS:  # each over the chips whose curves set it (not_read: a file may leave one out)
+        chips = [c for c, v in per.items() if k in v]
+        out[k] = {"value": median(per[c][k] for c in chips),
+                  "from": f"transferred: {k}, the median over the {len(chips)} chips with measured curves "
+                          f"({', '.join(chips)})"}
     out["mla_kernel_scale"] = {"value": 1.0, "from": "transferred: mla_kernel_scale 1, the CUDA stacks' MLA kernel "
                                                      "count, as on the chips with measured curves"}
     return out
 
 
 __all__ = ["kernel_table", "inferred", "INFERRED_FIELDS", "provenance", "summary_line", "silicon", "DIR",
-           "transferred", "TRANSFERRED_FIELDS"]
+           "transferred", "TRANSFERRED_FIELDS", "inferable_fields"]

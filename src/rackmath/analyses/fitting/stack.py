@@ -22,15 +22,16 @@ step times (:func:`unseen_step_times`; its engine's pooled fit over the builds o
 has records), and the median over its engine's builds of its platform for t_request, t_warm and η_wave
 (:func:`unseen_ttft_times`).
 
-Stage 1 for a chip no one has measured (AMD) with records in two or more groups: its floor time per kernel τ_k and
-its MLA kernel scale — the two silicon numbers serving records identify; the rest stays its preset's — are fitted
-on its own records with every stack at its engine's preset times (:func:`fit_silicon`), before stage 2; leaving a
-group out refits them without the group (``specs.kernels.inferred`` ships the in-sample values; they are stated as
-inferred, never as measured). Why: the AMD preset's τ_k × MLA scale (4.9 µs × 4.6) was fitted on early-2025 ROCm
-builds of MI300X; MI355X's current builds run DeepSeek's decode step in a third of that, and no stack time (all
-≥ 0, added to the silicon's) can take time away. A held chip without curves whose hardware family leaves no record
-(a hardware family out: :func:`orphans`) takes the silicon the measured chips share (``specs.kernels.transferred``),
-not its family's preset, which the records left out fitted.
+Stage 1 for a chip with records in two or more groups and silicon no curve measures (:func:`fields_of`): without
+curves its floor time per kernel τ_k and its MLA kernel scale — the two silicon numbers serving records identify;
+the rest stays its preset's — and on a measured AMD chip (MI355X: AITER's tables) the MLA kernel scale alone are
+fitted on its own records with every stack at its engine's preset times (:func:`fit_silicon`), before stage 2;
+leaving a group out refits them without the group (``specs.kernels.inferred`` ships the in-sample values; they are
+stated as inferred, never as measured). Why: the AMD preset's τ_k × MLA scale (4.9 µs × 4.6) was fitted on
+early-2025 ROCm builds of MI300X; MI355X's current builds run DeepSeek's decode step in a third of that, and no stack
+time (all ≥ 0, added to the silicon's) can take time away. A held chip with such silicon whose hardware family leaves
+no record (a hardware family out: :func:`orphans`) takes the measured chips' values of it
+(``specs.kernels.transferred``), not its family's preset, which the records left out fitted.
 
 A record's stack version is ``Record.stack`` (``sglang@0.5.7``; naming none: its source's build, :func:`version_of`).
 No I/O here: ``benchmarks/stack_fit.py`` prints and writes.
@@ -48,7 +49,7 @@ from ...engine.efficiency import (default_efficiency, measured_efficiency, NUMER
                                   STACK_HOST_OF, stack_request_s, stack_sched_s, stack_seq_s, stack_warm_s)
 from ...errors import InputError
 from ...specs.hardware import load_hardware
-from ...specs.kernels import kernel_table, transferred
+from ...specs.kernels import inferable_fields, transferred
 from ...specs.stacks import known_labels, month_of, release_months
 
 #: (field, lower, upper, initial grid half-width) of each fitted host time (physical ranges as ``FIT_PARAMS``).
@@ -170,13 +171,13 @@ class Predictor:
         """This predictor with ``chip``'s silicon replaced by ``values``."""
         return Predictor(self.measured, {**self.silicon, chip: dict(values)})
 
-    def silicon_candidates(self, rec, S: np.ndarray, hosts) -> np.ndarray:
-        """Predictions of ``rec`` under K candidate silicon rows S (columns: :data:`SILICON_PARAMS`), the host
-        times ``hosts`` fixed (τ_k = the candidate's τ_silicon + the hosts' τ_stack, as :func:`_matrix`)."""
+    def silicon_candidates(self, rec, S: np.ndarray, hosts, params=SILICON_PARAMS) -> np.ndarray:
+        """Predictions of ``rec`` under K candidate silicon rows S (columns: ``params``, of :data:`SILICON_PARAMS`),
+        the host times ``hosts`` fixed (τ_k = the candidate's τ_silicon + the hosts' τ_stack, as :func:`_matrix`)."""
         names = _names()
         hosts = np.asarray(hosts, dtype=float)
         X = _matrix(self.eff(rec), np.tile(hosts, (len(S), 1)))
-        for j, (n, *_r) in enumerate(SILICON_PARAMS):
+        for j, (n, *_r) in enumerate(params):
             X[:, names.index(n)] = S[:, j] + (hosts[4] if n == "kernel_latency_s" else 0.0)
         return predict_many(rec, X, names, name="staged", extra=self._extra(rec))
 
@@ -313,43 +314,53 @@ def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.nda
     return x
 
 
+def fields_of(chip: str) -> tuple:
+    """The silicon numbers a chip's records are to identify (``specs.kernels.inferable_fields``): τ_k and the MLA
+    kernel scale where no curves measured the chip, the MLA kernel scale alone on a measured AMD chip, none on a
+    measured NVIDIA one."""
+    return inferable_fields(chip, load_hardware(chip).chip.vendor)
+
+
 def inferable_chips(recs) -> list[str]:
-    """Chips without measured curves whose records span at least :data:`MIN_GROUPS` InferenceMAX groups."""
+    """Chips with silicon to infer (:func:`fields_of`) whose records span at least :data:`MIN_GROUPS` InferenceMAX
+    groups."""
     groups = {}
     for r in recs:
         if r.group:
             groups.setdefault(r.chip, set()).add(r.group)
-    return sorted(c for c, g in groups.items() if len(g) >= MIN_GROUPS and kernel_table(c) is None)
+    return sorted(c for c, g in groups.items() if len(g) >= MIN_GROUPS and fields_of(c))
 
 
 def preset_silicon(chip: str) -> dict:
-    """The chip's preset values of :data:`SILICON_PARAMS` (the start of :func:`fit_silicon`, and what a fold keeps when
-    none of the chip's records is left)."""
+    """The chip's preset values of its inferable fields (:func:`fields_of`: the start of :func:`fit_silicon`, and what
+    a fold keeps when none of the chip's records is left)."""
     pre = default_efficiency(chip)
-    return {n: float(getattr(pre, n)) for n, *_r in SILICON_PARAMS}
+    return {n: float(getattr(pre, n)) for n, *_r in SILICON_PARAMS if n in fields_of(chip)}
 
 
 def fit_silicon(recs, predictor: Predictor, starts: dict, chip: str, exclude=lambda r: False) -> dict:
-    """Stage 1 for a chip without curves: τ_k and the MLA kernel scale (:data:`SILICON_PARAMS`) minimising mean
-    robust |log error| over the chip's records not excluded, every stack at its engine's start times; the start is
-    the chip's preset (:func:`preset_silicon`). Coordinate descent as :func:`fit_hosts`. {} when no record is left."""
+    """Stage 1 for a chip with silicon to infer (:func:`fields_of`: τ_k and the MLA kernel scale without curves, the
+    MLA kernel scale alone on a measured AMD chip) minimising mean robust |log error| over the chip's records not
+    excluded, every stack at its engine's start times; the start is the chip's preset (:func:`preset_silicon`), the
+    measured numbers its curves'. Coordinate descent as :func:`fit_hosts`. {} when no record is left."""
     train = [r for r in recs if r.chip == chip and not exclude(r)]
     if not train:
         return {}
+    params = tuple(p for p in SILICON_PARAMS if p[0] in fields_of(chip))
     base = Predictor(predictor.measured)  # the preset's silicon as the start, whatever the predictor holds
     meas = np.array([r.value for r in train])
-    x = _descend(list(preset_silicon(chip).values()), SILICON_PARAMS,
-                 lambda C: np.stack([base.silicon_candidates(r, C, starts[engine_of(version_of(r))]) for r in train]),
-                 meas)
-    return {n: float(v) for (n, *_r), v in zip(SILICON_PARAMS, x)}
+    x = _descend(list(preset_silicon(chip).values()), params,
+                 lambda C: np.stack([base.silicon_candidates(r, C, starts[engine_of(version_of(r))], params)
+                                     for r in train]), meas)
+    return {n: float(v) for (n, *_r), v in zip(params, x)}
 
 
 def orphans(recs, held, exclude) -> list[str]:
-    """The held chips without measured curves none of whose hardware family's records the fold leaves (a hardware
-    family out): nothing measured them and nothing is left to infer from, and their family's preset was fitted on
-    the records left out."""
+    """The held chips with silicon to infer (:func:`fields_of`) none of whose hardware family's records the fold
+    leaves (a hardware family out): nothing is left to infer it from, and their family's preset was fitted on the
+    records left out."""
     left = {r.hardware_family for r in recs if not exclude(r)}
-    return sorted({r.chip for r in held if kernel_table(r.chip) is None and r.hardware_family not in left})
+    return sorted({r.chip for r in held if fields_of(r.chip) and r.hardware_family not in left})
 
 
 #: A fold's orphan chips (:func:`orphans`) take the measured chips' silicon (``specs.kernels.transferred``), not
@@ -369,8 +380,10 @@ def without(recs, predictor: Predictor, starts: dict, held, exclude) -> Predicto
         return predictor
     pr = Predictor(predictor.measured, {k: v for k, v in predictor.silicon.items() if k not in chips})
     for chip in sorted(chips):
-        if chip in lost:
-            pr = pr.with_silicon(chip, {k: v["value"] for k, v in transferred().items()})
+        if chip in lost:  # the measured chips' values of what was to be inferred (all of them without curves)
+            mine = transferred() if len(fields_of(chip)) == len(SILICON_PARAMS) else \
+                {k: v for k, v in transferred().items() if k in fields_of(chip)}
+            pr = pr.with_silicon(chip, {k: v["value"] for k, v in mine.items()})
         else:
             pr = pr.with_silicon(chip, fit_silicon(recs, pr, starts, chip, exclude) or preset_silicon(chip))
     return pr
