@@ -545,10 +545,15 @@ def test_a_family_out_gives_its_unmeasured_chips_the_measured_chips_silicon():
     for k, v in transferred().items():
         assert getattr(eff, k) == pytest.approx(v["value"])
     assert eff.eta_compute > 2 * default_efficiency("mi300x").eta_compute  # not the 2025 ROCm preset's 0.2
-    # MI355X's curves measured its τ_k and η_m: only what its records inferred (the MLA kernel scale) is transferred
+    # MI355X's curves measured its τ_k and η_m: what they do not (its MLA kernel scale, inferred from its records, and
+    # its GEMM compute law, its preset's) is transferred — both were fitted on the records the fold leaves out
     eff = pr.eff(next(r for r in amd if r.chip == "mi355x"))
+    assert S.borrowed("mi355x") == ("eta_compute", "gemm_half_tokens", "mla_kernel_scale")
     assert eff.mla_kernel_scale == 1.0 and eff.kernel_latency_s == pytest.approx(2.889e-06)
+    assert eff.eta_compute == pytest.approx(transferred()["eta_compute"]["value"])
+    assert eff.gemm_half_tokens == pytest.approx(transferred()["gemm_half_tokens"]["value"])
     assert eff.eta_memory == pytest.approx(resolve("mi355x", "measured").eta_memory)
+    assert S.borrowed("h200") == ()  # a measured NVIDIA chip borrows nothing: never an orphan
 
 
 def test_a_chip_without_a_family_of_its_own_takes_the_measured_chips_silicon():

@@ -49,7 +49,7 @@ from ...engine.efficiency import (default_efficiency, measured_efficiency, NUMER
                                   STACK_HOST_OF, stack_request_s, stack_sched_s, stack_seq_s, stack_warm_s)
 from ...errors import InputError
 from ...specs.hardware import load_hardware
-from ...specs.kernels import inferable_fields, transferred
+from ...specs.kernels import inferable_fields, kernel_table, not_read, transferred
 from ...specs.stacks import known_labels, month_of, release_months
 
 #: (field, lower, upper, initial grid half-width) of each fitted host time (physical ranges as ``FIT_PARAMS``).
@@ -315,9 +315,7 @@ def fit_hosts(recs, predictor: Predictor, start, prior: float = PRIOR) -> np.nda
 
 
 def fields_of(chip: str) -> tuple:
-    """The silicon numbers a chip's records are to identify (``specs.kernels.inferable_fields``): τ_k and the MLA
-    kernel scale where no curves measured the chip, the MLA kernel scale alone on a measured AMD chip, none on a
-    measured NVIDIA one."""
+    """The silicon numbers a chip's records are to identify (``specs.kernels.inferable_fields``)."""
     return inferable_fields(chip, load_hardware(chip).chip.vendor)
 
 
@@ -355,12 +353,21 @@ def fit_silicon(recs, predictor: Predictor, starts: dict, chip: str, exclude=lam
     return {n: float(v) for (n, *_r), v in zip(params, x)}
 
 
+def borrowed(chip: str) -> tuple:
+    """The silicon numbers of a chip that no curve of its measures — those its records infer (:func:`fields_of`)
+    and those its preset gives (every one without curves; on a measured chip those its curve file does not read:
+    ``specs.kernels.not_read``, MI355X's GEMM compute law) — of the ones the measured chips share
+    (``specs.kernels.transferred``): what a fold with nothing left of its family transfers."""
+    t = kernel_table(chip)
+    return tuple(k for k in transferred() if t is None or k in fields_of(chip) or k in not_read(t))
+
+
 def orphans(recs, held, exclude) -> list[str]:
-    """The held chips with silicon to infer (:func:`fields_of`) none of whose hardware family's records the fold
-    leaves (a hardware family out): nothing is left to infer it from, and their family's preset was fitted on the
-    records left out."""
+    """The held chips with silicon no curve measures (:func:`borrowed`) none of whose hardware family's records the
+    fold leaves (a hardware family out): nothing is left to infer it from, and their family's preset was fitted on
+    the records left out."""
     left = {r.hardware_family for r in recs if not exclude(r)}
-    return sorted({r.chip for r in held if fields_of(r.chip) and r.hardware_family not in left})
+    return sorted({r.chip for r in held if borrowed(r.chip) and r.hardware_family not in left})
 
 
 #: A fold's orphan chips (:func:`orphans`) take the measured chips' silicon (``specs.kernels.transferred``), not
@@ -372,18 +379,16 @@ def without(recs, predictor: Predictor, starts: dict, held, exclude) -> Predicto
     """``predictor`` for a fold that leaves out the records ``exclude`` marks (``held``: those of them predicted):
     the inferred silicon of each held chip refitted without them (:func:`fit_silicon`), its preset's if none of its
     records is left — never the shipped values, which were fitted on them; a held chip with no record of its
-    hardware family left (:func:`orphans`) takes the silicon the measured chips share (``specs.kernels.
-    transferred``)."""
+    hardware family left (:func:`orphans`) takes the measured chips' values (``specs.kernels.transferred``) of the
+    silicon no curve of its measures (:func:`borrowed`)."""
     lost = orphans(recs, held, exclude) if ORPHANS_TRANSFERRED else []
     chips = ({r.chip for r in held} & set(inferable_chips(recs))) | set(lost)
     if not chips:
         return predictor
     pr = Predictor(predictor.measured, {k: v for k, v in predictor.silicon.items() if k not in chips})
     for chip in sorted(chips):
-        if chip in lost:  # the measured chips' values of what was to be inferred (all of them without curves)
-            mine = transferred() if len(fields_of(chip)) == len(SILICON_PARAMS) else \
-                {k: v for k, v in transferred().items() if k in fields_of(chip)}
-            pr = pr.with_silicon(chip, {k: v["value"] for k, v in mine.items()})
+        if chip in lost:  # the measured chips' values of what no curve of its measures (all of them without curves)
+            pr = pr.with_silicon(chip, {k: transferred()[k]["value"] for k in borrowed(chip)})
         else:
             pr = pr.with_silicon(chip, fit_silicon(recs, pr, starts, chip, exclude) or preset_silicon(chip))
     return pr
