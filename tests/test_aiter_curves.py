@@ -103,3 +103,20 @@ def test_reduce_aiter_keeps_the_fastest_row_per_point(tmp_path, capsys):
     assert mod.main([str(wheel)]) == 0
     out = capsys.readouterr().out
     assert "mi355x (cu_num 256): 5 curves" in out and "gfx942 (cu_num 304" in out and "no file written" in out
+
+
+def test_a_curve_file_naming_an_unknown_field_to_skip_is_one_line(tmp_path):
+    """``[_meta] silicon_skip`` names silicon fields (``specs.kernels.SKIPPABLE``); a typo is refused, naming the file
+    and the key, exit 2 — never silently ignored."""
+    from conftest import run_cli
+
+    text = (ROOT / "src/rackmath/specs/data/kernels/mi355x.toml").read_text()
+    assert 'silicon_skip = ["eta_compute", "gemm_half_tokens"]' in text
+    (tmp_path / "mine.toml").write_text(text.replace('silicon_skip = ["eta_compute", "gemm_half_tokens"]',
+                                                     'silicon_skip = ["eta_typo"]'))
+    from rackmath.specs import catalog
+
+    catalog.clear_caches()  # the shipped table read by the tests before: read again, with the user's file over it
+    code, out, err = run_cli("hardware", "show", "mi355x", env={"RACKMATH_CATALOG": str(tmp_path)})
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "mine.toml" in err and "_meta.silicon_skip" in err and "eta_compute" in err

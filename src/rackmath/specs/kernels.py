@@ -194,7 +194,6 @@ def summary_line(chip: str, vendor: str = "", p: dict | None = None) -> str:
             f'a measurement)') if inf else ""
     if p.get("not_read"):  # fields its file says the curves do not set (not_read)
         also += f'; {", ".join(p["not_read"])} not read from them: its preset\'s ({p["not_read_why"]})'
-
     if len(p["packages"]) > 1:  # a user's curves over the shipped ones
         src = " + ".join(f"{n} {k}" for k, n in p["packages"].items())
         return (f'{p["curves"]} curves ({ops}): {src}, measured with {", ".join(p["measured_with"])}; {p["file"]} '
@@ -484,13 +483,19 @@ def _collective_silicon(t: dict, chip) -> dict:
     return out
 
 
+#: The silicon numbers a curve file may say its curves do not set (:func:`not_read`).
+SKIPPABLE = ("kernel_latency_s", "eta_compute", "gemm_half_tokens", "eta_memory", "eta_memory_moe", "moe_stream",
+             "moe_compute", "eta_memory_kv", "eta_memory_mla", "collective_latency_s", "eta_comm", "allreduce_curves",
+             "allreduce_latency_s")
+
+
 def not_read(t: dict) -> tuple:
     """The silicon fields a curve file's ``[_meta]`` says its curves do not set (``silicon_skip``; the reason in
     ``silicon_skip_why``): those stay the chip's preset's. MI355X's AITER curves set the memory side, not the GEMM
     compute law (docs/stacks.md, "MI355X's curves from AMD's AITER tables")."""
     skip = t["meta"].get("silicon_skip", [])
-    if not isinstance(skip, list) or not all(isinstance(k, str) for k in skip):
-        raise CatalogError(t["file"], "_meta.silicon_skip", "a list of silicon field names")
+    if not isinstance(skip, list) or not all(k in SKIPPABLE for k in skip):
+        raise CatalogError(t["file"], "_meta.silicon_skip", f"a list of silicon field names ({', '.join(SKIPPABLE)})")
     return tuple(skip)
 
 
