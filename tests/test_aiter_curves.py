@@ -120,3 +120,16 @@ def test_a_curve_file_naming_an_unknown_field_to_skip_is_one_line(tmp_path):
     code, out, err = run_cli("hardware", "show", "mi355x", env={"RACKMATH_CATALOG": str(tmp_path)})
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "mine.toml" in err and "_meta.silicon_skip" in err and "eta_compute" in err
+
+
+def test_the_label_says_where_the_silicon_comes_from():
+    """The result's label names the silicon's source: curves (H200), curves with the compute law the preset's
+    (MI355X), the preset (MI300X), the measured chips' shared silicon (Gaudi 3: no curves, no family preset) — the
+    last was labelled 'from measured kernel curves' before."""
+    from rackmath.options import mode_label
+
+    label = {c: mode_label(resolve(c, "measured")) for c in ("h200", "mi355x", "mi300x", "gaudi3")}
+    assert "silicon from measured kernel curves, the stack" in label["h200"]
+    assert "silicon from measured kernel curves, its GEMM compute law its preset's" in label["mi355x"]
+    assert "the silicon of its fitted preset (no kernel curves" in label["mi300x"]
+    assert "transferred" in label["gaudi3"] and "measured kernel curves," not in label["gaudi3"]
