@@ -120,6 +120,11 @@ def test_a_curve_file_naming_an_unknown_field_to_skip_is_one_line(tmp_path):
     code, out, err = run_cli("hardware", "show", "mi355x", env={"RACKMATH_CATALOG": str(tmp_path)})
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "mine.toml" in err and "_meta.silicon_skip" in err and "eta_compute" in err
+    # a MoE curve's routing is balanced or uniform, nothing else (it sets how many experts its tokens stream)
+    (tmp_path / "mine.toml").write_text(text.replace('routing = "uniform"', 'routing = "zipf"'))
+    catalog.clear_caches()
+    code, out, err = run_cli("hardware", "show", "mi355x", env={"RACKMATH_CATALOG": str(tmp_path)})
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "routing" in err and "balanced or uniform" in err
 
 
 def test_the_label_says_where_the_silicon_comes_from():

@@ -117,6 +117,8 @@ def _checked(p, doc: dict) -> dict:
                 or any(isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < 1e3 for t in ts) \
                 or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in xs):
             raise CatalogError(str(p), f"_curve[{i}].time_s", "one positive time in seconds per x value")
+        if c.get("routing", "balanced") not in ("balanced", "uniform"):  # a MoE curve's token distribution
+            raise CatalogError(str(p), f"_curve[{i}].routing", "balanced or uniform")
     stamp = {k: meta.get(k) for k in ("package", "package_version", "system")}
     return {"meta": meta, "curves": [dict(stamp, **c) for c in curves]}
 
