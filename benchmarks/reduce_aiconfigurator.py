@@ -50,7 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # rackmath's light spec helpers (no rackmath install needed in this venv)
 
-from rackmath.analyses.fitting.measure import curves_toml  # noqa: E402
+from rackmath.analyses.fitting.measure import curves_toml, significant as _floats  # noqa: E402
 from rackmath.engine.numbers import routing_share  # noqa: E402
 from rackmath.specs.kernels import ROUTING_DISTRIBUTION  # noqa: E402
 from rackmath.specs.stacks import version_key  # noqa: E402
@@ -84,9 +84,6 @@ def newest_table(sysdir: Path, op: str, filename: str, frameworks=FRAMEWORKS):
     t = tables(sysdir, op, filename, frameworks)
     return t[0] if t else None
 
-
-def _floats(xs, digits=5):
-    return [float(f"{float(x):.{digits}g}") for x in xs]
 
 
 def curve(op, name, pkg_root, hit, x, xs, ys, **extra):

@@ -16,7 +16,8 @@ the step model reads (``specs.kernels.silicon``), each with the package, its ver
 * ``gemm``: time and achieved FLOP/s versus M at N = K = 8192 (``specs.kernels.GEMM_SHAPE``) per dtype — ``fp8``
   (per-token FP8: ``a8w8`` and ``a8w8_bpreshuffle``), ``fp8_block`` (FP8 with 128 × 128 block scales, DeepSeek's
   format: ``a8w8_blockscale``, its pre-shuffled and DeepSeek-V3 tables), ``mxfp4`` (``a4w4_blockscale``) — and
-  DeepSeek-V3's 7168 × 2048 projection in ``fp8_block``; each point (M a power of two) the fastest of the dtype's tables at that M;
+  DeepSeek-V3's 7168 × 2048 projection in ``fp8_block``; each point (M a power of two) the fastest of the dtype's
+  tables at that M;
 * ``kernel_floor``: the shortest GEMM measured on the chip (any table): the floor latency of a small kernel;
 * ``moe``: DeepSeek-V3's routed experts (hidden 7168, 256 experts, top-8) as served with tensor parallelism 8
   (each GPU holds every expert's 256-wide slice: ``inter_dim`` 256) in ``fp8_block``, time versus tokens. AITER's
@@ -37,12 +38,13 @@ import io
 import re
 import sys
 import zipfile
+from functools import lru_cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # rackmath's light spec helpers
 
-from rackmath.analyses.fitting.measure import curves_toml  # noqa: E402
+from rackmath.analyses.fitting.measure import curves_toml, significant as _floats  # noqa: E402
 from rackmath.specs.kernels import GEMM_SHAPE  # noqa: E402
 
 TARGET = ROOT / "src" / "rackmath" / "specs" / "data" / "kernels"
@@ -67,17 +69,16 @@ MOE_SHAPES = (("deepseek-v3", 7168, 256, 256, 8, 8, "QuantType.per_1x128", "fp8_
 #: 9.6 / 12.1% to 14.4 / 16.3% (tok/s/GPU / TPOT; η_c from the preset, M½ from the curve: 17.8 / 19.5%), while the
 #: memory side alone gives 9.2 / 11.9% (docs/stacks.md, "MI355X's curves from AMD's AITER tables").
 SILICON_SKIP = ("eta_compute", "gemm_half_tokens")
-SILICON_SKIP_WHY = ("the GEMM compute law read from AITER's tuned block-scaled FP8 GEMM (eta_c 0.31, M_half 145 rows at "
-                    "N = K = 8192) makes the InferenceMAX runs worse one group out (tok/s/GPU / TPOT 9.2 / 11.9% "
+SILICON_SKIP_WHY = ("the GEMM compute law read from AITER's tuned block-scaled FP8 GEMM (eta_c 0.31, M_half 145 rows "
+                    "at N = K = 8192) makes the InferenceMAX runs worse one group out (tok/s/GPU / TPOT 9.2 / 11.9% "
                     "without it, 14.4 / 16.3% with it): it stays the fitted preset's (docs/stacks.md)")
 
 
+@lru_cache(maxsize=None)
 def read_csv(z: zipfile.ZipFile, name: str) -> list[dict]:
+    """A table's rows, read from the wheel once (every shape and the floor scan the same tables)."""
     return list(csv.DictReader(io.TextIOWrapper(z.open(name), encoding="utf-8")))
 
-
-def _floats(xs, digits=5):
-    return [float(f"{float(x):.{digits}g}") for x in xs]
 
 
 def gemm_points(z, tables, cu: int, n: int, k: int) -> dict:

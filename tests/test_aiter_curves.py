@@ -93,7 +93,8 @@ def test_reduce_aiter_keeps_the_fastest_row_per_point(tmp_path, capsys):
         curves = mod.chip_curves(z, 256, "9.9")
     g = next(c for c in curves if c["name"] == "gemm fp8 N=8192 K=8192")
     assert g["x_values"] == [1.0, 2.0, 4.0, 8.0, 16.0]  # M = 3 is no power of two: left out
-    assert g["time_s"] == pytest.approx([t * 1e-6 for t in (10 + 1 / 64, 10 + 2 / 64, 10 + 4 / 64, 10.125, 10.25)], rel=1e-4)
+    assert g["time_s"] == pytest.approx([t * 1e-6 for t in (10 + 1 / 64, 10 + 2 / 64, 10 + 4 / 64, 10.125, 10.25)],
+                                        rel=1e-4)
     assert g["flops_per_s"][0] == pytest.approx(2 * 8192 * 8192 / (g["time_s"][0]), rel=1e-4)
     floor = next(c for c in curves if c["op"] == "kernel_floor")
     assert floor["time_s"] == [1.5e-6] and floor["x_values"] == [3.0]  # the shortest row of any table

@@ -169,7 +169,8 @@ def test_measured_efficiency_only_where_curves_exist():
     assert m.kernel_latency_s == pytest.approx(2.889e-06) and m.mla_kernel_scale == inf["mla_kernel_scale"]
     assert "kernel_latency_s" not in inf and m.eta_compute == preset.eta_compute
     assert {"kernel_latency_s", "eta_memory", "eta_memory_moe", "mla_kernel_scale"} <= set(dict(m.silicon_from))
-    assert "inferred from" in dict(m.silicon_from)["mla_kernel_scale"] and "amd-aiter" in dict(m.silicon_from)["eta_memory"]
+    assert "inferred from" in dict(m.silicon_from)["mla_kernel_scale"]
+    assert "amd-aiter" in dict(m.silicon_from)["eta_memory"]
     assert inf["groups"] >= 2 and inf["records"] >= 100
     # the per-version measured path was never validated as a preset: no error band is carried over from the AMD
     # preset (0.123), whatever the chip's silicon (curves, inferred, neither)
@@ -522,7 +523,8 @@ def test_transferred_silicon_is_the_median_of_the_measured_chips():
                                                     f"{len(floors)} chips with measured curves")
     # η_c over the chips whose curves set it: MI355X's file leaves its GEMM compute law out (tests/test_aiter_curves.py)
     assert t["eta_compute"]["from"].startswith(f"transferred: eta_compute, the median over the {len(floors) - 1} "
-                                               f"chips with measured curves") and "mi355x" not in t["eta_compute"]["from"]
+                                               f"chips with measured curves")
+    assert "mi355x" not in t["eta_compute"]["from"]
 
 
 def test_a_family_out_gives_its_unmeasured_chips_the_measured_chips_silicon():

@@ -154,13 +154,13 @@ def inferable_fields(chip: str, vendor: str = "") -> tuple:
 def provenance(chip: str, vendor: str = "") -> dict:
     """Where a chip's kernel curves come from: the package, version, license, tables and stack versions, and the
     operators covered — or, for a chip without, what it has instead (silicon inferred from records, if any)."""
-    t = kernel_table(chip)
-    inf = inferred(chip) if inferable_fields(chip, vendor) else None
-    got = {} if inf is None else {"inferred": {k: inf[k] for k in (*inferable_fields(chip, vendor), "records",
-                                                                   "groups", "source", "file") if k in inf}}
+    t, fields = kernel_table(chip), inferable_fields(chip, vendor)
+    inf = inferred(chip) if fields else None
+    got = {} if inf is None else {"inferred": {k: inf[k] for k in (*fields, "records", "groups", "source", "file")
+                                               if k in inf}}
     if t is None:
         return {"measured": False, "note": WITHOUT.get(str(vendor).lower(), WITHOUT[""]), **got}
-    m, cs = t["meta"], t["curves"]
+    m, cs, skip = t["meta"], t["curves"], not_read(t)
     ops = {}
     for c in cs:
         ops[c["op"]] = ops.get(c["op"], 0) + 1
@@ -170,7 +170,7 @@ def provenance(chip: str, vendor: str = "") -> dict:
             "measured_with": sorted({f'{c["framework"]}@{c["framework_version"]}' for c in cs}),
             "tables": sorted({c["table"] for c in cs}), "file": t["file"], "shipped": t["shipped"],
             "packages": dict(Counter(f'{c["package"]} {c["package_version"]}' for c in cs)),
-            **({"not_read": list(not_read(t)), "not_read_why": m.get("silicon_skip_why", "")} if not_read(t) else {}),
+            **({"not_read": list(skip), "not_read_why": m.get("silicon_skip_why", "")} if skip else {}),
             **got}
 
 

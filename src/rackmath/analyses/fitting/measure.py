@@ -545,9 +545,16 @@ def records_toml(records: list[dict], header: str) -> str:
     return "\n".join(lines)
 
 
+def significant(xs, digits: int = 5) -> list[float]:
+    """Each value rounded to ``digits`` significant digits: what a reduced kernel-curve file stores
+    (``benchmarks/reduce_aiconfigurator.py``, ``benchmarks/reduce_aiter.py``)."""
+    return [float(f"{float(x):.{digits}g}") for x in xs]
+
+
 def curves_toml(meta: dict, curves: list, comments: list) -> str:
     """A kernel-curve file: ``# comments``, ``[_meta]`` and one ``[[_curve]]`` per curve (the format
-    ``specs.kernels.kernel_table`` reads; written by ``benchmarks/reduce_aiconfigurator.py`` and ``rackmath measure --curves``)."""
+    ``specs.kernels.kernel_table`` reads; written by ``benchmarks/reduce_aiconfigurator.py``,
+    ``benchmarks/reduce_aiter.py`` and ``rackmath measure --curves``)."""
     def val(v):
         return toml_value(int(v) if isinstance(v, int) and not isinstance(v, bool) else v)
 

@@ -332,8 +332,8 @@ def inferable_chips(recs) -> list[str]:
 def preset_silicon(chip: str) -> dict:
     """The chip's preset values of its inferable fields (:func:`fields_of`: the start of :func:`fit_silicon`, and what
     a fold keeps when none of the chip's records is left)."""
-    pre = default_efficiency(chip)
-    return {n: float(getattr(pre, n)) for n, *_r in SILICON_PARAMS if n in fields_of(chip)}
+    pre, fields = default_efficiency(chip), fields_of(chip)
+    return {n: float(getattr(pre, n)) for n, *_r in SILICON_PARAMS if n in fields}
 
 
 def fit_silicon(recs, predictor: Predictor, starts: dict, chip: str, exclude=lambda r: False) -> dict:

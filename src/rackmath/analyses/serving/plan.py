@@ -398,8 +398,8 @@ def plan(model, hardware=None, *, rate=None, users=None, isl, osl, ttft=None, tp
         rows.append(row)
     rows.sort(key=lambda r: (r["deployment"] is None, r["deployment"]["usd_per_hour"] if r["deployment"] else 0))
     wl = dict(isl=isl, osl=osl, rate=None if rate is None else float(rate), users=None if users is None else
-              float(users), budget=T, framework=fw["name"], weights_dtype=weights_dtype, kv_dtype=kv_dtype, mtp=int(mtp or 0),
-              recv_interval=int(st.serving_stack.recv_interval))
+              float(users), budget=T, framework=fw["name"], weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+              mtp=int(mtp or 0), recv_interval=int(st.serving_stack.recv_interval))
     return PlanResult(model=str(getattr(st.model, "name", model)), workload=wl,
                       slo=dict(ttft_s=ttft_s, tpot_s=tpot_s, ttft_default=ttft_default), rows=rows, pareto=pareto,
                       notes=[], derivations=derivations)

@@ -327,7 +327,8 @@ def prefill_schedule(seqs, ranks, isl_new, osl, acceptance=1.0, mtp=0, budget=No
     busiest decode tokens: c_r = min(left, max(ISL_new, N·p/R)), left = max(budget − imb·b·(k+1)/R,
     min(ISL_new, budget)); N is the scheduler's receive interval (:func:`receive_wait`: the prompts of N decode
     steps arrive together; 1 for every stack but SGLang's with ``--scheduler-recv-interval``). A rank prefills in
-    a share f = min(1, p/(R·c_r)) of the steps; a step is mixed when any rank prefills (:func:`mixed_step_share`), carrying c = R·f·c_r/n prompt tokens
+    a share f = min(1, p/(R·c_r)) of the steps; a step is mixed when any rank prefills (:func:`mixed_step_share`),
+    carrying c = R·f·c_r/n prompt tokens
     (prefill-bound, f = 1: c = R·c_r). The prefill queue's utilisation is ρ = p / (R · left).
     Returns p, left, c_rank, c_tot, n_any, rho and the busiest rank's ``imbalance`` of the mixed step.
     """
