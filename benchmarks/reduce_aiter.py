@@ -187,7 +187,11 @@ def main(argv=None) -> int:
     if not m:
         ap.error(f"wheel: expected an amd_aiter-<version>-….whl file, got {args.wheel}")
     version = m.group(1)
-    with zipfile.ZipFile(args.wheel) as z:
+    try:
+        z = zipfile.ZipFile(args.wheel)
+    except (OSError, zipfile.BadZipFile) as exc:
+        ap.error(f"wheel: {args.wheel} cannot be read as a wheel ({exc})")
+    with z:
         names = set(z.namelist())
         missing = [t for ts in GEMM_TABLES.values() for t in ts if t not in names] + \
                   ([MOE_TABLE] if MOE_TABLE not in names else [])
