@@ -189,7 +189,7 @@ def test_bug_report_line_not_traceback(monkeypatch):
     def boom(*a, **k):
         raise KeyError("surprise")
 
-    monkeypatch.setattr(m, "command", lambda: type("C", (), {"main": staticmethod(boom)})())
+    monkeypatch.setattr(m, "command", lambda argv=None: type("C", (), {"main": staticmethod(boom)})())
     code, out, err, _ = run(["hardware", "list"])
     assert code == 3
     assert err.count("\n") == 1 and "internal error in rackmath 0." in err and "KeyError" in err, err

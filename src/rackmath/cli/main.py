@@ -16,17 +16,19 @@ import typer
 
 from .. import cli as _pkg
 
-app = typer.Typer(
-    name="rackmath",
-    help="The math behind how LLMs are trained and served: rooflines on real chips, models and prices.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+def _new_app() -> typer.Typer:
+    app = typer.Typer(
+        name="rackmath",
+        help="The math behind how LLMs are trained and served: rooflines on real chips, models and prices.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+    app.callback()(_root)
+    return app
 
 
-@app.callback()
 def _root(
     catalog: list[str] = typer.Option(
         [], "--catalog", metavar="DIR", help="Extra catalog directory of .toml files (also RACKMATH_CATALOG)."
@@ -47,9 +49,45 @@ def _root(
 
 
 _SKIP = {"main", "common"}
-for _m in sorted(m.name for m in pkgutil.iter_modules(_pkg.__path__)):
-    if _m not in _SKIP and not _m.startswith("_"):
-        importlib.import_module(f"{_pkg.__name__}.{_m}").register(app)
+MODULES = tuple(sorted(m.name for m in pkgutil.iter_modules(_pkg.__path__)
+                       if m.name not in _SKIP and not m.name.startswith("_")))
+# The top-level command (or group) names each module registers, so that a command line imports and builds only
+# its own module (typer builds every command's options: ~35 ms of a cold start for the 41 commands). A test checks
+# this table against what registering every module gives.
+COMMAND_MODULE = {
+    "batching": "batching", "compare": "compare", "hardware": "hardware", "layout": "layout", "racks": "layout",
+    "lecture": "lecture", "measure": "measure", "model": "model", "plan": "plan", "plot": "plot", "price": "price",
+    "cache": "price", "context": "price", "roofline": "roofline", "sweep": "roofline", "serve": "serve",
+    "simulate": "simulate", "train": "train", "overtrain": "train", "revnet": "train", "scaling": "train",
+    "validate": "validate", "web": "web",
+}
+
+
+def build_app(modules=MODULES) -> typer.Typer:
+    """The typer app with the commands of ``modules`` (default: every command module)."""
+    app = _new_app()
+    for m in modules:
+        importlib.import_module(f"{_pkg.__name__}.{m}").register(app)
+    return app
+
+
+def _modules_for(argv: list[str]) -> tuple[str, ...]:
+    """The one module a command line needs (its first word after the root options), or every module when the
+    line names no known command (`--help`, a typo: click then lists or refuses the commands as always)."""
+    from .common import _ROOT_VALUE_OPTIONS
+
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        i += 2 if argv[i] in _ROOT_VALUE_OPTIONS else 1
+    module = COMMAND_MODULE.get(argv[i]) if i < len(argv) else None
+    return (module,) if module else MODULES
+
+
+def __getattr__(name):  # `rackmath.cli.main.app`: every command (the docs' and tests' walk of the tree)
+    if name == "app":
+        globals()["app"] = build_app()
+        return globals()["app"]
+    raise AttributeError(name)
 
 
 def _usage_line(exc) -> str:
@@ -82,19 +120,20 @@ def _usage_line(exc) -> str:
     return f"{field}: {problem} (accepted: see `{cmd} --help`)"
 
 
-_COMMAND = None
+_COMMANDS: dict = {}
 
 
-def command():
-    """The click command tree of the app, with every integer and float option bounded (rackmath.bounds)."""
-    global _COMMAND
-    if _COMMAND is None:
+def command(argv: list[str] | None = None):
+    """The click command tree for a command line (every command when ``argv`` is None), with every integer and
+    float option bounded (rackmath.bounds)."""
+    modules = MODULES if argv is None else _modules_for(argv)
+    if modules not in _COMMANDS:
         from ..bounds import bound_cli
 
-        cmd = typer.main.get_command(app)
+        cmd = typer.main.get_command(build_app(modules))
         bound_cli(cmd)
-        _COMMAND = cmd
-    return _COMMAND
+        _COMMANDS[modules] = cmd
+    return _COMMANDS[modules]
 
 
 def _fail(line: str, code: int = 2):
@@ -136,7 +175,11 @@ def main(argv: list[str] | None = None) -> None:
     is a one-line bug report with the version (exit 3). Numerical warnings are silenced (rackmath.bounds.quiet).
     """
     import errno
+    import os
 
+    # numpy's OpenBLAS starts a thread per core at import (~50 ms of CPU on a cold start); rackmath's arrays are
+    # small, so one thread unless the user chose otherwise
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import click
 
     from ..bounds import quiet
@@ -154,12 +197,12 @@ def main(argv: list[str] | None = None) -> None:
     common.PENDING = pending
     try:
         with quiet():
-            rc = command().main(args=argv, prog_name="rackmath", standalone_mode=False)
+            rc = command(argv).main(args=argv, prog_name="rackmath", standalone_mode=False)
         _warn(pending)
     except RackmathError as exc:
         from .common import as_typed
 
-        _fail(as_typed(exc, argv, command()))
+        _fail(as_typed(exc, argv, command(argv)))
     except click.exceptions.NoArgsIsHelpError as exc:  # `rackmath`, `rackmath batching`: the help, as before
         exc.show()
         sys.exit(exc.exit_code)
@@ -172,8 +215,6 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         _fail("interrupted", 130)
     except BrokenPipeError:
-        import os
-
         try:  # nobody reads the rest: silence the flush at exit
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         except (OSError, ValueError, AttributeError):
