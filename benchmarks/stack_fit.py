@@ -86,7 +86,9 @@ def main(argv=None):
     ap.add_argument("--loso-only", action="store_true",
                     help="in-sample and leave-one-source-out (published records) tables only")
     ap.add_argument("--dump", metavar="PATH", help="also write each InferenceMAX record's in-sample and one-group-out "
-                                                   "prediction as JSON (benchmarks/peer_aiconfigurator.py --logo)")
+                                                   "prediction as JSON (benchmarks/peer_aiconfigurator.py --logo); "
+                                                   "with --loso-only each published record's in-sample and "
+                                                   "one-source-out prediction")
     ap.add_argument("--routing", action="store_true",
                     help="the routed experts at the measured routing share s(T) (specs.kernels.MEASURED_ROUTING: "
                          "tried, off by default; docs/stacks.md)")
@@ -164,7 +166,11 @@ def main(argv=None):
     if a.quick:
         return
     if a.loso_only:
-        loso_table(recs, pub, meas, starts)
+        loso = loso_table(recs, pub, meas, starts)
+        if a.dump:
+            Path(a.dump).write_text(json.dumps({r.id: {"in_sample": float(p2[r.id]), "one_source_out": float(loso[r.id])}
+                                                for r in pub if r.id in loso}))
+            print(f"wrote {a.dump}")
         print(f"[{time.time() - t0:.0f} s]")
         return
     if a.lofo_only:
