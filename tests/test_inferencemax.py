@@ -69,7 +69,7 @@ def test_a_disaggregated_record_reads_output_per_decode_gpu(imx):
     """Invariant: output per decode GPU = serve's output per GPU (over every GPU) × (P + D) / D."""
     r = next(x for x in imx if x.id == "IMX-S017-out")
     p, _ = validation.predict(r)
-    d = validation._serve_dict(validation._key(validation.serve_kwargs(r)), None, False)
+    d = validation._serve_dict(validation._key(validation.serve_kwargs(r)), "preset", False)
     assert p == pytest.approx(d["output_tok_s_per_gpu"] * 12 / 8, rel=1e-9)
     assert d["stack_version"] == "dynamo-sglang@0.5.5.post2"
 

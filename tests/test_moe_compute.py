@@ -85,7 +85,7 @@ def test_serve_prices_a_prompt_pass_experts_at_the_measured_law():
     decode = r._res.__dict__["times"]
     assert next(o for o in decode.ops if o.name == "experts").law is None
     # the fitted preset keeps the dense GEMM law everywhere
-    p = rackmath.serve("deepseek-r1", "gb200-nvl72", **kw)
+    p = rackmath.serve("deepseek-r1", "gb200-nvl72", efficiency="preset", **kw)
     assert next(o for o in p._info["prefill_one"].__dict__["times"].ops if o.name == "experts").law is None
 
 

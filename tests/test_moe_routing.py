@@ -127,7 +127,8 @@ def test_serve_explain_names_the_routing_curve(routing_on):
     assert rows["H [experts]"].value == pytest.approx(s.value * UNIFORM_32, abs=0.01)  # T = 32 · 1 token
     assert not d.check()
     fast = serve("gpt-oss-120b", "b200", efficiency="measured", **kw)["tpot_ms"]
-    assert not any("s_route" in st.symbol for st in serve("gpt-oss-120b", "b200", **kw).explain().steps)
+    assert not any("s_route" in st.symbol for st in serve("gpt-oss-120b", "b200", efficiency="preset",
+                                                          **kw).explain().steps)
     eff = resolve("b200", "measured")
     slow = serve("gpt-oss-120b", "b200", efficiency=replace(eff, moe_routing=()), **kw)["tpot_ms"]
     assert float(fast) < float(slow)  # fewer distinct experts streamed: a shorter step

@@ -52,7 +52,7 @@ def test_plan_steady_state_is_serves_with_measured_silicon():
     assert float(ss["tpot_s"][0]) * 1e3 == pytest.approx(v["tpot_ms"], rel=1e-9)
     assert float(ss["ttft_s"][0]) * 1e3 == pytest.approx(v["ttft_ms"], rel=1e-9)
     assert float(ss["out_tok_s"][0]) == pytest.approx(v["output_tok_s"], rel=1e-9)
-    pooled = stt.stack("llama-3.1-70b", "hgx-h200", framework="sglang@0.5.7")
+    pooled = stt.stack("llama-3.1-70b", "hgx-h200", framework="sglang@0.5.7", efficiency="preset")
     assert st.eff_serving.kernel_latency_s != pooled.eff_serving.kernel_latency_s  # the measured floor + τ_stack
 
 

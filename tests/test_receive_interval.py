@@ -85,10 +85,10 @@ def test_simulation_agrees_with_the_steady_state():
     """The event loop receives every N decode steps (and at once after a prefill step): its mean TTFT grows by what
     serve's (N − 1)/2 decode steps say, within 15 % (random lengths put arrivals at random points of the interval)."""
     kw = dict(gpus=1, tp=1, concurrency=32, requests=1500, isl="800:1000", osl="800:1000", arrivals="steady",
-              framework="sglang@0.5.6")
+              framework="sglang@0.5.6", efficiency="preset")
     sim = {n: simulate("llama-3.1-8b", "h100", recv_interval=n, **kw).as_dict()["ttft_s"]["mean"] for n in (1, 30)}
-    srv = {n: serve("llama-3.1-8b", "h100", Workload(900, 900, 32), Layout(1, 1), sglang(n)).as_dict()["ttft_ms"] / 1e3
-           for n in (1, 30)}
+    srv = {n: serve("llama-3.1-8b", "h100", Workload(900, 900, 32), Layout(1, 1), sglang(n),
+                    "preset").as_dict()["ttft_ms"] / 1e3 for n in (1, 30)}
     assert sim[30] - sim[1] == pytest.approx(srv[30] - srv[1], rel=0.15)
     assert sim[30] > sim[1] + 0.1  # tens of decode steps, not a rounding
 

@@ -445,7 +445,7 @@ def test_closed_loop_serve_is_one_wave_in_ten_then_steady():
     """serve --arrivals closed-loop: TTFT = 1/10 · the first wave's (the lock-step wave's, where a prefill-first
     stack keeps waves) + 9/10 · the steady state's; TPOT and output are the steady state's. Disaggregated: the
     first wave queues at the prefill pool, so TTFT rises above the steady one by at most 1/10 of C prompts' share."""
-    kw = dict(gpus=1, isl=1024, osl=1024, concurrency=64, framework="sglang")
+    kw = dict(gpus=1, isl=1024, osl=1024, concurrency=64, framework="sglang", efficiency="preset")  # t_warm 0
     ss = rackmath.serve("llama-3.1-8b", "hgx-h100", arrivals="steady", **kw)
     wv = rackmath.serve("llama-3.1-8b", "hgx-h100", arrivals="waves", **kw)
     cl = rackmath.serve("llama-3.1-8b", "hgx-h100", arrivals="closed-loop", **kw)
@@ -454,7 +454,8 @@ def test_closed_loop_serve_is_one_wave_in_ten_then_steady():
     assert cl.ttft_ms == pytest.approx(0.1 * wv.ttft_ms + 0.9 * ss.ttft_ms, rel=1e-9)
     assert (cl.tpot_ms, cl.output_tok_s) == (ss.tpot_ms, ss.output_tok_s)
     assert cl.explain().check() == []  # the derivation re-evaluates to the result
-    dk = dict(gpus=16, prefill_gpus=8, decode_gpus=8, isl=1024, osl=1024, concurrency=256, framework="sglang")
+    dk = dict(gpus=16, prefill_gpus=8, decode_gpus=8, isl=1024, osl=1024, concurrency=256, framework="sglang",
+              efficiency="preset")
     ds = rackmath.serve("deepseek-v3", "hgx-h200", **dk)
     dc = rackmath.serve("deepseek-v3", "hgx-h200", arrivals="closed-loop", **dk)
     pf = dc.prefill

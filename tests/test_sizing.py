@@ -118,9 +118,9 @@ def test_simulated_waves_agree_with_serve_waves(isl, osl, c, framework):
     from rackmath.analyses.serving.simulate import simulate
 
     r = simulate("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, concurrency=c, requests=30 * c, isl=isl, osl=osl,
-                 framework=framework, arrivals="waves")
+                 framework=framework, arrivals="waves", efficiency="preset")
     s = serve("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, isl=isl, osl=osl, concurrency=c, framework=framework,
-              arrivals="waves")
+              arrivals="waves", efficiency="preset")
     assert r.config["t_request_s"] == pytest.approx(float(s._info["t_request"]), rel=1e-12)
     assert r.summary["ttft_s"]["mean"] == pytest.approx(s.ttft_ms / 1e3, rel=0.01)
     assert r.summary["tpot_s"]["mean"] == pytest.approx(s.tpot_ms / 1e3, rel=0.01)
@@ -162,9 +162,9 @@ def test_waves_of_many_passes_spread_out_on_mixed_schedulers(isl, osl, c, framew
     from rackmath.analyses.serving.simulate import simulate
 
     r = simulate("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, concurrency=c, requests=30 * c, isl=isl, osl=osl,
-                 framework=framework, arrivals="waves")
+                 framework=framework, arrivals="waves", efficiency="preset")
     s = serve("llama-3.1-70b", "hgx-h100", gpus=8, tp=8, isl=isl, osl=osl, concurrency=c, framework=framework,
-              arrivals="waves")
+              arrivals="waves", efficiency="preset")
     assert not bool(s._info["waves"]) and "spread out" in s.notes[-1]
     assert r.summary["tpot_s"]["mean"] == pytest.approx(s.tpot_ms / 1e3, rel=0.03)
     assert r.summary["output_tok_s"] == pytest.approx(s.output_tok_s, rel=0.03)

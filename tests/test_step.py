@@ -309,11 +309,11 @@ def test_each_stack_pays_its_own_time_per_request():
 
 def test_speculative_step_runs_the_draft_k_times():
     r = rackmath.serve("deepseek-v3", "hgx-h200", gpus=8, tp=8, isl=1000, osl=1000, concurrency=1, mtp=3,
-                       acceptance=2.5, framework="sglang")
+                       acceptance=2.5, framework="sglang", efficiency="preset")
     d = {s.symbol: s.value for s in r.explain().steps}
     assert d["t_decode"] == pytest.approx(d["t_verify"] + 3 * d["t_draft"])
     base = rackmath.serve("deepseek-v3", "hgx-h200", gpus=8, tp=8, isl=1000, osl=1000, concurrency=1,
-                          framework="sglang")
+                          framework="sglang", efficiency="preset")  # one efficiency for both (auto: see below)
     assert 1.3 < base.tpot_ms / r.tpot_ms < 2.5  # faster per user, by less than the acceptance
 
 

@@ -65,18 +65,7 @@ def mode_label(eff) -> str:
         return "ideal roofline — a lower bound on time"
     err = validated_error(eff)
     if str(eff.name).startswith("measured-"):  # issue 34: the silicon as measured_efficiency took it, a version's times
-        src = dict(getattr(eff, "silicon_from", ()) or ())
-        if any(str(v).startswith("transferred:") for v in src.values()):  # specs.kernels.transferred
-            what = "the silicon the chips with measured curves share, transferred (no curves or records of its own)"
-        elif "eta_memory" in src:  # curves (MI355X's leave its GEMM compute law to the preset)
-            what = "silicon from measured kernel curves" + ("" if "eta_compute" in src else
-                                                            ", its GEMM compute law its preset's")
-        elif src:
-            what = "τ_k and the MLA kernel scale inferred from serving records, the rest of the silicon its preset's"
-        else:
-            what = "the silicon of its fitted preset (no kernel curves for this chip)"
-        return (f"calibrated prediction, {eff.name}: {what}, the stack version's fitted host times (out-of-sample "
-                f"errors by stack version and chip: docs/stacks.md)")
+        return eff.label()
     if getattr(eff, "cross_family", False):
         return (f"calibrated prediction, cross-family preset {eff.name} — no preset fitted on this chip's family "
                 + (f"(validated error ±{err:.0%} across families)" if err is not None else "(not validated)"))

@@ -113,6 +113,7 @@ def _deployment_row(row) -> list:
 
 def _print_table(r, pue, usd_per_kwh, power_cap) -> None:
     """The plan table, cheapest first, with why each mode won and what the columns mean."""
+    from ..options import mode_label
     from .common import human, parse_power, parse_pue, parse_usd_per_kwh, table
 
     rows = [_deployment_row(row) for row in r.rows]
@@ -123,8 +124,7 @@ def _print_table(r, pue, usd_per_kwh, power_cap) -> None:
                                                                     "TTFT; set --ttft)" if r.slo.get("ttft_default")
                                                                     else "") if r.slo["ttft_s"] else "",
                                 f"TPOT ≤ {_ms(r.slo['tpot_s'])}" if r.slo["tpot_s"] else "") if x) or "no SLO"
-    eff = "; ".join(f"{k}: " + ("ideal roofline — a lower bound on time" if v == "ideal" else
-                                 f"calibrated, preset {v}") for k, v in effs.items())
+    eff = "; ".join(f"{k}: {mode_label(v)}" for k, v in effs.items())  # the header every command prints
     table(f"plan {r.model}: {traffic}, ISL {w['isl']:g} / OSL {w['osl']:g}, {slo} — cheapest first",
           ["chip", "GPUs", "deployment", "$/hour", "$/Mtok", "J/tok (elec)", "mean TTFT (margin)",
            "TPOT (margin)", "simulated TTFT p50 / p99 / TPOT p99"], rows,

@@ -191,7 +191,10 @@ def validate_cmd(
         return
     from ..analyses.fitting.validation import validate
 
-    eff = None if efficiency is None or efficiency.strip().lower() == "auto" else efficiency
+    choice = None if efficiency is None else efficiency.strip()
+    if choice is not None and choice.lower() in ("preset", "auto", "measured"):
+        choice = choice.lower()
+    eff = None if choice == "preset" else choice  # None: each record's chip's preset
     v = validate(efficiency=eff, ideal=ideal, recs=recs)
     v["below_ideal_bound"] = flags
     if json:
@@ -229,7 +232,7 @@ def _check_flags(*, ideal, efficiency, records, only_records, refit, output, for
         flag = "--cv" if cv else "--refit"
         raise InputError("efficiency", f"--efficiency with {flag}",
                          "one of them (--cv and --refit fit presets; --efficiency validates one)")
-    if efficiency is not None and efficiency.strip().lower() not in ("auto", "measured"):
+    if efficiency is not None and efficiency.strip().lower() not in ("auto", "preset", "measured"):
         from ..engine.efficiency import load_efficiency
 
         load_efficiency(efficiency)  # an unknown preset: one line naming the closest

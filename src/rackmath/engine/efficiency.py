@@ -258,9 +258,26 @@ class Efficiency:
         """What the header prints: ideal bound or calibrated prediction with its error band."""
         if self.ideal:
             return "ideal roofline — a lower bound on time"
+        if str(self.name).startswith("measured-"):  # issue 34: the silicon as measured_efficiency took it
+            return (f"calibrated prediction, {self.name}: {self._silicon_said()}, the stack version's fitted host "
+                    f"times (out-of-sample errors by stack version and chip: docs/stacks.md)")
         band = f"validated error ±{self.error_band * 100:.0f}%" if self.error_band else "not validated"
         what = "cross-family preset (no preset fitted on this chip's family)" if self.cross_family else "preset"
         return f"calibrated prediction, {what} {self.name} ({band})"
+
+    def _silicon_said(self) -> str:
+        """Where a ``measured-CHIP`` efficiency's silicon came from (its ``silicon_from``): measured curves, numbers
+        transferred from the chips with curves (``specs.kernels.transferred``: a ``transferred:`` source), inferred
+        from serving records, or its preset's."""
+        src = dict(getattr(self, "silicon_from", ()) or ())
+        if any(str(v).startswith("transferred:") for v in src.values()):
+            return "the silicon the chips with measured curves share, transferred (no curves or records of its own)"
+        if "eta_memory" in src:  # curves (MI355X's leave its GEMM compute law to the preset)
+            return "silicon from measured kernel curves" + ("" if "eta_compute" in src else
+                                                            ", its GEMM compute law its preset's")
+        if src:
+            return "τ_k and the MLA kernel scale inferred from serving records, the rest of the silicon its preset's"
+        return "the silicon of its fitted preset (no kernel curves for this chip)"
 
 
 register_dataclass("efficiency", Efficiency)
@@ -500,23 +517,45 @@ def for_stack(eff: Efficiency, stack) -> Efficiency:
     return replace(eff, per_version=False, **out)
 
 
+def versioned(stack, mtp: int = 0) -> bool:
+    """Whether ``--efficiency auto`` runs a deployment of ``stack`` (an ``analyses.serving.serve.Stack``, or None) on
+    the measured path — measured silicon and the stack version's own fitted times (:func:`measured_efficiency`,
+    :func:`for_stack`) — rather than the chip's calibrated preset: a version with fitted times
+    (``specs/data/launch/stack_hosts.toml``: today's listed builds, fitted on the InferenceMAX runs) and no
+    speculative decoding (``mtp`` draft tokens: none of those runs speculated, and the presets were fitted on the
+    speculative records there are).
+
+    Why: the presets hold one set of host times per engine, fitted on published records of stacks a year apart, and
+    put today's builds a third to a half too slow (InferenceMAX runs: 39 / 47% on tok/s/GPU and TPOT); a listed
+    build's own times with the measured silicon are 9.2 / 11.9% off with its run's whole group left out
+    (``benchmarks/stack_fit.py``; docs/stacks.md)."""
+    if stack is None or mtp:
+        return False
+    label = getattr(stack, "label", None) or getattr(stack, "name", "")
+    return STACK_HOST_OF.get(getattr(stack, "name", ""), getattr(stack, "name", "")) in STACK_NAMES \
+        and bool(host_times(label))
+
+
 def resolve(chip_name, efficiency=None, ideal: bool = False, regime: str = "serving",
-            default: str = "auto") -> Efficiency:
-    """``--ideal`` / ``--efficiency PRESET|auto|ideal`` → an Efficiency: the one rule of every command, the Python API
-    and the web app.
+            default: str = "auto", stack=None, mtp: int = 0) -> Efficiency:
+    """``--ideal`` / ``--efficiency PRESET|auto|preset|measured|ideal`` → an Efficiency: the one rule of every
+    command, the Python API and the web app.
 
     * ``ideal`` → the ideal roofline; with ``efficiency`` it must be None or 'ideal' (the same thing, accepted):
       ``--ideal --efficiency auto`` or ``--ideal --efficiency PRESET`` is one error naming both options;
     * ``efficiency`` 'measured' → :func:`measured_efficiency` (``chip_name`` may then be a Chip, or a callable giving
       one, or a name);
-    * ``efficiency`` 'auto' → the chip's calibrated preset (:func:`default_efficiency`), 'ideal' → the ideal, a
-      name → that preset, an :class:`Efficiency` → itself;
+    * ``efficiency`` 'auto' → for a deployment of a ``stack`` version with fitted times and no speculation
+      (:func:`versioned`; ``mtp`` its draft tokens) 'measured', else 'preset'; 'preset' → the chip's calibrated
+      preset (:func:`default_efficiency`); 'ideal' → the ideal, a name → that preset, an :class:`Efficiency` →
+      itself;
     * neither → ``default``: 'auto' (serve, simulate, plan, compare) or 'ideal' (roofline, sweep, layout, batching).
 
-    ``chip_name`` is read only for 'auto' (a callable is called then: the caller's lazy hardware look-up).
+    ``chip_name`` is read only for 'auto', 'preset' and 'measured' (a callable is called then: the caller's lazy
+    hardware look-up).
     """
     choice = efficiency.strip() if isinstance(efficiency, str) else efficiency
-    if isinstance(choice, str) and choice.lower() in ("ideal", "auto", "measured"):
+    if isinstance(choice, str) and choice.lower() in ("ideal", "auto", "preset", "measured"):
         choice = choice.lower()
     if ideal:
         if choice is None or choice == "ideal" or (isinstance(choice, Efficiency) and choice.ideal):
@@ -528,12 +567,14 @@ def resolve(chip_name, efficiency=None, ideal: bool = False, regime: str = "serv
         choice = default
     if choice == "ideal":
         return IDEAL
+    if choice == "auto":
+        choice = "measured" if versioned(stack, mtp) else "preset"
     if choice == "measured":
         chip = chip_name() if callable(chip_name) else chip_name
         if isinstance(chip, str):
             chip = load_hardware(chip)
         return measured_efficiency(getattr(chip, "chip", chip), regime)
-    if choice == "auto":
+    if choice == "preset":
         chip = chip_name() if callable(chip_name) else chip_name
         return default_efficiency(getattr(chip, "name", chip), regime)
     return load_efficiency(choice)
@@ -550,5 +591,5 @@ def efficiency_for(hardware, efficiency=None, ideal: bool = False, default: str 
 
 
 __all__ = ["Efficiency", "IDEAL", "FIT_PARAMS", "NUMERIC", "COMPOSITIONS", "presets", "load_efficiency",
-           "default_efficiency", "resolve", "measured_efficiency", "for_stack", "SILICON_FIELDS", "efficiency_for", "stack_sched_s", "stack_seq_s", "stack_eager_s", "stack_request_s", "stack_warm_s",
+           "default_efficiency", "resolve", "versioned", "measured_efficiency", "for_stack", "SILICON_FIELDS", "efficiency_for", "stack_sched_s", "stack_seq_s", "stack_eager_s", "stack_request_s", "stack_warm_s",
            "host_step_s"]

@@ -32,7 +32,10 @@ def serve_inputs():
 def _serve_presets() -> list:
     from ..engine.efficiency import presets
 
-    return [["", "auto: the chip's calibrated preset"], ["ideal", "ideal roofline (a lower bound on time)"]] + \
+    return [["", "auto: the stack version's measured silicon and fitted times where it has them, else the chip's "
+                 "calibrated preset"], ["preset", "preset: the chip's calibrated preset"],
+            ["measured", "measured: silicon from kernel curves, the stack version's times"],
+            ["ideal", "ideal roofline (a lower bound on time)"]] + \
         [n for n in presets().names() if n != "ideal"]
 
 

@@ -94,7 +94,7 @@ def sentences(near: dict | None) -> list[str]:
     for x in near["records"]:
         what, u = METRIC_LABEL.get(x["metric"], (x["metric"], ""))
         out.append(f'{x["id"]}: {what} {human(x["measured"], u)} measured, {human(x["predicted_out_of_sample"], u)} '
-                   f'predicted with its source left out ({x["ratio"]:.2f}×) — {x["title"]}')
+                   f'predicted with its source left out by the fitted presets ({x["ratio"]:.2f}×) — {x["title"]}')
     return out
 
 

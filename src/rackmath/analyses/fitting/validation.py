@@ -196,8 +196,9 @@ def _pass_metric(rec: Record, step, batch):
 def predict(rec: Record, efficiency=None, ideal=False) -> tuple[float, dict]:
     """rackmath's prediction of one record (SI, the record's metric) and the operating point used.
 
-    ``efficiency`` None = the calibrated default for the record's chip (``serve``'s own choice);
-    ``ideal`` the roofline. A derived record keeps the efficiency it states.
+    ``efficiency`` None = the calibrated preset of the record's chip ('preset'; 'auto' is ``serve``'s own choice,
+    which takes a listed stack version's measured path: ``engine.efficiency.resolve``); ``ideal`` the roofline. A
+    derived record keeps the efficiency it states.
     """
     return _predict(rec, efficiency, ideal)[:2]
 
@@ -210,7 +211,7 @@ def _predict(rec: Record, efficiency, ideal):
     elif rec.efficiency is not None:
         ideal = False
     if rec.kind == "serve":
-        e = "ideal" if ideal else (eff if eff is not None else "auto")
+        e = "ideal" if ideal else (eff if eff is not None else "preset")  # the presets' validation by default
         key = _key(serve_kwargs(rec))
         # the records of one run (its throughput, TPOT, TTFT) share one evaluation
         r = _serve_eval(key, e) if isinstance(e, str) else evaluate(_serve_plan(key), e)
@@ -405,7 +406,7 @@ def held_out_summary(fit_rows: list[dict], efficiency=None, ideal=False) -> dict
     table written with the presets, ``analyses/fitting/evidence``): the figure that measures transfer, for the default presets
     only (``{"n": 0}`` under ``ideal`` or another preset). A user's record that replaces a shipped one (same id, another
     value) is not in it."""
-    if ideal or efficiency not in (None, "auto"):
+    if ideal or efficiency not in (None, "preset"):
         return {"n": 0}
 
     oos = {t["id"]: t for t in table()}

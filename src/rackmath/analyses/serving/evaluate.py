@@ -163,8 +163,8 @@ def evaluate(p: Plan, efficiency=None) -> ServeResult:
     broadcasting against the concurrency): time-sliced prefill and decode, MoE realities, speculation.
 
     ``efficiency`` None: the preset the plan was made with; a name ('auto', 'ideal', a preset) or an Efficiency."""
-    if isinstance(efficiency, str):
-        efficiency = resolve(p.system.chip.name, efficiency)
+    if isinstance(efficiency, str):  # 'auto' as the plan's: the stack version's measured path where it has one
+        efficiency = resolve(p.system.chip.name, efficiency, stack=p.stack, mtp=p.workload.mtp)
     eff = for_stack(load_efficiency(efficiency if efficiency is not None else p.efficiency), p.stack)  # issue 34
     notes = list(p.notes) + ([eff.note] if getattr(eff, "note", "") else [])  # e.g. --efficiency measured, no curves
     dec = _decode(p, eff, notes)

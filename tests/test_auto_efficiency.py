@@ -1,0 +1,68 @@
+"""`--efficiency auto` (the default of serve, plan, simulate, compare): a deployment of a listed stack version with
+fitted times and no speculative decoding runs on the measured path (measured silicon, the version's own times);
+everything else on the chip's calibrated preset (docs/serving.md, "The default")."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import run_cli
+
+import rackmath
+from rackmath.analyses.serving.serve import load_stack
+from rackmath.engine.efficiency import default_efficiency, resolve, versioned
+
+ROCM = "sglang@0.5.5.post3-rocm700-mi35x"
+
+
+@pytest.mark.parametrize("framework,mtp,measured", [
+    ("sglang@0.5.6", 0, True), ("vllm", 0, True), ("trtllm", 0, True), ("atom", 0, True), ("dynamo-sglang", 0, True),
+    ("sglang@0.5.6", 3, False), ("generic", 0, False), ("vllm-v0", 0, False), (None, 0, False)])
+def test_auto_takes_the_version_where_it_has_fitted_times(framework, mtp, measured):
+    st = load_stack(framework)
+    assert versioned(st, mtp) is measured
+    eff = resolve("h200", None, stack=st, mtp=mtp)
+    assert eff.name == ("measured-h200" if measured else default_efficiency("h200").name)
+    assert resolve("h200", "preset", stack=st).name == default_efficiency("h200").name  # 'preset': always the preset
+    assert resolve("h200", "auto").name == default_efficiency("h200").name  # no stack: the preset, as before
+
+
+def _serve(*extra):
+    code, out, err = run_cli("serve", "deepseek-r1", "-H", "mi355x", "--gpus", "8", "--tp", "8", "--isl", "1024",
+                             "--osl", "1024", "-c", "64", "--json", *extra)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_serve_default_is_the_measured_path_for_a_listed_version():
+    """InferenceMAX IMX-S193: DeepSeek-R1 FP8 on 8 × MI355X, TP 8, SGLang 0.5.5.post3 (ROCm), 1k/1k, C = 64 —
+    304.0 output tok/s/GPU and 25.9 ms mean TPOT measured. The default is `--efficiency measured`'s number, within
+    15% of the run (the version's times were fitted on that build's runs: a regression check against a published
+    measurement, not an out-of-sample figure); the preset puts it 62% low."""
+    auto, measured, preset = _serve("--framework", ROCM), _serve("--framework", ROCM, "--efficiency", "measured"), \
+        _serve("--framework", ROCM, "--efficiency", "preset")
+    assert auto["efficiency"] == measured["efficiency"] == "measured-mi355x"
+    assert auto["output_tok_s_per_gpu"] == pytest.approx(measured["output_tok_s_per_gpu"], rel=1e-12)
+    assert auto["output_tok_s_per_gpu"] == pytest.approx(304.0, rel=0.15)
+    assert auto["tpot_ms"] == pytest.approx(25.9, rel=0.15)
+    assert preset["efficiency"] == "amd-serving" and preset["output_tok_s_per_gpu"] < 0.5 * 304.0
+    assert _serve()["efficiency"] == "amd-serving"  # no --framework: the generic stack, the preset
+
+
+def test_speculation_keeps_the_preset_and_says_why():
+    r = rackmath.serve("deepseek-r1", "hgx-h200", rackmath.Workload(1024, 1024, 1, mtp=3, acceptance=2.5),
+                       rackmath.Layout(8, tp=8), "sglang")
+    assert r.efficiency == default_efficiency("h200").name
+    assert any("efficiency auto: the chip's calibrated preset, not sglang@0.5.6's fitted times" in n for n in r.notes)
+
+
+def test_validate_keeps_the_presets_unless_asked():
+    from rackmath.analyses.fitting.validation import predict, shipped_records
+
+    rec = next(r for r in shipped_records() if r.id == "C29-1k1k-c1-tpot")  # SGLang 0.5.6 on B200: a listed build
+    default, info = predict(rec)
+    assert info["efficiency"] == default_efficiency("b200").name
+    assert predict(rec, "preset")[0] == pytest.approx(default, rel=1e-12)
+    auto, info_auto = predict(rec, "auto")
+    assert info_auto["efficiency"] == "measured-b200" and auto != pytest.approx(default, rel=1e-3)
