@@ -591,5 +591,6 @@ def efficiency_for(hardware, efficiency=None, ideal: bool = False, default: str 
 
 
 __all__ = ["Efficiency", "IDEAL", "FIT_PARAMS", "NUMERIC", "COMPOSITIONS", "presets", "load_efficiency",
-           "default_efficiency", "resolve", "versioned", "measured_efficiency", "for_stack", "SILICON_FIELDS", "efficiency_for", "stack_sched_s", "stack_seq_s", "stack_eager_s", "stack_request_s", "stack_warm_s",
+           "default_efficiency", "resolve", "versioned", "measured_efficiency", "for_stack", "SILICON_FIELDS",
+           "efficiency_for", "stack_sched_s", "stack_seq_s", "stack_eager_s", "stack_request_s", "stack_warm_s",
            "host_step_s"]

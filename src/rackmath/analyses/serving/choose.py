@@ -107,7 +107,8 @@ def make_plan(model, hardware, workload: Workload, layout: Layout | None = None,
     ``layout`` None: the best layout of one scale-up domain; ``stack`` a :class:`Stack`, a name (``sglang@0.5.7``)
     or None (the generic stack); ``efficiency`` None/'auto' (``engine.efficiency.resolve``: the measured silicon and
     the stack version's fitted times where it has them and nothing speculates, else the chip's calibrated preset),
-    'preset', 'measured', 'ideal', a preset name or an ``Efficiency``: the preset layouts are chosen with. The price is the hardware chip's ``usd_per_hour``.
+    'preset', 'measured', 'ideal', a preset name or an ``Efficiency``: the preset layouts are chosen with. The price
+    is the hardware chip's ``usd_per_hour``.
     Each input is checked here (``Workload.checked``, ``Layout.checked``, ``Stack.checked``, the price).
     """
     m, system = load_model(model), load_hardware(hardware)
