@@ -177,8 +177,8 @@ def main(argv: list[str] | None = None) -> None:
     import errno
     import os
 
-    # numpy's OpenBLAS starts a thread per core at import (~50 ms of CPU on a cold start); rackmath's arrays are
-    # small, so one thread unless the user chose otherwise
+    # numpy's OpenBLAS starts a thread per core at import (~100 ms of CPU, ~10 ms of wall on a cold start);
+    # rackmath's arrays are small, so one thread unless the user chose otherwise
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import click
 

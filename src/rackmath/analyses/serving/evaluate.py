@@ -162,7 +162,8 @@ def evaluate(p: Plan, efficiency=None) -> ServeResult:
     """Serving numbers of a plan under an efficiency preset (its numeric fields may be arrays of K candidates,
     broadcasting against the concurrency): time-sliced prefill and decode, MoE realities, speculation.
 
-    ``efficiency`` None: the preset the plan was made with; a name ('auto', 'ideal', a preset) or an Efficiency."""
+    ``efficiency`` None: the preset the plan was made with; a name ('auto', 'preset', 'measured', 'ideal', a preset)
+    or an Efficiency."""
     if isinstance(efficiency, str):  # 'auto' as the plan's: the stack version's measured path where it has one
         efficiency = resolve(p.system.chip.name, efficiency, stack=p.stack, mtp=p.workload.mtp)
     eff = for_stack(load_efficiency(efficiency if efficiency is not None else p.efficiency), p.stack)  # issue 34
