@@ -66,3 +66,27 @@ def test_validate_keeps_the_presets_unless_asked():
     assert predict(rec, "preset")[0] == pytest.approx(default, rel=1e-12)
     auto, info_auto = predict(rec, "auto")
     assert info_auto["efficiency"] == "measured-b200" and auto != pytest.approx(default, rel=1e-3)
+
+
+def test_the_web_serve_page_and_api_take_a_stack():
+    """One vocabulary: the serve page has the CLI's --framework (none, each engine, each listed build), and the API
+    applies the same default to it; an unknown stack is a 400 naming the field."""
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    from rackmath.web.app import create_app
+
+    c = TestClient(create_app(), raise_server_exceptions=False)
+    page = c.get("/api/pages/serve").json()
+    fw = next(i for i in page["inputs"] if i["name"] == "framework")
+    assert fw["default"] == "" and "sglang@0.5.6" in fw["options"] and ["vllm", "vllm (its newest build for the chip)"] \
+        in fw["options"]
+    q = dict(model="deepseek-r1", hardware="hgx-h200", isl="1024", osl="1024", concurrency="64", gpus="8", tp=8)
+    listed = c.get("/api/serve", params=dict(q, framework="sglang")).json()
+    generic = c.get("/api/serve", params=q).json()
+    assert (listed["efficiency"], listed["stack_version"]) == ("measured-h200", "sglang@0.5.6")
+    assert (generic["efficiency"], generic["stack_version"]) == (default_efficiency("h200").name, "generic")
+    bad = c.get("/api/serve", params=dict(q, framework="sglang@9"))
+    assert bad.status_code == 400 and bad.json()["error"].startswith("framework: unknown stack version")
+    view = c.get("/api/view/serve", params=dict(framework="vllm", model="llama-3.1-70b", hardware="hgx-h100")).json()
+    assert view["header"].startswith("calibrated prediction, measured-h100")

@@ -337,6 +337,8 @@ def _library_routes(app: FastAPI, compute) -> None:
         weights_dtype: str | None = Query(None, max_length=20), kv_dtype: str | None = Query(None, max_length=20),
         ideal: bool = Query(False), efficiency: str | None = Query(None, max_length=60),
         usd_per_gpu_hour: str | None = Query(None, max_length=20), explain: bool = Query(False),
+        framework: str | None = Query(None, max_length=80, description="serving stack: sglang, vllm@0.13.0, … "
+                                                                        "(default: the generic stack)"),
     ):
         """Steady-state serving over the query's concurrencies (``rackmath.serve``).\f
 
@@ -344,7 +346,8 @@ def _library_routes(app: FastAPI, compute) -> None:
         signature; the text after the form feed stays out of the OpenAPI description."""
         return await compute("serve", model=model, hardware=hardware, isl=isl, osl=osl, concurrency=concurrency,
                              gpus=gpus, tp=tp, ep=ep, pp=pp, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
-                             ideal=ideal, efficiency=efficiency, usd_per_gpu_hour=usd_per_gpu_hour, explain=explain)
+                             ideal=ideal, efficiency=efficiency, usd_per_gpu_hour=usd_per_gpu_hour, explain=explain,
+                             framework=framework)
 
     @app.get("/api/train", tags=["library"],
              summary="`rackmath train --mfu`: the fastest layout that fits, its time, GPU-hours and cost")

@@ -26,7 +26,18 @@ def serve_inputs():
         slider("isl", "input tokens per request (ISL)", 16, 1048576, 1024, log=True, unit="tokens"),
         slider("osl", "output tokens per request (OSL)", 1, 131072, 1024, log=True, unit="tokens"),
         slider("concurrency", "concurrency (sequences in flight)", 1, 65536, 256, log=True, unit="sequences"),
-        *dtype_inputs(), select("efficiency", "efficiency", _serve_presets(), ""), price_input()]
+        *dtype_inputs(), select("framework", "serving stack", _frameworks(), ""),
+        select("efficiency", "efficiency", _serve_presets(), ""), price_input()]
+
+
+def _frameworks() -> list:
+    """The serving stacks a page offers, as ``--framework`` takes them: none (the generic stack), each engine (its
+    newest listed build for the chip) and every listed ``stack@version``."""
+    from ..specs.stacks import known_labels
+
+    labels = known_labels()
+    engines = list(dict.fromkeys(v.partition("@")[0] for v in labels))
+    return [["", "generic (no stack named)"]] + [[e, f"{e} (its newest build for the chip)"] for e in engines] + labels
 
 
 def _serve_presets() -> list:
@@ -60,7 +71,8 @@ def serve_view(p):
     from ..errors import RackmathError
 
     kw = dict(gpus=p["gpus"] or None, isl=p["isl"], osl=p["osl"], weights_dtype=wdt(p), kv_dtype=kvdt(p),
-              efficiency=p["efficiency"] or None, usd_per_gpu_hour=p["usd_per_gpu_hour"] or None)
+              framework=p["framework"] or None, efficiency=p["efficiency"] or None,
+              usd_per_gpu_hour=p["usd_per_gpu_hour"] or None)
     m, hw = model(p["model"]), hardware(p["hardware"])
     try:
         r = rackmath.serve(m, hw, concurrency=p["concurrency"], **kw)

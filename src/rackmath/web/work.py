@@ -105,7 +105,7 @@ def roofline(*, model, hardware, batch, context, gpus, chips, pass_len, weights_
 
 
 def serve(*, model, hardware, isl, osl, concurrency, gpus, tp, ep, pp, weights_dtype, kv_dtype, ideal, efficiency,
-          usd_per_gpu_hour, explain):
+          usd_per_gpu_hour, explain, framework=None):
     """`rackmath serve`: the page's controls as serve's objects (Workload, Layout, Stack; the price on the hardware);
     one keyword per query parameter of the route."""
     from dataclasses import replace
@@ -119,7 +119,7 @@ def serve(*, model, hardware, isl, osl, concurrency, gpus, tp, ep, pp, weights_d
                        rackmath.Workload(_count(isl, "isl"), _count(osl, "osl"),
                                          parse_grid(concurrency, "concurrency")),
                        rackmath.Layout(int(_count(gpus, "gpus")) if gpus else None, tp, ep, pp),
-                       replace(rackmath.load_stack(None), weights_dtype=weights_dtype or None,
+                       replace(rackmath.load_stack(framework or None), weights_dtype=weights_dtype or None,
                                kv_dtype=kv_dtype or None),
                        eff)
     out = r.as_dict()
