@@ -14,7 +14,7 @@ context are rounded and de-duplicated, as in the CLI), "$2.5/h". A fractional ba
 dp, … (given as a number, an array or a string such as "2.5") raises ``InputError`` naming the field. Defaults are the
 CLI's (batch 1, context 8192). ``gpus`` is the chip count everywhere (``chips`` is accepted too).
 ``efficiency``: None → the command's default (roofline/layout: the ideal bound; serve: "auto"), "auto" → for a
-deployment of a stack version with fitted times and no speculation (``framework="sglang"``, ``"vllm@0.13"``, …) the
+deployment of a stack version with fitted times (``framework="sglang"``, ``"vllm@0.13"``, …) the
 measured silicon with that version's own times, else the chip's calibrated preset ("preset"), "measured", a preset
 name, or ``ideal=True``. Results are SI (seconds, bytes,
 dollars) unless a field's name says otherwise (``tpot_ms``); every result has ``as_dict()``, ``to_frame()`` and a

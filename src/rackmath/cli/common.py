@@ -60,7 +60,7 @@ EFF_OPT = typer.Option(None, "--efficiency", metavar="PRESET|auto|preset|measure
                        help="Calibrated efficiency preset by name; 'preset' for the chip's own; 'measured' for silicon "
                             "from the chip's measured kernel curves and host times per stack version; 'auto' (serve, "
                             "plan, simulate, compare: the default) 'measured' for a --framework version with fitted "
-                            "times and no --mtp, else 'preset' (docs/serving.md, docs/stacks.md).")
+                            "times, else 'preset' (docs/serving.md, docs/stacks.md).")
 IDEAL_OPT = typer.Option(False, "--ideal", help="The lecture's ideal roofline: a lower bound on time.")
 FORCE_OPT = typer.Option(False, "--force", help="Overwrite an existing output file.")
 CONTEXT_HELP = "8K = 8,000 tokens, 8Ki = 8,192"

@@ -517,19 +517,19 @@ def for_stack(eff: Efficiency, stack) -> Efficiency:
     return replace(eff, per_version=False, **out)
 
 
-def versioned(stack, mtp: int = 0) -> bool:
+def versioned(stack) -> bool:
     """Whether ``--efficiency auto`` runs a deployment of ``stack`` (an ``analyses.serving.serve.Stack``, or None) on
     the measured path — measured silicon and the stack version's own fitted times (:func:`measured_efficiency`,
     :func:`for_stack`) — rather than the chip's calibrated preset: a version with fitted times
-    (``specs/data/launch/stack_hosts.toml``: today's listed builds, fitted on the InferenceMAX runs) and no
-    speculative decoding (``mtp`` draft tokens: none of those runs speculated, and the presets were fitted on the
-    speculative records there are).
+    (``specs/data/launch/stack_hosts.toml``: today's listed builds, fitted on the InferenceMAX runs).
 
     Why: the presets hold one set of host times per engine, fitted on published records of stacks a year apart, and
     put today's builds a third to a half too slow (InferenceMAX runs: 39 / 47% on tok/s/GPU and TPOT); a listed
     build's own times with the measured silicon are 9.2 / 11.9% off with its run's whole group left out
-    (``benchmarks/stack_fit.py``; docs/stacks.md)."""
-    if stack is None or mtp:
+    (``benchmarks/stack_fit.py``; docs/stacks.md). Speculative decoding too: no InferenceMAX run speculated, but the
+    speculative records there are are predicted as well on this path as on the presets (``C12``, ``C17``:
+    docs/serving.md, "The default"), and one model for MTP on and off keeps their comparison honest."""
+    if stack is None:
         return False
     label = getattr(stack, "label", None) or getattr(stack, "name", "")
     return STACK_HOST_OF.get(getattr(stack, "name", ""), getattr(stack, "name", "")) in STACK_NAMES \
@@ -537,7 +537,7 @@ def versioned(stack, mtp: int = 0) -> bool:
 
 
 def resolve(chip_name, efficiency=None, ideal: bool = False, regime: str = "serving",
-            default: str = "auto", stack=None, mtp: int = 0) -> Efficiency:
+            default: str = "auto", stack=None) -> Efficiency:
     """``--ideal`` / ``--efficiency PRESET|auto|preset|measured|ideal`` → an Efficiency: the one rule of every
     command, the Python API and the web app.
 
@@ -545,8 +545,8 @@ def resolve(chip_name, efficiency=None, ideal: bool = False, regime: str = "serv
       ``--ideal --efficiency auto`` or ``--ideal --efficiency PRESET`` is one error naming both options;
     * ``efficiency`` 'measured' → :func:`measured_efficiency` (``chip_name`` may then be a Chip, or a callable giving
       one, or a name);
-    * ``efficiency`` 'auto' → for a deployment of a ``stack`` version with fitted times and no speculation
-      (:func:`versioned`; ``mtp`` its draft tokens) 'measured', else 'preset'; 'preset' → the chip's calibrated
+    * ``efficiency`` 'auto' → for a deployment of a ``stack`` version with fitted times (:func:`versioned`)
+      'measured', else 'preset'; 'preset' → the chip's calibrated
       preset (:func:`default_efficiency`); 'ideal' → the ideal, a name → that preset, an :class:`Efficiency` →
       itself;
     * neither → ``default``: 'auto' (serve, simulate, plan, compare) or 'ideal' (roofline, sweep, layout, batching).
@@ -568,7 +568,7 @@ def resolve(chip_name, efficiency=None, ideal: bool = False, regime: str = "serv
     if choice == "ideal":
         return IDEAL
     if choice == "auto":
-        choice = "measured" if versioned(stack, mtp) else "preset"
+        choice = "measured" if versioned(stack) else "preset"
     if choice == "measured":
         chip = chip_name() if callable(chip_name) else chip_name
         if isinstance(chip, str):

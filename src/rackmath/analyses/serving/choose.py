@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...engine.efficiency import resolve, versioned
+from ...engine.efficiency import resolve
 from ...engine.deployment import (Deployment, check_attention_dp_size, check_attention_tp, ep_way_out,
                                   with_attention_groups)
 from ...engine.layout import attention_ranks, check_weight_layout, evaluate as layout_evaluate
@@ -106,7 +106,7 @@ def make_plan(model, hardware, workload: Workload, layout: Layout | None = None,
 
     ``layout`` None: the best layout of one scale-up domain; ``stack`` a :class:`Stack`, a name (``sglang@0.5.7``)
     or None (the generic stack); ``efficiency`` None/'auto' (``engine.efficiency.resolve``: the measured silicon and
-    the stack version's fitted times where it has them and nothing speculates, else the chip's calibrated preset),
+    the stack version's fitted times where it has them, else the chip's calibrated preset),
     'preset', 'measured', 'ideal', a preset name or an ``Efficiency``: the preset layouts are chosen with. The price
     is the hardware chip's ``usd_per_hour``.
     Each input is checked here (``Workload.checked``, ``Layout.checked``, ``Stack.checked``, the price).
@@ -119,8 +119,7 @@ def make_plan(model, hardware, workload: Workload, layout: Layout | None = None,
     st = on_chip(load_stack(stack), system.chip).checked()
     spec = speculating(st, workload.mtp)
     wdt, kvdt, cdt = plan_dtypes(m, system.chip, st)
-    eff = resolve(system.chip.name, efficiency, stack=st, mtp=workload.mtp)  # auto: the version's own where fitted
-    auto = efficiency is None or (isinstance(efficiency, str) and efficiency.strip().lower() == "auto")
+    eff = resolve(system.chip.name, efficiency, stack=st)  # auto: the version's own times where it has them
     if workload.arrivals == "waves" and lay_p is not None:
         raise InputError("arrivals", "waves with separate prefill and decode pools",
                          "steady (aggregated deployments only for waves)")
@@ -135,9 +134,6 @@ def make_plan(model, hardware, workload: Workload, layout: Layout | None = None,
     if spec is not st:
         p.notes.append(f"speculative decoding turns {spec.name}'s overlap scheduler off: its host time adds to "
                        "every step")
-    if auto and workload.mtp and versioned(st):
-        p.notes.append(f"efficiency auto: the chip's calibrated preset, not {st.label}'s fitted times (measured on "
-                       "runs without speculative decoding; --efficiency measured uses them anyway)")
     if spec.reserves_whole_request:
         p.notes.append(f"memory holds each sequence's KV for the whole request, ISL + OSL = "
                        f"{workload.isl + workload.osl:,.0f} tokens: {spec.name} admits a request only with KV blocks "

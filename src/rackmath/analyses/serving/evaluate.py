@@ -165,7 +165,7 @@ def evaluate(p: Plan, efficiency=None) -> ServeResult:
     ``efficiency`` None: the preset the plan was made with; a name ('auto', 'preset', 'measured', 'ideal', a preset)
     or an Efficiency."""
     if isinstance(efficiency, str):  # 'auto' as the plan's: the stack version's measured path where it has one
-        efficiency = resolve(p.system.chip.name, efficiency, stack=p.stack, mtp=p.workload.mtp)
+        efficiency = resolve(p.system.chip.name, efficiency, stack=p.stack)
     eff = for_stack(load_efficiency(efficiency if efficiency is not None else p.efficiency), p.stack)  # issue 34
     notes = list(p.notes) + ([eff.note] if getattr(eff, "note", "") else [])  # e.g. --efficiency measured, no curves
     dec = _decode(p, eff, notes)

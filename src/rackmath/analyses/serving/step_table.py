@@ -137,8 +137,7 @@ def stack(model, hardware, *, weights_dtype=None, kv_dtype=None, mtp=0, acceptan
     cdt = system.chip.gemm_dtype(wdt or m.native_dtype, compute_dtype)
 
     sstack = speculating(on_chip(load_stack(receiving(framework, recv_interval)), system.chip), mtp)
-    eff = for_stack(resolve(system.chip.name, efficiency, ideal, stack=sstack, mtp=mtp),
-                    sstack)  # as serve.evaluate: the version's times
+    eff = for_stack(resolve(system.chip.name, efficiency, ideal, stack=sstack), sstack)  # as serve.evaluate
     return Stack(model=m, system=system, weights_dtype=wdt, kv_dtype=kvdt, compute_dtype=cdt, mtp=mtp, acceptance=a,
                  eff_decode=eff, eff_prefill=eff, eff_serving=eff, usd_per_gpu_hour=price, framework=framework,
                  serving_stack=sstack)
