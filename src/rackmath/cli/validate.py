@@ -129,9 +129,12 @@ def _print_by_metric(rep: dict, what: str, table) -> None:
 def validate_cmd(
     json: bool = JSON_OPT,
     ideal: bool = typer.Option(False, "--ideal", help="Predict with the ideal roofline instead of the presets."),
-    efficiency: str = typer.Option(None, "--efficiency", metavar="PRESET",
+    efficiency: str = typer.Option(None, "--efficiency", metavar="PRESET|preset|auto|measured",
                                    help="Predict every record with this preset (one of the catalog's, or yours "
-                                        "from `validate --refit` via --catalog DIR) instead of each chip's own."),
+                                        "from `validate --refit` via --catalog DIR) instead of each chip's own "
+                                        "('preset', the default); 'auto' as serve chooses (a listed stack version: "
+                                        "the measured path); 'measured' the kernel curves and each version's "
+                                        "times."),
     records: list[Path] = RECORDS_OPT,
     only_records: bool = ONLY_OPT,
     refit: bool = typer.Option(False, "--refit", help="Fit the efficiency parameters on the records and print "

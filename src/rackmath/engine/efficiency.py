@@ -393,8 +393,8 @@ def _parse(e) -> Efficiency:
 @register_cache
 @lru_cache(maxsize=1)
 def presets() -> Index:
-    idx = Index("efficiency", "ideal, auto or a calibrated preset such as hopper-serving, cross-family-serving "
-                              "(rackmath validate lists them; docs/serving.md)")
+    idx = Index("efficiency", "ideal, auto, preset, measured or a calibrated preset such as hopper-serving, "
+                              "cross-family-serving (rackmath validate lists them; docs/serving.md)")
     idx.add(IDEAL, "ideal")
     return build_index("efficiency", "efficiency", "", _parse, idx)
 
