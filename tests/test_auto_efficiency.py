@@ -100,3 +100,57 @@ def test_the_web_serve_page_and_api_take_a_stack():
     assert bad.status_code == 400 and bad.json()["error"].startswith("framework: unknown stack version")
     view = c.get("/api/view/serve", params=dict(framework="vllm", model="llama-3.1-70b", hardware="hgx-h100")).json()
     assert view["header"].startswith("calibrated prediction, measured-h100")
+
+
+def test_the_measured_path_prints_its_versions_held_out_band():
+    """serve's header on the measured path carries the version's out-of-sample band (stack_heldout.toml: its runs'
+    median |error| with each run's group left out), as a preset's carries its held-out band."""
+    from rackmath.options import mode_dict
+    from rackmath.specs.stacks import heldout
+
+    band = heldout("sglang@0.5.6")
+    assert band["records"] == 88 and 0.05 < band["error"] < 0.3  # the version's 22 runs × 4 metrics
+    r = rackmath.serve("deepseek-r1", "hgx-h200", gpus=8, tp=8, isl=1024, osl=1024, concurrency=64,
+                       framework="sglang")
+    d = mode_dict(r._eff)
+    assert d["validated_error"] == pytest.approx(band["error"])
+    assert f"±{band['error'] * 100:.0f}%" in d["label"] and "group left out" in d["label"]
+    assert heldout("generic") == {}
+
+
+def test_heldout_by_version_is_the_median_of_a_versions_records(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    from rackmath.analyses.fitting import stack as S
+    from rackmath.analyses.fitting.validation import records
+
+    spec = importlib.util.spec_from_file_location(
+        "hbv", Path(__file__).resolve().parents[1] / "benchmarks" / "heldout_by_version.py")
+    hbv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hbv)
+    imx = [r for r in records() if not r.fit and r.exclude is None and r.status != "derived"]
+    a, b = [r for r in imx if S.version_of(r) == "vllm@0.13.0"][:2]
+    c = next(r for r in imx if S.version_of(r) == "atom@0.1.1")
+    dump = {a.id: {"one_group_out": 1.1 * a.value}, b.id: {"one_group_out": 0.7 * b.value},
+            c.id: {"one_group_out": 2.0 * c.value}}
+    table = hbv.by_version(dump, imx)
+    assert table["vllm@0.13.0"] == (pytest.approx(0.2), 2) and table["atom@0.1.1"] == (pytest.approx(1.0), 1)
+    bad = tmp_path / "d.json"
+    bad.write_text("[1, 2]")
+    assert hbv.main([str(bad)]) == 2
+
+
+def test_a_malformed_heldout_file_names_its_field(tmp_path, monkeypatch):
+    from rackmath.errors import CatalogError
+    from rackmath.specs import stacks
+
+    f = tmp_path / "stack_heldout.toml"
+    f.write_text('[[_stack_heldout]]\nstack_version = "vllm@0.13.0"\nheldout_error = -1\nrecords = 3\n')
+    monkeypatch.setattr(stacks, "HELDOUT", f)
+    stacks._heldout_table.cache_clear()
+    try:
+        with pytest.raises(CatalogError, match=r"_stack_heldout\[0\]\.heldout_error"):
+            stacks.heldout("vllm@0.13.0")
+    finally:
+        stacks._heldout_table.cache_clear()

@@ -52,7 +52,7 @@ from ..specs.catalog import Index, build_index, register_cache
 from ..specs.schema import register_dataclass
 from ..specs.hardware import load_hardware
 from ..specs.kernels import silicon, transferred
-from ..specs.stacks import host_times
+from ..specs.stacks import heldout, host_times
 
 COMPOSITIONS = ("serial", "overlap")
 
@@ -259,8 +259,10 @@ class Efficiency:
         if self.ideal:
             return "ideal roofline — a lower bound on time"
         if str(self.name).startswith("measured-"):  # issue 34: the silicon as measured_efficiency took it
+            band = (f"its runs' error with each run's group left out ±{self.error_band * 100:.0f}%" if self.error_band
+                    else "out-of-sample errors by stack version and chip: docs/stacks.md")
             return (f"calibrated prediction, {self.name}: {self._silicon_said()}, the stack version's fitted host "
-                    f"times (out-of-sample errors by stack version and chip: docs/stacks.md)")
+                    f"times ({band})")
         band = f"validated error ±{self.error_band * 100:.0f}%" if self.error_band else "not validated"
         what = "cross-family preset (no preset fitted on this chip's family)" if self.cross_family else "preset"
         return f"calibrated prediction, {what} {self.name} ({band})"
@@ -496,7 +498,8 @@ def for_stack(eff: Efficiency, stack) -> Efficiency:
     """The efficiency a step of ``stack`` (an ``analyses.serving.serve.Stack``) runs with: under a per-version preset
     (``--efficiency measured``) the stack version's fitted host times replace its engine's, and its time per kernel
     τ_stack adds to the silicon's floor: τ_k = τ_silicon + τ_stack (launch gaps between a graph's kernels, work the
-    version does not fuse); otherwise ``eff``. The result is no longer per-version, so applying it twice (plan's
+    version does not fuse), and its error band is the version's runs' median |error| with each run's group left out
+    (``specs.stacks.heldout``); otherwise ``eff``. The result is no longer per-version, so applying it twice (plan's
     step table, then serve's evaluation of the same deployment) adds τ_stack once."""
     if not getattr(eff, "per_version", False):
         return eff
@@ -514,6 +517,9 @@ def for_stack(eff: Efficiency, stack) -> Efficiency:
         out["eta_prefill"] = h["prefill"]
     if "wave" in h:  # the version's first-wave speed relative to its steady passes (serving.schedule.first_wave_pass)
         out["eta_wave"] = h["wave"]
+    band = heldout(getattr(stack, "label", None) or getattr(stack, "name", ""))
+    if band:  # its runs' median |error| with each run's group left out (benchmarks/heldout_by_version.py)
+        out["error_band"] = band["error"]
     return replace(eff, per_version=False, **out)
 
 

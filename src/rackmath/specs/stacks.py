@@ -226,6 +226,33 @@ def host_times(label: str) -> dict:
     return dict(_host_table().get(str(label), {}))
 
 
+HELDOUT = Path(__file__).parent / "data" / "launch" / "stack_heldout.toml"
+
+
+@lru_cache(maxsize=1)
+def _heldout_table() -> dict:
+    if not HELDOUT.exists():
+        return {}
+    out = {}
+    for i, t in enumerate(_read_toml(HELDOUT).get("_stack_heldout", [])):
+        label, err, n = t.get("stack_version"), t.get("heldout_error"), t.get("records")
+        if not isinstance(label, str):
+            raise CatalogError(str(HELDOUT), f"_stack_heldout[{i}].stack_version", "missing")
+        if isinstance(err, bool) or not isinstance(err, (int, float)) or not 0 <= err < 10:
+            raise CatalogError(str(HELDOUT), f"_stack_heldout[{i}].heldout_error", f"{err!r} (accepted: 0 … 10)")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise CatalogError(str(HELDOUT), f"_stack_heldout[{i}].records", f"{n!r} (accepted: a whole number ≥ 1)")
+        out[label] = {"error": float(err), "records": n}
+    return out
+
+
+def heldout(label: str) -> dict:
+    """A stack version's out-of-sample error on its InferenceMAX runs (``specs/data/launch/stack_heldout.toml``,
+    written by ``benchmarks/heldout_by_version.py`` from ``benchmarks/stack_fit.py``'s one-group-out dump):
+    ``{"error": median |predicted / measured − 1|, "records": n}``, {} for a version without."""
+    return dict(_heldout_table().get(str(label), {}))
+
+
 def from_image(image: str):
     """The listed :class:`StackVersion` a container image ran (None if no version lists it)."""
     for v in stack_versions():
@@ -235,4 +262,4 @@ def from_image(image: str):
 
 
 __all__ = ["StackVersion", "stack_versions", "versions_of", "known_labels", "resolve", "from_image", "version_key",
-           "stack_name", "STACK_ALIASES", "host_times"]
+           "stack_name", "STACK_ALIASES", "host_times", "heldout"]
