@@ -185,15 +185,22 @@ HOSTS = Path(__file__).parent / "data" / "launch" / "stack_hosts.toml"
 SPEED_KEYS = {"prefill_eta": "prefill", "wave_eta": "wave"}
 
 
-@lru_cache(maxsize=1)
-def _host_table() -> dict:
-    if not HOSTS.exists():
-        return {}
-    out = {}
-    for i, t in enumerate(_read_toml(HOSTS).get("_stack_host", [])):
+def _version_rows(path: Path, key: str):
+    """(index, stack_version, table) of each ``[[key]]`` table of a derived file of per-version numbers (none when
+    the file is absent); a table without its ``stack_version`` is one catalog error naming it."""
+    if not path.exists():
+        return
+    for i, t in enumerate(_read_toml(path).get(key, [])):
         label = t.get("stack_version")
         if not isinstance(label, str):
-            raise CatalogError(str(HOSTS), f"_stack_host[{i}].stack_version", "missing")
+            raise CatalogError(str(path), f"{key}[{i}].stack_version", "missing")
+        yield i, label, t
+
+
+@lru_cache(maxsize=1)
+def _host_table() -> dict:
+    out = {}
+    for i, label, t in _version_rows(HOSTS, "_stack_host"):
         vals = {}
         for k, hi in (("sched", 0.05), ("seq", 1e-3), ("eager", 1e-3), ("request", 10.0), ("kernel", 1e-4),
                       ("warm", 60.0)):
@@ -231,13 +238,9 @@ HELDOUT = Path(__file__).parent / "data" / "launch" / "stack_heldout.toml"
 
 @lru_cache(maxsize=1)
 def _heldout_table() -> dict:
-    if not HELDOUT.exists():
-        return {}
     out = {}
-    for i, t in enumerate(_read_toml(HELDOUT).get("_stack_heldout", [])):
-        label, err, n = t.get("stack_version"), t.get("heldout_error"), t.get("records")
-        if not isinstance(label, str):
-            raise CatalogError(str(HELDOUT), f"_stack_heldout[{i}].stack_version", "missing")
+    for i, label, t in _version_rows(HELDOUT, "_stack_heldout"):
+        err, n = t.get("heldout_error"), t.get("records")
         if isinstance(err, bool) or not isinstance(err, (int, float)) or not 0 <= err < 10:
             raise CatalogError(str(HELDOUT), f"_stack_heldout[{i}].heldout_error", f"{err!r} (accepted: 0 … 10)")
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
