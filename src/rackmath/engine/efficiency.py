@@ -533,8 +533,8 @@ def versioned(stack) -> bool:
     put today's builds a third to a half too slow (InferenceMAX runs: 39 / 47% on tok/s/GPU and TPOT); a listed
     build's own times with the measured silicon are 9.2 / 11.9% off with its run's whole group left out
     (``benchmarks/stack_fit.py``; docs/stacks.md). Speculative decoding too: no InferenceMAX run speculated, but the
-    speculative records there are are predicted as well on this path as on the presets (``C12``, ``C17``:
-    docs/serving.md, "The default"), and one model for MTP on and off keeps their comparison honest."""
+    speculative records are predicted as well on this path as on the presets (``C12``, ``C17``: docs/serving.md,
+    "The default"), and one model for MTP on and off keeps their comparison honest."""
     if stack is None:
         return False
     label = getattr(stack, "label", None) or getattr(stack, "name", "")
@@ -552,9 +552,8 @@ def resolve(chip_name, efficiency=None, ideal: bool = False, regime: str = "serv
     * ``efficiency`` 'measured' → :func:`measured_efficiency` (``chip_name`` may then be a Chip, or a callable giving
       one, or a name);
     * ``efficiency`` 'auto' → for a deployment of a ``stack`` version with fitted times (:func:`versioned`)
-      'measured', else 'preset'; 'preset' → the chip's calibrated
-      preset (:func:`default_efficiency`); 'ideal' → the ideal, a name → that preset, an :class:`Efficiency` →
-      itself;
+      'measured', else 'preset'; 'preset' → the chip's calibrated preset (:func:`default_efficiency`); 'ideal' →
+      the ideal, a name → that preset, an :class:`Efficiency` → itself;
     * neither → ``default``: 'auto' (serve, simulate, plan, compare) or 'ideal' (roofline, sweep, layout, batching).
 
     ``chip_name`` is read only for 'auto', 'preset' and 'measured' (a callable is called then: the caller's lazy
