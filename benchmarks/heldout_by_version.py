@@ -23,6 +23,7 @@ import numpy as np
 from rackmath.analyses.fitting import stack as S
 from rackmath.analyses.fitting.validation import records
 from rackmath.specs.stacks import HELDOUT
+from stack_fit import inferencemax  # which records are the InferenceMAX runs (benchmarks/ is on sys.path)
 
 HEADER = """\
 # Each listed stack version's out-of-sample error on its InferenceMAX runs: every record of the version predicted
@@ -63,8 +64,7 @@ def main(argv=None) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: dump: {a.dump}: {exc} (accepted: the JSON of benchmarks/stack_fit.py --dump)", file=sys.stderr)
         return 2
-    recs = [r for r in records() if not r.fit and r.exclude is None and r.status != "derived"]
-    table = by_version(dump, recs)
+    table = by_version(dump, inferencemax(records()))
     for v, (err, n) in table.items():
         print(f"  {v:40s} {n:4d} records  median |error| {err * 100:5.1f}%")
     if a.write:

@@ -35,6 +35,11 @@ from rackmath.analyses.fitting.validation import records
 from rackmath.engine.efficiency import default_efficiency
 
 
+def inferencemax(allrecs) -> list:
+    """The InferenceMAX runs' records: not fitted into the presets (``fit = false``), none excluded or derived."""
+    return [r for r in allrecs if not r.fit and r.exclude is None and r.status != "derived"]
+
+
 def table(title, recs, pred):
     from rackmath.specs.kernels import kernel_table
 
@@ -112,7 +117,7 @@ def main(argv=None):
     if a.whatif_recv:
         print(f"what if: {whatif_recv(allrecs, a.whatif_recv)} B200 SGLang records from C = 16 at "
               f"--scheduler-recv-interval {a.whatif_recv}")
-    imx = [r for r in allrecs if not r.fit and r.exclude is None and r.status != "derived"]
+    imx = inferencemax(allrecs)
     pub = fitted_records(allrecs)
     recs = imx + pub
     preset = default_efficiency("h200")

@@ -113,19 +113,17 @@ def _deployment_row(row) -> list:
 
 def _print_table(r, pue, usd_per_kwh, power_cap) -> None:
     """The plan table, cheapest first, with why each mode won and what the columns mean."""
-    from ..options import mode_label
     from .common import human, parse_power, parse_pue, parse_usd_per_kwh, table
 
     rows = [_deployment_row(row) for row in r.rows]
-    effs = {row["chip"]: row.get("header") or row["efficiency"] for row in r.rows}
+    effs = {row["chip"]: row["header"] for row in r.rows}  # the label of the efficiency its step table ran
     w = r.workload
     traffic = f"{w['rate']:g} req/s" if w["rate"] is not None else f"{w['users']:g} users"
     slo = ", ".join(x for x in (f"TTFT ≤ {_ms(r.slo['ttft_s'])}" + (" (default objective: MLPerf's server "
                                                                     "TTFT; set --ttft)" if r.slo.get("ttft_default")
                                                                     else "") if r.slo["ttft_s"] else "",
                                 f"TPOT ≤ {_ms(r.slo['tpot_s'])}" if r.slo["tpot_s"] else "") if x) or "no SLO"
-    eff = "; ".join(f"{k}: {v if v.startswith(('calibrated', 'ideal')) else mode_label(v)}"
-                    for k, v in effs.items())  # the header the chip's step table ran with (its band)
+    eff = "; ".join(f"{k}: {v}" for k, v in effs.items())
     table(f"plan {r.model}: {traffic}, ISL {w['isl']:g} / OSL {w['osl']:g}, {slo} — cheapest first",
           ["chip", "GPUs", "deployment", "$/hour", "$/Mtok", "J/tok (elec)", "mean TTFT (margin)",
            "TPOT (margin)", "simulated TTFT p50 / p99 / TPOT p99"], rows,

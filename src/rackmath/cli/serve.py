@@ -239,7 +239,7 @@ def _emit(r, model, hardware, weights_dtype, kv_dtype, compute_dtype, redundant_
     from .common import dtype_rate_warning, energy_dict, mode_dict, print_derivation, print_json
 
     rate_note = dtype_rate_warning(hardware, weights_dtype, compute_dtype, echo=json or explain)
-    mode = mode_dict(r.__dict__.get("_eff") or r.efficiency)  # the efficiency it ran with (a version's band)
+    mode = mode_dict(r.efficiency_used or r.efficiency)  # the efficiency it ran with (a version's band)
     mode |= _context_limits(r, model, hardware, weights_dtype, kv_dtype,
                             _count(redundant_experts, "redundant_experts") or 0)
     e = serve_energy(r, hardware, pue=pue, usd_per_kwh=usd_per_kwh, power_cap=power_cap)

@@ -501,14 +501,11 @@ def for_stack(eff: Efficiency, stack) -> Efficiency:
     version does not fuse), and its error band is the version's runs' median |error| with each run's group left out
     (``specs.stacks.heldout``); otherwise ``eff``. The result is no longer per-version, so applying it twice (plan's
     step table, then serve's evaluation of the same deployment) adds τ_stack once."""
-    if not getattr(eff, "per_version", False):
+    if not getattr(eff, "per_version", False) or not versioned(stack):
         return eff
     from dataclasses import replace
 
-    h = host_times(getattr(stack, "label", None) or getattr(stack, "name", ""))
-    engine = STACK_HOST_OF.get(stack.name, stack.name)
-    if not h or engine not in STACK_NAMES:
-        return eff
+    h, engine = host_times(_label(stack)), _engine(stack)
     out = {f"{k}_{engine}_s": h[k] for k in VERSION_FIELDS
            if k in h and (k not in ("request", "warm") or engine in GENERIC_STACKS)}
     if "kernel" in h:  # the stack's own time per kernel on top of the silicon's floor τ
@@ -517,7 +514,7 @@ def for_stack(eff: Efficiency, stack) -> Efficiency:
         out["eta_prefill"] = h["prefill"]
     if "wave" in h:  # the version's first-wave speed relative to its steady passes (serving.schedule.first_wave_pass)
         out["eta_wave"] = h["wave"]
-    band = heldout(getattr(stack, "label", None) or getattr(stack, "name", ""))
+    band = heldout(_label(stack))
     if band:  # its runs' median |error| with each run's group left out (benchmarks/heldout_by_version.py)
         out["error_band"] = band["error"]
     return replace(eff, per_version=False, **out)
@@ -535,11 +532,18 @@ def versioned(stack) -> bool:
     (``benchmarks/stack_fit.py``; docs/stacks.md). Speculative decoding too: no InferenceMAX run speculated, but the
     speculative records are predicted as well on this path as on the presets (``C12``, ``C17``: docs/serving.md,
     "The default"), and one model for MTP on and off keeps their comparison honest."""
-    if stack is None:
-        return False
-    label = getattr(stack, "label", None) or getattr(stack, "name", "")
-    return STACK_HOST_OF.get(getattr(stack, "name", ""), getattr(stack, "name", "")) in STACK_NAMES \
-        and bool(host_times(label))
+    return stack is not None and _engine(stack) in STACK_NAMES and bool(host_times(_label(stack)))
+
+
+def _label(stack) -> str:
+    """A stack's ``stack@version`` (its name where it names no version): the key of its fitted numbers."""
+    return getattr(stack, "label", None) or getattr(stack, "name", "")
+
+
+def _engine(stack) -> str:
+    """The engine whose host-time fields a stack uses (:data:`STACK_HOST_OF`: ``vllm-v0`` → ``vllm_v0``)."""
+    name = getattr(stack, "name", "")
+    return STACK_HOST_OF.get(name, name)
 
 
 def resolve(chip_name, efficiency=None, ideal: bool = False, regime: str = "serving",

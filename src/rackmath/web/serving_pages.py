@@ -114,7 +114,7 @@ def serve_view(p):
     numbers = [num(lab, np.asarray(d[k]).ravel()[0] * scale[u][0] if u in scale else d[k], scale.get(u, (1, u))[1], k)
                for lab, k, u in keys if k in d]
     numbers.append(num("layout", _layout(d.get("layout", {})), key="layout"))
-    header = efficiency_header(r.__dict__.get("_eff") or d.get("efficiency") or None)  # the one it ran (its band)
+    header = efficiency_header(r.efficiency_used or d.get("efficiency") or None)  # the one it ran (its band)
     der = r.explain()
     from ..analyses.fitting.evidence import sentences
 

@@ -69,6 +69,12 @@ class ServeResult(ResultMixin):
     recv_interval: int = 1  # decode steps between the scheduler's receives (Stack.recv_interval)
     _derivation: object = None
 
+    @property
+    def efficiency_used(self):
+        """The Efficiency the numbers were computed with — a stack version's times and band applied
+        (``engine.efficiency.for_stack``), which its name alone does not carry; None for a result built by hand."""
+        return self.__dict__.get("_eff")
+
     def __getattr__(self, name):
         try:
             return self.__dict__["values"][name]
